@@ -1,0 +1,5 @@
+import sys
+
+from budgetdsl.cli import main
+
+sys.exit(main())

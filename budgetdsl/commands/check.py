@@ -1,0 +1,62 @@
+"""`budgetdsl check FILES...`: validate plan files, reporting every problem of every file.
+
+One process checks any number of files (a pre-commit hook passes them all at once). Exit 0 when
+every plan is valid, 2 when any is not (invalid input), 1 with `--solve` when a valid plan is
+infeasible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from budgetdsl.diagnostics import Diagnostic, PlanError
+
+
+def check_files(paths: list[str]) -> dict[str, list[Diagnostic]]:
+    """Every file's diagnostics (empty when valid), in the order given."""
+    from budgetdsl.plan_loader import load_plan
+
+    results: dict[str, list[Diagnostic]] = {}
+    for path in paths:
+        try:
+            load_plan(path)
+            results[path] = []
+        except PlanError as exc:
+            results[path] = exc.diagnostics
+    return results
+
+
+def run(args: argparse.Namespace) -> int:
+    results = check_files(args.files)
+    invalid = [p for p, d in results.items() if d]
+    if args.format == "json":
+        payload = {"valid": not invalid,
+                   "files": [{"file": p, "valid": not d, "diagnostics": [x.to_json() for x in d]}
+                             for p, d in results.items()]}
+        print(json.dumps(payload, indent=2))
+    else:
+        for diagnostics in results.values():
+            for d in diagnostics:
+                print(d.format(), file=sys.stderr)
+        if not args.quiet:
+            n = len(results)
+            if invalid:
+                count = sum(len(d) for d in results.values())
+                print(f"{len(invalid)} of {n} plan{'s' if n != 1 else ''} invalid "
+                      f"({count} problem{'s' if count != 1 else ''})", file=sys.stderr)
+            else:
+                print(f"{n} plan{'s' if n != 1 else ''} valid", file=sys.stderr)
+    return 2 if invalid else 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="validate plan files",
+                       description="Validate plan files and report every problem as file:line:col. "
+                       "Exit 0 if all are valid, 2 if any is invalid.")
+    p.add_argument("files", nargs="+", metavar="FILE", help="plan files (YAML)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="json prints a machine-readable report on stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the problems")
+    p.set_defaults(handler=run)

@@ -1,0 +1,65 @@
+"""Accelerator presets: peak dense 16-bit matrix throughput and memory, from vendor datasheets.
+
+Peak figures are *dense* (no 2:4 sparsity) bf16 tensor-core rates; where a part has no bf16
+(V100) the fp16 rate is given. Memory is what the framework sees: NVIDIA's "80GB" parts expose
+80 GiB (nvidia-smi reports 81920 MiB on an A100 80GB), so NVIDIA memory is in GiB; parts quoted
+in decimal GB (H200's 141 GB, MI300X's 192 GB, B200's 180 GB) are decimal. `network` is the
+per-GPU inter-node bandwidth of the vendor's reference system (one NIC per GPU), a default that a
+plan should override with its cluster's figure. A plan may name a preset and override any number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GiB = 2.0**30
+GB = 1e9
+Gbps = 1e9 / 8  # bytes/s
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPreset:
+    name: str
+    peak_flops: float  # FLOP/s, dense bf16 (fp16 where no bf16)
+    memory: float  # bytes
+    network: float  # bytes/s per GPU, reference system
+    source: str
+
+
+PRESETS: dict[str, GpuPreset] = {
+    p.name: p
+    for p in (
+        # NVIDIA A100 Tensor Core GPU datasheet (2021): BF16 312 TFLOPS dense; DGX A100: 8x 200 Gb/s HDR.
+        GpuPreset("A100-SXM4-40GB", 312e12, 40 * GiB, 200 * Gbps, "NVIDIA A100 datasheet"),
+        GpuPreset("A100-SXM4-80GB", 312e12, 80 * GiB, 200 * Gbps, "NVIDIA A100 datasheet"),
+        GpuPreset("A100-PCIE-80GB", 312e12, 80 * GiB, 200 * Gbps, "NVIDIA A100 datasheet"),
+        # NVIDIA H100 datasheet: SXM BF16 989 TFLOPS dense (1979 sparse); PCIe 756 dense;
+        # DGX H100: 8x 400 Gb/s ConnectX-7.
+        GpuPreset("H100-SXM5-80GB", 989e12, 80 * GiB, 400 * Gbps, "NVIDIA H100 datasheet"),
+        GpuPreset("H100-PCIE-80GB", 756e12, 80 * GiB, 400 * Gbps, "NVIDIA H100 datasheet"),
+        # NVIDIA H200 datasheet: SXM BF16 989 TFLOPS dense, 141 GB HBM3e.
+        GpuPreset("H200-SXM-141GB", 989e12, 141 * GB, 400 * Gbps, "NVIDIA H200 datasheet"),
+        # NVIDIA DGX B200 datasheet: 8 GPUs, 1,440 GB HBM3e, 72 PFLOPS FP8 training -> BF16
+        # 2.25 PFLOPS dense per GPU; 8x 400 Gb/s ConnectX-7.
+        GpuPreset("B200-SXM-180GB", 2.25e15, 180 * GB, 400 * Gbps, "NVIDIA DGX B200 datasheet"),
+        # AMD Instinct MI300X datasheet: BF16 1307.4 TFLOPS dense, 192 GB HBM3.
+        GpuPreset("MI300X", 1307.4e12, 192 * GB, 400 * Gbps, "AMD Instinct MI300X datasheet"),
+        # NVIDIA L40S datasheet: BF16 362.05 TFLOPS dense (733 sparse), 48 GB GDDR6.
+        GpuPreset("L40S", 362.05e12, 48 * GB, 200 * Gbps, "NVIDIA L40S datasheet"),
+        # NVIDIA V100 datasheet: FP16 tensor 125 TFLOPS (SXM2), 32 GB HBM2 (no bf16).
+        GpuPreset("V100-SXM2-32GB", 125e12, 32 * GiB, 100 * Gbps, "NVIDIA V100 datasheet"),
+        # Google Cloud TPU v5p documentation: 459 TFLOPS bf16 per chip, 95 GB HBM2e;
+        # inter-chip interconnect 4,800 Gbps per chip.
+        GpuPreset("TPU-v5p", 459e12, 95 * GB, 4800 * Gbps, "Google Cloud TPU v5p documentation"),
+        # Google Cloud TPU v4 documentation: 275 TFLOPS bf16 per chip, 32 GiB HBM2.
+        GpuPreset("TPU-v4", 275e12, 32 * GiB, 2400 * Gbps, "Google Cloud TPU v4 documentation"),
+    )
+}
+
+_ALIASES = {name.lower(): name for name in PRESETS}
+
+
+def find_preset(name: str) -> GpuPreset | None:
+    """The preset of that name, case-insensitively (`h100-sxm5-80gb` works too)."""
+    canonical = _ALIASES.get(name.lower())
+    return PRESETS[canonical] if canonical else None

@@ -1,0 +1,322 @@
+"""The plan language: pydantic models of a plan file, strict, every field described with its unit.
+
+Values arrive here already evaluated (see `plan_loader`): numbers in base units — seconds, bytes,
+FLOP, bytes/s, FLOP/s — and counts of tokens, sequences or parameters as plain numbers. In the
+YAML a user may write units and small expressions (`21 days`, `80 GiB`, `20 * model.params`); the
+JSON Schema (`budgetdsl schema`) therefore accepts a number or a string for every quantity.
+
+Rules that span fields (exactly one source of B_crit, GPUs divisible by tensor × pipeline, …) are
+model validators that raise `PlanRuleError` naming the offending path, so the loader can point at
+the exact key in the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, WithJsonSchema,
+                      model_validator)
+from pydantic_core import PydanticCustomError
+
+from budgetdsl.gpus import PRESETS, find_preset
+from budgetdsl.units import (BANDWIDTH, BASE_UNIT, DATA, DIMENSIONLESS, EXAMPLES, FLOP, FLOP_RATE,
+                             TIME, Dim)
+
+
+@dataclass(frozen=True, slots=True)
+class QuantitySpec:
+    """Marks a field whose YAML value is evaluated as a quantity of this dimension."""
+
+    dim: Dim
+    integer: bool = False
+
+
+def PlanRuleError(path: str, message: str) -> PydanticCustomError:  # noqa: N802 - reads as a type
+    """A cross-field rule broken at `path` (dotted, relative to the model that checks it)."""
+    return PydanticCustomError("plan_rule", message, {"path": path})
+
+
+def _quantity(dim: Dim, description: str, *, integer: bool = False, unit: str | None = None,
+              optional: bool = False, default: Any = ..., **bounds: Any) -> Any:
+    """A field evaluated from a number or an expression of dimension `dim`, in base units."""
+    unit = unit if unit is not None else BASE_UNIT[dim]
+    number: dict[str, Any] = {"type": "integer" if integer else "number"}
+    for key, schema_key in (("gt", "exclusiveMinimum"), ("ge", "minimum"), ("le", "maximum"),
+                            ("lt", "exclusiveMaximum")):
+        if key in bounds:
+            number[schema_key] = bounds[key]
+    example = "2^5" if integer else EXAMPLES[dim]
+    branches: list[dict[str, Any]] = [number, {"type": "string", "description": f"an expression, e.g. {example!r}"}]
+    if optional:
+        branches.append({"type": "null"})
+        default = None if default is ... else default
+    if unit:
+        description = f"{description} A plain number is in {unit}."
+    python_type: Any = int if integer else float
+    return Annotated[python_type | None if optional else python_type, QuantitySpec(dim, integer),
+                     WithJsonSchema({"anyOf": branches, "x-unit": unit or "1"}),
+                     Field(default, description=description, **bounds)]
+
+
+def Count(description: str, **kw: Any) -> Any:  # noqa: N802 - used as a type
+    return _quantity(DIMENSIONLESS, description, **kw)
+
+
+def Integer(description: str, **kw: Any) -> Any:  # noqa: N802
+    return _quantity(DIMENSIONLESS, description, integer=True, **kw)
+
+
+def Fraction(description: str, **kw: Any) -> Any:  # noqa: N802
+    return _quantity(DIMENSIONLESS, description, gt=0, le=1, **kw)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ModelShape(_Section):
+    """The model being trained: its size and shape drive FLOPs and memory."""
+
+    params: Count("Number of parameters N, e.g. 6.74e9 or 7B.", gt=0)
+    layers: Integer("Transformer layers L.", gt=0, optional=True)
+    d_model: Integer("Model width d.", gt=0, optional=True)
+    heads: Integer("Attention heads a.", gt=0, optional=True)
+    seq_len: Integer("Sequence length s, tokens per sequence.", gt=0)
+    vocab: Integer("Vocabulary size V.", gt=0, optional=True)
+    flops_per_token: _quantity(
+        FLOP, "Training FLOPs per token (forward + backward), overriding 6N + 12·L·d·s.", gt=0, optional=True)
+    activation_bytes_per_token: _quantity(
+        DATA, "Activation memory per token for the whole model (all layers, before tensor and "
+        "pipeline parallelism divide it), overriding the Korthikanti et al. (2022) estimate.",
+        gt=0, optional=True)
+
+    @model_validator(mode="after")
+    def _shape(self) -> "ModelShape":
+        if self.d_model is not None and self.heads is not None and self.d_model % self.heads:
+            raise PlanRuleError("heads", f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
+        return self
+
+
+class GpuRange(_Section):
+    """A range of GPU counts: the solver chooses the count too."""
+
+    min: Integer("Fewest GPUs to consider.", gt=0)
+    max: Integer("Most GPUs to consider.", gt=0)
+    step: Integer("Step between candidate counts.", gt=0, default=1)
+
+    @model_validator(mode="after")
+    def _order(self) -> "GpuRange":
+        if self.max < self.min:
+            raise PlanRuleError("max", f"max ({self.max}) is below min ({self.min})")
+        if (self.max - self.min) // self.step > 100_000:
+            raise PlanRuleError("step", "the range holds more than 100,000 GPU counts; use a larger step")
+        return self
+
+    def counts(self) -> range:
+        return range(self.min, self.max + 1, self.step)
+
+
+def _gpus_kind(value: Any) -> str:
+    return "range" if isinstance(value, (dict, GpuRange)) else "count"
+
+
+GpuCount = Annotated[
+    Union[
+        Annotated[Integer("Number of GPUs.", gt=0), Tag("count")],  # type: ignore[valid-type]
+        Annotated[GpuRange, Tag("range")],
+    ],
+    Discriminator(_gpus_kind),
+    Field(description="GPUs: a count, or {min, max, step} to let the solver choose."),
+]
+
+
+class Recompute(StrEnum):
+    none = "none"
+    selective = "selective"
+    full = "full"
+
+
+class Hardware(_Section):
+    """What the run has: accelerators, their memory and network, and how the model is split."""
+
+    gpu: str | None = Field(None, description="A preset name; see `budgetdsl plan --list-gpus`. "
+                            "Presets: " + ", ".join(PRESETS) + ".")
+    gpus: GpuCount
+    gpus_per_node: Integer("GPUs per node.", gt=0, default=8)
+    memory_per_device: _quantity(DATA, "Memory per GPU, overriding the preset.", gt=0, optional=True)
+    peak_flops: _quantity(FLOP_RATE, "Peak dense bf16 FLOP/s per GPU, overriding the preset.",
+                          gt=0, optional=True)
+    mfu: Fraction("Model FLOPs utilization u: achieved / peak FLOP/s.", default=0.4)
+    network: _quantity(BANDWIDTH, "Per-GPU inter-node bandwidth for the gradient all-reduce, "
+                       "overriding the preset's reference system.", gt=0, optional=True)
+    overlap: _quantity(DIMENSIONLESS, "Fraction of the gradient all-reduce hidden behind the "
+                       "backward pass (0 = none, 1 = all).", ge=0, le=1, default=0.0)
+    step_overhead: _quantity(TIME, "Fixed time per optimizer step (optimizer, data loading, "
+                             "logging).", ge=0, default=0.0)
+    zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage: 1 shards optimizer state, 2 also "
+                                      "gradients, 3 also weights (FSDP full sharding).")
+    tensor_parallel: Integer("Tensor-parallel degree t.", gt=0, default=1)
+    pipeline_parallel: Integer("Pipeline-parallel degree p.", gt=0, default=1)
+    recompute: Recompute = Field(Recompute.none, strict=False, description="Activation recomputation: none, "
+                                 "selective (attention), or full (each layer).")
+    flash_attention: bool = Field(True, description="Fused attention that keeps no s×s scores.")
+
+    @model_validator(mode="after")
+    def _preset(self) -> "Hardware":
+        if self.gpu is None:
+            missing = [k for k in ("peak_flops", "memory_per_device") if getattr(self, k) is None]
+            if missing:
+                raise PlanRuleError("gpu", "name a GPU preset, or give " + " and ".join(missing))
+        elif find_preset(self.gpu) is None:
+            raise PlanRuleError("gpu", f"unknown GPU preset {self.gpu!r}")
+        split = self.tensor_parallel * self.pipeline_parallel
+        if isinstance(self.gpus, GpuRange):
+            for key in ("min", "step"):
+                if getattr(self.gpus, key) % split:
+                    raise PlanRuleError(f"gpus.{key}", f"gpus.{key} ({getattr(self.gpus, key)}) must be "
+                                        f"a multiple of tensor_parallel × pipeline_parallel ({split})")
+        elif self.gpus % split:
+            raise PlanRuleError("gpus", f"{self.gpus} GPUs cannot be split into tensor_parallel × "
+                                f"pipeline_parallel = {split} groups")
+        elif self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
+            raise PlanRuleError("gpus", f"{self.gpus} GPUs do not fill whole nodes of {self.gpus_per_node}")
+        return self
+
+
+class Budget(_Section):
+    """The limits the run must respect. Each is optional; the solver reports the slack of each."""
+
+    deadline: _quantity(TIME, "Wall-clock limit of the run, e.g. '21 days'.", gt=0, optional=True)
+    flops: _quantity(FLOP, "Compute budget, e.g. '1.2e23' or '120 ZFLOP'.", gt=0, optional=True)
+    gpu_hours: Count("GPU-hour budget, e.g. '250k'.", gt=0, optional=True)
+    usd: Count("Money budget in US dollars; needs usd_per_gpu_hour.", gt=0, optional=True)
+    usd_per_gpu_hour: Count("Price of one GPU-hour in US dollars.", gt=0, optional=True)
+
+    @model_validator(mode="after")
+    def _price(self) -> "Budget":
+        if self.usd is not None and self.usd_per_gpu_hour is None:
+            raise PlanRuleError("usd", "a budget in usd needs usd_per_gpu_hour")
+        return self
+
+
+class Target(_Section):
+    """How much training reaches the quality target: tokens at a batch, or E_min directly."""
+
+    tokens: Count("Tokens that reach the target when trained at `at_batch`.", gt=0, optional=True)
+    at_batch: Count("Global batch (tokens) at which `tokens` reach the target.", gt=0, optional=True)
+    min_tokens: Count("E_min: tokens to the target in the small-batch limit.", gt=0, optional=True)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "Target":
+        if self.min_tokens is not None:
+            for key in ("tokens", "at_batch"):
+                if getattr(self, key) is not None:
+                    raise PlanRuleError(key, f"give either min_tokens or tokens with at_batch, not both")
+        elif self.tokens is None and self.at_batch is None:
+            raise PlanRuleError("", "give tokens with at_batch, or min_tokens")
+        elif self.tokens is None:
+            raise PlanRuleError("at_batch", "at_batch needs tokens: the tokens that reach the target at it")
+        elif self.at_batch is None:
+            raise PlanRuleError("tokens", "tokens needs at_batch: the global batch they were counted at")
+        return self
+
+
+class NoiseSource(StrEnum):
+    b_simple = "b_simple"
+    sweep = "sweep"
+
+
+class Noise(_Section):
+    """Where the critical batch B_crit comes from, and how uncertain it is."""
+
+    b_crit: Count("B_crit in tokens.", gt=0, optional=True)
+    kaplan_loss: _quantity(DIMENSIONLESS, "Loss (nats/token) at which to evaluate Kaplan et al. "
+                           "(2020) B_crit(L) = 2e8 / L^(1/0.21) tokens.", unit="nats", gt=0, optional=True)
+    calibration: str | None = Field(None, description="A calibration file written by `budgetdsl "
+                                    "calibrate`, relative to this plan.")
+    at_loss: _quantity(DIMENSIONLESS, "Held-out loss at which to read the calibration's B_crit(L).",
+                       unit="nats", gt=0, optional=True)
+    extrapolate: bool = Field(False, description="Allow at_loss outside the calibrated range.")
+    source: NoiseSource = Field(NoiseSource.b_simple, strict=False, description="Which calibration measurement to "
+                                "use: b_simple (gradient noise scale) or sweep (direct frontier fit).")
+    uncertainty: Fraction("Relative uncertainty of B_crit, e.g. '30%'.", optional=True)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "Noise":
+        given = [k for k in ("b_crit", "kaplan_loss", "calibration") if getattr(self, k) is not None]
+        if len(given) != 1:
+            where = given[1] if len(given) > 1 else ""
+            said = f"; this plan gives {' and '.join(given)}" if given else ""
+            raise PlanRuleError(where, "give exactly one of b_crit, kaplan_loss or calibration" + said)
+        if self.calibration is not None and self.at_loss is None:
+            raise PlanRuleError("calibration", "a calibration needs at_loss: the loss at which to read B_crit")
+        if self.calibration is None:
+            for key in ("at_loss",):
+                if getattr(self, key) is not None:
+                    raise PlanRuleError(key, f"{key} applies only with calibration")
+        return self
+
+
+class Run(_Section):
+    """A pinned configuration to evaluate instead of optimizing."""
+
+    batch: Count("Global batch in tokens.", gt=0, optional=True)
+    micro_batch: Integer("Sequences per device per micro-step.", gt=0, optional=True)
+
+
+class Objective(StrEnum):
+    balanced = "balanced"
+    min_time = "min_time"
+    min_flops = "min_flops"
+    min_cost = "min_cost"
+
+
+class LrScaling(StrEnum):
+    linear = "linear"
+    sqrt = "sqrt"
+    none = "none"
+
+
+class Optimizer(_Section):
+    """The learning rate as tuned at one batch, rescaled by the exports to the chosen batch."""
+
+    lr: _quantity(DIMENSIONLESS, "Peak learning rate tuned at `at_batch`.", gt=0)
+    at_batch: Count("Global batch (tokens) at which lr was tuned.", gt=0)
+    scaling: LrScaling = Field(LrScaling.sqrt, strict=False, description="How lr follows the batch: linear "
+                               "(Goyal et al. 2017), sqrt (usual for Adam), or none.")
+    warmup_steps: Integer("Learning-rate warmup steps.", ge=0, default=0)
+
+
+class Plan(_Section):
+    """A training-run plan: what the team has and what it must reach."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="budgetdsl plan")
+    _source: Any = PrivateAttr(None)  # plan_loader.MergedSource: where each value was written
+
+    name: str = Field(description="Name of the run.", min_length=1, max_length=200)
+    description: str | None = Field(None, description="Free text for reviewers.")
+    extends: str | None = Field(None, description="A base plan this one inherits from (path "
+                                "relative to this file); this file's keys win.")
+    model: ModelShape
+    hardware: Hardware
+    budget: Budget = Field(default_factory=Budget)
+    target: Target
+    noise: Noise
+    run: Run | None = None
+    objective: Objective = Field(Objective.balanced, strict=False, description="Which point of the feasible "
+                                 "frontier to choose: balanced (B ≈ B_crit), min_time, min_flops, "
+                                 "or min_cost.")
+    optimizer: Optimizer | None = None
+
+    @model_validator(mode="after")
+    def _split(self) -> "Plan":
+        hw, m = self.hardware, self.model
+        if m.heads is not None and m.heads % hw.tensor_parallel:
+            raise PlanRuleError("hardware.tensor_parallel", f"heads ({m.heads}) must be divisible by "
+                                f"tensor_parallel ({hw.tensor_parallel})")
+        if m.layers is not None and m.layers % hw.pipeline_parallel:
+            raise PlanRuleError("hardware.pipeline_parallel", f"layers ({m.layers}) must be divisible "
+                                f"by pipeline_parallel ({hw.pipeline_parallel})")
+        return self
