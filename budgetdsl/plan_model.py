@@ -21,6 +21,7 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, 
 from pydantic_core import PydanticCustomError
 
 from budgetdsl.gpus import PRESETS, find_preset
+from budgetdsl.launch_model import Launch
 from budgetdsl.units import (BANDWIDTH, BASE_UNIT, DATA, DIMENSIONLESS, EXAMPLES, FLOP, FLOP_RATE,
                              TIME, Dim)
 
@@ -309,6 +310,8 @@ class Plan(_Section):
                                  "frontier to choose: balanced (B ≈ B_crit), min_time, min_flops, "
                                  "or min_cost.")
     optimizer: Optimizer | None = None
+    launch: Launch | None = Field(None, description="What exports need that the plan cannot "
+                                  "infer: image, command, partition, account, env.")
 
     @model_validator(mode="after")
     def _split(self) -> "Plan":
