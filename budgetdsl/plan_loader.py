@@ -26,8 +26,8 @@ from pydantic import BaseModel, ValidationError
 from budgetdsl.diagnostics import Diagnostic, Location, PlanError, did_you_mean
 from budgetdsl.expressions import ExpressionError, Quantity, evaluate
 from budgetdsl.plan_model import GpuRange, Plan, QuantitySpec
-from budgetdsl.units import DIMENSIONLESS, EXAMPLES, BASE_UNIT, dim_name
-from budgetdsl.yaml_source import Path, SourceDoc, read_yaml_file
+from budgetdsl.units import BASE_UNIT, DIMENSIONLESS, EXAMPLES, dim_name, format_quantity
+from budgetdsl.yaml_source import Path, SourceDoc, parse_yaml, read_yaml_file
 
 MAX_EXTENDS = 16  # depth of an extends chain
 
@@ -73,15 +73,22 @@ def _display(path: FsPath) -> str:
         return str(path)
 
 
-def read_merged(path: str | os.PathLike[str]) -> MergedSource:
-    """Read a plan file and the chain of files it extends, merged, with every position kept."""
+def read_merged(path: str | os.PathLike[str], text: str | None = None) -> MergedSource:
+    """Read a plan file and the chain of files it extends, merged, with every position kept.
+
+    With `text`, the plan's own content is `text` (an editor buffer, a file at a git revision)
+    and `path` only names it and anchors relative `extends` paths.
+    """
     chain: list[tuple[FsPath, SourceDoc]] = []
     current = FsPath(path)
     display = str(path)
     seen: dict[FsPath, str] = {}
     while True:
         real = current.resolve()
-        doc = read_yaml_file(str(current), display)
+        if text is not None and not chain:
+            doc = parse_yaml(text, display)
+        else:
+            doc = read_yaml_file(str(current), display)
         if real in seen:  # pragma: no cover - caught below before reading again
             break
         seen[real] = display
@@ -353,17 +360,14 @@ def _diagnostics(exc: ValidationError, source: MergedSource, data: dict[str, Any
                                   (f"allowed keys: {', '.join(allowed)}" if allowed else None)))
         elif kind == "missing":
             parent = path[:-1]
-            spec = field_spec(path)
-            example = ""
-            if isinstance(spec, QuantitySpec):
-                example = f", e.g. {path[-1]}: {EXAMPLES.get(spec.dim, '1')}"
             out.append(Diagnostic(source.locate(parent, key=True), "missing-key",
                                   f"missing required key '{path[-1]}' in {_describe(parent)}",
-                                  f"add it{example}" if example else None))
+                                  _field_help(path)))
         elif kind == "plan_rule":
             sub = tuple(p for p in str(ctx.get("path", "")).split(".") if p)
             full = (*path, *sub)
-            out.append(Diagnostic(source.locate(full, key=bool(sub)), "plan-rule", err["msg"]))
+            out.append(Diagnostic(source.locate(full, key=bool(sub)), "plan-rule", err["msg"],
+                                  ctx.get("hint") or None))
         else:
             out.append(Diagnostic(source.locate(path), _CODES.get(kind, "invalid-value"),
                                   _message(kind, err, path), _hint(kind, path)))
@@ -386,7 +390,26 @@ _CODES = {
 }
 
 
-def _show(value: Any) -> str:
+def _field_help(path: Path) -> str | None:
+    """`params: Number of parameters N, e.g. 6.74e9 or 7B.`: the schema's own words."""
+    model: Any = Plan
+    for key in path[:-1]:
+        info = model.model_fields.get(key) if isinstance(key, str) else None
+        model = _unwrap(info.annotation) if info else None
+        if not _is_model(model):
+            return None
+    info = model.model_fields.get(path[-1])
+    if info is None:
+        return None
+    inner = _unwrap(info.annotation)
+    text = info.description or (inner.__doc__ if _is_model(inner) else None)
+    return f"{path[-1]}: {text}" if text else None
+
+
+def _show(value: Any, path: Path = ()) -> str:
+    spec = field_spec(path) if path else None
+    if isinstance(spec, QuantitySpec) and spec.dim != DIMENSIONLESS and isinstance(value, (int, float)):
+        return format_quantity(float(value), spec.dim)
     if isinstance(value, float):
         return f"{value:g}"
     text = repr(value)
@@ -399,7 +422,7 @@ def _message(kind: str, err: Any, path: Path) -> str:
               "less_than": ("less than", "lt"), "less_than_equal": ("at most", "le")}
     if kind in bounds:
         word, key = bounds[kind]
-        return f"must be {word} {_show(ctx.get(key))}, got {_show(value)}"
+        return f"must be {word} {_show(ctx.get(key), path)}, got {_show(value, path)}"
     if kind in ("enum", "literal_error"):
         return f"{_show(value)} is not one of {ctx.get('expected', '')}"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
@@ -440,9 +463,11 @@ def load_merged(source: MergedSource) -> Plan:
     return plan
 
 
-def load_plan(path: str | os.PathLike[str]) -> Plan:
-    """Load, evaluate and validate a plan file; raise PlanError with every problem found."""
-    source = read_merged(path)
+def load_plan(path: str | os.PathLike[str], text: str | None = None) -> Plan:
+    """Load, evaluate and validate a plan file; raise PlanError with every problem found.
+
+    `text`, when given, is the plan's content (see `read_merged`)."""
+    source = read_merged(path, text)
     plan = load_merged(source)
     plan._source = source  # where every value came from (for reports, the TUI's save)
     return plan

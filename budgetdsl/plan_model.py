@@ -17,9 +17,10 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, WithJsonSchema,
-                      model_validator)
+                      field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
+from budgetdsl.diagnostics import did_you_mean
 from budgetdsl.gpus import PRESETS, find_preset
 from budgetdsl.launch_model import Launch
 from budgetdsl.units import (BANDWIDTH, BASE_UNIT, DATA, DIMENSIONLESS, EXAMPLES, FLOP, FLOP_RATE,
@@ -34,9 +35,9 @@ class QuantitySpec:
     integer: bool = False
 
 
-def PlanRuleError(path: str, message: str) -> PydanticCustomError:  # noqa: N802 - reads as a type
-    """A cross-field rule broken at `path` (dotted, relative to the model that checks it)."""
-    return PydanticCustomError("plan_rule", message, {"path": path})
+def PlanRuleError(path: str, message: str, hint: str | None = None) -> PydanticCustomError:  # noqa: N802
+    """A rule broken at `path` (dotted, relative to the model that checks it), with a hint."""
+    return PydanticCustomError("plan_rule", message, {"path": path, "hint": hint or ""})
 
 
 def _quantity(dim: Dim, description: str, *, integer: bool = False, unit: str | None = None,
@@ -164,14 +165,22 @@ class Hardware(_Section):
                                  "selective (attention), or full (each layer).")
     flash_attention: bool = Field(True, description="Fused attention that keeps no s×s scores.")
 
+    @field_validator("gpu")
+    @classmethod
+    def _known_preset(cls, name: str | None) -> str | None:
+        if name is not None and find_preset(name) is None:
+            raise PlanRuleError("", f"unknown GPU preset {name!r}", did_you_mean(name, PRESETS) or
+                                "presets: " + ", ".join(PRESETS) + "; or give peak_flops and "
+                                "memory_per_device instead")
+        return name
+
     @model_validator(mode="after")
     def _preset(self) -> "Hardware":
         if self.gpu is None:
             missing = [k for k in ("peak_flops", "memory_per_device") if getattr(self, k) is None]
             if missing:
-                raise PlanRuleError("gpu", "name a GPU preset, or give " + " and ".join(missing))
-        elif find_preset(self.gpu) is None:
-            raise PlanRuleError("gpu", f"unknown GPU preset {self.gpu!r}")
+                raise PlanRuleError("gpu", "name a GPU preset, or give " + " and ".join(missing),
+                                    "e.g. gpu: H100-SXM5-80GB")
         split = self.tensor_parallel * self.pipeline_parallel
         if isinstance(self.gpus, GpuRange):
             for key in ("min", "step"):
@@ -300,16 +309,16 @@ class Plan(_Section):
     description: str | None = Field(None, description="Free text for reviewers.")
     extends: str | None = Field(None, description="A base plan this one inherits from (path "
                                 "relative to this file); this file's keys win.")
-    model: ModelShape
-    hardware: Hardware
-    budget: Budget = Field(default_factory=Budget)
-    target: Target
-    noise: Noise
-    run: Run | None = None
+    model: ModelShape = Field(description=ModelShape.__doc__)
+    hardware: Hardware = Field(description=Hardware.__doc__)
+    budget: Budget = Field(default_factory=Budget, description=Budget.__doc__)
+    target: Target = Field(description=Target.__doc__)
+    noise: Noise = Field(description=Noise.__doc__)
+    run: Run | None = Field(None, description=Run.__doc__)
     objective: Objective = Field(Objective.balanced, strict=False, description="Which point of the feasible "
                                  "frontier to choose: balanced (B ≈ B_crit), min_time, min_flops, "
                                  "or min_cost.")
-    optimizer: Optimizer | None = None
+    optimizer: Optimizer | None = Field(None, description=Optimizer.__doc__)
     launch: Launch | None = Field(None, description="What exports need that the plan cannot "
                                   "infer: image, command, partition, account, env.")
 

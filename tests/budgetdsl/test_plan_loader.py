@@ -1,0 +1,166 @@
+"""Loading plans: examples, extends, late-bound references, and located errors for broken plans."""
+
+import glob
+import os
+import pathlib
+import textwrap
+
+import pytest
+
+from budgetdsl.diagnostics import PlanError
+from budgetdsl.plan_loader import load_plan
+from budgetdsl.plan_model import GpuRange, Objective
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BROKEN = pathlib.Path(__file__).parent / "broken"
+
+MINIMAL = """\
+name: minimal
+model: {params: 7B, seq_len: 2048}
+hardware: {gpu: H100-SXM5-80GB, gpus: 64}
+target: {min_tokens: 140B}
+noise: {b_crit: 2M}
+"""
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(str(REPO / "plans" / "*.yaml"))), ids=os.path.basename)
+def test_example_plans_load(path):
+    plan = load_plan(path)
+    assert plan.name
+
+
+def test_llama2_values_in_base_units():
+    plan = load_plan(REPO / "plans" / "llama2-7b.yaml")
+    assert plan.hardware.gpu == "A100-SXM4-80GB"  # from the base plan
+    assert plan.hardware.gpus == 1024  # from the plan itself
+    assert plan.hardware.network == 25e9  # 200 Gb/s in bytes/s
+    assert plan.budget.deadline == 21 * 86400
+    assert plan.target.at_batch == 1024 * 4096
+    assert plan.run.batch == 1024 * plan.model.seq_len
+    assert plan.noise.uncertainty == pytest.approx(0.3)
+    assert plan.objective is Objective.balanced
+
+
+def broken_cases():
+    for path in sorted(BROKEN.glob("*.yaml")):
+        expected = [line[len("# expect: "):] for line in path.read_text().splitlines()
+                    if line.startswith("# expect: ")]
+        yield pytest.param(path.name, expected, id=path.stem)
+
+
+@pytest.mark.parametrize("name, expected", list(broken_cases()))
+def test_broken_plans_report_located_problems(name, expected, monkeypatch):
+    """Each file under broken/ states, in its header, every diagnostic it must produce."""
+    assert expected, f"{name} states no expected diagnostics"
+    monkeypatch.chdir(BROKEN)
+    with pytest.raises(PlanError) as info:
+        load_plan(name)
+    got = "\n".join(d.format() for d in info.value.diagnostics).splitlines()
+    assert got == expected
+
+
+def test_all_problems_of_a_file_are_reported_at_once(tmp_path):
+    path = write(tmp_path, "p.yaml", """\
+        name: many
+        model: {params: -1, seq_len: 2048, colour: blue}
+        hardware: {gpu: H100-SXM5-80GB, gpus: 64, mfu: 2}
+        budget: {deadline: 3 fortnights}
+        target: {min_tokens: 140B}
+        noise: {b_crit: 2M}
+        """)
+    with pytest.raises(PlanError) as info:
+        load_plan(path)
+    codes = sorted(d.code for d in info.value.diagnostics)
+    assert codes == ["out-of-range", "out-of-range", "unknown-key", "unknown-unit"]
+    lines = sorted(d.location.line for d in info.value.diagnostics)
+    assert lines == [2, 2, 3, 4]
+
+
+def test_extends_chain_merges_deeply_and_the_child_wins(tmp_path):
+    write(tmp_path, "base/cluster.yaml", """\
+        hardware: {gpu: A100-SXM4-80GB, gpus: 256, mfu: 0.5, gpus_per_node: 8}
+        budget: {deadline: 30 days}
+        """)
+    write(tmp_path, "base/team.yaml", """\
+        extends: cluster.yaml
+        hardware: {mfu: 0.45}
+        noise: {b_crit: 2M}
+        """)
+    plan = load_plan(write(tmp_path, "plan.yaml", """\
+        name: child
+        extends: base/team.yaml
+        model: {params: 7B, seq_len: 2048}
+        hardware: {gpus: 512}
+        target: {min_tokens: 140B}
+        """))
+    assert plan.hardware.gpus == 512  # the child
+    assert plan.hardware.mfu == 0.45  # the middle
+    assert plan.hardware.gpu == "A100-SXM4-80GB"  # the root
+    assert plan.budget.deadline == 30 * 86400
+    assert [pathlib.Path(f).name for f in plan._source.files] == ["plan.yaml", "team.yaml", "cluster.yaml"]
+
+
+def test_a_base_value_may_refer_to_a_field_the_child_sets(tmp_path):
+    write(tmp_path, "base.yaml", """\
+        target: {min_tokens: 20 * model.params}
+        noise: {b_crit: 2M}
+        hardware: {gpu: H100-SXM5-80GB, gpus: 64}
+        """)
+    plan = load_plan(write(tmp_path, "plan.yaml", """\
+        name: chinchilla-style
+        extends: base.yaml
+        model: {params: 70B, seq_len: 2048}
+        """))
+    assert plan.target.min_tokens == pytest.approx(1.4e12)
+
+
+def test_an_error_in_a_base_points_into_the_base(tmp_path):
+    write(tmp_path, "base.yaml", "hardware:\n  gpu: H100-SXM5-80GB\n  gpus: lots\n")
+    path = write(tmp_path, "plan.yaml", "extends: base.yaml\n" + "\n".join(
+        line for line in MINIMAL.splitlines() if not line.startswith("hardware")) + "\n")
+    with pytest.raises(PlanError) as info:
+        load_plan(path)
+    [d] = info.value.diagnostics
+    assert (pathlib.Path(d.location.file).name, d.location.line, d.location.col) == ("base.yaml", 3, 9)
+
+
+def test_a_child_mapping_replacing_a_base_scalar_points_into_the_child(tmp_path):
+    write(tmp_path, "base.yaml", "hardware:\n  gpu: H100-SXM5-80GB\n  gpus: 64\n")
+    path = write(tmp_path, "plan.yaml", MINIMAL.replace(
+        "hardware: {gpu: H100-SXM5-80GB, gpus: 64}", "extends: base.yaml\nhardware:\n  gpus: {min: 16, max: 8}"))
+    with pytest.raises(PlanError) as info:
+        load_plan(path)
+    [d] = info.value.diagnostics
+    assert d.location.file.endswith("plan.yaml") and d.message == "max (8) is below min (16)"
+
+
+def test_gpu_range():
+    plan_text = MINIMAL.replace("gpus: 64", "gpus: {min: 8, max: 64, step: 8}")
+    from budgetdsl.plan_loader import load_merged
+    from budgetdsl.plan_loader import MergedSource
+    from budgetdsl.yaml_source import parse_yaml
+    doc = parse_yaml(plan_text, "p.yaml")
+    plan = load_merged(MergedSource(doc.data, doc.values, doc.keys, ["p.yaml"]))
+    assert isinstance(plan.hardware.gpus, GpuRange)
+    assert list(plan.hardware.gpus.counts()) == [8, 16, 24, 32, 40, 48, 56, 64]
+
+
+def test_a_missing_file_is_a_located_error(tmp_path):
+    with pytest.raises(PlanError) as info:
+        load_plan(tmp_path / "nope.yaml")
+    assert info.value.diagnostics[0].code == "file-not-found"
+
+
+def test_a_plan_never_executes_code(tmp_path):
+    marker = tmp_path / "pwned"
+    path = write(tmp_path, "p.yaml", MINIMAL + f'extra: !!python/object/apply:os.system ["touch {marker}"]\n')
+    with pytest.raises(PlanError):
+        load_plan(path)
+    assert not marker.exists()
