@@ -27,7 +27,7 @@ from budgetdsl.diagnostics import Diagnostic, Location, PlanError, did_you_mean
 from budgetdsl.expressions import ExpressionError, Quantity, evaluate
 from budgetdsl.plan_model import GpuRange, Plan, QuantitySpec
 from budgetdsl.units import BASE_UNIT, DIMENSIONLESS, EXAMPLES, dim_name, format_quantity
-from budgetdsl.yaml_source import Path, SourceDoc, parse_yaml, read_yaml_file
+from budgetdsl.yaml_source import Path, SourceDoc, Span, parse_yaml, read_yaml_file
 
 MAX_EXTENDS = 16  # depth of an extends chain
 
@@ -40,6 +40,10 @@ class MergedSource:
     values: dict[Path, Location] = field(default_factory=dict)
     keys: dict[Path, Location] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # the chain, this file first
+    spans: dict[Path, Span] = field(default_factory=dict)  # where each value's text stands
+    key_spans: dict[Path, Span] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)  # each file's text, by display name
+    paths: dict[str, FsPath] = field(default_factory=dict)  # each file's path on disk
 
     def locate(self, path: Path, *, key: bool = False) -> Location:
         """Where `path` stands; the closest located ancestor where it is not in the file."""
@@ -115,11 +119,14 @@ def read_merged(path: str | os.PathLike[str], text: str | None = None) -> Merged
         current, display = nxt, _display(nxt)
 
     merged = MergedSource({}, files=[doc.values.get((), Location(str(p))).file for p, doc in chain])
-    for _, doc in reversed(chain):  # base first, so this file's keys win
+    for fs_path, doc in reversed(chain):  # base first, so this file's keys win
         merged.data = _merge(merged.data, doc.data)
         _drop_replaced(merged, doc)
-        merged.values.update(doc.values)
-        merged.keys.update(doc.keys)
+        for table in ("values", "keys", "spans", "key_spans"):
+            getattr(merged, table).update(getattr(doc, table))
+        name = doc.values.get((), Location(str(fs_path))).file
+        merged.texts[name] = doc.text
+        merged.paths[name] = fs_path
     return merged
 
 
@@ -132,8 +139,8 @@ def _drop_replaced(merged: MergedSource, doc: SourceDoc) -> None:
         child_has_below = any(len(p) > len(path) and p[: len(path)] == path for p in doc.values)
         if below and not child_has_below:
             for p in below:
-                merged.values.pop(p, None)
-                merged.keys.pop(p, None)
+                for table in (merged.values, merged.keys, merged.spans, merged.key_spans):
+                    table.pop(p, None)
 
 
 # -- 2. evaluation ------------------------------------------------------------------------------

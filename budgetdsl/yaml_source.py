@@ -32,6 +32,16 @@ _SCALAR_TAGS = {f"{_STD}{t}" for t in ("str", "int", "float", "bool", "null", "t
 _CONSTRUCT = yaml.constructor.SafeConstructor()
 
 
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Character offsets [start, end) of a node in its file's text, for in-place edits."""
+
+    file: str
+    start: int
+    end: int
+    flow: bool = False  # a mapping or list written inline, {a: 1} or [1, 2]
+
+
 @dataclass
 class SourceDoc:
     """The values of one YAML document and where each path's key and value stand."""
@@ -39,6 +49,9 @@ class SourceDoc:
     data: dict[str, Any]
     values: dict[Path, Location] = field(default_factory=dict)
     keys: dict[Path, Location] = field(default_factory=dict)
+    spans: dict[Path, Span] = field(default_factory=dict)  # value spans
+    key_spans: dict[Path, Span] = field(default_factory=dict)
+    text: str = ""
 
 
 def _loc(filename: str, mark: Any) -> Location:
@@ -69,6 +82,8 @@ class _Builder:
         if isinstance(node, yaml.ScalarNode) and node.style in ("'", '"'):
             loc = Location(loc.file, loc.line, loc.col + 1)  # columns count inside the quotes
         self.doc.values[path] = loc
+        self.doc.spans[path] = Span(self.filename, node.start_mark.index, node.end_mark.index,
+                                    bool(getattr(node, "flow_style", False)))
         if isinstance(node, yaml.MappingNode):
             return self.mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
@@ -102,6 +117,8 @@ class _Builder:
                 continue
             seen[key] = here
             self.doc.keys[(*path, key)] = here
+            self.doc.key_spans[(*path, key)] = Span(self.filename, key_node.start_mark.index,
+                                                    key_node.end_mark.index)
             out[key] = self.build(value_node, (*path, key))
         return out
 
@@ -145,6 +162,7 @@ def parse_yaml(text: str, filename: str) -> SourceDoc:
                                     "a plan file must be a mapping of keys to values",
                                     "start with 'name: my-run'")])
     builder.doc.data = builder.build(node, ())
+    builder.doc.text = text
     if builder.problems:
         raise PlanError(builder.problems)
     return builder.doc
