@@ -19,7 +19,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
@@ -27,7 +27,7 @@ from budgetdsl.diagnostics import Diagnostic, Location, PlanError, did_you_mean
 from budgetdsl.expressions import ExpressionError, Quantity, evaluate
 from budgetdsl.plan_model import GpuRange, Plan, QuantitySpec
 from budgetdsl.units import BASE_UNIT, DIMENSIONLESS, EXAMPLES, dim_name, format_quantity
-from budgetdsl.yaml_source import Path, SourceDoc, Span, parse_yaml, read_yaml_file
+from budgetdsl.yaml_source import Path, SourceDoc, Span, parse_yaml, read_bytes, read_yaml_file
 
 MAX_EXTENDS = 16  # depth of an extends chain
 
@@ -77,11 +77,13 @@ def _display(path: FsPath) -> str:
         return str(path)
 
 
-def read_merged(path: str | os.PathLike[str], text: str | None = None) -> MergedSource:
+def read_merged(path: str | os.PathLike[str], text: str | None = None,
+                opener: Callable[[str], bytes] = read_bytes) -> MergedSource:
     """Read a plan file and the chain of files it extends, merged, with every position kept.
 
-    With `text`, the plan's own content is `text` (an editor buffer, a file at a git revision)
-    and `path` only names it and anchors relative `extends` paths.
+    With `text`, the plan's own content is `text` (an editor buffer) and `path` only names it and
+    anchors relative `extends` paths. `opener` reads a file's bytes: from disk by default, from a
+    git revision for `budgetdsl diff --base REF`.
     """
     chain: list[tuple[FsPath, SourceDoc]] = []
     current = FsPath(path)
@@ -92,7 +94,7 @@ def read_merged(path: str | os.PathLike[str], text: str | None = None) -> Merged
         if text is not None and not chain:
             doc = parse_yaml(text, display)
         else:
-            doc = read_yaml_file(str(current), display)
+            doc = read_yaml_file(str(current), display, opener)
         if real in seen:  # pragma: no cover - caught below before reading again
             break
         seen[real] = display
@@ -113,10 +115,13 @@ def read_merged(path: str | os.PathLike[str], text: str | None = None) -> Merged
                                         "a plan may not extend itself, directly or through others")])
         if len(chain) >= MAX_EXTENDS:
             raise PlanError([Diagnostic(where, "extends", f"extends chain longer than {MAX_EXTENDS} files")])
-        if not nxt.is_file():
-            raise PlanError([Diagnostic(where, "extends", f"base plan {parent!r} not found",
-                                        f"the path is relative to {display!r}: {_display(nxt)}")])
         current, display = nxt, _display(nxt)
+        try:
+            opener(str(current))
+        except OSError:
+            raise PlanError([Diagnostic(where, "extends", f"base plan {parent!r} not found",
+                                        f"the path is relative to {chain[-1][1].values[()].file!r}: "
+                                        f"{display}")]) from None
 
     merged = MergedSource({}, files=[doc.values.get((), Location(str(p))).file for p, doc in chain])
     for fs_path, doc in reversed(chain):  # base first, so this file's keys win
@@ -470,11 +475,12 @@ def load_merged(source: MergedSource) -> Plan:
     return plan
 
 
-def load_plan(path: str | os.PathLike[str], text: str | None = None) -> Plan:
+def load_plan(path: str | os.PathLike[str], text: str | None = None,
+              opener: Callable[[str], bytes] = read_bytes) -> Plan:
     """Load, evaluate and validate a plan file; raise PlanError with every problem found.
 
-    `text`, when given, is the plan's content (see `read_merged`)."""
-    source = read_merged(path, text)
+    `text` and `opener` are as for `read_merged`."""
+    source = read_merged(path, text, opener)
     plan = load_merged(source)
     plan._source = source  # where every value came from (for reports, the TUI's save)
     return plan

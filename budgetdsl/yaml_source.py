@@ -10,7 +10,7 @@ and a bound on alias expansion (a "billion laughs" document is an error, not an 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -168,12 +168,21 @@ def parse_yaml(text: str, filename: str) -> SourceDoc:
     return builder.doc
 
 
-def read_yaml_file(path: str, display: str | None = None) -> SourceDoc:
-    """Read and parse a plan file, bounded in size, with located errors for unreadable files."""
+def read_bytes(path: str) -> bytes:
+    """Read a file from disk, bounded: a plan is never larger than MAX_FILE_BYTES."""
+    with open(path, "rb") as f:
+        return f.read(MAX_FILE_BYTES + 1)
+
+
+def read_yaml_file(path: str, display: str | None = None,
+                   opener: Callable[[str], bytes] = read_bytes) -> SourceDoc:
+    """Read and parse a plan file, bounded in size, with located errors for unreadable files.
+
+    `opener` reads the bytes of a path (from disk by default; from a git revision for `diff`)
+    and raises FileNotFoundError for a missing file."""
     display = display or path
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
+        raw = opener(path)
     except FileNotFoundError:
         raise PlanError([Diagnostic(Location(display), "file-not-found", "no such file")]) from None
     except IsADirectoryError:
