@@ -1,0 +1,86 @@
+"""`budgetdsl plan PLAN...`: place each plan on the critical-batch frontier and say what to launch.
+
+Results go to stdout (a table, `--format json` for machines, `--format markdown` for pull-request
+comments), diagnostics to stderr. With several plans, text and Markdown print one after another
+and JSON prints an array (one plan: one object). Exit 0 when every plan is feasible, 1 when one is
+infeasible (the answer is "no"), 2 when one is invalid (it is still reported; the others are
+solved).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from budgetdsl.diagnostics import PlanError
+
+EXIT_OK, EXIT_NO, EXIT_INVALID = 0, 1, 2
+
+
+def gpu_table() -> str:
+    """The GPU presets, for `--list-gpus`."""
+    from budgetdsl.gpus import PRESETS
+    from budgetdsl.report import data, human
+
+    rows = [("name", "peak bf16 (dense)", "memory", "network/GPU", "source")]
+    rows += [(p.name, human("FLOP/s", p.peak_flops), data(p.memory), human("B/s", p.network), p.source)
+             for p in PRESETS.values()]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_gpus:
+        sys.stdout.write(gpu_table())
+        if not args.plans:
+            return EXIT_OK
+    if not args.plans:
+        print("budgetdsl plan: error: give one or more plan files (or --list-gpus)", file=sys.stderr)
+        return EXIT_INVALID
+
+    from budgetdsl.plan_loader import load_plan
+    from budgetdsl.report import RENDERERS
+    from budgetdsl.solver import solve
+
+    code = EXIT_OK
+    texts: list[str] = []
+    dumps: list[dict] = []
+    for path in args.plans:
+        try:
+            solution = solve(load_plan(path))
+        except PlanError as exc:
+            for d in exc.diagnostics:
+                print(d.format(), file=sys.stderr)
+            code = EXIT_INVALID
+            continue
+        except OSError as exc:
+            print(f"{path}: error[io]: {exc.strerror or exc}", file=sys.stderr)
+            code = EXIT_INVALID
+            continue
+        if not solution.feasible and code == EXIT_OK:
+            code = EXIT_NO
+        if args.format == "json":
+            dumps.append(solution.model_dump(mode="json"))
+        else:
+            texts.append(RENDERERS[args.format](solution))
+    if args.format == "json":
+        if dumps:
+            payload = dumps[0] if len(args.plans) == 1 else dumps
+            sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write("\n".join(texts))
+    return code
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="place plans on the frontier and pick a launchable configuration",
+                       description="Place each plan on the critical-batch frontier: global batch, "
+                       "micro-batch, accumulation, data-parallel degree, steps, FLOPs, wall clock, and "
+                       "each limit's slack. Exit 0 if all are feasible, 1 if one is infeasible, 2 if one "
+                       "is invalid.")
+    p.add_argument("plans", nargs="*", metavar="PLAN", help="plan files (YAML)")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                   help="text for people, json for machines, markdown for pull-request comments")
+    p.add_argument("--list-gpus", action="store_true", help="print the GPU presets and their sources")
+    p.set_defaults(handler=run)

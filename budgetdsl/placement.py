@@ -1,0 +1,269 @@
+"""Placement on one GPU count: the feasible interval of the global batch, the objective's point in
+it, and the snap to a launchable integer configuration (DESIGN.md section 3, steps 2–4).
+
+Plain floats and slotted dataclasses: this is the hot path of a sweep (≥ 10,000 solves/s), so the
+pydantic result is built once, by `solver`, from what this module returns.
+
+The interval of B (tokens) is the intersection of each limit's own interval:
+    min_batch   B ≥ dp·s (one sequence per replica)
+    flops       f·E(B) ≤ F                       ⇔ B ≤ B_crit (F/(f·E_min) − 1)          (linear)
+    deadline    W(B) = S(B)·T(B) ≤ D             ⇔ a2·B² + a1·B + a0 ≤ 0                (quadratic)
+    gpu_hours   G·W(B)/3600 ≤ H                  ⇔ the same quadratic with D = 3600·H/G
+    usd         price·G·W(B)/3600 ≤ U            ⇔ the same quadratic with D = 3600·U/(price·G)
+    memory      micro-batch 1 fits               (does not bound B: accumulation restores it)
+with the closed forms derived by sympy in `closed_forms` (emitted into `closed_forms_generated`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from budgetdsl import closed_forms_generated as cf
+from budgetdsl.cost_model import CostModel
+from budgetdsl.frontier import Frontier
+
+INF = math.inf
+TIME_LIMITS = ("deadline", "gpu_hours", "usd")
+LIMIT_NAMES = ("deadline", "flops", "gpu_hours", "usd")
+# An integer step count is ceil(S(B)); the tolerance keeps S(B) = 476837.0000000001 (float noise on
+# an exact integer) from costing a whole extra step.
+_STEP_TOL = 1e-12
+_FALLBACK_SCAN = 512  # integer batch sizes tried when the neighbours of the target all fail
+_DIVISOR_SCAN = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    deadline: float | None = None  # seconds
+    flops: float | None = None  # FLOP
+    gpu_hours: float | None = None
+    usd: float | None = None
+    price: float | None = None  # USD per GPU-hour
+
+    def without(self, name: str) -> "Limits":
+        values = {k: getattr(self, k) for k in ("deadline", "flops", "gpu_hours", "usd", "price")}
+        values[name] = None
+        return Limits(**values)
+
+    def replaced(self, name: str, value: float) -> "Limits":
+        values = {k: getattr(self, k) for k in ("deadline", "flops", "gpu_hours", "usd", "price")}
+        values[name] = value
+        return Limits(**values)
+
+    def wall_limit(self, name: str, gpus: int) -> float | None:
+        """A time-type limit as a bound on the wall clock W, seconds."""
+        if name == "deadline":
+            return self.deadline
+        if name == "gpu_hours":
+            return None if self.gpu_hours is None else 3600.0 * self.gpu_hours / gpus
+        if self.usd is None or not self.price:
+            return None
+        return 3600.0 * self.usd / (self.price * gpus)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """One launchable configuration, evaluated exactly (integer steps)."""
+
+    gpus: int
+    micro_batch: int
+    grad_accum: int
+    data_parallel: int
+    sequences: int
+    batch: float  # tokens
+    steps: int
+    tokens: float
+    flops: float
+    wall: float  # seconds
+    gpu_hours: float
+    usd: float | None
+    memory: float  # bytes per device
+    violated: tuple[str, ...]
+
+    @property
+    def feasible(self) -> bool:
+        return not self.violated
+
+    def value_of(self, name: str) -> float:
+        return {"deadline": self.wall, "flops": self.flops, "gpu_hours": self.gpu_hours,
+                "usd": self.usd if self.usd is not None else INF, "memory": self.memory,
+                "min_batch": self.batch}[name]
+
+
+def quadratic_interval(a2: float, a1: float, a0: float) -> tuple[float, float] | None:
+    """{B > 0 : a2·B² + a1·B + a0 ≤ 0} for a2 > 0, a0 ≥ 0, or None when empty.
+
+    The roots are those of `cf.time_roots` (sympy's), computed in the cancellation-free form
+    q = −(a1 + sign(a1)·√disc)/2, roots q/a2 and a0/q (Press et al., Numerical Recipes, §5.6)."""
+    disc = a1 * a1 - 4.0 * a2 * a0
+    if disc < 0.0:
+        return None
+    q = -0.5 * (a1 + math.copysign(math.sqrt(disc), a1))
+    if q == 0.0:
+        return None
+    r1, r2 = q / a2, a0 / q
+    lo, hi = (r1, r2) if r1 <= r2 else (r2, r1)
+    if hi <= 0.0:
+        return None
+    return (max(lo, 0.0), hi)
+
+
+def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tuple[float, float] | None]:
+    """Each present limit's own interval of B (tokens); None when it holds at no batch."""
+    out: dict[str, tuple[float, float] | None] = {"min_batch": (float(cm.data_parallel * cm.seq_len), INF)}
+    f, rate, c = cm.flops_per_token, cm.rate, cm.fixed_time
+    if limits.flops is not None:
+        hi = cf.flops_upper_bound(fr.b_crit, fr.e_min, f, limits.flops)
+        out["flops"] = (0.0, hi) if hi > 0.0 else None
+    for name in TIME_LIMITS:
+        w_max = limits.wall_limit(name, cm.gpus)
+        if w_max is not None:
+            out[name] = quadratic_interval(*cf.time_quadratic(fr.b_crit, fr.e_min, f, rate, c, w_max))
+    return out
+
+
+def objective_target(objective: str, cm: CostModel, fr: Frontier) -> float:
+    """The objective's unconstrained batch (tokens); 0 means 'as small as allowed'."""
+    if objective == "balanced":
+        return cf.balanced_batch(fr.b_crit)
+    if objective in ("min_time", "min_cost"):
+        # At a fixed GPU count cost = price·G·W(B)/3600, so both minimize W(B).
+        c = cm.fixed_time
+        return cf.min_time_batch(fr.b_crit, cm.flops_per_token, cm.rate, c) if c > 0.0 else 0.0
+    return 0.0  # min_flops: f·E(B) grows with B
+
+
+def score(objective: str, fr: Frontier, cfg: Config) -> float:
+    """The objective's measure of a configuration (lower is better)."""
+    if objective == "balanced":
+        return fr.s_over_smin(cfg.batch) * fr.e_over_emin(cfg.batch)
+    if objective == "min_time":
+        return cfg.wall
+    if objective == "min_flops":
+        return cfg.flops
+    return cfg.usd if cfg.usd is not None else cfg.gpu_hours
+
+
+def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int,
+             micro_max: int) -> Config:
+    """A configuration's exact numbers and the limits it violates."""
+    dp = cm.data_parallel
+    sequences = micro * accum * dp
+    batch = float(sequences * cm.seq_len)
+    steps = max(1, math.ceil(fr.steps(batch) * (1.0 - _STEP_TOL)))
+    tokens = steps * batch
+    flops = cm.flops_per_token * tokens
+    wall = steps * cm.step_time(batch)
+    gpu_hours = cm.gpus * wall / 3600.0
+    usd = gpu_hours * limits.price if limits.price else None
+    violated = []
+    if micro > micro_max:
+        violated.append("memory")
+    if limits.deadline is not None and wall > limits.deadline:
+        violated.append("deadline")
+    if limits.flops is not None and flops > limits.flops:
+        violated.append("flops")
+    if limits.gpu_hours is not None and gpu_hours > limits.gpu_hours:
+        violated.append("gpu_hours")
+    if limits.usd is not None and usd is not None and usd > limits.usd:
+        violated.append("usd")
+    return Config(cm.gpus, micro, accum, dp, sequences, batch, steps, tokens, flops, wall, gpu_hours,
+                  usd, cm.memory_at(micro), tuple(violated))
+
+
+def largest_divisor_at_most(n: int, cap: int) -> int:
+    """The largest divisor of n that is ≤ cap (1 always divides; the scan is bounded)."""
+    k = min(n, cap)
+    for _ in range(_DIVISOR_SCAN):
+        if k <= 1:
+            return 1
+        if n % k == 0:
+            return k
+        k -= 1
+    return 1
+
+
+def _configs_for(n: int, micro_max: int, micro_fixed: int | None) -> list[tuple[int, int]]:
+    """(micro, accum) pairs near n sequences per replica: the fewest accumulation steps, and n
+    exactly."""
+    if micro_fixed is not None:
+        a = max(1, n // micro_fixed)
+        return [(micro_fixed, a), (micro_fixed, a + 1)] if a * micro_fixed < n else [(micro_fixed, a)]
+    cap = max(1, micro_max)
+    a = -(-n // cap)
+    out = {(m, a) for m in (n // a, -(-n // a)) if 1 <= m <= cap}
+    m = largest_divisor_at_most(n, cap)
+    out.add((m, n // m))
+    return sorted(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The answer on one GPU count."""
+
+    cm: CostModel
+    frontier: Frontier
+    intervals: dict[str, tuple[float, float] | None]
+    lo: float
+    hi: float
+    target: float  # the objective's unconstrained batch
+    clipped: float | None  # the target clipped into [lo, hi]
+    config: Config | None
+    micro_max: int
+    empty_reason: str | None  # why there is no configuration
+
+    @property
+    def feasible(self) -> bool:
+        return self.config is not None and self.config.feasible
+
+
+def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
+          micro_fixed: int | None = None) -> Placement:
+    """The objective's best launchable configuration on `cm.gpus` GPUs, or why there is none."""
+    micro_max = cm.micro_batch_max
+    intervals = limit_intervals(cm, fr, limits)
+    lo, hi = 0.0, INF
+    for iv in intervals.values():
+        if iv is None:
+            lo, hi = INF, 0.0
+            break
+        lo, hi = max(lo, iv[0]), min(hi, iv[1])
+    target = objective_target(objective, cm, fr)
+    if micro_max < 1 or (micro_fixed is not None and micro_fixed > micro_max):
+        return Placement(cm, fr, intervals, lo, hi, target, None, None, micro_max, "memory")
+    if lo > hi:
+        return Placement(cm, fr, intervals, lo, hi, target, None, None, micro_max, "interval")
+    clipped = min(max(target, lo), hi)
+    per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
+    n_t = clipped / per
+    n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12)))
+    n_hi = math.floor(hi / per * (1.0 + 1e-12)) if hi < INF else max(n_lo, math.ceil(n_t)) + 1
+    if n_lo > n_hi:
+        return Placement(cm, fr, intervals, lo, hi, target, clipped, None, micro_max, "integer")
+    base = {min(max(n, n_lo), n_hi) for n in (math.floor(n_t), math.ceil(n_t), n_lo, n_hi)}
+    best: Config | None = None
+    best_key: tuple[float, int, float] | None = None
+    for n in sorted(base):
+        for micro, accum in _configs_for(n, micro_max, micro_fixed):
+            cfg = evaluate(cm, fr, limits, micro, accum, micro_max)
+            if not cfg.feasible:
+                continue
+            key = (score(objective, fr, cfg), accum, abs(cfg.batch - clipped))
+            if best_key is None or key < best_key:
+                best, best_key = cfg, key
+    if best is None:  # integer steps pushed every neighbour over a limit: search further out
+        n0 = min(max(round(n_t), n_lo), n_hi)
+        for i in range(_FALLBACK_SCAN):
+            n = n0 + ((i + 1) // 2) * (1 if i % 2 else -1)
+            if not n_lo <= n <= n_hi:
+                continue
+            for micro, accum in _configs_for(n, micro_max, micro_fixed):
+                cfg = evaluate(cm, fr, limits, micro, accum, micro_max)
+                if cfg.feasible:
+                    best = cfg
+                    break
+            if best is not None:
+                break
+    return Placement(cm, fr, intervals, lo, hi, target, clipped, best, micro_max,
+                     None if best is not None else "integer")

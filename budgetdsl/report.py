@@ -1,0 +1,251 @@
+"""Render a Solution for people: a plain-text table (`render_text`) and Markdown for pull-request
+comments (`render_markdown`); JSON is the model dump (`render_json`). Pure functions, deterministic
+bytes (no clocks, no terminal widths, no dict-order surprises), numbers for people:
+4.19M tokens, 3.1 days, 1.2e23 FLOP, 74.5 GiB.
+"""
+
+from __future__ import annotations
+
+import math
+
+from budgetdsl.solution import Solution
+
+_COUNT = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))  # tokens, steps: 834B tokens
+_SI = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))  # rates
+
+
+def _g(v: float, digits: int = 3) -> str:
+    """`digits` significant digits, no exponent below 1e6, no '+' in exponents."""
+    text = f"{v:.{digits}g}"
+    if "e" in text:
+        mant, exp = text.split("e")
+        text = f"{mant}e{int(exp)}"
+    return text
+
+
+def si(v: float, table: tuple[tuple[float, str], ...] = _COUNT) -> str:
+    """4.19M, 2T, 834B, 812k, 96 (counts); with `_SI`, 312T for rates."""
+    if not math.isfinite(v):
+        return "∞"
+    a = abs(v)
+    for scale, suffix in table:
+        if a >= scale:
+            return f"{_g(v / scale)}{suffix}"
+    return _g(v)
+
+
+def _with_prefix(v: float, unit: str) -> str:
+    """312 TFLOP/s, 134 PFLOP/s."""
+    for scale, prefix in _SI:
+        if abs(v) >= scale:
+            return f"{_g(v / scale)} {prefix}{unit}"
+    return f"{_g(v)} {unit}"
+
+
+def duration(seconds: float) -> str:
+    """12.3 s, 4.2 min, 7.5 h, 3.1 days."""
+    if not math.isfinite(seconds):
+        return "∞"
+    a = abs(seconds)
+    if a < 120:
+        return f"{_g(seconds)} s"
+    if a < 7200:
+        return f"{_g(seconds / 60)} min"
+    if a < 172800:
+        return f"{_g(seconds / 3600)} h"
+    return f"{_g(seconds / 86400)} days"
+
+
+def data(nbytes: float) -> str:
+    a = abs(nbytes)
+    for scale, suffix in ((2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB")):
+        if a >= scale:
+            return f"{_g(nbytes / scale)} {suffix}"
+    return f"{_g(nbytes)} B"
+
+
+def human(unit: str, v: float | None) -> str:
+    """A value in its unit, for people."""
+    if v is None:
+        return "—"
+    if unit == "s":
+        return duration(v)
+    if unit == "B":
+        return data(v)
+    if unit == "B/sequence":
+        return f"{data(v)}/sequence"
+    if unit == "B/s":
+        return f"{_g(v * 8 / 1e9)} Gb/s"
+    if unit == "FLOP":
+        return f"{_g(v, 2 if v >= 1e6 else 3)} FLOP"
+    if unit == "FLOP/token":
+        return f"{_g(v)} FLOP/token"
+    if unit == "FLOP/s":
+        return _with_prefix(v, "FLOP/s")
+    if unit == "tokens":
+        return f"{si(v)} tokens"
+    if unit == "GPU-h":
+        return f"{si(v)} GPU-h"
+    if unit == "USD":
+        return f"${si(v)}"
+    if unit == "GPUs":
+        return f"{v:,.0f} GPUs"
+    if unit == "sequences":
+        return f"{v:,.0f}"
+    if unit == "1":
+        return _g(v)
+    return f"{_g(v)} {unit}"
+
+
+def _count(v: int | None) -> str:
+    return "—" if v is None else f"{v:,}"
+
+
+def _headline(sol: Solution) -> str:
+    word = {"optimal": "feasible", "pinned": "feasible (pinned run)", "infeasible": "INFEASIBLE"}[sol.status]
+    return f"{sol.plan}: {word} — objective {sol.objective}, status {sol.status}"
+
+
+def _launch_rows(sol: Solution) -> list[tuple[str, str]]:
+    b = sol.batch
+    rows = [("GPUs", _count(sol.gpus) + (f" (dp {b.data_parallel})" if b.data_parallel else ""))]
+    if b.tokens is not None:
+        rows += [
+            ("global batch", f"{human('tokens', b.tokens)} = {_count(b.sequences)} sequences"),
+            ("micro-batch", f"{b.micro_batch} per device × {b.grad_accum} accumulation × "
+                            f"{b.data_parallel} replicas"),
+            ("steps", _count(sol.steps)),
+            ("tokens", human("tokens", sol.tokens)),
+            ("FLOPs", human("FLOP", sol.flops)),
+            ("wall clock", human("s", sol.wall_clock_s)),
+            ("GPU-hours", human("GPU-h", sol.gpu_hours)),
+        ]
+        if sol.usd is not None:
+            rows.append(("cost", human("USD", sol.usd)))
+    return rows
+
+
+def _frontier_rows(sol: Solution) -> list[tuple[str, str]]:
+    f = sol.frontier
+    unc = f" ±{f.b_crit_uncertainty:.0%}" if f.b_crit_uncertainty else ""
+    rows = [("B_crit", f"{human('tokens', f.b_crit_tokens)}{unc} — {f.b_crit_source}"),
+            ("S_min", f"{si(f.s_min)} steps"), ("E_min", human("tokens", f.e_min_tokens))]
+    if f.x is not None:
+        rows += [("x = B/B_crit", _g(f.x)), ("S/S_min", _g(f.s_over_smin or 0.0)),
+                 ("E/E_min", _g(f.e_over_emin or 0.0))]
+    return rows
+
+
+def _constraint_rows(sol: Solution) -> list[tuple[str, ...]]:
+    rows = []
+    for c in sol.constraints:
+        limit = ("≥ " if c.sense == ">=" else "≤ ") + human(c.unit, c.limit)
+        state = "—" if c.satisfied is None else ("ok" if c.satisfied else "VIOLATED")
+        rows.append((c.name, limit, human(c.unit, c.value), human(c.unit, c.slack), state,
+                     "binds" if c.binding else ""))
+    return rows
+
+
+def _assumption_rows(sol: Solution) -> list[tuple[str, ...]]:
+    return [(name, human(a.unit, a.value), str(a.origin), a.detail) for name, a in sol.assumptions.items()]
+
+
+def _uncertainty_rows(sol: Solution) -> list[tuple[str, str]]:
+    u = sol.uncertainty
+    if u is None:
+        return []
+    broken = [n for n, ok in u.limits_hold.items() if not ok]
+    return [
+        ("B_crit", f"{human('tokens', u.b_crit_tokens.low)} – {human('tokens', u.b_crit_tokens.high)}"),
+        ("steps", f"{u.steps.low:,.0f} – {u.steps.high:,.0f}"),
+        ("tokens", f"{human('tokens', u.tokens.low)} – {human('tokens', u.tokens.high)}"),
+        ("FLOPs", f"{human('FLOP', u.flops.low)} – {human('FLOP', u.flops.high)}"),
+        ("wall clock", f"{human('s', u.wall_clock_s.low)} – {human('s', u.wall_clock_s.high)}"),
+        ("limits hold", "yes, at both ends" if u.all_hold else "no: " + ", ".join(broken)),
+    ]
+
+
+def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [(indent + "  ".join(cell.ljust(w) for cell, w in zip(r, widths))).rstrip() for r in rows]
+
+
+def render_text(sol: Solution) -> str:
+    """The table for people (`budgetdsl plan`)."""
+    out = [_headline(sol), ""]
+    if sol.batch.tokens is not None:
+        out += ["Launch", *_table(_launch_rows(sol)), ""]
+    out += ["Frontier", *_table(_frontier_rows(sol)), ""]
+    out += ["Limits", *_table([("limit", "bound", "value", "slack", "state", ""), *_constraint_rows(sol)]), ""]
+    if sol.conflicts:
+        out += ["Conflicts", *[f"  - {c}" for c in sol.conflicts], ""]
+    if sol.relaxations:
+        out += ["Smallest change of each limit that makes the plan feasible on its own",
+                *[f"  - {r.message}" for r in sol.relaxations], ""]
+    if sol.memory_remedies:
+        out += ["Memory remedies (at micro-batch 1)",
+                *_table([(m.change, data(m.memory_per_device), f"micro-batch ≤ {m.micro_batch_max}",
+                          "fits" if m.fits else "does not fit") for m in sol.memory_remedies]), ""]
+    if sol.pinned is not None:
+        out += ["Against the objective", f"  {sol.pinned.summary}", ""]
+    if sol.gpu_choice is not None:
+        g = sol.gpu_choice
+        out += [f"GPU count ({g.min}–{g.max} step {g.step}: {g.considered} launchable, {g.feasible} feasible)",
+                f"  {g.reason}", ""]
+    if sol.uncertainty is not None:
+        out += [f"Uncertainty (B_crit ±{sol.uncertainty.relative:.0%})", *_table(_uncertainty_rows(sol)), ""]
+    out += ["Assumptions", *_table(_assumption_rows(sol)), ""]
+    if sol.notes:
+        out += ["Notes", *[f"  - {n}" for n in sol.notes], ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _md_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in rows]
+    return lines
+
+
+def render_markdown(sol: Solution) -> str:
+    """Markdown for a pull-request comment."""
+    icon = "✅" if sol.feasible else "❌"
+    out = [f"### {icon} `{sol.plan}`: {sol.status} ({sol.objective})", ""]
+    if sol.batch.tokens is not None:
+        out += [*_md_table(("launch", ""), _launch_rows(sol)), ""]
+    out += [*_md_table(("frontier", ""), _frontier_rows(sol)), ""]
+    out += [*_md_table(("limit", "bound", "value", "slack", "state", "binds"), _constraint_rows(sol)), ""]
+    for title, items in (("Conflicts", sol.conflicts), ("Relaxations", [r.message for r in sol.relaxations]),
+                         ("Notes", sol.notes)):
+        if items:
+            out += [f"**{title}**", "", *[f"- {_md_escape(i)}" for i in items], ""]
+    if sol.memory_remedies:
+        out += [*_md_table(("memory remedy", "memory at micro-batch 1", "micro-batch max", "fits"),
+                           [(m.change, data(m.memory_per_device), str(m.micro_batch_max),
+                             "yes" if m.fits else "no") for m in sol.memory_remedies]), ""]
+    if sol.pinned is not None:
+        out += [f"**Against the objective:** {_md_escape(sol.pinned.summary)}", ""]
+    if sol.gpu_choice is not None:
+        out += [f"**GPU count:** {_md_escape(sol.gpu_choice.reason)}", ""]
+    if sol.uncertainty is not None:
+        out += [*_md_table((f"B_crit ±{sol.uncertainty.relative:.0%}", "range"), _uncertainty_rows(sol)), ""]
+    out += ["<details><summary>Assumptions</summary>", "",
+            *_md_table(("coefficient", "value", "origin", "from"), _assumption_rows(sol)), "", "</details>"]
+    return "\n".join(out) + "\n"
+
+
+def render_json(sol: Solution) -> str:
+    """The model dump: stable keys, deterministic bytes."""
+    return sol.model_dump_json(indent=2) + "\n"
+
+
+RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json}
+
+
+def render(sol: Solution, fmt: str = "text") -> str:
+    return RENDERERS[fmt](sol)

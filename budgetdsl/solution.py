@@ -1,0 +1,167 @@
+"""The solver's result: one immutable, structured object (cvxpy's manners, STYLE.md).
+
+A closed status vocabulary (`Status`, a StrEnum that serialises as its value) with groups callers
+test membership in (`FEASIBLE`); labelled, inspectable constraints (`Constraint`: limit, value,
+slack, binding); infeasibility as a status with relaxations, never an exception. JSON is
+`solution.model_dump_json()`; the keys listed in issue 3 are stable, more may be added.
+
+Units: tokens, sequences, seconds, FLOP, bytes, GPU-hours, US dollars; ratios are plain numbers.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Status(StrEnum):
+    optimal = "optimal"  # the objective's best launchable configuration; every limit holds
+    pinned = "pinned"  # the plan's `run:` configuration, evaluated; every limit holds
+    infeasible = "infeasible"  # no launchable configuration (or the pinned one) meets every limit
+
+
+FEASIBLE = frozenset({Status.optimal, Status.pinned})
+
+
+class Origin(StrEnum):
+    declared = "declared"  # written in the plan (or a base plan it extends)
+    derived = "derived"  # computed by a formula of the cost model
+    preset = "preset"  # taken from a GPU preset (vendor datasheet)
+    default = "default"  # the tool's default, not in the plan
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Coefficient(_Frozen):
+    value: float
+    unit: str
+    origin: Origin
+    detail: str = Field(description="The plan key, formula or datasheet it came from.")
+
+
+class Batch(_Frozen):
+    tokens: float | None = None
+    sequences: int | None = None
+    micro_batch: int | None = None
+    grad_accum: int | None = None
+    data_parallel: int | None = None
+
+
+class FrontierPoint(_Frozen):
+    b_crit_tokens: float
+    b_crit_source: str
+    b_crit_uncertainty: float | None = Field(None, description="Relative, e.g. 0.3 for ±30 %.")
+    s_min: float = Field(description="Minimal steps (infinite batch).")
+    e_min_tokens: float = Field(description="Minimal tokens (small-batch limit).")
+    x: float | None = Field(None, description="B / B_crit at the launched batch.")
+    s_over_smin: float | None = Field(None, description="1 + 1/x, on the frontier.")
+    e_over_emin: float | None = Field(None, description="1 + x, on the frontier.")
+
+
+class Constraint(_Frozen):
+    """One limit of the plan at the reported configuration."""
+
+    name: str  # deadline | flops | gpu_hours | usd | memory | min_batch
+    sense: str = Field(description="'<=': value must not exceed limit; '>=': value must reach it.")
+    limit: float
+    value: float | None = Field(None, description="At the reported configuration (None when there is none).")
+    slack: float | None = Field(None, description="How far from the limit, in its unit; negative when violated.")
+    binding: bool = Field(description="This limit decided the configuration (or is violated).")
+    satisfied: bool | None = None
+    unit: str
+    allowed_batch: tuple[float, float] | None = Field(
+        None, description="Global batches (tokens) this limit alone allows; None when it does not bound B.")
+    detail: str = ""
+
+
+class Relaxation(_Frozen):
+    """The smallest change of one limit that makes the plan feasible on its own."""
+
+    name: str  # deadline | flops | gpu_hours | usd | gpus | memory
+    current: float | None
+    required: float | None = Field(None, description="The new value; None when no value helps.")
+    unit: str
+    message: str
+
+
+class MemoryRemedy(_Frozen):
+    change: str = Field(description="The plan change, e.g. 'hardware.zero: 3'.")
+    memory_per_device: float = Field(description="Bytes per device at micro-batch 1, reserve included.")
+    micro_batch_max: int
+    fits: bool
+
+
+class Span(_Frozen):
+    low: float
+    high: float
+
+
+class Uncertainty(_Frozen):
+    """The launched configuration re-evaluated at B_crit·(1 ± relative)."""
+
+    relative: float
+    b_crit_tokens: Span
+    steps: Span
+    tokens: Span
+    flops: Span
+    wall_clock_s: Span
+    gpu_hours: Span
+    limits_hold: dict[str, bool] = Field(description="Each limit, at both ends of the range.")
+    all_hold: bool
+
+
+class PinnedComparison(_Frozen):
+    """The pinned `run:` configuration against the objective's own choice."""
+
+    objective_batch_tokens: float | None
+    objective_feasible: bool
+    batch_ratio: float | None = Field(None, description="pinned batch / objective's batch")
+    steps_ratio: float | None = None
+    tokens_ratio: float | None = None
+    wall_clock_ratio: float | None = None
+    flops_ratio: float | None = None
+    objective_ratio: float | None = Field(None, description="The objective's measure, pinned / optimal.")
+    summary: str
+
+
+class GpuChoice(_Frozen):
+    min: int
+    max: int
+    step: int
+    considered: int = Field(description="Launchable counts in the range (whole nodes, t·p groups).")
+    feasible: int = Field(description="Counts with a feasible configuration.")
+    chosen: int | None
+    reason: str
+
+
+class Solution(_Frozen):
+    """Where the run sits on the frontier, what to launch, and why."""
+
+    status: Status
+    feasible: bool
+    plan: str
+    objective: str
+    gpus: int | None
+    batch: Batch
+    steps: int | None = None
+    tokens: float | None = None
+    flops: float | None = None
+    wall_clock_s: float | None = None
+    gpu_hours: float | None = None
+    usd: float | None = None
+    frontier: FrontierPoint
+    constraints: list[Constraint]
+    conflicts: list[str] = Field(default_factory=list, description="Which limits conflict, when infeasible.")
+    relaxations: list[Relaxation] = Field(default_factory=list)
+    memory_remedies: list[MemoryRemedy] = Field(default_factory=list)
+    uncertainty: Uncertainty | None = None
+    pinned: PinnedComparison | None = None
+    gpu_choice: GpuChoice | None = None
+    assumptions: dict[str, Coefficient]
+    notes: list[str] = Field(default_factory=list)
+
+    def constraint(self, name: str) -> Constraint | None:
+        return next((c for c in self.constraints if c.name == name), None)

@@ -1,0 +1,531 @@
+"""`solve(plan) -> Solution`: place a run on the critical-batch frontier (DESIGN.md section 3).
+
+1. B_crit from the noise source, E_min and S_min from the target (`noise_source`, `frontier`).
+2. On each GPU count the plan allows: the feasible interval of B, the objective's point in it, the
+   snap to a launchable integer configuration, every limit re-checked (`placement`).
+3. With a GPU range, the count too: the best objective value, ties to the fewest GPUs.
+4. `run:` pinned: that configuration is evaluated instead, beside the objective's own choice.
+5. Infeasible: the conflicting limits, the smallest change of each limit that makes the plan
+   feasible on its own (re-solved, not estimated), and memory remedies with numbers.
+6. With `noise.uncertainty`: the launched configuration at B_crit·(1 ± u).
+
+Infeasible is a status, not an exception. Exceptions (PlanError, located) are for plans the
+solver cannot read: a pinned batch that is not a whole number of sequences per replica, a memory
+model without a shape, a calibration that cannot be read.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from budgetdsl.cost_model import (CostModel, ShapeUnknown, Split, build_cost_model, launchable_counts,
+                                  plan_split)
+from budgetdsl.frontier import Frontier, frontier_from_target
+from budgetdsl.noise_source import NoiseEstimate, noise_estimate, plan_error
+from budgetdsl.placement import (INF, LIMIT_NAMES, Config, Limits, Placement, evaluate, place, score)
+from budgetdsl.solution import (FEASIBLE, GpuChoice, MemoryRemedy, PinnedComparison, Relaxation,
+                                Solution, Status)
+
+if TYPE_CHECKING:
+    from budgetdsl.plan_model import Plan
+
+_UNITS = {"deadline": "s", "flops": "FLOP", "gpu_hours": "GPU-h", "usd": "USD", "memory": "B",
+          "min_batch": "tokens"}
+_TIGHT = 0.01  # a limit with less than 1 % slack binds
+_GPU_SCAN = 4096  # GPU counts tried when looking for the count that makes a plan feasible
+_OBJECTIVE_MEASURE = {"balanced": "(S/S_min)(E/E_min)", "min_time": "wall clock",
+                      "min_flops": "FLOPs", "min_cost": "cost"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every GPU count shares."""
+
+    plan: "Plan"
+    noise: NoiseEstimate
+    frontier: Frontier
+    limits: Limits
+    objective: str
+
+
+def plan_limits(plan: "Plan") -> Limits:
+    b = plan.budget
+    return Limits(b.deadline, b.flops, b.gpu_hours, b.usd, b.usd_per_gpu_hour)
+
+
+def _cost_model(ctx: _Context, gpus: int, split: Split | None = None) -> CostModel:
+    try:
+        return build_cost_model(ctx.plan, gpus, split)
+    except ShapeUnknown as exc:
+        raise plan_error(ctx.plan, ("model",), "shape-unknown", str(exc),
+                         "give the shape, or the activation memory per token") from None
+
+
+def _gpu_counts(plan: "Plan") -> list[int]:
+    from budgetdsl.plan_model import GpuRange
+
+    gpus = plan.hardware.gpus
+    if isinstance(gpus, GpuRange):
+        return launchable_counts(plan, gpus.counts())
+    return [int(gpus)]
+
+
+# -- pinned configurations ----------------------------------------------------------------------
+
+def _pinned_micro_accum(ctx: _Context, cm: CostModel) -> tuple[int, int] | str:
+    """(micro, accum) of `run.batch` on this GPU count, or why it does not divide."""
+    run, s, dp = ctx.plan.run, cm.seq_len, cm.data_parallel
+    assert run is not None and run.batch is not None
+    sequences = run.batch / s
+    if abs(sequences - round(sequences)) > 1e-9 * max(1.0, sequences):
+        return f"run.batch ({run.batch:g} tokens) is not a whole number of {s}-token sequences"
+    sequences = round(sequences)
+    if sequences % dp:
+        return (f"run.batch ({sequences} sequences) does not divide over {dp} data-parallel replicas")
+    per_replica = sequences // dp
+    if run.micro_batch is not None:
+        if per_replica % run.micro_batch:
+            return (f"run.micro_batch ({run.micro_batch}) does not divide the {per_replica} sequences "
+                    f"per replica of run.batch")
+        return run.micro_batch, per_replica // run.micro_batch
+    from budgetdsl.placement import largest_divisor_at_most
+
+    micro = largest_divisor_at_most(per_replica, max(1, cm.micro_batch_max))
+    return micro, per_replica // micro
+
+
+def _pinned_placement(ctx: _Context, cm: CostModel) -> Placement | str:
+    pair = _pinned_micro_accum(ctx, cm)
+    if isinstance(pair, str):
+        return pair
+    micro, accum = pair
+    base = place(cm, ctx.frontier, ctx.limits, ctx.objective)  # intervals, for the report
+    cfg = evaluate(cm, ctx.frontier, ctx.limits, micro, accum, cm.micro_batch_max)
+    return Placement(cm, ctx.frontier, base.intervals, base.lo, base.hi, base.target, base.clipped,
+                     cfg, cm.micro_batch_max, None)
+
+
+# -- choosing among GPU counts --------------------------------------------------------------------
+
+def _best(ctx: _Context, placements: list[Placement]) -> Placement | None:
+    """The best objective value; ties (to 1e-12) go to the fewest GPUs."""
+    best: Placement | None = None
+    best_score = INF
+    for pl in placements:
+        if not pl.feasible:
+            continue
+        s = score(ctx.objective, ctx.frontier, pl.config)  # type: ignore[arg-type]
+        if best is None or s < best_score * (1 - 1e-12):
+            best, best_score = pl, s
+    return best
+
+
+def _closest(placements: list[Placement]) -> Placement:
+    """For an infeasible range: the count with the fewest violated limits, ties to the most GPUs."""
+    def badness(pl: Placement) -> tuple[int, int]:
+        n = len(_conflicting_names(pl))
+        return (n, -pl.cm.gpus)
+    return min(placements, key=badness)
+
+
+def _gpu_choice_reason(ctx: _Context, chosen: Placement, placements: list[Placement]) -> str:
+    measure = _OBJECTIVE_MEASURE[ctx.objective]
+    feasible = [p for p in placements if p.feasible]
+    g = chosen.cm.gpus
+    smaller_bad = [p for p in placements if p.cm.gpus < g and not p.feasible]
+    why = f"{g} GPUs give the best {measure} of the {len(feasible)} feasible counts"
+    if smaller_bad:
+        names = sorted({n for p in smaller_bad for n in _conflicting_names(p)})
+        why += f"; fewer GPUs miss the {', '.join(names)} limit" + ("s" if len(names) > 1 else "")
+    larger = [p for p in feasible if p.cm.gpus > g]
+    if larger:
+        if ctx.objective in ("min_time",):
+            why += "; more GPUs are slower (the all-reduce and the batch floor grow)"
+        elif ctx.objective in ("min_cost", "min_flops", "balanced"):
+            why += "; more GPUs cost more or gain nothing" if ctx.objective == "min_cost" else \
+                "; more GPUs do not improve it, so the fewest are chosen"
+    return why
+
+
+# -- constraints, conflicts, relaxations ----------------------------------------------------------
+
+def _conflicting_names(pl: Placement) -> list[str]:
+    if pl.config is not None:
+        return list(pl.config.violated)
+    if pl.empty_reason == "memory":
+        return ["memory"]
+    names = [n for n, iv in pl.intervals.items() if iv is None]
+    for n, iv in pl.intervals.items():
+        for m, jv in pl.intervals.items():
+            if iv is not None and jv is not None and iv[0] > jv[1]:
+                names += [n, m]
+    if not names and pl.empty_reason == "integer":
+        names = [n for n, iv in pl.intervals.items()
+                 if iv is not None and (iv[0] >= pl.lo or iv[1] <= pl.hi)]
+    return sorted(set(names), key=list(pl.intervals).index if names else None)
+
+
+def _fmt(name: str, v: float) -> str:
+    from budgetdsl.report import human
+
+    return human(_UNITS[name], v)
+
+
+def _conflicts(pl: Placement) -> list[str]:
+    out: list[str] = []
+    cm = pl.cm
+    if pl.empty_reason == "memory":
+        need = cm.memory_at(1)
+        out.append(f"memory: one sequence per device needs {_fmt('memory', need)} "
+                   f"(weights, gradients, optimizer state, activations and reserve) of "
+                   f"{_fmt('memory', cm.memory_per_device)}")
+        return out
+    if pl.config is not None:  # a pinned configuration that violates limits
+        for name in pl.config.violated:
+            if name == "memory":
+                out.append(f"memory: micro-batch {pl.config.micro_batch} needs "
+                           f"{_fmt('memory', pl.config.memory)} of {_fmt('memory', cm.memory_per_device)}")
+            else:
+                out.append(f"{name}: the pinned configuration needs "
+                           f"{_fmt(name, pl.config.value_of(name))}")
+        return out
+    for name, iv in pl.intervals.items():
+        if iv is None:
+            out.append(f"{name}: no global batch meets it on {cm.gpus} GPUs")
+    items = [(n, iv) for n, iv in pl.intervals.items() if iv is not None]
+    for n, iv in items:
+        for m, jv in items:
+            if iv[0] > jv[1]:
+                out.append(f"{n} needs B ≥ {_fmt('min_batch', iv[0])} but {m} allows B ≤ "
+                           f"{_fmt('min_batch', jv[1])}")
+    if not out:
+        out.append(f"the feasible batches {_fmt('min_batch', pl.lo)}–{_fmt('min_batch', pl.hi)} hold no "
+                   f"launchable configuration of whole sequences per replica and whole steps")
+    return out
+
+
+def _constraints(ctx: _Context, pl: Placement, pinned: bool) -> list[dict]:
+    """Each limit at the configuration, as the fields of `Constraint` (validated once, in bulk)."""
+    cm, cfg, limits = pl.cm, pl.config, ctx.limits
+    out: list[dict] = []
+    # Which bound the objective was pushed against (cvxpy's "active" constraint).
+    pushed_lo = pl.clipped is not None and pl.target < pl.lo and not pinned
+    pushed_hi = pl.clipped is not None and pl.target > pl.hi and not pinned
+    present = [(n, getattr(limits, n)) for n in LIMIT_NAMES if getattr(limits, n) is not None]
+    present.append(("memory", cm.memory_per_device))
+    for name, limit in present:
+        iv = pl.intervals.get(name)
+        value = cfg.value_of(name) if cfg is not None else (cm.memory_at(1) if name == "memory" else None)
+        slack = None if value is None else limit - value
+        satisfied = None if value is None else value <= limit
+        if name == "memory":
+            decided = cfg is not None and cfg.micro_batch == pl.micro_max and cfg.grad_accum > 1
+            detail = (f"micro-batch ≤ {pl.micro_max} sequences per device"
+                      + ("; accumulation restores the batch" if decided else ""))
+        else:
+            decided = iv is not None and ((pushed_lo and iv[0] == pl.lo) or (pushed_hi and iv[1] == pl.hi))
+            detail = ""
+        tight = slack is not None and limit > 0 and slack < _TIGHT * limit
+        out.append(dict(
+            name=name, sense="<=", limit=limit, value=value, slack=slack,
+            binding=bool(decided or tight or satisfied is False or (iv is None and name in pl.intervals)
+                         or (name == "memory" and pl.empty_reason == "memory")),
+            satisfied=satisfied, unit=_UNITS[name],
+            allowed_batch=(None if iv is None else (iv[0], iv[1])) if name in pl.intervals else None,
+            detail=detail))
+    floor = float(cm.data_parallel * cm.seq_len)
+    value = cfg.batch if cfg is not None else None
+    out.append(dict(
+        name="min_batch", sense=">=", limit=floor, value=value,
+        slack=None if value is None else value - floor,
+        binding=bool((pushed_lo and floor == pl.lo) or (value is not None and value == floor)),
+        satisfied=None if value is None else value >= floor, unit="tokens",
+        allowed_batch=(floor, INF), detail=f"one sequence per data-parallel replica (dp = {cm.data_parallel})"))
+    return out
+
+
+def _solve_core(ctx: _Context, micro_fixed: int | None = None) -> tuple[Placement, list[Placement]]:
+    """The chosen placement and every count's placement (one for a fixed count)."""
+    placements = [place(_cost_model(ctx, g), ctx.frontier, ctx.limits, ctx.objective, micro_fixed)
+                  for g in _gpu_counts(ctx.plan)]
+    if not placements:
+        raise plan_error(ctx.plan, ("hardware", "gpus"), "no-gpu-count",
+                         "no GPU count in the range fills whole nodes and splits into t·p groups")
+    return (_best(ctx, placements) or _closest(placements)), placements
+
+
+def _feasible_with(ctx: _Context, limits: Limits, objective: str, gpus: list[int] | None = None) -> Placement | None:
+    sub = _Context(ctx.plan, ctx.noise, ctx.frontier, limits, objective)
+    best = None
+    for g in gpus or _gpu_counts(ctx.plan):
+        pl = place(_cost_model(sub, g), ctx.frontier, limits, objective)
+        if pl.feasible and (best is None or score(objective, ctx.frontier, pl.config)
+                            < score(objective, ctx.frontier, best.config)):
+            best = pl
+    return best
+
+
+def _relaxations(ctx: _Context, pl: Placement) -> list[Relaxation]:
+    out: list[Relaxation] = []
+    memory_bound = pl.empty_reason == "memory" or (pl.config is not None and "memory" in pl.config.violated)
+    metric = {"deadline": "min_time", "flops": "min_flops", "gpu_hours": "min_cost", "usd": "min_cost"}
+    for name in LIMIT_NAMES:
+        current = getattr(ctx.limits, name)
+        if current is None:
+            continue
+        if memory_bound:
+            out.append(Relaxation(name=name, current=current, unit=_UNITS[name],
+                                  message=f"no {name} helps: the model does not fit in memory"))
+            continue
+        best = _feasible_with(ctx, ctx.limits.without(name), metric[name])
+        if best is None:
+            out.append(Relaxation(name=name, current=current, unit=_UNITS[name],
+                                  message=f"no {name} helps: the other limits conflict on their own"))
+            continue
+        required = best.config.value_of(name)  # type: ignore[union-attr]
+        out.append(Relaxation(name=name, current=current, required=required, unit=_UNITS[name],
+                              message=f"{name} ≥ {_fmt(name, required)} (now {_fmt(name, current)})"))
+    out.append(_gpu_relaxation(ctx, pl))
+    return out
+
+
+def _next_counts(ctx: _Context, start: int, direction: int) -> list[int]:
+    hw = ctx.plan.hardware
+    unit = hw.tensor_parallel * hw.pipeline_parallel
+    out: list[int] = []
+    g = start
+    while len(out) < _GPU_SCAN:
+        g += direction * unit
+        if g < unit:
+            break
+        if g <= hw.gpus_per_node or g % hw.gpus_per_node == 0:
+            out.append(g)
+    return out
+
+
+def _gpu_relaxation(ctx: _Context, pl: Placement) -> Relaxation:
+    counts = _gpu_counts(ctx.plan)
+    lo_count, hi_count = min(counts), max(counts)
+    current = float(hi_count)
+    for direction, start in ((1, hi_count), (-1, lo_count)):
+        for g in _next_counts(ctx, start, direction):
+            cand = place(_cost_model(ctx, g), ctx.frontier, ctx.limits, ctx.objective)
+            if cand.feasible:
+                word = "≥" if direction > 0 else "≤"
+                return Relaxation(name="gpus", current=current if direction > 0 else float(lo_count),
+                                  required=float(g), unit="GPUs",
+                                  message=f"GPUs {word} {g} (now {int(current if direction > 0 else lo_count)})")
+    top = _next_counts(ctx, hi_count, 1)
+    cap = top[-1] if top else hi_count
+    far = place(_cost_model(ctx, cap), ctx.frontier, ctx.limits, ctx.objective)
+    reasons = _conflicts(far)
+    return Relaxation(name="gpus", current=current, unit="GPUs",
+                      message=f"no GPU count helps: with {cap} GPUs still " + "; ".join(reasons))
+
+
+def _memory_remedies(ctx: _Context, cm: CostModel) -> list[MemoryRemedy]:
+    """Changes of the layout that let one or more sequences fit, each with its numbers."""
+    plan, base = ctx.plan, cm.split
+    m, hw = plan.model, plan.hardware
+    options: list[tuple[str, Split]] = []
+    for z in range(base.zero + 1, 4):
+        options.append((f"hardware.zero: {z}", Split(z, base.tensor_parallel, base.pipeline_parallel,
+                                                     base.recompute, base.flash_attention)))
+    for rc in ("selective", "full"):
+        order = ("none", "selective", "full")
+        if order.index(rc) > order.index(base.recompute):
+            options.append((f"hardware.recompute: {rc}", Split(base.zero, base.tensor_parallel,
+                                                               base.pipeline_parallel, rc, base.flash_attention)))
+    t = base.tensor_parallel * 2
+    while t <= hw.gpus_per_node:
+        if (m.heads is None or m.heads % t == 0) and cm.gpus % (t * base.pipeline_parallel) == 0:
+            options.append((f"hardware.tensor_parallel: {t}", Split(base.zero, t, base.pipeline_parallel,
+                                                                    base.recompute, base.flash_attention)))
+        t *= 2
+    p = base.pipeline_parallel * 2
+    while m.layers is not None and p <= m.layers:
+        if m.layers % p == 0 and cm.gpus % (base.tensor_parallel * p) == 0:
+            options.append((f"hardware.pipeline_parallel: {p}", Split(base.zero, base.tensor_parallel, p,
+                                                                      base.recompute, base.flash_attention)))
+            break  # the smallest pipeline degree that divides is the one to name
+        p *= 2
+    options.append(("hardware.zero: 3 with hardware.recompute: full",
+                    Split(3, base.tensor_parallel, base.pipeline_parallel, "full", base.flash_attention)))
+    out: list[MemoryRemedy] = []
+    seen: set[Split] = set()
+    for change, split in options:
+        if split in seen or split == base:
+            continue
+        seen.add(split)
+        alt = _cost_model(ctx, cm.gpus, split)
+        out.append(MemoryRemedy(change=change, memory_per_device=alt.memory_at(1),
+                                micro_batch_max=alt.micro_batch_max, fits=alt.micro_batch_max >= 1))
+    return out
+
+
+# -- uncertainty ----------------------------------------------------------------------------------
+
+def _uncertainty(ctx: _Context, pl: Placement) -> dict | None:
+    """The fields of `Uncertainty`, or None without `noise.uncertainty`."""
+    u = ctx.noise.uncertainty
+    cfg = pl.config
+    if u is None or cfg is None:
+        return None
+    b = ctx.frontier.b_crit
+    ends = [b * max(1.0 - u, 1e-3), b, b * (1.0 + u)]
+    evals: list[Config] = []
+    for bc in ends:
+        fr = frontier_from_target(ctx.plan.target, bc)
+        evals.append(evaluate(pl.cm, fr, ctx.limits, cfg.micro_batch, cfg.grad_accum, pl.micro_max))
+
+    def span(attr: str) -> dict:
+        vals = [float(getattr(e, attr)) for e in evals]
+        return {"low": min(vals), "high": max(vals)}
+
+    holds = {name: all(name not in e.violated for e in evals)
+             for name in (*[n for n in LIMIT_NAMES if getattr(ctx.limits, n) is not None], "memory")}
+    return {"relative": u, "b_crit_tokens": {"low": ends[0], "high": ends[2]}, "steps": span("steps"),
+            "tokens": span("tokens"), "flops": span("flops"), "wall_clock_s": span("wall"),
+            "gpu_hours": span("gpu_hours"), "limits_hold": holds, "all_hold": all(holds.values())}
+
+
+# -- the pinned comparison ------------------------------------------------------------------------
+
+def _comparison(ctx: _Context, pinned: Placement) -> PinnedComparison:
+    chosen, _ = _solve_core(ctx)
+    p, o = pinned.config, chosen.config if chosen.feasible else None
+    assert p is not None
+    if o is None:
+        return PinnedComparison(objective_batch_tokens=None, objective_feasible=False,
+                                summary=f"the {ctx.objective} objective finds no feasible configuration")
+    ratio = score(ctx.objective, ctx.frontier, p) / score(ctx.objective, ctx.frontier, o)
+    from budgetdsl.report import human
+
+    summary = (f"the {ctx.objective} choice is B = {human('tokens', o.batch)} on {o.gpus} GPUs; the pinned "
+               f"batch is {p.batch / o.batch:.3g}× it, with {p.steps / o.steps:.3g}× the steps, "
+               f"{p.wall / o.wall:.3g}× the wall clock and {p.flops / o.flops:.3g}× the FLOPs "
+               f"({_OBJECTIVE_MEASURE[ctx.objective]} {ratio:.3g}× the optimum)")
+    return PinnedComparison(objective_batch_tokens=o.batch, objective_feasible=True,
+                            batch_ratio=p.batch / o.batch, steps_ratio=p.steps / o.steps,
+                            tokens_ratio=p.tokens / o.tokens, wall_clock_ratio=p.wall / o.wall,
+                            flops_ratio=p.flops / o.flops, objective_ratio=ratio, summary=summary)
+
+
+# -- assembling the result ------------------------------------------------------------------------
+
+def _assumptions(cm: CostModel, cfg: Config | None) -> dict[str, dict]:
+    out = {k: {"value": c.value, "unit": c.unit, "origin": c.origin, "detail": c.detail}
+           for k, c in cm.coefficients.items()}
+    if cfg is not None:
+        out["step_time"] = {"value": cm.step_time(cfg.batch), "unit": "s", "origin": "derived",
+                            "detail": "T(B) = f·B/(G·P·u) + T_comm + T_fixed"}
+        out["memory_at_micro_batch"] = {
+            "value": cfg.memory, "unit": "B", "origin": "derived",
+            "detail": "weights + grads + optimizer + micro-batch × activations + reserve"}
+    return out
+
+
+def _notes(ctx: _Context, pl: Placement, status: Status) -> list[str]:
+    from budgetdsl.report import human
+
+    notes: list[str] = []
+    cm, cfg = pl.cm, pl.config
+    if cfg is None:
+        return notes
+    if status is Status.optimal and pl.clipped is not None:
+        t = pl.target
+        what = {"balanced": "the balanced point B = B_crit", "min_time": "the minimum-time batch",
+                "min_cost": "the minimum-time batch (on a fixed GPU count cost follows the wall clock)",
+                "min_flops": "the smallest batch"}[ctx.objective]
+        if ctx.objective == "min_flops":
+            notes.append(f"{ctx.objective}: {what} the limits allow, {human('tokens', pl.lo)}")
+        elif t < pl.lo or t > pl.hi:
+            notes.append(f"{ctx.objective}: {what}, {human('tokens', t)}, lies outside the feasible "
+                         f"{human('tokens', pl.lo)}–{human('tokens', pl.hi)}; clipped to "
+                         f"{human('tokens', pl.clipped)}")
+        else:
+            notes.append(f"{ctx.objective}: {what}, {human('tokens', t)}, is feasible")
+        if cm.fixed_time > 0 and ctx.objective != "min_time":
+            from budgetdsl import closed_forms_generated as cf
+
+            b_star = cf.min_time_batch(ctx.frontier.b_crit, cm.flops_per_token, cm.rate, cm.fixed_time)
+            notes.append(f"past B = {human('tokens', b_star)} a bigger batch no longer buys time on "
+                         f"{cm.gpus} GPUs (T_comm + T_fixed = {human('s', cm.fixed_time)} per step)")
+    if abs(cfg.batch - (pl.clipped or cfg.batch)) > 0 and status is Status.optimal:
+        notes.append(f"snapped to {cfg.sequences} sequences = {cfg.micro_batch} × {cfg.grad_accum} "
+                     f"accumulation × {cfg.data_parallel} replicas; steps rounded up to {cfg.steps}")
+    if (cfg.micro_batch * cm.seq_len) % 8:
+        notes.append(f"micro-batch of {cfg.micro_batch * cm.seq_len} tokens is not a multiple of 8 "
+                     "(tensor cores prefer it)")
+    return notes
+
+
+def solve(plan: "Plan") -> Solution:
+    """Place `plan` on the frontier and pick a launchable configuration. Never mutates `plan`."""
+    noise = noise_estimate(plan)
+    ctx = _Context(plan, noise, frontier_from_target(plan.target, noise.b_crit), plan_limits(plan),
+                   str(plan.objective))
+    run = plan.run
+    pinned_batch = run is not None and run.batch is not None
+    micro_fixed = run.micro_batch if run is not None and not pinned_batch else None
+    gpu_choice: GpuChoice | None = None
+
+    if pinned_batch:
+        options: list[Placement] = []
+        problem = None
+        for g in _gpu_counts(plan):
+            res = _pinned_placement(ctx, _cost_model(ctx, g))
+            if isinstance(res, str):
+                problem = problem or res
+            else:
+                options.append(res)
+        if not options:
+            raise plan_error(plan, ("run", "batch"), "run-batch", problem or "run.batch does not fit",
+                             "run.batch = micro_batch × accumulation × data-parallel replicas × seq_len")
+        chosen = _best(ctx, options) or _closest(options)
+        placements = options
+    else:
+        chosen, placements = _solve_core(ctx, micro_fixed)
+
+    from budgetdsl.plan_model import GpuRange
+
+    if isinstance(plan.hardware.gpus, GpuRange):
+        r = plan.hardware.gpus
+        feasible = [p for p in placements if p.feasible]
+        reason = (_gpu_choice_reason(ctx, chosen, placements) if chosen.feasible
+                  else "no count in the range has a feasible configuration")
+        gpu_choice = GpuChoice(min=r.min, max=r.max, step=r.step, considered=len(placements),
+                               feasible=len(feasible), chosen=chosen.cm.gpus if chosen.feasible else None,
+                               reason=reason)
+
+    cfg = chosen.config
+    feasible = chosen.feasible
+    status = (Status.pinned if pinned_batch else Status.optimal) if feasible else Status.infeasible
+    fr, cm = ctx.frontier, chosen.cm
+    x = fr.x(cfg.batch) if cfg is not None else None
+    return Solution.model_validate(dict(
+        status=status, feasible=status in FEASIBLE, plan=plan.name, objective=ctx.objective,
+        gpus=cm.gpus,
+        batch=dict(tokens=cfg.batch, sequences=cfg.sequences, micro_batch=cfg.micro_batch,
+                   grad_accum=cfg.grad_accum, data_parallel=cfg.data_parallel) if cfg is not None
+        else dict(data_parallel=cm.data_parallel),
+        steps=cfg.steps if cfg else None, tokens=cfg.tokens if cfg else None,
+        flops=cfg.flops if cfg else None, wall_clock_s=cfg.wall if cfg else None,
+        gpu_hours=cfg.gpu_hours if cfg else None, usd=cfg.usd if cfg else None,
+        frontier=dict(b_crit_tokens=fr.b_crit, b_crit_source=noise.source,
+                      b_crit_uncertainty=noise.uncertainty, s_min=fr.s_min, e_min_tokens=fr.e_min,
+                      x=x, s_over_smin=None if x is None else 1.0 + 1.0 / x,
+                      e_over_emin=None if x is None else 1.0 + x),
+        constraints=_constraints(ctx, chosen, pinned_batch),
+        conflicts=[] if feasible else _conflicts(chosen),
+        relaxations=[] if feasible else _relaxations(ctx, chosen),
+        memory_remedies=(_memory_remedies(ctx, cm) if chosen.micro_max < 1
+                         or (cfg is not None and "memory" in cfg.violated) else []),
+        uncertainty=_uncertainty(ctx, chosen),
+        pinned=_comparison(ctx, chosen) if pinned_batch and cfg is not None else None,
+        gpu_choice=gpu_choice,
+        assumptions=_assumptions(cm, cfg),
+        notes=_notes(ctx, chosen, status),
+    ))
