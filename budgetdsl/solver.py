@@ -267,27 +267,42 @@ def _feasible_with(ctx: _Context, limits: Limits, objective: str, gpus: list[int
     return best
 
 
-def _relaxations(ctx: _Context, pl: Placement) -> list[Relaxation]:
+def _relaxations(ctx: _Context, pl: Placement, pinned: bool) -> list[Relaxation]:
+    """For each limit, the smallest value that makes the plan feasible with the others unchanged:
+    the plan is re-solved without that limit under the objective that minimizes its measure, and
+    the value of that configuration is the answer (it is launchable and meets every other limit)."""
     out: list[Relaxation] = []
     memory_bound = pl.empty_reason == "memory" or (pl.config is not None and "memory" in pl.config.violated)
+    conflicting = set(_conflicting_names(pl))
     metric = {"deadline": "min_time", "flops": "min_flops", "gpu_hours": "min_cost", "usd": "min_cost"}
     for name in LIMIT_NAMES:
         current = getattr(ctx.limits, name)
         if current is None:
             continue
+        unit = _UNITS[name]
+        if pinned:  # the configuration is fixed: the limit must reach its value there
+            cfg = pl.config
+            assert cfg is not None
+            if name in cfg.violated:
+                need = cfg.value_of(name)
+                out.append(Relaxation(name=name, current=current, required=need, unit=unit,
+                                      message=f"{name} ≥ {_fmt(name, need)} (now {_fmt(name, current)})"))
+            continue
         if memory_bound:
-            out.append(Relaxation(name=name, current=current, unit=_UNITS[name],
+            out.append(Relaxation(name=name, current=current, unit=unit,
                                   message=f"no {name} helps: the model does not fit in memory"))
             continue
         best = _feasible_with(ctx, ctx.limits.without(name), metric[name])
         if best is None:
-            out.append(Relaxation(name=name, current=current, unit=_UNITS[name],
-                                  message=f"no {name} helps: the other limits conflict on their own"))
+            others = ", ".join(sorted(conflicting - {name})) or "the other limits"
+            out.append(Relaxation(name=name, current=current, unit=unit,
+                                  message=f"no {name} helps: {others} conflict without it"))
             continue
         required = best.config.value_of(name)  # type: ignore[union-attr]
-        out.append(Relaxation(name=name, current=current, required=required, unit=_UNITS[name],
+        out.append(Relaxation(name=name, current=current, required=required, unit=unit,
                               message=f"{name} ≥ {_fmt(name, required)} (now {_fmt(name, current)})"))
-    out.append(_gpu_relaxation(ctx, pl))
+    if not pinned:
+        out.append(_gpu_relaxation(ctx, pl))
     return out
 
 
@@ -318,11 +333,15 @@ def _gpu_relaxation(ctx: _Context, pl: Placement) -> Relaxation:
                                   required=float(g), unit="GPUs",
                                   message=f"GPUs {word} {g} (now {int(current if direction > 0 else lo_count)})")
     top = _next_counts(ctx, hi_count, 1)
-    cap = top[-1] if top else hi_count
-    far = place(_cost_model(ctx, cap), ctx.frontier, ctx.limits, ctx.objective)
-    reasons = _conflicts(far)
+    bottom = _next_counts(ctx, lo_count, -1)
+    ends = [g for g in (top[-1] if top else None, bottom[-1] if bottom else None) if g is not None]
+    reasons = []
+    for g in ends:
+        far = place(_cost_model(ctx, g), ctx.frontier, ctx.limits, ctx.objective)
+        reasons.append(f"at {g} GPUs " + "; ".join(_conflicts(far)))
+    span = f"{min(ends + [lo_count])}–{max(ends + [hi_count])}"
     return Relaxation(name="gpus", current=current, unit="GPUs",
-                      message=f"no GPU count helps: with {cap} GPUs still " + "; ".join(reasons))
+                      message=f"no GPU count in {span} helps: " + "; ".join(reasons))
 
 
 def _memory_remedies(ctx: _Context, cm: CostModel) -> list[MemoryRemedy]:
@@ -520,7 +539,7 @@ def solve(plan: "Plan") -> Solution:
                       e_over_emin=None if x is None else 1.0 + x),
         constraints=_constraints(ctx, chosen, pinned_batch),
         conflicts=[] if feasible else _conflicts(chosen),
-        relaxations=[] if feasible else _relaxations(ctx, chosen),
+        relaxations=[] if feasible else _relaxations(ctx, chosen, pinned_batch),
         memory_remedies=(_memory_remedies(ctx, cm) if chosen.micro_max < 1
                          or (cfg is not None and "memory" in cfg.violated) else []),
         uncertainty=_uncertainty(ctx, chosen),
