@@ -1,0 +1,135 @@
+"""`budgetdsl diff`: what a change to plan files does to the runs.
+
+    budgetdsl diff OLD.yaml NEW.yaml            two files
+    budgetdsl diff --base origin/main [PATHS]   every plan changed between a revision and the work
+                                                tree (added, removed, and plans whose base changed)
+
+Exit 0, or 1 when a plan that was feasible becomes infeasible (or invalid), or 2 on invalid input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+from budgetdsl.diagnostics import PlanError
+
+
+def _solved(path: str, opener: Callable[[str], bytes] | None = None):
+    from budgetdsl.plan_loader import load_plan
+    from budgetdsl.solver import solve
+
+    plan = load_plan(path) if opener is None else load_plan(path, opener=opener)
+    return plan, solve(plan)
+
+
+def _is_plan(path: str, opener: Callable[[str], bytes]) -> bool:
+    """A plan file has a top-level `name`; base files that plans extend do not. A file that does
+    not parse is treated as a plan, so that breaking one is reported, not skipped."""
+    from budgetdsl.yaml_source import read_yaml_file
+
+    try:
+        return "name" in read_yaml_file(path, path, opener).data
+    except PlanError as exc:
+        return not any(d.code == "file-not-found" for d in exc.diagnostics)
+
+
+def _compare(path: str, old_opener, new_opener, old_exists: bool, new_exists: bool):
+    from budgetdsl.plan_diff import diff_plan
+
+    old = new = None
+    problems: list[str] = []
+    if old_exists:
+        try:
+            old = _solved(path, old_opener)
+        except PlanError:
+            old = None  # invalid at the base: nothing to compare against
+    if new_exists:
+        try:
+            new = _solved(path, new_opener)
+        except PlanError as exc:
+            problems = [d.format() for d in exc.diagnostics]
+    return diff_plan(path, old, new, problems)
+
+
+def _files_diff(args: argparse.Namespace):
+    from budgetdsl.plan_diff import diff_plan
+
+    old, new = args.files
+    try:
+        before = _solved(old)
+    except PlanError as exc:
+        for d in exc.diagnostics:
+            print(d.format(), file=sys.stderr)
+        return None
+    try:
+        after = _solved(new)
+        return [diff_plan(new, before, after)]
+    except PlanError as exc:
+        return [diff_plan(new, before, None, [d.format() for d in exc.diagnostics])]
+
+
+def _base_diff(args: argparse.Namespace):
+    from budgetdsl.git_source import GitError, files_at, opener_at, repo_root, resolve_revision
+    from budgetdsl.yaml_source import read_bytes
+
+    try:
+        root = repo_root()
+        commit = resolve_revision(args.base)
+    except GitError as exc:
+        print(f"budgetdsl diff: {exc}", file=sys.stderr)
+        return None
+    paths = args.paths or (["plans"] if Path("plans").is_dir() else ["."])
+    rel_paths = [os.path.relpath(os.path.abspath(p), root) for p in paths]
+    old_opener = opener_at(commit, root)
+    candidates: set[str] = set()
+    for rel in files_at(commit, root, rel_paths):
+        candidates.add(os.path.relpath(root / rel))
+    for p in paths:
+        if os.path.isfile(p):
+            candidates.add(os.path.relpath(p))
+        for dirpath, _, names in os.walk(p):
+            candidates.update(os.path.relpath(os.path.join(dirpath, n)) for n in names)
+    diffs = []
+    for path in sorted(c for c in candidates if c.endswith((".yaml", ".yml"))):
+        in_old = _is_plan(path, old_opener)
+        in_new = os.path.isfile(path) and _is_plan(path, read_bytes)
+        if in_old or in_new:
+            diffs.append(_compare(path, old_opener, None, in_old, in_new))
+    return diffs
+
+
+def run(args: argparse.Namespace) -> int:
+    from budgetdsl.diff_report import render_diff_json, render_diff_markdown, render_diff_text
+
+    if args.base is None and len(args.files) != 2:
+        print("budgetdsl diff: give two plan files, or --base REF [PATHS]", file=sys.stderr)
+        return 2
+    if args.base is not None:
+        args.paths = args.files
+    diffs = _base_diff(args) if args.base is not None else _files_diff(args)
+    if diffs is None:
+        return 2
+    render = {"text": render_diff_text, "markdown": render_diff_markdown, "json": render_diff_json}
+    sys.stdout.write(render[args.format](diffs))
+    if any(d.problems for d in diffs):
+        for d in diffs:
+            for problem in d.problems:
+                print(problem, file=sys.stderr)
+        return 2
+    return 1 if any(d.regressed for d in diffs) else 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("diff", help="what a change to plan files does to the runs",
+                       description="Compare two plan files, or every plan changed since a git revision "
+                       "(--base). Exit 1 when a feasible plan becomes infeasible.")
+    p.add_argument("files", nargs="*", metavar="PATH",
+                   help="OLD NEW plan files; with --base, the files or folders to compare (default: plans/)")
+    p.add_argument("--base", metavar="REF", help="a git revision to compare the work tree against")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                   help="markdown for a pull-request comment, json for machines")
+    p.set_defaults(handler=run)
