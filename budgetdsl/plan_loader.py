@@ -253,7 +253,7 @@ class _Evaluator:
         if not isinstance(spec, QuantitySpec):
             self.problems.append(Diagnostic(
                 self.at(origin, col), "reference", f"{ref!r} is not a numeric field of the plan",
-                did_you_mean(ref, _numeric_paths())))
+                did_you_mean(ref, numeric_paths())))
             raise _RefFailed
         if path in self.active:
             cycle = " -> ".join(".".join(map(str, p)) for p in [*self.active[self.active.index(path):], path])
@@ -281,10 +281,10 @@ class _Evaluator:
             out = {}
             for key, value in node.items():
                 spec = field_spec((*path, key))
-                if isinstance(spec, QuantitySpec) and not isinstance(value, dict):
-                    out[key] = self.final(self.value_of((*path, key), spec), (*path, key), spec)
-                elif isinstance(spec, type) and isinstance(value, dict):
+                if isinstance(value, dict):  # a section, or a GPU range {min, max, step}
                     out[key] = self.run(value, (*path, key))
+                elif isinstance(spec, QuantitySpec):
+                    out[key] = self.final(self.value_of((*path, key), spec), (*path, key), spec)
                 else:
                     out[key] = value
             return out
@@ -307,7 +307,7 @@ class _RefFailed(Exception):
     pass
 
 
-def _numeric_paths() -> list[str]:
+def numeric_paths() -> list[str]:
     out: list[str] = []
 
     def walk(model: type[BaseModel], prefix: str) -> None:
@@ -402,15 +402,22 @@ _CODES = {
 }
 
 
-def _field_help(path: Path) -> str | None:
-    """`params: Number of parameters N, e.g. 6.74e9 or 7B.`: the schema's own words."""
+def field_info(path: Path) -> Any:
+    """The pydantic FieldInfo of the field at `path`, or None when the plan has no such field."""
     model: Any = Plan
     for key in path[:-1]:
         info = model.model_fields.get(key) if isinstance(key, str) else None
         model = _unwrap(info.annotation) if info else None
+        if key == "gpus" and model is not None and not _is_model(model):
+            model = GpuRange
         if not _is_model(model):
             return None
-    info = model.model_fields.get(path[-1])
+    return model.model_fields.get(path[-1]) if path and isinstance(path[-1], str) else None
+
+
+def _field_help(path: Path) -> str | None:
+    """`params: Number of parameters N, e.g. 6.74e9 or 7B.`: the schema's own words."""
+    info = field_info(path)
     if info is None:
         return None
     inner = _unwrap(info.annotation)

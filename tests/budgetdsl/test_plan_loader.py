@@ -142,7 +142,7 @@ def test_a_child_mapping_replacing_a_base_scalar_points_into_the_child(tmp_path)
 
 
 def test_gpu_range():
-    plan_text = MINIMAL.replace("gpus: 64", "gpus: {min: 8, max: 64, step: 8}")
+    plan_text = MINIMAL.replace("gpus: 64", "gpus: {min: 8, max: 2^6, step: 2 * 4}")
     from budgetdsl.plan_loader import load_merged
     from budgetdsl.plan_loader import MergedSource
     from budgetdsl.yaml_source import parse_yaml

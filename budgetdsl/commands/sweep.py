@@ -1,0 +1,99 @@
+"""`budgetdsl sweep PLAN --set PATH=V1,V2 ...`: the what-if table a reviewer asks for.
+
+Solves the cross product of the given values in one process, without editing files, and prints
+one row per combination (text table, JSON with the full solutions, or CSV with exact numbers).
+Exit 0 (whatever the rows' feasibility: a sweep explores), 2 on invalid input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+
+from budgetdsl.diagnostics import PlanError
+
+_COLUMNS = (  # (header, unit for report.human, getter)
+    ("feasible", None, lambda s: "yes" if s.feasible else "NO"),
+    ("gpus", "GPUs", lambda s: s.gpus),
+    ("batch", "tokens", lambda s: s.batch.tokens),
+    ("micro", None, lambda s: s.batch.micro_batch),
+    ("accum", None, lambda s: s.batch.grad_accum),
+    ("dp", None, lambda s: s.batch.data_parallel),
+    ("steps", None, lambda s: s.steps),
+    ("wall clock", "s", lambda s: s.wall_clock_s),
+    ("GPU-hours", "GPU-h", lambda s: s.gpu_hours),
+    ("cost", "USD", lambda s: s.usd),
+    ("x", "1", lambda s: s.frontier.x),
+    ("binding", None, lambda s: ",".join(c.name for c in s.constraints if c.binding) or "none"),
+)
+
+
+def _cell(unit, value) -> str:
+    from budgetdsl.report import human
+
+    if value is None:
+        return "—"
+    if unit is None:
+        return f"{value:,}" if isinstance(value, int) else str(value)
+    if unit == "GPUs":
+        return f"{value:,}"
+    return human(unit, value)
+
+
+def render_table(rows, settings) -> str:
+    header = [s.path for s in settings] + [c[0] for c in _COLUMNS]
+    body = [[r.values[s.path] for s in settings] + [_cell(u, get(r.solution)) for _, u, get in _COLUMNS]
+            for r in rows]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header, *body]]
+    return "\n".join(lines) + "\n"
+
+
+def render_csv(rows, settings) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([s.path for s in settings] + ["feasible", "gpus", "batch_tokens", "micro_batch",
+                    "grad_accum", "data_parallel", "steps", "tokens", "flops", "wall_clock_s",
+                    "gpu_hours", "usd", "x", "binding"])
+    for r in rows:
+        s = r.solution
+        writer.writerow([r.values[x.path] for x in settings] + [
+            s.feasible, s.gpus, s.batch.tokens, s.batch.micro_batch, s.batch.grad_accum,
+            s.batch.data_parallel, s.steps, s.tokens, s.flops, s.wall_clock_s, s.gpu_hours, s.usd,
+            s.frontier.x, ";".join(c.name for c in s.constraints if c.binding)])
+    return out.getvalue()
+
+
+def render_json(rows, settings) -> str:
+    return json.dumps([{"set": r.values, "solution": r.solution.model_dump(mode="json")} for r in rows],
+                      indent=2) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from budgetdsl.plan_loader import read_merged
+    from budgetdsl.sweep import parse_setting, sweep
+
+    try:
+        settings = [parse_setting(text) for text in args.set]
+        rows = sweep(read_merged(args.plan), settings)
+    except PlanError as exc:
+        for d in exc.diagnostics:
+            print(d.format(), file=sys.stderr)
+        return 2
+    render = {"text": render_table, "json": render_json, "csv": render_csv}[args.format]
+    sys.stdout.write(render(rows, settings))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="solve a plan over combinations of changed values",
+                       description="Solve the cross product of --set values in one process, without "
+                       "editing files. Values use the plan language: 64, 14 days, 2T, 20 * model.params.")
+    p.add_argument("plan", metavar="PLAN", help="a plan file")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=V1,V2",
+                   help="a field and its values, e.g. hardware.gpus=64,128,256 (repeatable)")
+    p.add_argument("--format", choices=("text", "json", "csv"), default="text")
+    p.set_defaults(handler=run)
