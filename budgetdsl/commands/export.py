@@ -1,0 +1,99 @@
+"""`budgetdsl export PLAN --to FORMAT [-o FILE]`: the launch config of a solved plan.
+
+The config goes to stdout (or FILE); what was defaulted, and warnings such as a learning rate
+scaled past B_crit, go to stderr as diagnostics, so `budgetdsl export p.yaml --to hf > args.json`
+writes only the config. Exit 0 when exported, 1 when the plan is infeasible (nothing is written
+and the solver's reasons are printed), 2 when the plan is invalid or the format cannot carry it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+from budgetdsl.diagnostics import PlanError
+
+EXIT_OK, EXIT_NO, EXIT_INVALID = 0, 1, 2
+
+
+def _write(path: str, text: str, executable: bool) -> None:
+    """Write FILE whole or not at all: a temporary file beside it, renamed over it."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".budgetdsl-export-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.chmod(tmp, 0o755 if executable else 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def run(args: argparse.Namespace) -> int:
+    from budgetdsl.exports import FORMATS, export
+    from budgetdsl.exports.spec import ExportError, launch_spec
+    from budgetdsl.plan_loader import load_plan
+
+    try:
+        plan = load_plan(args.plan)
+    except PlanError as exc:
+        for d in exc.diagnostics:
+            print(d.format(), file=sys.stderr)
+        return EXIT_INVALID
+    except OSError as exc:
+        print(f"{args.plan}: error[io]: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INVALID
+
+    from budgetdsl.solver import solve
+
+    solution = solve(plan)
+    if not solution.feasible:
+        from budgetdsl.exports.spec import infeasible_reason
+
+        print(f"{args.plan}: error[infeasible]: plan {plan.name!r} is infeasible; nothing exported",
+              file=sys.stderr)
+        print(f"  hint: {infeasible_reason(solution)}", file=sys.stderr)
+        return EXIT_NO
+    fmt = FORMATS[args.to]
+    try:
+        spec = launch_spec(plan, solution)
+        text = export(spec, args.to)
+    except ExportError as exc:
+        print(f"{args.plan}: error[export]: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    if not args.quiet:
+        for d in spec.defaults_for(fmt.uses):
+            print(f"{args.plan}: note[defaulted]: {d}", file=sys.stderr)
+        for w in spec.warnings:
+            print(f"{args.plan}: warning[export]: {w}", file=sys.stderr)
+    if args.output and args.output != "-":
+        try:
+            _write(args.output, text, executable=args.to in ("slurm", "torchrun"))
+        except OSError as exc:
+            print(f"{args.output}: error[io]: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_INVALID
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from budgetdsl.exports import FORMATS  # light: the format modules load on use
+
+    formats = "\n".join(f"  {f.name:<11} {f.summary}" for f in FORMATS.values())
+    p = sub.add_parser("export", help="write the launch config of a plan for a scheduler",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Solve PLAN and write the launch config for FORMAT: nodes, GPUs, "
+                       "micro-batch, accumulation, global batch, steps, scaled learning rate, warmup "
+                       "and the deadline as the time limit. Defaults and warnings go to stderr.\n"
+                       "Exit 0 exported, 1 infeasible (nothing written), 2 invalid plan or a format "
+                       "that cannot carry it.\n\nformats:\n" + formats)
+    p.add_argument("plan", metavar="PLAN", help="plan file (YAML)")
+    p.add_argument("--to", required=True, choices=list(FORMATS), metavar="FORMAT",
+                   help="one of: " + ", ".join(FORMATS))
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print defaults and warnings")
+    p.set_defaults(handler=run)

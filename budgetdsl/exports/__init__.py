@@ -1,0 +1,56 @@
+"""Launch configs for cluster schedulers: one module per format, each a pure `LaunchSpec -> str`.
+
+    from budgetdsl.exports.spec import launch_spec
+    spec = launch_spec(plan, solution)          # the only adapter from Plan and Solution
+    text = export(spec, "slurm")                # or any name in FORMATS
+
+Each format module defines `render(spec) -> str` and `USES`, the plan keys whose defaults it
+reports. The registry below is the single list of formats: the CLI's `--to` choices, the README
+and the tests all read it. This package imports nothing heavy (not even pydantic) until a format
+is used, so that registering the `export` command costs nothing at start-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from budgetdsl.exports.spec import LaunchSpec
+
+__all__ = ["FORMATS", "Format", "export"]
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    name: str
+    module: str  # budgetdsl.exports.<module>
+    suffix: str  # of the file a user would save it as
+    summary: str
+
+    @property
+    def render(self) -> Callable[[LaunchSpec], str]:
+        return import_module(f"budgetdsl.exports.{self.module}").render
+
+    @property
+    def uses(self) -> frozenset[str]:
+        return import_module(f"budgetdsl.exports.{self.module}").USES
+
+
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format("slurm", "slurm", ".sbatch", "sbatch script: srun torchrun, c10d rendezvous on the first node"),
+    Format("torchrun", "torchrun", ".sh", "the torchrun command line"),
+    Format("kubeflow", "kubeflow", ".yaml", "Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1)"),
+    Format("pytorchjob", "pytorchjob", ".yaml", "Kubeflow Training Operator v1 PyTorchJob (kubeflow.org/v1)"),
+    Format("skypilot", "skypilot", ".yaml", "SkyPilot task YAML"),
+    Format("deepspeed", "deepspeed", ".json", "DeepSpeed config JSON"),
+    Format("hf", "hf", ".json", "Hugging Face TrainingArguments JSON"),
+    Format("megatron", "megatron", ".sh", "Megatron-LM batch, schedule and parallelism arguments"),
+)}
+
+
+def export(spec: LaunchSpec, fmt: str) -> str:
+    """The launch config of `spec` in format `fmt`. Raises ExportError when the format cannot carry
+    the run (e.g. tensor parallelism for the HF Trainer), KeyError for an unknown format."""
+    return FORMATS[fmt].render(spec)

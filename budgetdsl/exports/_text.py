@@ -1,0 +1,113 @@
+"""Encoding helpers shared by the formats: every untrusted string leaves through one of these.
+
+- `sh(word)`        one shell word: shlex.quote, or bash's $'...' when the word holds control
+                    characters (a newline stays an escape, the script stays one line per command);
+- `comment(text)`   text for a `#` comment: control characters escaped, so a newline in a plan's
+                    name cannot end the comment and start a command;
+- `dns1035(name)`   a Kubernetes object name (RFC 1035 label), with a hash of the original when
+                    the name had to change, so two different plans never get one job name;
+- `dump_yaml(obj)`  PyYAML's safe dumper, block style, key order kept: strings that would read as
+                    numbers, booleans or YAML syntax come out quoted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from typing import Any
+
+import yaml
+
+from budgetdsl.exports.spec import LaunchSpec, format_float
+
+_BASH_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def sh(word: str) -> str:
+    """Quote one word for bash so that it is read back exactly, whatever it holds."""
+    if all(ch.isprintable() for ch in word):
+        return shlex.quote(word)
+    out = []
+    for ch in word:
+        if ch in _BASH_ESCAPES:
+            out.append(_BASH_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        else:  # bash's $'...' takes \xHH (a byte) and \uHHHH / \UHHHHHHHH (a code point)
+            out.append(f"\\U{ord(ch):08x}" if ord(ch) > 0xFFFF else f"\\u{ord(ch):04x}")
+    return "$'" + "".join(out) + "'"
+
+
+def comment(text: str) -> str:
+    """Text safe inside a one-line comment (shell or YAML)."""
+    return "".join(ch if ch.isprintable() else json.dumps(ch)[1:-1] for ch in text)
+
+
+def quoted_name(name: str) -> str:
+    """The plan's name for a header: JSON string syntax, so quotes and newlines show as escapes."""
+    return comment(json.dumps(name, ensure_ascii=False))
+
+
+def dns1035(name: str, max_len: int = 40) -> str:
+    """A valid RFC 1035 label derived from `name` (lower-case letters, digits, '-', starting with a
+    letter, ending alphanumeric). `max_len` leaves room for the suffixes the operators append to pod
+    names (`-master-0`, `-worker-127`, `-node-0-0`) within Kubernetes' 63 characters."""
+    label = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    label = re.sub(r"^[^a-z]+", "", label)  # must start with a letter
+    if label == name and len(label) <= max_len:
+        return label
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:6]
+    stem = (label or "run")[: max_len - len(digest) - 1].rstrip("-")
+    return f"{stem}-{digest}"
+
+
+def dump_yaml(obj: Any) -> str:
+    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                          width=4096)
+
+
+def time_limit(seconds: int) -> str:
+    """Slurm's D-HH:MM:SS."""
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def header(spec: LaunchSpec, fmt: str, uses: frozenset[str], extra: list[str] | None = None) -> list[str]:
+    """The lines (without comment markers) every text format opens with: what the file launches,
+    the batch arithmetic, where the lr came from, what was defaulted and what to watch."""
+    s = spec
+    lines = [
+        f"budgetdsl export --to {fmt}: plan {quoted_name(s.name)}. Generated: re-export, do not edit.",
+        f"{s.nodes} node{'s' if s.nodes != 1 else ''} x {s.gpus_per_node} GPUs = {s.gpus} GPUs = "
+        f"data {s.data_parallel} x tensor {s.tensor_parallel} x pipeline {s.pipeline_parallel} parallel",
+        f"global batch {s.global_batch_sequences} sequences = micro-batch {s.micro_batch} x "
+        f"accumulation {s.grad_accum} x data parallel {s.data_parallel}; "
+        f"{s.global_batch_tokens} tokens of {s.seq_len}",
+        f"{s.steps} steps, {s.warmup_steps} warmup, then constant lr; ZeRO stage {s.zero_stage}; {s.precision}",
+    ]
+    if s.lr_derivation:
+        lines.append(comment(s.lr_derivation))
+    if s.time_limit_s is not None:
+        lines.append(f"time limit {time_limit(s.time_limit_s)} = budget.deadline")
+    lines += [comment(n) for n in s.notes]
+    lines += [comment(e) for e in (extra or [])]
+    lines += [f"defaulted: {comment(str(d))}" for d in s.defaults_for(uses)]
+    lines += [f"warning: {comment(w)}" for w in s.warnings]
+    return lines
+
+
+def hash_comments(lines: list[str]) -> str:
+    return "".join(f"# {line}\n" if line else "#\n" for line in lines)
+
+
+def torchrun_flags(spec: LaunchSpec) -> list[str]:
+    """The flags every torchrun launch carries: integers, never 'auto'."""
+    return [f"--nnodes={spec.nodes}", f"--nproc-per-node={spec.gpus_per_node}"]
+
+
+def fmt_lr(spec: LaunchSpec) -> str | None:
+    return None if spec.lr is None else format_float(spec.lr)

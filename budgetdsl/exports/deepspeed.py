@@ -1,0 +1,38 @@
+"""`deepspeed`: the DeepSpeed config JSON (`deepspeed.initialize(config=...)`, `--deepspeed_config`).
+
+    train_batch_size = train_micro_batch_size_per_gpu × gradient_accumulation_steps × data parallel
+
+which DeepSpeed asserts at start-up; the data-parallel size is the GPU count divided by tensor ×
+pipeline parallelism, as the launcher's mpu reports it. ZeRO stage from the plan, bf16 (fp16 on
+parts without bf16), AdamW at the plan's scaled peak lr with a linear warmup and no decay after it
+(the plan declares a peak and a warmup, not a schedule). JSON has no comments: what was defaulted
+is printed on stderr by `budgetdsl export`. Checked in the tests by DeepSpeed's `DeepSpeedConfig`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from budgetdsl.exports.spec import LaunchSpec
+
+USES = frozenset({"optimizer.lr"})
+
+
+def config(spec: LaunchSpec) -> dict:
+    cfg: dict = {
+        "train_batch_size": spec.global_batch_sequences,
+        "train_micro_batch_size_per_gpu": spec.micro_batch,
+        "gradient_accumulation_steps": spec.grad_accum,
+        spec.precision: {"enabled": True},
+        "zero_optimization": {"stage": spec.zero_stage},
+    }
+    if spec.lr is not None:
+        cfg["optimizer"] = {"type": "AdamW", "params": {"lr": spec.lr}}
+        cfg["scheduler"] = {"type": "WarmupLR", "params": {
+            "warmup_min_lr": 0.0, "warmup_max_lr": spec.lr,
+            "warmup_num_steps": spec.warmup_steps, "warmup_type": "linear"}}
+    return cfg
+
+
+def render(spec: LaunchSpec) -> str:
+    return json.dumps(config(spec), indent=2) + "\n"

@@ -1,0 +1,62 @@
+"""`megatron`: Megatron-LM's batch, schedule and parallelism arguments, as a bash array.
+
+    source run.megatron.sh && torchrun ... pretrain_gpt.py "${MEGATRON_ARGS[@]}" <model and data args>
+
+The flags are those of `megatron/training/arguments.py` in Megatron-LM core_r0.16.0 (megatron-core
+0.16), listed in FLAGS. Megatron derives the data-parallel size as world size / (tensor ×
+pipeline) and the accumulation as global / (micro × data parallel), which must divide exactly
+(`ConstantNumMicroBatchesCalculator`); the export writes the global batch that makes the
+accumulation the plan's. ZeRO stage 1 or 2 maps to `--use-distributed-optimizer` (optimizer state
+sharded, gradients reduce-scattered); stage 3 too, with a warning that parameters stay replicated.
+The deadline becomes `--exit-duration-in-mins` (Megatron saves and exits cleanly before it).
+"""
+
+from __future__ import annotations
+
+import math
+
+from budgetdsl.exports._text import fmt_lr, hash_comments, header
+from budgetdsl.exports.spec import LaunchSpec
+
+MEGATRON_VERSION = "Megatron-LM core_r0.16.0 (megatron-core 0.16)"
+USES = frozenset({"optimizer.lr", "budget.deadline"})
+FLAGS = frozenset({
+    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
+    "--global-batch-size", "--seq-length", "--train-iters", "--lr", "--lr-warmup-iters",
+    "--lr-decay-style", "--use-distributed-optimizer", "--exit-duration-in-mins", "--bf16", "--fp16",
+})
+
+
+def arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
+    args: list[tuple[str, str | None]] = [
+        ("--tensor-model-parallel-size", str(spec.tensor_parallel)),
+        ("--pipeline-model-parallel-size", str(spec.pipeline_parallel)),
+        ("--micro-batch-size", str(spec.micro_batch)),
+        ("--global-batch-size", str(spec.global_batch_sequences)),
+        ("--seq-length", str(spec.seq_len)),
+        ("--train-iters", str(spec.steps)),
+    ]
+    lr = fmt_lr(spec)
+    if lr is not None:
+        args += [("--lr", lr), ("--lr-warmup-iters", str(spec.warmup_steps)),
+                 ("--lr-decay-style", "constant")]
+    args.append((f"--{spec.precision}", None))
+    if spec.zero_stage >= 1:
+        args.append(("--use-distributed-optimizer", None))
+    if spec.time_limit_s is not None:
+        args.append(("--exit-duration-in-mins", str(math.ceil(spec.time_limit_s / 60))))
+    return args
+
+
+def render(spec: LaunchSpec) -> str:
+    extra = [f"flags of {MEGATRON_VERSION}; Megatron computes data parallel = "
+             f"{spec.gpus} GPUs / (tensor {spec.tensor_parallel} x pipeline {spec.pipeline_parallel}) "
+             f"= {spec.data_parallel} and accumulation = global / (micro x data parallel) = {spec.grad_accum}"]
+    if spec.zero_stage == 3:
+        extra.append("warning: Megatron's distributed optimizer shards optimizer state and gradients "
+                     "(ZeRO-2); the plan's ZeRO-3 parameter sharding has no flag here, so parameters "
+                     "stay replicated and need more memory than planned")
+    lines = [f"    {flag}" + ("" if value is None else f" {value}") for flag, value in arguments(spec)]
+    return ("# shellcheck shell=bash disable=SC2034  # a file to source: MEGATRON_ARGS is used there\n"
+            + hash_comments(header(spec, "megatron", USES, extra))
+            + "MEGATRON_ARGS=(\n" + "\n".join(lines) + "\n)\n")

@@ -1,0 +1,326 @@
+"""What every export format reads: `LaunchSpec`, a small frozen record of one launchable run.
+
+    launch_spec(plan, solution) -> LaunchSpec      the only place that reads a Plan and a Solution
+
+The formats (one module each) are pure functions `LaunchSpec -> str`; they never see the plan or
+the solver, so they are tested on hand-built specs and cannot drift with the solver's internals.
+
+The adapter also owns two decisions no format should make on its own:
+
+- the launch defaults (image, training command, …), each recorded in `defaulted` so that the
+  exported file says what the plan did not;
+- the learning rate at the chosen batch. `optimizer.lr` was tuned at `optimizer.at_batch`; the
+  export rescales it to the chosen global batch B by `optimizer.scaling`:
+    linear  lr · B/B₀   (Goyal et al. 2017, "Accurate, Large Minibatch SGD": with a gradual warmup)
+    sqrt    lr · √(B/B₀) (the usual rule for Adam: Hoffer et al. 2017; Malladi et al. 2022, "On
+                          the SDEs and Scaling Rules for Adaptive Gradient Algorithms")
+    none    lr
+  Both rules assume the gradient noise dominates, i.e. B below the critical batch; past B_crit a
+  bigger batch buys ever less progress per step (McCandlish et al. 2018) and the rules overshoot,
+  so a batch above B_crit with a scaling rule other than `none` gets a warning.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from budgetdsl.launch_model import Launch
+
+DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"  # NGC PyTorch: torch, NCCL, torchrun
+DEFAULT_COMMAND = ("train.py",)
+DEFAULT_RUNTIME = "torch-distributed"  # Kubeflow Trainer v2's ClusterTrainingRuntime for torchrun
+
+# The plan's GPU presets in the accelerator vocabulary of SkyPilot (`sky show-gpus`), and the
+# Kubernetes extended resource of each vendor's device plugin.
+SKY_ACCELERATORS = {
+    "A100-SXM4-40GB": "A100",
+    "A100-SXM4-80GB": "A100-80GB",
+    "A100-PCIE-80GB": "A100-80GB",
+    "H100-SXM5-80GB": "H100",
+    "H100-PCIE-80GB": "H100",
+    "H200-SXM-141GB": "H200",
+    "B200-SXM-180GB": "B200",
+    "MI300X": "MI300X",
+    "L40S": "L40S",
+    "V100-SXM2-32GB": "V100-32GB",
+}
+AMD_PRESETS = frozenset({"MI300X"})
+NO_BF16_PRESETS = frozenset({"V100-SXM2-32GB"})  # fp16 tensor cores only
+
+
+class ExportError(Exception):
+    """The plan cannot be exported to a format (not a bug, not infeasibility): say what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class Defaulted:
+    """A value the plan did not give and the export chose; `key` is the plan key to set."""
+
+    key: str
+    value: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.value} ({self.why})"
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    """One launchable run. Counts are per the whole job unless the name says otherwise.
+
+    `name` is the plan's name as written: untrusted text that each format must encode (shell
+    quoting, YAML/JSON strings, DNS-1035 labels), never paste.
+    """
+
+    name: str
+    nodes: int
+    gpus_per_node: int  # GPUs used on each node (fewer than the node has when the run fits one node)
+    tensor_parallel: int
+    pipeline_parallel: int
+    data_parallel: int
+    micro_batch: int  # sequences per GPU per micro-step
+    grad_accum: int  # micro-steps per optimizer step
+    seq_len: int  # tokens per sequence
+    steps: int  # optimizer steps
+    lr: float | None  # peak learning rate, already scaled to the global batch; None: not planned
+    warmup_steps: int
+    time_limit_s: int | None  # the plan's deadline; None: no limit
+    zero_stage: int
+    launch: Launch  # with image, command and rdzv_port resolved (see `defaulted`)
+    accelerator: str | None = None  # SkyPilot's name of the GPU; None when unknown
+    gpu_resource: str = "nvidia.com/gpu"  # the Kubernetes extended resource of one GPU
+    precision: str = "bf16"  # bf16 | fp16
+    lr_derivation: str | None = None  # how lr was obtained, for the exported file's header
+    defaulted: tuple[Defaulted, ...] = ()
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        for key in ("nodes", "gpus_per_node", "tensor_parallel", "pipeline_parallel", "data_parallel",
+                    "micro_batch", "grad_accum", "seq_len", "steps"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"LaunchSpec.{key} must be a positive integer, not {value!r}")
+        if self.tensor_parallel * self.pipeline_parallel * self.data_parallel != self.gpus:
+            raise ValueError(f"tensor {self.tensor_parallel} × pipeline {self.pipeline_parallel} × data "
+                             f"{self.data_parallel} parallel ≠ {self.gpus} GPUs")
+        if self.warmup_steps < 0:
+            raise ValueError("LaunchSpec.warmup_steps must be ≥ 0")
+        if self.time_limit_s is not None and self.time_limit_s < 1:
+            raise ValueError("LaunchSpec.time_limit_s must be ≥ 1 second")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise ValueError("LaunchSpec.zero_stage must be 0, 1, 2 or 3")
+        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError("LaunchSpec.lr must be a positive finite number")
+        if self.precision not in ("bf16", "fp16"):
+            raise ValueError("LaunchSpec.precision must be bf16 or fp16")
+        if not self.launch.command or self.launch.image is None:
+            raise ValueError("LaunchSpec.launch needs image and command resolved")
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def global_batch_sequences(self) -> int:
+        return self.micro_batch * self.grad_accum * self.data_parallel
+
+    @property
+    def global_batch_tokens(self) -> int:
+        return self.global_batch_sequences * self.seq_len
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        assert self.launch.command is not None
+        return tuple(self.launch.command)
+
+    @property
+    def image(self) -> str:
+        assert self.launch.image is not None
+        return self.launch.image
+
+    @property
+    def port(self) -> int:
+        return self.launch.rdzv_port
+
+    def env(self) -> list[tuple[str, str]]:
+        """The job's environment: the plan's numbers as BUDGETDSL_* (for the training program to read
+        and check), then `launch.env` in the plan's order."""
+        ours = [
+            ("BUDGETDSL_RUN_NAME", self.name),
+            ("BUDGETDSL_NODES", str(self.nodes)),
+            ("BUDGETDSL_GPUS_PER_NODE", str(self.gpus_per_node)),
+            ("BUDGETDSL_DATA_PARALLEL", str(self.data_parallel)),
+            ("BUDGETDSL_TENSOR_PARALLEL", str(self.tensor_parallel)),
+            ("BUDGETDSL_PIPELINE_PARALLEL", str(self.pipeline_parallel)),
+            ("BUDGETDSL_MICRO_BATCH", str(self.micro_batch)),
+            ("BUDGETDSL_GRAD_ACCUM", str(self.grad_accum)),
+            ("BUDGETDSL_GLOBAL_BATCH", str(self.global_batch_sequences)),
+            ("BUDGETDSL_GLOBAL_BATCH_TOKENS", str(self.global_batch_tokens)),
+            ("BUDGETDSL_SEQ_LEN", str(self.seq_len)),
+            ("BUDGETDSL_STEPS", str(self.steps)),
+        ]
+        if self.lr is not None:
+            ours.append(("BUDGETDSL_LR", format_float(self.lr)))
+        ours += [("BUDGETDSL_WARMUP_STEPS", str(self.warmup_steps)),
+                 ("BUDGETDSL_ZERO_STAGE", str(self.zero_stage))]
+        return ours + list((self.launch.env or {}).items())
+
+    def defaults_for(self, keys: frozenset[str] | set[str]) -> list[Defaulted]:
+        """The defaulted values a format uses (by plan key), in a stable order."""
+        return [d for d in self.defaulted if d.key in keys]
+
+
+def format_float(x: float) -> str:
+    """Shortest round-tripping decimal: 0.0003, 1.5e-05 — the same in every format."""
+    return repr(float(x))
+
+
+# -- the adapter ---------------------------------------------------------------------------------
+
+def _field(obj: Any, dotted: str) -> Any:
+    """`solution.batch.micro_batch` from a Solution or from its JSON (a dict)."""
+    for part in dotted.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def infeasible_reason(solution: Any) -> str:
+    """Why there is nothing to launch, from the solver's own words."""
+    lines = [str(c) for c in (_field(solution, "conflicts") or [])]
+    for r in _field(solution, "relaxations") or []:
+        message = _field(r, "message")
+        if message:
+            lines.append(str(message))
+    return "; ".join(lines) if lines else "the solver found no feasible configuration"
+
+
+def scale_lr(lr: float, at_batch: float, batch: float, scaling: str) -> float:
+    """lr tuned at `at_batch` tokens, moved to `batch` tokens by the scaling rule (module doc)."""
+    ratio = batch / at_batch
+    if scaling == "linear":
+        return lr * ratio
+    if scaling == "sqrt":
+        return lr * math.sqrt(ratio)
+    if scaling == "none":
+        return lr
+    raise ValueError(f"unknown lr scaling {scaling!r}")
+
+
+def _tokens(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def resolve_launch(plan: Any) -> tuple[Launch, list[Defaulted]]:
+    """The plan's `launch:` section with the defaults filled in, and what was defaulted."""
+    given: Launch = plan.launch or Launch()
+    defaulted: list[Defaulted] = []
+    update: dict[str, Any] = {}
+    if given.image is None:
+        update["image"] = DEFAULT_IMAGE
+        defaulted.append(Defaulted("launch.image", DEFAULT_IMAGE, "NGC PyTorch; set the image your "
+                                   "training code is in"))
+    if given.command is None:
+        update["command"] = list(DEFAULT_COMMAND)
+        defaulted.append(Defaulted("launch.command", " ".join(DEFAULT_COMMAND), "a stand-in for the "
+                                   "training program and its arguments"))
+    if given.partition is None:
+        defaulted.append(Defaulted("launch.partition", "the cluster's default partition", "not set"))
+    if given.account is None:
+        defaulted.append(Defaulted("launch.account", "the user's default account", "not set"))
+    if given.namespace is None:
+        defaulted.append(Defaulted("launch.namespace", "the namespace of the kubectl context", "not set"))
+    if given.runtime is None:
+        update["runtime"] = DEFAULT_RUNTIME
+        defaulted.append(Defaulted("launch.runtime", DEFAULT_RUNTIME, "Kubeflow Trainer's torchrun "
+                                   "runtime"))
+    return given.model_copy(update=update), defaulted
+
+
+def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
+    """The launchable run of a feasible solution. Raises ExportError when there is none."""
+    if not _field(solution, "feasible"):
+        raise ExportError(f"plan {plan.name!r} is infeasible: {infeasible_reason(solution)}")
+    hw = plan.hardware
+    tp, pp = int(hw.tensor_parallel), int(hw.pipeline_parallel)
+    dp = _field(solution, "batch.data_parallel")
+    micro = _field(solution, "batch.micro_batch")
+    accum = _field(solution, "batch.grad_accum")
+    steps = _field(solution, "steps")
+    missing = [k for k, v in (("batch.data_parallel", dp), ("batch.micro_batch", micro),
+                              ("batch.grad_accum", accum), ("steps", steps)) if v is None]
+    if missing:
+        raise ExportError("the solution lacks " + ", ".join(missing))
+    dp, micro, accum, steps = int(dp), int(micro), int(accum), int(steps)
+    gpus = _field(solution, "gpus") or dp * tp * pp
+    if gpus != dp * tp * pp:
+        raise ExportError(f"the solution's {gpus} GPUs are not data {dp} × tensor {tp} × pipeline {pp}")
+    per_node = int(hw.gpus_per_node)
+    if gpus <= per_node:
+        nodes, per_node = 1, gpus
+    elif gpus % per_node:
+        raise ExportError(f"{gpus} GPUs do not fill whole nodes of {per_node} "
+                          "(hardware.gpus_per_node); choose a multiple")
+    else:
+        nodes = gpus // per_node
+
+    seq_len = int(plan.model.seq_len)
+    batch_tokens = micro * accum * dp * seq_len
+    warnings: list[str] = []
+    notes: list[str] = []
+    defaulted: list[Defaulted] = []
+
+    lr = derivation = None
+    warmup = 0
+    opt = plan.optimizer
+    b_crit = _field(solution, "frontier.b_crit_tokens")
+    if opt is None:
+        defaulted.append(Defaulted("optimizer.lr", "the training program's own", "the plan has no "
+                                   "optimizer section"))
+    else:
+        scaling = str(opt.scaling)
+        lr = scale_lr(float(opt.lr), float(opt.at_batch), batch_tokens, scaling)
+        warmup = int(opt.warmup_steps)
+        ratio = batch_tokens / float(opt.at_batch)
+        rule = {"linear": "× B/B₀ (Goyal et al. 2017)", "sqrt": "× √(B/B₀) (Adam)",
+                "none": "unscaled"}[scaling]
+        derivation = (f"lr {format_float(lr)} = {format_float(float(opt.lr))} tuned at "
+                      f"B₀ = {_tokens(float(opt.at_batch))} tokens, {scaling} {rule}, "
+                      f"B = {_tokens(batch_tokens)} tokens (B/B₀ = {ratio:.4g})")
+        if scaling != "none" and b_crit and batch_tokens > float(b_crit):
+            warnings.append(f"the global batch ({_tokens(batch_tokens)} tokens) exceeds B_crit "
+                            f"({_tokens(float(b_crit))} tokens): {scaling} lr scaling stops holding "
+                            f"above it (McCandlish et al. 2018); tune lr at this batch")
+        if scaling == "linear" and ratio > 1 and warmup == 0:
+            warnings.append("linear lr scaling to a larger batch without warmup: Goyal et al. 2017 "
+                            "need a gradual warmup (set optimizer.warmup_steps)")
+        if warmup >= steps:
+            warnings.append(f"optimizer.warmup_steps ({warmup}) is not below the run's {steps} steps")
+
+    deadline = plan.budget.deadline
+    time_limit = None if deadline is None else max(1, math.ceil(float(deadline)))
+    if time_limit is None:
+        defaulted.append(Defaulted("budget.deadline", "no time limit", "the plan sets no deadline"))
+    wall = _field(solution, "wall_clock_s")
+    if time_limit is not None and wall is not None:
+        notes.append(f"planned wall clock {float(wall) / 86400:.2f} days of the "
+                     f"{time_limit / 86400:.2f}-day limit")
+
+    launch, launch_defaults = resolve_launch(plan)
+    preset = hw.gpu
+    accelerator = launch.accelerator or SKY_ACCELERATORS.get(preset or "")
+    if launch.accelerator is None and accelerator is not None:
+        defaulted.append(Defaulted("launch.accelerator", accelerator, f"SkyPilot's name of {preset}"))
+    resource = launch.gpu_resource or ("amd.com/gpu" if preset in AMD_PRESETS else "nvidia.com/gpu")
+    precision = "fp16" if preset in NO_BF16_PRESETS else "bf16"
+
+    return LaunchSpec(
+        name=plan.name, nodes=nodes, gpus_per_node=per_node, tensor_parallel=tp, pipeline_parallel=pp,
+        data_parallel=dp, micro_batch=micro, grad_accum=accum, seq_len=seq_len, steps=steps, lr=lr,
+        warmup_steps=warmup, time_limit_s=time_limit, zero_stage=int(hw.zero), launch=launch,
+        accelerator=accelerator, gpu_resource=resource, precision=precision, lr_derivation=derivation,
+        defaulted=tuple(launch_defaults + defaulted), warnings=tuple(warnings), notes=tuple(notes))
