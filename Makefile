@@ -22,7 +22,7 @@ $(VENV)/.core: $(BIN)/python pyproject.toml
 
 $(VENV)/.full: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[calibrate,tui,test]'
+	$(BIN)/pip install -q -e '.[calibrate,plot,tui,test]'
 	touch $@ $(VENV)/.core
 
 demo: $(VENV)/.core
