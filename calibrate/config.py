@@ -1,0 +1,112 @@
+"""The settings of one calibration run, with defaults and the reason for each non-obvious one.
+No torch here: the CLI builds and validates a RunConfig before paying for `import torch`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: str = "gpt-mini"  # a named GPT size (calibrate.model.SIZES) or package.module:function
+    data: str = "stdlib"  # "stdlib", a text file/folder, nanoGPT .bin token files, or a factory
+    # Sized so the default run finishes in a few minutes on two CPU cores, long enough for the
+    # loss to fall by more than a nat, so B_simple visibly grows.
+    steps: int = 300
+    batch: int = 64  # global batch B_big, examples (sequences), over all replicas
+    micro_batch: int = 8  # B_small, examples per forward/backward on one replica
+    lr: float = 3e-3  # peak; B_noise depends on it (and on the optimizer), so it is recorded
+    optimizer: str = "adamw"  # adamw | sgd (momentum 0.9)
+    weight_decay: float = 0.0
+    warmup: int | None = None  # linear warmup steps; None: 5% of the steps
+    grad_clip: float | None = 1.0  # applied after the norms are measured (they are pre-clipping)
+    seed: int = 1337
+    device: str = "auto"  # auto | cpu | cuda
+    amp: str = "auto"  # auto | none | bf16 | fp16; auto is bf16 on CUDA that supports it, else none
+    eval_every: int = 10  # steps between held-out evaluations (one trajectory point each)
+    eval_batches: int = 8  # micro-batches of held-out data per evaluation, fixed for the run
+    # EMA of |G|² and tr Σ. None: 0.95 (an effective window of ~39 steps) while training, and 1.0
+    # (the plain mean over all steps) at --lr 0, where every step measures the same weights.
+    ema_beta: float | None = None
+    confidence: float = 0.95
+    max_nonfinite: int | None = None  # abort past this many skipped steps; None: max(10, steps/20)
+    checkpoint_every: int = 50
+    data_bytes: int | None = 8_000_000  # text corpora: bytes read (stdlib: ~350 files)
+    vocab_size: int | None = None  # token files: None means largest token + 1, padded to 64
+    block_size: int | None = None  # GPT overrides of the named size
+    n_layer: int | None = None
+    n_head: int | None = None
+    n_embd: int | None = None
+    tokens_per_example: int | None = None  # factories: overrides the sampler's attribute
+
+    # Fields that may differ between a run and its --resume (all others must match).
+    RESUMABLE = ("steps", "device", "checkpoint_every", "max_nonfinite")
+
+    @property
+    def beta(self) -> float:
+        if self.ema_beta is not None:
+            return self.ema_beta
+        return 1.0 if self.lr == 0 else 0.95
+
+    @property
+    def warmup_steps(self) -> int:
+        return self.warmup if self.warmup is not None else max(0, round(0.05 * self.steps)) if self.lr else 0
+
+    @property
+    def nonfinite_limit(self) -> int:
+        return self.max_nonfinite if self.max_nonfinite is not None else max(10, self.steps // 20)
+
+    def accumulation(self, world_size: int) -> int:
+        return self.batch // (self.micro_batch * world_size)
+
+    def validate(self, world_size: int = 1) -> None:
+        """Raise ValueError naming the flag when the settings cannot run."""
+        if self.steps < 1:
+            raise ValueError("--steps must be at least 1")
+        if self.micro_batch < 1 or self.batch < 1:
+            raise ValueError("--batch and --micro-batch must be positive")
+        per_step = self.micro_batch * world_size
+        if self.batch % per_step:
+            raise ValueError(
+                f"--batch {self.batch} must be a multiple of --micro-batch {self.micro_batch}"
+                + (f" x {world_size} replicas" if world_size > 1 else "")
+            )
+        if self.batch <= self.micro_batch:
+            raise ValueError(
+                f"--batch {self.batch} must exceed --micro-batch {self.micro_batch}: the estimator "
+                "compares two batch sizes at the same weights (use at least 2 micro-batches)"
+            )
+        if self.lr < 0:
+            raise ValueError("--lr must be >= 0")
+        if self.optimizer not in ("adamw", "sgd"):
+            raise ValueError(f"--optimizer must be adamw or sgd, not {self.optimizer!r}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"--device must be auto, cpu or cuda, not {self.device!r}")
+        if self.amp not in ("auto", "none", "bf16", "fp16"):
+            raise ValueError(f"--amp must be auto, none, bf16 or fp16, not {self.amp!r}")
+        if self.ema_beta is not None and not 0.0 <= self.ema_beta <= 1.0:
+            raise ValueError("--ema-beta must lie in [0, 1]")
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError("--confidence must lie in (0, 1)")
+        if self.eval_every < 1 or self.eval_batches < 1:
+            raise ValueError("--eval-every and --eval-batches must be positive")
+        if self.grad_clip is not None and self.grad_clip <= 0:
+            raise ValueError("--grad-clip must be positive (omit it to disable clipping)")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def mismatches(self, other: dict) -> list[str]:
+        """Fields (other than the resumable ones) whose value differs from a checkpoint's."""
+        return [
+            f.name
+            for f in fields(self)
+            if f.name not in self.RESUMABLE and other.get(f.name) != getattr(self, f.name)
+        ]
+
+    def with_(self, **changes) -> "RunConfig":
+        return replace(self, **changes)
+
+
+QUICK = dict(model="gpt-nano", steps=40, batch=16, micro_batch=4, eval_every=5, eval_batches=2,
+             data_bytes=1_000_000, checkpoint_every=20)  # --quick: seconds, for tests and a first try

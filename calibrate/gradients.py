@@ -1,0 +1,89 @@
+"""Gradient accumulation that also yields each micro-batch's squared gradient norm, at the cost of
+one extra read of the gradients per micro-batch — no second backward, no snapshot copies.
+
+How: before each micro-batch's backward the parameters' `.grad` is None, so autograd writes the
+micro-batch's gradient into a fresh `.grad` (as the first micro-batch of plain accumulation does).
+We read its squared norm (`torch._foreach_norm`, one fused pass), add it into a flat accumulation
+buffer (`torch._foreach_add_` over views of the buffer — the same add plain accumulation does
+inside autograd), and drop `.grad` again. At the end `.grad` becomes views of the flat buffer, so
+the optimizer, clipping, GradScaler and a distributed all-reduce (one call, one buffer) see an
+ordinary accumulated gradient. The alternative — differencing `.grad` before/after each backward —
+needs a copy of every gradient per micro-batch: two extra passes instead of one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class StepNorms:
+    """Squared norms of one optimizer step, in the units of the raw `.grad` (scaled by the loss
+    scale and 1/accumulation; `Accumulator.finish` divides those out)."""
+
+    sq_small_sum: torch.Tensor  # Σ over micro-batches of |g_micro|², 0-d, on device
+    n_small: int  # number of micro-batches summed
+    sq_big: torch.Tensor  # |g_accumulated|², 0-d
+
+
+class Accumulator:
+    """Owns the flat gradient buffer of a list of parameters (one buffer per device and dtype)."""
+
+    def __init__(self, params: list[torch.nn.Parameter]):
+        self.params = [p for p in params if p.requires_grad]
+        groups: dict[tuple, list[torch.nn.Parameter]] = {}
+        for p in self.params:
+            groups.setdefault((p.device, p.dtype), []).append(p)
+        self.groups: list[tuple[list[torch.nn.Parameter], torch.Tensor, list[torch.Tensor]]] = []
+        for (device, dtype), ps in groups.items():
+            flat = torch.zeros(sum(p.numel() for p in ps), device=device, dtype=dtype)
+            views, offset = [], 0
+            for p in ps:
+                views.append(flat[offset : offset + p.numel()].view_as(p))
+                offset += p.numel()
+            self.groups.append((ps, flat, views))
+        self.device = self.params[0].device
+        self._sq_small: torch.Tensor | None = None
+        self._n = 0
+
+    def begin(self) -> None:
+        """Start a step: no `.grad` anywhere, so the next backward writes fresh gradients."""
+        for p in self.params:
+            p.grad = None
+        self._sq_small = torch.zeros((), device=self.device, dtype=torch.float64)
+        self._n = 0
+
+    def after_backward(self) -> None:
+        """Fold the micro-batch gradient now in `.grad` into the buffer, keeping its squared norm."""
+        first = self._n == 0
+        for ps, flat, views in self.groups:
+            pairs = [(p.grad, v) for p, v in zip(ps, views) if p.grad is not None]
+            grads = [g for g, _ in pairs]
+            if grads:
+                norms = torch._foreach_norm(grads)
+                sq = torch.stack(norms).to(self.device, torch.float64).square().sum()
+                self._sq_small += sq
+            if first:  # copy instead of zero + add: one pass fewer
+                if len(pairs) < len(ps):
+                    flat.zero_()
+                if grads:
+                    torch._foreach_copy_([v for _, v in pairs], grads)
+            elif grads:
+                torch._foreach_add_([v for _, v in pairs], grads)
+        for p in self.params:
+            p.grad = None
+        self._n += 1
+
+    def flats(self) -> list[torch.Tensor]:
+        return [flat for _, flat, _ in self.groups]
+
+    def finish(self) -> StepNorms:
+        """Install the accumulated gradient as `.grad` and return the step's squared norms. A
+        caller that all-reduces the buffers does so before calling this."""
+        for ps, _, views in self.groups:
+            for p, v in zip(ps, views):
+                p.grad = v
+        sq_big = sum(torch.dot(flat, flat).to(self.device, torch.float64) for flat in self.flats())
+        return StepNorms(self._sq_small, self._n, sq_big)

@@ -1,0 +1,208 @@
+"""The gradient noise scale estimator: McCandlish et al. 2018, "An Empirical Model of Large-Batch
+Training", appendix A. Pure arithmetic on squared gradient norms; no torch here.
+
+For a batch of B examples drawn i.i.d., the squared norm of its mean gradient g_B satisfies
+    E|g_B|² = |G|² + tr(Σ)/B                                              (McCandlish A.1)
+so two batch sizes B_small < B_big measured AT THE SAME WEIGHTS give unbiased estimates
+    |G|² ≈ (B_big·|g_big|² − B_small·|g_small|²) / (B_big − B_small)       (A.2)
+    tr Σ ≈ (|g_small|² − |g_big|²) / (1/B_small − 1/B_big)                 (A.3)
+Their ratio is not unbiased, so each is smoothed on its own (bias-corrected EMA, as the paper
+does) and only the smoothed values are divided: B_simple = tr Σ / |G|².
+
+The interval for B_simple is Fieller's for a ratio of two correlated means (Fieller 1954): the set
+of R with (S − R·G)² ≤ t²·Var(S − R·G). Var combines the EMA's weights with the per-step
+covariance of (tr Σ, |G|²) estimated from successive differences, which a drifting trajectory does
+not inflate; t is Student's quantile for that estimate. The interval is asymmetric, and unbounded
+when |G|² is not distinguishable from zero, which is the honest answer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+
+def two_batch_estimates(sq_small: float, sq_big: float, b_small: float, b_big: float) -> tuple[float, float]:
+    """Unbiased (|G|², tr Σ) from E|g_small|² and |g_big|² at the same weights (A.2, A.3)."""
+    if not 0 < b_small < b_big:
+        raise ValueError(f"need 0 < B_small < B_big, got {b_small} and {b_big}")
+    g2 = (b_big * sq_big - b_small * sq_small) / (b_big - b_small)
+    trace = (sq_small - sq_big) / (1.0 / b_small - 1.0 / b_big)
+    return g2, trace
+
+
+def ema_weights(n: int, beta: float) -> np.ndarray:
+    """Weights the bias-corrected EMA gives to x_1..x_n (they sum to 1). beta = 1 is the limit
+    of the bias-corrected EMA: the plain mean."""
+    if n == 0:
+        return np.zeros(0)
+    if beta >= 1.0:
+        return np.full(n, 1.0 / n)
+    k = np.arange(n - 1, -1, -1, dtype=float)  # age of each value: n-1 ... 0
+    w = (1.0 - beta) * beta**k
+    return w / (1.0 - beta**n)  # bias correction (Kingma & Ba 2015, section 3)
+
+
+class BiasCorrectedEMA:
+    """m_t = β·m_{t−1} + (1−β)·x_t, reported as m_t / (1 − β^t); β = 1 is the running mean."""
+
+    def __init__(self, beta: float):
+        if not 0.0 <= beta <= 1.0:
+            raise ValueError(f"EMA beta must lie in [0, 1], got {beta}")
+        self.beta = beta
+        self.m = 0.0
+        self.t = 0
+
+    def update(self, x: float) -> float:
+        self.t += 1
+        if self.beta >= 1.0:
+            self.m += (x - self.m) / self.t
+        else:
+            self.m = self.beta * self.m + (1.0 - self.beta) * x
+        return self.value
+
+    @property
+    def value(self) -> float:
+        if self.t == 0:
+            return math.nan
+        return self.m if self.beta >= 1.0 else self.m / (1.0 - self.beta**self.t)
+
+
+def successive_difference_covariance(x: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """Covariance of the per-step noise of the rows of x (n, k) from successive differences (von
+    Neumann 1941): Σ dᵀd / (2(n−1)), d = x_{k+1} − x_k. A slow trend — B_simple drifting as the
+    loss falls — cancels in the differences instead of passing for noise, as it would in a plain
+    or batch-means variance. Steps draw fresh data, so their noise is independent given the
+    weights. Returns the covariance and its equivalent degrees of freedom for a t quantile,
+    2(n−1)²/(3n−4) (matching the variance of the estimator for normal data); None below 5 rows."""
+    n = x.shape[0]
+    if n < 5:
+        return None
+    d = np.diff(x, axis=0)
+    return d.T @ d / (2.0 * (n - 1)), 2.0 * (n - 1) ** 2 / (3.0 * n - 4.0)
+
+
+def t_quantile(p: float, dof: float) -> float:
+    """Student-t quantile by the Cornish-Fisher expansion in the normal quantile (Abramowitz &
+    Stegun 26.7.5); within 0.2% of the exact value for dof >= 3, which is all we use."""
+    z = NormalDist().inv_cdf(p)
+    v = float(dof)
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
+    )
+
+
+def fieller_interval(
+    num: float, den: float, v_num: float, v_den: float, cov: float, z: float
+) -> tuple[float | None, float | None]:
+    """Fieller's interval for num/den given the variances and covariance of the two estimates.
+    (None, None) when den is not significantly nonzero (the set is then unbounded)."""
+    a = den * den - z * z * v_den
+    if a <= 0.0:
+        return None, None
+    b = num * den - z * z * cov
+    c = num * num - z * z * v_num
+    disc = max(b * b - a * c, 0.0)
+    root = math.sqrt(disc)
+    return (b - root) / a, (b + root) / a
+
+
+def noise_scale_interval(
+    trace: float, g2: float, v_trace: float, v_g2: float, cov: float, z: float
+) -> tuple[float | None, float | None]:
+    """Fieller's interval for tr Σ / |G|², its lower end truncated at 0 (tr Σ >= 0)."""
+    lo, hi = fieller_interval(trace, g2, v_trace, v_g2, cov, z)
+    if lo is None:
+        return None, None
+    return max(lo, 0.0), max(hi, 0.0)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One step's raw estimate, or the smoothed state after it."""
+
+    g2: float  # |G|², squared norm of the true gradient
+    trace: float  # tr Σ, per-example gradient variance summed over parameters
+    b_simple: float | None  # tr Σ / |G|² in examples; None when |G|² <= 0
+
+
+def _ratio(trace: float, g2: float) -> float | None:
+    return trace / g2 if g2 > 0 and math.isfinite(g2) and math.isfinite(trace) else None
+
+
+class NoiseScaleTracker:
+    """Accumulates per-step estimates; smooths |G|² and tr Σ separately; gives B_simple and its
+    confidence interval. Keeps every raw estimate (the calibration file stores them)."""
+
+    def __init__(self, beta: float, confidence: float = 0.95):
+        self.beta = beta
+        self.confidence = confidence
+        self.z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+        self._g2 = BiasCorrectedEMA(beta)
+        self._trace = BiasCorrectedEMA(beta)
+        self.steps: list[int] = []
+        self.g2: list[float] = []
+        self.trace: list[float] = []
+
+    def update(self, step: int, sq_small: float, sq_big: float, b_small: float, b_big: float) -> Estimate:
+        g2, trace = two_batch_estimates(sq_small, sq_big, b_small, b_big)
+        self.steps.append(step)
+        self.g2.append(g2)
+        self.trace.append(trace)
+        self._g2.update(g2)
+        self._trace.update(trace)
+        return Estimate(g2, trace, _ratio(trace, g2))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def smoothed(self) -> Estimate:
+        g2, trace = self._g2.value, self._trace.value
+        return Estimate(g2, trace, _ratio(trace, g2))
+
+    def weights(self) -> np.ndarray:
+        return ema_weights(len(self.steps), self.beta)
+
+    def interval(self) -> tuple[float | None, float | None]:
+        """Fieller interval for the smoothed B_simple, at self.confidence."""
+        w = self.weights()
+        n = len(w)
+        if n < 4:
+            return None, None
+        sum_w2 = float(np.sum(w * w))
+        n_eff = 1.0 / sum_w2  # Kish's effective sample size of the EMA
+        window = min(n, max(8, math.ceil(2 * n_eff)))  # the steps that carry the weight
+        pairs = np.column_stack([self.trace[-window:], self.g2[-window:]])
+        estimated = successive_difference_covariance(pairs)
+        if estimated is None:
+            return None, None
+        cov, dof = estimated
+        s = self.smoothed()
+        # Var of an EMA of independent steps: Σ w_k² · per-step covariance.
+        v_num, v_den, c = (float(sum_w2 * cov[i, j]) for i, j in ((0, 0), (1, 1), (0, 1)))
+        t = t_quantile(0.5 + self.confidence / 2.0, dof)  # the covariance is estimated: Student's t
+        return noise_scale_interval(s.trace, s.g2, v_num, v_den, c, t)
+
+    def smoothed_series(self, values: list[float]) -> float:
+        """`values` (one per measured step) averaged with the estimator's own EMA weights — e.g.
+        the loss that the smoothed B_simple belongs to."""
+        return float(np.dot(self.weights(), np.asarray(values, dtype=float)))
+
+    def state_dict(self) -> dict:
+        return {"steps": list(self.steps), "g2": list(self.g2), "trace": list(self.trace)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.__init__(self.beta, self.confidence)
+        for step, g2, trace in zip(state["steps"], state["g2"], state["trace"]):
+            self.steps.append(int(step))
+            self.g2.append(float(g2))
+            self.trace.append(float(trace))
+            self._g2.update(float(g2))
+            self._trace.update(float(trace))

@@ -1,0 +1,47 @@
+"""Progress of a calibration run: a rich progress bar with the held-out loss and the running
+B_simple on a terminal; nothing at all under --quiet, when stdout is not a TTY (CI, pipes), or on
+replicas other than rank 0."""
+
+from __future__ import annotations
+
+import sys
+
+
+class Progress:
+    def __init__(self, total: int, enabled: bool, done: int = 0):
+        self.enabled = enabled and sys.stdout.isatty()
+        self._bar = None
+        if not self.enabled:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress
+        from rich.progress import TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self._bar = RichProgress(
+            TextColumn("calibrating"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}  B_simple {task.fields[b]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            transient=False,
+        )
+        self._task = self._bar.add_task("calibrate", total=total, completed=done, loss="-", b="-")
+
+    def __enter__(self) -> "Progress":
+        if self._bar is not None:
+            self._bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def update(self, step: int, loss: float | None = None, b_simple: float | None = None) -> None:
+        if self._bar is None:
+            return
+        fields = {}
+        if loss is not None:
+            fields["loss"] = f"{loss:.3f}"
+        if b_simple is not None:
+            fields["b"] = f"{b_simple:,.1f}"
+        self._bar.update(self._task, completed=step, **fields)

@@ -1,0 +1,190 @@
+"""What a calibration run has recorded so far, and how it becomes a calibration file.
+
+The loop appends one raw row per measured step and one trajectory point per evaluation; this
+module turns them — at the end, or at an interruption — into the validated `CalibrationFile`,
+including the summary and the fit. It is checkpointed with the run (`state_dict`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from budgetdsl.calibration_file import (
+    CalibrationFile,
+    Fit,
+    HardwareProfile,
+    Provenance,
+    RawEstimates,
+    Summary,
+    TrajectoryPoint,
+)
+from calibrate.fit import FitError, fit_power_law, spaced
+from calibrate.noise import NoiseScaleTracker
+
+
+@dataclass
+class RunRecord:
+    tracker: NoiseScaleTracker
+    batch: int  # global batch, examples
+    micro_batch: int
+    tokens_per_example: int
+    train_loss: list[float] = field(default_factory=list)  # per measured step
+    sq_small: list[float] = field(default_factory=list)
+    sq_big: list[float] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    eval_steps: list[int] = field(default_factory=list)
+    eval_losses: list[float] = field(default_factory=list)
+    trajectory: list[dict] = field(default_factory=list)
+
+    def measured(self, step: int, train_loss: float, sq_small: float, sq_big: float) -> None:
+        self.tracker.update(step, sq_small, sq_big, self.micro_batch, self.batch)
+        self.train_loss.append(train_loss)
+        self.sq_small.append(sq_small)
+        self.sq_big.append(sq_big)
+
+    def skip(self, step: int) -> None:
+        self.skipped.append(step)
+
+    def evaluated(self, step: int, loss: float) -> None:
+        """The held-out loss at `step`'s weights (before that step's update)."""
+        self.eval_steps.append(step)
+        self.eval_losses.append(loss)
+
+    def point(self, step: int) -> dict | None:
+        """Trajectory point for `step` (an evaluation step already measured); None before any
+        measurement."""
+        tr = self.tracker
+        if not len(tr):
+            return None
+        s = tr.smoothed()
+        lo, hi = tr.interval()
+        # The held-out loss at each measured step, interpolated between evaluations, averaged
+        # with the estimator's EMA weights: the loss the smoothed B_simple actually belongs to.
+        per_step = np.interp(tr.steps, self.eval_steps, self.eval_losses)
+        tpe = self.tokens_per_example
+        p = {
+            "step": step,
+            "examples": (step + 1) * self.batch,
+            "tokens": (step + 1) * self.batch * tpe,
+            "loss": self.eval_losses[-1],
+            "loss_smoothed": float(tr.smoothed_series(per_step)),
+            "grad_sq": s.g2,
+            "trace_sigma": s.trace,
+            "b_simple": s.b_simple,
+            "b_simple_tokens": s.b_simple * tpe if s.b_simple is not None else None,
+            "ci_low": lo,
+            "ci_high": hi,
+        }
+        self.trajectory.append(p)
+        return p
+
+    # -- the file ------------------------------------------------------------------------------
+
+    def fit(self, warmup: int) -> tuple[Fit | None, str | None]:
+        beta = self.tracker.beta
+        if beta >= 1.0:
+            return None, "B_simple was averaged over the whole run (--lr 0 / --ema-beta 1): one loss, nothing to fit"
+        window = (1.0 + beta) / (1.0 - beta)  # effective number of steps in one EMA window
+        pts = [p for p in self.trajectory if p["ci_low"] is not None and p["ci_high"] is not None]
+        idx = spaced([p["step"] for p in pts], spacing=window, start=int(warmup + window))
+        chosen = [pts[i] for i in idx]
+        tpe = self.tokens_per_example
+        try:
+            law = fit_power_law(
+                [p["loss_smoothed"] for p in chosen],
+                [(p["b_simple"] or math.nan) * tpe for p in chosen],
+                [p["ci_low"] * tpe for p in chosen],
+                [p["ci_high"] * tpe for p in chosen],
+                z=self.tracker.z,
+            )
+        except FitError as exc:
+            return None, str(exc)
+        p_se = math.sqrt(law.cov[1][1])
+        return (
+            Fit(
+                b_star_tokens=law.b_star,
+                alpha=law.alpha,
+                alpha_se=p_se * law.alpha**2,  # α = 1/p, so se(α) = se(p)/p²
+                cov=law.cov,
+                loss_min=law.loss_min,
+                loss_max=law.loss_max,
+                n_points=law.n_points,
+                reduced_chi2=law.reduced_chi2,
+            ),
+            None,
+        )
+
+    def summary(self, confidence: float) -> Summary | None:
+        if not self.trajectory:
+            return None
+        last = self.trajectory[-1]
+        tpe = self.tokens_per_example
+
+        def tokens(v):
+            return v * tpe if v is not None else None
+
+        return Summary(
+            step=last["step"],
+            loss=last["loss_smoothed"],
+            b_simple=last["b_simple"],
+            b_simple_tokens=last["b_simple_tokens"],
+            ci_low=last["ci_low"],
+            ci_high=last["ci_high"],
+            ci_low_tokens=tokens(last["ci_low"]),
+            ci_high_tokens=tokens(last["ci_high"]),
+            confidence=confidence,
+            steps_measured=len(self.tracker),
+            steps_skipped=len(self.skipped),
+        )
+
+    def to_file(
+        self,
+        provenance: Provenance,
+        hardware: HardwareProfile,
+        warmup: int,
+        interrupted: bool = False,
+        stop_reason: str | None = None,
+    ) -> CalibrationFile:
+        fit, fit_error = self.fit(warmup)
+        tr = self.tracker
+        return CalibrationFile(
+            interrupted=interrupted,
+            stop_reason=stop_reason,
+            provenance=provenance,
+            trajectory=[TrajectoryPoint(**p) for p in self.trajectory],
+            raw=RawEstimates(
+                step=tr.steps,
+                train_loss=self.train_loss,
+                grad_sq_small=self.sq_small,
+                grad_sq_big=self.sq_big,
+                grad_sq=tr.g2,
+                trace_sigma=tr.trace,
+                skipped_steps=self.skipped,
+            ),
+            fit=fit,
+            fit_error=fit_error,
+            summary=self.summary(tr.confidence),
+            hardware=hardware,
+        )
+
+    # -- checkpointing -------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        return {
+            "tracker": self.tracker.state_dict(),
+            "train_loss": self.train_loss,
+            "sq_small": self.sq_small,
+            "sq_big": self.sq_big,
+            "skipped": self.skipped,
+            "eval_steps": self.eval_steps,
+            "eval_losses": self.eval_losses,
+            "trajectory": self.trajectory,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.tracker.load_state_dict(state["tracker"])
+        for name in ("train_loss", "sq_small", "sq_big", "skipped", "eval_steps", "eval_losses", "trajectory"):
+            setattr(self, name, list(state[name]))

@@ -1,0 +1,402 @@
+"""The calibration run: train a proxy for a bounded number of steps and measure B_simple at every
+step with McCandlish's two-batch-size estimator — nanoGPT's train.py shape: set up, then one loop
+whose inner loop is gradient accumulation.
+
+Within an optimizer step every micro-batch (on every replica) is a small batch B_small and the
+accumulated, all-reduced gradient is the big batch B_big, all at the same weights: the estimator
+never mixes gradients from different steps. Norms are taken before clipping, with the AMP loss
+scale and the 1/accumulation factor divided out.
+
+Files: the result is written atomically to `out`; a checkpoint `<out>.ckpt.pt` is kept while the
+run goes (every --checkpoint-every steps and on Ctrl-C) so `--resume` continues bit-for-bit; a
+finished run deletes it. Ctrl-C finishes the current step, then writes a partial file marked
+`interrupted`; a second Ctrl-C stops at once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import signal
+import sys
+import threading
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import torch
+
+from budgetdsl import __version__
+from budgetdsl.calibration_file import (
+    BatchSetup,
+    CalibrationFile,
+    DataInfo,
+    EstimatorInfo,
+    HardwareProfile,
+    ModelInfo,
+    OptimizerInfo,
+    Provenance,
+    write_calibration,
+)
+from calibrate import distributed
+from calibrate.config import RunConfig
+from calibrate.factory import Proxy, build_proxy
+from calibrate.gradients import Accumulator
+from calibrate.hardware import StepTimer, cuda_memory_profile, device_name, resolve_amp, resolve_device
+from calibrate.noise import NoiseScaleTracker
+from calibrate.progress import Progress
+from calibrate.record import RunRecord
+
+
+class UsageError(ValueError):
+    """The run cannot start as asked (bad settings, missing data, checkpoint mismatch)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    calibration: CalibrationFile
+    path: Path
+    status: Literal["complete", "interrupted", "failed"]
+
+
+def checkpoint_path(out: Path) -> Path:
+    return out.with_name(out.name + ".ckpt.pt")
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    """Move a batch (a tensor or nested tuples/lists/dicts of them) to the device."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    return batch
+
+
+class _StopRequest:
+    """Turns the first SIGINT into a flag checked between steps (a step is never cut in half);
+    the handler then steps aside, so a second Ctrl-C raises KeyboardInterrupt at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = None
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+        signal.signal(signal.SIGINT, self._previous)
+
+    def __enter__(self) -> "_StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _make_optimizer(cfg: RunConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=0.9, weight_decay=cfg.weight_decay)
+    return torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+
+
+def _lr_at(step: int, peak: float, warmup: int) -> float:
+    """Linear warmup, then constant: the noise scale depends on the learning rate, so a schedule
+    that keeps it fixed keeps the measurement interpretable (Goyal et al. 2017 warmup)."""
+    return peak * min(1.0, (step + 1) / warmup) if warmup > 0 else peak
+
+
+def _provenance(cfg: RunConfig, proxy: Proxy, ctx, amp: str, optimizer, warmup: int, command) -> Provenance:
+    betas = optimizer.defaults.get("betas")
+    return Provenance(
+        tool=f"budgetdsl {__version__}",
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        command=list(command),
+        torch_version=torch.__version__,
+        python_version=platform.python_version(),
+        platform=platform.platform(),
+        seed=cfg.seed,
+        model=ModelInfo(**proxy.model_info),
+        data=DataInfo(**proxy.data_info),
+        optimizer=OptimizerInfo(
+            name=cfg.optimizer,
+            lr=cfg.lr,
+            weight_decay=cfg.weight_decay,
+            betas=tuple(betas) if betas else None,
+            warmup_steps=warmup,
+            grad_clip=cfg.grad_clip,
+        ),
+        batch=BatchSetup(
+            global_batch_examples=cfg.batch,
+            micro_batch_examples=cfg.micro_batch,
+            accumulation=cfg.accumulation(ctx.world_size),
+            world_size=ctx.world_size,
+            tokens_per_example=proxy.tokens_per_example,
+        ),
+        estimator=EstimatorInfo(ema_beta=cfg.beta, confidence=cfg.confidence),
+        amp=amp,
+    )
+
+
+def calibrate(
+    cfg: RunConfig,
+    out: Path,
+    *,
+    resume: bool = False,
+    quiet: bool = True,
+    command: tuple[str, ...] = (),
+    on_step: Callable[[int], None] | None = None,
+) -> Outcome:
+    """Run a calibration and write its file. Raises UsageError before training if the settings
+    cannot work; a failed measurement returns status "failed" with a partial file."""
+    out = Path(out)
+    try:
+        device = resolve_device(cfg.device)
+        amp = resolve_amp(cfg.amp, device)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    ctx = distributed.init(device.type)
+    try:
+        return _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step)
+    finally:
+        distributed.shutdown(ctx)
+
+
+def _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step) -> Outcome:
+    try:
+        cfg.validate(ctx.world_size)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if device.type == "cuda" and ctx.active:
+        device = torch.device("cuda", ctx.local_rank)
+    accum = cfg.accumulation(ctx.world_size)
+    if ctx.is_main:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    ckpt_path = checkpoint_path(out)
+    ckpt = None
+    if resume:
+        if not ckpt_path.exists():
+            raise UsageError(f"--resume: no checkpoint at {ckpt_path} (a finished run deletes its checkpoint)")
+        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        if diff := cfg.mismatches(ckpt["config"]):
+            shown = ", ".join(f"{k}: {ckpt['config'].get(k)!r} -> {getattr(cfg, k)!r}" for k in diff)
+            raise UsageError(f"--resume: the settings differ from the checkpoint's ({shown})")
+
+    # -- the proxy: model init under the seed, samplers drawing from our own generators ---------
+    torch.manual_seed(cfg.seed)
+    try:
+        proxy = build_proxy(
+            cfg.model, cfg.data, block_size=cfg.block_size, n_layer=cfg.n_layer, n_head=cfg.n_head,
+            n_embd=cfg.n_embd, vocab_size=cfg.vocab_size, data_bytes=cfg.data_bytes,
+            tokens_per_example=cfg.tokens_per_example,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    model = proxy.model.to(device)
+    model.train()
+    optimizer = _make_optimizer(cfg, model)
+    scaler = torch.amp.GradScaler(device.type, init_scale=2.0**12) if amp == "fp16" else None
+    autocast = (
+        torch.autocast(device.type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
+        if amp != "none"
+        else nullcontext()
+    )
+    data_gen = torch.Generator().manual_seed(cfg.seed)
+    # A fixed held-out set, drawn once: every evaluation compares the same examples.
+    eval_gen = torch.Generator().manual_seed(cfg.seed + 1)
+    eval_set = (
+        [to_device(proxy.heldout(cfg.micro_batch, eval_gen), device) for _ in range(cfg.eval_batches)]
+        if proxy.heldout is not None
+        else []
+    )
+    acc = Accumulator(list(model.parameters()))
+    warmup = int(ckpt["warmup"]) if ckpt else cfg.warmup_steps
+    record = RunRecord(NoiseScaleTracker(cfg.beta, cfg.confidence), cfg.batch, cfg.micro_batch, proxy.tokens_per_example)
+    timer = StepTimer()
+    start = 0
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        if scaler is not None and ckpt.get("scaler"):
+            scaler.load_state_dict(ckpt["scaler"])
+        data_gen.set_state(ckpt["data_rng"])
+        torch.set_rng_state(ckpt["torch_rng"])
+        record.load_state_dict(ckpt["record"])
+        timer.times, timer.examples, timer.total = list(ckpt["timer"][0]), int(ckpt["timer"][1]), float(ckpt["timer"][2])
+        start = int(ckpt["next_step"])
+
+    def forward_backward(n: int) -> None:
+        with autocast:
+            loss = model(to_device(proxy.train(n, torch.Generator().manual_seed(0)), device))
+        loss.backward()
+
+    memory = cuda_memory_profile(model, forward_backward, cfg.micro_batch, device)
+    provenance = _provenance(cfg, proxy, ctx, amp, optimizer, warmup, command)
+
+    @torch.no_grad()
+    def evaluate() -> float:
+        model.eval()
+        total = torch.zeros(2, dtype=torch.float64, device=device)  # (loss sum, batches)
+        for i in range(ctx.rank, len(eval_set), ctx.world_size):
+            with autocast:
+                total[0] += model(eval_set[i]).double()
+            total[1] += 1
+        model.train()
+        total = distributed.all_reduce_sum(ctx, total)
+        return (total[0] / total[1]).item()
+
+    def save_checkpoint(next_step: int) -> None:
+        if not ctx.is_main:
+            return
+        state = {
+            "config": cfg.to_dict(),
+            "warmup": warmup,
+            "next_step": next_step,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else {},
+            "data_rng": data_gen.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "record": record.state_dict(),
+            "timer": [timer.times, timer.examples, timer.total],
+        }
+        tmp = ckpt_path.with_name(ckpt_path.name + f".{os.getpid()}.tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, ckpt_path)
+
+    def write(status: str, reason: str | None) -> Outcome:
+        hardware = HardwareProfile(
+            device=device.type,
+            device_name=device_name(device),
+            world_size=ctx.world_size,
+            threads=torch.get_num_threads() if device.type == "cpu" else None,
+            memory=memory,
+            **timer.profile(proxy.tokens_per_example),
+        )
+        prov = provenance.model_copy(update={"created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        cal = record.to_file(prov, hardware, warmup, interrupted=status != "complete", stop_reason=reason)
+        if ctx.is_main:
+            write_calibration(out, cal)
+        return Outcome(cal, out, status)
+
+    # -- the loop -------------------------------------------------------------------------------
+    limit = cfg.nonfinite_limit
+    status, reason, step = "complete", None, start - 1
+    synced = True  # all replicas stopped at the same step (collectives still safe)
+    with _StopRequest() as stop, Progress(cfg.steps, enabled=not quiet and ctx.is_main, done=start) as bar:
+        try:
+            for step in range(start, cfg.steps):
+                lr = _lr_at(step, cfg.lr, warmup)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                is_eval = step % cfg.eval_every == 0 or step == cfg.steps - 1
+                if is_eval and eval_set:
+                    record.evaluated(step, evaluate())  # at this step's weights, before its update
+
+                t0 = time.perf_counter()
+                # Every replica draws the whole global batch's micro-batches in one global order
+                # and keeps its own slice: the data (and so the result) does not depend on the
+                # number of replicas, and a 2-process run reproduces a 1-process one.
+                micro = [proxy.train(cfg.micro_batch, data_gen) for _ in range(accum * ctx.world_size)]
+                micro = micro[ctx.rank * accum : (ctx.rank + 1) * accum]
+                loss_scale = scaler.get_scale() if scaler is not None else 1.0
+                acc.begin()
+                loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+                for batch in micro:  # gradient accumulation: each micro-batch is a B_small sample
+                    with autocast:
+                        loss = model(to_device(batch, device))
+                    scaled = loss / accum  # the mean over the global batch, as plain accumulation
+                    (scaler.scale(scaled) if scaler is not None else scaled).backward()
+                    acc.after_backward()
+                    loss_sum += loss.detach().double()
+                distributed.all_reduce_mean_(ctx, acc.flats())  # the big batch: all replicas
+                norms = acc.finish()
+                scalars = torch.stack([
+                    norms.sq_small_sum,
+                    torch.tensor(float(norms.n_small), dtype=torch.float64, device=device),
+                    loss_sum,
+                    torch.tensor(1.0 if stop.requested else 0.0, dtype=torch.float64, device=device),
+                ])
+                scalars = distributed.all_reduce_sum(ctx, scalars)
+                sq_small_sum, n_small, loss_total, stop_votes = scalars.tolist()
+                sq_big = norms.sq_big.item()
+                # Undo the loss scale and the 1/accum factor: |g_micro|² of the micro-batch mean
+                # loss, and |g_big|² of the global-batch mean loss.
+                sq_small = sq_small_sum / n_small * (accum / loss_scale) ** 2
+                sq_big = sq_big / loss_scale**2
+                train_loss = loss_total / n_small
+                finite = all(math.isfinite(v) for v in (sq_small, sq_big, train_loss))
+                if finite:
+                    record.measured(step, train_loss, sq_small, sq_big)
+                else:
+                    record.skip(step)
+
+                if scaler is not None:
+                    scaler.unscale_(optimizer)  # .grad are views of the flat buffer: unscaled in place
+                if finite and cfg.grad_clip is not None:
+                    coef = cfg.grad_clip / (math.sqrt(sq_big) + 1e-6)  # clip_grad_norm_, reusing |g_big|
+                    if coef < 1.0:
+                        for flat in acc.flats():
+                            flat.mul_(coef)
+                if scaler is not None:
+                    scaler.step(optimizer)  # skips the update itself when it saw inf/NaN
+                    scaler.update()
+                elif finite:
+                    optimizer.step()
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                timer.add(time.perf_counter() - t0, cfg.batch)
+
+                if is_eval and not eval_set and finite:
+                    record.evaluated(step, train_loss)  # no held-out data: the training loss
+                if is_eval and record.eval_steps and record.eval_steps[-1] == step:
+                    p = record.point(step)
+                    if p is not None:
+                        bar.update(step + 1, loss=p["loss"], b_simple=p["b_simple"])
+                bar.update(step + 1)
+                if len(record.skipped) > limit:
+                    status = "failed"
+                    reason = (
+                        f"aborted at step {step}: {len(record.skipped)} steps with a non-finite loss or "
+                        f"gradient (limit {limit}); lower --lr, use --amp none, or check the model"
+                    )
+                    break
+                if stop_votes > 0:
+                    status, reason = "interrupted", f"interrupted by the user after step {step}"
+                    save_checkpoint(step + 1)
+                    break
+                if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
+                    save_checkpoint(step + 1)
+                if on_step is not None:
+                    on_step(step)
+        except KeyboardInterrupt:
+            # A second Ctrl-C: the current step may be half applied, so no new checkpoint (the
+            # last periodic one stays valid); what was measured so far is still written.
+            status, reason, synced = "interrupted", f"interrupted by the user during step {step + 1}", False
+
+    # A run stopped early ends with a trajectory point at its last measured step, so the summary
+    # describes everything that was measured.
+    last_measured = record.tracker.steps[-1] if len(record.tracker) else None
+    while record.eval_steps and (last_measured is None or record.eval_steps[-1] > last_measured):
+        record.eval_steps.pop()  # an evaluation of a step that was never measured
+        record.eval_losses.pop()
+    has_point = bool(record.trajectory) and record.trajectory[-1]["step"] == last_measured
+    if status != "complete" and last_measured is not None and not has_point:
+        if eval_set and (synced or not ctx.active):
+            record.evaluated(last_measured, evaluate())
+        elif not eval_set:
+            record.evaluated(last_measured, record.train_loss[-1])
+        if record.eval_steps and record.eval_steps[-1] == last_measured:
+            record.point(last_measured)
+    outcome = write(status, reason)
+    if status == "complete" and ctx.is_main:
+        ckpt_path.unlink(missing_ok=True)
+    return outcome
+
