@@ -2,7 +2,7 @@
 
 One process checks any number of files (a pre-commit hook passes them all at once). Exit 0 when
 every plan is valid, 2 when any is not (invalid input), 1 with `--solve` when a valid plan is
-infeasible.
+infeasible. Without `--solve` no solver (and no sympy) is imported.
 """
 
 from __future__ import annotations
@@ -28,27 +28,52 @@ def check_files(paths: list[str]) -> dict[str, list[Diagnostic]]:
     return results
 
 
+def _infeasible(paths: list[str]) -> dict[str, list[str]]:
+    """For `--solve`: each valid plan that is infeasible, with the limits that conflict."""
+    from budgetdsl.plan_loader import load_plan
+    from budgetdsl.solver import solve
+
+    out: dict[str, list[str]] = {}
+    for path in paths:
+        try:
+            solution = solve(load_plan(path))
+        except PlanError as exc:  # e.g. a calibration that cannot be read; reported as invalid
+            out[path] = [d.format() for d in exc.diagnostics]
+            continue
+        if not solution.feasible:
+            out[path] = solution.conflicts or ["no launchable configuration meets every limit"]
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     results = check_files(args.files)
     invalid = [p for p, d in results.items() if d]
+    infeasible = _infeasible([p for p, d in results.items() if not d]) if args.solve else {}
     if args.format == "json":
-        payload = {"valid": not invalid,
-                   "files": [{"file": p, "valid": not d, "diagnostics": [x.to_json() for x in d]}
+        payload = {"valid": not invalid, "feasible": None if not args.solve else not infeasible,
+                   "files": [{"file": p, "valid": not d, "diagnostics": [x.to_json() for x in d],
+                              **({"feasible": p not in infeasible, "conflicts": infeasible.get(p, [])}
+                                 if args.solve and not d else {})}
                              for p, d in results.items()]}
         print(json.dumps(payload, indent=2))
     else:
         for diagnostics in results.values():
             for d in diagnostics:
                 print(d.format(), file=sys.stderr)
+        for path, reasons in infeasible.items():
+            print(f"{path}: infeasible: " + "; ".join(reasons), file=sys.stderr)
         if not args.quiet:
             n = len(results)
             if invalid:
                 count = sum(len(d) for d in results.values())
                 print(f"{len(invalid)} of {n} plan{'s' if n != 1 else ''} invalid "
                       f"({count} problem{'s' if count != 1 else ''})", file=sys.stderr)
+            elif infeasible:
+                print(f"{len(infeasible)} of {n} plan{'s' if n != 1 else ''} infeasible", file=sys.stderr)
             else:
-                print(f"{n} plan{'s' if n != 1 else ''} valid", file=sys.stderr)
-    return 2 if invalid else 0
+                print(f"{n} plan{'s' if n != 1 else ''} valid" + (" and feasible" if args.solve else ""),
+                      file=sys.stderr)
+    return 2 if invalid else 1 if infeasible else 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,4 +84,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="json prints a machine-readable report on stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the problems")
+    p.add_argument("--solve", action="store_true",
+                   help="also solve each valid plan; exit 1 when any is infeasible")
     p.set_defaults(handler=run)

@@ -72,3 +72,18 @@ def test_check_does_not_import_heavy_modules():
 def test_console_script_and_module_entry_points_agree():
     result = subprocess.run([sys.executable, "-m", "budgetdsl", "check", *PLANS], capture_output=True, text=True)
     assert result.returncode == 0 and "valid" in result.stderr
+
+
+def test_solve_fails_on_an_infeasible_plan(tmp_path, capsys):
+    (tmp_path / "base").symlink_to(REPO / "plans/base")
+    tight = tmp_path / "tight.yaml"
+    tight.write_text((REPO / "plans/llama2-7b.yaml").read_text().replace("deadline: 21 days", "deadline: 3 days"))
+    assert main(["check", str(tight)]) == 0  # valid ...
+    capsys.readouterr()
+    assert main(["check", "--solve", str(tight), *PLANS]) == 1  # ... but infeasible
+    err = capsys.readouterr().err
+    assert f"{tight}: infeasible: deadline" in err
+    assert err.rstrip().endswith(f"1 of {len(PLANS) + 1} plans infeasible")
+    assert main(["check", "--solve", "--format", "json", str(tight)]) == 1
+    [entry] = json.loads(capsys.readouterr().out)["files"]
+    assert entry["valid"] is True and entry["feasible"] is False and entry["conflicts"]
