@@ -27,6 +27,7 @@ _PATH = re.compile(r"[A-Za-z0-9_./@+=,-]+")
 # Set by torchrun, Slurm, SkyPilot, the Kubeflow operators or the export itself: a plan must not.
 RESERVED_ENV = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                           "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK"})
+TORCHRUN_PROGRAM_FLAGS = frozenset({"-m", "--module", "--no-python"})  # say how to run the program
 RESERVED_ENV_PREFIXES = ("BUDGETDSL_", "PET_", "SLURM_", "SKYPILOT_", "TORCHELASTIC_")
 
 
@@ -119,6 +120,9 @@ class Launch(BaseModel):
         if v is not None:
             if not v[0].strip():
                 raise _rule("the command's first word must name the training program")
+            if v[0].startswith("-") and v[0] not in TORCHRUN_PROGRAM_FLAGS:
+                raise _rule(f"the command's first word {v[0]!r} would be read as a torchrun option; "
+                            "name the training program (or start with -m MODULE or --no-python)", "0")
             for i, arg in enumerate(v):
                 if "\x00" in arg:
                     raise _rule("a command argument cannot contain a NUL character", str(i))

@@ -1,0 +1,514 @@
+"""Each export format checked by the tool that will read it: `VALIDATORS[fmt](text, spec)`.
+
+Every validator raises (AssertionError or the tool's own error) on a bad export, and skips — or
+under CI fails — when its tool is missing. The per-format tests and the end-to-end test over
+plans/ call the same functions; each validator also has a negative test proving it can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from budgetdsl.exports.spec import LaunchSpec
+
+REPO = Path(__file__).resolve().parents[2]
+KUBEFLOW_SCHEMAS = REPO.parent / "shared" / "schemas" / "kubeflow"
+TRAINJOB_CRD = KUBEFLOW_SCHEMAS / "trainer.kubeflow.org_trainjobs-v2.3.0.yaml"
+PYTORCHJOB_CRD = KUBEFLOW_SCHEMAS / "kubeflow.org_pytorchjobs-v1.9.4.yaml"
+
+
+# -- what a validator needs --------------------------------------------------------------------
+
+def _missing(what: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} is not installed, and CI must run every export validator "
+                    "(.ci/run installs .ci/validators.txt and runs .ci/setup-slurm.sh)")
+    pytest.skip(f"{what} is not installed (pip install -r .ci/validators.txt; bash .ci/setup-slurm.sh)")
+
+
+def need_module(name: str) -> Any:
+    try:
+        return __import__(name, fromlist=["_"])
+    except ImportError:
+        _missing(f"python package {name!r}")
+
+
+def need_binary(name: str) -> str:
+    path = shutil.which(name) or shutil.which(name, path=os.path.dirname(sys.executable))
+    if path is None:
+        _missing(f"{name!r}")
+    return path
+
+
+def need_slurm() -> None:
+    need_binary("sbatch")
+    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30)
+    if "UP" not in ping.stdout:
+        _missing("a running slurmctld (bash .ci/setup-slurm.sh)")
+
+
+def run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=kw.pop("timeout", 120), **kw)
+
+
+# -- shell scripts -----------------------------------------------------------------------------
+
+def check_bash(text: str, tmp: Path, name: str = "script.sh") -> None:
+    """bash -n (it parses) and shellcheck (no warnings at its default severity)."""
+    path = tmp / name
+    path.write_text(text)
+    parsed = run(["bash", "-n", str(path)])
+    assert parsed.returncode == 0, f"bash -n: {parsed.stderr}"
+    shellcheck = need_binary("shellcheck")
+    checked = run([shellcheck, "--shell=bash", "--format=gcc", str(path)])
+    assert checked.returncode == 0, f"shellcheck:\n{checked.stdout}{checked.stderr}"
+
+
+def sbatch_test_only(script: Path, *extra: str) -> str:
+    """`sbatch --test-only`: slurmctld schedules the job (every #SBATCH directive checked against the
+    live cluster) without running it. Returns sbatch's answer."""
+    need_slurm()
+    done = run(["sbatch", "--test-only", *extra, str(script)])
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "to start at" in out, f"sbatch --test-only rejected the script:\n{out}"
+    return out
+
+
+def validate_slurm(text: str, spec: LaunchSpec, tmp: Path) -> None:
+    check_bash(text, tmp, "job.sbatch")
+    directives = dict(re.findall(r"^#SBATCH --([a-z-]+)(?:=(.*))?$", text, flags=re.M))
+    assert directives["nodes"] == str(spec.nodes)
+    assert directives["ntasks-per-node"] == "1"
+    assert directives["gpus-per-node"] == str(spec.gpus_per_node)
+    # --partition on the command line wins over the script's: schedule on the CI cluster's
+    # declared nodes (.ci/setup-slurm.sh), which mirror the largest export's shape.
+    out = sbatch_test_only(tmp / "job.sbatch", "--partition=budgetdsl")
+    nodelist = re.search(r" on nodes (\S+) in partition", out)
+    assert nodelist, out
+    hosts = run(["scontrol", "show", "hostnames", nodelist.group(1)]).stdout.split()
+    assert len(hosts) == spec.nodes, f"slurmctld placed the job on {len(hosts)} nodes: {out}"
+
+
+# -- torchrun ----------------------------------------------------------------------------------
+
+@cache
+def torchrun_options() -> frozenset[str]:
+    need_module("torch")
+    from torch.distributed.run import get_args_parser
+
+    return frozenset(o for a in get_args_parser()._actions for o in a.option_strings)
+
+
+def torchrun_argv(words: list[str]) -> list[str]:
+    """The argument list of the `torchrun` word in a command, up to the end."""
+    return words[words.index("torchrun") + 1:]
+
+
+def check_torchrun_args(argv: list[str], spec: LaunchSpec) -> Any:
+    """Every flag before the program is one of torch's exact option strings (no abbreviations),
+    and torch's own parser reads the integers the plan asked for."""
+    from torch.distributed.run import get_args_parser
+
+    options = torchrun_options()
+    for word in argv:
+        if word == spec.command[0] and not word.startswith("-"):
+            break
+        if word.startswith("-"):
+            flag = word.split("=", 1)[0]
+            assert flag in options, f"{flag} is not a torchrun option"
+    args = get_args_parser().parse_args(argv)
+    assert args.nnodes == str(spec.nodes), args.nnodes
+    assert args.nproc_per_node == str(spec.gpus_per_node), args.nproc_per_node
+    program = [args.training_script, *args.training_script_args]
+    if args.module:
+        program = ["-m", *program]
+    assert program == list(spec.command), program
+    return args
+
+
+def validate_torchrun(text: str, spec: LaunchSpec, tmp: Path) -> None:
+    check_bash(text, tmp, "launch.sh")
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    body = body.replace("\\\n", " ")
+    env = {"MASTER_ADDR": "10.0.0.1"}  # expand as bash would on the nodes
+    words = shlex.split(re.sub(r"\$\{MASTER_ADDR:\?[^}]*\}", env["MASTER_ADDR"], body))
+    assert words[0] == "env"
+    assigned = dict(w.split("=", 1) for w in words[1:words.index("torchrun")])
+    assert assigned == dict(spec.env())
+    args = check_torchrun_args(torchrun_argv(words), spec)
+    if spec.nodes == 1:
+        assert args.standalone
+    else:
+        assert args.rdzv_backend == "c10d" and args.rdzv_endpoint == f"10.0.0.1:{spec.port}"
+
+
+# -- Kubeflow ----------------------------------------------------------------------------------
+
+def _strict(schema: Any) -> Any:
+    """The CRD schema with additionalProperties: false wherever properties are listed (and the
+    schema does not preserve unknown fields): a misspelt or misplaced key fails validation."""
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if ("properties" in out and "additionalProperties" not in out
+                and not out.get("x-kubernetes-preserve-unknown-fields")):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
+
+
+@cache
+def crd_schema(path: Path) -> dict:
+    if not path.exists():
+        pytest.fail(f"{path} is missing: the Kubeflow CRDs are read from ../shared/schemas/kubeflow")
+    crd = yaml.safe_load(path.read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
+    return _strict(version["schema"]["openAPIV3Schema"])
+
+
+# CEL rules (x-kubernetes-validations) of the CRDs, as Python; rules on oldSelf apply to updates only.
+# A rule on a path an export writes that is not here fails the test: translate it before trusting.
+_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+CEL_RULES: dict[str, Callable[[Any], bool]] = {
+    "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')":
+        lambda obj: bool(_DNS1035.fullmatch(obj["metadata"]["name"])),
+    "size(self.metadata.name) <= 63": lambda obj: len(obj["metadata"]["name"]) <= 63,
+}
+
+
+def _cel_errors(schema: Any, value: Any, path: str) -> list[str]:
+    errors: list[str] = []
+    if not isinstance(schema, dict):
+        return errors
+    for rule in schema.get("x-kubernetes-validations", []):
+        if "oldSelf" in rule["rule"]:
+            continue
+        check = CEL_RULES.get(rule["rule"])
+        if check is None:
+            errors.append(f"{path or '/'}: untranslated CEL rule {rule['rule']!r}")
+        elif not check(value):
+            errors.append(f"{path or '/'}: {rule['message']}")
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            child = schema.get("properties", {}).get(key)
+            if child is None and isinstance(schema.get("additionalProperties"), dict):
+                child = schema["additionalProperties"]
+            errors += _cel_errors(child, sub, f"{path}/{key}")
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, sub in enumerate(value):
+            errors += _cel_errors(schema["items"], sub, f"{path}/{i}")
+    return errors
+
+
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_QUALIFIED = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def _metadata_errors(meta: dict) -> list[str]:
+    """ObjectMeta rules of the API server that a CRD's `metadata: {type: object}` leaves out."""
+    errors = []
+    allowed = {"name", "namespace", "labels", "annotations"}
+    errors += [f"metadata.{k}: not written by an export" for k in meta if k not in allowed]
+    if "namespace" in meta and not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", meta["namespace"]):
+        errors.append("metadata.namespace: not a DNS-1123 label")
+    for key, value in meta.get("labels", {}).items():
+        if not _QUALIFIED.fullmatch(key) or len(key.split("/")[-1]) > 63:
+            errors.append(f"metadata.labels: bad key {key!r}")
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+            errors.append(f"metadata.labels[{key}]: bad value {value!r}")
+    for key, value in meta.get("annotations", {}).items():
+        if not _QUALIFIED.fullmatch(key) or not isinstance(value, str):
+            errors.append(f"metadata.annotations: bad key or value {key!r}")
+    return errors
+
+
+def _format_checker() -> Any:
+    jsonschema = need_module("jsonschema")
+    checker = jsonschema.FormatChecker()
+
+    @checker.checks("int32")
+    def _int32(value: object) -> bool:
+        return not isinstance(value, int) or -(2**31) <= value < 2**31
+
+    @checker.checks("int64")
+    def _int64(value: object) -> bool:
+        return not isinstance(value, int) or -(2**63) <= value < 2**63
+
+    return checker
+
+
+def kubeflow_errors(manifest: dict, crd: Path) -> list[str]:
+    """Every problem the API server would report: the strict CRD schema, its CEL rules, ObjectMeta."""
+    jsonschema = need_module("jsonschema")
+    schema = crd_schema(crd)
+    validator = jsonschema.Draft7Validator(schema, format_checker=_format_checker())
+    errors = [f"/{'/'.join(map(str, e.absolute_path))}: {e.message}"
+              for e in sorted(validator.iter_errors(manifest), key=lambda e: list(map(str, e.path)))]
+    errors += _cel_errors(schema, manifest, "")
+    errors += _metadata_errors(manifest.get("metadata", {}))
+    return errors
+
+
+TORCHRUN_RESERVED_ENV = {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR",
+                         "PET_MASTER_PORT"}
+
+
+def trainjob_webhook_errors(job: dict) -> list[str]:
+    """Kubeflow Trainer v2's torch plugin webhook (pkg/runtime/framework/plugins/torch): numProcPerNode
+    an int or auto/cpu/gpu; no env that torchrun's PET_* variables reserve."""
+    errors = []
+    trainer = job["spec"].get("trainer", {})
+    npp = trainer.get("numProcPerNode")
+    if isinstance(npp, str) and npp not in ("auto", "cpu", "gpu"):
+        errors.append("spec.trainer.numProcPerNode: must have an int value or [auto cpu gpu]")
+    reserved = sorted({e["name"] for e in trainer.get("env", [])} & TORCHRUN_RESERVED_ENV)
+    if reserved:
+        errors.append(f"spec.trainer.env: must not have reserved envs {reserved}")
+    return errors
+
+
+def pytorchjob_webhook_errors(job: dict) -> list[str]:
+    """The Training Operator v1.9 PyTorchJob admission webhook (pkg/webhooks/pytorch): name a
+    DNS-1035 label; replica types Master/Worker; each with containers, each container an image, one
+    named `pytorch`; Master replicas exactly 1, Worker at least 1; elasticPolicy needs Workers and
+    excludes nProcPerNode with spec.nprocPerNode."""
+    errors = []
+    name = job["metadata"]["name"]
+    if not _DNS1035.fullmatch(name) or len(name) > 63:
+        errors.append("metadata.name: should match DNS-1035")
+    spec = job["spec"]
+    replicas = spec.get("pytorchReplicaSpecs") or {}
+    if not replicas:
+        errors.append("spec.pytorchReplicaSpecs: Required")
+    for rtype, rspec in replicas.items():
+        where = f"spec.pytorchReplicaSpecs[{rtype}]"
+        if rtype not in ("Master", "Worker"):
+            errors.append(f"{where}: unsupported replica type")
+        containers = ((rspec or {}).get("template", {}).get("spec", {}) or {}).get("containers") or []
+        if not containers:
+            errors.append(f"{where}.template.spec.containers: Required")
+        if any(not c.get("image") for c in containers):
+            errors.append(f"{where}: container image Required")
+        if not any(c.get("name") == "pytorch" for c in containers):
+            errors.append(f"{where}: must have at least one container named pytorch")
+        count = rspec.get("replicas")
+        if rtype == "Master" and count != 1:
+            errors.append(f"{where}.replicas: must be 1")
+        elif rtype != "Master" and count is not None and count < 1:
+            errors.append(f"{where}.replicas: must be at least 1")
+    elastic = spec.get("elasticPolicy")
+    if elastic is not None:
+        if "Worker" not in replicas:
+            errors.append("spec.pytorchReplicaSpecs[Worker]: must be configured if elastic policy is used")
+        if elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
+            errors.append("spec.elasticPolicy.nProcPerNode: must not be used with spec.nprocPerNode")
+    return errors
+
+
+def _container_command(container: dict, spec: LaunchSpec) -> None:
+    argv = container["command"] + container.get("args", [])
+    assert argv[0] == "torchrun"
+    check_torchrun_args(argv[1:], spec)
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == dict(spec.env())
+
+
+def validate_kubeflow(text: str, spec: LaunchSpec, tmp: Path) -> None:
+    job = yaml.safe_load(text)
+    errors = kubeflow_errors(job, TRAINJOB_CRD) + trainjob_webhook_errors(job)
+    assert not errors, "\n".join(errors)
+    assert job["kind"] == "TrainJob" and job["apiVersion"] == "trainer.kubeflow.org/v1alpha1"
+    trainer = job["spec"]["trainer"]
+    assert trainer["numNodes"] == spec.nodes and trainer["numProcPerNode"] == spec.gpus_per_node
+    assert job["spec"].get("activeDeadlineSeconds") == spec.time_limit_s
+    assert job["metadata"]["annotations"]["budgetdsl.dev/plan"] == spec.name
+    _container_command(trainer, spec)
+
+
+def validate_pytorchjob(text: str, spec: LaunchSpec, tmp: Path) -> None:
+    job = yaml.safe_load(text)
+    errors = kubeflow_errors(job, PYTORCHJOB_CRD) + pytorchjob_webhook_errors(job)
+    assert not errors, "\n".join(errors)
+    assert job["kind"] == "PyTorchJob" and job["apiVersion"] == "kubeflow.org/v1"
+    assert job["spec"]["nprocPerNode"] == str(spec.gpus_per_node)
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert sum(r["replicas"] for r in replicas.values()) == spec.nodes
+    assert job["spec"].get("runPolicy", {}).get("activeDeadlineSeconds") == spec.time_limit_s
+    for r in replicas.values():
+        _container_command(r["template"]["spec"]["containers"][0], spec)
+
+
+# -- SkyPilot ----------------------------------------------------------------------------------
+
+def validate_skypilot(text: str, spec: LaunchSpec, tmp: Path) -> None:
+    need_module("sky")
+    path = tmp / "task.yaml"
+    path.write_text(text)
+    home = tmp / "home"
+    home.mkdir(exist_ok=True)
+    # SkyPilot reads and writes ~/.sky: give it an empty home, in a child process so that the
+    # test's own HOME (and SkyPilot's module-level state) stay untouched.
+    code = ("import json, sys, sky\n"
+            "t = sky.Task.from_yaml(sys.argv[1])\n"
+            "(r,) = list(t.resources)\n"
+            "print(json.dumps({'name': t.name, 'num_nodes': t.num_nodes, 'run': t.run, 'envs': t.envs,"
+            " 'accelerators': r.accelerators, 'image_id': r.image_id}))\n")
+    done = run([sys.executable, "-c", code, str(path)], env={**os.environ, "HOME": str(home)},
+               timeout=300)
+    assert done.returncode == 0, f"sky.Task.from_yaml rejected the task:\n{done.stderr[-3000:]}"
+    task = json.loads(done.stdout.strip().splitlines()[-1])
+    assert task["num_nodes"] == spec.nodes
+    assert task["accelerators"] == {spec.accelerator: spec.gpus_per_node}
+    assert task["envs"] == dict(spec.env())
+    assert list(task["image_id"].values()) == [f"docker:{spec.image}"]
+    # The run script, as SkyPilot runs it on each node with its variables set.
+    check_bash("#!/bin/bash\n" + task["run"], tmp, "run.sh")
+    words = shlex.split(task["run"].split("\n", 2)[2].replace("\\\n", " "))
+    check_torchrun_args(torchrun_argv(_with_sky_vars(words, spec)), spec)
+
+
+def _with_sky_vars(words: list[str], spec: LaunchSpec) -> list[str]:
+    """Substitute SkyPilot's variables as its runtime sets them on the first node."""
+    values = {"$SKYPILOT_NUM_NODES": str(spec.nodes), "$SKYPILOT_NUM_GPUS_PER_NODE": str(spec.gpus_per_node),
+              "$SKYPILOT_NODE_RANK": "0", "$MASTER_ADDR": "10.0.0.1"}
+    out = []
+    for word in words:
+        for var, value in values.items():
+            word = word.replace(var, value)
+        out.append(word)
+    return out
+
+
+# -- DeepSpeed, HF, Megatron -------------------------------------------------------------------
+
+class _Mpu:
+    """What DeepSpeed asks a model-parallel unit for the data-parallel size."""
+
+    def __init__(self, dp: int):
+        self.dp = dp
+
+    def get_data_parallel_world_size(self) -> int:
+        return self.dp
+
+    def get_data_parallel_rank(self) -> int:
+        return 0
+
+
+def deepspeed_config(config: dict, dp: int, monkeypatch: pytest.MonkeyPatch) -> Any:
+    need_module("deepspeed")
+    import deepspeed.runtime.config as ds_config
+
+    # DeepSpeedConfig asks torch.distributed for this process's rank and falls back to world size 1
+    # when no process group exists; answer "rank 0" so that it takes the mpu's data-parallel size.
+    monkeypatch.setattr(ds_config.dist, "get_rank", lambda *a, **k: 0)
+    return ds_config.DeepSpeedConfig(config, mpu=_Mpu(dp))
+
+
+@cache
+def deepspeed_top_level_keys() -> frozenset[str]:
+    """Top-level keys DeepSpeed reads (its constants module), for a strictness it lacks at the top."""
+    import deepspeed.runtime.constants as c
+    import deepspeed.runtime.zero.config as z
+
+    return frozenset(v for m in (c, z) for k, v in vars(m).items() if k.isupper() and isinstance(v, str))
+
+
+def validate_deepspeed(text: str, spec: LaunchSpec, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = json.loads(text)
+    ds = deepspeed_config(config, spec.data_parallel, monkeypatch)
+    assert ds.train_batch_size == spec.global_batch_sequences
+    assert ds.train_micro_batch_size_per_gpu == spec.micro_batch
+    assert ds.gradient_accumulation_steps == spec.grad_accum
+    assert ds.world_size == spec.data_parallel
+    assert ds.zero_optimization_stage == spec.zero_stage
+    unknown = set(config) - deepspeed_top_level_keys()
+    assert not unknown, f"keys DeepSpeed does not read: {unknown}"
+
+
+def validate_hf(text: str, spec: LaunchSpec, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need_module("transformers")
+    import transformers.training_args as ta
+    from transformers import HfArgumentParser, TrainingArguments
+
+    # The export targets GPUs; this machine has none, and TrainingArguments refuses bf16 on a
+    # machine without a bf16 GPU. Say there is one; every other check is TrainingArguments' own.
+    monkeypatch.setattr(ta, "is_torch_bf16_gpu_available", lambda: True)
+    path = tmp / "args.json"
+    path.write_text(text)
+    (args,) = HfArgumentParser(TrainingArguments).parse_json_file(str(path), allow_extra_keys=False)
+    assert args.per_device_train_batch_size == spec.micro_batch
+    assert args.gradient_accumulation_steps == spec.grad_accum
+    assert args.max_steps == spec.steps
+    assert args.warmup_steps == spec.warmup_steps
+    assert args.run_name == spec.name
+    if spec.lr is not None:
+        assert args.learning_rate == spec.lr
+    # the global batch the Trainer will use: every GPU a data-parallel replica
+    assert args.per_device_train_batch_size * args.gradient_accumulation_steps * spec.gpus \
+        == spec.global_batch_sequences
+
+
+def megatron_args(text: str) -> dict[str, str | None]:
+    body = text[text.index("MEGATRON_ARGS=(") + len("MEGATRON_ARGS=("): text.rindex(")")]
+    words = shlex.split(body)
+    out: dict[str, str | None] = {}
+    for i, word in enumerate(words):
+        if word.startswith("--"):
+            nxt = words[i + 1] if i + 1 < len(words) else None
+            out[word] = None if nxt is None or nxt.startswith("--") else nxt
+    return out
+
+
+def validate_megatron(text: str, spec: LaunchSpec, tmp: Path) -> None:
+    from budgetdsl.exports.megatron import FLAGS
+
+    check_bash(text, tmp, "megatron.sh")
+    args = megatron_args(text)
+    assert set(args) <= FLAGS, set(args) - FLAGS
+    tp, pp = int(args["--tensor-model-parallel-size"]), int(args["--pipeline-model-parallel-size"])
+    micro, global_batch = int(args["--micro-batch-size"]), int(args["--global-batch-size"])
+    assert spec.gpus % (tp * pp) == 0
+    dp = spec.gpus // (tp * pp)  # megatron/training/arguments.py: world size // model size
+    try:
+        from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("megatron-core is not installed, and CI installs .ci/validators.txt")
+        # Megatron's documented rule: global batch = micro × data parallel × microbatches, exactly.
+        assert global_batch % (micro * dp) == 0
+        microbatches = global_batch // (micro * dp)
+    else:
+        microbatches = ConstantNumMicroBatchesCalculator(global_batch, micro, dp, False, 0).get()
+    assert microbatches == spec.grad_accum
+    assert int(args["--train-iters"]) == spec.steps
+    if spec.lr is not None:
+        assert float(args["--lr"]) == spec.lr
+
+
+def validate(fmt: str, text: str, spec: LaunchSpec, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the validator of `fmt`."""
+    if fmt in ("deepspeed", "hf"):
+        VALIDATORS[fmt](text, spec, tmp, monkeypatch)
+    else:
+        VALIDATORS[fmt](text, spec, tmp)
+
+
+VALIDATORS: dict[str, Callable[..., None]] = {
+    "slurm": validate_slurm, "torchrun": validate_torchrun, "kubeflow": validate_kubeflow,
+    "pytorchjob": validate_pytorchjob, "skypilot": validate_skypilot, "deepspeed": validate_deepspeed,
+    "hf": validate_hf, "megatron": validate_megatron,
+}

@@ -1,0 +1,46 @@
+"""Every format on hand-built specs: golden files, then the format's own validator."""
+
+from __future__ import annotations
+
+import pytest
+
+from budgetdsl.exports import FORMATS, export
+from budgetdsl.exports.spec import ExportError
+from export_specs import CASES
+from export_validators import validate
+
+SKIP = {("multi-node", "hf"), ("minimal", "skypilot")}  # refused by design: see test_refusals
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+@pytest.mark.parametrize("case", list(CASES))
+def test_golden(case: str, fmt: str, golden) -> None:
+    if (case, fmt) in SKIP:
+        pytest.skip("this format refuses this case (test_refusals)")
+    golden(f"{case}.{fmt}{FORMATS[fmt].suffix}", export(CASES[case], fmt))
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+@pytest.mark.parametrize("case", list(CASES))
+def test_validator_accepts(case: str, fmt: str, tmp_path, monkeypatch) -> None:
+    if (case, fmt) in SKIP:
+        pytest.skip("this format refuses this case (test_refusals)")
+    spec = CASES[case]
+    validate(fmt, export(spec, fmt), spec, tmp_path, monkeypatch)
+
+
+def test_refusals() -> None:
+    with pytest.raises(ExportError, match="no tensor or pipeline parallelism"):
+        export(CASES["multi-node"], "hf")
+    with pytest.raises(ExportError, match="launch.accelerator"):
+        export(CASES["minimal"], "skypilot")
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_deterministic(fmt: str) -> None:
+    assert export(CASES["single-node"], fmt) == export(CASES["single-node"], fmt)
+
+
+def test_registry_matches_modules() -> None:
+    for fmt in FORMATS.values():
+        assert callable(fmt.render) and fmt.uses, fmt.name
