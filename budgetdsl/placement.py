@@ -241,29 +241,41 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     n_hi = math.floor(hi / per * (1.0 + 1e-12)) if hi < INF else max(n_lo, math.ceil(n_t)) + 1
     if n_lo > n_hi:
         return Placement(cm, fr, intervals, lo, hi, target, clipped, None, micro_max, "integer")
-    base = {min(max(n, n_lo), n_hi) for n in (math.floor(n_t), math.ceil(n_t), n_lo, n_hi)}
     best: Config | None = None
     best_key: tuple[float, int, float] | None = None
-    for n in sorted(base):
+
+    seen: set[int] = set()
+
+    def consider(n: int) -> bool:
+        """Evaluate the configurations near n sequences per replica; True when n itself (exactly)
+        has a feasible configuration."""
+        nonlocal best, best_key
+        exact = False
+        seen.add(n)
         for micro, accum in _configs_for(n, micro_max, micro_fixed):
             cfg = evaluate(cm, fr, limits, micro, accum, micro_max)
             if not cfg.feasible:
                 continue
+            exact = exact or micro * accum == n
             key = (score(objective, fr, cfg), accum, abs(cfg.batch - clipped))
             if best_key is None or key < best_key:
                 best, best_key = cfg, key
-    if best is None:  # integer steps pushed every neighbour over a limit: search further out
+        return exact
+
+    # The neighbours of the target, and the interval's ends (the objective may prefer either).
+    hit = False
+    for n in sorted({min(max(n, n_lo), n_hi) for n in (math.floor(n_t), math.ceil(n_t))}):
+        hit = consider(n) or hit
+    for n in (n_lo, n_hi):
+        if n not in seen:
+            consider(n)
+    if not hit:
+        # Integer steps pushed the target's neighbours over a limit: walk outward from the target
+        # to the nearest launchable batch, so the answer stays next to the objective's choice.
         n0 = min(max(round(n_t), n_lo), n_hi)
-        for i in range(_FALLBACK_SCAN):
+        for i in range(1, _FALLBACK_SCAN):
             n = n0 + ((i + 1) // 2) * (1 if i % 2 else -1)
-            if not n_lo <= n <= n_hi:
-                continue
-            for micro, accum in _configs_for(n, micro_max, micro_fixed):
-                cfg = evaluate(cm, fr, limits, micro, accum, micro_max)
-                if cfg.feasible:
-                    best = cfg
-                    break
-            if best is not None:
+            if n_lo <= n <= n_hi and n not in seen and consider(n):
                 break
     return Placement(cm, fr, intervals, lo, hi, target, clipped, best, micro_max,
                      None if best is not None else "integer")

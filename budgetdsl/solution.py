@@ -72,8 +72,9 @@ class Constraint(_Frozen):
     binding: bool = Field(description="This limit decided the configuration (or is violated).")
     satisfied: bool | None = None
     unit: str
-    allowed_batch: tuple[float, float] | None = Field(
-        None, description="Global batches (tokens) this limit alone allows; None when it does not bound B.")
+    allowed_batch: tuple[float, float | None] | None = Field(
+        None, description="Global batches (tokens) this limit alone allows, [low, high] (high None: "
+        "unbounded); None when no batch meets it, or it does not bound B (memory).")
     detail: str = ""
 
 

@@ -233,7 +233,8 @@ def _constraints(ctx: _Context, pl: Placement, pinned: bool) -> list[dict]:
             binding=bool(decided or tight or satisfied is False or (iv is None and name in pl.intervals)
                          or (name == "memory" and pl.empty_reason == "memory")),
             satisfied=satisfied, unit=_UNITS[name],
-            allowed_batch=(None if iv is None else (iv[0], iv[1])) if name in pl.intervals else None,
+            allowed_batch=(None if iv is None else (iv[0], iv[1] if iv[1] < INF else None))
+            if name in pl.intervals else None,
             detail=detail))
     floor = float(cm.data_parallel * cm.seq_len)
     value = cfg.batch if cfg is not None else None
@@ -242,7 +243,7 @@ def _constraints(ctx: _Context, pl: Placement, pinned: bool) -> list[dict]:
         slack=None if value is None else value - floor,
         binding=bool((pushed_lo and floor == pl.lo) or (value is not None and value == floor)),
         satisfied=None if value is None else value >= floor, unit="tokens",
-        allowed_batch=(floor, INF), detail=f"one sequence per data-parallel replica (dp = {cm.data_parallel})"))
+        allowed_batch=(floor, None), detail=f"one sequence per data-parallel replica (dp = {cm.data_parallel})"))
     return out
 
 

@@ -1,0 +1,102 @@
+"""The cost model (DESIGN.md section 2) against hand-computed closed forms."""
+
+import pytest
+
+from budgetdsl.cost_model import RESERVE_FRACTION, Split, activation_bytes_per_layer, build_cost_model
+from budgetdsl.diagnostics import PlanError
+from budgetdsl.gpus import GiB, PRESETS
+from budgetdsl.solver import solve
+from solver_plans import make_plan
+
+N, L, D, A, S = 6.74e9, 32, 4096, 32, 4096
+
+
+def test_flops_per_token_palm_appendix_b():
+    cm = build_cost_model(make_plan(), 1024)
+    assert cm.flops_per_token == 6 * N + 12 * L * D * S  # 4.688e10
+    assert cm.coefficients["flops_per_token"].origin == "derived"
+    shapeless = make_plan(model={"layers": None, "d_model": None, "heads": None,
+                                 "activation_bytes_per_token": 1e6})
+    assert build_cost_model(shapeless, 8).flops_per_token == 6 * N
+    declared = make_plan(model={"flops_per_token": 5e10})
+    c = build_cost_model(declared, 8).coefficients["flops_per_token"]
+    assert (c.value, c.origin) == (5e10, "declared")
+
+
+def test_step_time_and_all_reduce():
+    cm = build_cost_model(make_plan(hardware={"step_overhead": 0.1}), 1024)
+    dp = 1024
+    t_comm = 2 * (dp - 1) / dp * 2 * N / 25e9 * (1 - 0.8)  # ring all-reduce of bf16 gradients
+    assert cm.comm_time == pytest.approx(t_comm, rel=1e-12)
+    b = 4194304.0
+    assert cm.step_time(b) == pytest.approx(cm.flops_per_token * b / (1024 * 312e12 * 0.42) + t_comm + 0.1,
+                                            rel=1e-12)
+    # one replica: nothing to reduce
+    assert build_cost_model(make_plan(hardware={"gpus": 8, "tensor_parallel": 8}), 8).comm_time == 0.0
+    # ZeRO-3 moves 1.5× the bytes (Rajbhandari et al. 2020, section 7.2)
+    z3 = build_cost_model(make_plan(hardware={"zero": 3}), 1024)
+    assert z3.comm_time == pytest.approx(1.5 * t_comm, rel=1e-12)
+
+
+def test_memory_by_zero_stage():
+    dp = 1024
+    expect = {0: (2 * N, 2 * N, 12 * N), 1: (2 * N, 2 * N, 12 * N / dp),
+              2: (2 * N, 2 * N / dp, 12 * N / dp), 3: (2 * N / dp, 2 * N / dp, 12 * N / dp)}
+    for zero, (w, g, o) in expect.items():
+        cm = build_cost_model(make_plan(hardware={"zero": zero}), 1024)
+        assert (cm.weights_bytes, cm.grads_bytes, cm.optimizer_bytes) == pytest.approx((w, g, o), rel=1e-12)
+
+
+def test_activations_korthikanti():
+    # eq. 2: s·d·(34 + 5·a·s/d) per layer without recomputation; 34·s·d with flash/selective; 2·s·d full
+    assert activation_bytes_per_layer(S, D, A, "none", False) == S * D * (34 + 5 * A * S / D)
+    assert activation_bytes_per_layer(S, D, A, "none", True) == 34 * S * D
+    assert activation_bytes_per_layer(S, D, None, "selective", False) == 34 * S * D
+    assert activation_bytes_per_layer(S, D, A, "full", False) == 2 * S * D
+    assert activation_bytes_per_layer(S, D, None, "none", False) is None
+    cm = build_cost_model(make_plan(hardware={"gpus": 1024, "tensor_parallel": 2, "pipeline_parallel": 4}), 1024)
+    assert cm.activation_bytes_per_sequence == pytest.approx(34 * S * D * (L / 4) / 2, rel=1e-12)
+    assert cm.data_parallel == 128
+    over = make_plan(model={"activation_bytes_per_token": 1e6}, hardware={"tensor_parallel": 2})
+    assert build_cost_model(over, 1024).activation_bytes_per_sequence == pytest.approx(1e6 * S / 2)
+
+
+def test_largest_micro_batch_is_exact():
+    cm = build_cost_model(make_plan(), 1024)
+    m = cm.micro_batch_max
+    memory = PRESETS["A100-SXM4-80GB"].memory
+    assert cm.reserve_bytes == RESERVE_FRACTION * memory
+    # hand computation for Llama-2-7B, ZeRO-1 over 1024: 2N + 2N + 12N/1024, 34·s·d·L per sequence
+    free = memory * (1 - RESERVE_FRACTION) - (4 * N + 12 * N / 1024)
+    assert m == int(free // (34 * S * D * L)) == 2
+    assert cm.memory_at(m) <= memory < cm.memory_at(m + 1)
+
+
+def test_origins_are_reported():
+    coefs = build_cost_model(make_plan(), 1024).coefficients
+    assert coefs["peak_flops"].origin == "preset" and "A100" in coefs["peak_flops"].detail
+    assert coefs["network"].origin == "declared"
+    assert coefs["mfu"].origin == "declared"
+    assert coefs["step_overhead"].origin == "default"
+    assert coefs["micro_batch_max"].origin == "derived"
+    plan = make_plan(hardware={"peak_flops": 1e15, "memory_per_device": 96 * GiB})
+    coefs = build_cost_model(plan, 1024).coefficients
+    assert coefs["peak_flops"].origin == "declared" and coefs["peak_flops"].value == 1e15
+    assert coefs["memory_per_device"].value == 96 * GiB
+
+
+def test_a_split_override_changes_only_the_layout():
+    plan = make_plan()
+    base = build_cost_model(plan, 1024)
+    alt = build_cost_model(plan, 1024, Split(3, 1, 1, "full", True))
+    assert alt.weights_bytes < base.weights_bytes and alt.activation_bytes_per_sequence < base.activation_bytes_per_sequence
+    assert alt.flops_per_token == base.flops_per_token
+
+
+def test_unknown_shape_is_a_located_plan_error():
+    plan = make_plan(model={"layers": None, "d_model": None})
+    with pytest.raises(PlanError) as exc:
+        solve(plan)
+    (d,) = exc.value.diagnostics
+    assert d.code == "shape-unknown"
+    assert "model.layers and model.d_model" in d.message and "activation_bytes_per_token" in d.message

@@ -1,0 +1,148 @@
+"""Property tests of `solve` over generated plans (hypothesis): what every answer must satisfy."""
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from budgetdsl.cost_model import build_cost_model
+from budgetdsl.frontier import frontier_from_target
+from budgetdsl.placement import evaluate, place, score
+from budgetdsl.solution import FEASIBLE, Solution
+from budgetdsl.solver import plan_limits, solve
+from solver_plans import plans
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _check_feasible_answer(plan, sol):
+    assert sol.status in FEASIBLE and sol.feasible
+    b = sol.batch
+    hw = plan.hardware
+    cm = build_cost_model(plan, sol.gpus)
+    # every constraint holds after snapping, exactly (no tolerance)
+    for c in sol.constraints:
+        assert c.satisfied is True, c
+        assert (c.value <= c.limit) if c.sense == "<=" else (c.value >= c.limit), c
+    # the configuration is launchable and its numbers add up
+    assert b.data_parallel == sol.gpus // (hw.tensor_parallel * hw.pipeline_parallel)
+    assert b.sequences == b.micro_batch * b.grad_accum * b.data_parallel
+    assert b.tokens == b.sequences * plan.model.seq_len
+    assert 1 <= b.micro_batch <= cm.micro_batch_max
+    assert sol.steps * b.tokens == sol.tokens  # steps × batch = tokens
+    assert sol.flops == pytest.approx(cm.flops_per_token * sol.tokens, rel=1e-12)  # FLOPs = f × tokens
+    assert sol.wall_clock_s == pytest.approx(sol.steps * cm.step_time(b.tokens), rel=1e-12)
+    fr = frontier_from_target(plan.target, sol.frontier.b_crit_tokens)
+    assert sol.tokens >= fr.examples(b.tokens) * (1 - 1e-12)  # integer steps reach E(B)
+    assert (sol.steps - 1) * b.tokens < fr.examples(b.tokens)  # ... with the fewest steps that do
+    f = sol.frontier
+    assert (f.s_over_smin - 1) * (f.e_over_emin - 1) == pytest.approx(1.0, rel=1e-9)
+    assert f.x == pytest.approx(b.tokens / f.b_crit_tokens, rel=1e-12)
+    if plan.budget.flops is not None:
+        assert sol.flops <= plan.budget.flops
+    if plan.budget.deadline is not None:
+        assert sol.wall_clock_s <= plan.budget.deadline
+
+
+@SETTINGS
+@given(plans())
+def test_every_feasible_answer_satisfies_every_constraint(plan):
+    sol = solve(plan)
+    assert Solution.model_validate_json(sol.model_dump_json()) == sol  # the result validates
+    if sol.feasible:
+        _check_feasible_answer(plan, sol)
+    else:
+        assert sol.conflicts, "an infeasible answer names its conflicts"
+        assert sol.relaxations or sol.memory_remedies
+
+
+def _measure(plan, sol):
+    cfg_score = {"balanced": (sol.frontier.s_over_smin or 0) * (sol.frontier.e_over_emin or 0),
+                 "min_time": sol.wall_clock_s, "min_flops": sol.flops,
+                 "min_cost": sol.usd if sol.usd is not None else sol.gpu_hours}
+    return cfg_score[str(plan.objective)]
+
+
+@SETTINGS
+@given(plans(), st.sampled_from(["deadline", "flops", "gpu_hours", "usd"]), st.floats(1.0, 10.0))
+def test_more_budget_never_makes_the_objective_worse(plan, limit, factor):
+    current = getattr(plan.budget, limit)
+    assume(current is not None)
+    before = solve(plan)
+    looser = plan.model_copy(update={"budget": plan.budget.model_copy(update={limit: current * factor})})
+    after = solve(looser)
+    if before.feasible:
+        assert after.feasible
+        assert _measure(looser, after) <= _measure(plan, before) * (1 + 1e-9)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(plans(tight=True))
+def test_relaxations_make_the_plan_feasible(plan):
+    sol = solve(plan)
+    assume(not sol.feasible)
+    for r in sol.relaxations:
+        if r.required is None:
+            continue
+        if r.name == "gpus":
+            hw = plan.hardware.model_copy(update={"gpus": int(r.required)})
+            relaxed = plan.model_copy(update={"hardware": hw})
+        else:
+            relaxed = plan.model_copy(update={"budget": plan.budget.model_copy(update={r.name: r.required})})
+        assert solve(relaxed).feasible, r.message
+    for m in sol.memory_remedies:
+        assert m.fits == (m.micro_batch_max >= 1)
+
+
+@settings(max_examples=120, deadline=None)
+@given(plans(limits=True))
+def test_snapping_agrees_with_a_brute_force_scan_of_integer_batches(plan):
+    """On one GPU count: a feasible integer configuration exists iff the solver finds one, and the
+    solver's choice scores within 0.1 % of the best of all integer batches (or within two steps'
+    worth: the solver optimizes the continuous frontier, then rounds the steps up)."""
+    gpus = plan.hardware.gpus
+    cm = build_cost_model(plan, gpus)
+    assume(cm.micro_batch_max >= 1)
+    fr = frontier_from_target(plan.target, plan.noise.b_crit)
+    limits = plan_limits(plan)
+    objective = str(plan.objective)
+    per = cm.seq_len * cm.data_parallel
+    pl = place(cm, fr, limits, objective)
+    top = pl.hi if math.isfinite(pl.hi) else max(pl.lo, pl.target, fr.b_crit) * 4
+    n_max = int(min(top / per, 3000) if pl.lo <= pl.hi else 3000) + 2
+    best = None
+    for n in range(1, n_max + 1):
+        cfg = evaluate(cm, fr, limits, 1, n, cm.micro_batch_max)  # micro 1 always fits
+        if cfg.feasible:
+            s = score(objective, fr, cfg)
+            best = s if best is None else min(best, s)
+    if best is None:
+        assume(n_max < 3000)  # the scan covered every batch the interval allows
+        assert not pl.feasible
+    else:
+        assert pl.feasible
+        assert score(objective, fr, pl.config) <= best * (1 + max(1e-3, 2 / pl.config.steps))
+
+
+@settings(max_examples=100, deadline=None)
+@given(plans())
+def test_continuous_choice_agrees_with_a_brute_force_scan(plan):
+    """The clipped closed-form choice is the best point of the feasible interval on a fine grid."""
+    gpus = plan.hardware.gpus
+    cm = build_cost_model(plan, gpus)
+    fr = frontier_from_target(plan.target, plan.noise.b_crit)
+    pl = place(cm, fr, plan_limits(plan), str(plan.objective))
+    assume(pl.clipped is not None and math.isfinite(pl.hi) and pl.hi > pl.lo * 1.001 and pl.lo > 0)
+
+    def measure(b):
+        if plan.objective == "balanced":
+            return fr.s_over_smin(b) * fr.e_over_emin(b)
+        if plan.objective in ("min_time", "min_cost"):
+            return fr.steps(b) * cm.step_time(b)
+        return fr.examples(b)
+
+    grid = [pl.lo * (pl.hi / pl.lo) ** (i / 4000) for i in range(4001)]
+    j = min(range(len(grid)), key=lambda i: measure(grid[i]))
+    assert measure(pl.clipped) <= measure(grid[j]) * (1 + 1e-12)
+    assert grid[max(j - 1, 0)] * (1 - 1e-9) <= pl.clipped <= grid[min(j + 1, 4000)] * (1 + 1e-9)
