@@ -266,6 +266,12 @@ def load_calibration(path: str | os.PathLike) -> CalibrationFile:
         ) from None
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_calibration(path: str | os.PathLike, calibration: CalibrationFile) -> None:
     """Write atomically: a temporary file in the same folder, then os.replace — a reader never
     sees half a file, and an interrupted write leaves the previous file intact."""
@@ -274,6 +280,7 @@ def write_calibration(path: str | os.PathLike, calibration: CalibrationFile) -> 
     text = calibration.model_dump_json(indent=1) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a result file is an ordinary file
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
