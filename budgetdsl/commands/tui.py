@@ -1,0 +1,47 @@
+"""`budgetdsl tui PLAN`: the terminal UI (the `tui` package, Textual) on one plan file.
+
+Textual is an extra (`pip install 'budgetdsl[tui]'`) and is imported only here, inside the handler,
+so the other commands never pay for it. A plan that cannot be read or solved is reported like
+`budgetdsl check` does (located diagnostics on stderr, exit 2) before the terminal is taken over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_OK, EXIT_INVALID = 0, 2
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import textual  # noqa: F401
+    except ImportError:
+        print("budgetdsl tui: the terminal UI needs Textual: pip install 'budgetdsl[tui]'", file=sys.stderr)
+        return EXIT_INVALID
+    from budgetdsl.diagnostics import PlanError
+    from tui.app import make_app
+
+    try:
+        app = make_app(args.plan, markers="ascii" if args.ascii else "braille")
+    except PlanError as exc:
+        for d in exc.diagnostics:
+            print(d.format(), file=sys.stderr)
+        return EXIT_INVALID
+    except OSError as exc:
+        print(f"{args.plan}: error[io]: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INVALID
+    app.run()
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tui", help="explore a plan on the frontier in the terminal, and edit it",
+                       description="Open a terminal UI on PLAN: change GPUs, deadline, FLOP budget, "
+                       "batch, objective and B_crit and see the run re-placed on the critical-batch "
+                       "frontier at once; save writes the changed values back into the plan file as a "
+                       "minimal diff. Needs the tui extra: pip install 'budgetdsl[tui]'.")
+    p.add_argument("plan", metavar="PLAN", help="a plan file (YAML)")
+    p.add_argument("--ascii", action="store_true",
+                   help="plot with plain ASCII markers instead of braille (fonts without braille)")
+    p.set_defaults(handler=run)

@@ -1,0 +1,226 @@
+"""Draw `PlotData` on a log-log character canvas: Rich text, no terminal, no clock (snapshot-stable).
+
+Two marker sets: `braille` draws the curve with 2×4 dots per cell; `ascii` draws it with plain
+characters for fonts without braille (and for copying into a plain-text bug report).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from tui.widgets.frontier.curve import PlotData
+from tui.widgets.frontier.ticks import ticks
+
+MARKERS = ("braille", "ascii")
+
+STYLES = {"curve": "cyan", "arc": "bold green", "run": "bold yellow", "run_bad": "bold red",
+          "b_crit": "bold magenta", "deadline": "red", "flops": "dark_orange", "axis": "bright_black",
+          "tick": "", "note": "italic bright_black"}
+
+
+@dataclass(frozen=True, slots=True)
+class Glyphs:
+    sub: tuple[int, int]  # sub-cells per cell (columns, rows)
+    curve: str  # for ascii: the character of a curve cell
+    arc: str
+    run: str
+    b_crit: str
+    vline: str
+    hline: str
+    axis_v: str
+    axis_h: str
+    corner: str
+    tick_v: str
+    tick_h: str
+
+
+GLYPHS = {
+    "braille": Glyphs((2, 4), "", "", "●", "◆", "┊", "┄", "│", "─", "└", "┤", "┬"),
+    "ascii": Glyphs((1, 1), ".", "o", "@", "X", "|", "-", "|", "-", "+", "+", "+"),
+}
+_BRAILLE = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))  # [row][col] dot bits
+
+
+def _log(v: float) -> float:
+    return math.log10(v)
+
+
+def _range(values: list[float]) -> tuple[float, float]:
+    lo, hi = _log(min(values)), _log(max(values))
+    if hi - lo < 0.3:  # at least a factor of two
+        mid = (hi + lo) / 2
+        lo, hi = mid - 0.15, mid + 0.15
+    pad = (hi - lo) * 0.04
+    return lo - pad, hi + pad
+
+
+def legend(data: PlotData, markers: str, width: int) -> list[Text]:
+    """The legend, packed into as few lines of `width` as it takes."""
+    g = GLYPHS[markers]
+    parts = [(g.run, "run" if data.run_feasible else "run (infeasible)",
+              STYLES["run"] if data.run_feasible else STYLES["run_bad"]),
+             ("━" if markers == "braille" else g.arc * 2, "feasible", STYLES["arc"]),
+             (g.b_crit, "B_crit", STYLES["b_crit"])]
+    if data.run is None:
+        parts[0] = ("", "no launchable run", STYLES["run_bad"])
+    if not any(data.feasible):
+        parts[1] = ("", "no feasible batch", STYLES["run_bad"])
+    if data.vlines:
+        parts.append((g.vline, "deadline", STYLES["deadline"]))
+    if data.hlines:
+        parts.append((g.hline, "FLOP budget", STYLES["flops"]))
+    lines = [Text()]
+    for glyph, name, style in parts:
+        item = Text.assemble((glyph, style), name)
+        if lines[-1].cell_len and lines[-1].cell_len + 2 + item.cell_len > width:
+            lines.append(Text())
+        if lines[-1].cell_len:
+            lines[-1].append("  ")
+        lines[-1].append_text(item)
+    return lines
+
+
+def render_plot(data: PlotData, width: int, height: int, markers: str = "braille") -> Text:
+    """The plot in `width` × `height` cells: y ticks, plot area, x axis, x labels, legend."""
+    g = GLYPHS[markers]
+    if width < 16 or height < 6:
+        return Text("(too small for the plot)", style=STYLES["note"])
+
+    xs = [p[0] for p in data.curve] + [data.b_crit[0]] + ([data.run[0]] if data.run else [])
+    ys = [p[1] for p in data.curve] + [data.b_crit[1]] + ([data.run[1]] if data.run else [])
+    x0, x1 = _range(xs)
+    y0, y1 = _range(ys)
+    off: list[str] = []
+    vlines = []
+    for line in data.vlines:  # a limit far off the curve is named, not drawn
+        if x0 - 1 <= _log(line.value) <= x1 + 1:
+            x0, x1 = min(x0, _log(line.value) - 0.05), max(x1, _log(line.value) + 0.05)
+            vlines.append(line)
+        else:
+            off.append(f"{line.label} off the plot {'→' if _log(line.value) > x1 else '←'}")
+    hlines = []
+    for line in data.hlines:
+        if y0 - 1 <= _log(line.value) <= y1 + 1:
+            y0, y1 = min(y0, _log(line.value) - 0.05), max(y1, _log(line.value) + 0.05)
+            hlines.append(line)
+        else:
+            off.append(f"{line.label} off the plot {'↑' if _log(line.value) > y1 else '↓'}")
+
+    foot = legend(data, markers, width)
+    notes = [*data.notes, *off]
+    if notes:
+        foot.append(Text("; ".join(notes), style=STYLES["note"]))
+    foot = foot[: max(1, height - 6)]
+    plot_h = height - 2 - len(foot)
+    ytick = ticks(10 ** y0, 10 ** y1, data.y_axis, room=max(2, plot_h // 3))
+    label_w = max((len(t) for _, t in ytick), default=1)
+    plot_w = width - label_w - 1
+    sx, sy = g.sub
+    cols, rows = plot_w * sx, plot_h * sy
+
+    def col_of(x: float) -> float:
+        return (_log(x) - x0) / (x1 - x0) * (cols - 1)
+
+    def row_of(y: float) -> float:
+        return (1.0 - (_log(y) - y0) / (y1 - y0)) * (rows - 1)
+
+    bits = [[0] * plot_w for _ in range(plot_h)]
+    layer = [[0] * plot_w for _ in range(plot_h)]  # 1 curve, 2 feasible arc
+    under: dict[tuple[int, int], tuple[str, str]] = {}  # limit lines, beneath the curve
+    over: dict[tuple[int, int], tuple[str, str]] = {}  # markers, above it
+
+    for line in vlines:
+        c = round(col_of(line.value)) // sx
+        if 0 <= c < plot_w:
+            for r in range(plot_h):
+                under[(r, c)] = (g.vline, STYLES["deadline"])
+    for line in hlines:
+        r = round(row_of(line.value)) // sy
+        if 0 <= r < plot_h:
+            for c in range(plot_w):
+                under[(r, c)] = ("┼" if (r, c) in under and markers == "braille" else g.hline,
+                                 STYLES["flops"])
+
+    def dot(c: int, r: int, level: int) -> None:
+        if 0 <= c < cols and 0 <= r < rows:
+            cell_r, cell_c = r // sy, c // sx
+            if sx == 2:
+                bits[cell_r][cell_c] |= _BRAILLE[r % sy][c % sx]
+            else:
+                bits[cell_r][cell_c] = 1
+            layer[cell_r][cell_c] = max(layer[cell_r][cell_c], level)
+
+    prev = None
+    for (x, y), ok in zip(data.curve, data.feasible):
+        c, r = col_of(x), row_of(y)
+        level = 2 if ok else 1
+        if prev is not None:
+            pc, pr = prev
+            n = int(max(abs(c - pc), abs(r - pr))) + 1
+            if n < 4 * (cols + rows):  # a segment leaving the canvas far off is not drawn
+                for i in range(1, n + 1):
+                    dot(round(pc + (c - pc) * i / n), round(pr + (r - pr) * i / n), level)
+        else:
+            dot(round(c), round(r), level)
+        prev = (c, r)
+
+    def mark(x: float, y: float, glyph: str, style: str) -> None:
+        c, r = round(col_of(x)) // sx, round(row_of(y)) // sy
+        if 0 <= r < plot_h and 0 <= c < plot_w:
+            over[(r, c)] = (glyph, style)
+
+    mark(*data.b_crit, g.b_crit, STYLES["b_crit"])
+    if data.run is not None:
+        mark(*data.run, g.run, STYLES["run"] if data.run_feasible else STYLES["run_bad"])
+
+    # Tick positions: y ticks by row, x ticks by column.
+    ylabels: dict[int, str] = {}
+    for v, t in ytick:
+        r = round(row_of(v)) // sy
+        if 0 <= r < plot_h and r not in ylabels and r - 1 not in ylabels and r + 1 not in ylabels:
+            ylabels[r] = t
+    xlabels: list[tuple[int, str]] = []
+    last_end = -2
+    for v, t in ticks(10 ** x0, 10 ** x1, data.x_axis, room=max(2, plot_w // 9)):
+        c = round(col_of(v)) // sx
+        start = max(0, min(plot_w - len(t), c - len(t) // 2))
+        if 0 <= c < plot_w and start > last_end + 1:
+            xlabels.append((c, t))
+            last_end = start + len(t) - 1
+
+    out = Text(no_wrap=True, overflow="crop")
+    for r in range(plot_h):
+        lab = ylabels.get(r, "")
+        out.append(lab.rjust(label_w), STYLES["tick"])
+        out.append(g.tick_v if lab else g.axis_v, STYLES["axis"])
+        for c in range(plot_w):
+            if (r, c) in over:
+                out.append(*over[(r, c)])
+            elif layer[r][c]:
+                style = STYLES["arc"] if layer[r][c] == 2 else STYLES["curve"]
+                if sx == 2:
+                    out.append(chr(0x2800 + bits[r][c]), style)
+                else:
+                    out.append(g.arc if layer[r][c] == 2 else g.curve, style)
+            elif (r, c) in under:
+                out.append(*under[(r, c)])
+            else:
+                out.append(" ")
+        out.append("\n")
+    tick_cols = {c for c, _ in xlabels}
+    out.append(" " * label_w + g.corner, STYLES["axis"])
+    out.append("".join(g.tick_h if c in tick_cols else g.axis_h for c in range(plot_w)), STYLES["axis"])
+    out.append("\n")
+    row = [" "] * plot_w
+    for c, t in xlabels:
+        start = max(0, min(plot_w - len(t), c - len(t) // 2))
+        row[start:start + len(t)] = list(t)
+    out.append(" " * (label_w + 1) + "".join(row), STYLES["tick"])
+    for line in foot:
+        out.append("\n")
+        line.truncate(width, overflow="ellipsis")
+        out.append_text(line)
+    return out

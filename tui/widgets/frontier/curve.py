@@ -1,0 +1,122 @@
+"""What the frontier plot shows, in plot units: sampled with budgetdsl's own frontier and cost model.
+
+The curve is the critical-batch frontier S(B), E(B) of `budgetdsl.frontier.Frontier` (built from
+the solution's B_crit and E_min), against wall clock W(B) = S(B)·T(B) with the step time T(B) of
+`budgetdsl.cost_model` on the solution's GPU count, and against FLOPs f·E(B). The feasible arc is
+the global batches every limit allows (each constraint's `allowed_batch`), the run's point is the
+solution's launched configuration (integer steps), and B_crit is the point x = 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from budgetdsl.plan_model import Plan
+    from budgetdsl.solution import Solution
+
+X_AXES = ("steps", "wall")
+Y_AXES = ("tokens", "flops")
+AXIS_TITLES = {"steps": "steps", "wall": "wall clock", "tokens": "tokens", "flops": "FLOPs"}
+_X_MIN, _X_MAX = 2.0 ** -6, 2.0 ** 6  # x = B/B_crit shown at least over this range
+_X_LIMIT = 2.0 ** 14  # ... and at most over [1/_X_LIMIT, _X_LIMIT]
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    value: float
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlotData:
+    x_axis: str
+    y_axis: str
+    curve: tuple[tuple[float, float], ...]  # (x, y) along increasing B
+    feasible: tuple[bool, ...]  # per sample: inside every limit's interval of B
+    run: tuple[float, float] | None
+    run_feasible: bool
+    b_crit: tuple[float, float]
+    vlines: tuple[Line, ...]  # deadline
+    hlines: tuple[Line, ...]  # FLOP budget
+    notes: tuple[str, ...] = ()
+
+
+def feasible_batches(solution: "Solution") -> tuple[float, float] | None:
+    """The global batches (tokens) every limit allows, from the constraints' `allowed_batch`."""
+    lo, hi = 0.0, math.inf
+    for c in solution.constraints:
+        if c.allowed_batch is None:
+            # None means "does not bound B", or that no B meets it: then it binds, unmet. Memory
+            # bounds the micro-batch, not B, unless not even one sequence fits (no configuration).
+            unmet = not solution.feasible and c.binding and c.satisfied is not True
+            if unmet and (c.name != "memory" or solution.batch.tokens is None):
+                return None
+            continue
+        a, b = c.allowed_batch  # an open end may arrive as None (infinity does not serialise)
+        lo, hi = max(lo, a or 0.0), min(hi, math.inf if b is None else b)
+    return (lo, hi) if lo <= hi else None
+
+
+def plot_data(plan: "Plan", solution: "Solution", x_axis: str = "steps", y_axis: str = "tokens",
+              samples: int = 480) -> PlotData:
+    from budgetdsl.frontier import Frontier
+
+    fr = Frontier(b_crit=solution.frontier.b_crit_tokens, e_min=solution.frontier.e_min_tokens)
+    f_coef = solution.assumptions.get("flops_per_token")
+    fpt = f_coef.value if f_coef is not None else 6.0 * plan.model.params
+    notes: list[str] = []
+    step_time = None
+    if x_axis == "wall":
+        from budgetdsl.cost_model import build_cost_model
+
+        try:
+            step_time = build_cost_model(plan, int(solution.gpus or 1)).step_time
+        except ValueError as exc:  # ShapeUnknown: the solver would have said so already
+            notes.append(f"no step time: {exc}")
+            x_axis = "steps"
+
+    def xy(batch: float) -> tuple[float, float]:
+        steps = fr.steps(batch)
+        x = steps * step_time(batch) if step_time is not None else steps
+        y = fr.examples(batch) * (fpt if y_axis == "flops" else 1.0)
+        return x, y
+
+    arc = feasible_batches(solution)
+    lo_x, hi_x = _X_MIN, _X_MAX
+    marks = [solution.frontier.x] if solution.frontier.x else []
+    if arc is not None:
+        marks += [fr.x(b) for b in arc if 0 < b < math.inf]
+    for m in marks:
+        lo_x, hi_x = min(lo_x, m / 2), max(hi_x, m * 2)
+    lo_x, hi_x = max(lo_x, 1 / _X_LIMIT), min(hi_x, _X_LIMIT)
+    batches = [fr.b_crit * lo_x * (hi_x / lo_x) ** (i / (samples - 1)) for i in range(samples)]
+    curve = tuple(xy(b) for b in batches)
+    feasible = tuple(arc is not None and arc[0] * (1 - 1e-9) <= b <= arc[1] * (1 + 1e-9) for b in batches)
+
+    run = None
+    if solution.steps is not None and solution.tokens is not None:
+        rx = float(solution.wall_clock_s if x_axis == "wall" else solution.steps)
+        ry = float(solution.flops if y_axis == "flops" else solution.tokens)
+        run = (rx, ry)
+
+    vlines: list[Line] = []
+    hlines: list[Line] = []
+    deadline = plan.budget.deadline
+    if deadline is not None:
+        if x_axis == "wall":
+            vlines.append(Line(deadline, "deadline"))
+        else:  # the frontier's own steps where the wall clock reaches the deadline
+            c = solution.constraint("deadline")
+            if c is not None and c.allowed_batch is not None:
+                for b in c.allowed_batch:
+                    if b is not None and 0 < b < math.inf:
+                        vlines.append(Line(fr.steps(b), "deadline"))
+            elif c is not None:
+                notes.append(f"the deadline is out of reach on {solution.gpus} GPUs")
+    if plan.budget.flops is not None:
+        hlines.append(Line(plan.budget.flops / (1.0 if y_axis == "flops" else fpt), "FLOP budget"))
+    return PlotData(x_axis, y_axis, curve, feasible, run, solution.feasible, xy(fr.b_crit),
+                    tuple(vlines), tuple(hlines), tuple(notes))

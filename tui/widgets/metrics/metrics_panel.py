@@ -1,0 +1,73 @@
+"""The metrics: what to launch and where it sits on the frontier, in the report's own formatting."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from budgetdsl.report import human, si
+from budgetdsl.solution import Solution
+
+
+def _n(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.0f}"
+
+
+def _ratio(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3g}"
+
+
+def metric_rows(sol: Solution) -> list[tuple[str, str]]:
+    """(name, value) rows: batch, micro-batch × accumulation × dp, steps, tokens, FLOPs, wall
+    clock, GPU-hours, cost, x, S/S_min, E/E_min, B_crit; a name "" spans the row."""
+    b, f = sol.batch, sol.frontier
+    rows = []
+    if sol.gpu_choice is not None:
+        rows.append(("GPUs", f"{_n(sol.gpus)} (chosen)"))
+    if b.tokens is None:
+        rows.append(("batch", "— none launchable"))
+    else:
+        rows += [
+            ("batch", human("tokens", b.tokens)),
+            ("micro·acc·dp", f"{b.micro_batch}×{b.grad_accum}×{b.data_parallel} = {_n(b.sequences)} seq"),
+            ("steps", _n(sol.steps)),
+            ("tokens", human("tokens", sol.tokens)),
+            ("FLOPs", human("FLOP", sol.flops)),
+            ("wall clock", human("s", sol.wall_clock_s)),
+            ("GPU-hours", human("GPU-h", sol.gpu_hours)),
+        ]
+        if sol.usd is not None:
+            rows.append(("cost", human("USD", sol.usd)))
+        rows.append(("", f"x={_ratio(f.x)}  S/Smin={_ratio(f.s_over_smin)}  E/Emin={_ratio(f.e_over_emin)}"))
+    unc = f" ±{f.b_crit_uncertainty:.0%}" if f.b_crit_uncertainty else ""
+    rows.append(("B_crit", f"{human('tokens', f.b_crit_tokens)}{unc}"))
+    rows.append(("S_min E_min", f"{si(f.s_min)} · {human('tokens', f.e_min_tokens)}"))
+    return rows
+
+
+def headline(sol: Solution) -> Text:
+    if sol.feasible:
+        word = "pinned run, feasible" if sol.status == "pinned" else "feasible"
+        return Text.assemble(("● ", "bold green"), (word, "bold"), f" · {sol.objective}")
+    return Text.assemble(("✖ ", "bold red"), ("INFEASIBLE", "bold red"), f" · {sol.objective}")
+
+
+class MetricsPanel(Static):
+    def show(self, sol: Solution) -> None:
+        table = Table.grid(padding=(0, 1))
+        table.add_column(style="bright_black", no_wrap=True, width=12)
+        table.add_column(no_wrap=True)
+        lines: list = [headline(sol)]
+        for name, value in metric_rows(sol):
+            if name:
+                table.add_row(name, value)
+            else:
+                lines.append(table)
+                lines.append(Text(value, no_wrap=True, overflow="ellipsis"))
+                table = Table.grid(padding=(0, 1))
+                table.add_column(style="bright_black", no_wrap=True, width=12)
+                table.add_column(no_wrap=True)
+        lines.append(table)
+        self.update(Group(*lines))
