@@ -346,42 +346,57 @@ def _gpu_relaxation(ctx: _Context, pl: Placement) -> Relaxation:
 
 
 def _memory_remedies(ctx: _Context, cm: CostModel) -> list[MemoryRemedy]:
-    """Changes of the layout that let one or more sequences fit, each with its numbers."""
+    """Layouts that let one or more sequences fit, each with its numbers: every single change of
+    ZeRO stage, recomputation, tensor or pipeline degree, then the smallest combinations that fit
+    (fewest changed keys, then the largest micro-batch) when no single change does."""
     plan, base = ctx.plan, cm.split
     m, hw = plan.model, plan.hardware
-    options: list[tuple[str, Split]] = []
-    for z in range(base.zero + 1, 4):
-        options.append((f"hardware.zero: {z}", Split(z, base.tensor_parallel, base.pipeline_parallel,
-                                                     base.recompute, base.flash_attention)))
-    for rc in ("selective", "full"):
-        order = ("none", "selective", "full")
-        if order.index(rc) > order.index(base.recompute):
-            options.append((f"hardware.recompute: {rc}", Split(base.zero, base.tensor_parallel,
-                                                               base.pipeline_parallel, rc, base.flash_attention)))
-    t = base.tensor_parallel * 2
-    while t <= hw.gpus_per_node:
-        if (m.heads is None or m.heads % t == 0) and cm.gpus % (t * base.pipeline_parallel) == 0:
-            options.append((f"hardware.tensor_parallel: {t}", Split(base.zero, t, base.pipeline_parallel,
-                                                                    base.recompute, base.flash_attention)))
-        t *= 2
-    p = base.pipeline_parallel * 2
-    while m.layers is not None and p <= m.layers:
-        if m.layers % p == 0 and cm.gpus % (base.tensor_parallel * p) == 0:
-            options.append((f"hardware.pipeline_parallel: {p}", Split(base.zero, base.tensor_parallel, p,
-                                                                      base.recompute, base.flash_attention)))
-            break  # the smallest pipeline degree that divides is the one to name
-        p *= 2
-    options.append(("hardware.zero: 3 with hardware.recompute: full",
-                    Split(3, base.tensor_parallel, base.pipeline_parallel, "full", base.flash_attention)))
-    out: list[MemoryRemedy] = []
-    seen: set[Split] = set()
-    for change, split in options:
-        if split in seen or split == base:
-            continue
-        seen.add(split)
-        alt = _cost_model(ctx, cm.gpus, split)
-        out.append(MemoryRemedy(change=change, memory_per_device=alt.memory_at(1),
-                                micro_batch_max=alt.micro_batch_max, fits=alt.micro_batch_max >= 1))
+    order = ("none", "selective", "full")
+    zeros = list(range(base.zero, 4))
+    recomputes = [r for r in order if order.index(r) >= order.index(base.recompute)]
+    tps = [t for t in (base.tensor_parallel * 2**k for k in range(6))
+           if t <= max(hw.gpus_per_node, base.tensor_parallel) and (m.heads is None or m.heads % t == 0)
+           and cm.gpus % (t * base.pipeline_parallel) == 0]
+    pps = [p for p in (base.pipeline_parallel * 2**k for k in range(6))
+           if (m.layers is None or (p <= m.layers and m.layers % p == 0))
+           and cm.gpus % (base.tensor_parallel * p) == 0]
+
+    def describe(split: Split) -> str:
+        parts = []
+        if split.zero != base.zero:
+            parts.append(f"hardware.zero: {split.zero}")
+        if split.recompute != base.recompute:
+            parts.append(f"hardware.recompute: {split.recompute}")
+        if split.tensor_parallel != base.tensor_parallel:
+            parts.append(f"hardware.tensor_parallel: {split.tensor_parallel}")
+        if split.pipeline_parallel != base.pipeline_parallel:
+            parts.append(f"hardware.pipeline_parallel: {split.pipeline_parallel}")
+        return " with ".join(parts)
+
+    singles: list[MemoryRemedy] = []
+    combos: list[tuple[int, int, MemoryRemedy]] = []
+    for z in zeros:
+        for rc in recomputes:
+            for t in tps:
+                for p in pps:
+                    if cm.gpus % (t * p):
+                        continue
+                    split = Split(z, t, p, rc, base.flash_attention)
+                    if split == base:
+                        continue
+                    alt = _cost_model(ctx, cm.gpus, split)
+                    remedy = MemoryRemedy(change=describe(split), memory_per_device=alt.memory_at(1),
+                                          micro_batch_max=alt.micro_batch_max, fits=alt.micro_batch_max >= 1)
+                    changed = remedy.change.count(" with ") + 1
+                    if changed == 1 and (t == tps[min(1, len(tps) - 1)] or t == base.tensor_parallel) and \
+                            (p == pps[min(1, len(pps) - 1)] or p == base.pipeline_parallel):
+                        singles.append(remedy)  # one change: the next degree of each, every stage
+                    elif remedy.fits:
+                        combos.append((changed, -alt.micro_batch_max, remedy))
+    out = singles
+    if not any(r.fits for r in singles):
+        combos.sort(key=lambda c: (c[0], c[1], c[2].change))
+        out += [c[2] for c in combos[:3]]
     return out
 
 

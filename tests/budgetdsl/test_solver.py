@@ -1,0 +1,259 @@
+"""`solve` on hand-built plans: pinned runs, GPU ranges, infeasibility, memory, uncertainty, calibration."""
+
+import pathlib
+
+import pytest
+
+from budgetdsl.diagnostics import PlanError
+from budgetdsl.plan_loader import load_plan
+from budgetdsl.solution import FEASIBLE, Solution, Status
+from budgetdsl.solver import solve
+from solver_plans import DAY, make_plan
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_status_vocabulary_is_closed():
+    assert {s.value for s in Status} == {"optimal", "pinned", "infeasible"}
+    assert FEASIBLE == {Status.optimal, Status.pinned}
+
+
+def test_result_is_immutable():
+    sol = solve(make_plan())
+    with pytest.raises(Exception):
+        sol.steps = 1  # type: ignore[misc]
+
+
+def test_balanced_is_clipped_to_the_batch_floor_and_says_which_limit_binds():
+    sol = solve(make_plan())  # 1024 replicas × 4096 tokens = 4.19M > B_crit = 3M
+    assert sol.status == "optimal"
+    assert sol.batch.tokens == 1024 * 4096 and sol.batch.micro_batch == 1 and sol.batch.grad_accum == 1
+    floor = sol.constraint("min_batch")
+    assert floor.binding and floor.slack == 0
+    assert not sol.constraint("deadline").binding
+    assert "clipped" in sol.notes[0]
+
+
+def test_balanced_lands_on_b_crit_when_it_is_feasible():
+    sol = solve(make_plan(hardware={"gpus": 64}, budget={"deadline": 400 * DAY, "gpu_hours": None}))
+    # B_crit = 3M is 11.44 sequences per replica: 11 (x = 0.961) scores 2 + x + 1/x = 4.0015,
+    # 12 (x = 1.049) 4.0022, so the solver launches 11
+    assert sol.batch.sequences == 11 * 64
+    assert sol.frontier.x == pytest.approx(11 * 64 * 4096 / 3e6, rel=1e-12)
+
+
+def test_min_time_takes_the_square_root_batch():
+    plan = make_plan(objective="min_time", hardware={"gpus": 64, "step_overhead": 0.5},
+                     budget={"deadline": None, "flops": None, "gpu_hours": None})
+    sol = solve(plan)
+    from budgetdsl import closed_forms_generated as cf
+    from budgetdsl.cost_model import build_cost_model
+
+    cm = build_cost_model(plan, 64)
+    b_star = cf.min_time_batch(3e6, cm.flops_per_token, cm.rate, cm.fixed_time)
+    assert abs(sol.batch.tokens - b_star) <= 64 * 4096  # within one sequence per replica
+
+
+def test_pinned_run_is_evaluated_and_compared():
+    plan = load_plan(REPO / "plans/llama2-7b.yaml")
+    sol = solve(plan)
+    assert sol.status == "pinned"
+    assert (sol.batch.tokens, sol.batch.micro_batch, sol.batch.grad_accum) == (4194304.0, 1, 1)
+    assert sol.pinned is not None and sol.pinned.objective_feasible
+    assert sol.pinned.batch_ratio == pytest.approx(sol.batch.tokens / sol.pinned.objective_batch_tokens)
+    # at the batch the target was counted at, B_crit's uncertainty does not move the token count
+    u = sol.uncertainty
+    assert u.tokens.low == u.tokens.high == sol.tokens and u.all_hold
+
+
+def test_pinned_run_that_breaks_a_limit_is_infeasible_with_its_relaxation():
+    plan = make_plan(run={"batch": 1024 * 4096 * 4, "micro_batch": 2},
+                     budget={"flops": 1e23, "deadline": None, "gpu_hours": None})
+    sol = solve(plan)
+    assert sol.status == "infeasible" and not sol.feasible
+    (r,) = [r for r in sol.relaxations if r.name == "flops"]
+    assert r.required == sol.flops > 1e23
+    assert any(c.startswith("flops") for c in sol.conflicts)
+    relaxed = plan.model_copy(update={"budget": plan.budget.model_copy(update={"flops": r.required})})
+    assert solve(relaxed).status == "pinned"
+
+
+@pytest.mark.parametrize("run, message", [
+    ({"batch": 4096 * 1024 + 1}, "not a whole number of 4096-token sequences"),
+    ({"batch": 4096 * 1000}, "does not divide over 1024 data-parallel replicas"),
+    ({"batch": 4096 * 1024 * 3, "micro_batch": 2}, "run.micro_batch (2) does not divide the 3 sequences"),
+])
+def test_a_pinned_batch_that_cannot_launch_is_a_plan_error(run, message):
+    with pytest.raises(PlanError) as exc:
+        solve(make_plan(run=run))
+    (d,) = exc.value.diagnostics
+    assert d.code == "run-batch" and message in d.message
+
+
+def test_infeasible_plan_names_conflicts_and_smallest_changes():
+    plan = make_plan(budget={"deadline": 8.5 * DAY, "flops": 1.2e23, "gpu_hours": None})
+    sol = solve(plan)  # 1024 GPUs need 9.3 days; the FLOP budget caps the batch floor at ~1500 GPUs
+    assert sol.status == "infeasible"
+    assert sol.steps is None and sol.batch.tokens is None
+    assert any("deadline" in c for c in sol.conflicts)
+    by = {r.name: r for r in sol.relaxations}
+    assert by["deadline"].required > 8.5 * DAY and by["deadline"].message.startswith("deadline ≥ ")
+    assert 1024 < by["gpus"].required <= 1512
+    assert by["flops"].required is None and "conflict without it" in by["flops"].message
+    # each change alone makes the plan feasible, and a slightly smaller one does not
+    for name in ("deadline",):
+        ok = plan.model_copy(update={"budget": plan.budget.model_copy(update={name: by[name].required})})
+        assert solve(ok).feasible
+        short = plan.model_copy(update={"budget": plan.budget.model_copy(update={name: by[name].required * 0.99})})
+        assert not solve(short).feasible
+    more = plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"gpus": int(by["gpus"].required)})})
+    assert solve(more).feasible
+
+
+def test_no_gpu_count_helps_when_the_flop_budget_is_below_any_batch():
+    sol = solve(make_plan(budget={"flops": 1e21}))  # f·E_min ≈ 3.9e22
+    (g,) = [r for r in sol.relaxations if r.name == "gpus"]
+    assert g.required is None and g.message.startswith("no GPU count in")
+    assert "flops: no global batch meets it" in g.message
+    (f,) = [r for r in sol.relaxations if r.name == "flops"]
+    assert f.required > 3.9e22
+
+
+def test_memory_infeasible_names_remedies_with_numbers():
+    plan = make_plan(model={"params": 70e9, "layers": 80, "d_model": 8192, "heads": 64},
+                     hardware={"gpus": 64, "zero": 0}, budget={"deadline": None, "flops": None, "gpu_hours": None})
+    sol = solve(plan)
+    assert sol.status == "infeasible"
+    assert sol.conflicts[0].startswith("memory: one sequence per device needs")
+    mem = sol.constraint("memory")
+    assert mem.binding and mem.value > mem.limit
+    remedies = {m.change: m for m in sol.memory_remedies}
+    assert remedies["hardware.zero: 3"].memory_per_device < remedies["hardware.zero: 1"].memory_per_device
+    # no next step of one knob fits (ZeRO-3 still holds 109 GiB), so combinations are offered
+    assert not remedies["hardware.zero: 3"].fits and not remedies["hardware.tensor_parallel: 2"].fits
+    fitting = [m for m in sol.memory_remedies if m.fits]
+    assert fitting
+    for remedy in fitting:  # apply each: the plan then fits, with the micro-batch it promised
+        hw = {"gpus": 64, "zero": 0}
+        for part in remedy.change.split(" with "):
+            key, value = part.removeprefix("hardware.").split(": ")
+            hw[key] = int(value) if value.isdigit() else value
+        fixed = solve(make_plan(model=plan.model.model_dump(), hardware=hw,
+                                budget={"deadline": None, "flops": None, "gpu_hours": None}))
+        assert fixed.feasible, remedy
+        assert fixed.assumptions["micro_batch_max"].value == remedy.micro_batch_max
+
+
+def _fixed(plan, gpus):
+    return plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"gpus": gpus})})
+
+
+@pytest.mark.parametrize("objective", ["min_cost", "min_time", "min_flops", "balanced"])
+def test_gpu_range_choice_matches_a_brute_force_over_counts(objective):
+    plan = make_plan(objective=objective, hardware={"gpus": {"min": 64, "max": 1024, "step": 64},
+                                                    "step_overhead": 0.05},
+                     budget={"deadline": 30 * DAY, "flops": None, "gpu_hours": None, "usd_per_gpu_hour": 2.0})
+    sol = solve(plan)
+    assert sol.feasible and sol.gpu_choice is not None and sol.gpu_choice.chosen == sol.gpus
+    def measure(s: Solution) -> float:
+        return {"min_cost": s.usd, "min_time": s.wall_clock_s, "min_flops": s.flops,
+                "balanced": s.frontier.s_over_smin * s.frontier.e_over_emin}[objective]
+    fixed = {g: solve(_fixed(plan, g)) for g in range(64, 1025, 64)}
+    feasible = {g: measure(s) for g, s in fixed.items() if s.feasible}
+    best = min(feasible.values())
+    fewest = min(g for g, v in feasible.items() if v <= best * (1 + 1e-12))
+    assert sol.gpus == fewest
+    assert measure(sol) == pytest.approx(best, rel=1e-12)
+    if objective == "min_cost":  # the fewest GPUs that meet the deadline
+        assert all(not fixed[g].feasible for g in range(64, sol.gpus, 64))
+        assert "fewer GPUs miss the deadline limit" in sol.gpu_choice.reason or sol.gpus == 64
+
+
+def test_uncertainty_ranges_cover_the_nominal_and_flag_broken_limits():
+    plan = make_plan(hardware={"gpus": 64}, target={"tokens": None, "at_batch": None, "min_tokens": 8e11},
+                     noise={"uncertainty": 0.5}, budget={"deadline": None, "gpu_hours": None, "flops": None})
+    sol = solve(plan)
+    u = sol.uncertainty
+    assert u.b_crit_tokens.low == pytest.approx(1.5e6) and u.b_crit_tokens.high == pytest.approx(4.5e6)
+    assert u.steps.low <= sol.steps <= u.steps.high and u.steps.low < u.steps.high
+    assert u.wall_clock_s.low <= sol.wall_clock_s <= u.wall_clock_s.high
+    tight = plan.model_copy(update={"budget": plan.budget.model_copy(update={"flops": sol.flops * 1.0001})})
+    u2 = solve(tight).uncertainty
+    assert u2.limits_hold["flops"] is False and not u2.all_hold
+
+
+# -- B_crit from a calibration file --------------------------------------------------------------
+
+class _StubCalibration:
+    def __init__(self):
+        self.calls = []
+
+    def b_crit_tokens_at(self, loss, extrapolate=False):
+        self.calls.append((loss, extrapolate))
+        if not 2.0 <= loss <= 4.0 and not extrapolate:
+            raise ValueError(f"at_loss {loss} is outside the calibrated range 2.0–4.0 nats")
+        return 1.5e6 / loss, 0.2
+
+
+def _calibrated_plan(tmp_path, at_loss, extra=""):
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / "proxy.json").write_text("{}")
+    plan = tmp_path / "plans" / "p.yaml"
+    plan.parent.mkdir()
+    plan.write_text(f"""name: calibrated
+model: {{params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: 2048}}
+hardware: {{gpu: H100-SXM5-80GB, gpus: 64}}
+target: {{min_tokens: 2e10}}
+noise:
+  calibration: ../cal/proxy.json
+  at_loss: {at_loss}
+{extra}""")
+    return plan
+
+
+def test_calibration_is_read_relative_to_the_plan_and_reports_its_source(tmp_path, monkeypatch):
+    from budgetdsl import noise_source
+
+    stub = _StubCalibration()
+    seen = []
+    monkeypatch.setattr(noise_source, "_load_calibration", lambda path, mtime: seen.append(path) or stub)
+    sol = solve(load_plan(_calibrated_plan(tmp_path, 3.0)))
+    assert pathlib.Path(seen[0]).resolve() == (tmp_path / "cal" / "proxy.json").resolve()
+    assert sol.frontier.b_crit_tokens == pytest.approx(5e5)
+    assert sol.frontier.b_crit_uncertainty == 0.2  # the calibration's own, when the plan gives none
+    assert "calibration proxy.json" in sol.frontier.b_crit_source and "3" in sol.frontier.b_crit_source
+
+
+def test_a_loss_outside_the_calibration_is_a_located_error(tmp_path, monkeypatch):
+    from budgetdsl import noise_source
+
+    monkeypatch.setattr(noise_source, "_load_calibration", lambda path, mtime: _StubCalibration())
+    with pytest.raises(PlanError) as exc:
+        solve(load_plan(_calibrated_plan(tmp_path, 1.5)))
+    (d,) = exc.value.diagnostics
+    assert d.code == "calibration-range" and "outside the calibrated range" in d.message
+    assert d.location.file.endswith("p.yaml") and d.location.line == 7  # the at_loss line
+    assert "extrapolate" in d.hint
+
+
+def test_a_missing_calibration_file_is_a_located_error(tmp_path):
+    plan = _calibrated_plan(tmp_path, 3.0)
+    (tmp_path / "cal" / "proxy.json").unlink()
+    with pytest.raises(PlanError) as exc:
+        solve(load_plan(plan))
+    (d,) = exc.value.diagnostics
+    assert d.code == "calibration-missing" and d.location.line == 6
+
+
+def test_a_real_calibration_fixture_if_present():
+    fixtures = sorted((REPO / "tests/fixtures/calibration").glob("*.json"))
+    if not fixtures:
+        pytest.skip("no calibration fixture yet (issue 4 writes it)")
+    from budgetdsl.calibration_file import load_calibration
+
+    cal = load_calibration(fixtures[0])
+    lo = cal.fit.loss_min if cal.fit is not None else None
+    if lo is None:
+        pytest.skip("fixture without a fit")
+    b, rel = cal.b_crit_tokens_at(lo)
+    assert b > 0 and rel >= 0
