@@ -1,0 +1,78 @@
+"""`budgetdsl plan`: exit codes, output channels and formats, --list-gpus, a light start."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+from budgetdsl.cli import main
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PLANS = sorted(str(p) for p in (REPO / "plans").glob("*.yaml"))
+INFEASIBLE = """name: too-soon
+model: {params: 6.74e9, layers: 32, d_model: 4096, heads: 32, seq_len: 4096}
+hardware: {gpu: A100-SXM4-80GB, gpus: 64, zero: 1}
+budget: {deadline: 2 days}
+target: {tokens: 2T, at_batch: 4Mi}
+noise: {b_crit: 3M}
+"""
+
+
+def test_every_example_plan_is_feasible(capsys):
+    assert main(["plan", *PLANS]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.count("Launch\n") == len(PLANS)
+
+
+def test_json_one_plan_is_an_object_several_an_array(capsys):
+    assert main(["plan", "--format", "json", str(REPO / "plans/llama2-7b.yaml")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["feasible"] is True and doc["status"] == "pinned"
+    assert main(["plan", "--format", "json", *PLANS[:2]]) == 0
+    docs = json.loads(capsys.readouterr().out)
+    assert isinstance(docs, list) and len(docs) == 2
+
+
+def test_infeasible_exits_1_and_invalid_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(INFEASIBLE)
+    assert main(["plan", str(bad)]) == 1
+    out, _ = capsys.readouterr()
+    assert "INFEASIBLE" in out and "deadline ≥ " in out
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(INFEASIBLE.replace("zero: 1", "zero: 1, gpu_count: 3"))
+    assert main(["plan", str(bad), str(broken)]) == 2  # invalid wins, the other is still reported
+    out, err = capsys.readouterr()
+    assert "INFEASIBLE" in out
+    assert "broken.yaml:3:" in err and "error[unknown-key]" in err
+    assert main(["plan", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_markdown(capsys):
+    assert main(["plan", "--format", "markdown", str(REPO / "plans/gpt3-175b.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("### ✅ `gpt3-175b`: pinned (balanced)")
+    assert "**Against the objective:**" in out
+
+
+def test_list_gpus(capsys):
+    assert main(["plan", "--list-gpus"]) == 0
+    out = capsys.readouterr().out
+    assert "A100-SXM4-80GB  312 TFLOP/s" in out and "NVIDIA H100 datasheet" in out
+
+
+def test_no_plan_is_a_usage_error(capsys):
+    assert main(["plan"]) == 2
+    assert "give one or more plan files" in capsys.readouterr().err
+
+
+def test_plan_starts_light():
+    """`budgetdsl plan` imports neither sympy (the closed forms are emitted) nor torch nor textual."""
+    code = ("import sys\nfrom budgetdsl.cli import main\n"
+            f"rc = main(['plan', '--format', 'json', {str(REPO / 'plans/llama2-7b.yaml')!r}])\n"
+            "heavy = sorted(m for m in ('sympy', 'torch', 'textual') if m in sys.modules)\n"
+            "print('HEAVY', heavy, file=sys.stderr)\nsys.exit(rc)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    assert "HEAVY []" in res.stderr

@@ -1,0 +1,91 @@
+"""Rendering: numbers for people, deterministic bytes, golden files (UPDATE_GOLDEN=1 rewrites them)."""
+
+import json
+import os
+import pathlib
+
+import pytest
+
+from budgetdsl.plan_loader import load_plan
+from budgetdsl.report import data, duration, human, render, render_json, render_markdown, render_text, si
+from budgetdsl.solver import solve
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+GOLDEN = pathlib.Path(__file__).parent / "golden"
+
+
+@pytest.mark.parametrize("unit, value, text", [
+    ("tokens", 4194304.0, "4.19M tokens"),
+    ("tokens", 2e12, "2T tokens"),
+    ("tokens", 8.34e11, "834B tokens"),
+    ("s", 3.1 * 86400, "3.1 days"),
+    ("s", 12.34, "12.3 s"),
+    ("s", 5400, "90 min"),
+    ("s", 7.5 * 3600, "7.5 h"),
+    ("FLOP", 1.2e23, "1.2e23 FLOP"),
+    ("B", 80 * 2**30, "80 GiB"),
+    ("FLOP/s", 312e12, "312 TFLOP/s"),
+    ("B/s", 25e9, "200 Gb/s"),
+    ("GPU-h", 184320, "184k GPU-h"),
+    ("USD", 478773.9, "$479k"),
+    ("1", 0.42, "0.42"),
+])
+def test_numbers_for_people(unit, value, text):
+    assert human(unit, value) == text
+
+
+def test_helpers():
+    assert si(96) == "96" and si(812_000) == "812k"
+    assert duration(float("inf")) == "∞" and data(512) == "512 B"
+    assert human("tokens", None) == "—"
+
+
+def _solution(name):
+    return solve(load_plan(REPO / "plans" / name))
+
+
+@pytest.mark.parametrize("fmt, suffix", [("text", "txt"), ("markdown", "md"), ("json", "json")])
+def test_golden(fmt, suffix, monkeypatch):
+    monkeypatch.chdir(REPO)  # locations in b_crit sources and notes are relative
+    got = render(_solution("llama2-7b.yaml"), fmt)
+    path = GOLDEN / f"llama2-7b.{suffix}"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(got, encoding="utf-8")
+    assert got == path.read_text(encoding="utf-8"), f"run with UPDATE_GOLDEN=1 to accept: {path}"
+
+
+def test_deterministic_bytes():
+    a, b = _solution("gpt3-175b.yaml"), _solution("gpt3-175b.yaml")
+    for fn in (render_text, render_markdown, render_json):
+        assert fn(a) == fn(b)
+
+
+def test_json_has_the_issue_keys():
+    doc = json.loads(render_json(_solution("llama2-7b.yaml")))
+    for key in ("feasible", "objective", "batch", "steps", "tokens", "flops", "wall_clock_s", "gpu_hours",
+                "frontier", "constraints", "relaxations", "assumptions"):
+        assert key in doc, key
+    assert set(doc["batch"]) >= {"tokens", "sequences", "micro_batch", "grad_accum", "data_parallel"}
+    assert set(doc["frontier"]) >= {"b_crit_tokens", "b_crit_source", "s_min", "e_min_tokens", "x",
+                                    "s_over_smin", "e_over_emin"}
+    for c in doc["constraints"]:
+        assert set(c) >= {"name", "limit", "value", "slack", "binding"}
+    assert {c["name"] for c in doc["constraints"]} == {"deadline", "flops", "gpu_hours", "usd", "memory",
+                                                       "min_batch"}
+    assert doc["assumptions"]["flops_per_token"]["origin"] == "derived"
+
+
+def test_text_shows_the_launch_and_every_limit():
+    text = render_text(_solution("llama2-7b.yaml"))
+    assert "global batch  4.19M tokens = 1,024 sequences" in text
+    for name in ("deadline", "flops", "gpu_hours", "usd", "memory", "min_batch"):
+        assert f"\n  {name}" in text
+
+
+def test_infeasible_rendering_names_conflicts_and_changes():
+    from solver_plans import DAY, make_plan
+
+    sol = solve(make_plan(budget={"deadline": 8.5 * DAY, "flops": 1.2e23, "gpu_hours": None}))
+    text, md = render_text(sol), render_markdown(sol)
+    assert "INFEASIBLE" in text and "Conflicts" in text and "deadline ≥ " in text
+    assert md.startswith("### ❌") and "**Relaxations**" in md
