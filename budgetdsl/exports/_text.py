@@ -40,6 +40,14 @@ def sh(word: str) -> str:
     return "$'" + "".join(out) + "'"
 
 
+def literal_note(words: list[str]) -> str:
+    """A shellcheck directive for scripts that single-quote `$` or a backtick from the plan on
+    purpose (SC2016 says "expressions don't expand in single quotes": that is the point)."""
+    if any("$" in w or "`" in w for w in words):
+        return "# shellcheck disable=SC2016  # plan text is quoted so that nothing in it expands\n"
+    return ""
+
+
 def comment(text: str) -> str:
     """Text safe inside a one-line comment (shell or YAML)."""
     return "".join(ch if ch.isprintable() else json.dumps(ch)[1:-1] for ch in text)
@@ -63,9 +71,23 @@ def dns1035(name: str, max_len: int = 40) -> str:
     return f"{stem}-{digest}"
 
 
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper writing multi-line strings (a run script) as literal blocks. PyYAML itself falls
+    back to a double-quoted scalar with escapes when a string cannot be a block (control
+    characters, trailing spaces), so untrusted text stays exact either way."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
 def dump_yaml(obj: Any) -> str:
-    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True,
-                          width=4096)
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                     allow_unicode=True, width=4096)
 
 
 def time_limit(seconds: int) -> str:
@@ -82,7 +104,8 @@ def header(spec: LaunchSpec, fmt: str, uses: frozenset[str], extra: list[str] | 
     s = spec
     lines = [
         f"budgetdsl export --to {fmt}: plan {quoted_name(s.name)}. Generated: re-export, do not edit.",
-        f"{s.nodes} node{'s' if s.nodes != 1 else ''} x {s.gpus_per_node} GPUs = {s.gpus} GPUs = "
+        f"{s.nodes} node{'s' if s.nodes != 1 else ''} x {s.gpus_per_node} GPU{'s' if s.gpus_per_node != 1 else ''}"
+        f" = {s.gpus} GPU{'s' if s.gpus != 1 else ''} = "
         f"data {s.data_parallel} x tensor {s.tensor_parallel} x pipeline {s.pipeline_parallel} parallel",
         f"global batch {s.global_batch_sequences} sequences = micro-batch {s.micro_batch} x "
         f"accumulation {s.grad_accum} x data parallel {s.data_parallel}; "

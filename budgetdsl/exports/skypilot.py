@@ -11,7 +11,7 @@ the tests by `sky.Task.from_yaml`, and its run script by `bash -n` and shellchec
 
 from __future__ import annotations
 
-from budgetdsl.exports._text import dns1035, dump_yaml, hash_comments, header, sh
+from budgetdsl.exports._text import dns1035, dump_yaml, hash_comments, header, literal_note, sh
 from budgetdsl.exports.spec import ExportError, LaunchSpec
 
 USES = frozenset({"launch.image", "launch.command", "launch.accelerator", "budget.deadline",
@@ -19,16 +19,16 @@ USES = frozenset({"launch.image", "launch.command", "launch.accelerator", "budge
 
 
 def run_script(spec: LaunchSpec) -> str:
-    timeout = ([] if spec.time_limit_s is None else
-               ["timeout", "--signal=TERM", "--kill-after=120", f"{spec.time_limit_s}s"])
-    words = [*timeout, "torchrun",
+    timeout = ("" if spec.time_limit_s is None else
+               f"timeout --signal=TERM --kill-after=120 {spec.time_limit_s}s ")
+    words = [f"{timeout}torchrun",
              '--nnodes="$SKYPILOT_NUM_NODES"',
              '--nproc-per-node="$SKYPILOT_NUM_GPUS_PER_NODE"',
              '--node-rank="$SKYPILOT_NODE_RANK"',
              '--master-addr="$MASTER_ADDR"',
              f"--master-port={spec.port}",
-             *[sh(w) for w in spec.command]]
-    return ("set -euo pipefail\n"
+             " ".join(sh(w) for w in spec.command)]
+    return (literal_note(list(spec.command)) + "set -euo pipefail\n"
             'MASTER_ADDR="$(echo "$SKYPILOT_NODE_IPS" | head -n 1)"\n'
             + " \\\n  ".join(words) + "\n")
 

@@ -12,7 +12,8 @@ a real single-node run, `bash -n` and shellcheck.
 
 from __future__ import annotations
 
-from budgetdsl.exports._text import dns1035, hash_comments, header, sh, time_limit, torchrun_flags
+from budgetdsl.exports._text import (dns1035, hash_comments, header, literal_note, sh, time_limit,
+                                     torchrun_flags)
 from budgetdsl.exports.spec import LaunchSpec
 
 USES = frozenset({"launch.command", "launch.partition", "launch.account", "budget.deadline",
@@ -20,7 +21,8 @@ USES = frozenset({"launch.command", "launch.partition", "launch.account", "budge
 
 
 def render(spec: LaunchSpec) -> str:
-    out = ["#!/bin/bash\n", hash_comments(header(spec, "slurm", USES))]
+    plan_text = [value for _, value in spec.env()] + list(spec.command)
+    out = ["#!/bin/bash\n", literal_note(plan_text), hash_comments(header(spec, "slurm", USES))]
     directives = [
         f"--job-name={dns1035(spec.name)}",
         f"--nodes={spec.nodes}",
@@ -40,11 +42,11 @@ def render(spec: LaunchSpec) -> str:
     out.append("# The plan's numbers, for the training program to read and check; then launch.env.\n")
     out += [f"export {name}={sh(value)}\n" for name, value in spec.env()]
     launch = [
-        "srun", "--kill-on-bad-exit=1", '--cpus-per-task="$SLURM_CPUS_ON_NODE"', "torchrun",
+        'srun --kill-on-bad-exit=1 --cpus-per-task="$SLURM_CPUS_ON_NODE" torchrun',
         *torchrun_flags(spec),
         '--rdzv-id="$SLURM_JOB_ID"', "--rdzv-backend=c10d",
         f'--rdzv-endpoint="$head_node:{spec.port}"',
-        *[sh(word) for word in spec.command],
+        " ".join(sh(word) for word in spec.command),
     ]
     out.append("\n# c10d rendezvous on the first node of the allocation.\n")
     out.append('head_node="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"\n')

@@ -9,7 +9,7 @@ against the exact option strings of torch's own parser (`torch.distributed.run.g
 
 from __future__ import annotations
 
-from budgetdsl.exports._text import dns1035, hash_comments, header, sh, torchrun_flags
+from budgetdsl.exports._text import dns1035, hash_comments, header, literal_note, sh, torchrun_flags
 from budgetdsl.exports.spec import LaunchSpec
 
 USES = frozenset({"launch.command", "optimizer.lr"})
@@ -25,5 +25,6 @@ def render(spec: LaunchSpec) -> str:
     else:
         rdzv = [f"--rdzv-id={dns1035(spec.name)}", "--rdzv-backend=c10d",
                 f'--rdzv-endpoint="${{MASTER_ADDR:?set MASTER_ADDR to the first node}}:{spec.port}"']
-    words = ["env", *env, "torchrun", *torchrun_flags(spec), *rdzv, *[sh(w) for w in spec.command]]
-    return hash_comments(lines) + " \\\n  ".join(words) + "\n"
+    words = ["env", *env, "torchrun", *torchrun_flags(spec), *rdzv, " ".join(sh(w) for w in spec.command)]
+    plan_text = [value for _, value in spec.env()] + list(spec.command)
+    return literal_note(plan_text) + hash_comments(lines) + " \\\n  ".join(words) + "\n"

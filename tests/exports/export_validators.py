@@ -377,7 +377,9 @@ def validate_skypilot(text: str, spec: LaunchSpec, tmp: Path) -> None:
     assert list(task["image_id"].values()) == [f"docker:{spec.image}"]
     # The run script, as SkyPilot runs it on each node with its variables set.
     check_bash("#!/bin/bash\n" + task["run"], tmp, "run.sh")
-    words = shlex.split(task["run"].split("\n", 2)[2].replace("\\\n", " "))
+    script = task["run"]
+    command = script[script.index("\n", script.index('MASTER_ADDR="')) + 1:]
+    words = shlex.split(command.replace("\\\n", " "))
     check_torchrun_args(torchrun_argv(_with_sky_vars(words, spec)), spec)
 
 

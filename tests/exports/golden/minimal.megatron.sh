@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2034  # a file to source: MEGATRON_ARGS is used there
 # budgetdsl export --to megatron: plan "Smoke Test #1". Generated: re-export, do not edit.
-# 1 node x 1 GPUs = 1 GPUs = data 1 x tensor 1 x pipeline 1 parallel
+# 1 node x 1 GPU = 1 GPU = data 1 x tensor 1 x pipeline 1 parallel
 # global batch 4 sequences = micro-batch 4 x accumulation 1 x data parallel 1; 2048 tokens of 512
 # 100 steps, 0 warmup, then constant lr; ZeRO stage 3; fp16
 # flags of Megatron-LM core_r0.16.0 (megatron-core 0.16); Megatron computes data parallel = 1 GPUs / (tensor 1 x pipeline 1) = 1 and accumulation = global / (micro x data parallel) = 1

@@ -1,5 +1,5 @@
 # budgetdsl export --to torchrun: plan "Smoke Test #1". Generated: re-export, do not edit.
-# 1 node x 1 GPUs = 1 GPUs = data 1 x tensor 1 x pipeline 1 parallel
+# 1 node x 1 GPU = 1 GPU = data 1 x tensor 1 x pipeline 1 parallel
 # global batch 4 sequences = micro-batch 4 x accumulation 1 x data parallel 1; 2048 tokens of 512
 # 100 steps, 0 warmup, then constant lr; ZeRO stage 3; fp16
 # defaulted: optimizer.lr: the training program's own (no optimizer section)
@@ -22,5 +22,4 @@ env \
   --nnodes=1 \
   --nproc-per-node=1 \
   --standalone \
-  -m \
-  trainer
+  -m trainer

@@ -25,6 +25,4 @@ env \
   --nnodes=1 \
   --nproc-per-node=2 \
   --standalone \
-  train.py \
-  --config \
-  cfg.yaml
+  train.py --config cfg.yaml
