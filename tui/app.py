@@ -58,7 +58,7 @@ def _display(path: str) -> str:
 class BudgetApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "budgetdsl"
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]
     BINDINGS = [
         Binding("ctrl+s", "save", "Save"),
         Binding("ctrl+r", "reset", "Reset"),

@@ -40,7 +40,7 @@ class QuantityInput(Input):
 
     @property
     def editing(self) -> bool:
-        return self.value.strip() != self.committed.strip()
+        return self.value != self.committed
 
     def action_step(self, direction: int) -> None:
         if self.editing:

@@ -35,7 +35,7 @@ class LimitsTable:
         self.sol = sol
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        wide = options.max_width >= 50
+        wide = options.max_width >= 60
         table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bright_black", pad_edge=False)
         table.add_column("limit", no_wrap=True)
         if wide:
