@@ -17,7 +17,7 @@ model without a shape, a calibration that cannot be read.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from budgetdsl.cost_model import (CostModel, ShapeUnknown, Split, build_cost_model, launchable_counts,
@@ -48,6 +48,7 @@ class _Context:
     frontier: Frontier
     limits: Limits
     objective: str
+    memo: dict = field(default_factory=dict, compare=False)  # cost models and placements of this solve
 
 
 def plan_limits(plan: "Plan") -> Limits:
@@ -56,8 +57,12 @@ def plan_limits(plan: "Plan") -> Limits:
 
 
 def _cost_model(ctx: _Context, gpus: int, split: Split | None = None) -> CostModel:
+    key = ("cm", gpus, split)
+    if key in ctx.memo:
+        return ctx.memo[key]
     try:
-        return build_cost_model(ctx.plan, gpus, split)
+        cm = ctx.memo[key] = build_cost_model(ctx.plan, gpus, split)
+        return cm
     except ShapeUnknown as exc:
         raise plan_error(ctx.plan, ("model",), "shape-unknown", str(exc),
                          "give the shape, or the activation memory per token") from None
@@ -96,12 +101,24 @@ def _pinned_micro_accum(ctx: _Context, cm: CostModel) -> tuple[int, int] | str:
     return micro, per_replica // micro
 
 
+def _place(ctx: _Context, gpus: int, limits: Limits | None = None, objective: str | None = None,
+           micro_fixed: int | None = None) -> Placement:
+    """`placement.place` on `gpus`, memoized within one solve (the pinned comparison and the
+    relaxations ask for the same placements again)."""
+    limits = ctx.limits if limits is None else limits
+    objective = ctx.objective if objective is None else objective
+    key = ("place", gpus, limits, objective, micro_fixed)
+    if key not in ctx.memo:
+        ctx.memo[key] = place(_cost_model(ctx, gpus), ctx.frontier, limits, objective, micro_fixed)
+    return ctx.memo[key]
+
+
 def _pinned_placement(ctx: _Context, cm: CostModel) -> Placement | str:
     pair = _pinned_micro_accum(ctx, cm)
     if isinstance(pair, str):
         return pair
     micro, accum = pair
-    base = place(cm, ctx.frontier, ctx.limits, ctx.objective)  # intervals, for the report
+    base = _place(ctx, cm.gpus)  # intervals, for the report
     cfg = evaluate(cm, ctx.frontier, ctx.limits, micro, accum, cm.micro_batch_max)
     return Placement(cm, ctx.frontier, base.intervals, base.lo, base.hi, base.target, base.clipped,
                      cfg, cm.micro_batch_max, None)
@@ -249,8 +266,7 @@ def _constraints(ctx: _Context, pl: Placement, pinned: bool) -> list[dict]:
 
 def _solve_core(ctx: _Context, micro_fixed: int | None = None) -> tuple[Placement, list[Placement]]:
     """The chosen placement and every count's placement (one for a fixed count)."""
-    placements = [place(_cost_model(ctx, g), ctx.frontier, ctx.limits, ctx.objective, micro_fixed)
-                  for g in _gpu_counts(ctx.plan)]
+    placements = [_place(ctx, g, micro_fixed=micro_fixed) for g in _gpu_counts(ctx.plan)]
     if not placements:
         raise plan_error(ctx.plan, ("hardware", "gpus"), "no-gpu-count",
                          "no GPU count in the range fills whole nodes and splits into t·p groups")
@@ -258,10 +274,9 @@ def _solve_core(ctx: _Context, micro_fixed: int | None = None) -> tuple[Placemen
 
 
 def _feasible_with(ctx: _Context, limits: Limits, objective: str, gpus: list[int] | None = None) -> Placement | None:
-    sub = _Context(ctx.plan, ctx.noise, ctx.frontier, limits, objective)
     best = None
     for g in gpus or _gpu_counts(ctx.plan):
-        pl = place(_cost_model(sub, g), ctx.frontier, limits, objective)
+        pl = _place(ctx, g, limits, objective)
         if pl.feasible and (best is None or score(objective, ctx.frontier, pl.config)
                             < score(objective, ctx.frontier, best.config)):
             best = pl
@@ -327,7 +342,7 @@ def _gpu_relaxation(ctx: _Context, pl: Placement) -> Relaxation:
     current = float(hi_count)
     for direction, start in ((1, hi_count), (-1, lo_count)):
         for g in _next_counts(ctx, start, direction):
-            cand = place(_cost_model(ctx, g), ctx.frontier, ctx.limits, ctx.objective)
+            cand = _place(ctx, g)
             if cand.feasible:
                 word = "≥" if direction > 0 else "≤"
                 return Relaxation(name="gpus", current=current if direction > 0 else float(lo_count),
@@ -338,7 +353,7 @@ def _gpu_relaxation(ctx: _Context, pl: Placement) -> Relaxation:
     ends = [g for g in (top[-1] if top else None, bottom[-1] if bottom else None) if g is not None]
     reasons = []
     for g in ends:
-        far = place(_cost_model(ctx, g), ctx.frontier, ctx.limits, ctx.objective)
+        far = _place(ctx, g)
         reasons.append(f"at {g} GPUs " + "; ".join(_conflicts(far)))
     span = f"{min(ends + [lo_count])}–{max(ends + [hi_count])}"
     return Relaxation(name="gpus", current=current, unit="GPUs",
