@@ -1,7 +1,8 @@
 """Encoding helpers shared by the formats: every untrusted string leaves through one of these.
 
 - `sh(word)`        one shell word: shlex.quote, or bash's $'...' when the word holds control
-                    characters (a newline stays an escape, the script stays one line per command);
+                    characters (a newline stays an escape, the script stays one line per command;
+                    other non-printable characters become their UTF-8 bytes, as hex escapes);
 - `comment(text)`   text for a `#` comment: control characters escaped, so a newline in a plan's
                     name cannot end the comment and start a command;
 - `dns1035(name)`   a Kubernetes object name (RFC 1035 label), with a hash of the original when
@@ -35,8 +36,8 @@ def sh(word: str) -> str:
             out.append(_BASH_ESCAPES[ch])
         elif ch.isprintable():
             out.append(ch)
-        else:  # bash's $'...' takes \xHH (a byte) and \uHHHH / \UHHHHHHHH (a code point)
-            out.append(f"\\U{ord(ch):08x}" if ord(ch) > 0xFFFF else f"\\u{ord(ch):04x}")
+        else:  # its UTF-8 bytes as \xHH: bash's \uHHHH depends on the locale, bytes do not
+            out.append("".join(f"\\x{b:02x}" for b in ch.encode("utf-8")))
     return "$'" + "".join(out) + "'"
 
 

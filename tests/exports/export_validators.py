@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -61,6 +60,15 @@ def need_slurm() -> None:
 
 def run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=kw.pop("timeout", 120), **kw)
+
+
+def bash_words(command: str, env: dict[str, str] | None = None) -> list[str]:
+    """The words bash makes of `command` (quotes, $'...' escapes and variables as on the node),
+    obtained from bash itself rather than re-implemented."""
+    done = subprocess.run(["bash", "-c", "printf '%s\\0' " + command], capture_output=True,
+                          timeout=60, env={"PATH": os.environ["PATH"], **(env or {})})
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode().split("\0")[:-1]
 
 
 # -- shell scripts -----------------------------------------------------------------------------
@@ -141,9 +149,7 @@ def check_torchrun_args(argv: list[str], spec: LaunchSpec) -> Any:
 def validate_torchrun(text: str, spec: LaunchSpec, tmp: Path) -> None:
     check_bash(text, tmp, "launch.sh")
     body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
-    body = body.replace("\\\n", " ")
-    env = {"MASTER_ADDR": "10.0.0.1"}  # expand as bash would on the nodes
-    words = shlex.split(re.sub(r"\$\{MASTER_ADDR:\?[^}]*\}", env["MASTER_ADDR"], body))
+    words = bash_words(body, {"MASTER_ADDR": "10.0.0.1"})
     assert words[0] == "env"
     assigned = dict(w.split("=", 1) for w in words[1:words.index("torchrun")])
     assert assigned == dict(spec.env())
@@ -379,20 +385,9 @@ def validate_skypilot(text: str, spec: LaunchSpec, tmp: Path) -> None:
     check_bash("#!/bin/bash\n" + task["run"], tmp, "run.sh")
     script = task["run"]
     command = script[script.index("\n", script.index('MASTER_ADDR="')) + 1:]
-    words = shlex.split(command.replace("\\\n", " "))
-    check_torchrun_args(torchrun_argv(_with_sky_vars(words, spec)), spec)
-
-
-def _with_sky_vars(words: list[str], spec: LaunchSpec) -> list[str]:
-    """Substitute SkyPilot's variables as its runtime sets them on the first node."""
-    values = {"$SKYPILOT_NUM_NODES": str(spec.nodes), "$SKYPILOT_NUM_GPUS_PER_NODE": str(spec.gpus_per_node),
-              "$SKYPILOT_NODE_RANK": "0", "$MASTER_ADDR": "10.0.0.1"}
-    out = []
-    for word in words:
-        for var, value in values.items():
-            word = word.replace(var, value)
-        out.append(word)
-    return out
+    sky_env = {"SKYPILOT_NUM_NODES": str(spec.nodes), "SKYPILOT_NUM_GPUS_PER_NODE": str(spec.gpus_per_node),
+               "SKYPILOT_NODE_RANK": "0", "MASTER_ADDR": "10.0.0.1"}
+    check_torchrun_args(torchrun_argv(bash_words(command, sky_env)), spec)
 
 
 # -- DeepSpeed, HF, Megatron -------------------------------------------------------------------
@@ -465,8 +460,11 @@ def validate_hf(text: str, spec: LaunchSpec, tmp: Path, monkeypatch: pytest.Monk
 
 
 def megatron_args(text: str) -> dict[str, str | None]:
-    body = text[text.index("MEGATRON_ARGS=(") + len("MEGATRON_ARGS=("): text.rindex(")")]
-    words = shlex.split(body)
+    # source the file in bash, as a launch script would, and read the array back
+    done = subprocess.run(["bash", "-c", 'eval "$(cat)"; printf \'%s\\0\' "${MEGATRON_ARGS[@]}"'],
+                          input=text.encode(), capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    words = done.stdout.decode().split("\0")[:-1]
     out: dict[str, str | None] = {}
     for i, word in enumerate(words):
         if word.startswith("--"):

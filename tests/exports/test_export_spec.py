@@ -1,0 +1,116 @@
+"""The adapter: Plan + Solution → LaunchSpec, lr scaling, defaults, refusals; the launch section."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from budgetdsl.diagnostics import PlanError
+from budgetdsl.exports.spec import ExportError, launch_spec, scale_lr
+from budgetdsl.plan_loader import load_plan
+from export_specs import make_spec
+
+REPO = Path(__file__).resolve().parents[2]
+LLAMA = REPO / "plans" / "llama2-7b.yaml"
+
+
+def test_lr_scaling_rules() -> None:
+    assert scale_lr(3e-4, 4e6, 8e6, "linear") == pytest.approx(6e-4)  # Goyal et al. 2017
+    assert scale_lr(3e-4, 4e6, 1e6, "sqrt") == pytest.approx(1.5e-4)  # Adam: √(1/4)
+    assert scale_lr(3e-4, 4e6, 1e6, "none") == 3e-4
+
+
+def _plan(tmp_path: Path, extra: str) -> Path:
+    path = tmp_path / "p.yaml"
+    path.write_text(f"extends: {LLAMA}\n" + textwrap.dedent(extra))
+    return path
+
+
+def _stub_solution(**kw):
+    """The solver's documented keys (issue 3), as its JSON: the adapter reads nothing else."""
+    batch = {"tokens": 4194304.0, "sequences": 1024, "micro_batch": 1, "grad_accum": 4,
+             "data_parallel": 256}
+    sol = {"feasible": True, "gpus": 256, "batch": batch, "steps": 1000, "wall_clock_s": 3600.0,
+           "frontier": {"b_crit_tokens": 3e6}, "conflicts": [], "relaxations": []}
+    sol.update(kw)
+    return sol
+
+
+def test_adapter_reads_the_solution(tmp_path) -> None:
+    plan = load_plan(_plan(tmp_path, "optimizer: {lr: 3e-4, at_batch: 1Mi, scaling: linear, warmup_steps: 10}\n"))
+    spec = launch_spec(plan, _stub_solution())
+    assert (spec.nodes, spec.gpus_per_node, spec.data_parallel) == (32, 8, 256)
+    assert (spec.micro_batch, spec.grad_accum, spec.steps) == (1, 4, 1000)
+    assert spec.global_batch_sequences == 1024 and spec.global_batch_tokens == 4194304
+    assert spec.lr == pytest.approx(3e-4 * 4)  # linear from 1Mi to 4Mi tokens
+    assert spec.time_limit_s == 21 * 86400
+    assert any("exceeds B_crit" in w and "linear" in w for w in spec.warnings)
+    assert {d.key for d in spec.defaulted} >= {"launch.image", "launch.command", "launch.partition"}
+
+
+def test_no_warning_below_b_crit_and_warmup_warning(tmp_path) -> None:
+    plan = load_plan(_plan(tmp_path, "optimizer: {lr: 3e-4, at_batch: 1Mi, scaling: linear, warmup_steps: 0}\n"))
+    spec = launch_spec(plan, _stub_solution(frontier={"b_crit_tokens": 1e9}))
+    assert not any("B_crit" in w for w in spec.warnings)
+    assert any("warmup" in w for w in spec.warnings)
+
+
+def test_infeasible_exports_nothing(tmp_path) -> None:
+    plan = load_plan(LLAMA)
+    with pytest.raises(ExportError, match="infeasible: deadline and flops conflict"):
+        launch_spec(plan, _stub_solution(feasible=False, conflicts=["deadline and flops conflict"]))
+
+
+def test_gpus_must_fill_nodes() -> None:
+    plan = load_plan(LLAMA)
+    sol = _stub_solution(gpus=12, batch={"micro_batch": 1, "grad_accum": 1, "data_parallel": 12})
+    with pytest.raises(ExportError, match="do not fill whole nodes"):
+        launch_spec(plan, sol)
+
+
+def test_fewer_gpus_than_a_node_is_one_node() -> None:
+    plan = load_plan(LLAMA)
+    spec = launch_spec(plan, _stub_solution(gpus=4, batch={"micro_batch": 2, "grad_accum": 1, "data_parallel": 4}))
+    assert (spec.nodes, spec.gpus_per_node) == (1, 4)
+
+
+def test_the_real_solver(tmp_path) -> None:
+    from budgetdsl.solver import solve
+
+    plan = load_plan(LLAMA)
+    solution = solve(plan)
+    spec = launch_spec(plan, solution)
+    assert spec.global_batch_sequences == solution.batch.sequences
+    assert spec.gpus == solution.gpus
+    expected = 3e-4 * math.sqrt(spec.global_batch_tokens / (4 * 2**20))
+    assert spec.lr == pytest.approx(expected)
+
+
+def test_spec_checks_its_arithmetic() -> None:
+    with pytest.raises(ValueError, match="parallel"):
+        replace(make_spec(), data_parallel=3)
+    with pytest.raises(ValueError, match="positive integer"):
+        replace(make_spec(), micro_batch=0)
+
+
+@pytest.mark.parametrize(("launch", "message"), [
+    ("image: 'x; rm -rf /'", "is not a container image reference"),
+    ("partition: \"gpu'; reboot\"", "is not a Slurm name"),
+    ("env: {RANK: '3'}", "RANK is set by the launcher"),
+    ("env: {PET_NNODES: '3'}", "PET_NNODES is set by the launcher"),
+    ("env: {'BAD NAME': x}", "is not an environment variable name"),
+    ("namespace: Team_A", "is not a Kubernetes namespace"),
+    ("command: ['--master-addr=evil', 'train.py']", "would be read as a torchrun option"),
+    ("command: []", "at least 1 item"),
+    ("rdzv_port: 80", "must be at least 1024"),
+])
+def test_launch_section_is_validated_with_locations(tmp_path, launch: str, message: str) -> None:
+    path = _plan(tmp_path, f"launch:\n  {launch}\n")
+    with pytest.raises(PlanError) as info:
+        load_plan(path)
+    text = str(info.value)
+    assert message in text and f"{path.name}:3:" in text.replace(str(tmp_path) + "/", ""), text
