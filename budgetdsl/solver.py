@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 _UNITS = {"deadline": "s", "flops": "FLOP", "gpu_hours": "GPU-h", "usd": "USD", "memory": "B",
           "min_batch": "tokens"}
 _TIGHT = 0.01  # a limit with less than 1 % slack binds
-_GPU_SCAN = 4096  # GPU counts tried when looking for the count that makes a plan feasible
+_GPU_LINEAR = 64  # GPU counts tried one by one before growing geometrically (relaxations)
 _OBJECTIVE_MEASURE = {"balanced": "(S/S_min)(E/E_min)", "min_time": "wall clock",
                       "min_flops": "FLOPs", "min_cost": "cost"}
 
@@ -322,18 +322,32 @@ def _relaxations(ctx: _Context, pl: Placement, pinned: bool) -> list[Relaxation]
     return out
 
 
+def _valid(ctx: _Context, g: int) -> bool:
+    hw = ctx.plan.hardware
+    return g % (hw.tensor_parallel * hw.pipeline_parallel) == 0 and (g <= hw.gpus_per_node or g % hw.gpus_per_node == 0)
+
+
 def _next_counts(ctx: _Context, start: int, direction: int) -> list[int]:
+    """Launchable GPU counts beyond `start`: the next _GPU_LINEAR one by one, then growing by
+    ~10 % a step up to 64× (or down to 1)."""
     hw = ctx.plan.hardware
     unit = hw.tensor_parallel * hw.pipeline_parallel
+    node = hw.gpus_per_node * unit // math.gcd(hw.gpus_per_node, unit)
     out: list[int] = []
     g = start
-    while len(out) < _GPU_SCAN:
+    while len(out) < _GPU_LINEAR:
         g += direction * unit
         if g < unit:
-            break
-        if g <= hw.gpus_per_node or g % hw.gpus_per_node == 0:
+            return out
+        if _valid(ctx, g):
             out.append(g)
-    return out
+    while True:
+        g = int(g * 1.1) if direction > 0 else int(g / 1.1)
+        g = (g // node) * node if g > hw.gpus_per_node else (g // unit) * unit
+        if g < unit or (direction > 0 and g > 64 * start) or (out and g == out[-1]):
+            return out
+        if _valid(ctx, g):
+            out.append(g)
 
 
 def _gpu_relaxation(ctx: _Context, pl: Placement) -> Relaxation:
@@ -341,13 +355,26 @@ def _gpu_relaxation(ctx: _Context, pl: Placement) -> Relaxation:
     lo_count, hi_count = min(counts), max(counts)
     current = float(hi_count)
     for direction, start in ((1, hi_count), (-1, lo_count)):
+        previous = start
         for g in _next_counts(ctx, start, direction):
-            cand = _place(ctx, g)
-            if cand.feasible:
-                word = "≥" if direction > 0 else "≤"
-                return Relaxation(name="gpus", current=current if direction > 0 else float(lo_count),
-                                  required=float(g), unit="GPUs",
-                                  message=f"GPUs {word} {g} (now {int(current if direction > 0 else lo_count)})")
+            if not _place(ctx, g).feasible:
+                previous = g
+                continue
+            # a feasible count: bisect back towards the last infeasible one over launchable counts
+            between = [c for c in range(min(previous, g), max(previous, g) + 1) if _valid(ctx, c)]
+            a, b = 0, len(between) - 1  # between[b] (direction > 0) / between[a] is feasible
+            while b - a > 1:
+                mid = (a + b) // 2
+                ok = _place(ctx, between[mid]).feasible
+                if direction > 0:
+                    a, b = (a, mid) if ok else (mid, b)
+                else:
+                    a, b = (mid, b) if ok else (a, mid)
+            g = between[b] if direction > 0 else between[a]
+            word = "≥" if direction > 0 else "≤"
+            now = int(current if direction > 0 else lo_count)
+            return Relaxation(name="gpus", current=float(now), required=float(g), unit="GPUs",
+                              message=f"GPUs {word} {g} (now {now})")
     top = _next_counts(ctx, hi_count, 1)
     bottom = _next_counts(ctx, lo_count, -1)
     ends = [g for g in (top[-1] if top else None, bottom[-1] if bottom else None) if g is not None]

@@ -13,7 +13,7 @@ from budgetdsl.solution import FEASIBLE, Solution
 from budgetdsl.solver import plan_limits, solve
 from solver_plans import plans
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _check_feasible_answer(plan, sol):
