@@ -90,7 +90,9 @@ def sbatch_test_only(script: Path, *extra: str) -> str:
     need_slurm()
     done = run(["sbatch", "--test-only", *extra, str(script)])
     out = done.stdout + done.stderr
-    assert done.returncode == 0 and "to start at" in out, f"sbatch --test-only rejected the script:\n{out}"
+    assert done.returncode == 0 and "to start at" in out, (
+        f"sbatch --test-only rejected the script:\n{out}\n(the CI cluster's shape comes from plans/ when "
+        ".ci/setup-slurm.sh runs: rerun it after adding a larger plan)")
     return out
 
 
