@@ -112,7 +112,7 @@ class BudgetApp(App[None]):
         self.query_one(MetricsPanel).show(sol)
         self.query_one(LimitsPanel).show(sol)
         self.query_one(FrontierPlot).show(state.plan, sol)
-        self.query_one(StatusBar).show(state.plan.name, state.path, sol, state.changed_keys())
+        self.query_one(StatusBar).show((state.plan.name, state.path, sol, state.changed_keys()))
 
     # -- applying changes -------------------------------------------------------------------------
 

@@ -36,4 +36,6 @@ class ControlsPanel(Grid):
                 select.value = objective
         for key in FIELDS:
             label = self.query_one(f"#{key}-label", Label)
-            label.update(FIELDS[key].label + notes.get(key, ""))
+            text = FIELDS[key].label + notes.get(key, "")
+            if str(label.content) != text:  # an update relayouts the screen: only when it changes
+                label.update(text)

@@ -196,19 +196,24 @@ def render_plot(data: PlotData, width: int, height: int, markers: str = "braille
         lab = ylabels.get(r, "")
         out.append(lab.rjust(label_w), STYLES["tick"])
         out.append(g.tick_v if lab else g.axis_v, STYLES["axis"])
-        for c in range(plot_w):
+        run: list[str] = []
+        run_style = ""
+        for c in range(plot_w):  # runs of one style: one span each, not one per cell
             if (r, c) in over:
-                out.append(*over[(r, c)])
+                ch, style = over[(r, c)]
             elif layer[r][c]:
                 style = STYLES["arc"] if layer[r][c] == 2 else STYLES["curve"]
-                if sx == 2:
-                    out.append(chr(0x2800 + bits[r][c]), style)
-                else:
-                    out.append(g.arc if layer[r][c] == 2 else g.curve, style)
+                ch = chr(0x2800 + bits[r][c]) if sx == 2 else (g.arc if layer[r][c] == 2 else g.curve)
             elif (r, c) in under:
-                out.append(*under[(r, c)])
+                ch, style = under[(r, c)]
             else:
-                out.append(" ")
+                ch, style = " ", ""
+            if style != run_style and run:
+                out.append("".join(run), run_style)
+                run = []
+            run_style = style
+            run.append(ch)
+        out.append("".join(run), run_style)
         out.append("\n")
     tick_cols = {c for c, _ in xlabels}
     out.append(" " * label_w + g.corner, STYLES["axis"])

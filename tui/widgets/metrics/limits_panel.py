@@ -2,72 +2,84 @@
 
 from __future__ import annotations
 
-from rich.console import Console, ConsoleOptions, Group, RenderResult
-from rich.table import Table
+import textwrap
+
 from rich.text import Text
-from textual.widgets import Static
 
 from budgetdsl.report import data, human
 from budgetdsl.solution import Constraint, Solution
+from tui.widgets.text_panel import TextPanel
 
-_STATE_STYLE = {"VIOLATED": "bold red", "binds": "yellow", "ok": "green"}
+_STATE_STYLE = {"over": "bold red", "under": "bold red", "binds": "yellow", "ok": "green"}
 
 
 def state_of(c: Constraint) -> str:
+    """ok, binds, over (a ≤ limit exceeded) or under (a ≥ limit not reached); — without a run."""
     if c.satisfied is None:
         return "—"
     if not c.satisfied:
-        return "VIOLATED"
+        return "under" if c.sense == ">=" else "over"
     return "binds" if c.binding else "ok"
 
 
 def used(c: Constraint) -> str:
-    """How much of the limit the run uses (for ≤ limits), or how far above the floor (≥)."""
+    """The run's value as a share of the limit."""
     if c.value is None or not c.limit:
         return "—"
     return f"{c.value / c.limit:.0%}"
 
 
-class LimitsTable:
-    """The constraints as a table that drops the value/bound column when the panel is narrow."""
+def limit_table(sol: Solution, width: int) -> list[Text]:
+    """limit | (value / bound, when there is room) | used | slack | state."""
+    rows = []
+    for c in sol.constraints:
+        bound = ("≥ " if c.sense == ">=" else "≤ ") + human(c.unit, c.limit)
+        rows.append((c.name, f"{human(c.unit, c.value)} {bound}", used(c), human(c.unit, c.slack), state_of(c)))
+    header = ("limit", "value / bound", "used", "slack", "")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
+    show = [0, 1, 2, 3, 4] if sum(widths) + 4 <= width else [0, 2, 3, 4]
+    right = {2, 3}
 
-    def __init__(self, sol: Solution):
-        self.sol = sol
+    def line(cells: tuple[str, ...], style: str = "") -> Text:
+        text = Text(style=style)
+        for n, i in enumerate(show):
+            if n:
+                text.append(" ")
+            cell = cells[i].rjust(widths[i]) if i in right else cells[i].ljust(widths[i])
+            text.append(cell, _STATE_STYLE.get(cells[i], "") if i == 4 else "")
+        text.rstrip()
+        text.truncate(width, overflow="ellipsis")
+        return text
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        wide = options.max_width >= 60
-        table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bright_black", pad_edge=False)
-        table.add_column("limit", no_wrap=True)
-        if wide:
-            table.add_column("value / bound", no_wrap=True)
-        table.add_column("used", no_wrap=True, justify="right")
-        table.add_column("slack", no_wrap=True, justify="right")
-        table.add_column("", no_wrap=True)
-        for c in self.sol.constraints:
-            state = state_of(c)
-            bound = ("≥ " if c.sense == ">=" else "≤ ") + human(c.unit, c.limit)
-            cells = [c.name, *([f"{human(c.unit, c.value)} {bound}"] if wide else []), used(c),
-                     human(c.unit, c.slack), Text(state, style=_STATE_STYLE.get(state, ""))]
-            table.add_row(*cells)
-        yield table
+    return [line(header, "bright_black"), *(line(r) for r in rows)]
 
 
-class LimitsPanel(Static):
-    def show(self, sol: Solution) -> None:
-        parts: list = [LimitsTable(sol)]
+def _wrapped(text: str, width: int, style: str = "", bullet: str = "") -> list[Text]:
+    indent = " " * len(bullet)
+    return [Text(line, style=style) for line in
+            textwrap.wrap(text, max(10, width), initial_indent=bullet, subsequent_indent=indent)]
+
+
+class LimitsPanel(TextPanel):
+    def lines(self, sol: Solution, width: int) -> list[Text]:
+        out = limit_table(sol, width)
         if sol.conflicts:
-            parts.append(Text("Conflicts", style="bold red"))
-            parts += [Text(f"• {c}") for c in sol.conflicts]
+            out.append(Text("Conflicts", style="bold red"))
+            for c in sol.conflicts:
+                out += _wrapped(c, width, bullet="• ")
         if sol.relaxations:
-            parts.append(Text("Smallest change of each limit that makes the plan feasible", style="bold"))
-            parts += [Text(f"• {r.message}") for r in sol.relaxations]
+            out += _wrapped("Smallest change of each limit that makes the plan feasible", width, "bold")
+            for r in sol.relaxations:
+                out += _wrapped(r.message, width, bullet="• ")
         if sol.memory_remedies:
-            parts.append(Text("Memory remedies (micro-batch 1)", style="bold"))
-            parts += [Text(f"• {m.change}: {data(m.memory_per_device)}, micro-batch ≤ {m.micro_batch_max}"
-                           f" ({'fits' if m.fits else 'does not fit'})") for m in sol.memory_remedies]
+            out.append(Text("Memory remedies (micro-batch 1)", style="bold"))
+            for m in sol.memory_remedies:
+                out += _wrapped(f"{m.change}: {data(m.memory_per_device)}, micro-batch ≤ {m.micro_batch_max}"
+                                f" ({'fits' if m.fits else 'does not fit'})", width, bullet="• ")
         if sol.pinned is not None:
-            parts.append(Text(sol.pinned.summary, style="bright_black"))
+            out += _wrapped(sol.pinned.summary, width, "bright_black")
         if sol.gpu_choice is not None:
-            parts.append(Text(sol.gpu_choice.reason, style="bright_black"))
-        parts += [Text(f"• {n}", style="bright_black") for n in sol.notes]
-        self.update(Group(*parts))
+            out += _wrapped(sol.gpu_choice.reason, width, "bright_black")
+        for note in sol.notes:
+            out += _wrapped(note, width, "bright_black", bullet="• ")
+        return out

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from rich.console import Group
-from rich.table import Table
 from rich.text import Text
-from textual.widgets import Static
 
 from budgetdsl.report import human, si
 from budgetdsl.solution import Solution
+from tui.widgets.text_panel import TextPanel
+
+LABEL = 12
 
 
 def _n(v: float | None) -> str:
@@ -54,20 +54,11 @@ def headline(sol: Solution) -> Text:
     return Text.assemble(("✖ ", "bold red"), ("INFEASIBLE", "bold red"), f" · {sol.objective}")
 
 
-class MetricsPanel(Static):
-    def show(self, sol: Solution) -> None:
-        table = Table.grid(padding=(0, 1))
-        table.add_column(style="bright_black", no_wrap=True, width=12)
-        table.add_column(no_wrap=True)
-        lines: list = [headline(sol)]
+class MetricsPanel(TextPanel):
+    def lines(self, sol: Solution, width: int) -> list[Text]:
+        out = [headline(sol)]
         for name, value in metric_rows(sol):
-            if name:
-                table.add_row(name, value)
-            else:
-                lines.append(table)
-                lines.append(Text(value, no_wrap=True, overflow="ellipsis"))
-                table = Table.grid(padding=(0, 1))
-                table.add_column(style="bright_black", no_wrap=True, width=12)
-                table.add_column(no_wrap=True)
-        lines.append(table)
-        self.update(Group(*lines))
+            line = Text.assemble((name.ljust(LABEL) + " ", "bright_black"), value) if name else Text(value)
+            line.truncate(width, overflow="ellipsis")
+            out.append(line)
+        return out

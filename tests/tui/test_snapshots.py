@@ -1,0 +1,44 @@
+"""Snapshots of the screen at fixed terminal sizes, grouped by feature (pytest-textual-snapshot).
+
+They pin the picture: layout at 80×24 and at a wide size, the ASCII plot, an infeasible plan with
+its relaxations, the help screen. After a deliberate change of the picture, look at the report
+and update with `pytest tests/tui --snapshot-update`. Textual is pinned exactly in pyproject.toml
+because rendering differs between its versions.
+"""
+
+import pytest
+
+from tui.app import make_app
+from tui_helpers import PLAN, type_into
+
+pytest.importorskip("pytest_textual_snapshot")
+
+
+class TestLayout:
+    def test_80x24(self, snap_compare):
+        assert snap_compare(make_app(PLAN), terminal_size=(80, 24))
+
+    def test_wide_160x48(self, snap_compare):
+        assert snap_compare(make_app(PLAN), terminal_size=(160, 48))
+
+
+class TestPlot:
+    def test_ascii_markers_wall_clock_and_flops(self, snap_compare):
+        assert snap_compare(make_app(PLAN, markers="ascii"), terminal_size=(100, 32), press=["f2", "f3"])
+
+
+class TestInfeasible:
+    def test_relaxations_and_error_on_input(self, snap_compare):
+        async def five_days_then_a_bad_value(pilot):
+            await type_into(pilot, "deadline", "5 days")
+            pilot.app.clear_notifications()
+            await type_into(pilot, "flops", "1e23 GiB")
+            pilot.app.clear_notifications()  # notification timers are not part of the picture
+            await pilot.pause()
+
+        assert snap_compare(make_app(PLAN), terminal_size=(120, 36), run_before=five_days_then_a_bad_value)
+
+
+class TestScreens:
+    def test_help(self, snap_compare):
+        assert snap_compare(make_app(PLAN), terminal_size=(100, 32), press=["f1"])
