@@ -245,15 +245,26 @@ def test_a_missing_calibration_file_is_a_located_error(tmp_path):
     assert d.code == "calibration-missing" and d.location.line == 6
 
 
-def test_a_real_calibration_fixture_if_present():
+def test_a_real_calibration_file_end_to_end(tmp_path):
+    """The calibration fixture (issue 4) read through a plan: B_crit and its uncertainty come from it."""
     fixtures = sorted((REPO / "tests/fixtures/calibration").glob("*.json"))
     if not fixtures:
         pytest.skip("no calibration fixture yet (issue 4 writes it)")
     from budgetdsl.calibration_file import load_calibration
 
     cal = load_calibration(fixtures[0])
-    lo = cal.fit.loss_min if cal.fit is not None else None
-    if lo is None:
+    loss = (cal.fit.loss_min + cal.fit.loss_max) / 2 if cal.fit is not None else None
+    if loss is None:
         pytest.skip("fixture without a fit")
-    b, rel = cal.b_crit_tokens_at(lo)
-    assert b > 0 and rel >= 0
+    b_crit, rel = cal.b_crit_tokens_at(loss)
+    plan = tmp_path / "p.yaml"
+    plan.write_text(f"""name: calibrated
+model: {{params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: 2048}}
+hardware: {{gpu: H100-SXM5-80GB, gpus: 8, zero: 1}}
+target: {{min_tokens: 2e10}}
+noise: {{calibration: {fixtures[0]}, at_loss: {loss!r}}}
+""")
+    sol = solve(load_plan(plan))
+    assert sol.frontier.b_crit_tokens == pytest.approx(b_crit, rel=1e-12)
+    assert sol.frontier.b_crit_uncertainty == (pytest.approx(rel) if rel else None)
+    assert fixtures[0].name in sol.frontier.b_crit_source
