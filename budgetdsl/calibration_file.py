@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 SCHEMA_VERSION = 1
 FIT_FORM = "B_crit(L) = B_star / L**(1/alpha)"
@@ -241,7 +241,9 @@ def load_calibration(path: str | os.PathLike) -> CalibrationFile:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise CalibrationFileError(f"{path}: no such calibration file (make one with `budgetdsl calibrate --out {path}`)") from None
+        raise CalibrationFileError(
+            f"{path}: no such calibration file (make one with `budgetdsl calibrate --out {path}`)"
+        ) from None
     except OSError as exc:
         raise CalibrationFileError(f"{path}: cannot read: {exc.strerror}") from None
     try:

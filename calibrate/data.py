@@ -74,7 +74,8 @@ def _byte_corpus(files: list[Path], root: Path, kind: str, source: str, max_byte
         total += len(data)
         used += 1
     if not train or not heldout:  # too few files to split by file: split the stream instead
-        return _split_stream(np.frombuffer(b"".join(train + heldout), dtype=np.uint8), 256, kind, source, used)
+        stream = np.frombuffer(b"".join(train + heldout), dtype=np.uint8)
+        return _split_stream(stream, 256, kind, source, used)
     tr = np.frombuffer(b"".join(train), dtype=np.uint8)
     ho = np.frombuffer(b"".join(heldout), dtype=np.uint8)
     return Corpus(tr, ho, 256, kind, source, _sha256(tr, ho), used)

@@ -127,7 +127,8 @@ def build_proxy(
                          vocab_size=corpus.vocab_size)
         net = GPT(cfg)
         try:
-            train, heldout = TokenSampler(corpus.train, cfg.block_size), TokenSampler(corpus.heldout, cfg.block_size)
+            train = TokenSampler(corpus.train, cfg.block_size)
+            heldout = TokenSampler(corpus.heldout, cfg.block_size)
         except CorpusError as exc:
             raise FactoryError(str(exc)) from exc
         tpe = tokens_per_example or cfg.block_size
@@ -138,5 +139,7 @@ def build_proxy(
             raise FactoryError("a --model factory needs a --data factory (package.module:function)")
         net, model_info = _user_model(model)
     else:
-        raise FactoryError(f"unknown model {model!r}: use one of {', '.join(SIZES)} or package.module:function")
+        raise FactoryError(
+            f"unknown model {model!r}: use one of {', '.join(SIZES)} or package.module:function"
+        )
     return Proxy(net, train, heldout, tpe, model_info, data_info)

@@ -26,13 +26,6 @@ class PowerLaw:
     n_points: int
     reduced_chi2: float
 
-    def at(self, loss: float) -> tuple[float, float]:
-        """(B_crit at `loss`, 1-sigma relative uncertainty, i.e. of ln B_crit)."""
-        x = math.log(loss)
-        (vaa, vap), (_, vpp) = self.cov
-        var = vaa - 2.0 * x * vap + x * x * vpp  # gradient of ln B w.r.t. (ln B*, p) is (1, −ln L)
-        return self.b_star / loss ** (1.0 / self.alpha), math.sqrt(max(var, 0.0))
-
 
 class FitError(ValueError):
     """Too few usable points, or no spread in loss: nothing to fit."""

@@ -86,7 +86,10 @@ class RunRecord:
     def fit(self, warmup: int) -> tuple[Fit | None, str | None]:
         beta = self.tracker.beta
         if beta >= 1.0:
-            return None, "B_simple was averaged over the whole run (--lr 0 / --ema-beta 1): one loss, nothing to fit"
+            return None, (
+                "B_simple was averaged over the whole run (--lr 0 / --ema-beta 1): "
+                "one loss, nothing to fit"
+            )
         window = (1.0 + beta) / (1.0 - beta)  # effective number of steps in one EMA window
         pts = [p for p in self.trajectory if p["ci_low"] is not None and p["ci_high"] is not None]
         idx = spaced([p["step"] for p in pts], spacing=window, start=int(warmup + window))
@@ -186,5 +189,6 @@ class RunRecord:
 
     def load_state_dict(self, state: dict) -> None:
         self.tracker.load_state_dict(state["tracker"])
-        for name in ("train_loss", "sq_small", "sq_big", "skipped", "eval_steps", "eval_losses", "trajectory"):
-            setattr(self, name, list(state[name]))
+        for name, value in state.items():
+            if name != "tracker":
+                setattr(self, name, list(value))

@@ -15,18 +15,16 @@ finished run deletes it. Ctrl-C finishes the current step, then writes a partial
 
 from __future__ import annotations
 
-import math
 import os
 import platform
 import signal
-import sys
 import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Callable, Literal
 
 import torch
 
@@ -45,11 +43,11 @@ from budgetdsl.calibration_file import (
 from calibrate import distributed
 from calibrate.config import RunConfig
 from calibrate.factory import Proxy, build_proxy
-from calibrate.gradients import Accumulator
 from calibrate.hardware import StepTimer, cuda_memory_profile, device_name, resolve_amp, resolve_device
 from calibrate.noise import NoiseScaleTracker
 from calibrate.progress import Progress
 from calibrate.record import RunRecord
+from calibrate.step import Stepper, to_device
 
 
 class UsageError(ValueError):
@@ -65,17 +63,6 @@ class Outcome:
 
 def checkpoint_path(out: Path) -> Path:
     return out.with_name(out.name + ".ckpt.pt")
-
-
-def to_device(batch: Any, device: torch.device) -> Any:
-    """Move a batch (a tensor or nested tuples/lists/dicts of them) to the device."""
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device)
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(to_device(b, device) for b in batch)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device) for k, v in batch.items()}
-    return batch
 
 
 class _StopRequest:
@@ -183,7 +170,9 @@ def _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step) -> O
     ckpt = None
     if resume:
         if not ckpt_path.exists():
-            raise UsageError(f"--resume: no checkpoint at {ckpt_path} (a finished run deletes its checkpoint)")
+            raise UsageError(
+                f"--resume: no checkpoint at {ckpt_path} (a finished run deletes its checkpoint)"
+            )
         ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
         if diff := cfg.mismatches(ckpt["config"]):
             shown = ", ".join(f"{k}: {ckpt['config'].get(k)!r} -> {getattr(cfg, k)!r}" for k in diff)
@@ -216,9 +205,10 @@ def _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step) -> O
         if proxy.heldout is not None
         else []
     )
-    acc = Accumulator(list(model.parameters()))
+    stepper = Stepper(model, optimizer, device, autocast, scaler, cfg.grad_clip, ctx)
     warmup = int(ckpt["warmup"]) if ckpt else cfg.warmup_steps
-    record = RunRecord(NoiseScaleTracker(cfg.beta, cfg.confidence), cfg.batch, cfg.micro_batch, proxy.tokens_per_example)
+    tracker = NoiseScaleTracker(cfg.beta, cfg.confidence)
+    record = RunRecord(tracker, cfg.batch, cfg.micro_batch, proxy.tokens_per_example)
     timer = StepTimer()
     start = 0
     if ckpt is not None:
@@ -229,7 +219,8 @@ def _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step) -> O
         data_gen.set_state(ckpt["data_rng"])
         torch.set_rng_state(ckpt["torch_rng"])
         record.load_state_dict(ckpt["record"])
-        timer.times, timer.examples, timer.total = list(ckpt["timer"][0]), int(ckpt["timer"][1]), float(ckpt["timer"][2])
+        times, examples, total = ckpt["timer"]
+        timer.times, timer.examples, timer.total = list(times), int(examples), float(total)
         start = int(ckpt["next_step"])
 
     def forward_backward(n: int) -> None:
@@ -280,7 +271,8 @@ def _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step) -> O
             memory=memory,
             **timer.profile(proxy.tokens_per_example),
         )
-        prov = provenance.model_copy(update={"created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        prov = provenance.model_copy(update={"created_at": now})
         cal = record.to_file(prov, hardware, warmup, interrupted=status != "complete", stop_reason=reason)
         if ctx.is_main:
             write_calibration(out, cal)
@@ -306,56 +298,17 @@ def _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step) -> O
                 # number of replicas, and a 2-process run reproduces a 1-process one.
                 micro = [proxy.train(cfg.micro_batch, data_gen) for _ in range(accum * ctx.world_size)]
                 micro = micro[ctx.rank * accum : (ctx.rank + 1) * accum]
-                loss_scale = scaler.get_scale() if scaler is not None else 1.0
-                acc.begin()
-                loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-                for batch in micro:  # gradient accumulation: each micro-batch is a B_small sample
-                    with autocast:
-                        loss = model(to_device(batch, device))
-                    scaled = loss / accum  # the mean over the global batch, as plain accumulation
-                    (scaler.scale(scaled) if scaler is not None else scaled).backward()
-                    acc.after_backward()
-                    loss_sum += loss.detach().double()
-                distributed.all_reduce_mean_(ctx, acc.flats())  # the big batch: all replicas
-                norms = acc.finish()
-                scalars = torch.stack([
-                    norms.sq_small_sum,
-                    torch.tensor(float(norms.n_small), dtype=torch.float64, device=device),
-                    loss_sum,
-                    torch.tensor(1.0 if stop.requested else 0.0, dtype=torch.float64, device=device),
-                ])
-                scalars = distributed.all_reduce_sum(ctx, scalars)
-                sq_small_sum, n_small, loss_total, stop_votes = scalars.tolist()
-                sq_big = norms.sq_big.item()
-                # Undo the loss scale and the 1/accum factor: |g_micro|² of the micro-batch mean
-                # loss, and |g_big|² of the global-batch mean loss.
-                sq_small = sq_small_sum / n_small * (accum / loss_scale) ** 2
-                sq_big = sq_big / loss_scale**2
-                train_loss = loss_total / n_small
-                finite = all(math.isfinite(v) for v in (sq_small, sq_big, train_loss))
-                if finite:
-                    record.measured(step, train_loss, sq_small, sq_big)
+                m = stepper.step(micro, stop.requested)
+                if m.finite:
+                    record.measured(step, m.train_loss, m.sq_small, m.sq_big)
                 else:
                     record.skip(step)
-
-                if scaler is not None:
-                    scaler.unscale_(optimizer)  # .grad are views of the flat buffer: unscaled in place
-                if finite and cfg.grad_clip is not None:
-                    coef = cfg.grad_clip / (math.sqrt(sq_big) + 1e-6)  # clip_grad_norm_, reusing |g_big|
-                    if coef < 1.0:
-                        for flat in acc.flats():
-                            flat.mul_(coef)
-                if scaler is not None:
-                    scaler.step(optimizer)  # skips the update itself when it saw inf/NaN
-                    scaler.update()
-                elif finite:
-                    optimizer.step()
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 timer.add(time.perf_counter() - t0, cfg.batch)
 
-                if is_eval and not eval_set and finite:
-                    record.evaluated(step, train_loss)  # no held-out data: the training loss
+                if is_eval and not eval_set and m.finite:
+                    record.evaluated(step, m.train_loss)  # no held-out data: the training loss
                 if is_eval and record.eval_steps and record.eval_steps[-1] == step:
                     p = record.point(step)
                     if p is not None:
@@ -368,7 +321,7 @@ def _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step) -> O
                         f"gradient (limit {limit}); lower --lr, use --amp none, or check the model"
                     )
                     break
-                if stop_votes > 0:
+                if m.stop_votes > 0:
                     status, reason = "interrupted", f"interrupted by the user after step {step}"
                     save_checkpoint(step + 1)
                     break

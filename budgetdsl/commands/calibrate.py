@@ -18,6 +18,7 @@ from pathlib import Path
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXTRA_HINT = "pip install 'budgetdsl[calibrate]'"
+GPT_SIZES = "gpt-nano|gpt-micro|gpt-mini|gpt-small|gpt2-124m"  # calibrate.model.SIZES (a test checks)
 
 # Flags that map one-to-one onto calibrate.config.RunConfig fields (dest == field name).
 _CONFIG_FLAGS = (
@@ -42,8 +43,8 @@ def register(subparsers) -> None:
     )
     a = p.add_argument
     a("--out", type=Path, default=Path("calibration.json"), help="calibration file to write (default: %(default)s)")
-    a("--model", help="gpt-nano|gpt-micro|gpt-mini|gpt-small|gpt2-124m, or package.module:function / "
-      "file.py:function returning an nn.Module whose forward(batch) is the mean loss (default: gpt-mini)")
+    a("--model", help=f"{GPT_SIZES}, or package.module:function / file.py:function returning an "
+      "nn.Module whose forward(batch) is the mean loss (default: gpt-mini)")
     a("--data", help="stdlib, a text file or folder, nanoGPT train.bin/val.bin, or package.module:function / "
       "file.py:function(split) returning sampler(n, generator) (default: stdlib)")
     a("--steps", type=int, help="optimizer steps (default: 300)")
@@ -200,6 +201,9 @@ def render_summary(cal, path: Path, seconds: float, rows: int = 12) -> str:
         lines.append(f"{s.steps_skipped} steps skipped (non-finite loss or gradient)")
     hw = cal.hardware
     if hw.tokens_per_s:
-        lines.append(f"throughput {hw.tokens_per_s:,.0f} tokens/s, step {hw.step_time_s * 1000:.0f} ms ({hw.device_name})")
+        lines.append(
+            f"throughput {hw.tokens_per_s:,.0f} tokens/s, step {hw.step_time_s * 1000:.0f} ms "
+            f"({hw.device_name})"
+        )
     lines.append(f"wrote {path} in {seconds:.0f} s")
     return "\n".join(lines)

@@ -26,6 +26,12 @@ def test_loss_at_init_is_uniform_over_the_vocabulary():
         model.logits(torch.zeros(1, 64, dtype=torch.long))
 
 
+def test_cli_help_lists_the_named_sizes():
+    from budgetdsl.commands.calibrate import GPT_SIZES
+
+    assert GPT_SIZES.split("|") == list(SIZES)
+
+
 def test_sizes_counts_and_flops():
     for name, cfg in SIZES.items():
         assert cfg.n_embd % cfg.n_head == 0, name
