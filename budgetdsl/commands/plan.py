@@ -43,6 +43,20 @@ def run(args: argparse.Namespace) -> int:
     from budgetdsl.report import RENDERERS
     from budgetdsl.solver import solve
 
+    if args.plot and len(args.plans) > 1 and "{name}" not in args.plot:
+        print("budgetdsl plan: error: with several plans, --plot needs '{name}' in the path, "
+              "e.g. --plot 'docs/{name}.svg'", file=sys.stderr)
+        return EXIT_INVALID
+    if args.plot and not args.plot.endswith((".svg", ".png")):
+        print("budgetdsl plan: error: --plot writes .svg or .png", file=sys.stderr)
+        return EXIT_INVALID
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401 - only to say which extra is missing
+        except ImportError:
+            print("budgetdsl plan: --plot needs matplotlib: pip install 'budgetdsl[plot]'", file=sys.stderr)
+            return EXIT_INVALID
+
     code = EXIT_OK
     texts: list[str] = []
     dumps: list[dict] = []
@@ -60,10 +74,14 @@ def run(args: argparse.Namespace) -> int:
             continue
         if not solution.feasible and code == EXIT_OK:
             code = EXIT_NO
+        picture = _picture(args, solution) if args.plot else None
         if args.format == "json":
             dumps.append(solution.model_dump(mode="json"))
         else:
-            texts.append(RENDERERS[args.format](solution))
+            text = RENDERERS[args.format](solution)
+            if picture and args.format == "markdown":
+                text += f"\n![frontier of {solution.plan}]({picture})\n"
+            texts.append(text)
     if args.format == "json":
         if dumps:
             payload = dumps[0] if len(args.plans) == 1 else dumps
@@ -71,6 +89,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write("\n".join(texts))
     return code
+
+
+def _picture(args: argparse.Namespace, solution) -> str:
+    """Draw the frontier picture of `solution` where --plot says; return the path written."""
+    import os
+    import re
+
+    from budgetdsl.frontier_plot import draw
+
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", solution.plan).lstrip(".-") or "plan"  # a name is untrusted
+    path = args.plot.replace("{name}", safe)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    draw(solution, path, axes=args.plot_axes)
+    return path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -83,4 +115,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
                    help="text for people, json for machines, markdown for pull-request comments")
     p.add_argument("--list-gpus", action="store_true", help="print the GPU presets and their sources")
+    p.add_argument("--plot", metavar="PATH", help="draw the frontier picture to PATH (.svg or .png; "
+                   "'{name}' stands for the plan's name); Markdown output links it")
+    p.add_argument("--plot-axes", choices=("flops-wallclock", "tokens-steps"), default="flops-wallclock",
+                   help="the picture's axes (default: FLOPs against wall clock)")
     p.set_defaults(handler=run)
