@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict
 
 from budgetdsl.plan_diff import Change, Metric, PlanDiff
-from budgetdsl.report import human
+from budgetdsl.humanize import human
 
 _LABELS = {
     "status": "status", "gpus": "GPUs", "batch": "global batch", "micro_batch": "micro-batch",

@@ -111,6 +111,6 @@ def draw(sol: Solution, path: str, axes: str = "flops-wallclock") -> None:
 
 
 def _si(v: float) -> str:
-    from budgetdsl.report import si
+    from budgetdsl.humanize import si
 
     return si(v)

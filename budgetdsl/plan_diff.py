@@ -16,7 +16,8 @@ from typing import Any, Callable
 from budgetdsl.plan_loader import field_spec
 from budgetdsl.plan_model import Plan, QuantitySpec
 from budgetdsl.solution import FEASIBLE, Solution
-from budgetdsl.units import DIMENSIONLESS, format_quantity
+from budgetdsl.humanize import quantity, si
+from budgetdsl.units import DIMENSIONLESS
 
 
 class Change(StrEnum):
@@ -89,8 +90,10 @@ def _show_input(path: str, value: Any) -> str | None:
     if value is None:
         return None
     spec = field_spec(tuple(path.split(".")))
-    if isinstance(spec, QuantitySpec) and spec.dim != DIMENSIONLESS and isinstance(value, (int, float)):
-        return format_quantity(float(value), spec.dim)
+    if isinstance(spec, QuantitySpec) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if spec.dim != DIMENSIONLESS:
+            return quantity(float(value), spec.dim)
+        return str(value) if isinstance(value, int) else si(value)
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)

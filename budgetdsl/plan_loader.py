@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from budgetdsl.diagnostics import Diagnostic, Location, PlanError, did_you_mean
 from budgetdsl.expressions import ExpressionError, Quantity, evaluate
 from budgetdsl.plan_model import GpuRange, Plan, QuantitySpec
-from budgetdsl.units import BASE_UNIT, DIMENSIONLESS, EXAMPLES, dim_name, format_quantity
+from budgetdsl.units import BASE_UNIT, DIMENSIONLESS, EXAMPLES, dim_name
 from budgetdsl.yaml_source import Path, SourceDoc, Span, parse_yaml, read_bytes, read_yaml_file
 
 MAX_EXTENDS = 16  # depth of an extends chain
@@ -271,6 +271,10 @@ class _Evaluator:
             return Quantity(float(default), spec.dim)
         if isinstance(q, _Failed):
             raise _RefFailed
+        if not isinstance(q.value, (int, float)) or isinstance(q.value, bool):
+            self.problems.append(Diagnostic(self.at(origin, col), "reference",
+                                            f"{ref!r} is not a number here ({q.value!r})"))
+            raise _RefFailed
         if isinstance(q.value, float) and q.dim == DIMENSIONLESS:
             return Quantity(q.value, spec.dim)  # a plain number carries its field's unit
         return q
@@ -428,7 +432,9 @@ def _field_help(path: Path) -> str | None:
 def _show(value: Any, path: Path = ()) -> str:
     spec = field_spec(path) if path else None
     if isinstance(spec, QuantitySpec) and spec.dim != DIMENSIONLESS and isinstance(value, (int, float)):
-        return format_quantity(float(value), spec.dim)
+        from budgetdsl.humanize import quantity
+
+        return quantity(float(value), spec.dim)
     if isinstance(value, float):
         return f"{value:g}"
     text = repr(value)

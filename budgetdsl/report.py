@@ -6,95 +6,8 @@ bytes (no clocks, no terminal widths, no dict-order surprises), numbers for peop
 
 from __future__ import annotations
 
-import math
-
+from budgetdsl.humanize import data, human, si, significant
 from budgetdsl.solution import Solution
-
-_COUNT = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))  # tokens, steps: 834B tokens
-_SI = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))  # rates
-
-
-def _g(v: float, digits: int = 3) -> str:
-    """`digits` significant digits, no exponent below 1e6, no '+' in exponents."""
-    text = f"{v:.{digits}g}"
-    if "e" in text:
-        mant, exp = text.split("e")
-        text = f"{mant}e{int(exp)}"
-    return text
-
-
-def si(v: float, table: tuple[tuple[float, str], ...] = _COUNT) -> str:
-    """4.19M, 2T, 834B, 812k, 96 (counts); with `_SI`, 312T for rates."""
-    if not math.isfinite(v):
-        return "∞"
-    a = abs(v)
-    for scale, suffix in table:
-        if a >= scale:
-            return f"{_g(v / scale)}{suffix}"
-    return _g(v)
-
-
-def _with_prefix(v: float, unit: str) -> str:
-    """312 TFLOP/s, 134 PFLOP/s."""
-    for scale, prefix in _SI:
-        if abs(v) >= scale:
-            return f"{_g(v / scale)} {prefix}{unit}"
-    return f"{_g(v)} {unit}"
-
-
-def duration(seconds: float) -> str:
-    """12.3 s, 4.2 min, 7.5 h, 3.1 days."""
-    if not math.isfinite(seconds):
-        return "∞"
-    a = abs(seconds)
-    if a < 120:
-        return f"{_g(seconds)} s"
-    if a < 7200:
-        return f"{_g(seconds / 60)} min"
-    if a < 172800:
-        return f"{_g(seconds / 3600)} h"
-    return f"{_g(seconds / 86400)} days"
-
-
-def data(nbytes: float) -> str:
-    a = abs(nbytes)
-    for scale, suffix in ((2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB")):
-        if a >= scale:
-            return f"{_g(nbytes / scale)} {suffix}"
-    return f"{_g(nbytes)} B"
-
-
-def human(unit: str, v: float | None) -> str:
-    """A value in its unit, for people."""
-    if v is None:
-        return "—"
-    if unit == "s":
-        return duration(v)
-    if unit == "B":
-        return data(v)
-    if unit == "B/sequence":
-        return f"{data(v)}/sequence"
-    if unit == "B/s":
-        return f"{_g(v * 8 / 1e9)} Gb/s"
-    if unit == "FLOP":
-        return f"{_g(v, 2 if v >= 1e6 else 3)} FLOP"
-    if unit == "FLOP/token":
-        return f"{_g(v)} FLOP/token"
-    if unit == "FLOP/s":
-        return _with_prefix(v, "FLOP/s")
-    if unit == "tokens":
-        return f"{si(v)} tokens"
-    if unit == "GPU-h":
-        return f"{si(v)} GPU-h"
-    if unit == "USD":
-        return f"${si(v)}"
-    if unit == "GPUs":
-        return f"{v:,.0f} GPUs"
-    if unit == "sequences":
-        return f"{v:,.0f}"
-    if unit == "1":
-        return _g(v)
-    return f"{_g(v)} {unit}"
 
 
 def _count(v: int | None) -> str:
@@ -131,8 +44,8 @@ def _frontier_rows(sol: Solution) -> list[tuple[str, str]]:
     rows = [("B_crit", f"{human('tokens', f.b_crit_tokens)}{unc} — {f.b_crit_source}"),
             ("S_min", f"{si(f.s_min)} steps"), ("E_min", human("tokens", f.e_min_tokens))]
     if f.x is not None:
-        rows += [("x = B/B_crit", _g(f.x)), ("S/S_min", _g(f.s_over_smin or 0.0)),
-                 ("E/E_min", _g(f.e_over_emin or 0.0))]
+        rows += [("x = B/B_crit", significant(f.x)), ("S/S_min", significant(f.s_over_smin or 0.0)),
+                 ("E/E_min", significant(f.e_over_emin or 0.0))]
     return rows
 
 

@@ -185,7 +185,7 @@ def _conflicting_names(pl: Placement) -> list[str]:
 
 
 def _fmt(name: str, v: float) -> str:
-    from budgetdsl.report import human
+    from budgetdsl.humanize import human
 
     return human(_UNITS[name], v)
 
@@ -478,7 +478,7 @@ def _comparison(ctx: _Context, pinned: Placement) -> PinnedComparison:
         return PinnedComparison(objective_batch_tokens=None, objective_feasible=False,
                                 summary=f"the {ctx.objective} objective finds no feasible configuration")
     ratio = score(ctx.objective, ctx.frontier, p) / score(ctx.objective, ctx.frontier, o)
-    from budgetdsl.report import human
+    from budgetdsl.humanize import human
 
     summary = (f"the {ctx.objective} choice is B = {human('tokens', o.batch)} on {o.gpus} GPUs; the pinned "
                f"batch is {p.batch / o.batch:.3g}× it, with {p.steps / o.steps:.3g}× the steps, "
@@ -505,7 +505,7 @@ def _assumptions(cm: CostModel, cfg: Config | None) -> dict[str, dict]:
 
 
 def _notes(ctx: _Context, pl: Placement, status: Status) -> list[str]:
-    from budgetdsl.report import human
+    from budgetdsl.humanize import human
 
     notes: list[str] = []
     cm, cfg = pl.cm, pl.config

@@ -114,34 +114,3 @@ def _build_units() -> dict[str, Unit]:
 
 
 UNITS: dict[str, Unit] = _build_units()
-
-
-def format_quantity(value: float, dim: Dim) -> str:
-    """A short human form (`21 days`, `80 GiB`, `1.2e+23 FLOP`), for messages and reports."""
-    if dim == TIME:
-        for name, f in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
-            if abs(value) >= f:
-                return f"{value / f:.4g} {name}"
-        return f"{value:.4g} s"
-    if dim == DATA:
-        for name, f in (("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10)):
-            if abs(value) >= f:
-                return f"{value / f:.4g} {name}"
-        return f"{value:.4g} bytes"
-    if dim == BANDWIDTH:
-        return f"{value * 8 / 1e9:.4g} Gb/s"
-    if dim == FLOP:
-        return f"{value:.3g} FLOP"
-    if dim == FLOP_RATE:
-        return f"{value / 1e12:.4g} TFLOP/s"
-    return format_count(value)
-
-
-def format_count(value: float) -> str:
-    """`4.19M`, `2T`, `1024`: a count with a suffix, for people."""
-    for suffix, f in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= f:
-            return f"{value / f:.4g}{suffix}"
-    if value == int(value):
-        return str(int(value))
-    return f"{value:.4g}"

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from budgetdsl.expressions import ExpressionError, Quantity, evaluate
-from budgetdsl.units import DIMENSIONLESS, EXAMPLES, FLOP, TIME, Dim, dim_name, format_count
+from budgetdsl.humanize import si
+from budgetdsl.units import DIMENSIONLESS, EXAMPLES, FLOP, TIME, Dim, dim_name
 
 if TYPE_CHECKING:
     from budgetdsl.plan_model import Plan
@@ -129,7 +130,7 @@ def shown_text(field: Field, state: "WhatIf", solution: "Solution | None") -> st
                 return str(lo)
             return str(solution.gpus) if solution is not None and solution.gpus else ""
     if field.id == "b_crit" and state.raw("noise.b_crit") is None:
-        return format_count(solution.frontier.b_crit_tokens) if solution is not None else ""
+        return si(solution.frontier.b_crit_tokens) if solution is not None else ""
     raw = state.raw(field.path)
     if raw is None:
         return ""

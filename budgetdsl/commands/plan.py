@@ -21,7 +21,7 @@ EXIT_OK, EXIT_NO, EXIT_INVALID = 0, 1, 2
 def gpu_table() -> str:
     """The GPU presets, for `--list-gpus`."""
     from budgetdsl.gpus import PRESETS
-    from budgetdsl.report import data, human
+    from budgetdsl.humanize import data, human
 
     rows = [("name", "peak bf16 (dense)", "memory", "network/GPU", "source")]
     rows += [(p.name, human("FLOP/s", p.peak_flops), data(p.memory), human("B/s", p.network), p.source)

@@ -32,7 +32,7 @@ _COLUMNS = (  # (header, unit for report.human, getter)
 
 
 def _cell(unit, value) -> str:
-    from budgetdsl.report import human
+    from budgetdsl.humanize import human
 
     if value is None:
         return "—"

@@ -164,3 +164,14 @@ def test_a_plan_never_executes_code(tmp_path):
     with pytest.raises(PlanError):
         load_plan(path)
     assert not marker.exists()
+
+
+def test_a_reference_to_a_value_that_is_not_a_number(tmp_path):
+    """Found by the fuzzer: a referenced field holding null (or a list) is a located error."""
+    path = write(tmp_path, "p.yaml", MINIMAL.replace("target: {min_tokens: 140B}",
+                                                     "target: {min_tokens: 20 * model.params}").replace(
+        "params: 7B", "params: null"))
+    with pytest.raises(PlanError) as info:
+        load_plan(path)
+    messages = [(d.location.line, d.message) for d in info.value.diagnostics]
+    assert (4, "'model.params' is not a number here (None)") in messages

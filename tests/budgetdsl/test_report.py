@@ -7,7 +7,8 @@ import pathlib
 import pytest
 
 from budgetdsl.plan_loader import load_plan
-from budgetdsl.report import data, duration, human, render, render_json, render_markdown, render_text, si
+from budgetdsl.humanize import data, duration, human, si
+from budgetdsl.report import render, render_json, render_markdown, render_text
 from budgetdsl.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

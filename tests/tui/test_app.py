@@ -10,7 +10,7 @@ import pytest
 
 from budgetdsl.cli import main as cli
 from budgetdsl.plan_loader import load_plan
-from budgetdsl.report import human
+from budgetdsl.humanize import human
 from budgetdsl.solver import solve
 from tui.app import make_app
 from tui.widgets.controls.quantity_input import QuantityInput

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from budgetdsl.units import format_count
+from budgetdsl.humanize import si
 
 _TIME_TICKS = ((1.0, "1s"), (10.0, "10s"), (60.0, "1m"), (600.0, "10m"), (3600.0, "1h"),
                (6 * 3600.0, "6h"), (86400.0, "1d"), (7 * 86400.0, "1w"), (30 * 86400.0, "30d"),
@@ -17,7 +17,7 @@ def label(value: float, kind: str) -> str:
     if kind == "flops":
         mant, exp = f"{value:.0e}".split("e")
         return f"{mant}e{int(exp)}"
-    return format_count(value)
+    return si(value)
 
 
 def ticks(lo: float, hi: float, kind: str, room: int = 6) -> list[tuple[float, str]]:

@@ -6,7 +6,7 @@ import textwrap
 
 from rich.text import Text
 
-from budgetdsl.report import data, human
+from budgetdsl.humanize import data, human
 from budgetdsl.solution import Constraint, Solution
 from tui.widgets.text_panel import TextPanel
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from budgetdsl.report import human, si
+from budgetdsl.humanize import human, si
 from budgetdsl.solution import Solution
 from tui.widgets.text_panel import TextPanel
 
