@@ -180,12 +180,29 @@ def field_spec(path: Path, model: type[BaseModel] = Plan) -> QuantitySpec | type
             if last:
                 return QuantitySpec(DIMENSIONLESS, integer=True)
             inner = GpuRange
+        item = _list_item_model(info.annotation)
+        if item is not None and not last and isinstance(path[i + 1], int):
+            if i + 1 == len(path) - 1:
+                return item
+            return field_spec(path[i + 2:], item)
         if not _is_model(inner):
             return None
         if last:
             return inner
         model = inner
     return model
+
+
+def _list_item_model(annotation: Any) -> type[BaseModel] | None:
+    """The model X of a `list[X]` (also inside a union such as `"auto" | list[X] | None`)."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _list_item_model(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return next((m for a in typing.get_args(annotation) if (m := _list_item_model(a))), None)
+    if typing.get_origin(annotation) is list:
+        (arg,) = typing.get_args(annotation)
+        return arg if _is_model(arg) else None
+    return None
 
 
 @dataclass
@@ -207,9 +224,12 @@ class _Evaluator:
     def raw(self, path: Path) -> Any:
         node: Any = self.source.data
         for key in path:
-            if not isinstance(node, dict) or key not in node:
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+                node = node[key]
+            else:
                 raise KeyError(path)
-            node = node[key]
         return node
 
     def value_of(self, path: Path, spec: QuantitySpec) -> Quantity | _Failed:
@@ -287,6 +307,8 @@ class _Evaluator:
                 spec = field_spec((*path, key))
                 if isinstance(value, dict):  # a section, or a GPU range {min, max, step}
                     out[key] = self.run(value, (*path, key))
+                elif isinstance(value, list):  # a list of sections, e.g. batch-schedule stages
+                    out[key] = [self.run(item, (*path, key, i)) for i, item in enumerate(value)]
                 elif isinstance(spec, QuantitySpec):
                     out[key] = self.final(self.value_of((*path, key), spec), (*path, key), spec)
                 else:
@@ -347,7 +369,7 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> Path:
         elif isinstance(node, list) and isinstance(key, int) and key < len(node):
             out.append(key)
             node = node[key]
-        elif last or isinstance(node, dict) and key not in ("count", "range"):
+        elif last or isinstance(node, dict) and key not in ("count", "range", "auto", "stages"):
             out.append(key)
         # else: a union tag; skip it
     return tuple(out)
@@ -380,7 +402,7 @@ def _diagnostics(exc: ValidationError, source: MergedSource, data: dict[str, Any
                                   f"missing required key '{path[-1]}' in {_describe(parent)}",
                                   _field_help(path)))
         elif kind == "plan_rule":
-            sub = tuple(p for p in str(ctx.get("path", "")).split(".") if p)
+            sub = tuple(int(p) if p.isdigit() else p for p in str(ctx.get("path", "")).split(".") if p)
             full = (*path, *sub)
             out.append(Diagnostic(source.locate(full, key=bool(sub)), "plan-rule", err["msg"],
                                   ctx.get("hint") or None))
@@ -393,6 +415,8 @@ def _diagnostics(exc: ValidationError, source: MergedSource, data: dict[str, Any
 def _leaves(value: Any) -> list[Any]:
     if isinstance(value, dict):
         return [x for v in value.values() for x in _leaves(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _leaves(v)]
     return [value]
 
 

@@ -269,11 +269,42 @@ class Noise(_Section):
         return self
 
 
+class Stage(_Section):
+    """One stage of a batch-size schedule: this global batch until this fraction of the run."""
+
+    until: Fraction("End of the stage as a fraction of the run's tokens, e.g. '25%'; the last "
+                    "stage ends at 100%.")
+    batch: Count("Global batch in tokens during the stage.", gt=0)
+
+
 class Run(_Section):
-    """A pinned configuration to evaluate instead of optimizing."""
+    """A pinned configuration to evaluate instead of optimizing, or a batch-size schedule."""
 
     batch: Count("Global batch in tokens.", gt=0, optional=True)
     micro_batch: Integer("Sequences per device per micro-step.", gt=0, optional=True)
+    batch_schedule: Annotated[
+        Union[Annotated[Literal["auto"], Tag("auto")], Annotated[list[Stage], Tag("stages")]],
+        Discriminator(lambda v: "stages" if isinstance(v, list) else "auto"),
+    ] | None = Field(
+        None, description="A batch-size ramp: 'auto' plans it from the calibration's "
+        "B_noise trajectory (needs noise.calibration), or a list of stages {until, batch}.")
+    ramp_stages: Integer("Stages of an 'auto' batch schedule.", gt=0, le=64, default=4)
+    ramp_x: _quantity(DIMENSIONLESS, "The batch of an 'auto' schedule tracks ramp_x × B_noise.",
+                      gt=0, default=1.0)
+
+    @model_validator(mode="after")
+    def _stages(self) -> "Run":
+        if isinstance(self.batch_schedule, list):
+            if not self.batch_schedule:
+                raise PlanRuleError("batch_schedule", "a batch schedule needs at least one stage")
+            ends = [s.until for s in self.batch_schedule]
+            for i in range(1, len(ends)):
+                if ends[i] <= ends[i - 1]:
+                    raise PlanRuleError(f"batch_schedule.{i}.until", "stages must end in increasing order")
+            if abs(ends[-1] - 1.0) > 1e-12:
+                raise PlanRuleError(f"batch_schedule.{len(ends) - 1}.until",
+                                    "the last stage must end at 100% of the run")
+        return self
 
 
 class Objective(StrEnum):
@@ -324,6 +355,11 @@ class Plan(_Section):
 
     @model_validator(mode="after")
     def _split(self) -> "Plan":
+        if (self.run is not None and self.run.batch_schedule == "auto"
+                and self.noise.calibration is None):
+            raise PlanRuleError("run.batch_schedule", "batch_schedule: auto plans the ramp from a "
+                                "calibration's B_noise trajectory; set noise.calibration",
+                                "or give the stages: [{until: 25%, batch: 1M}, {until: 100%, batch: 4M}]")
         hw, m = self.hardware, self.model
         if m.heads is not None and m.heads % hw.tensor_parallel:
             raise PlanRuleError("hardware.tensor_parallel", f"heads ({m.heads}) must be divisible by "
