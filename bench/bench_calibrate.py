@@ -102,7 +102,7 @@ def main() -> None:
     corpus = stdlib_corpus(1_000_000 if q else 8_000_000)
     cfg = gpt_config(model_name, vocab_size=corpus.vocab_size)
     model = GPT(cfg)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95))  # the default run's
     sample = TokenSampler(corpus.train, cfg.block_size)
     gen = torch.Generator().manual_seed(0)
     draw = lambda: [sample(micro_batch, gen) for _ in range(accum)]  # noqa: E731

@@ -72,12 +72,12 @@ class Stepper:
             loss_sum += loss.detach().double()
         distributed.all_reduce_mean_(self.ctx, self.acc.flats())  # the big batch: all replicas
         norms = self.acc.finish()
-        f64 = dict(dtype=torch.float64, device=dev)
+        f64 = dict(dtype=torch.float64, device=dev)  # torch.full: a fill kernel, no host copy
         scalars = torch.stack([
             norms.sq_small_sum,
-            torch.tensor(float(norms.n_small), **f64),
+            torch.full((), float(norms.n_small), **f64),
             loss_sum,
-            torch.tensor(1.0 if stop_requested else 0.0, **f64),
+            torch.full((), 1.0 if stop_requested else 0.0, **f64),
             norms.sq_big / self.ctx.world_size,  # identical on every replica: the sum restores it
         ])
         reduced = distributed.all_reduce_sum(self.ctx, scalars).tolist()  # one sync per step

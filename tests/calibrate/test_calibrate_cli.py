@@ -229,3 +229,17 @@ def test_text_folder_and_token_files(cli, tmp_path):
         assert cal.provenance.data.kind == kind and cal.provenance.data.vocab_size == vocab
         assert cal.provenance.model.config["vocab_size"] == vocab
     assert json.loads((tmp_path / "text.json").read_text())["provenance"]["data"]["files"] == 12
+
+
+def test_recorded_command_reproduces_the_run(cli, tmp_path):
+    first = tmp_path / "first.json"
+    argv = ["calibrate", "--quick", "--steps", "6", "--lr", "0.01", "--grad-clip", "0", "--data-mb", "0.5",
+            "--quiet", "--out", str(first)]
+    assert cli(argv) == 0
+    cal = load_calibration(first)
+    command = cal.provenance.command
+    assert command[:2] == ["budgetdsl", "calibrate"]
+    assert "--grad-clip" in command and "--data-mb" in command and "--quick" not in command
+    again = tmp_path / "again.json"
+    assert cli([*command[1:], "--quiet", "--out", str(again)]) == 0
+    assert load_calibration(again).raw == cal.raw

@@ -3,12 +3,14 @@
 import math
 import random
 
-import numpy as np
 import pytest
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from calibrate.noise import (
+np = pytest.importorskip("numpy")  # the calibrate extra
+
+from calibrate.noise import (  # noqa: E402
     BiasCorrectedEMA,
     NoiseScaleTracker,
     ema_weights,
