@@ -6,6 +6,7 @@ Modules, one concept each (the model never imports the loop):
     factory      `--model`/`--data` resolution, including users' own `module:function` factories
     noise        the two-batch-size estimator, smoothing and its confidence interval (no torch)
     gradients    accumulation that yields each micro-batch's squared gradient norm
+    step         one optimizer step that measures (shared by the loop and bench/)
     distributed  torchrun: replicas as small batches, the all-reduced gradient as the big one
     fit          B_crit(L) = B*/L^(1/alpha) over the trajectory
     hardware     device, throughput and memory profile

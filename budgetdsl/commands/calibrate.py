@@ -128,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"budgetdsl calibrate: error: {exc}", file=sys.stderr)
         return EXIT_INVALID
+    except OSError as exc:  # an unwritable --out, a full disk: say which file, no traceback
+        print(f"budgetdsl calibrate: error: {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INVALID
     if outcome.status == "failed":
         print(f"budgetdsl calibrate: error: {outcome.calibration.stop_reason}", file=sys.stderr)
         print(f"  a partial calibration was written to {outcome.path}", file=sys.stderr)

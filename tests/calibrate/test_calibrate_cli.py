@@ -243,3 +243,11 @@ def test_recorded_command_reproduces_the_run(cli, tmp_path):
     again = tmp_path / "again.json"
     assert cli([*command[1:], "--quiet", "--out", str(again)]) == 0
     assert load_calibration(again).raw == cal.raw
+
+
+def test_unwritable_output_is_reported_without_a_traceback(cli, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    assert cli(["calibrate", "--quick", "--steps", "2", "--quiet", "--out", str(blocker / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("budgetdsl calibrate: error: ") and "Traceback" not in err
