@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -121,7 +122,7 @@ def test_ctrl_c_on_a_real_process(tmp_path):
         for _ in range(600):  # wait (at most 60 s) until training is under way
             if ckpt.exists() or proc.poll() is not None:
                 break
-            subprocess.run(["sleep", "0.1"])
+            time.sleep(0.1)
         assert ckpt.exists(), proc.stderr.read() if proc.poll() is not None else "no checkpoint"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
