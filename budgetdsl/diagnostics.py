@@ -10,8 +10,9 @@ A plan file comes from a pull request, so a problem must say *where* (file:line:
 from __future__ import annotations
 
 import difflib
+import sys
 from dataclasses import asdict, dataclass
-from typing import Iterable
+from typing import Iterable, TextIO
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -58,6 +59,11 @@ class PlanError(Exception):
         unique = {d.format(): d for d in diagnostics}  # keep each distinct problem once
         self.diagnostics: list[Diagnostic] = sorted(unique.values(), key=Diagnostic.sort_key)
         super().__init__("\n".join(d.format() for d in self.diagnostics))
+
+    def report(self, stream: TextIO | None = None) -> None:
+        """Print every diagnostic, one after another, to stderr (or `stream`)."""
+        for d in self.diagnostics:
+            print(d.format(), file=stream or sys.stderr)
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:

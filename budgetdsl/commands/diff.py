@@ -62,8 +62,7 @@ def _files_diff(args: argparse.Namespace):
     try:
         before = _solved(old)
     except PlanError as exc:
-        for d in exc.diagnostics:
-            print(d.format(), file=sys.stderr)
+        exc.report()
         return None
     try:
         after = _solved(new)

@@ -40,8 +40,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         plan = load_plan(args.plan)
     except PlanError as exc:
-        for d in exc.diagnostics:
-            print(d.format(), file=sys.stderr)
+        exc.report()
         return EXIT_INVALID
     except OSError as exc:
         print(f"{args.plan}: error[io]: {exc.strerror or exc}", file=sys.stderr)

@@ -64,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             solution = solve(load_plan(path))
         except PlanError as exc:
-            for d in exc.diagnostics:
-                print(d.format(), file=sys.stderr)
+            exc.report()
             code = EXIT_INVALID
             continue
         except OSError as exc:

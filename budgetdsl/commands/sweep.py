@@ -80,8 +80,7 @@ def run(args: argparse.Namespace) -> int:
         settings = [parse_setting(text) for text in args.set]
         rows = sweep(read_merged(args.plan), settings)
     except PlanError as exc:
-        for d in exc.diagnostics:
-            print(d.format(), file=sys.stderr)
+        exc.report()
         return 2
     render = {"text": render_table, "json": render_json, "csv": render_csv}[args.format]
     sys.stdout.write(render(rows, settings))
