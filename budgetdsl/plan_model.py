@@ -223,7 +223,7 @@ class Target(_Section):
         if self.min_tokens is not None:
             for key in ("tokens", "at_batch"):
                 if getattr(self, key) is not None:
-                    raise PlanRuleError(key, f"give either min_tokens or tokens with at_batch, not both")
+                    raise PlanRuleError(key, "give either min_tokens or tokens with at_batch, not both")
         elif self.tokens is None and self.at_batch is None:
             raise PlanRuleError("", "give tokens with at_batch, or min_tokens")
         elif self.tokens is None:

@@ -20,8 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from budgetdsl.cost_model import (CostModel, ShapeUnknown, Split, build_cost_model, launchable_counts,
-                                  plan_split)
+from budgetdsl.cost_model import (CostModel, ShapeUnknown, Split, build_cost_model, launchable_counts)
 from budgetdsl.frontier import Frontier, frontier_from_target
 from budgetdsl.noise_source import NoiseEstimate, noise_estimate, plan_error
 from budgetdsl.placement import (INF, LIMIT_NAMES, Config, Limits, Placement, evaluate, place, score)

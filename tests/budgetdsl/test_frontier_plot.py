@@ -1,7 +1,6 @@
 """The frontier picture: the curve is the frontier, the arc is what the limits allow, and the SVG
 is byte-for-byte reproducible (it is committed next to plans)."""
 
-import math
 import pathlib
 
 import pytest

@@ -6,7 +6,6 @@ import io
 import json
 from contextlib import redirect_stdout
 
-import pytest
 
 from budgetdsl.cli import main as cli
 from budgetdsl.plan_loader import load_plan

@@ -1,0 +1,135 @@
+"""Turn pydantic's validation errors into located diagnostics with messages people read.
+
+Each error's `loc` is looked up in the positions the YAML reader recorded (closest ancestor as
+fallback; a missing key points at its parent), and messages are rewritten by pydantic's error
+`type`, never by matching its message text, which changes between pydantic versions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from budgetdsl.diagnostics import Diagnostic, did_you_mean
+from budgetdsl.plan_model import Plan, QuantitySpec
+from budgetdsl.plan_schema import field_help, field_spec
+from budgetdsl.plan_source import MergedSource
+from budgetdsl.plan_values import Failed
+from budgetdsl.units import BASE_UNIT, DIMENSIONLESS, EXAMPLES
+from budgetdsl.yaml_source import Path
+
+
+def _clean_loc(loc: tuple[Any, ...], data: Any) -> Path:
+    """Drop pydantic's union tags (`count`, `range`) from a loc, keeping the real path."""
+    out: list[Any] = []
+    node = data
+    for i, key in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(node, dict) and key in node:
+            out.append(key)
+            node = node[key]
+        elif isinstance(node, list) and isinstance(key, int) and key < len(node):
+            out.append(key)
+            node = node[key]
+        elif last or isinstance(node, dict) and key not in ("count", "range", "auto", "stages"):
+            out.append(key)
+        # else: a union tag; skip it
+    return tuple(out)
+
+
+def _describe(path: Path) -> str:
+    return "the top level" if not path else f"'{'.'.join(map(str, path))}'"
+
+
+def validation_diagnostics(exc: ValidationError, source: MergedSource, data: dict[str, Any]) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    for err in exc.errors(include_url=False):
+        path = _clean_loc(err["loc"], data)
+        kind = err["type"]
+        value = err.get("input")
+        if isinstance(value, Failed) or any(isinstance(v, Failed) for v in _leaves(value)):
+            continue  # already reported where it failed
+        ctx = err.get("ctx") or {}
+        if kind == "extra_forbidden":
+            parent = path[:-1]
+            spec = field_spec(parent) if parent else Plan
+            allowed = list(spec.model_fields) if isinstance(spec, type) else []
+            out.append(Diagnostic(source.locate(path, key=True), "unknown-key",
+                                  f"unknown key '{path[-1]}' in {_describe(parent)}",
+                                  did_you_mean(str(path[-1]), allowed) or
+                                  (f"allowed keys: {', '.join(allowed)}" if allowed else None)))
+        elif kind == "missing":
+            parent = path[:-1]
+            out.append(Diagnostic(source.locate(parent, key=True), "missing-key",
+                                  f"missing required key '{path[-1]}' in {_describe(parent)}",
+                                  field_help(path)))
+        elif kind == "plan_rule":
+            sub = tuple(int(p) if p.isdigit() else p for p in str(ctx.get("path", "")).split(".") if p)
+            full = (*path, *sub)
+            out.append(Diagnostic(source.locate(full, key=bool(sub)), "plan-rule", err["msg"],
+                                  ctx.get("hint") or None))
+        else:
+            out.append(Diagnostic(source.locate(path), _CODES.get(kind, "invalid-value"),
+                                  _message(kind, err, path), _hint(kind, path)))
+    return out
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _leaves(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _leaves(v)]
+    return [value]
+
+
+_CODES = {
+    "greater_than": "out-of-range", "greater_than_equal": "out-of-range", "less_than": "out-of-range",
+    "less_than_equal": "out-of-range", "enum": "invalid-choice", "literal_error": "invalid-choice",
+    "string_type": "wrong-type", "int_type": "wrong-type", "float_type": "wrong-type",
+    "bool_type": "wrong-type", "model_type": "wrong-type", "dict_type": "wrong-type",
+    "finite_number": "out-of-range", "string_too_short": "invalid-value", "string_too_long": "invalid-value",
+    "model_attributes_type": "wrong-type", "union_tag_invalid": "wrong-type",
+}
+
+
+def _show(value: Any, path: Path = ()) -> str:
+    spec = field_spec(path) if path else None
+    if isinstance(spec, QuantitySpec) and spec.dim != DIMENSIONLESS and isinstance(value, (int, float)):
+        from budgetdsl.humanize import quantity
+
+        return quantity(float(value), spec.dim)
+    if isinstance(value, float):
+        return f"{value:g}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _message(kind: str, err: Any, path: Path) -> str:
+    ctx, value = err.get("ctx") or {}, err.get("input")
+    bounds = {"greater_than": ("greater than", "gt"), "greater_than_equal": ("at least", "ge"),
+              "less_than": ("less than", "lt"), "less_than_equal": ("at most", "le")}
+    if kind in bounds:
+        word, key = bounds[kind]
+        return f"must be {word} {_show(ctx.get(key), path)}, got {_show(value, path)}"
+    if kind in ("enum", "literal_error"):
+        return f"{_show(value)} is not one of {ctx.get('expected', '')}"
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        return f"{_describe(path)} must be a mapping of keys to values, got {_show(value)}"
+    if kind == "string_type":
+        return f"expected text, got {_show(value)}"
+    if kind in ("int_type", "float_type"):
+        return f"expected a number, got {_show(value)}"
+    if kind == "bool_type":
+        return f"expected true or false, got {_show(value)}"
+    if kind == "finite_number":
+        return "must be a finite number"
+    return f"{err['msg']}, got {_show(value)}"
+
+
+def _hint(kind: str, path: Path) -> str | None:
+    spec = field_spec(path) if path else None
+    if isinstance(spec, QuantitySpec) and kind in _CODES and _CODES[kind] == "wrong-type":
+        unit = BASE_UNIT.get(spec.dim) or ""
+        return f"write a number{' in ' + unit if unit else ''} or an expression such as {EXAMPLES[spec.dim]!r}"
+    return None

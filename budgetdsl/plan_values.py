@@ -1,0 +1,154 @@
+"""Evaluate a plan document's values: every quantity field to a number in base units.
+
+Runs over the merged document (after `extends`), so a value in a base plan may refer to a field
+the child sets (late binding). References are resolved on demand with cycle detection; every
+problem becomes a located diagnostic, and a value that failed is marked `Failed` so that
+validation does not report it twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from budgetdsl.diagnostics import Diagnostic, Location, did_you_mean
+from budgetdsl.expressions import ExpressionError, Quantity, evaluate
+from budgetdsl.plan_model import QuantitySpec
+from budgetdsl.plan_schema import default_of, field_spec, numeric_paths
+from budgetdsl.plan_source import MergedSource
+from budgetdsl.units import DIMENSIONLESS, EXAMPLES, dim_name
+from budgetdsl.yaml_source import Path
+
+
+@dataclass
+class Failed:
+    """A value that did not evaluate; its diagnostic is already recorded."""
+
+
+class _Evaluator:
+    def __init__(self, source: MergedSource):
+        self.source = source
+        self.done: dict[Path, Quantity | Failed] = {}
+        self.active: list[Path] = []
+        self.problems: list[Diagnostic] = []
+
+    def at(self, path: Path, col: int) -> Location:
+        loc = self.source.locate(path)
+        return Location(loc.file, loc.line, loc.col + col)
+
+    def raw(self, path: Path) -> Any:
+        node: Any = self.source.data
+        for key in path:
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+                node = node[key]
+            else:
+                raise KeyError(path)
+        return node
+
+    def value_of(self, path: Path, spec: QuantitySpec) -> Quantity | Failed:
+        if path in self.done:
+            return self.done[path]
+        raw = self.raw(path)
+        self.active.append(path)
+        try:
+            q = self._evaluate(raw, path, spec)
+        finally:
+            self.active.pop()
+        self.done[path] = q
+        return q
+
+    def _evaluate(self, raw: Any, path: Path, spec: QuantitySpec) -> Quantity | Failed:
+        if isinstance(raw, bool) or raw is None or not isinstance(raw, (int, float, str)):
+            return Quantity(raw)  # type: ignore[arg-type] - left for pydantic to reject, located
+        if isinstance(raw, (int, float)):
+            q = Quantity(float(raw))
+        else:
+            def resolve(ref: str, col: int) -> Quantity:
+                return self.reference(ref, col, path)
+            try:
+                q = evaluate(raw, resolve)
+            except _RefFailed:
+                return Failed()
+            except ExpressionError as exc:
+                self.problems.append(Diagnostic(self.at(path, exc.column), exc.code, exc.message, exc.hint))
+                return Failed()
+        if q.dim != DIMENSIONLESS and q.dim != spec.dim:
+            expected = dim_name(spec.dim)
+            self.problems.append(Diagnostic(
+                self.at(path, 0), "dimension", f"expected {expected}, got {dim_name(q.dim)}",
+                f"e.g. {EXAMPLES[spec.dim]!r}" if spec.dim in EXAMPLES else None))
+            return Failed()
+        return q
+
+    def reference(self, ref: str, col: int, origin: Path) -> Quantity:
+        path: Path = tuple(ref.split("."))
+        spec = field_spec(path)
+        if not isinstance(spec, QuantitySpec):
+            self.problems.append(Diagnostic(
+                self.at(origin, col), "reference", f"{ref!r} is not a numeric field of the plan",
+                did_you_mean(ref, numeric_paths())))
+            raise _RefFailed
+        if path in self.active:
+            cycle = " -> ".join(".".join(map(str, p)) for p in [*self.active[self.active.index(path):], path])
+            self.problems.append(Diagnostic(self.at(origin, col), "reference-cycle",
+                                            f"values refer to each other in a cycle: {cycle}"))
+            raise _RefFailed
+        try:
+            q = self.value_of(path, spec)
+        except KeyError:
+            default = default_of(path)
+            if default is None:
+                self.problems.append(Diagnostic(self.at(origin, col), "reference",
+                                                f"{ref!r} is not set in this plan"))
+                raise _RefFailed from None
+            return Quantity(float(default), spec.dim)
+        if isinstance(q, Failed):
+            raise _RefFailed
+        if not isinstance(q.value, (int, float)) or isinstance(q.value, bool):
+            self.problems.append(Diagnostic(self.at(origin, col), "reference",
+                                            f"{ref!r} is not a number here ({q.value!r})"))
+            raise _RefFailed
+        if isinstance(q.value, float) and q.dim == DIMENSIONLESS:
+            return Quantity(q.value, spec.dim)  # a plain number carries its field's unit
+        return q
+
+    def run(self, node: Any, path: Path) -> Any:
+        """The document with every quantity replaced by its value in base units."""
+        if isinstance(node, dict):
+            out = {}
+            for key, value in node.items():
+                spec = field_spec((*path, key))
+                if isinstance(value, dict):  # a section, or a GPU range {min, max, step}
+                    out[key] = self.run(value, (*path, key))
+                elif isinstance(value, list):  # a list of sections, e.g. batch-schedule stages
+                    out[key] = [self.run(item, (*path, key, i)) for i, item in enumerate(value)]
+                elif isinstance(spec, QuantitySpec):
+                    out[key] = self.final(self.value_of((*path, key), spec), (*path, key), spec)
+                else:
+                    out[key] = value
+            return out
+        return node
+
+    def final(self, q: Quantity | Failed, path: Path, spec: QuantitySpec) -> Any:
+        if isinstance(q, Failed):
+            return Failed()
+        value = q.value
+        if spec.integer and isinstance(value, float):
+            if value != int(value):
+                self.problems.append(Diagnostic(self.at(path, 0), "not-integer",
+                                                f"expected a whole number, got {value:g}"))
+                return Failed()
+            return int(value)
+        return value
+
+
+class _RefFailed(Exception):
+    pass
+
+
+def evaluate_document(source: MergedSource) -> tuple[dict[str, Any], list[Diagnostic]]:
+    """The document with every quantity in base units, and the problems found on the way."""
+    evaluator = _Evaluator(source)
+    return evaluator.run(source.data, ()), evaluator.problems
