@@ -232,7 +232,12 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
             split.recompute, "flash attention" if split.flash_attention else "no recomputation")
         act_coef = Coef(act, "B/sequence", DERIVED,
                         f"{formula} per layer ({why}; Korthikanti et al. 2022) × L/p / t")
-    reserve = RESERVE_FRACTION * memory.value
+    if hw.memory_reserve is not None:
+        reserve_coef = Coef(hw.memory_reserve, "B", DECLARED, "hardware.memory_reserve")
+    else:
+        reserve_coef = Coef(RESERVE_FRACTION * memory.value, "B", DEFAULT,
+                            f"{RESERVE_FRACTION:.0%} of device memory")
+    reserve = reserve_coef.value
 
     coefs["flops_per_token"] = f
     coefs["peak_flops"] = peak
@@ -250,7 +255,7 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
     coefs["optimizer_bytes"] = Coef(optimizer, "B", DERIVED,
                                     "12 B/param / (t·p)" + (" / dp (ZeRO-1+)" if split.zero >= 1 else ""))
     coefs["activation_bytes_per_sequence"] = act_coef
-    coefs["reserve_bytes"] = Coef(reserve, "B", DEFAULT, f"{RESERVE_FRACTION:.0%} of device memory")
+    coefs["reserve_bytes"] = reserve_coef
     cm = CostModel(
         gpus=gpus, split=split, data_parallel=dp, seq_len=m.seq_len, params=m.params,
         flops_per_token=f.value, peak_flops=peak.value, mfu=mfu.value, memory_per_device=memory.value,

@@ -150,6 +150,9 @@ class Hardware(_Section):
     memory_per_device: _quantity(DATA, "Memory per GPU, overriding the preset.", gt=0, optional=True)
     peak_flops: _quantity(FLOP_RATE, "Peak dense bf16 FLOP/s per GPU, overriding the preset.",
                           gt=0, optional=True)
+    memory_reserve: _quantity(DATA, "Memory per GPU kept free for the CUDA context, communication "
+                              "buffers and fragmentation; default 10% of memory_per_device.", ge=0,
+                              optional=True)
     mfu: Fraction("Model FLOPs utilization u: achieved / peak FLOP/s.", default=0.4)
     network: _quantity(BANDWIDTH, "Per-GPU inter-node bandwidth for the gradient all-reduce, "
                        "overriding the preset's reference system.", gt=0, optional=True)

@@ -100,3 +100,14 @@ def test_unknown_shape_is_a_located_plan_error():
     (d,) = exc.value.diagnostics
     assert d.code == "shape-unknown"
     assert "model.layers and model.d_model" in d.message and "activation_bytes_per_token" in d.message
+
+
+def test_a_declared_memory_reserve_replaces_the_default():
+    default = build_cost_model(make_plan(), 1024)
+    assert default.reserve_bytes == pytest.approx(RESERVE_FRACTION * 80 * GiB)
+    assert default.coefficients["reserve_bytes"].origin == "default"
+    declared = build_cost_model(make_plan(hardware={"memory_reserve": 2 * GiB}), 1024)
+    assert declared.coefficients["reserve_bytes"].origin == "declared"
+    assert declared.memory_at(1) - default.memory_at(1) == pytest.approx(2 * GiB - RESERVE_FRACTION * 80 * GiB)
+    free = 80 * GiB - 2 * GiB - declared.static_bytes
+    assert declared.micro_batch_max == int(free // declared.activation_bytes_per_sequence)
