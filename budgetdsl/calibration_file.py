@@ -161,6 +161,94 @@ class HardwareProfile(_Model):
     memory: list[MemoryPoint] = []  # CUDA only: peak memory of forward+backward per micro-batch
 
 
+class SweepRun(_Model):
+    """One training run of a frontier sweep: a constant batch, trained from the shared start until
+    the held-out loss reaches the sweep's target (or `max_steps`)."""
+
+    batch_examples: int
+    batch_tokens: int
+    micro_batch_examples: int  # B_small of the B_simple estimator in this run
+    lr: float  # constant after warmup
+    lr_multiplier: float  # of the lr rule's value (a point of --lr-grid; 1 without a grid)
+    best: bool  # the run whose steps-to-target represents this batch (fewest steps of the grid)
+    reached: bool
+    steps_run: int
+    steps_to_target: float | None  # updates until the held-out loss crosses the target, interpolated
+    examples_to_target: float | None
+    tokens_to_target: float | None
+    final_loss: float  # held-out loss at the last evaluation
+    eval_steps: list[int]  # held-out loss after this many updates
+    eval_losses: list[float]
+    # B_simple measured in this run (McCandlish appendix A), over the last quarter of the steps
+    # before the target: mean tr Sigma over mean |G|^2, in examples; None when |G|^2 <= 0.
+    grad_sq: float | None
+    trace_sigma: float | None
+    b_simple: float | None
+    # B_simple averaged over the whole run, each step weighted by its share of S_min,
+    # dS_min = dS / (1 + B_noise/B) (McCandlish eq. 2.11 read locally): what B_crit averages.
+    b_simple_run_mean: float | None
+    seconds: float
+    steps_skipped: int = 0
+    note: str | None = None  # why the run stopped early, or did not reach the target
+
+
+class SweepFit(_Model):
+    """S = S_min + E_min/B fitted to the best run of each batch that reached the target
+    (budgetdsl.frontier_fit: least squares in log space)."""
+
+    form: Literal["S = S_min + E_min/B"] = "S = S_min + E_min/B"
+    s_min: float  # steps
+    e_min_examples: float
+    e_min_tokens: float
+    b_crit_examples: float  # E_min / S_min
+    b_crit_tokens: float
+    b_crit_rel_se: float  # standard error of ln B_crit
+    b_crit_ci_low_tokens: float
+    b_crit_ci_high_tokens: float
+    confidence: float
+    cov: tuple[tuple[float, float], tuple[float, float]]  # of (ln S_min, ln E_min)
+    n_points: int
+    dof: int
+    rms_residual: float  # of ln S
+    residuals: list[float]  # ln S measured − ln S fitted, one per point, batches ascending
+
+
+class SweepComparison(_Model):
+    """B_crit measured by the sweep beside B_simple measured in the same runs."""
+
+    b_simple_examples: float | None  # pooled over the runs, near the target loss
+    b_simple_tokens: float | None
+    b_simple_ci_low: float | None  # examples; None: unbounded
+    b_simple_ci_high: float | None
+    b_simple_run_mean_examples: float | None  # mean over runs of b_simple_run_mean
+    ratio: float | None  # B_crit / B_simple (at the target)
+    ratio_run_mean: float | None  # B_crit / B_simple averaged over training
+
+
+class Sweep(_Model):
+    """A direct measurement of the frontier: runs at several batches to one held-out loss."""
+
+    target_loss: float
+    target_from: Literal["given", "pilot"]  # --target-loss, or the pilot run's final loss
+    lr_rule: Literal["sqrt", "linear", "none"]
+    lr_base: float
+    lr_base_batch: int  # examples at which lr_base applies; lr(B) = lr_base · rule(B / base)
+    lr_grid: list[float]  # multipliers tried at every batch
+    warmup_steps: int
+    max_steps: int
+    batches: list[int]  # examples
+    tokens_per_example: int
+    runs: list[SweepRun]
+    fit: SweepFit | None
+    fit_error: str | None = None
+    comparison: SweepComparison | None = None
+    seconds: float
+    interrupted: bool = False
+
+    def best_runs(self) -> list[SweepRun]:
+        return [r for r in self.runs if r.best]
+
+
 class CalibrationFile(_Model):
     schema_version: Literal[1] = SCHEMA_VERSION
     interrupted: bool = False  # stopped early (Ctrl-C, or a failed measurement): a partial file
@@ -172,20 +260,31 @@ class CalibrationFile(_Model):
     fit_error: str | None = None  # why there is no fit
     summary: Summary | None
     hardware: HardwareProfile
-    # Reserved for a direct measurement of the frontier (runs at several batch sizes to one loss,
-    # fit S = S_min + E_min/B); a later version of the schema gives it a structure.
-    sweep: dict[str, Any] | None = None
+    # A direct measurement of the frontier (`budgetdsl calibrate sweep`): runs at several batch
+    # sizes to one loss, the fit S = S_min + E_min/B, and B_crit beside B_simple.
+    sweep: Sweep | None = None
 
-    def b_crit_tokens_at(self, loss: float, extrapolate: bool = False) -> tuple[float, float]:
-        """(B_crit in tokens, relative 1-sigma uncertainty) at `loss` from the fitted law.
+    def b_crit_tokens_at(self, loss: float, extrapolate: bool = False,
+                         source: str = "b_simple") -> tuple[float, float]:
+        """(B_crit in tokens, relative 1-sigma uncertainty) at `loss`.
 
-        The uncertainty is the standard error of ln B_crit from the fit's covariance (≈ relative
-        error of B_crit); it grows away from the measured losses. Raises ValueError when `loss` is
+        source "b_simple": from the fitted law B*/L^(1/alpha) of the B_simple trajectory. The
+        uncertainty is the standard error of ln B_crit from the fit's covariance (≈ relative error
+        of B_crit); it grows away from the measured losses. Raises ValueError when `loss` is
         outside the measured range (with a small margin) unless `extrapolate`, and when the file
         has no fit and `loss` is not the one loss a fixed-weights calibration measured.
+
+        source "sweep": the frontier sweep's B_crit = E_min/S_min, measured at the sweep's target
+        loss. At another loss (with `extrapolate`) it is carried along the B_simple law, scaled
+        by the measured ratio: B_crit(L) = B_sweep · law(L) / law(L_target); the two relative
+        errors add in quadrature.
         """
         if not (isinstance(loss, (int, float)) and math.isfinite(loss) and loss > 0):
             raise ValueError(f"at_loss must be a positive number of nats, got {loss!r}")
+        if source == "sweep":
+            return self._sweep_b_crit(loss, extrapolate)
+        if source != "b_simple":
+            raise ValueError(f"unknown B_crit source {source!r} (b_simple or sweep)")
         if self.fit is None:
             return self._point_estimate(loss)
         f = self.fit
@@ -204,6 +303,29 @@ class CalibrationFile(_Model):
         var = vaa - 2.0 * x * vap + x * x * vpp  # d ln B / d(ln B*, 1/α) = (1, −ln L)
         return f.b_star_tokens / loss ** (1.0 / f.alpha), math.sqrt(max(var, 0.0))
 
+    def _sweep_b_crit(self, loss: float, extrapolate: bool) -> tuple[float, float]:
+        sw = self.sweep
+        if sw is None:
+            raise ValueError("this calibration file has no frontier sweep; run `budgetdsl calibrate "
+                             "sweep`, or use source: b_simple")
+        if sw.fit is None:
+            raise ValueError(f"this calibration's frontier sweep has no fit ({sw.fit_error})")
+        b, rel = sw.fit.b_crit_tokens, sw.fit.b_crit_rel_se
+        target = sw.target_loss
+        if abs(loss - target) <= RANGE_MARGIN_MIN * target:
+            return b, rel
+        if not extrapolate:
+            raise ValueError(
+                f"at_loss {loss:g} is not the loss the frontier sweep measured ({target:.4g} nats); "
+                f"set at_loss: {target:.4g}, or `extrapolate: true` to carry B_crit along this "
+                f"calibration's B_simple law ({FIT_FORM})")
+        if self.fit is None:
+            raise ValueError(f"cannot move the sweep's B_crit from loss {target:.4g} to {loss:g}: "
+                             f"this calibration has no B_simple law ({self.fit_error})")
+        law_here, rel_here = self.b_crit_tokens_at(loss, extrapolate=True)
+        law_there, _ = self.b_crit_tokens_at(target, extrapolate=True)
+        return b * law_here / law_there, math.hypot(rel, rel_here)
+
     def _point_estimate(self, loss: float) -> tuple[float, float]:
         s = self.summary
         why = f"this calibration has no fit ({self.fit_error or 'no usable trajectory'})"
@@ -217,9 +339,14 @@ class CalibrationFile(_Model):
         rel = (math.log(s.ci_high_tokens) - math.log(max(s.ci_low_tokens, 1e-300))) / (2 * _z(s.confidence))
         return s.b_simple_tokens, rel
 
-    def describe(self) -> str:
+    def describe(self, source: str = "b_simple") -> str:
         """One line for reports: where B_crit comes from."""
         p = self.provenance
+        if source == "sweep" and self.sweep is not None:
+            sw = self.sweep
+            n = len({r.batch_examples for r in sw.best_runs() if r.reached})
+            return (f"frontier sweep of {p.model.name} ({p.model.n_params:,} params) on {p.data.kind} "
+                    f"data: {n} batches to loss {sw.target_loss:.4g}, fit S = S_min + E_min/B, seed {p.seed}")
         return (
             f"B_simple calibration of {p.model.name} ({p.model.n_params:,} params) on {p.data.kind} "
             f"data, {len(self.raw.step)} steps, seed {p.seed}"

@@ -10,7 +10,6 @@ key that caused them.
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,22 +76,26 @@ def _from_calibration(plan: "Plan") -> NoiseEstimate:
     except (ValueError, OSError) as exc:
         raise plan_error(plan, ("noise", "calibration"), "calibration-invalid",
                          f"cannot read calibration {str(path)!r}: {exc}") from None
-    reader = cal.b_crit_tokens_at
-    kwargs: dict[str, Any] = {"extrapolate": noise.extrapolate}
-    if str(noise.source) != "b_simple":
-        if "source" not in inspect.signature(reader).parameters:
-            raise plan_error(plan, ("noise", "source"), "calibration-source",
-                             f"this calibration file has no {noise.source} measurement",
-                             "use source: b_simple")
-        kwargs["source"] = str(noise.source)
+    source_name = str(noise.source)
+    if source_name == "sweep" and cal.sweep is None:
+        raise plan_error(plan, ("noise", "source"), "calibration-source",
+                         f"calibration {str(path)!r} has no frontier sweep",
+                         "measure one with `budgetdsl calibrate sweep`, or use source: b_simple")
     try:
-        b_crit, rel = reader(float(noise.at_loss), **kwargs)
+        b_crit, rel = cal.b_crit_tokens_at(float(noise.at_loss), extrapolate=noise.extrapolate,
+                                           source=source_name)
     except ValueError as exc:
         raise plan_error(plan, ("noise", "at_loss"), "calibration-range", str(exc),
                          None if noise.extrapolate else "set noise.extrapolate: true to read "
                          "B_crit outside the calibrated range, at your own risk") from None
-    source = (f"calibration {path.name} ({noise.source}) at loss {noise.at_loss:g}"
-              + (" (extrapolated)" if noise.extrapolate else ""))
+    if source_name == "sweep":
+        sw = cal.sweep
+        moved = abs(float(noise.at_loss) - sw.target_loss) > 0.02 * sw.target_loss
+        source = (f"calibration {path.name} (sweep: {cal.describe('sweep')})"
+                  + (f", carried to loss {noise.at_loss:g} along the B_simple law" if moved else ""))
+    else:
+        source = (f"calibration {path.name} ({noise.source}) at loss {noise.at_loss:g}"
+                  + (" (extrapolated)" if noise.extrapolate else ""))
     if noise.uncertainty is not None:
         return NoiseEstimate(float(b_crit), source, noise.uncertainty, "noise.uncertainty")
     return NoiseEstimate(float(b_crit), source, float(rel) if rel else None, "calibration")

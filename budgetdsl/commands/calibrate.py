@@ -12,6 +12,7 @@ checkpoint for --resume are written).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -75,6 +76,218 @@ def register(subparsers) -> None:
     a("--resume", action="store_true", help="continue from <out>.ckpt.pt with the same settings")
     a("--quiet", action="store_true", help="no progress bar and no summary (errors still go to stderr)")
     p.set_defaults(handler=run)
+    sub = p.add_subparsers(dest="calibrate_command", metavar="{sweep}", required=False,
+                           title="measure the frontier directly")
+    _register_sweep(sub)
+
+
+def _batches(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 8,16,32, not {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("no batch sizes given")
+    return values
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, e.g. 0.5,1,2, not {text!r}") from None
+
+
+def _register_sweep(sub) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="train the proxy at several batch sizes to one loss and fit S = S_min + E_min/B",
+        description=(
+            "Measure the critical batch directly (McCandlish et al. 2018, eq. 2.11): train the proxy "
+            "from one start (seed, data order, held-out set) at several constant batch sizes until "
+            "its held-out loss reaches one target, fit S = S_min + E_min/B to the steps each needed, "
+            "and report B_crit = E_min/S_min beside the B_simple measured in the same runs. Writes a "
+            "calibration file whose `sweep` section plans read with `noise: {calibration: FILE, "
+            "source: sweep}`; the smallest batch's run is its B_simple calibration."),
+    )
+    a = p.add_argument
+    a("--out", type=Path, default=Path("sweep.json"), help="calibration file to write (default: %(default)s)")
+    a("--model", help=f"{GPT_SIZES} or a factory, as for `calibrate` (default: gpt-micro)")
+    a("--data", help="as for `calibrate` (default: stdlib)")
+    a("--batches", type=_batches, help="global batch sizes in examples (default: 8,16,32,64,128,256,512)")
+    a("--target-loss", type=float, help="held-out loss every run trains to (default: what the pilot reaches)")
+    a("--pilot-steps", type=int, help="steps of the smallest batch's run that sets the target (default: 600)")
+    a("--max-steps", type=int, help="bound on every run (default: 1.5 x --pilot-steps, or 2000 with --target-loss)")
+    a("--lr", type=float, help="learning rate at --lr-base-batch (default: 1e-3)")
+    a("--lr-rule", choices=("sqrt", "linear", "none"), help="lr(B) = lr (B/base)^p, p = 1/2, 1, 0 (default: sqrt, for Adam)")
+    a("--lr-base-batch", type=int, help="batch (examples) at which --lr applies (default: 32)")
+    a("--lr-grid", type=_floats, help="multipliers of the rule's lr tried at every batch; the fewest "
+      "steps to the target wins (default: 1, the rule alone)")
+    a("--warmup", type=int, help="linear warmup steps, then constant lr (default: 10)")
+    a("--optimizer", choices=("adamw", "sgd"), help="default: adamw")
+    a("--weight-decay", type=float, help="default: 0")
+    a("--grad-clip", type=float, help="clip the global gradient norm after measuring; 0 disables (default: 1.0)")
+    a("--seed", type=int, help="seed of the model init and the data order, shared by every run (default: 1337)")
+    a("--device", choices=("auto", "cpu", "cuda"), help="default: auto")
+    a("--amp", choices=("auto", "none", "bf16", "fp16"), help="default: auto")
+    a("--eval-batches", type=int, help="held-out micro-batches per evaluation (default: 8)")
+    a("--eval-micro", type=int, help="examples per held-out micro-batch (default: 32)")
+    a("--micro-max", type=int, help="largest B_small, examples (default: 64; B_small <= B/4)")
+    a("--reference-batch", type=int, help="the run whose B_simple trajectory the file keeps (default: the smallest batch)")
+    a("--data-mb", type=float, help="text corpora: megabytes to read (default: 2)")
+    a("--plot", type=Path, help="also draw the picture to this .svg or .png (needs the plot extra)")
+    a("--quick", action="store_true", help="a seconds-long sweep (gpt-nano, batches 4-64) to try the tool")
+    a("--quiet", action="store_true", help="print nothing but errors")
+    p.set_defaults(handler=run_sweep)
+
+
+_SWEEP_FIELDS = ("batches", "target_loss", "pilot_steps", "max_steps", "lr_rule", "lr_base_batch",
+                 "lr_grid", "warmup", "eval_micro", "micro_max", "reference_batch")
+_SWEEP_BASE_FIELDS = ("model", "data", "lr", "optimizer", "weight_decay", "grad_clip", "seed", "device",
+                      "amp", "eval_batches")
+
+
+def _sweep_config(args: argparse.Namespace):
+    from calibrate.sweep_config import QUICK, QUICK_BASE, SweepConfig
+
+    cfg = SweepConfig()
+    base = dict(QUICK_BASE) if args.quick else {}
+    base.update({k: getattr(args, k) for k in _SWEEP_BASE_FIELDS if getattr(args, k, None) is not None})
+    if args.data_mb is not None:
+        base["data_bytes"] = int(args.data_mb * 1_000_000)
+    if base.get("grad_clip") == 0:
+        base["grad_clip"] = None
+    values = dict(QUICK) if args.quick else {}
+    values.update({k: getattr(args, k) for k in _SWEEP_FIELDS if getattr(args, k, None) is not None})
+    return cfg.with_(base=cfg.base.with_(**base), **values)
+
+
+def _sweep_command(cfg) -> list[str]:
+    """The resolved settings as a command line that reproduces the sweep."""
+    b = cfg.base
+    argv = ["budgetdsl", "calibrate", "sweep", "--model", b.model, "--data", b.data,
+            "--batches", ",".join(map(str, cfg.batches))]
+    if cfg.target_loss is not None:
+        argv += ["--target-loss", f"{cfg.target_loss:g}"]
+    else:
+        argv += ["--pilot-steps", str(cfg.pilot_steps)]
+    argv += ["--max-steps", str(cfg.steps_limit), "--lr", f"{b.lr:g}", "--lr-rule", cfg.lr_rule,
+             "--lr-base-batch", str(cfg.lr_base_batch), "--warmup", str(cfg.warmup), "--seed", str(b.seed)]
+    if cfg.lr_grid != (1.0,):
+        argv += ["--lr-grid", ",".join(f"{m:g}" for m in cfg.lr_grid)]
+    if b.data_bytes is not None:
+        argv += ["--data-mb", f"{b.data_bytes / 1e6:g}"]
+    argv += ["--eval-batches", str(b.eval_batches), "--eval-micro", str(cfg.eval_micro)]
+    if b.optimizer != "adamw":
+        argv += ["--optimizer", b.optimizer]
+    return argv
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print(f"budgetdsl calibrate sweep: needs PyTorch; install the extra: {EXTRA_HINT}", file=sys.stderr)
+        return EXIT_INVALID
+    from calibrate.run import UsageError
+    from calibrate.sweep import sweep
+
+    prog = "budgetdsl calibrate sweep"
+    try:
+        cfg = _sweep_config(args)
+        cfg.validate()
+    except (TypeError, ValueError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.plot is not None and args.plot.suffix.lower() not in (".svg", ".png"):
+        print(f"{prog}: error: --plot {args.plot}: the picture is .svg or .png", file=sys.stderr)
+        return EXIT_INVALID
+    started = time.perf_counter()
+    log = None if args.quiet else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    try:
+        outcome = sweep(cfg, args.out, command=tuple(_sweep_command(cfg)), log=log)
+    except UsageError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except OSError as exc:
+        print(f"{prog}: error: {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INVALID
+    sw = outcome.calibration.sweep
+    if args.plot is not None:
+        try:
+            from budgetdsl.sweep_plot import draw
+
+            draw(sw, str(args.plot))
+        except ImportError:
+            print(f"{prog}: --plot needs matplotlib: pip install 'budgetdsl[plot]'", file=sys.stderr)
+            return EXIT_INVALID
+    if not args.quiet:
+        print(render_sweep(outcome.calibration, outcome.path, time.perf_counter() - started,
+                           plot=args.plot))
+    if outcome.status == "interrupted":
+        print(f"{prog}: interrupted; the runs measured so far are in {outcome.path}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if sw.fit is None:
+        print(f"{prog}: no frontier fit: {sw.fit_error}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def render_sweep(cal, path: Path, seconds: float, plot: Path | None = None) -> str:
+    """A plain-text report of a sweep: the runs, the fit, B_crit beside B_simple, the picture."""
+    from budgetdsl.humanize import si
+    from budgetdsl.sweep_plot import render_text
+
+    sw, p = cal.sweep, cal.provenance
+    tpe = sw.tokens_per_example
+    grid = "" if sw.lr_grid == [1.0] else f", best of lr x {', '.join(f'{m:g}' for m in sw.lr_grid)}"
+    lines = [
+        f"frontier sweep of {p.model.name} ({p.model.n_params:,} params) on {p.data.kind} data, "
+        f"{tpe} tokens/example, seed {p.seed}: {len(sw.batches)} batches to held-out loss "
+        f"{sw.target_loss:.4f} ({'given' if sw.target_from == 'given' else 'set by the pilot run'}), "
+        f"{p.optimizer.name} lr {sw.lr_base:g} at {sw.lr_base_batch} x {sw.lr_rule} rule{grid}, "
+        f"constant after {sw.warmup_steps} warmup steps, at most {sw.max_steps} steps",
+        "",
+        f"{'batch':>6} {'lr':>9} {'steps':>8} {'tokens':>9} {'B_simple':>9} {'time':>6}  note",
+    ]
+    for r in sorted(sw.runs, key=lambda r: (r.batch_examples, r.lr)):
+        if not r.best and len(sw.lr_grid) > 1:
+            mark = " "
+        else:
+            mark = "*" if len(sw.lr_grid) > 1 else " "
+        steps = f"{r.steps_to_target:.1f}" if r.steps_to_target is not None else f">{r.steps_run}"
+        tokens = si(r.tokens_to_target) if r.tokens_to_target is not None else "—"
+        b = f"{r.b_simple:.3g}" if r.b_simple is not None else "—"
+        lines.append(f"{r.batch_examples:>6} {r.lr:>9.3g} {steps:>8} {tokens:>9} {b:>9} "
+                     f"{r.seconds:>5.0f}s{mark} {r.note or ''}".rstrip())
+    lines.append("")
+    f = sw.fit
+    if f is not None:
+        lo, hi = f.b_crit_ci_low_tokens, f.b_crit_ci_high_tokens
+        lines += [
+            f"fit S = S_min + E_min/B over {f.n_points} batches: S_min = {f.s_min:.1f} steps "
+            f"(±{math.sqrt(f.cov[0][0]):.0%}), E_min = {si(f.e_min_tokens)} tokens "
+            f"(±{math.sqrt(f.cov[1][1]):.0%}), rms residual {f.rms_residual:.1%}",
+            f"B_crit = E_min/S_min = {f.b_crit_examples:.3g} examples = {si(f.b_crit_tokens)} tokens "
+            f"(±{f.b_crit_rel_se:.0%}; {f.confidence:.0%} interval {si(lo)}–{si(hi)} tokens)",
+        ]
+    else:
+        lines.append(f"no fit: {sw.fit_error}")
+    c = sw.comparison
+    if c is not None and c.b_simple_examples is not None:
+        ci = (f" ({p.estimator.confidence:.0%} interval {c.b_simple_ci_low:.3g}–{c.b_simple_ci_high:.3g})"
+              if c.b_simple_ci_low is not None and c.b_simple_ci_high is not None else "")
+        lines.append(f"B_simple in the same runs near the target = {c.b_simple_examples:.3g} examples = "
+                     f"{si(c.b_simple_tokens)} tokens{ci}")
+        if c.ratio is not None:
+            mean = (f"; against B_simple averaged over training ({c.b_simple_run_mean_examples:.3g} "
+                    f"examples) {c.ratio_run_mean:.2f}" if c.ratio_run_mean is not None else "")
+            lines.append(f"B_crit / B_simple = {c.ratio:.2f}{mean}")
+    lines += ["", render_text(sw).rstrip(), ""]
+    if plot is not None:
+        lines.append(f"drew {plot}")
+    lines.append(f"wrote {path} in {seconds:.0f} s")
+    return "\n".join(lines)
 
 
 def _config(args: argparse.Namespace):

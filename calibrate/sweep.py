@@ -1,0 +1,357 @@
+"""The frontier sweep: measure B_crit directly (McCandlish et al. 2018, section 2.2 and figure 4).
+
+Train the proxy from one start (one seeded initialization, one seeded data stream, one fixed
+held-out set) at several constant global batches B until its held-out loss reaches one target,
+and record the steps S(B) each needed; fit S = S_min + E_min/B (eq. 2.11, `budgetdsl.frontier_fit`)
+and compare B_crit = E_min/S_min with B_simple measured in the same runs (appendix A, the
+two-batch estimator of `calibrate.step`: every run's micro-batches are its small batches).
+
+The learning rate follows a declared rule, lr(B) = lr_base · (B/B_base)^p (sqrt for Adam, linear
+for SGD), or the best of a small grid of multipliers around it (fewest steps to the target); it is
+constant after a short warmup, so steps-to-target does not depend on a schedule's horizon.
+
+The target: `--target-loss`, or the loss the pilot reaches. The pilot is the smallest batch's run
+(on the frontier the smallest batch needs the most steps), trained for `pilot_steps`; the target is
+the mean of its last three held-out losses, so it is crossed within the pilot and every larger
+batch reaches it in fewer steps. Every run is bounded by `max_steps`; a run that does not reach the
+target says so and is left out of the fit.
+
+Steps-to-target is interpolated linearly between the two held-out evaluations that bracket the
+crossing (an evaluation at step s sees the weights after s updates).
+
+The result is a whole calibration file: the reference run (the smallest batch unless told) gives
+the B_simple trajectory, its fit B_crit(L) and the hardware profile, exactly as `budgetdsl
+calibrate` would; the `sweep` section holds every run, the fit and the comparison.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from budgetdsl.calibration_file import (CalibrationFile, HardwareProfile, Sweep, SweepComparison,
+                                        SweepFit, SweepRun, write_calibration)
+from budgetdsl.frontier_fit import FrontierFitError, fit_frontier
+from calibrate.distributed import DistContext
+from calibrate.factory import build_proxy
+from calibrate.hardware import StepTimer, device_name, resolve_amp, resolve_device
+from calibrate.noise import (BiasCorrectedEMA, NoiseScaleTracker, noise_scale_interval, t_quantile)
+from calibrate.record import RunRecord
+from calibrate.run import UsageError, _lr_at, _make_optimizer, _provenance, _StopRequest
+from calibrate.step import Stepper, to_device
+from calibrate.sweep_config import SweepConfig
+
+RUN_MEAN_BETA = 0.9  # EMA of |G|² and tr Σ for the per-step B_noise inside b_simple_run_mean
+
+
+@dataclass
+class _Run:
+    batch: int
+    micro: int
+    lr: float
+    multiplier: float
+    record: RunRecord
+    timer: StepTimer
+    steps_run: int = 0
+    crossed: float | None = None  # steps to target, interpolated
+    note: str | None = None
+    seconds: float = 0.0
+    stopped: bool = False  # by the user
+    skipped: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    calibration: CalibrationFile
+    path: Path
+    status: str  # complete | interrupted | no-fit
+
+
+def crossing(steps: list[int], losses: list[float], target: float) -> float | None:
+    """The first step at which the held-out loss reaches `target`, linearly interpolated between
+    the last evaluation above it and the first at or below it; None if it never does."""
+    for i, (s, loss) in enumerate(zip(steps, losses)):
+        if loss <= target:
+            if i == 0:
+                return float(s)
+            s0, l0 = steps[i - 1], losses[i - 1]
+            return s0 + (s - s0) * (l0 - target) / (l0 - loss)
+    return None
+
+
+def pilot_target(losses: list[float]) -> float:
+    """The mean of the last three held-out losses: at least their minimum, so the pilot crosses it."""
+    tail = losses[-3:]
+    return sum(tail) / len(tail)
+
+
+def _tail_means(record: RunRecord, until: float) -> tuple[float, float, int] | None:
+    """Mean |G|² and tr Σ over the last quarter of the steps before `until` (at least 4 steps)."""
+    tr = record.tracker
+    idx = [i for i, s in enumerate(tr.steps) if s < until]
+    if not idx:
+        return None
+    start = 0.75 * until
+    tail = [i for i in idx if tr.steps[i] >= start]
+    if len(tail) < 4:
+        tail = idx[-4:]
+    g2 = sum(tr.g2[i] for i in tail) / len(tail)
+    trace = sum(tr.trace[i] for i in tail) / len(tail)
+    return g2, trace, len(tail)
+
+
+def _run_mean(record: RunRecord, batch: int, until: float) -> float | None:
+    """B_noise averaged over the run with weights dS_min = dS / (1 + B_noise/B): on the frontier
+    each step at batch B makes 1/(1 + B_noise/B) of a minimal step's progress (McCandlish eq. 2.11
+    read step by step), so this is the average B_crit = E_min/S_min of the sweep estimates."""
+    tr = record.tracker
+    g2, trace = BiasCorrectedEMA(RUN_MEAN_BETA), BiasCorrectedEMA(RUN_MEAN_BETA)
+    num = den = 0.0
+    for s, a, b in zip(tr.steps, tr.g2, tr.trace):
+        if s >= until:
+            break
+        g, t = g2.update(a), trace.update(b)
+        if g > 0 and t > 0:
+            bn = t / g
+            w = 1.0 / (1.0 + bn / batch)
+            num += w * bn
+            den += w
+    return num / den if den > 0 else None
+
+
+def compare(runs: list[SweepRun], b_crit_examples: float | None, tpe: int, confidence: float) -> SweepComparison:
+    """B_simple pooled over the runs near the target (the ratio of the mean tr Σ to the mean |G|²
+    over runs, Fieller's interval from their spread, Student's t on n − 1) beside B_crit."""
+    pts = [(r.trace_sigma, r.grad_sq) for r in runs if r.grad_sq is not None and r.trace_sigma is not None]
+    b = lo = hi = None
+    if pts:
+        n = len(pts)
+        mt = sum(p[0] for p in pts) / n
+        mg = sum(p[1] for p in pts) / n
+        b = mt / mg if mg > 0 else None
+        if n >= 3 and b is not None:
+            vt = sum((p[0] - mt) ** 2 for p in pts) / (n - 1) / n
+            vg = sum((p[1] - mg) ** 2 for p in pts) / (n - 1) / n
+            c = sum((p[0] - mt) * (p[1] - mg) for p in pts) / (n - 1) / n
+            lo, hi = noise_scale_interval(mt, mg, vt, vg, c, t_quantile(0.5 + confidence / 2, n - 1))
+    means = [r.b_simple_run_mean for r in runs if r.b_simple_run_mean is not None]
+    run_mean = sum(means) / len(means) if means else None
+    return SweepComparison(
+        b_simple_examples=b, b_simple_tokens=b * tpe if b is not None else None,
+        b_simple_ci_low=lo, b_simple_ci_high=hi, b_simple_run_mean_examples=run_mean,
+        ratio=b_crit_examples / b if b_crit_examples and b else None,
+        ratio_run_mean=b_crit_examples / run_mean if b_crit_examples and run_mean else None)
+
+
+def fit_sweep(runs: list[SweepRun], tpe: int, confidence: float) -> tuple[SweepFit | None, str | None]:
+    pts = sorted((r.batch_examples, r.steps_to_target) for r in runs if r.best and r.reached)
+    try:
+        f = fit_frontier(pts)
+    except FrontierFitError as exc:
+        missing = [r.batch_examples for r in runs if r.best and not r.reached]
+        why = str(exc)
+        if missing:
+            why += f" (batches that did not reach the target: {', '.join(map(str, missing))})"
+        return None, why
+    lo, hi = f.b_crit_interval(confidence)
+    return SweepFit(
+        s_min=f.s_min, e_min_examples=f.e_min, e_min_tokens=f.e_min * tpe, b_crit_examples=f.b_crit,
+        b_crit_tokens=f.b_crit * tpe, b_crit_rel_se=f.b_crit_rel_se, b_crit_ci_low_tokens=lo * tpe,
+        b_crit_ci_high_tokens=hi * tpe, confidence=confidence, cov=f.cov, n_points=len(pts), dof=f.dof,
+        rms_residual=f.rms_residual, residuals=list(f.residuals)), None
+
+
+def sweep(
+    cfg: SweepConfig,
+    out: Path,
+    *,
+    command: tuple[str, ...] = (),
+    log: Callable[[str], None] | None = None,
+) -> SweepOutcome:
+    """Run the sweep and write the calibration file. Raises UsageError before training when the
+    settings cannot work."""
+    out = Path(out)
+    say = log or (lambda _msg: None)
+    try:
+        cfg.validate()
+        device = resolve_device(cfg.base.device)
+        amp = resolve_amp(cfg.base.amp, device)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    base = cfg.base
+    started = time.perf_counter()
+
+    torch.manual_seed(base.seed)
+    try:
+        proxy = build_proxy(
+            base.model, base.data, block_size=base.block_size, n_layer=base.n_layer, n_head=base.n_head,
+            n_embd=base.n_embd, vocab_size=base.vocab_size, data_bytes=base.data_bytes,
+            tokens_per_example=base.tokens_per_example)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    tpe = proxy.tokens_per_example
+    model = proxy.model.to(device)
+    init_state = copy.deepcopy(model.state_dict())  # the one start every run begins from
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
+                if amp != "none" else nullcontext())
+    eval_gen = torch.Generator().manual_seed(base.seed + 1)
+    sampler = proxy.heldout if proxy.heldout is not None else proxy.train
+    eval_set = [to_device(sampler(cfg.eval_micro, eval_gen), device) for _ in range(base.eval_batches)]
+
+    @torch.no_grad()
+    def evaluate() -> float:
+        model.eval()
+        total = 0.0
+        for batch in eval_set:
+            with autocast:
+                total += float(model(batch).double())
+        model.train()
+        return total / len(eval_set)
+
+    batches = sorted(cfg.batches)
+    limit = cfg.steps_limit
+
+    def train(batch: int, multiplier: float, target: float | None, steps: int, eval_every: int,
+              stop: _StopRequest) -> _Run:
+        model.load_state_dict(init_state)
+        model.train()
+        lr = cfg.lr_at(batch, multiplier)
+        run_cfg = base.with_(lr=lr, batch=batch, micro_batch=cfg.micro_for(batch))
+        optimizer = _make_optimizer(run_cfg, model)
+        scaler = torch.amp.GradScaler(device.type, init_scale=2.0**12) if amp == "fp16" else None
+        stepper = Stepper(model, optimizer, device, autocast, scaler, base.grad_clip, DistContext())
+        micro = run_cfg.micro_batch
+        record = RunRecord(NoiseScaleTracker(base.beta, base.confidence), batch, micro, tpe)
+        run = _Run(batch, micro, lr, multiplier, record, StepTimer())
+        data_gen = torch.Generator().manual_seed(base.seed)  # one data stream for every run
+        t_start = time.perf_counter()
+        for step in range(steps + 1):
+            if step % eval_every == 0 or step == steps:
+                loss = evaluate()
+                record.evaluated(step, loss)
+                if target is not None and loss <= target:
+                    break
+            if step == steps or stop.requested:
+                run.stopped = stop.requested
+                break
+            for group in optimizer.param_groups:
+                group["lr"] = _lr_at(step, lr, cfg.warmup)
+            t0 = time.perf_counter()
+            m = stepper.step([proxy.train(micro, data_gen) for _ in range(batch // micro)])
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            run.timer.add(time.perf_counter() - t0, batch)
+            run.steps_run = step + 1
+            if m.finite:
+                record.measured(step, m.train_loss, m.sq_small, m.sq_big)
+                if record.eval_steps[-1] == step:
+                    record.point(step)
+            else:
+                record.skip(step)
+                if len(record.skipped) > max(10, steps // 20):
+                    run.note = (f"stopped at step {step}: {len(record.skipped)} non-finite steps at lr "
+                                f"{lr:.3g}; lower --lr or the lr rule")
+                    break
+        run.seconds = time.perf_counter() - t_start
+        return run
+
+    runs: list[_Run] = []
+    target = cfg.target_loss
+    target_from = "given" if target is not None else "pilot"
+    expected = cfg.pilot_steps if target is None else limit
+    interrupted = False
+    with _StopRequest() as stop:
+        for batch in batches:
+            tried: list[_Run] = []
+            for mult in cfg.lr_grid:
+                pilot = target is None
+                steps = cfg.pilot_steps if pilot else limit
+                every = max(1, round(min(expected, steps) / cfg.evals_per_run))
+                say(f"batch {batch}: lr {cfg.lr_at(batch, mult):.3g}" + (" (pilot)" if pilot else ""))
+                run = train(batch, mult, target, steps, every, stop)
+                if pilot and not run.stopped and run.note is None:
+                    target = pilot_target(run.record.eval_losses)
+                    say(f"target held-out loss {target:.4f} (the pilot's last three evaluations)")
+                tried.append(run)
+                if run.stopped:
+                    interrupted = True
+                    break
+            for run in tried:
+                if target is not None:
+                    run.crossed = crossing(run.record.eval_steps, run.record.eval_losses, target)
+                if run.crossed is None and run.note is None:
+                    last = run.record.eval_losses[-1] if run.record.eval_losses else math.nan
+                    run.note = (f"did not reach loss {target:.4f} in {run.steps_run} steps (last held-out "
+                                f"loss {last:.4f}); raise --max-steps" if not run.stopped
+                                else "interrupted by the user")
+                elif run.crossed == 0:
+                    raise UsageError(f"--target-loss {target:g} is not below the initial held-out loss "
+                                     f"{run.record.eval_losses[0]:.4f}: nothing to train for")
+            runs += tried
+            reached = [r for r in tried if r.crossed is not None]
+            if reached:
+                expected = min(r.crossed for r in reached)  # larger batches need fewer steps
+            if interrupted:
+                break
+
+    assert target is not None or interrupted or not runs
+    target = target if target is not None else math.nan
+    best_of: dict[int, _Run] = {}
+    for r in runs:
+        cur = best_of.get(r.batch)
+        if cur is None or (r.crossed is not None and (cur.crossed is None or r.crossed < cur.crossed)):
+            best_of[r.batch] = r
+
+    records: list[SweepRun] = []
+    for r in runs:
+        until = r.crossed if r.crossed is not None else float(r.steps_run)
+        tail = _tail_means(r.record, until)
+        g2, trace = (tail[0], tail[1]) if tail else (None, None)
+        records.append(SweepRun(
+            batch_examples=r.batch, batch_tokens=r.batch * tpe, micro_batch_examples=r.micro, lr=r.lr,
+            lr_multiplier=r.multiplier, best=best_of[r.batch] is r, reached=r.crossed is not None,
+            steps_run=r.steps_run, steps_to_target=r.crossed,
+            examples_to_target=None if r.crossed is None else r.crossed * r.batch,
+            tokens_to_target=None if r.crossed is None else r.crossed * r.batch * tpe,
+            final_loss=r.record.eval_losses[-1], eval_steps=list(r.record.eval_steps),
+            eval_losses=list(r.record.eval_losses), grad_sq=g2, trace_sigma=trace,
+            b_simple=trace / g2 if g2 is not None and g2 > 0 else None,
+            b_simple_run_mean=_run_mean(r.record, r.batch, until), seconds=r.seconds,
+            steps_skipped=len(r.record.skipped), note=r.note))
+
+    fit, fit_error = fit_sweep(records, tpe, base.confidence)
+    comparison = compare([x for x in records if x.best and x.reached],
+                         fit.b_crit_examples if fit else None, tpe, base.confidence)
+    section = Sweep(
+        target_loss=target, target_from=target_from, lr_rule=cfg.lr_rule, lr_base=base.lr,
+        lr_base_batch=cfg.lr_base_batch, lr_grid=list(cfg.lr_grid), warmup_steps=cfg.warmup,
+        max_steps=limit, batches=batches, tokens_per_example=tpe, runs=records, fit=fit,
+        fit_error=fit_error, comparison=comparison if fit or comparison.b_simple_examples else None,
+        seconds=time.perf_counter() - started, interrupted=interrupted)
+
+    # The reference run is the calibration proper: its trajectory, fit and hardware profile.
+    ref_batch = cfg.reference if cfg.reference in best_of else batches[0]
+    ref = best_of.get(ref_batch) or runs[0]
+    ref_cfg = base.with_(lr=ref.lr, batch=ref.batch, micro_batch=ref.micro, steps=ref.steps_run)
+    provenance = _provenance(ref_cfg, proxy, DistContext(), amp, _make_optimizer(ref_cfg, model),
+                             cfg.warmup, command)
+    provenance = provenance.model_copy(update={
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    hardware = HardwareProfile(
+        device=device.type, device_name=device_name(device), world_size=1,
+        threads=torch.get_num_threads() if device.type == "cpu" else None, memory=[],
+        **ref.timer.profile(tpe))
+    cal = ref.record.to_file(provenance, hardware, cfg.warmup, interrupted=interrupted,
+                             stop_reason="interrupted by the user" if interrupted else None)
+    cal = cal.model_copy(update={"sweep": section})
+    write_calibration(out, cal)
+    status = "interrupted" if interrupted else ("complete" if fit is not None else "no-fit")
+    return SweepOutcome(cal, out, status)
