@@ -198,7 +198,11 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
     f = flops_per_token(plan)
     peak = _hardware_number(plan, "peak_flops", "peak_flops", "FLOP/s")
     memory = _hardware_number(plan, "memory_per_device", "memory", "B")
-    network = _hardware_number(plan, "network", "network", "B/s")
+    if dp > 1 and gpus <= hw.gpus_per_node:  # every replica in one node: NVLink, not the NICs
+        link = _hardware_number(plan, "intra_node_network", "intra_node", "B/s")
+        network = Coef(link.value, link.unit, link.origin, f"within one node: {link.detail}")
+    else:
+        network = _hardware_number(plan, "network", "network", "B/s")
     mfu = Coef(hw.mfu, "1", DECLARED if _declared(hw, "mfu") else DEFAULT, "hardware.mfu")
     overlap = Coef(hw.overlap, "1", DECLARED if _declared(hw, "overlap") else DEFAULT, "hardware.overlap")
     overhead = Coef(hw.step_overhead, "s", DECLARED if _declared(hw, "step_overhead") else DEFAULT,

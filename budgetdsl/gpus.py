@@ -5,7 +5,9 @@ Peak figures are *dense* (no 2:4 sparsity) bf16 tensor-core rates; where a part 
 80 GiB (nvidia-smi reports 81920 MiB on an A100 80GB), so NVIDIA memory is in GiB; parts quoted
 in decimal GB (H200's 141 GB, MI300X's 192 GB, B200's 180 GB) are decimal. `network` is the
 per-GPU inter-node bandwidth of the vendor's reference system (one NIC per GPU), a default that a
-plan should override with its cluster's figure. A plan may name a preset and override any number.
+plan should override with its cluster's figure. `intra_node` is the per-direction bandwidth between
+GPUs of one node (half the datasheet's bidirectional NVLink / Infinity Fabric / PCIe figure), used
+when every data-parallel replica sits in one node. A plan may name a preset and override any number.
 """
 
 from __future__ import annotations
@@ -24,35 +26,40 @@ class GpuPreset:
     memory: float  # bytes
     network: float  # bytes/s per GPU, reference system
     source: str
+    intra_node: float  # bytes/s per GPU and direction between GPUs of one node (NVLink, xGMI, PCIe)
 
 
 PRESETS: dict[str, GpuPreset] = {
     p.name: p
     for p in (
-        # NVIDIA A100 Tensor Core GPU datasheet (2021): BF16 312 TFLOPS dense; DGX A100: 8x 200 Gb/s HDR.
-        GpuPreset("A100-SXM4-40GB", 312e12, 40 * GiB, 200 * Gbps, "NVIDIA A100 datasheet"),
-        GpuPreset("A100-SXM4-80GB", 312e12, 80 * GiB, 200 * Gbps, "NVIDIA A100 datasheet"),
-        GpuPreset("A100-PCIE-80GB", 312e12, 80 * GiB, 200 * Gbps, "NVIDIA A100 datasheet"),
-        # NVIDIA H100 datasheet: SXM BF16 989 TFLOPS dense (1979 sparse); PCIe 756 dense;
-        # DGX H100: 8x 400 Gb/s ConnectX-7.
-        GpuPreset("H100-SXM5-80GB", 989e12, 80 * GiB, 400 * Gbps, "NVIDIA H100 datasheet"),
-        GpuPreset("H100-PCIE-80GB", 756e12, 80 * GiB, 400 * Gbps, "NVIDIA H100 datasheet"),
-        # NVIDIA H200 datasheet: SXM BF16 989 TFLOPS dense, 141 GB HBM3e.
-        GpuPreset("H200-SXM-141GB", 989e12, 141 * GB, 400 * Gbps, "NVIDIA H200 datasheet"),
+        # NVIDIA A100 datasheet (2021): BF16 312 TFLOPS dense; NVLink 3 600 GB/s (SXM), PCIe Gen4
+        # 64 GB/s (PCIe card); DGX A100: 8x 200 Gb/s HDR InfiniBand.
+        GpuPreset("A100-SXM4-40GB", 312e12, 40 * GiB, 200 * Gbps, "NVIDIA A100 datasheet", 300 * GB),
+        GpuPreset("A100-SXM4-80GB", 312e12, 80 * GiB, 200 * Gbps, "NVIDIA A100 datasheet", 300 * GB),
+        GpuPreset("A100-PCIE-80GB", 312e12, 80 * GiB, 200 * Gbps, "NVIDIA A100 datasheet", 32 * GB),
+        # NVIDIA H100 datasheet: SXM BF16 989 TFLOPS dense (1979 sparse), NVLink 4 900 GB/s; PCIe
+        # 756 dense, PCIe Gen5 128 GB/s; DGX H100: 8x 400 Gb/s ConnectX-7.
+        GpuPreset("H100-SXM5-80GB", 989e12, 80 * GiB, 400 * Gbps, "NVIDIA H100 datasheet", 450 * GB),
+        GpuPreset("H100-PCIE-80GB", 756e12, 80 * GiB, 400 * Gbps, "NVIDIA H100 datasheet", 64 * GB),
+        # NVIDIA H200 datasheet: SXM BF16 989 TFLOPS dense, 141 GB HBM3e, NVLink 900 GB/s.
+        GpuPreset("H200-SXM-141GB", 989e12, 141 * GB, 400 * Gbps, "NVIDIA H200 datasheet", 450 * GB),
         # NVIDIA DGX B200 datasheet: 8 GPUs, 1,440 GB HBM3e, 72 PFLOPS FP8 training -> BF16
-        # 2.25 PFLOPS dense per GPU; 8x 400 Gb/s ConnectX-7.
-        GpuPreset("B200-SXM-180GB", 2.25e15, 180 * GB, 400 * Gbps, "NVIDIA DGX B200 datasheet"),
-        # AMD Instinct MI300X datasheet: BF16 1307.4 TFLOPS dense, 192 GB HBM3.
-        GpuPreset("MI300X", 1307.4e12, 192 * GB, 400 * Gbps, "AMD Instinct MI300X datasheet"),
-        # NVIDIA L40S datasheet: BF16 362.05 TFLOPS dense (733 sparse), 48 GB GDDR6.
-        GpuPreset("L40S", 362.05e12, 48 * GB, 200 * Gbps, "NVIDIA L40S datasheet"),
-        # NVIDIA V100 datasheet: FP16 tensor 125 TFLOPS (SXM2), 32 GB HBM2 (no bf16).
-        GpuPreset("V100-SXM2-32GB", 125e12, 32 * GiB, 100 * Gbps, "NVIDIA V100 datasheet"),
-        # Google Cloud TPU v5p documentation: 459 TFLOPS bf16 per chip, 95 GB HBM2e;
-        # inter-chip interconnect 4,800 Gbps per chip.
-        GpuPreset("TPU-v5p", 459e12, 95 * GB, 4800 * Gbps, "Google Cloud TPU v5p documentation"),
-        # Google Cloud TPU v4 documentation: 275 TFLOPS bf16 per chip, 32 GiB HBM2.
-        GpuPreset("TPU-v4", 275e12, 32 * GiB, 2400 * Gbps, "Google Cloud TPU v4 documentation"),
+        # 2.25 PFLOPS dense per GPU; NVLink 5 1.8 TB/s; 8x 400 Gb/s ConnectX-7.
+        GpuPreset("B200-SXM-180GB", 2.25e15, 180 * GB, 400 * Gbps, "NVIDIA DGX B200 datasheet", 900 * GB),
+        # AMD Instinct MI300X datasheet: BF16 1307.4 TFLOPS dense, 192 GB HBM3, Infinity Fabric
+        # 896 GB/s aggregate peak.
+        GpuPreset("MI300X", 1307.4e12, 192 * GB, 400 * Gbps, "AMD Instinct MI300X datasheet", 448 * GB),
+        # NVIDIA L40S datasheet: BF16 362.05 TFLOPS dense (733 sparse), 48 GB GDDR6, no NVLink
+        # (PCIe Gen4 x16, 64 GB/s).
+        GpuPreset("L40S", 362.05e12, 48 * GB, 200 * Gbps, "NVIDIA L40S datasheet", 32 * GB),
+        # NVIDIA V100 datasheet: FP16 tensor 125 TFLOPS (SXM2), 32 GB HBM2 (no bf16), NVLink 2
+        # 300 GB/s.
+        GpuPreset("V100-SXM2-32GB", 125e12, 32 * GiB, 100 * Gbps, "NVIDIA V100 datasheet", 150 * GB),
+        # Google Cloud TPU v5p documentation: 459 TFLOPS bf16 per chip, 95 GB HBM2e; inter-chip
+        # interconnect 4,800 Gbps per chip (the same links within and between hosts).
+        GpuPreset("TPU-v5p", 459e12, 95 * GB, 4800 * Gbps, "Google Cloud TPU v5p documentation", 4800 * Gbps),
+        # Google Cloud TPU v4 documentation: 275 TFLOPS bf16 per chip, 32 GiB HBM2; ICI 2,400 Gbps.
+        GpuPreset("TPU-v4", 275e12, 32 * GiB, 2400 * Gbps, "Google Cloud TPU v4 documentation", 2400 * Gbps),
     )
 }
 

@@ -156,6 +156,9 @@ class Hardware(_Section):
     mfu: Fraction("Model FLOPs utilization u: achieved / peak FLOP/s.", default=0.4)
     network: _quantity(BANDWIDTH, "Per-GPU inter-node bandwidth for the gradient all-reduce, "
                        "overriding the preset's reference system.", gt=0, optional=True)
+    intra_node_network: _quantity(BANDWIDTH, "Per-GPU bandwidth between GPUs of one node (NVLink), "
+                                  "used when every replica sits in one node; overrides the preset.",
+                                  gt=0, optional=True)
     overlap: _quantity(DIMENSIONLESS, "Fraction of the gradient all-reduce hidden behind the "
                        "backward pass (0 = none, 1 = all).", ge=0, le=1, default=0.0)
     step_overhead: _quantity(TIME, "Fixed time per optimizer step (optimizer, data loading, "

@@ -111,3 +111,15 @@ def test_a_declared_memory_reserve_replaces_the_default():
     assert declared.memory_at(1) - default.memory_at(1) == pytest.approx(2 * GiB - RESERVE_FRACTION * 80 * GiB)
     free = 80 * GiB - 2 * GiB - declared.static_bytes
     assert declared.micro_batch_max == int(free // declared.activation_bytes_per_sequence)
+
+
+def test_replicas_in_one_node_all_reduce_over_nvlink():
+    """8 replicas in one DGX A100 node reduce over NVLink (300 GB/s a direction), not the NICs."""
+    one_node = build_cost_model(make_plan(hardware={"gpus": 8}), 8)
+    assert one_node.network == 300e9
+    assert one_node.coefficients["network"].detail.startswith("within one node: A100-SXM4-80GB")
+    assert one_node.comm_time == pytest.approx(2 * 7 / 8 * 2 * N / 300e9 * (1 - 0.8), rel=1e-12)
+    declared = build_cost_model(make_plan(hardware={"gpus": 8, "intra_node_network": 100e9}), 8)
+    assert (declared.network, declared.coefficients["network"].origin) == (100e9, "declared")
+    two_nodes = build_cost_model(make_plan(hardware={"gpus": 16}), 16)
+    assert two_nodes.network == 25e9  # hardware.network, 200 Gb/s
