@@ -74,8 +74,8 @@ def human(unit: str, v: float | None) -> str:
         return data(v)
     if unit == "B/sequence":
         return f"{data(v)}/sequence"
-    if unit == "B/s":
-        return f"{significant(v * 8 / 1e9)} Gb/s"
+    if unit == "B/s":  # network links in gigabits, NVLink-class links in gigabytes
+        return f"{significant(v * 8 / 1e9)} Gb/s" if v < 1e11 else f"{significant(v / 1e9)} GB/s"
     if unit == "FLOP":
         return f"{significant(v, 2 if v >= 1e6 else 3)} FLOP"
     if unit == "FLOP/token":
