@@ -77,13 +77,15 @@ def _from_calibration(plan: "Plan") -> NoiseEstimate:
         raise plan_error(plan, ("noise", "calibration"), "calibration-invalid",
                          f"cannot read calibration {str(path)!r}: {exc}") from None
     source_name = str(noise.source)
-    if source_name == "sweep" and cal.sweep is None:
+    if source_name == "sweep" and getattr(cal, "sweep", None) is None:
         raise plan_error(plan, ("noise", "source"), "calibration-source",
                          f"calibration {str(path)!r} has no frontier sweep",
                          "measure one with `budgetdsl calibrate sweep`, or use source: b_simple")
     try:
-        b_crit, rel = cal.b_crit_tokens_at(float(noise.at_loss), extrapolate=noise.extrapolate,
-                                           source=source_name)
+        kwargs: dict[str, Any] = {"extrapolate": noise.extrapolate}
+        if source_name != "b_simple":  # readers of schema 1 without a sweep take no `source`
+            kwargs["source"] = source_name
+        b_crit, rel = cal.b_crit_tokens_at(float(noise.at_loss), **kwargs)
     except ValueError as exc:
         raise plan_error(plan, ("noise", "at_loss"), "calibration-range", str(exc),
                          None if noise.extrapolate else "set noise.extrapolate: true to read "

@@ -78,6 +78,46 @@ def _uncertainty_rows(sol: Solution) -> list[tuple[str, str]]:
     ]
 
 
+_RAMP_HEADER = ("until", "batch", "accum", "B_noise", "x", "steps", "tokens", "wall clock")
+
+
+def _ramp_title(sol: Solution) -> str:
+    r = sol.ramp
+    assert r is not None
+    if r.schedule == "auto":
+        return (f"Batch ramp (auto: {len(r.stages)} stages at {significant(r.x or 0.0)} × B_noise, "
+                f"micro-batch {r.micro_batch})")
+    return f"Batch ramp (the plan's {len(r.stages)} stages, micro-batch {r.micro_batch})"
+
+
+def _ramp_rows(sol: Solution) -> list[tuple[str, ...]]:
+    r = sol.ramp
+    assert r is not None
+    rows = [(f"{st.until:.0%}", human("tokens", st.batch_tokens), str(st.grad_accum),
+             human("tokens", st.b_noise_tokens), significant(st.x), f"{st.steps:,}",
+             human("tokens", st.tokens), human("s", st.wall_clock_s)) for st in r.stages]
+    return rows
+
+
+def _ramp_summary(sol: Solution) -> list[tuple[str, str, str, str]]:
+    r = sol.ramp
+    assert r is not None
+
+    def saved(v: float, unit: str) -> str:
+        word = "saves" if v >= 0 else "costs"
+        return f"{word} {human(unit, abs(v)) if unit != 'steps' else f'{abs(v):,.0f}'}"
+
+    rows = [("", "steps", "tokens", "wall clock"),
+            ("ramp", f"{r.steps:,}", human("tokens", r.tokens), human("s", r.wall_clock_s)),
+            ("fixed batch", f"{r.fixed_steps:,}", human("tokens", r.fixed_tokens), human("s", r.fixed_wall_clock_s)),
+            ("ramp − fixed", saved(r.saves_steps, "steps"), saved(r.saves_tokens, "tokens"),
+             saved(r.saves_wall_clock_s, "s"))]
+    if r.closed_form_steps is not None and r.closed_form_tokens is not None:
+        rows.append(("closed form", f"{r.closed_form_steps:,.0f}", human("tokens", r.closed_form_tokens),
+                     "S_min(1+1/x), E_min(1+x)"))
+    return rows
+
+
 def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
     if not rows:
         return []
@@ -109,6 +149,12 @@ def render_text(sol: Solution) -> str:
                 f"  {g.reason}", ""]
     if sol.uncertainty is not None:
         out += [f"Uncertainty (B_crit ±{sol.uncertainty.relative:.0%})", *_table(_uncertainty_rows(sol)), ""]
+    if sol.ramp is not None:
+        r = sol.ramp
+        out += [_ramp_title(sol), *_table([_RAMP_HEADER, *_ramp_rows(sol)]), "",
+                *_table(_ramp_summary(sol)),
+                f"  B_noise trajectory: {r.trajectory}", f"  assumption: {r.assumption}",
+                *[f"  - {n}" for n in r.notes], ""]
     out += ["Assumptions", *_table(_assumption_rows(sol)), ""]
     if sol.notes:
         out += ["Notes", *[f"  - {n}" for n in sol.notes], ""]
@@ -147,6 +193,13 @@ def render_markdown(sol: Solution) -> str:
         out += [f"**GPU count:** {_md_escape(sol.gpu_choice.reason)}", ""]
     if sol.uncertainty is not None:
         out += [*_md_table((f"B_crit ±{sol.uncertainty.relative:.0%}", "range"), _uncertainty_rows(sol)), ""]
+    if sol.ramp is not None:
+        r = sol.ramp
+        summary = _ramp_summary(sol)
+        out += [f"**{_ramp_title(sol)}**", "", *_md_table(_RAMP_HEADER, _ramp_rows(sol)), "",
+                *_md_table(summary[0], summary[1:]), "",
+                f"B_noise trajectory: {_md_escape(r.trajectory)}; assumption: {_md_escape(r.assumption)}", "",
+                *[f"- {_md_escape(n)}" for n in r.notes], *([""] if r.notes else [])]
     out += ["<details><summary>Assumptions</summary>", "",
             *_md_table(("coefficient", "value", "origin", "from"), _assumption_rows(sol)), "", "</details>"]
     return "\n".join(out) + "\n"

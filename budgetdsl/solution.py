@@ -138,6 +138,47 @@ class GpuChoice(_Frozen):
     reason: str
 
 
+class RampStage(_Frozen):
+    """One stage of a batch-size ramp, launchable on the solution's micro-batch and replicas."""
+
+    until: float = Field(description="End of the stage as a fraction of the ramp's tokens.")
+    progress_start: float = Field(description="Training progress (fraction of S_min) at the start.")
+    progress_end: float
+    batch_tokens: float
+    sequences: int
+    grad_accum: int
+    b_noise_tokens: float = Field(description="Mean B_noise over the stage (the model's trajectory).")
+    x: float = Field(description="batch / b_noise_tokens.")
+    steps: int
+    tokens: float
+    wall_clock_s: float
+
+
+class Ramp(_Frozen):
+    """A batch-size schedule (`run.batch_schedule`) beside the fixed-batch solution, both priced by
+    one model (budgetdsl.batch_ramp): what the ramp saves (negative: what it costs)."""
+
+    schedule: str = Field(description="auto (planned from the B_noise trajectory) or stages (the plan's).")
+    x: float | None = Field(None, description="auto: the batch tracks x × B_noise.")
+    micro_batch: int = Field(description="Sequences per device per micro-step in every stage.")
+    trajectory: str = Field(description="Where the B_noise trajectory came from.")
+    assumption: str
+    stages: list[RampStage]
+    steps: int
+    tokens: float
+    flops: float
+    wall_clock_s: float
+    fixed_steps: int
+    fixed_tokens: float
+    fixed_wall_clock_s: float
+    saves_steps: int
+    saves_tokens: float
+    saves_wall_clock_s: float
+    closed_form_steps: float | None = Field(None, description="auto: S_min (1 + 1/x), unsnapped.")
+    closed_form_tokens: float | None = Field(None, description="auto: E_min (1 + x), unsnapped.")
+    notes: list[str] = Field(default_factory=list)
+
+
 class Solution(_Frozen):
     """Where the run sits on the frontier, what to launch, and why."""
 
@@ -161,6 +202,7 @@ class Solution(_Frozen):
     uncertainty: Uncertainty | None = None
     pinned: PinnedComparison | None = None
     gpu_choice: GpuChoice | None = None
+    ramp: Ramp | None = Field(None, description="The batch-size ramp, when the plan asks for one.")
     assumptions: dict[str, Coefficient]
     notes: list[str] = Field(default_factory=list)
 
