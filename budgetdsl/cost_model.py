@@ -26,9 +26,12 @@ Formulas and their sources:
   Recomputation in Large Transformer Models", eq. 2 and section 4): s·d·(34 + 5·a·s/d) bytes
   without recomputation; 34·s·d with selective recomputation or a fused (flash) attention that keeps
   no s×s scores; 2·s·d with full recomputation (only each layer's input is kept). Divided by t
-  (tensor parallelism with sequence parallelism, their eq. 4), times L/p layers per device. The
-  embedding and output-logit activations are not counted. `model.activation_bytes_per_token`
-  replaces the per-layer estimate: bytes per token for the whole model, divided by t·p.
+  (tensor parallelism with sequence parallelism, their eq. 4), times L/p layers per device; with
+  pipeline parallelism the 1F1B schedule keeps p micro-batches in flight on the first stage
+  (Narayanan et al. 2021, section 2.2), so that stage holds L layers' worth (Korthikanti et al.
+  2022, eq. 5). The embedding and output-logit activations are not counted.
+  `model.activation_bytes_per_token` replaces the per-layer estimate: bytes per token for the whole
+  model, divided by t (and by p, times the p micro-batches in flight).
 - A reserve of RESERVE_FRACTION of device memory is kept free for the CUDA context, NCCL buffers
   and allocator fragmentation.
 """
@@ -110,9 +113,17 @@ class CostModel:
         """c = T_comm + T_fixed: the part of a step that does not grow with the batch."""
         return self.comm_time + self.step_overhead
 
-    def step_time(self, batch_tokens: float) -> float:
-        """T(B) = f·B/(G·P·u) + T_comm + T_fixed, seconds."""
-        return self.flops_per_token * batch_tokens / self.rate + self.comm_time + self.step_overhead
+    def bubble(self, grad_accum: int | None) -> float:
+        """The pipeline's compute-time factor 1 + (p − 1)/m for m micro-batches per step under
+        1F1B (Narayanan et al. 2021, section 2.2: bubble fraction (p − 1)/m); 1 without a pipeline,
+        or when m is not known yet (the continuous relaxation: a lower bound)."""
+        p = self.split.pipeline_parallel
+        return 1.0 if p <= 1 or not grad_accum else 1.0 + (p - 1) / grad_accum
+
+    def step_time(self, batch_tokens: float, grad_accum: int | None = None) -> float:
+        """T(B) = f·B/(G·P·u) · bubble + T_comm + T_fixed, seconds."""
+        compute = self.flops_per_token * batch_tokens / self.rate
+        return compute * self.bubble(grad_accum) + self.comm_time + self.step_overhead
 
     @property
     def static_bytes(self) -> float:
@@ -219,8 +230,9 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
     optimizer = BYTES_OPTIMIZER * shard / (per_dp if split.zero >= 1 else 1.0)
 
     if m.activation_bytes_per_token is not None:
-        act = m.activation_bytes_per_token * m.seq_len / (t * p)
-        act_coef = Coef(act, "B/sequence", DECLARED, "model.activation_bytes_per_token × s / (t·p)")
+        act = m.activation_bytes_per_token * m.seq_len / (t * p) * p  # p micro-batches in flight (1F1B)
+        act_coef = Coef(act, "B/sequence", DECLARED, "model.activation_bytes_per_token × s / (t·p)"
+                        + (f" × {p} in flight (1F1B)" if p > 1 else ""))
     else:
         per_layer = (activation_bytes_per_layer(m.seq_len, m.d_model, m.heads, split.recompute,
                                                 split.flash_attention)
@@ -229,13 +241,17 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
             need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
                                                         else " and model.heads")
             raise ShapeUnknown(f"the memory model needs {need}, or model.activation_bytes_per_token")
-        act = per_layer * (m.layers / p) / t
+        # L/p layers per device, and under the 1F1B pipeline schedule the first stage holds the
+        # activations of p micro-batches in flight (Narayanan et al. 2021, section 2.2;
+        # Korthikanti et al. 2022, eq. 5): L/p × p = L layers' worth, divided by t.
+        act = per_layer * (m.layers / p) * p / t
         formula = {"full": "2·s·d", "selective": "34·s·d"}.get(
             split.recompute, "34·s·d" if split.flash_attention else "s·d·(34 + 5·a·s/d)")
         why = {"full": "full recomputation", "selective": "selective recomputation"}.get(
             split.recompute, "flash attention" if split.flash_attention else "no recomputation")
         act_coef = Coef(act, "B/sequence", DERIVED,
-                        f"{formula} per layer ({why}; Korthikanti et al. 2022) × L/p / t")
+                        f"{formula} per layer ({why}; Korthikanti et al. 2022) × L/p layers"
+                        + (f" × {p} micro-batches in flight (1F1B)" if p > 1 else "") + " / t")
     if hw.memory_reserve is not None:
         reserve_coef = Coef(hw.memory_reserve, "B", DECLARED, "hardware.memory_reserve")
     else:

@@ -154,7 +154,7 @@ def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int
     steps = max(1, math.ceil(fr.steps(batch) * (1.0 - _STEP_TOL)))
     tokens = steps * batch
     flops = cm.flops_per_token * tokens
-    wall = steps * cm.step_time(batch)
+    wall = steps * cm.step_time(batch, accum)
     gpu_hours = cm.gpus * wall / 3600.0
     usd = gpu_hours * limits.price if limits.price else None
     violated = []
@@ -184,9 +184,10 @@ def largest_divisor_at_most(n: int, cap: int) -> int:
     return 1
 
 
-def _configs_for(n: int, micro_max: int, micro_fixed: int | None) -> list[tuple[int, int]]:
+def _configs_for(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool = False) -> list[tuple[int, int]]:
     """(micro, accum) pairs near n sequences per replica: the fewest accumulation steps, and n
-    exactly."""
+    exactly; with a pipeline also micro-batches of one sequence, the most micro-batches per step
+    and so the smallest bubble."""
     if micro_fixed is not None:
         a = max(1, n // micro_fixed)
         return [(micro_fixed, a), (micro_fixed, a + 1)] if a * micro_fixed < n else [(micro_fixed, a)]
@@ -195,6 +196,8 @@ def _configs_for(n: int, micro_max: int, micro_fixed: int | None) -> list[tuple[
     out = {(m, a) for m in (n // a, -(-n // a)) if 1 <= m <= cap}
     m = largest_divisor_at_most(n, cap)
     out.add((m, n // m))
+    if pipeline:
+        out.add((1, n))
     return sorted(out)
 
 
@@ -252,12 +255,14 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         nonlocal best, best_key
         exact = False
         seen.add(n)
-        for micro, accum in _configs_for(n, micro_max, micro_fixed):
+        for micro, accum in _configs_for(n, micro_max, micro_fixed, cm.split.pipeline_parallel > 1):
             cfg = evaluate(cm, fr, limits, micro, accum, micro_max)
             if not cfg.feasible:
                 continue
             exact = exact or micro * accum == n
-            key = (score(objective, fr, cfg), accum, abs(cfg.batch - clipped))
+            # ties (the batch decides most objectives) go to the faster run, then to fewer
+            # accumulation steps: with a pipeline, more micro-batches shrink the bubble
+            key = (score(objective, fr, cfg), cfg.wall, accum, abs(cfg.batch - clipped))
             if best_key is None or key < best_key:
                 best, best_key = cfg, key
         return exact

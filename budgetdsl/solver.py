@@ -96,6 +96,8 @@ def _pinned_micro_accum(ctx: _Context, cm: CostModel) -> tuple[int, int] | str:
         return run.micro_batch, per_replica // run.micro_batch
     from budgetdsl.placement import largest_divisor_at_most
 
+    if cm.split.pipeline_parallel > 1:  # one sequence per micro-batch: the most micro-batches,
+        return 1, per_replica            # the smallest pipeline bubble (cost_model.bubble)
     micro = largest_divisor_at_most(per_replica, max(1, cm.micro_batch_max))
     return micro, per_replica // micro
 
@@ -574,8 +576,10 @@ def _assumptions(cm: CostModel, cfg: Config | None) -> dict[str, dict]:
     out = {k: {"value": c.value, "unit": c.unit, "origin": c.origin, "detail": c.detail}
            for k, c in cm.coefficients.items()}
     if cfg is not None:
-        out["step_time"] = {"value": cm.step_time(cfg.batch), "unit": "s", "origin": "derived",
-                            "detail": "T(B) = f·B/(G·P·u) + T_comm + T_fixed"}
+        p = cm.split.pipeline_parallel
+        out["step_time"] = {"value": cm.step_time(cfg.batch, cfg.grad_accum), "unit": "s", "origin": "derived",
+                            "detail": "T(B) = f·B/(G·P·u)" + (f" · (1 + (p−1)/m), bubble ×{cm.bubble(cfg.grad_accum):.3g}"
+                                                              " (1F1B)" if p > 1 else "") + " + T_comm + T_fixed"}
         out["memory_at_micro_batch"] = {
             "value": cfg.memory, "unit": "B", "origin": "derived",
             "detail": "weights + grads + optimizer + micro-batch × activations + reserve"}

@@ -55,7 +55,8 @@ def test_activations_korthikanti():
     assert activation_bytes_per_layer(S, D, A, "full", False) == 2 * S * D
     assert activation_bytes_per_layer(S, D, None, "none", False) is None
     cm = build_cost_model(make_plan(hardware={"gpus": 1024, "tensor_parallel": 2, "pipeline_parallel": 4}), 1024)
-    assert cm.activation_bytes_per_sequence == pytest.approx(34 * S * D * (L / 4) / 2, rel=1e-12)
+    # L/p = 8 layers per device, 4 micro-batches in flight on the first 1F1B stage, over t = 2
+    assert cm.activation_bytes_per_sequence == pytest.approx(34 * S * D * (L / 4) * 4 / 2, rel=1e-12)
     assert cm.data_parallel == 128
     over = make_plan(model={"activation_bytes_per_token": 1e6}, hardware={"tensor_parallel": 2})
     assert build_cost_model(over, 1024).activation_bytes_per_sequence == pytest.approx(1e6 * S / 2)

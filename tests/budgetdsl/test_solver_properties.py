@@ -32,7 +32,7 @@ def _check_feasible_answer(plan, sol):
     assert 1 <= b.micro_batch <= cm.micro_batch_max
     assert sol.steps * b.tokens == sol.tokens  # steps × batch = tokens
     assert sol.flops == pytest.approx(cm.flops_per_token * sol.tokens, rel=1e-12)  # FLOPs = f × tokens
-    assert sol.wall_clock_s == pytest.approx(sol.steps * cm.step_time(b.tokens), rel=1e-12)
+    assert sol.wall_clock_s == pytest.approx(sol.steps * cm.step_time(b.tokens, b.grad_accum), rel=1e-12)
     fr = frontier_from_target(plan.target, sol.frontier.b_crit_tokens)
     assert sol.tokens >= fr.examples(b.tokens) * (1 - 1e-12)  # integer steps reach E(B)
     assert (sol.steps - 1) * b.tokens < fr.examples(b.tokens)  # ... with the fewest steps that do
