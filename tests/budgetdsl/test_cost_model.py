@@ -124,3 +124,20 @@ def test_replicas_in_one_node_all_reduce_over_nvlink():
     assert (declared.network, declared.coefficients["network"].origin) == (100e9, "declared")
     two_nodes = build_cost_model(make_plan(hardware={"gpus": 16}), 16)
     assert two_nodes.network == 25e9  # hardware.network, 200 Gb/s
+
+
+def test_the_pipeline_bubble():
+    """1F1B idles (p - 1)/m of the compute for m micro-batches a step (Narayanan et al. 2021)."""
+    cm = build_cost_model(make_plan(hardware={"gpus": 1024, "pipeline_parallel": 4}), 1024)
+    b = 4194304.0
+    compute = cm.flops_per_token * b / cm.rate
+    assert cm.step_time(b, 12) == pytest.approx(compute * (1 + 3 / 12) + cm.fixed_time, rel=1e-12)
+    assert cm.step_time(b) == pytest.approx(compute + cm.fixed_time, rel=1e-12)  # the relaxation
+    flat = build_cost_model(make_plan(), 1024)
+    assert flat.step_time(b, 1) == flat.step_time(b)  # no pipeline, no bubble
+
+
+def test_a_pipelined_run_takes_one_sequence_micro_batches():
+    plan = make_plan(hardware={"gpus": 1024, "pipeline_parallel": 4}, run={"batch": 4194304.0})
+    sol = solve(plan)
+    assert (sol.batch.micro_batch, sol.batch.grad_accum, sol.batch.data_parallel) == (1, 4, 256)
