@@ -9,13 +9,22 @@ pipeline) and the accumulation as global / (micro × data parallel), which must 
 accumulation the plan's. ZeRO stage 1 or 2 maps to `--use-distributed-optimizer` (optimizer state
 sharded, gradients reduce-scattered); stage 3 too, with a warning that parameters stay replicated.
 The deadline becomes `--exit-duration-in-mins` (Megatron saves and exits cleanly before it).
+
+A batch-size ramp (`run.batch_schedule`) becomes `--step-batch-size-schedule "0:B0 T1:B1 ..."`:
+from T tokens consumed on, a global batch of B sequences. core_r0.16's calculators are constant or a
+linear ramp (`--rampup-batch-size start increment samples`, equal steps at equal sample intervals),
+which cannot hold the ramp's stages; the step schedule is Megatron-LM main's
+`StepBatchsizeNumMicroBatchesCalculator` (megatron/core/num_microbatches_calculator.py, thresholds
+in tokens since it receives --seq-length). It excludes --global-batch-size, and a schedule that
+changes the batch needs sample-based training: --train-samples and --lr-warmup-samples replace
+--train-iters and --lr-warmup-iters (as for --rampup-batch-size in arguments.py).
 """
 
 from __future__ import annotations
 
 import math
 
-from budgetdsl.exports._text import fmt_lr, hash_comments, header
+from budgetdsl.exports._text import fmt_lr, hash_comments, header, sh
 from budgetdsl.exports.spec import LaunchSpec
 
 MEGATRON_VERSION = "Megatron-LM core_r0.16.0 (megatron-core 0.16)"
@@ -25,6 +34,7 @@ FLAGS = frozenset({
     "--global-batch-size", "--seq-length", "--train-iters", "--lr", "--lr-warmup-iters",
     "--lr-decay-style", "--use-distributed-optimizer", "--exit-duration-in-mins", "--bf16", "--fp16",
 })
+RAMP_FLAGS = frozenset({"--step-batch-size-schedule", "--train-samples", "--lr-warmup-samples"})
 
 
 def arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
@@ -32,14 +42,26 @@ def arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
         ("--tensor-model-parallel-size", str(spec.tensor_parallel)),
         ("--pipeline-model-parallel-size", str(spec.pipeline_parallel)),
         ("--micro-batch-size", str(spec.micro_batch)),
-        ("--global-batch-size", str(spec.global_batch_sequences)),
-        ("--seq-length", str(spec.seq_len)),
-        ("--train-iters", str(spec.steps)),
     ]
+    ramp = bool(spec.batch_stages)
+    if ramp:
+        args += [("--step-batch-size-schedule", spec.schedule_text()), ("--seq-length", str(spec.seq_len)),
+                 ("--train-samples", str(spec.total_sequences))]
+    else:
+        args += [("--global-batch-size", str(spec.global_batch_sequences)), ("--seq-length", str(spec.seq_len)),
+                 ("--train-iters", str(spec.steps))]
     lr = fmt_lr(spec)
     if lr is not None:
-        args += [("--lr", lr), ("--lr-warmup-iters", str(spec.warmup_steps)),
-                 ("--lr-decay-style", "constant")]
+        if ramp:  # warmup steps in samples of the stages they fall in
+            left, samples = spec.warmup_steps, 0
+            for st in spec.batch_stages:
+                take = min(left, st.steps)
+                samples += take * st.sequences
+                left -= take
+            warmup = ("--lr-warmup-samples", str(samples))
+        else:
+            warmup = ("--lr-warmup-iters", str(spec.warmup_steps))
+        args += [("--lr", lr), warmup, ("--lr-decay-style", "constant")]
     args.append((f"--{spec.precision}", None))
     if spec.zero_stage >= 1:
         args.append(("--use-distributed-optimizer", None))
@@ -52,11 +74,14 @@ def render(spec: LaunchSpec) -> str:
     extra = [f"flags of {MEGATRON_VERSION}; Megatron computes data parallel = "
              f"{spec.gpus} GPUs / (tensor {spec.tensor_parallel} x pipeline {spec.pipeline_parallel}) "
              f"= {spec.data_parallel} and accumulation = global / (micro x data parallel) = {spec.grad_accum}"]
+    if spec.batch_stages:
+        extra.append("--step-batch-size-schedule needs Megatron-LM main (StepBatchsizeNumMicroBatches"
+                     "Calculator); core_r0.16 has only the linear --rampup-batch-size")
     if spec.zero_stage == 3:
         extra.append("warning: Megatron's distributed optimizer shards optimizer state and gradients "
                      "(ZeRO-2); the plan's ZeRO-3 parameter sharding has no flag here, so parameters "
                      "stay replicated and need more memory than planned")
-    lines = [f"    {flag}" + ("" if value is None else f" {value}") for flag, value in arguments(spec)]
+    lines = [f"    {flag}" + ("" if value is None else f" {sh(value)}") for flag, value in arguments(spec)]
     return ("# shellcheck shell=bash disable=SC2034  # a file to source: MEGATRON_ARGS is used there\n"
             + hash_comments(header(spec, "megatron", USES, extra))
             + "MEGATRON_ARGS=(\n" + "\n".join(lines) + "\n)\n")

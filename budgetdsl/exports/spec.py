@@ -67,6 +67,17 @@ class Defaulted:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchStage:
+    """One stage of a batch-size ramp: from `start_tokens` consumed on, `grad_accum` micro-steps of
+    the spec's micro-batch on every replica (`sequences` in all) for `steps` optimizer steps."""
+
+    start_tokens: int
+    sequences: int
+    grad_accum: int
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
 class LaunchSpec:
     """One launchable run. Counts are per the whole job unless the name says otherwise.
 
@@ -96,6 +107,9 @@ class LaunchSpec:
     defaulted: tuple[Defaulted, ...] = ()
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    # A batch-size ramp (`run.batch_schedule`): the stages in order; the spec's grad_accum and
+    # global batch are the last stage's, `steps` the total. Empty: one batch throughout.
+    batch_stages: tuple[BatchStage, ...] = ()
 
     def __post_init__(self) -> None:
         for key in ("nodes", "gpus_per_node", "tensor_parallel", "pipeline_parallel", "data_parallel",
@@ -118,6 +132,27 @@ class LaunchSpec:
             raise ValueError("LaunchSpec.precision must be bf16 or fp16")
         if not self.launch.command or self.launch.image is None:
             raise ValueError("LaunchSpec.launch needs image and command resolved")
+        if self.batch_stages:
+            st = self.batch_stages
+            unit = self.micro_batch * self.data_parallel
+            if st[0].start_tokens != 0 or any(b.start_tokens <= a.start_tokens for a, b in zip(st, st[1:])):
+                raise ValueError("LaunchSpec.batch_stages must start at 0 tokens and increase")
+            if any(b.sequences != b.grad_accum * unit or b.steps < 1 for b in st):
+                raise ValueError("LaunchSpec.batch_stages: sequences = grad_accum × micro × data parallel")
+            if st[-1].grad_accum != self.grad_accum or sum(b.steps for b in st) != self.steps:
+                raise ValueError("LaunchSpec: the last stage's accumulation and the stages' steps "
+                                 "must be the spec's")
+
+    @property
+    def total_sequences(self) -> int:
+        """Sequences of the whole run (Megatron's --train-samples)."""
+        if self.batch_stages:
+            return sum(b.sequences * b.steps for b in self.batch_stages)
+        return self.global_batch_sequences * self.steps
+
+    def schedule_text(self) -> str:
+        """`START_TOKENS:SEQUENCES` pairs, space-separated (Megatron's --step-batch-size-schedule)."""
+        return " ".join(f"{b.start_tokens}:{b.sequences}" for b in self.batch_stages)
 
     @property
     def gpus(self) -> int:
@@ -166,6 +201,8 @@ class LaunchSpec:
             ours.append(("BUDGETDSL_LR", format_float(self.lr)))
         ours += [("BUDGETDSL_WARMUP_STEPS", str(self.warmup_steps)),
                  ("BUDGETDSL_ZERO_STAGE", str(self.zero_stage))]
+        if self.batch_stages:  # from START tokens on, SEQUENCES per step (global batch)
+            ours.append(("BUDGETDSL_BATCH_SCHEDULE", self.schedule_text()))
         return ours + list((self.launch.env or {}).items())
 
     def defaults_for(self, keys: frozenset[str] | set[str]) -> list[Defaulted]:
@@ -310,6 +347,22 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
         notes.append(f"planned wall clock {float(wall) / 86400:.2f} days of the "
                      f"{time_limit / 86400:.2f}-day limit")
 
+    stages: list[BatchStage] = []
+    ramp = _field(solution, "ramp")
+    if ramp is not None:
+        micro = int(_field(ramp, "micro_batch"))
+        start = 0
+        for st in _field(ramp, "stages") or []:
+            sequences, st_steps = int(_field(st, "sequences")), int(_field(st, "steps"))
+            stages.append(BatchStage(start, sequences, int(_field(st, "grad_accum")), st_steps))
+            start += sequences * seq_len * st_steps
+        accum, steps = stages[-1].grad_accum, sum(b.steps for b in stages)
+        notes.append(f"batch ramp ({_field(ramp, 'schedule')}, {len(stages)} stages, micro-batch {micro}): "
+                     + "; ".join(f"from {_tokens(b.start_tokens)} tokens {b.sequences} sequences "
+                                 f"(accumulation {b.grad_accum}) for {b.steps} steps" for b in stages))
+        if lr is not None:
+            notes.append("lr is scaled to the last stage's batch; scale each stage's lr by the same rule")
+
     launch, launch_defaults = resolve_launch(plan)
     preset = hw.gpu
     accelerator = launch.accelerator or SKY_ACCELERATORS.get(preset or "")
@@ -323,4 +376,5 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
         data_parallel=dp, micro_batch=micro, grad_accum=accum, seq_len=seq_len, steps=steps, lr=lr,
         warmup_steps=warmup, time_limit_s=time_limit, zero_stage=int(hw.zero), launch=launch,
         accelerator=accelerator, gpu_resource=resource, precision=precision, lr_derivation=derivation,
-        defaulted=tuple(launch_defaults + defaulted), warnings=tuple(warnings), notes=tuple(notes))
+        defaulted=tuple(launch_defaults + defaulted), warnings=tuple(warnings), notes=tuple(notes),
+        batch_stages=tuple(stages))

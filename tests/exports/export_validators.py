@@ -476,15 +476,26 @@ def megatron_args(text: str) -> dict[str, str | None]:
 
 
 def validate_megatron(text: str, spec: LaunchSpec, tmp: Path) -> None:
-    from budgetdsl.exports.megatron import FLAGS
+    from budgetdsl.exports.megatron import FLAGS, RAMP_FLAGS
 
     check_bash(text, tmp, "megatron.sh")
     args = megatron_args(text)
-    assert set(args) <= FLAGS, set(args) - FLAGS
     tp, pp = int(args["--tensor-model-parallel-size"]), int(args["--pipeline-model-parallel-size"])
-    micro, global_batch = int(args["--micro-batch-size"]), int(args["--global-batch-size"])
     assert spec.gpus % (tp * pp) == 0
     dp = spec.gpus // (tp * pp)  # megatron/training/arguments.py: world size // model size
+    if "--step-batch-size-schedule" in args:  # Megatron-LM main's StepBatchsizeNumMicroBatchesCalculator
+        allowed = (FLAGS | RAMP_FLAGS) - {"--global-batch-size", "--train-iters", "--lr-warmup-iters"}
+        assert set(args) <= allowed, set(args) - allowed
+        micro = int(args["--micro-batch-size"])
+        pairs = [tuple(int(v) for v in e.split(":")) for e in args["--step-batch-size-schedule"].split()]
+        assert pairs[0][0] == 0 and all(b[0] > a[0] for a, b in zip(pairs, pairs[1:]))
+        assert [p[1] for p in pairs] == [b.sequences for b in spec.batch_stages]
+        assert all(p[1] % (micro * dp) == 0 for p in pairs)  # the calculator's consistency check
+        assert [p[1] // (micro * dp) for p in pairs] == [b.grad_accum for b in spec.batch_stages]
+        assert int(args["--train-samples"]) == spec.total_sequences
+        return
+    assert set(args) <= FLAGS, set(args) - FLAGS
+    micro, global_batch = int(args["--micro-batch-size"]), int(args["--global-batch-size"])
     try:
         from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
     except ImportError:
