@@ -27,6 +27,8 @@ def edit(path, old, new):
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
     shutil.copytree(REPO / "plans", tmp_path / "plans")
+    # plans may read committed calibration files (noise.calibration: ../tests/fixtures/...)
+    shutil.copytree(REPO / "tests" / "fixtures" / "calibration", tmp_path / "tests" / "fixtures" / "calibration")
     git(tmp_path, "init", "-q", "-b", "main")
     git(tmp_path, "add", ".")
     git(tmp_path, "commit", "-qm", "plans")
