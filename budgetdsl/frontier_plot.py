@@ -60,21 +60,15 @@ def feasible_batches(sol: Solution) -> tuple[float, float]:
 
 def draw(sol: Solution, path: str, axes: str = "flops-wallclock") -> None:
     """Write the picture to `path` (.svg or .png)."""
-    import matplotlib
+    from budgetdsl.figures import new_figure, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "budgetdsl"
     curve = frontier_curve(sol)
     use_flops = axes == "flops-wallclock"
     xs = curve.flops if use_flops else curve.tokens
     ys = [w / 86400 for w in curve.wall] if use_flops else curve.steps
     f = sol.assumptions["flops_per_token"].value
 
-    fig, ax = plt.subplots(figsize=(7.5, 5.0), dpi=110)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    fig, ax = new_figure()
     ax.plot(xs, ys, color="#9aa5b1", lw=1.5, label="frontier (all batch sizes)")
     lo, hi = feasible_batches(sol)
     arc = [(x, y) for x, y, b in zip(xs, ys, curve.batch) if lo <= b <= hi]
@@ -104,10 +98,7 @@ def draw(sol: Solution, path: str, axes: str = "flops-wallclock") -> None:
     ax.set_title(f"{sol.plan}: {word} ({sol.objective})")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="best", fontsize=8, framealpha=0.9)
-    fig.tight_layout()
-    metadata = {"Date": None} if path.endswith(".svg") else {"Software": None}
-    fig.savefig(path, metadata=metadata)
-    plt.close(fig)
+    save(fig, path)
 
 
 def _si(v: float) -> str:

@@ -125,17 +125,11 @@ def render_text(sweep: "Sweep", width: int = 64, height: int = 18) -> str:
 
 def draw(sweep: "Sweep", path: str, title: str | None = None) -> None:
     """Write the picture to `path` (.svg or .png)."""
-    import matplotlib
+    from budgetdsl.figures import new_figure, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "budgetdsl"
     reached, missed = _points(sweep)
     f = sweep.fit
-    fig, ax = plt.subplots(figsize=(7.5, 5.0), dpi=110)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    fig, ax = new_figure()
     if f is not None:
         curve = _curve(sweep)
         ax.plot([c[1] for c in curve], [c[2] for c in curve], color="#9aa5b1", lw=1.5,
@@ -159,7 +153,4 @@ def draw(sweep: "Sweep", path: str, title: str | None = None) -> None:
     ax.set_title(title or f"frontier sweep to held-out loss {sweep.target_loss:.3f}{ratio}", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="upper right", fontsize=8, framealpha=0.9)
-    fig.tight_layout()
-    metadata = {"Date": None} if path.endswith(".svg") else {"Software": None}
-    fig.savefig(path, metadata=metadata)
-    plt.close(fig)
+    save(fig, path)

@@ -30,6 +30,18 @@ _CONFIG_FLAGS = (
 )
 
 
+def _add_training_flags(a) -> None:
+    """Flags that `calibrate` and `calibrate sweep` share: optimizer, seed, device, precision."""
+    a("--optimizer", choices=("adamw", "sgd"), help="default: adamw")
+    a("--weight-decay", type=float, help="default: 0")
+    a("--grad-clip", type=float, help="clip the global gradient norm after measuring; 0 disables (default: 1.0)")
+    a("--seed", type=int, help="seed of the model init and the data order, shared by every run of a "
+      "sweep (default: 1337)")
+    a("--device", choices=("auto", "cpu", "cuda"), help="default: auto (CUDA when present)")
+    a("--amp", choices=("auto", "none", "bf16", "fp16"), help="mixed precision (default: auto = bf16 on CUDA)")
+    a("--eval-batches", type=int, help="held-out micro-batches per evaluation (default: 8)")
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "calibrate",
@@ -48,19 +60,13 @@ def register(subparsers) -> None:
       "nn.Module whose forward(batch) is the mean loss (default: gpt-mini)")
     a("--data", help="stdlib, a text file or folder, nanoGPT train.bin/val.bin, or package.module:function / "
       "file.py:function(split) returning sampler(n, generator) (default: stdlib)")
+    _add_training_flags(a)
     a("--steps", type=int, help="optimizer steps (default: 300)")
     a("--batch", type=int, help="global batch B_big in examples, over all replicas (default: 64)")
     a("--micro-batch", type=int, help="micro-batch B_small in examples per replica (default: 8)")
     a("--lr", type=float, help="peak learning rate; 0 measures at fixed weights (default: 1e-3)")
-    a("--optimizer", choices=("adamw", "sgd"), help="default: adamw")
-    a("--weight-decay", type=float, help="default: 0")
     a("--warmup", type=int, help="linear warmup steps (default: 10%% of --steps)")
-    a("--grad-clip", type=float, help="clip the global gradient norm after measuring; 0 disables (default: 1.0)")
-    a("--seed", type=int, help="seed of the model init and the data order (default: 1337)")
-    a("--device", choices=("auto", "cpu", "cuda"), help="default: auto (CUDA when present)")
-    a("--amp", choices=("auto", "none", "bf16", "fp16"), help="mixed precision (default: auto = bf16 on CUDA)")
     a("--eval-every", type=int, help="steps between held-out evaluations / trajectory points (default: 10)")
-    a("--eval-batches", type=int, help="held-out micro-batches per evaluation (default: 8)")
     a("--ema-beta", type=float, help="smoothing of |G|^2 and tr(Sigma) (default: 0.95; 1.0 at --lr 0)")
     a("--confidence", type=float, help="level of the B_simple interval (default: 0.95)")
     a("--max-nonfinite", type=int, help="abort past this many non-finite steps (default: max(10, steps/20))")
@@ -114,6 +120,7 @@ def _register_sweep(sub) -> None:
     a("--out", type=Path, default=Path("sweep.json"), help="calibration file to write (default: %(default)s)")
     a("--model", help=f"{GPT_SIZES} or a factory, as for `calibrate` (default: gpt-micro)")
     a("--data", help="as for `calibrate` (default: stdlib)")
+    _add_training_flags(a)
     a("--batches", type=_batches, help="global batch sizes in examples (default: 8,16,32,64,128,256,512)")
     a("--target-loss", type=float, help="held-out loss every run trains to (default: what the pilot reaches)")
     a("--pilot-steps", type=int, help="steps of the smallest batch's run that sets the target (default: 600)")
@@ -124,13 +131,6 @@ def _register_sweep(sub) -> None:
     a("--lr-grid", type=_floats, help="multipliers of the rule's lr tried at every batch; the fewest "
       "steps to the target wins (default: 1, the rule alone)")
     a("--warmup", type=int, help="linear warmup steps, then constant lr (default: 10)")
-    a("--optimizer", choices=("adamw", "sgd"), help="default: adamw")
-    a("--weight-decay", type=float, help="default: 0")
-    a("--grad-clip", type=float, help="clip the global gradient norm after measuring; 0 disables (default: 1.0)")
-    a("--seed", type=int, help="seed of the model init and the data order, shared by every run (default: 1337)")
-    a("--device", choices=("auto", "cpu", "cuda"), help="default: auto")
-    a("--amp", choices=("auto", "none", "bf16", "fp16"), help="default: auto")
-    a("--eval-batches", type=int, help="held-out micro-batches per evaluation (default: 8)")
     a("--eval-micro", type=int, help="examples per held-out micro-batch (default: 32)")
     a("--micro-max", type=int, help="largest B_small, examples (default: 64; B_small <= B/4)")
     a("--reference-batch", type=int, help="the run whose B_simple trajectory the file keeps (default: the smallest batch)")

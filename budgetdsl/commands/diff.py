@@ -72,7 +72,13 @@ def _files_diff(args: argparse.Namespace):
 
 
 def _base_diff(args: argparse.Namespace):
-    from budgetdsl.git_source import GitError, files_at, opener_at, repo_root, resolve_revision
+    from budgetdsl.git_source import (
+        GitError,
+        files_at,
+        opener_at,
+        repo_root,
+        resolve_revision,
+    )
     from budgetdsl.yaml_source import read_bytes
 
     try:
@@ -102,7 +108,11 @@ def _base_diff(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from budgetdsl.diff_report import render_diff_json, render_diff_markdown, render_diff_text
+    from budgetdsl.diff_report import (
+        render_diff_json,
+        render_diff_markdown,
+        render_diff_text,
+    )
 
     if args.base is None and len(args.files) != 2:
         print("budgetdsl diff: give two plan files, or --base REF [PATHS]", file=sys.stderr)

@@ -13,8 +13,6 @@ import os
 import sys
 import tempfile
 
-from budgetdsl.diagnostics import PlanError
-
 EXIT_OK, EXIT_NO, EXIT_INVALID = 0, 1, 2
 
 
@@ -33,17 +31,12 @@ def _write(path: str, text: str, executable: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from budgetdsl.commands._common import load_or_report
     from budgetdsl.exports import FORMATS, export
     from budgetdsl.exports.spec import ExportError, launch_spec
-    from budgetdsl.plan_loader import load_plan
 
-    try:
-        plan = load_plan(args.plan)
-    except PlanError as exc:
-        exc.report()
-        return EXIT_INVALID
-    except OSError as exc:
-        print(f"{args.plan}: error[io]: {exc.strerror or exc}", file=sys.stderr)
+    plan = load_or_report(args.plan)
+    if plan is None:
         return EXIT_INVALID
 
     from budgetdsl.solver import solve

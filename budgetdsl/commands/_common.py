@@ -1,0 +1,24 @@
+"""What several commands do the same way at the edge: load a plan, or say why not."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from budgetdsl.diagnostics import PlanError
+
+if TYPE_CHECKING:
+    from budgetdsl.plan_model import Plan
+
+
+def load_or_report(path: str) -> "Plan | None":
+    """The plan at `path`, or None after printing its diagnostics (the caller exits 2)."""
+    from budgetdsl.plan_loader import load_plan
+
+    try:
+        return load_plan(path)
+    except PlanError as exc:
+        exc.report()
+    except OSError as exc:
+        print(f"{path}: error[io]: {exc.strerror or exc}", file=sys.stderr)
+    return None
