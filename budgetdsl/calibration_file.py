@@ -373,6 +373,12 @@ def load_calibration(path: str | os.PathLike) -> CalibrationFile:
         ) from None
     except OSError as exc:
         raise CalibrationFileError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse_calibration(text, path)
+
+
+def parse_calibration(text: str, path: str | os.PathLike) -> CalibrationFile:
+    """A calibration file's text (read from disk, or from a git revision by `diff --base`),
+    validated; `path` names it in messages."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

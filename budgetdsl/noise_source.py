@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from budgetdsl.diagnostics import Diagnostic, Location, PlanError
 from budgetdsl.frontier import KAPLAN_ALPHA_B, KAPLAN_B_STAR, kaplan_b_crit
+from budgetdsl.yaml_source import read_bytes
 
 if TYPE_CHECKING:
     from budgetdsl.plan_model import Plan
@@ -61,21 +62,40 @@ def calibration_path(plan: "Plan") -> Path:
     return base / raw
 
 
-def _from_calibration(plan: "Plan") -> NoiseEstimate:
-    noise = plan.noise
-    path = calibration_path(plan)
-    if not path.is_file():
-        raise plan_error(plan, ("noise", "calibration"), "calibration-missing",
+def read_calibration(plan: "Plan", path: Path | None = None) -> Any:
+    """The plan's calibration file, read the way the plan was read: from disk (cached by mtime),
+    or through the plan's opener (a git revision, for `diff --base`). Located PlanError when it
+    is missing or invalid."""
+    path = path or calibration_path(plan)
+    missing = plan_error(plan, ("noise", "calibration"), "calibration-missing",
                          f"calibration file {str(path)!r} not found",
                          "the path is relative to the plan file that names it; "
                          "write one with `budgetdsl calibrate`")
+    source = getattr(plan, "_source", None)
+    opener = getattr(source, "opener", None)
     try:
-        cal = _load_calibration(os.fspath(path), path.stat().st_mtime_ns)
+        if opener is None or opener is read_bytes:
+            if not path.is_file():
+                raise missing
+            return _load_calibration(os.fspath(path), path.stat().st_mtime_ns)
+        from budgetdsl.calibration_file import parse_calibration
+
+        try:
+            raw = opener(os.fspath(path))
+        except FileNotFoundError:
+            raise missing from None
+        return parse_calibration(raw.decode("utf-8"), path)
     except PlanError:
         raise
     except (ValueError, OSError) as exc:
         raise plan_error(plan, ("noise", "calibration"), "calibration-invalid",
                          f"cannot read calibration {str(path)!r}: {exc}") from None
+
+
+def _from_calibration(plan: "Plan") -> NoiseEstimate:
+    noise = plan.noise
+    path = calibration_path(plan)
+    cal = read_calibration(plan, path)
     source_name = str(noise.source)
     if source_name == "sweep" and getattr(cal, "sweep", None) is None:
         raise plan_error(plan, ("noise", "source"), "calibration-source",

@@ -30,6 +30,9 @@ class MergedSource:
     key_spans: dict[Path, Span] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)  # each file's text, by display name
     paths: dict[str, FsPath] = field(default_factory=dict)  # each file's path on disk
+    # How the files were read (disk, or a git revision): files the plan names, such as its
+    # calibration, are read the same way.
+    opener: Callable[[str], bytes] = read_bytes
 
     def locate(self, path: Path, *, key: bool = False) -> Location:
         """Where `path` stands; the closest located ancestor where it is not in the file."""
@@ -107,7 +110,8 @@ def read_merged(path: str | os.PathLike[str], text: str | None = None,
                                         f"the path is relative to {chain[-1][1].values[()].file!r}: "
                                         f"{display}")]) from None
 
-    merged = MergedSource({}, files=[doc.values.get((), Location(str(p))).file for p, doc in chain])
+    merged = MergedSource({}, files=[doc.values.get((), Location(str(p))).file for p, doc in chain],
+                          opener=opener)
     for fs_path, doc in reversed(chain):  # base first, so this file's keys win
         merged.data = _merge(merged.data, doc.data)
         _drop_replaced(merged, doc)

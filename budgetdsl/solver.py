@@ -503,10 +503,10 @@ def _ramp(ctx: _Context, pl: Placement) -> dict | None:
         return None
     notes: list[str] = []
     if ctx.plan.noise.calibration is not None:
-        from budgetdsl.noise_source import _load_calibration, calibration_path
+        from budgetdsl.noise_source import calibration_path, read_calibration
 
         path = calibration_path(ctx.plan)
-        cal = _load_calibration(str(path), path.stat().st_mtime_ns)
+        cal = read_calibration(ctx.plan, path)
         try:
             traj = br.NoiseTrajectory.from_calibration(cal, path.name)
         except ValueError as exc:

@@ -78,7 +78,7 @@ def variant(source: MergedSource, values: dict[str, str]) -> Plan:
     for path, value in values.items():  # problems with a set value point at the option
         positions[tuple(path.split("."))] = Location(f"--set {path}={value}")
     plan = load_merged(MergedSource(data, positions, source.keys, source.files, source.spans,
-                                    source.key_spans, source.texts, source.paths))
+                                    source.key_spans, source.texts, source.paths, source.opener))
     plan._source = source
     return plan
 

@@ -52,3 +52,22 @@ def test_unknown_revisions_are_errors(repo):
         resolve_revision("no-such-branch", repo)
     with pytest.raises(GitError):
         resolve_revision("--output=/tmp/x", repo)
+
+
+def test_a_calibration_is_read_at_the_same_revision_as_its_plan(repo):
+    """`diff --base` compares a plan with the calibration it named at the base, not today's."""
+    from budgetdsl.diagnostics import PlanError
+    from budgetdsl.solver import solve
+
+    shutil.copytree(REPO / "tests/fixtures/calibration", repo / "tests/fixtures/calibration")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "calibrations")
+    commit = resolve_revision("HEAD", repo)
+    plan_path = repo / "plans/ramp-gpt-micro-proxy.yaml"
+    then = solve(load_plan(plan_path, opener=opener_at(commit, repo)))
+    for f in (repo / "tests/fixtures/calibration").glob("*.json"):
+        f.unlink()  # gone from the work tree, still at the revision
+    with pytest.raises(PlanError) as info:
+        solve(load_plan(plan_path))
+    assert info.value.diagnostics[0].code == "calibration-missing"
+    assert solve(load_plan(plan_path, opener=opener_at(commit, repo))) == then
