@@ -32,7 +32,7 @@ def _write(path: str, text: str, executable: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from budgetdsl.commands._common import load_or_report
-    from budgetdsl.exports import FORMATS, export
+    from budgetdsl.exports import FORMATS, export, schedule_warning
     from budgetdsl.exports.spec import ExportError, launch_spec
 
     plan = load_or_report(args.plan)
@@ -61,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"{args.plan}: note[defaulted]: {d}", file=sys.stderr)
         for w in spec.warnings:
             print(f"{args.plan}: warning[export]: {w}", file=sys.stderr)
+        schedule = schedule_warning(spec, args.to)
+        if schedule:
+            print(f"{args.plan}: warning[batch-schedule]: {schedule}", file=sys.stderr)
     if args.output and args.output != "-":
         try:
             _write(args.output, text, executable=args.to in ("slurm", "torchrun"))

@@ -54,3 +54,16 @@ def export(spec: LaunchSpec, fmt: str) -> str:
     """The launch config of `spec` in format `fmt`. Raises ExportError when the format cannot carry
     the run (e.g. tensor parallelism for the HF Trainer), KeyError for an unknown format."""
     return FORMATS[fmt].render(spec)
+
+
+#: Formats whose file has no place for a batch-size schedule (strict JSON keys, no comments).
+NO_SCHEDULE = frozenset({"deepspeed", "hf"})
+
+
+def schedule_warning(spec: LaunchSpec, fmt: str) -> str | None:
+    """What a user must know when `fmt` cannot carry the plan's batch schedule."""
+    if not spec.batch_stages or fmt not in NO_SCHEDULE:
+        return None
+    return (f"the {fmt} config holds one global batch ({spec.global_batch_sequences} sequences); it cannot "
+            f"carry the plan's {len(spec.batch_stages)}-stage batch schedule (from tokens: sequences "
+            f"{spec.schedule_text()}): apply it in the training program, or export megatron")
