@@ -1,5 +1,6 @@
 """Property: any text given as a plan ends in a Plan or in located diagnostics — never a traceback,
-never a hang. Thousands of generated and mutated plan texts go through the real loader."""
+never a hang — and a Plan solves (or says, located, why not). Thousands of generated and mutated
+plan texts go through the real loader and solver."""
 
 import pathlib
 
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 from budgetdsl.diagnostics import PlanError
 from budgetdsl.plan_loader import load_plan
 from budgetdsl.plan_model import Plan
+from budgetdsl.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SEED = (REPO / "plans" / "llama2-7b.yaml").read_text()
@@ -18,10 +20,14 @@ PLANS = REPO / "plans"
 KEYS = ["name", "model", "hardware", "budget", "target", "noise", "run", "objective", "optimizer",
         "params", "layers", "d_model", "heads", "seq_len", "gpus", "gpu", "mfu", "network", "zero",
         "deadline", "flops", "tokens", "at_batch", "min_tokens", "b_crit", "kaplan_loss",
-        "uncertainty", "batch", "micro_batch", "lr", "min", "max", "step", "extends", "launch"]
+        "uncertainty", "batch", "micro_batch", "lr", "min", "max", "step", "extends", "launch",
+        "batch_schedule", "until", "ramp_stages", "ramp_x", "memory_reserve", "intra_node_network",
+        "calibration", "at_loss", "source", "extrapolate", "image", "command", "env"]
 VALUES = ["4M", "21 days", "80 GiB", "200 Gb/s", "1.2e23", "30%", "20 * model.params", "2^10",
           "-1", "0", "1e400", "balanced", "A100-SXM4-80GB", "((1)", "model.params * budget.flops",
-          "base/a100-cluster.yaml", "../llama2-7b.yaml", "llama2-7b.yaml", "10**10**10", "*", ""]
+          "base/a100-cluster.yaml", "../llama2-7b.yaml", "llama2-7b.yaml", "10**10**10", "*", "",
+          "auto", "sweep", "25%", "../tests/fixtures/calibration/sweep-gpt-micro-stdlib.json",
+          "/etc/passwd", "../../../../etc/shadow.json"]
 
 
 def check(text: str) -> None:
@@ -34,6 +40,10 @@ def check(text: str) -> None:
             assert d.location.line >= 0 and d.location.col >= 0
     else:
         assert isinstance(plan, Plan)
+        try:  # and a plan that loads solves, or says (located) why its input cannot be solved
+            solve(plan)
+        except PlanError as exc:
+            assert exc.diagnostics
 
 
 mutation = st.tuples(st.sampled_from(["insert", "delete", "replace", "dup-line", "drop-line"]),
