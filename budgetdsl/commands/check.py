@@ -21,7 +21,11 @@ def check_files(paths: list[str]) -> dict[str, list[Diagnostic]]:
     results: dict[str, list[Diagnostic]] = {}
     for path in paths:
         try:
-            load_plan(path)
+            plan = load_plan(path)
+            if plan.noise.calibration is not None:  # the file it names must exist and cover at_loss
+                from budgetdsl.noise_source import noise_estimate
+
+                noise_estimate(plan)
             results[path] = []
         except PlanError as exc:
             results[path] = exc.diagnostics

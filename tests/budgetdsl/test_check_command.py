@@ -87,3 +87,13 @@ def test_solve_fails_on_an_infeasible_plan(tmp_path, capsys):
     assert main(["check", "--solve", "--format", "json", str(tight)]) == 1
     [entry] = json.loads(capsys.readouterr().out)["files"]
     assert entry["valid"] is True and entry["feasible"] is False and entry["conflicts"]
+
+
+def test_check_reads_the_calibration_a_plan_names(tmp_path, capsys):
+    """A missing calibration file, or a loss it does not cover, fails `check`, not only `plan`."""
+    text = (REPO / "plans/ramp-gpt-micro-proxy.yaml").read_text()
+    missing = tmp_path / "missing.yaml"
+    missing.write_text(text.replace("../tests/fixtures/calibration/sweep-gpt-micro-stdlib.json", "nope.json"))
+    assert main(["check", str(missing)]) == 2
+    assert "error[calibration-missing]" in capsys.readouterr().err
+    assert main(["check", str(REPO / "plans/ramp-gpt-micro-proxy.yaml")]) == 0
