@@ -43,7 +43,15 @@ def frontier_curve(sol: Solution, margin: float = 1.0, points: int = 400) -> Cur
     batch = [10 ** (lo + (hi - lo) * i / (points - 1)) for i in range(points)]
     steps = [fr.s_min * (1 + fr.b_crit_tokens / b) for b in batch]
     tokens = [fr.e_min_tokens * (1 + b / fr.b_crit_tokens) for b in batch]
-    wall = [s * (f * b / rate + fixed) for s, b in zip(steps, batch)]
+    # With a pipeline, each batch runs at the launched micro-batch, so m = B/(micro·dp·s)
+    # micro-batches per step and the 1F1B bubble 1 + (p − 1)/m (Narayanan et al. 2021).
+    sb, p = sol.batch, sol.batch.pipeline_parallel
+    per_micro = (sb.tokens / sb.grad_accum) if (p > 1 and sb.tokens and sb.grad_accum) else None
+
+    def bubble(b: float) -> float:
+        return 1.0 if per_micro is None else 1.0 + (p - 1) / max(1.0, b / per_micro)
+
+    wall = [s * (f * b / rate * bubble(b) + fixed) for s, b in zip(steps, batch)]
     return Curve(batch, tokens, steps, [f * e for e in tokens], wall)
 
 

@@ -43,11 +43,15 @@ class Coefficient(_Frozen):
 
 
 class Batch(_Frozen):
+    """The launched configuration: global batch = micro_batch × grad_accum × data_parallel."""
+
     tokens: float | None = None
     sequences: int | None = None
     micro_batch: int | None = None
     grad_accum: int | None = None
     data_parallel: int | None = None
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
 
 
 class FrontierPoint(_Frozen):

@@ -668,8 +668,10 @@ def solve(plan: "Plan") -> Solution:
         status=status, feasible=status in FEASIBLE, plan=plan.name, objective=ctx.objective,
         gpus=cm.gpus,
         batch=dict(tokens=cfg.batch, sequences=cfg.sequences, micro_batch=cfg.micro_batch,
-                   grad_accum=cfg.grad_accum, data_parallel=cfg.data_parallel) if cfg is not None
-        else dict(data_parallel=cm.data_parallel),
+                   grad_accum=cfg.grad_accum, data_parallel=cfg.data_parallel,
+                   tensor_parallel=cm.split.tensor_parallel, pipeline_parallel=cm.split.pipeline_parallel)
+        if cfg is not None else dict(data_parallel=cm.data_parallel, tensor_parallel=cm.split.tensor_parallel,
+                                     pipeline_parallel=cm.split.pipeline_parallel),
         steps=cfg.steps if cfg else None, tokens=cfg.tokens if cfg else None,
         flops=cfg.flops if cfg else None, wall_clock_s=cfg.wall if cfg else None,
         gpu_hours=cfg.gpu_hours if cfg else None, usd=cfg.usd if cfg else None,

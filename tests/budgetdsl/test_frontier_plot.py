@@ -53,3 +53,14 @@ def test_svg_is_deterministic_and_png_is_an_image(solution, tmp_path):
     assert "llama2-7b: feasible" in text and "B_crit = 3M tokens" in text and "deadline" in text
     draw(solution, str(png), axes="tokens-steps")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_pipelined_run_lies_on_its_curve():
+    """With a pipeline the curve carries the 1F1B bubble at the launched micro-batch."""
+    import bisect
+
+    sol = solve(load_plan(REPO / "plans/gpt3-175b.yaml"))
+    assert sol.batch.pipeline_parallel == 16 and sol.batch.tensor_parallel == 8
+    curve = frontier_curve(sol, points=20001)
+    i = bisect.bisect_left(curve.batch, sol.batch.tokens)
+    assert curve.wall[i] == pytest.approx(sol.wall_clock_s, rel=2e-3)
