@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -401,26 +400,11 @@ def parse_calibration(text: str, path: str | os.PathLike) -> CalibrationFile:
         ) from None
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write_calibration(path: str | os.PathLike, calibration: CalibrationFile) -> None:
     """Write atomically: a temporary file in the same folder, then os.replace — a reader never
     sees half a file, and an interrupted write leaves the previous file intact."""
+    from budgetdsl.atomic_write import write_file
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = calibration.model_dump_json(indent=1) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a result file is an ordinary file
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_file(path, calibration.model_dump_json(indent=1) + "\n")

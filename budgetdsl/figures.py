@@ -26,9 +26,15 @@ def new_figure() -> tuple[Any, Any]:
 
 def save(fig: Any, path: str) -> None:
     """Write `fig` to `path` (.svg or .png) reproducibly, and free it."""
+    import io
+
     import matplotlib.pyplot as plt
 
+    from budgetdsl.atomic_write import write_file
+
     fig.tight_layout()
-    metadata = {"Date": None} if str(path).endswith(".svg") else {"Software": None}
-    fig.savefig(path, metadata=metadata)
+    svg = str(path).endswith(".svg")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="svg" if svg else "png", metadata={"Date": None} if svg else {"Software": None})
     plt.close(fig)
+    write_file(path, buffer.getvalue())  # whole or not at all

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from budgetdsl.atomic_write import write_files
 from budgetdsl.plan_loader import MergedSource, load_plan, read_merged
 from budgetdsl.yaml_source import Path
 
@@ -195,27 +196,8 @@ def edited_texts(plan_path: str | os.PathLike[str], changes: Mapping[str, Any]) 
     return {str(source.paths[name]): text for name, text in new.items()}
 
 
-def write_atomically(files: Mapping[str, str]) -> None:
-    """Replace each file via a temp file and os.replace, so no file is ever half-written."""
-    temps: list[tuple[str, str]] = []
-    try:
-        for path, text in files.items():
-            fd, tmp = tempfile.mkstemp(prefix=".budgetdsl-", dir=os.path.dirname(os.path.abspath(path)))
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
-            if os.path.exists(path):
-                os.chmod(tmp, os.stat(path).st_mode & 0o777)
-            temps.append((tmp, path))
-        for tmp, path in temps:
-            os.replace(tmp, path)
-    finally:
-        for tmp, _ in temps:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-
-
 def save_changes(plan_path: str | os.PathLike[str], changes: Mapping[str, Any]) -> list[str]:
     """Validate and write `changes` into the plan's files; return the files written."""
     files = edited_texts(plan_path, changes)
-    write_atomically(files)
+    write_files(files)
     return sorted(files)

@@ -9,25 +9,9 @@ and the solver's reasons are printed), 2 when the plan is invalid or the format 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 
 EXIT_OK, EXIT_NO, EXIT_INVALID = 0, 1, 2
-
-
-def _write(path: str, text: str, executable: bool) -> None:
-    """Write FILE whole or not at all: a temporary file beside it, renamed over it."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".budgetdsl-export-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.chmod(tmp, 0o755 if executable else 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"{args.plan}: warning[batch-schedule]: {schedule}", file=sys.stderr)
     if args.output and args.output != "-":
         try:
-            _write(args.output, text, executable=args.to in ("slurm", "torchrun"))
+            from budgetdsl.atomic_write import write_file
+
+            write_file(args.output, text, mode=0o755 if args.to in ("slurm", "torchrun") else 0o644)
         except OSError as exc:
             print(f"{args.output}: error[io]: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_INVALID
