@@ -28,13 +28,21 @@ def _launch_rows(sol: Solution) -> list[tuple[str, str]]:
             ("micro-batch", f"{b.micro_batch} per device × {b.grad_accum} accumulation × "
                             f"{b.data_parallel} replicas"),
             ("steps", _count(sol.steps)),
-            ("tokens", human("tokens", sol.tokens)),
-            ("FLOPs", human("FLOP", sol.flops)),
-            ("wall clock", human("s", sol.wall_clock_s)),
-            ("GPU-hours", human("GPU-h", sol.gpu_hours)),
+            *outcome_rows(sol),
         ]
-        if sol.usd is not None:
-            rows.append(("cost", human("USD", sol.usd)))
+    return rows
+
+
+def outcome_rows(sol: Solution) -> list[tuple[str, str]]:
+    """What the launched configuration costs: tokens, FLOPs, wall clock, GPU-hours (and money)."""
+    rows = [
+        ("tokens", human("tokens", sol.tokens)),
+        ("FLOPs", human("FLOP", sol.flops)),
+        ("wall clock", human("s", sol.wall_clock_s)),
+        ("GPU-hours", human("GPU-h", sol.gpu_hours)),
+    ]
+    if sol.usd is not None:
+        rows.append(("cost", human("USD", sol.usd)))
     return rows
 
 

@@ -183,11 +183,18 @@ def _sweep_command(cfg) -> list[str]:
     return argv
 
 
-def run_sweep(args: argparse.Namespace) -> int:
+def _torch_missing(prog: str) -> bool:
+    """True (after saying which extra to install) when PyTorch cannot be imported."""
     try:
         import torch  # noqa: F401
     except ImportError:
-        print(f"budgetdsl calibrate sweep: needs PyTorch; install the extra: {EXTRA_HINT}", file=sys.stderr)
+        print(f"{prog}: needs PyTorch; install the extra: {EXTRA_HINT}", file=sys.stderr)
+        return True
+    return False
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    if _torch_missing("budgetdsl calibrate sweep"):
         return EXIT_INVALID
     from calibrate.run import UsageError
     from calibrate.sweep import sweep
@@ -323,10 +330,7 @@ def _command(cfg) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print(f"budgetdsl calibrate: needs PyTorch; install the extra: {EXTRA_HINT}", file=sys.stderr)
+    if _torch_missing("budgetdsl calibrate"):
         return EXIT_INVALID
     from calibrate.run import UsageError, calibrate
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from budgetdsl.humanize import human, si
+from budgetdsl.report import outcome_rows
 from budgetdsl.solution import Solution
 from tui.widgets.text_panel import TextPanel
 
@@ -33,13 +34,8 @@ def metric_rows(sol: Solution) -> list[tuple[str, str]]:
             ("batch", human("tokens", b.tokens)),
             ("micro·acc·dp", f"{b.micro_batch}×{b.grad_accum}×{b.data_parallel} = {_n(b.sequences)} seq"),
             ("steps", _n(sol.steps)),
-            ("tokens", human("tokens", sol.tokens)),
-            ("FLOPs", human("FLOP", sol.flops)),
-            ("wall clock", human("s", sol.wall_clock_s)),
-            ("GPU-hours", human("GPU-h", sol.gpu_hours)),
+            *outcome_rows(sol),
         ]
-        if sol.usd is not None:
-            rows.append(("cost", human("USD", sol.usd)))
         rows.append(("", f"x={_ratio(f.x)}  S/Smin={_ratio(f.s_over_smin)}  E/Emin={_ratio(f.e_over_emin)}"))
     unc = f" ±{f.b_crit_uncertainty:.0%}" if f.b_crit_uncertainty else ""
     rows.append(("B_crit", f"{human('tokens', f.b_crit_tokens)}{unc}"))
