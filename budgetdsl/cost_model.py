@@ -109,20 +109,31 @@ class CostModel:
         return self.gpus * self.peak_flops * self.mfu
 
     @property
-    def fixed_time(self) -> float:
-        """c = T_comm + T_fixed: the part of a step that does not grow with the batch."""
-        return self.comm_time + self.step_overhead
-
-    def bubble(self, grad_accum: int | None) -> float:
-        """The pipeline's compute-time factor 1 + (p − 1)/m for m micro-batches per step under
-        1F1B (Narayanan et al. 2021, section 2.2: bubble fraction (p − 1)/m); 1 without a pipeline,
-        or when m is not known yet (the continuous relaxation: a lower bound)."""
+    def bubble_time(self) -> float:
+        """The 1F1B bubble with one-sequence micro-batches, (p − 1) micro-batch compute times per
+        step (Narayanan et al. 2021, section 2.2): (p − 1)/m of the compute for m = B/(dp·s)
+        micro-batches is a constant time per step, independent of B."""
         p = self.split.pipeline_parallel
-        return 1.0 if p <= 1 or not grad_accum else 1.0 + (p - 1) / grad_accum
+        return (p - 1) * self.flops_per_token * self.data_parallel * self.seq_len / self.rate if p > 1 else 0.0
+
+    @property
+    def fixed_time(self) -> float:
+        """c = T_comm + T_fixed (+ the pipeline bubble): the part of a step that does not grow with
+        the batch — what the closed forms of the deadline and the minimum-time batch see."""
+        return self.comm_time + self.step_overhead + self.bubble_time
+
+    def bubble(self, grad_accum: int) -> float:
+        """The pipeline's compute-time factor 1 + (p − 1)/m for m micro-batches per step under
+        1F1B (Narayanan et al. 2021, section 2.2: bubble fraction (p − 1)/m); 1 without a pipeline."""
+        p = self.split.pipeline_parallel
+        return 1.0 if p <= 1 else 1.0 + (p - 1) / grad_accum
 
     def step_time(self, batch_tokens: float, grad_accum: int | None = None) -> float:
-        """T(B) = f·B/(G·P·u) · bubble + T_comm + T_fixed, seconds."""
+        """T(B) = f·B/(G·P·u) · (1 + (p − 1)/m) + T_comm + T_fixed, seconds, for m = grad_accum
+        micro-batches per step; without m, one-sequence micro-batches (the closed forms' model)."""
         compute = self.flops_per_token * batch_tokens / self.rate
+        if grad_accum is None:
+            return compute + self.fixed_time
         return compute * self.bubble(grad_accum) + self.comm_time + self.step_overhead
 
     @property
@@ -284,6 +295,10 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
         activation_bytes_per_sequence=act, reserve_bytes=reserve, coefficients=coefs)
     coefs["micro_batch_max"] = Coef(float(cm.micro_batch_max), "sequences", DERIVED,
                                     "⌊(memory − reserve − weights − grads − optimizer) / activations⌋")
+    if p > 1:
+        coefs["pipeline_bubble"] = Coef(cm.bubble_time, "s", DERIVED,
+                                        f"(p − 1) = {p - 1} one-sequence micro-batches of compute per step "
+                                        "(1F1B; Narayanan et al. 2021)")
     return cm
 
 

@@ -611,7 +611,8 @@ def _notes(ctx: _Context, pl: Placement, status: Status) -> list[str]:
 
             b_star = cf.min_time_batch(ctx.frontier.b_crit, cm.flops_per_token, cm.rate, cm.fixed_time)
             notes.append(f"past B = {human('tokens', b_star)} a bigger batch no longer buys time on "
-                         f"{cm.gpus} GPUs (T_comm + T_fixed = {human('s', cm.fixed_time)} per step)")
+                         f"{cm.gpus} GPUs (T_comm + T_fixed{' + bubble' if cm.bubble_time else ''} = "
+                         f"{human('s', cm.fixed_time)} per step)")
     if abs(cfg.batch - (pl.clipped or cfg.batch)) > 0 and status is Status.optimal:
         notes.append(f"snapped to {cfg.sequences} sequences = {cfg.micro_batch} × {cfg.grad_accum} "
                      f"accumulation × {cfg.data_parallel} replicas; steps rounded up to {cfg.steps}")

@@ -131,10 +131,15 @@ def test_the_pipeline_bubble():
     cm = build_cost_model(make_plan(hardware={"gpus": 1024, "pipeline_parallel": 4}), 1024)
     b = 4194304.0
     compute = cm.flops_per_token * b / cm.rate
-    assert cm.step_time(b, 12) == pytest.approx(compute * (1 + 3 / 12) + cm.fixed_time, rel=1e-12)
-    assert cm.step_time(b) == pytest.approx(compute + cm.fixed_time, rel=1e-12)  # the relaxation
+    assert cm.step_time(b, 12) == pytest.approx(compute * (1 + 3 / 12) + cm.comm_time + cm.step_overhead,
+                                                rel=1e-12)
+    # without m: one-sequence micro-batches, m = B/(dp·s), and the bubble is a constant per step
+    m = b / (cm.data_parallel * S)
+    assert cm.step_time(b) == pytest.approx(compute * (1 + 3 / m) + cm.comm_time + cm.step_overhead, rel=1e-12)
+    assert cm.bubble_time == pytest.approx(3 * cm.flops_per_token * cm.data_parallel * S / cm.rate, rel=1e-12)
+    assert cm.step_time(b, round(m)) == pytest.approx(cm.step_time(b), rel=1e-12)
     flat = build_cost_model(make_plan(), 1024)
-    assert flat.step_time(b, 1) == flat.step_time(b)  # no pipeline, no bubble
+    assert flat.step_time(b, 1) == flat.step_time(b) and flat.bubble_time == 0.0  # no pipeline
 
 
 def test_a_pipelined_run_takes_one_sequence_micro_batches():
