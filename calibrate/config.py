@@ -6,6 +6,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 
 
+def check_choices(cfg: "RunConfig") -> None:
+    """The named choices a run takes: optimizer, device, mixed precision (ValueError naming the flag)."""
+    if cfg.optimizer not in ("adamw", "sgd"):
+        raise ValueError(f"--optimizer must be adamw or sgd, not {cfg.optimizer!r}")
+    if cfg.device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"--device must be auto, cpu or cuda, not {cfg.device!r}")
+    if cfg.amp not in ("auto", "none", "bf16", "fp16"):
+        raise ValueError(f"--amp must be auto, none, bf16 or fp16, not {cfg.amp!r}")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     model: str = "gpt-mini"  # a named GPT size (calibrate.model.SIZES) or package.module:function
@@ -82,12 +92,7 @@ class RunConfig:
             )
         if self.lr < 0:
             raise ValueError("--lr must be >= 0")
-        if self.optimizer not in ("adamw", "sgd"):
-            raise ValueError(f"--optimizer must be adamw or sgd, not {self.optimizer!r}")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"--device must be auto, cpu or cuda, not {self.device!r}")
-        if self.amp not in ("auto", "none", "bf16", "fp16"):
-            raise ValueError(f"--amp must be auto, none, bf16 or fp16, not {self.amp!r}")
+        check_choices(self)
         if self.ema_beta is not None and not 0.0 <= self.ema_beta <= 1.0:
             raise ValueError("--ema-beta must lie in [0, 1]")
         if not 0.0 < self.confidence < 1.0:

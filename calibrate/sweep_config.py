@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from calibrate.config import RunConfig
+from calibrate.config import RunConfig, check_choices
 
 LR_RULES = {"sqrt": 0.5, "linear": 1.0, "none": 0.0}  # lr(B) = lr_base · (B / base)^p
 
@@ -85,12 +85,7 @@ class SweepConfig:
             raise ValueError("--micro-max and --eval-micro must be positive, --evals-per-run >= 4")
         if self.reference_batch is not None and self.reference_batch not in self.batches:
             raise ValueError(f"--reference-batch {self.reference_batch} is not one of --batches")
-        if b.optimizer not in ("adamw", "sgd"):
-            raise ValueError(f"--optimizer must be adamw or sgd, not {b.optimizer!r}")
-        if b.device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"--device must be auto, cpu or cuda, not {b.device!r}")
-        if b.amp not in ("auto", "none", "bf16", "fp16"):
-            raise ValueError(f"--amp must be auto, none, bf16 or fp16, not {b.amp!r}")
+        check_choices(b)
         if b.eval_batches < 1:
             raise ValueError("--eval-batches must be positive")
         if b.grad_clip is not None and b.grad_clip <= 0:
