@@ -25,10 +25,10 @@ from contextlib import nullcontext
 import numpy as np
 import torch
 
-from calibrate.data import TokenSampler, stdlib_corpus
-from calibrate.model import GPT, gpt_config
-from calibrate.noise import NoiseScaleTracker, successive_difference_covariance
-from calibrate.step import Stepper
+from budgetdsl.calibrate.data import TokenSampler, stdlib_corpus
+from budgetdsl.calibrate.model import GPT, gpt_config
+from budgetdsl.calibrate.noise import NoiseScaleTracker, successive_difference_covariance
+from budgetdsl.calibrate.step import Stepper
 
 
 def plain_step(model, optimizer, micro, clip):

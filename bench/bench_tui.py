@@ -32,7 +32,7 @@ async def measure(size: tuple[int, int]) -> dict[str, list[float]]:
     from textual import events
     from textual._compositor import CompositorUpdate
 
-    from tui.app import make_app
+    from budgetdsl.tui.app import make_app
 
     app = make_app(PLAN)
     samples: dict[str, list[float]] = {}

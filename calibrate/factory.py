@@ -24,8 +24,8 @@ from typing import Any, Callable
 
 import torch
 
-from calibrate.data import CorpusError, TokenSampler, load_corpus
-from calibrate.model import GPT, SIZES, gpt_config
+from budgetdsl.calibrate.data import CorpusError, TokenSampler, load_corpus
+from budgetdsl.calibrate.model import GPT, SIZES, gpt_config
 
 _SPEC = re.compile(r"^(?P<module>[\w.]+|.+\.py):(?P<attr>[A-Za-z_]\w*)$")
 

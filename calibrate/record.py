@@ -21,8 +21,8 @@ from budgetdsl.calibration_file import (
     Summary,
     TrajectoryPoint,
 )
-from calibrate.fit import FitError, fit_power_law, spaced
-from calibrate.noise import NoiseScaleTracker
+from budgetdsl.calibrate.fit import FitError, fit_power_law, spaced
+from budgetdsl.calibrate.noise import NoiseScaleTracker
 
 
 @dataclass

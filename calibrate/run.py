@@ -40,14 +40,14 @@ from budgetdsl.calibration_file import (
     Provenance,
     write_calibration,
 )
-from calibrate import distributed
-from calibrate.config import RunConfig
-from calibrate.factory import Proxy, build_proxy
-from calibrate.hardware import StepTimer, cuda_memory_profile, device_name, resolve_amp, resolve_device
-from calibrate.noise import NoiseScaleTracker
-from calibrate.progress import Progress
-from calibrate.record import RunRecord
-from calibrate.step import Stepper, to_device
+from budgetdsl.calibrate import distributed
+from budgetdsl.calibrate.config import RunConfig
+from budgetdsl.calibrate.factory import Proxy, build_proxy
+from budgetdsl.calibrate.hardware import StepTimer, cuda_memory_profile, device_name, resolve_amp, resolve_device
+from budgetdsl.calibrate.noise import NoiseScaleTracker
+from budgetdsl.calibrate.progress import Progress
+from budgetdsl.calibrate.record import RunRecord
+from budgetdsl.calibrate.step import Stepper, to_device
 
 
 class UsageError(ValueError):

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from calibrate import distributed
-from calibrate.distributed import DistContext
-from calibrate.gradients import Accumulator
+from budgetdsl.calibrate import distributed
+from budgetdsl.calibrate.distributed import DistContext
+from budgetdsl.calibrate.gradients import Accumulator
 
 
 @dataclass(frozen=True)

@@ -40,14 +40,14 @@ import torch
 from budgetdsl.calibration_file import (CalibrationFile, HardwareProfile, Sweep, SweepComparison,
                                         SweepFit, SweepRun, write_calibration)
 from budgetdsl.frontier_fit import FrontierFitError, fit_frontier
-from calibrate.distributed import DistContext
-from calibrate.factory import build_proxy
-from calibrate.hardware import StepTimer, device_name, resolve_amp, resolve_device
-from calibrate.noise import (BiasCorrectedEMA, NoiseScaleTracker, noise_scale_interval, t_quantile)
-from calibrate.record import RunRecord
-from calibrate.run import UsageError, _lr_at, _make_optimizer, _provenance, _StopRequest
-from calibrate.step import Stepper, to_device
-from calibrate.sweep_config import SweepConfig
+from budgetdsl.calibrate.distributed import DistContext
+from budgetdsl.calibrate.factory import build_proxy
+from budgetdsl.calibrate.hardware import StepTimer, device_name, resolve_amp, resolve_device
+from budgetdsl.calibrate.noise import (BiasCorrectedEMA, NoiseScaleTracker, noise_scale_interval, t_quantile)
+from budgetdsl.calibrate.record import RunRecord
+from budgetdsl.calibrate.run import UsageError, _lr_at, _make_optimizer, _provenance, _StopRequest
+from budgetdsl.calibrate.step import Stepper, to_device
+from budgetdsl.calibrate.sweep_config import SweepConfig
 
 RUN_MEAN_BETA = 0.9  # EMA of |G|² and tr Σ for the per-step B_noise inside b_simple_run_mean
 

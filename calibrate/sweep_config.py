@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from calibrate.config import RunConfig, check_choices
+from budgetdsl.calibrate.config import RunConfig, check_choices
 
 LR_RULES = {"sqrt": 0.5, "linear": 1.0, "none": 0.0}  # lr(B) = lr_base · (B / base)^p
 

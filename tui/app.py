@@ -26,20 +26,20 @@ from budgetdsl.diagnostics import PlanError
 from budgetdsl.plan_edit import EditError
 from budgetdsl.solution import Solution
 from budgetdsl.solver import solve
-from tui.fields import FIELDS, FieldError, changes_for, next_objective, parse, shown_text, stepped
-from tui.messages import StepRequested, ValueCommitted
-from tui.state import WhatIf
-from tui.widgets.controls.controls_panel import ControlsPanel
-from tui.widgets.controls.objective_select import ObjectiveSelect
-from tui.widgets.controls.quantity_input import QuantityInput
-from tui.widgets.frontier.canvas import MARKERS
-from tui.widgets.frontier.curve import X_AXES, Y_AXES
-from tui.widgets.frontier.plot import FrontierPlot
-from tui.widgets.metrics.limits_panel import LimitsPanel
-from tui.widgets.metrics.metrics_panel import MetricsPanel
-from tui.widgets.screens.help_screen import HelpScreen
-from tui.widgets.screens.quit_screen import QuitScreen
-from tui.widgets.status_bar import StatusBar
+from budgetdsl.tui.fields import FIELDS, FieldError, changes_for, next_objective, parse, shown_text, stepped
+from budgetdsl.tui.messages import StepRequested, ValueCommitted
+from budgetdsl.tui.state import WhatIf
+from budgetdsl.tui.widgets.controls.controls_panel import ControlsPanel
+from budgetdsl.tui.widgets.controls.objective_select import ObjectiveSelect
+from budgetdsl.tui.widgets.controls.quantity_input import QuantityInput
+from budgetdsl.tui.widgets.frontier.canvas import MARKERS
+from budgetdsl.tui.widgets.frontier.curve import X_AXES, Y_AXES
+from budgetdsl.tui.widgets.frontier.plot import FrontierPlot
+from budgetdsl.tui.widgets.metrics.limits_panel import LimitsPanel
+from budgetdsl.tui.widgets.metrics.metrics_panel import MetricsPanel
+from budgetdsl.tui.widgets.screens.help_screen import HelpScreen
+from budgetdsl.tui.widgets.screens.quit_screen import QuitScreen
+from budgetdsl.tui.widgets.status_bar import StatusBar
 
 
 def _first_problem(exc: PlanError) -> tuple[str, str | None]:

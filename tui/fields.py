@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from budgetdsl.plan_model import Plan
     from budgetdsl.solution import Solution
 
-    from tui.state import WhatIf
+    from budgetdsl.tui.state import WhatIf
 
 OBJECTIVES = ("balanced", "min_time", "min_flops", "min_cost")
 _LADDER = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)  # nice mantissas, ~20 % apart

@@ -148,7 +148,7 @@ _SWEEP_BASE_FIELDS = ("model", "data", "lr", "optimizer", "weight_decay", "grad_
 
 
 def _sweep_config(args: argparse.Namespace):
-    from calibrate.sweep_config import QUICK, QUICK_BASE, SweepConfig
+    from budgetdsl.calibrate.sweep_config import QUICK, QUICK_BASE, SweepConfig
 
     cfg = SweepConfig()
     base = dict(QUICK_BASE) if args.quick else {}
@@ -196,8 +196,8 @@ def _torch_missing(prog: str) -> bool:
 def run_sweep(args: argparse.Namespace) -> int:
     if _torch_missing("budgetdsl calibrate sweep"):
         return EXIT_INVALID
-    from calibrate.run import UsageError
-    from calibrate.sweep import sweep
+    from budgetdsl.calibrate.run import UsageError
+    from budgetdsl.calibrate.sweep import sweep
 
     prog = "budgetdsl calibrate sweep"
     try:
@@ -298,7 +298,7 @@ def render_sweep(cal, path: Path, seconds: float, plot: Path | None = None) -> s
 
 
 def _config(args: argparse.Namespace):
-    from calibrate.config import QUICK, RunConfig
+    from budgetdsl.calibrate.config import QUICK, RunConfig
 
     values = dict(QUICK) if args.quick else {}
     values.update({k: getattr(args, k) for k in _CONFIG_FLAGS if getattr(args, k, None) is not None})
@@ -312,7 +312,7 @@ def _config(args: argparse.Namespace):
 def _command(cfg) -> list[str]:
     """The resolved settings as a command line that reproduces the run: the main settings always,
     the others where they differ from the defaults."""
-    from calibrate.config import RunConfig
+    from budgetdsl.calibrate.config import RunConfig
 
     always = ("model", "data", "steps", "batch", "micro_batch", "lr", "seed")
     defaults = RunConfig()
@@ -332,7 +332,7 @@ def _command(cfg) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     if _torch_missing("budgetdsl calibrate"):
         return EXIT_INVALID
-    from calibrate.run import UsageError, calibrate
+    from budgetdsl.calibrate.run import UsageError, calibrate
 
     try:
         cfg = _config(args)

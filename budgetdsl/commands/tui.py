@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
         print("budgetdsl tui: the terminal UI needs Textual: pip install 'budgetdsl[tui]'", file=sys.stderr)
         return EXIT_INVALID
     from budgetdsl.diagnostics import PlanError
-    from tui.app import make_app
+    from budgetdsl.tui.app import make_app
 
     try:
         app = make_app(args.plan, markers="ascii" if args.ascii else "braille")

@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import linreg_proxy  # noqa: E402  (this folder is on sys.path under pytest's default import mode)
-from calibrate.config import RunConfig  # noqa: E402
-from calibrate.run import calibrate  # noqa: E402
+from budgetdsl.calibrate.config import RunConfig  # noqa: E402
+from budgetdsl.calibrate.run import calibrate  # noqa: E402
 
 LINREG = Path(__file__).with_name("linreg_proxy.py")
 

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from calibrate.model import GPT, SIZES, gpt_config  # noqa: E402
+from budgetdsl.calibrate.model import GPT, SIZES, gpt_config  # noqa: E402
 
 CALIBRATE = Path(__file__).resolve().parents[2] / "calibrate"
 
@@ -49,8 +49,9 @@ def test_model_never_imports_the_loop():
     tree = ast.parse((CALIBRATE / "model.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert not {m for m in imported if m and m.startswith("calibrate")}
-    code = "import sys, calibrate.model; print(sorted(m for m in sys.modules if m.startswith('calibrate')))"
+    assert not {m for m in imported if m and m.startswith(("calibrate", "budgetdsl.calibrate"))}
+    code = ("import sys, budgetdsl.calibrate.model; "
+            "print(sorted(m for m in sys.modules if m.startswith('budgetdsl.calibrate')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=CALIBRATE.parent).stdout
-    assert out.strip() == "['calibrate', 'calibrate.model']"
+    assert out.strip() == "['budgetdsl.calibrate', 'budgetdsl.calibrate.model']"

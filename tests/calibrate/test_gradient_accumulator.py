@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from calibrate.gradients import Accumulator  # noqa: E402
+from budgetdsl.calibrate.gradients import Accumulator  # noqa: E402
 
 
 class TwoLayer(torch.nn.Module):

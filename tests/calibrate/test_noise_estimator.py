@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 np = pytest.importorskip("numpy")  # the calibrate extra
 
-from calibrate.noise import (  # noqa: E402
+from budgetdsl.calibrate.noise import (  # noqa: E402
     BiasCorrectedEMA,
     NoiseScaleTracker,
     ema_weights,

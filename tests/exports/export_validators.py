@@ -23,7 +23,7 @@ import yaml
 from budgetdsl.exports.spec import LaunchSpec
 
 REPO = Path(__file__).resolve().parents[2]
-KUBEFLOW_SCHEMAS = REPO.parent / "shared" / "schemas" / "kubeflow"
+KUBEFLOW_SCHEMAS = REPO / "tests" / "fixtures" / "kubeflow"  # vendored: see its README.md
 TRAINJOB_CRD = KUBEFLOW_SCHEMAS / "trainer.kubeflow.org_trainjobs-v2.3.0.yaml"
 PYTORCHJOB_CRD = KUBEFLOW_SCHEMAS / "kubeflow.org_pytorchjobs-v1.9.4.yaml"
 
@@ -181,7 +181,7 @@ def _strict(schema: Any) -> Any:
 @cache
 def crd_schema(path: Path) -> dict:
     if not path.exists():
-        pytest.fail(f"{path} is missing: the Kubeflow CRDs are read from ../shared/schemas/kubeflow")
+        pytest.fail(f"{path} is missing: the Kubeflow CRDs are vendored in tests/fixtures/kubeflow")
     crd = yaml.safe_load(path.read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
     return _strict(version["schema"]["openAPIV3Schema"])

@@ -11,11 +11,11 @@ from budgetdsl.cli import main as cli
 from budgetdsl.plan_loader import load_plan
 from budgetdsl.humanize import human
 from budgetdsl.solver import solve
-from tui.app import make_app
-from tui.widgets.controls.quantity_input import QuantityInput
-from tui.widgets.frontier.plot import FrontierPlot
-from tui.widgets.screens.help_screen import HelpScreen
-from tui.widgets.screens.quit_screen import QuitScreen
+from budgetdsl.tui.app import make_app
+from budgetdsl.tui.widgets.controls.quantity_input import QuantityInput
+from budgetdsl.tui.widgets.frontier.plot import FrontierPlot
+from budgetdsl.tui.widgets.screens.help_screen import HelpScreen
+from budgetdsl.tui.widgets.screens.quit_screen import QuitScreen
 from tui_helpers import PLAN, headless, notifications, shown, type_into
 
 

@@ -3,8 +3,8 @@
 import pytest
 
 from budgetdsl.solver import solve
-from tui.fields import FIELDS, FieldError, changes_for, next_objective, parse, shown_text, stepped
-from tui.state import WhatIf
+from budgetdsl.tui.fields import FIELDS, FieldError, changes_for, next_objective, parse, shown_text, stepped
+from budgetdsl.tui.state import WhatIf
 
 from tui_helpers import PLAN
 

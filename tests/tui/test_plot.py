@@ -7,10 +7,10 @@ import pytest
 
 from budgetdsl.frontier import Frontier
 from budgetdsl.solver import solve
-from tui.state import WhatIf
-from tui.widgets.frontier.canvas import render_plot
-from tui.widgets.frontier.curve import feasible_batches, plot_data
-from tui.widgets.frontier.ticks import ticks
+from budgetdsl.tui.state import WhatIf
+from budgetdsl.tui.widgets.frontier.canvas import render_plot
+from budgetdsl.tui.widgets.frontier.curve import feasible_batches, plot_data
+from budgetdsl.tui.widgets.frontier.ticks import ticks
 from tui_helpers import PLAN
 
 

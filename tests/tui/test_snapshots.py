@@ -8,7 +8,7 @@ because rendering differs between its versions.
 
 import pytest
 
-from tui.app import make_app
+from budgetdsl.tui.app import make_app
 from tui_helpers import PLAN, type_into
 
 pytest.importorskip("pytest_textual_snapshot")

@@ -4,7 +4,7 @@ import pytest
 
 from budgetdsl.diagnostics import PlanError
 from budgetdsl.plan_loader import load_plan
-from tui.state import WhatIf
+from budgetdsl.tui.state import WhatIf
 
 from tui_helpers import PLAN
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from tui.widgets.text_panel import TextPanel
+from budgetdsl.tui.widgets.text_panel import TextPanel
 
 
 class StatusBar(TextPanel):

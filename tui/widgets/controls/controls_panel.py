@@ -6,9 +6,9 @@ from textual.app import ComposeResult
 from textual.containers import Grid
 from textual.widgets import Label
 
-from tui.fields import FIELDS
-from tui.widgets.controls.objective_select import ObjectiveSelect
-from tui.widgets.controls.quantity_input import QuantityInput
+from budgetdsl.tui.fields import FIELDS
+from budgetdsl.tui.widgets.controls.objective_select import ObjectiveSelect
+from budgetdsl.tui.widgets.controls.quantity_input import QuantityInput
 
 ORDER = ("gpus", "deadline", "flops", "batch", "objective", "b_crit")
 

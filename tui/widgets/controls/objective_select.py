@@ -5,8 +5,8 @@ from __future__ import annotations
 from textual.binding import Binding
 from textual.widgets import Select
 
-from tui.fields import OBJECTIVES
-from tui.messages import StepRequested
+from budgetdsl.tui.fields import OBJECTIVES
+from budgetdsl.tui.messages import StepRequested
 
 
 class ObjectiveSelect(Select[str]):

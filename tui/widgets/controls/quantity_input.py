@@ -7,8 +7,8 @@ from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.widgets import Input
 
-from tui.fields import Field
-from tui.messages import StepRequested, ValueCommitted
+from budgetdsl.tui.fields import Field
+from budgetdsl.tui.messages import StepRequested, ValueCommitted
 
 
 class QuantityInput(Input):

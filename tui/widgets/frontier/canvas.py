@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from tui.widgets.frontier.curve import PlotData
-from tui.widgets.frontier.ticks import ticks
+from budgetdsl.tui.widgets.frontier.curve import PlotData
+from budgetdsl.tui.widgets.frontier.ticks import ticks
 
 MARKERS = ("braille", "ascii")
 

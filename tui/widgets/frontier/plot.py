@@ -9,8 +9,8 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tui.widgets.frontier.canvas import MARKERS, render_plot
-from tui.widgets.frontier.curve import AXIS_TITLES, PlotData, plot_data
+from budgetdsl.tui.widgets.frontier.canvas import MARKERS, render_plot
+from budgetdsl.tui.widgets.frontier.curve import AXIS_TITLES, PlotData, plot_data
 
 if TYPE_CHECKING:
     from budgetdsl.plan_model import Plan

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from budgetdsl.humanize import data, human
 from budgetdsl.solution import Constraint, Solution
-from tui.widgets.text_panel import TextPanel
+from budgetdsl.tui.widgets.text_panel import TextPanel
 
 _STATE_STYLE = {"over": "bold red", "under": "bold red", "binds": "yellow", "ok": "green"}
 

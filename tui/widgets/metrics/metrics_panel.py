@@ -7,7 +7,7 @@ from rich.text import Text
 from budgetdsl.humanize import human, si
 from budgetdsl.report import outcome_rows
 from budgetdsl.solution import Solution
-from tui.widgets.text_panel import TextPanel
+from budgetdsl.tui.widgets.text_panel import TextPanel
 
 LABEL = 12
 
