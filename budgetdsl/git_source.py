@@ -44,6 +44,12 @@ def files_at(commit: str, root: Path, paths: list[str]) -> list[str]:
     return [p for p in out.decode().split("\0") if p]
 
 
+def work_tree_files(root: Path, patterns: list[str]) -> list[str]:
+    """Files of the work tree at `root` matching git pathspecs: tracked, or new and not ignored."""
+    out = _git(["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *patterns], root)
+    return sorted({p for p in out.decode().split("\0") if p})
+
+
 def opener_at(commit: str, root: Path):
     """An opener for `plan_loader.read_merged` that reads files at `commit` (paths on disk are
     mapped to paths in the repository relative to `root`)."""

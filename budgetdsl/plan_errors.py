@@ -42,11 +42,16 @@ def _describe(path: Path) -> str:
     return "the top level" if not path else f"'{'.'.join(map(str, path))}'"
 
 
-def validation_diagnostics(exc: ValidationError, source: MergedSource, data: dict[str, Any]) -> list[Diagnostic]:
+def validation_diagnostics(exc: ValidationError, source: MergedSource, data: dict[str, Any],
+                           partial: bool = False) -> list[Diagnostic]:
+    """Every error located. `partial` for a base fragment: a missing key, or a rule that relates
+    several keys of a section, is left to the plans that extend the fragment (they may set them)."""
     out: list[Diagnostic] = []
     for err in exc.errors(include_url=False):
         path = _clean_loc(err["loc"], data)
         kind = err["type"]
+        if partial and (kind == "missing" or kind == "plan_rule" and isinstance(_at(data, path), dict)):
+            continue
         value = err.get("input")
         if isinstance(value, Failed) or any(isinstance(v, Failed) for v in _leaves(value)):
             continue  # already reported where it failed
@@ -73,6 +78,17 @@ def validation_diagnostics(exc: ValidationError, source: MergedSource, data: dic
             out.append(Diagnostic(source.locate(path), _CODES.get(kind, "invalid-value"),
                                   _message(kind, err, path), _hint(kind, path)))
     return out
+
+
+def _at(data: Any, path: Path) -> Any:
+    """The value at `path` in the document, or None."""
+    for key in path:
+        if isinstance(data, dict) and key in data or isinstance(data, list) and isinstance(key, int) \
+                and 0 <= key < len(data):
+            data = data[key]
+        else:
+            return None
+    return data
 
 
 def _leaves(value: Any) -> list[Any]:

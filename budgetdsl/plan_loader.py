@@ -22,20 +22,24 @@ from typing import Callable
 
 from pydantic import ValidationError
 
-from budgetdsl.diagnostics import PlanError
+from budgetdsl.diagnostics import Diagnostic, PlanError
 from budgetdsl.plan_errors import validation_diagnostics
 from budgetdsl.plan_model import Plan
 from budgetdsl.plan_schema import field_info, field_spec, numeric_paths
-from budgetdsl.plan_source import MergedSource, read_merged
+from budgetdsl.plan_source import FRAGMENT_KEY, MergedSource, is_fragment, read_merged
 from budgetdsl.plan_values import evaluate_document
 from budgetdsl.yaml_source import read_bytes
 
-__all__ = ["MergedSource", "field_info", "field_spec", "load_merged", "load_plan", "numeric_paths",
-           "read_merged"]
+__all__ = ["MergedSource", "check_fragment", "field_info", "field_spec", "is_fragment", "load_merged",
+           "load_plan", "numeric_paths", "read_merged"]
 
 
 def load_merged(source: MergedSource) -> Plan:
     """Evaluate and validate a merged document; raise PlanError with every problem."""
+    if is_fragment(source.data):
+        raise PlanError([Diagnostic(source.locate((FRAGMENT_KEY,), key=True), "fragment",
+                                    "this file is a base fragment (fragment: true), not a whole plan",
+                                    "plan a file that extends it; `budgetdsl check` checks a fragment")])
     data, problems = evaluate_document(source)
     try:
         plan = Plan.model_validate(data)
@@ -47,6 +51,24 @@ def load_merged(source: MergedSource) -> Plan:
     if problems:
         raise PlanError(problems)
     return plan
+
+
+def check_fragment(source: MergedSource) -> None:
+    """Check a base fragment (`fragment: true`, read by `read_merged`) for what it says alone;
+    raise PlanError with every problem.
+
+    A fragment needs none of the whole-plan keys, so it is checked for its YAML, its keys, and each
+    value it sets (type, unit, range, expressions). A missing key, a reference to a field that it
+    does not set, and a rule relating several keys of a section are left to the plans that extend
+    it: `budgetdsl check --dependents` checks those whole, merged plans.
+    """
+    data, problems = evaluate_document(source, partial=True)
+    try:
+        Plan.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(validation_diagnostics(exc, source, data, partial=True))
+    if problems:
+        raise PlanError(problems)
 
 
 def load_plan(path: str | os.PathLike[str], text: str | None = None,

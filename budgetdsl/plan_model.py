@@ -374,3 +374,6 @@ class Plan(_Section):
             raise PlanRuleError("hardware.pipeline_parallel", f"layers ({m.layers}) must be divisible "
                                 f"by pipeline_parallel ({hw.pipeline_parallel})")
         return self
+    fragment: bool = Field(False, description="true marks a base fragment: a file that plans "
+                           "extend, never planned alone. It needs none of the whole-plan keys, and "
+                           "plans that extend it do not inherit the mark.")

@@ -113,6 +113,8 @@ def read_merged(path: str | os.PathLike[str], text: str | None = None,
     merged = MergedSource({}, files=[doc.values.get((), Location(str(p))).file for p, doc in chain],
                           opener=opener)
     for fs_path, doc in reversed(chain):  # base first, so this file's keys win
+        if doc is not chain[0][1]:  # a base's own `fragment` mark is not inherited
+            doc = _without_fragment_mark(doc)
         merged.data = _merge(merged.data, doc.data)
         _drop_replaced(merged, doc)
         for table in ("values", "keys", "spans", "key_spans"):
@@ -121,6 +123,27 @@ def read_merged(path: str | os.PathLike[str], text: str | None = None,
         merged.texts[name] = doc.text
         merged.paths[name] = fs_path
     return merged
+
+
+FRAGMENT_KEY = "fragment"
+
+
+def is_fragment(data: Any) -> bool:
+    """A base fragment: a file marked `fragment: true`, which plans extend and nobody plans alone.
+
+    The mark is the one rule for what a fragment is (check, the pre-commit hook, diff and the
+    JSON Schema all follow it): explicit in the file itself, so it holds wherever the file lives.
+    """
+    return isinstance(data, dict) and data.get(FRAGMENT_KEY) is True
+
+
+def _without_fragment_mark(doc: SourceDoc) -> SourceDoc:
+    if FRAGMENT_KEY not in doc.data:
+        return doc
+    path = (FRAGMENT_KEY,)
+    return SourceDoc({k: v for k, v in doc.data.items() if k != FRAGMENT_KEY},
+                     *({p: x for p, x in table.items() if p[:1] != path}
+                       for table in (doc.values, doc.keys, doc.spans, doc.key_spans)), text=doc.text)
 
 
 def _drop_replaced(merged: MergedSource, doc: SourceDoc) -> None:

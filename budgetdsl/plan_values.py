@@ -26,8 +26,9 @@ class Failed:
 
 
 class _Evaluator:
-    def __init__(self, source: MergedSource):
+    def __init__(self, source: MergedSource, partial: bool = False):
         self.source = source
+        self.partial = partial  # a base fragment: the plans that extend it set what it refers to
         self.done: dict[Path, Quantity | Failed] = {}
         self.active: list[Path] = []
         self.problems: list[Diagnostic] = []
@@ -99,6 +100,8 @@ class _Evaluator:
             q = self.value_of(path, spec)
         except KeyError:
             default = default_of(path)
+            if default is None and self.partial:
+                raise _RefFailed from None
             if default is None:
                 self.problems.append(Diagnostic(self.at(origin, col), "reference",
                                                 f"{ref!r} is not set in this plan"))
@@ -148,7 +151,10 @@ class _RefFailed(Exception):
     pass
 
 
-def evaluate_document(source: MergedSource) -> tuple[dict[str, Any], list[Diagnostic]]:
-    """The document with every quantity in base units, and the problems found on the way."""
-    evaluator = _Evaluator(source)
+def evaluate_document(source: MergedSource, partial: bool = False) -> tuple[dict[str, Any], list[Diagnostic]]:
+    """The document with every quantity in base units, and the problems found on the way.
+
+    `partial` for a base fragment: a reference to a field it does not set is left unevaluated
+    (a plan that extends the fragment sets it), not reported."""
+    evaluator = _Evaluator(source, partial)
     return evaluator.run(source.data, ()), evaluator.problems

@@ -3,25 +3,40 @@
 One process checks any number of files (a pre-commit hook passes them all at once). Exit 0 when
 every plan is valid, 2 when any is not (invalid input), 1 with `--solve` when a valid plan is
 infeasible. Without `--solve` no solver (and no sympy) is imported.
+
+A base fragment (`fragment: true`) is checked as a fragment: its keys and values, not the keys a
+whole plan needs. With `--dependents` (the pre-commit hook), every plan of the repository that
+extends a given file, directly or through other bases, is checked too: a change to a base is a
+change to each plan built on it, although none of those files changed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from budgetdsl.diagnostics import Diagnostic, PlanError
 
 
-def check_files(paths: list[str]) -> dict[str, list[Diagnostic]]:
-    """Every file's diagnostics (empty when valid), in the order given."""
-    from budgetdsl.plan_loader import load_plan
+def check_files(paths: list[str], fragments: set[str] | None = None) -> dict[str, list[Diagnostic]]:
+    """Every file's diagnostics (empty when valid), in the order given. The base fragments among
+    them are checked as fragments and, when `fragments` is given, added to it."""
+    from budgetdsl.plan_loader import check_fragment, is_fragment, load_merged, read_merged
 
     results: dict[str, list[Diagnostic]] = {}
     for path in paths:
         try:
-            plan = load_plan(path)
+            source = read_merged(path)
+            if is_fragment(source.data):
+                if fragments is not None:
+                    fragments.add(path)
+                check_fragment(source)
+                results[path] = []
+                continue
+            plan = load_merged(source)
+            plan._source = source
             if plan.noise.calibration is not None:  # the file it names must exist and cover at_loss
                 from budgetdsl.noise_source import noise_estimate
 
@@ -50,18 +65,30 @@ def _infeasible(paths: list[str]) -> dict[str, list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    results = check_files(args.files)
+    reached: dict[str, str] = {}  # a plan checked because it extends a given file -> that file
+    if args.dependents:
+        from budgetdsl.plan_dependents import dependents
+
+        given = {os.path.realpath(p) for p in args.files}
+        reached = {p: base for p, base in dependents(args.files).items() if os.path.realpath(p) not in given}
+    fragments: set[str] = set()
+    results = check_files([*args.files, *reached], fragments)
     invalid = [p for p, d in results.items() if d]
-    infeasible = _infeasible([p for p, d in results.items() if not d]) if args.solve else {}
+    plans = [p for p, d in results.items() if not d and p not in fragments]
+    infeasible = _infeasible(plans) if args.solve else {}
     if args.format == "json":
         payload = {"valid": not invalid, "feasible": None if not args.solve else not infeasible,
-                   "files": [{"file": p, "valid": not d, "diagnostics": [x.to_json() for x in d],
+                   "files": [{"file": p, "valid": not d, "fragment": p in fragments,
+                              **({"extends_changed": reached[p]} if p in reached else {}),
+                              "diagnostics": [x.to_json() for x in d],
                               **({"feasible": p not in infeasible, "conflicts": infeasible.get(p, [])}
-                                 if args.solve and not d else {})}
+                                 if args.solve and not d and p not in fragments else {})}
                              for p, d in results.items()]}
         print(json.dumps(payload, indent=2))
     else:
-        for diagnostics in results.values():
+        for path, diagnostics in results.items():
+            if diagnostics and path in reached:
+                print(f"{path}: extends {reached[path]}, which changed:", file=sys.stderr)
             for d in diagnostics:
                 print(d.format(), file=sys.stderr)
         for path, reasons in infeasible.items():
@@ -75,8 +102,12 @@ def run(args: argparse.Namespace) -> int:
             elif infeasible:
                 print(f"{len(infeasible)} of {n} plan{'s' if n != 1 else ''} infeasible", file=sys.stderr)
             else:
-                print(f"{n} plan{'s' if n != 1 else ''} valid" + (" and feasible" if args.solve else ""),
-                      file=sys.stderr)
+                notes = [f"{len(fragments)} base fragment{'s' if len(fragments) != 1 else ''}"] if fragments else []
+                if reached:
+                    notes.append(f"{len(reached)} checked because {'it extends' if len(reached) == 1 else 'they extend'}"
+                                 " a given file")
+                print(f"{n} plan{'s' if n != 1 else ''} valid" + (" and feasible" if args.solve else "")
+                      + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
     return 2 if invalid else 1 if infeasible else 0
 
 
@@ -90,4 +121,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="print only the problems")
     p.add_argument("--solve", action="store_true",
                    help="also solve each valid plan; exit 1 when any is infeasible")
+    p.add_argument("--dependents", action="store_true",
+                   help="also check every plan of the repository (git work tree) that extends a "
+                   "given file, directly or through other bases (the pre-commit hook's mode)")
     p.set_defaults(handler=run)
