@@ -9,6 +9,7 @@ and a bound on alias expansion (a "billion laughs" document is an error, not an 
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -25,7 +26,34 @@ MAX_FILE_BYTES = 1 << 20  # a plan is a page of YAML; a megabyte is not a plan
 MAX_NODES = 20_000  # values after alias expansion
 MAX_DEPTH = 32  # nesting of mappings and lists; a plan is four levels deep
 
+MAX_NUMBER_CHARS = 100  # characters of one number in YAML (a double needs about 25)
+EXCERPT_CHARS = 30  # of a value quoted in a message
+
 Path = tuple[str | int, ...]
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """A short, inert quotation of a value for a message: control and format characters (newlines,
+    escapes, bidi overrides) shown escaped, at most `limit` characters, quoted."""
+    text = value if isinstance(value, str) else repr(value)
+    out = []
+    for ch in text[: limit + 1]:
+        cat = unicodedata.category(ch)
+        out.append(ch.encode("unicode_escape").decode("ascii") if cat[0] in "CZ" and ch != " " else ch)
+    shown = "".join(out)
+    if len(shown) > limit or len(text) > limit:
+        shown = shown[: limit - 1] + "…"
+    if not isinstance(value, str):
+        return shown  # a number, a list: as Python writes it, unquoted
+    shown = shown.replace("'", "\\'")
+    return f"'{shown}'"
+
+
+class _Invalid:
+    """A scalar that could not be read; its diagnostic is already recorded."""
+
+    def __repr__(self) -> str:
+        return "<invalid>"
 
 _STD = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {f"{_STD}{t}" for t in ("str", "int", "float", "bool", "null", "timestamp")}
@@ -125,17 +153,31 @@ class _Builder:
     def scalar(self, node: yaml.ScalarNode) -> Any:
         tag = node.tag
         if tag not in _SCALAR_TAGS:
-            self.problem(node.start_mark, "tag", f"tag {tag!r} is not allowed",
+            self.problem(node.start_mark, "tag", f"tag {excerpt(tag)} is not allowed",
                          "plan files use plain YAML values, without tags")
             return node.value
         if tag == f"{_STD}null":
             return None
-        if tag == f"{_STD}bool":
-            return _CONSTRUCT.construct_yaml_bool(node)
-        if tag == f"{_STD}int":
-            return _CONSTRUCT.construct_yaml_int(node)
-        if tag == f"{_STD}float":
-            return _CONSTRUCT.construct_yaml_float(node)
+        kind = tag[len(_STD):]
+        if kind in ("bool", "int", "float"):
+            # A tag (`!!int 0.5`, `!!bool maybe`) may force a kind onto any text, and Python's int()
+            # refuses more than 4,300 digits: a value that is not one of its kind is a located error.
+            # Numbers longer than MAX_NUMBER_CHARS are refused before conversion (the number gate in
+            # plan_values then checks every number's magnitude and finiteness).
+            if kind != "bool" and len(node.value) > MAX_NUMBER_CHARS:
+                self.problem(node.start_mark, "too-large",
+                             f"a number written with more than {MAX_NUMBER_CHARS} characters",
+                             "write large numbers with an exponent or a unit, e.g. 1.2e23 or 7B")
+                return _Invalid()
+            construct = {"bool": _CONSTRUCT.construct_yaml_bool, "int": _CONSTRUCT.construct_yaml_int,
+                         "float": _CONSTRUCT.construct_yaml_float}[kind]
+            try:
+                return construct(node)
+            except (ValueError, KeyError, TypeError, IndexError):
+                self.problem(node.start_mark, "invalid-value",
+                             f"{excerpt(node.value)} is not a valid {kind}",
+                             "drop the tag: plan files use plain YAML values")
+                return _Invalid()
         return node.value  # str, and timestamps kept as their text
 
 

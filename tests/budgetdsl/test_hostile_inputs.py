@@ -1,0 +1,191 @@
+"""Hostile plans (issue 14): each crash, hang or leak an outside fuzzer found, as its minimal
+reproducer. Every one must end in located diagnostics or a finite, inert answer — never a traceback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import pathlib
+import random
+import re
+import sys
+
+import pytest
+
+from budgetdsl.diagnostics import PlanError
+from budgetdsl.plan_loader import load_plan
+from budgetdsl.plan_model import Plan
+from budgetdsl.plan_schema import field_info, numeric_paths
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from fuzz_mutations import run_pipeline, time_bound  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PLANS = REPO / "plans"
+SEED = (PLANS / "llama2-7b.yaml").read_text()
+
+
+def with_value(text: str, key: str, value: str) -> str:
+    """`text` with the first `key:` line's value replaced (or the key added under its section)."""
+    section, _, leaf = key.rpartition(".")
+    pattern = re.compile(rf"(?m)^(\s+{re.escape(leaf)}:)[^\n#]*") if section else \
+        re.compile(rf"(?m)^({re.escape(leaf)}:)[^\n#]*")
+    if section and re.search(rf"(?m)^{section}:\s*(#.*)?$", text):
+        block = re.search(rf"(?m)^{section}:[^\n]*\n((?:[ \t]+[^\n]*\n?)*)", text)
+        assert block is not None
+        body = block.group(1)
+        if pattern.search(body):
+            body = pattern.sub(lambda m: m.group(1) + " " + value + " ", body, count=1)
+        else:
+            body = f"  {leaf}: {value}\n" + body
+        return text[: block.start(1)] + body + text[block.end(1):]
+    if section:
+        return text + f"\n{section}:\n  {leaf}: {value}\n"
+    return pattern.sub(lambda m: m.group(1) + " " + value + " ", text, count=1)
+
+
+def diagnostics(text: str, name: str = "hostile.yaml") -> list[str]:
+    """The formatted diagnostics of a plan text that must be rejected."""
+    with pytest.raises(PlanError) as info:
+        load_plan(PLANS / name, text=text)
+    out = [d.format() for d in info.value.diagnostics]
+    for line in out:
+        assert re.match(rf".*{re.escape(name)}:\d+:\d+: error\[", line), line  # located in the file
+    return out
+
+
+# -- 1. the number gate ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("key, value, code", [
+    ("model.heads", ".inf", "not-finite"),  # was OverflowError at plan_values.py:139
+    ("model.heads", "!!float 1e400", "not-finite"),
+    ("model.d_model", ".nan", "not-finite"),  # was ValueError at plan_values.py:139
+    ("model.layers", "9" * 400, "too-large"),  # was OverflowError at plan_values.py:66
+    ("model.layers", "1" + "0" * 40, "out-of-range"),  # a long integer past the number gate
+    ("model.params", "9" * 5000, "too-large"),  # was ValueError at yaml_source.py:136
+    ("model.seq_len", "!!int 0.9999999999999999", "invalid-value"),  # yaml_source.py:136
+    ("model.vocab", "!!int " + "9" * 5000, "too-large"),
+    ("hardware.mfu", "!!bool maybe", "invalid-value"),  # was KeyError in PyYAML's constructor
+    ("hardware.mfu", "!!float abc", "invalid-value"),
+    ("budget.flops", ".inf", "not-finite"),  # `plan --format json` printed Infinity
+    ("budget.deadline", ".inf", "not-finite"),  # crashed `export`
+    ("budget.deadline", "-.inf", "not-finite"),
+    ("run.batch", "1e-10", "out-of-range"),  # passed check, crashed the solver
+    ("model.seq_len", "1.79e308", "out-of-range"),  # crashed placement
+    ("noise.b_crit", "1e-320", "out-of-range"),  # x = Infinity, reported "feasible"
+    ("hardware.gpus", "1.4T", "out-of-range"),  # 47 s and 2.6 GB in the solver
+    ("hardware.mfu", "1e-320", "out-of-range"),
+    ("optimizer.lr", "5e-324", "out-of-range"),
+    ("target.tokens", "1e300 * 1e10", "overflow"),  # an expression: the evaluator's own check
+])
+def test_number_gate_rejects_with_a_located_message(key, value, code):
+    out = diagnostics(with_value(SEED, key, value))
+    assert any(f"error[{code}]" in line for line in out), out
+
+
+def test_kaplan_loss_denormal_is_rejected():
+    text = SEED.replace("  b_crit: 3M", "  kaplan_loss: 1e-320")
+    out = diagnostics(text)
+    assert any("noise.kaplan_loss" in line or "error[out-of-range]" in line for line in out), out
+
+
+def _bounds(path: str) -> tuple[float | None, float | None, bool]:
+    info = field_info(tuple(path.split(".")))
+    lo = hi = None
+    integer = False
+    for m in info.metadata:
+        lo = getattr(m, "ge", lo) if hasattr(m, "ge") else lo
+        lo = (getattr(m, "gt") if hasattr(m, "gt") else lo)
+        hi = getattr(m, "le", hi) if hasattr(m, "le") else hi
+        integer = integer or getattr(m, "integer", False)
+    if hasattr(info.metadata[0] if info.metadata else None, "integer"):
+        integer = info.metadata[0].integer
+    return lo, hi, integer
+
+
+def test_every_quantity_field_has_an_upper_bound_in_the_schema():
+    schema = json.dumps(Plan.model_json_schema())
+    for path in numeric_paths():
+        if path == "hardware.gpus":
+            continue  # a union; its count branch carries the bound
+        lo, hi, _ = _bounds(path)
+        assert hi is not None and math.isfinite(hi), path
+    assert '"maximum": 1000000' in schema  # GPU counts, stated for editors
+
+
+# The values no plan can exceed, at both ends, one field at a time and in random corners: a valid
+# plan may be infeasible, but it never makes the solver, a renderer or an export raise, and its JSON
+# is finite.
+_FIELDS = [p for p in numeric_paths() if p not in ("hardware.gpus", "target.min_tokens", "noise.kaplan_loss",
+                                                    "noise.at_loss", "run.ramp_stages", "run.ramp_x")]
+
+
+def _extremes(path: str) -> list[str]:
+    lo, hi, integer = _bounds(path)
+    out = []
+    for v in (lo, hi):
+        if v is None:
+            continue
+        if integer:
+            v = max(1, int(v)) if v == lo else int(v)
+        elif v == lo and v == 0:
+            v = 5e-324 if path != "hardware.overlap" else 0.0  # gt=0: the smallest positive double
+        out.append(repr(v))
+    return out
+
+
+def _pipeline(text: str) -> str:
+    with time_bound(20):
+        return run_pipeline(text, PLANS / "extremes.yaml")
+
+
+@pytest.mark.parametrize("path", _FIELDS)
+def test_a_field_at_its_bounds_never_crashes(path):
+    for value in _extremes(path):
+        text = with_value(SEED, path, value)
+        if path.startswith("run."):
+            text = text.replace("  batch: 1024 * model.seq_len", "  batch: 4Mi") if path != "run.batch" else text
+        _pipeline(text)
+
+
+def test_random_corners_never_crash():
+    rng = random.Random(14)
+    gpus = ["1", "8", "1000000", "999992", "{min: 8, max: 80000, step: 8}"]
+    for _ in range(60):
+        text = SEED
+        for path in rng.sample(_FIELDS, 6):
+            choices = _extremes(path)
+            if choices:
+                text = with_value(text, path, rng.choice(choices))
+        text = with_value(text, "hardware.gpus", rng.choice(gpus))
+        _pipeline(text)
+
+
+def test_every_intermediate_is_finite_at_the_largest_plan():
+    """All sizes at their maxima at once: the plan is valid, and every number of its solution and
+    JSON is finite (or the plan is reported infeasible with reasons)."""
+    text = SEED
+    for path, value in (("model.params", "1e15"), ("model.layers", "100000"), ("model.d_model", "10000000"),
+                        ("model.heads", "10000000"), ("model.seq_len", "100000000"),
+                        ("model.vocab", "1000000000"), ("hardware.gpus", "1000000"),
+                        ("budget.deadline", "1e10"), ("budget.flops", "1e40"),
+                        ("target.tokens", "1e18"), ("target.at_batch", "1e15"), ("noise.b_crit", "1e15")):
+        text = with_value(text, path, value)
+    text = text.replace("run:\n  batch: 1024 * model.seq_len", "run:\n  batch: 1e15")
+    assert _pipeline(text) in ("invalid", "unsolvable", "infeasible", "exported", "not-exportable")
+
+
+def test_one_crashing_file_does_not_abort_a_check_batch(tmp_path, monkeypatch):
+    """`check a b c` reports every file, whatever one of them does."""
+    from budgetdsl.commands import check
+
+    good = tmp_path / "good.yaml"
+    good.write_text(SEED.replace("extends: base/a100-cluster.yaml\n", "")
+                    .replace("hardware:\n", "hardware:\n  gpu: A100-SXM4-80GB\n"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SEED.replace("heads: 32", "heads: .inf"))
+    results = check.check_files([str(bad), str(good), str(bad)])
+    assert list(results) == [str(bad), str(good)]
+    assert results[str(bad)] and not results[str(good)]
