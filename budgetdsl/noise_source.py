@@ -5,6 +5,12 @@ Each answer carries a provenance string for reports and a relative uncertainty: 
 when declared, else the calibration's own, else none. Calibration problems (missing file, a loss
 outside the measured range) are malformed input, raised as a located PlanError pointing at the
 key that caused them.
+
+A calibration is measured on a proxy and transferred to the target at equal loss (Kaplan et al.
+2020 section 5.1; McCandlish et al. 2018 section 4): `transfer_checks` refuses transfers whose
+result means nothing (a training run whose trajectory gave no fit, a B_crit below one sequence of
+the target) and warns, located, where it is only doubtful (losses on a different corpus or
+tokenizer). The batch-side check (x = B/B_crit far from 1) is the solver's: it knows the batch.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ class NoiseEstimate:
     source: str  # provenance, for people
     uncertainty: float | None  # relative, e.g. 0.3 for ±30 %
     uncertainty_source: str | None
+    warnings: tuple[Diagnostic, ...] = ()  # located, severity "warning": doubtful, not meaningless
 
 
 def locate(plan: "Plan", path: tuple[str | int, ...]) -> Location:
@@ -42,6 +49,16 @@ def locate(plan: "Plan", path: tuple[str | int, ...]) -> Location:
 def plan_error(plan: "Plan", path: tuple[str | int, ...], code: str, message: str,
                hint: str | None = None) -> PlanError:
     return PlanError([Diagnostic(locate(plan, path), code, message, hint)])
+
+
+def _located(plan: "Plan", path: tuple[str | int, ...], code: str, message: str,
+             hint: str | None = None) -> Diagnostic:
+    return Diagnostic(locate(plan, path), code, message, hint)
+
+
+def plan_warning(plan: "Plan", path: tuple[str | int, ...], code: str, message: str,
+                 hint: str | None = None) -> Diagnostic:
+    return Diagnostic(locate(plan, path), code, message, hint, severity="warning")
 
 
 @functools.lru_cache(maxsize=32)
@@ -118,9 +135,77 @@ def _from_calibration(plan: "Plan") -> NoiseEstimate:
     else:
         source = (f"calibration {path.name} ({noise.source}) at loss {noise.at_loss:g}"
                   + (" (extrapolated)" if noise.extrapolate else ""))
+    warnings = transfer_checks(plan, cal, float(b_crit), path)
     if noise.uncertainty is not None:
-        return NoiseEstimate(float(b_crit), source, noise.uncertainty, "noise.uncertainty")
-    return NoiseEstimate(float(b_crit), source, float(rel) if rel else None, "calibration")
+        return NoiseEstimate(float(b_crit), source, noise.uncertainty, "noise.uncertainty", warnings)
+    return NoiseEstimate(float(b_crit), source, float(rel) if rel else None, "calibration", warnings)
+
+# The built-in proxy corpus (calibrate/data.py): Python source read as bytes, a 256-symbol vocabulary.
+PROXY_CORPORA = {"stdlib": "the built-in stdlib proxy corpus (Python source read as bytes, vocabulary 256)"}
+
+
+def transfer_checks(plan: "Plan", cal: Any, b_crit: float, path: Path) -> tuple[Diagnostic, ...]:
+    """Whether the calibration's B_crit means anything for this plan's model. Raises a located
+    PlanError where it does not; returns located warnings where it is doubtful.
+
+    Errors:
+    - a training run (EMA over a moving trajectory) whose fit failed: the last smoothed B_simple
+      belongs to no loss in particular, and B_crit(L) is unknown (issue 15: a `--quick` file gave
+      B_crit = 101 tokens to a 13B plan). A fixed-weights calibration (`--lr 0`, EMA beta 1) has
+      no fit by design and is read at its one loss (CalibrationFile._point_estimate).
+    - B_crit below one sequence of the target: every launchable batch is then at least
+      seq_len / B_crit times B_crit, and a B_noise of a fraction of a sequence says the proxy's
+      per-token losses are not the target's (B_noise at equal loss transfers only on the same
+      data and tokenizer, Kaplan et al. 2020 section 5.1).
+    Warnings:
+    - the calibration measured the built-in proxy corpus, or a vocabulary other than the plan's
+      model.vocab: the loss scale differs, so `at_loss` reads a different point of the curve.
+    Files that do not carry a field (a stub, an older writer) skip the check that needs it.
+    """
+    noise = plan.noise
+    name = path.name
+    prov = getattr(cal, "provenance", None)
+    trained = prov is not None and float(prov.estimator.ema_beta) < 1.0
+    errors: list[Diagnostic] = []
+    if str(noise.source) == "b_simple" and trained and getattr(cal, "fit", "absent") is None:
+        errors.append(_located(
+            plan, ("noise", "calibration"), "calibration-no-fit",
+            f"calibration {name!r} has no fit of B_crit(L) "
+            f"({getattr(cal, 'fit_error', None) or 'no usable trajectory'}): the B_simple of a training "
+            "run without a fit belongs to no particular loss and cannot be transferred",
+            "calibrate for longer (more --steps, not --quick) until the fit has at least 3 points, "
+            "or declare noise.b_crit"))
+    seq_len = int(plan.model.seq_len)
+    if b_crit < seq_len:
+        errors.append(_located(
+            plan, ("noise",), "b-crit-below-sequence",
+            f"B_crit from calibration {name!r} at loss {float(noise.at_loss):g} is {b_crit:.3g} tokens, "
+            f"less than one sequence of this model ({seq_len} tokens): the calibration's losses do "
+            "not describe this model's training",
+            "calibrate on the target's own data and tokenizer (budgetdsl.calibrate.integrations "
+            "records B_simple inside an existing training loop), and read it at a loss the target "
+            "reaches; or declare noise.b_crit"))
+    if errors:
+        raise PlanError(errors)
+    warnings: list[Diagnostic] = []
+    data = getattr(prov, "data", None)
+    if data is not None and data.kind in PROXY_CORPORA:
+        warnings.append(plan_warning(
+            plan, ("noise", "calibration"), "calibration-corpus",
+            f"calibration {name!r} measured {PROXY_CORPORA[data.kind]}: its losses are not comparable "
+            f"with a loss on the target's corpus and tokenizer, so at_loss {float(noise.at_loss):g} "
+            "reads B_crit at a point of a different curve",
+            "calibrate on the target's data (`budgetdsl calibrate --data FILE`, or record B_simple "
+            "in your own training with budgetdsl.calibrate.integrations)"))
+    vocab = getattr(plan.model, "vocab", None)
+    cal_vocab = getattr(data, "vocab_size", None)
+    if vocab is not None and cal_vocab is not None and int(vocab) != int(cal_vocab):
+        warnings.append(plan_warning(
+            plan, ("noise", "at_loss"), "calibration-tokenizer",
+            f"calibration {name!r} measured losses over a vocabulary of {cal_vocab}, this model's is "
+            f"{int(vocab)}: nats per token of different tokenizers are not the same loss",
+            "read at_loss on the calibration's own loss scale, or calibrate with the target's tokenizer"))
+    return tuple(warnings)
 
 
 def noise_estimate(plan: "Plan") -> NoiseEstimate:
