@@ -17,7 +17,7 @@ from budgetdsl.plan_schema import field_help, field_spec
 from budgetdsl.plan_source import MergedSource
 from budgetdsl.plan_values import Failed
 from budgetdsl.units import BASE_UNIT, DIMENSIONLESS, EXAMPLES
-from budgetdsl.yaml_source import Path
+from budgetdsl.yaml_source import Path, excerpt
 
 
 def _clean_loc(loc: tuple[Any, ...], data: Any) -> Path:
@@ -117,8 +117,9 @@ def _show(value: Any, path: Path = ()) -> str:
         return quantity(float(value), spec.dim)
     if isinstance(value, float):
         return f"{value:g}"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        return f"{float(value):g}"
+    return excerpt(value)
 
 
 def _message(kind: str, err: Any, path: Path) -> str:

@@ -27,6 +27,38 @@ from budgetdsl.units import (BANDWIDTH, BASE_UNIT, DATA, DIMENSIONLESS, EXAMPLES
                              TIME, Dim)
 
 
+# The physical range of every number a plan may hold. No real run comes near these bounds (the
+# largest published runs: ~2·10^12 parameters, ~10^5 GPUs, ~10^26 FLOP, 10^6-token contexts); they
+# exist so that every intermediate of the cost model, the solver and the exports is a finite
+# float — with them, f ≤ 6·10^15 + 12·L·d·s ≤ 10^21 FLOP/token, tokens·f ≤ 10^51, and steps ×
+# step time ≤ 10^70 s: far inside a double's 1.8·10^308. Lower bounds keep divisions away from
+# zero and from denormals (`b_crit: 1e-320` would make x = B/B_crit infinite). The JSON Schema
+# states them too (`minimum`/`maximum`), so an editor flags a value as it is typed.
+MAX_PARAMS = 1e15
+MAX_LAYERS = 100_000
+MAX_WIDTH = 10_000_000  # d_model and heads
+MAX_SEQ_LEN = 100_000_000
+MAX_VOCAB = 1_000_000_000
+MAX_FLOPS_PER_TOKEN = 1e21
+MAX_GPUS = 1_000_000  # GPU counts, per node, and parallel degrees
+MAX_GPU_COUNTS = 10_000  # candidate counts of one GPU range (each is a placement to solve)
+MAX_BYTES = 1e15  # a petabyte: memory per device, activation bytes per token
+MIN_MEMORY = 1e6  # a megabyte of device memory
+MIN_RATE = 1e3  # FLOP/s and bytes/s
+MAX_FLOP_RATE = 1e21
+MAX_BANDWIDTH = 1e15
+MIN_MFU = 1e-4
+MAX_SECONDS = 1e10  # ~317 years: deadlines, per-step overheads
+MAX_FLOPS = 1e40
+MIN_MONEY, MAX_MONEY, MAX_PRICE = 1e-6, 1e15, 1e6  # GPU-hours and US dollars
+MAX_TOKENS = 1e18
+MAX_BATCH = 1e15  # tokens of a global batch or of B_crit
+MAX_MICRO_BATCH = 1_000_000
+MIN_LOSS, MAX_LOSS = 0.01, 100.0  # nats per token
+MIN_LR, MAX_LR = 1e-12, 1e3
+MAX_STEPS = 1_000_000_000_000
+
+
 @dataclass(frozen=True, slots=True)
 class QuantitySpec:
     """Marks a field whose YAML value is evaluated as a quantity of this dimension."""
@@ -81,18 +113,19 @@ class _Section(BaseModel):
 class ModelShape(_Section):
     """The model being trained: its size and shape drive FLOPs and memory."""
 
-    params: Count("Number of parameters N, e.g. 6.74e9 or 7B.", gt=0)
-    layers: Integer("Transformer layers L.", gt=0, optional=True)
-    d_model: Integer("Model width d.", gt=0, optional=True)
-    heads: Integer("Attention heads a.", gt=0, optional=True)
-    seq_len: Integer("Sequence length s, tokens per sequence.", gt=0)
-    vocab: Integer("Vocabulary size V.", gt=0, optional=True)
+    params: Count("Number of parameters N, e.g. 6.74e9 or 7B.", ge=1, le=MAX_PARAMS)
+    layers: Integer("Transformer layers L.", gt=0, le=MAX_LAYERS, optional=True)
+    d_model: Integer("Model width d.", gt=0, le=MAX_WIDTH, optional=True)
+    heads: Integer("Attention heads a.", gt=0, le=MAX_WIDTH, optional=True)
+    seq_len: Integer("Sequence length s, tokens per sequence.", gt=0, le=MAX_SEQ_LEN)
+    vocab: Integer("Vocabulary size V.", gt=0, le=MAX_VOCAB, optional=True)
     flops_per_token: _quantity(
-        FLOP, "Training FLOPs per token (forward + backward), overriding 6N + 12·L·d·s.", gt=0, optional=True)
+        FLOP, "Training FLOPs per token (forward + backward), overriding 6N + 12·L·d·s.", ge=1, le=MAX_FLOPS_PER_TOKEN,
+        optional=True)
     activation_bytes_per_token: _quantity(
         DATA, "Activation memory per token for the whole model (all layers, before tensor and "
         "pipeline parallelism divide it), overriding the Korthikanti et al. (2022) estimate.",
-        gt=0, optional=True)
+        ge=1, le=MAX_BYTES, optional=True)
 
     @model_validator(mode="after")
     def _shape(self) -> "ModelShape":
@@ -104,16 +137,17 @@ class ModelShape(_Section):
 class GpuRange(_Section):
     """A range of GPU counts: the solver chooses the count too."""
 
-    min: Integer("Fewest GPUs to consider.", gt=0)
-    max: Integer("Most GPUs to consider.", gt=0)
-    step: Integer("Step between candidate counts.", gt=0, default=1)
+    min: Integer("Fewest GPUs to consider.", gt=0, le=MAX_GPUS)
+    max: Integer("Most GPUs to consider.", gt=0, le=MAX_GPUS)
+    step: Integer("Step between candidate counts.", gt=0, le=MAX_GPUS, default=1)
 
     @model_validator(mode="after")
     def _order(self) -> "GpuRange":
         if self.max < self.min:
             raise PlanRuleError("max", f"max ({self.max}) is below min ({self.min})")
-        if (self.max - self.min) // self.step > 100_000:
-            raise PlanRuleError("step", "the range holds more than 100,000 GPU counts; use a larger step")
+        if (self.max - self.min) // self.step > MAX_GPU_COUNTS:
+            raise PlanRuleError("step", f"the range holds more than {MAX_GPU_COUNTS:,} GPU counts; "
+                                "use a larger step")
         return self
 
     def counts(self) -> range:
@@ -126,7 +160,7 @@ def _gpus_kind(value: Any) -> str:
 
 GpuCount = Annotated[
     Union[
-        Annotated[Integer("Number of GPUs.", gt=0), Tag("count")],  # type: ignore[valid-type]
+        Annotated[Integer("Number of GPUs.", gt=0, le=MAX_GPUS), Tag("count")],  # type: ignore[valid-type]
         Annotated[GpuRange, Tag("range")],
     ],
     Discriminator(_gpus_kind),
@@ -146,27 +180,30 @@ class Hardware(_Section):
     gpu: str | None = Field(None, description="A preset name; see `budgetdsl plan --list-gpus`. "
                             "Presets: " + ", ".join(PRESETS) + ".")
     gpus: GpuCount
-    gpus_per_node: Integer("GPUs per node.", gt=0, default=8)
-    memory_per_device: _quantity(DATA, "Memory per GPU, overriding the preset.", gt=0, optional=True)
+    gpus_per_node: Integer("GPUs per node.", gt=0, le=MAX_GPUS, default=8)
+    memory_per_device: _quantity(DATA, "Memory per GPU, overriding the preset.", ge=MIN_MEMORY,
+                                  le=MAX_BYTES, optional=True)
     peak_flops: _quantity(FLOP_RATE, "Peak dense bf16 FLOP/s per GPU, overriding the preset.",
-                          gt=0, optional=True)
+                          ge=MIN_RATE, le=MAX_FLOP_RATE, optional=True)
     memory_reserve: _quantity(DATA, "Memory per GPU kept free for the CUDA context, communication "
                               "buffers and fragmentation; default 10% of memory_per_device.", ge=0,
-                              optional=True)
-    mfu: Fraction("Model FLOPs utilization u: achieved / peak FLOP/s.", default=0.4)
+                              le=MAX_BYTES, optional=True)
+    mfu: _quantity(DIMENSIONLESS, "Model FLOPs utilization u: achieved / peak FLOP/s.", ge=MIN_MFU, le=1,
+                   default=0.4)
     network: _quantity(BANDWIDTH, "Per-GPU inter-node bandwidth for the gradient all-reduce, "
-                       "overriding the preset's reference system.", gt=0, optional=True)
+                       "overriding the preset's reference system.", ge=MIN_RATE, le=MAX_BANDWIDTH,
+                       optional=True)
     intra_node_network: _quantity(BANDWIDTH, "Per-GPU bandwidth between GPUs of one node (NVLink), "
                                   "used when every replica sits in one node; overrides the preset.",
-                                  gt=0, optional=True)
+                                  ge=MIN_RATE, le=MAX_BANDWIDTH, optional=True)
     overlap: _quantity(DIMENSIONLESS, "Fraction of the gradient all-reduce hidden behind the "
                        "backward pass (0 = none, 1 = all).", ge=0, le=1, default=0.0)
     step_overhead: _quantity(TIME, "Fixed time per optimizer step (optimizer, data loading, "
-                             "logging).", ge=0, default=0.0)
+                             "logging).", ge=0, le=MAX_SECONDS, default=0.0)
     zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage: 1 shards optimizer state, 2 also "
                                       "gradients, 3 also weights (FSDP full sharding).")
-    tensor_parallel: Integer("Tensor-parallel degree t.", gt=0, default=1)
-    pipeline_parallel: Integer("Pipeline-parallel degree p.", gt=0, default=1)
+    tensor_parallel: Integer("Tensor-parallel degree t.", gt=0, le=MAX_GPUS, default=1)
+    pipeline_parallel: Integer("Pipeline-parallel degree p.", gt=0, le=MAX_GPUS, default=1)
     recompute: Recompute = Field(Recompute.none, strict=False, description="Activation recomputation: none, "
                                  "selective (attention), or full (each layer).")
     flash_attention: bool = Field(True, description="Fused attention that keeps no s×s scores.")
@@ -204,11 +241,15 @@ class Hardware(_Section):
 class Budget(_Section):
     """The limits the run must respect. Each is optional; the solver reports the slack of each."""
 
-    deadline: _quantity(TIME, "Wall-clock limit of the run, e.g. '21 days'.", gt=0, optional=True)
-    flops: _quantity(FLOP, "Compute budget, e.g. '1.2e23' or '120 ZFLOP'.", gt=0, optional=True)
-    gpu_hours: Count("GPU-hour budget, e.g. '250k'.", gt=0, optional=True)
-    usd: Count("Money budget in US dollars; needs usd_per_gpu_hour.", gt=0, optional=True)
-    usd_per_gpu_hour: Count("Price of one GPU-hour in US dollars.", gt=0, optional=True)
+    deadline: _quantity(TIME, "Wall-clock limit of the run, e.g. '21 days'.", ge=1, le=MAX_SECONDS,
+                         optional=True)
+    flops: _quantity(FLOP, "Compute budget, e.g. '1.2e23' or '120 ZFLOP'.", ge=1, le=MAX_FLOPS,
+                      optional=True)
+    gpu_hours: Count("GPU-hour budget, e.g. '250k'.", ge=MIN_MONEY, le=MAX_MONEY, optional=True)
+    usd: Count("Money budget in US dollars; needs usd_per_gpu_hour.", ge=MIN_MONEY, le=MAX_MONEY,
+                optional=True)
+    usd_per_gpu_hour: Count("Price of one GPU-hour in US dollars.", ge=MIN_MONEY, le=MAX_PRICE,
+                             optional=True)
 
     @model_validator(mode="after")
     def _price(self) -> "Budget":
@@ -220,9 +261,12 @@ class Budget(_Section):
 class Target(_Section):
     """How much training reaches the quality target: tokens at a batch, or E_min directly."""
 
-    tokens: Count("Tokens that reach the target when trained at `at_batch`.", gt=0, optional=True)
-    at_batch: Count("Global batch (tokens) at which `tokens` reach the target.", gt=0, optional=True)
-    min_tokens: Count("E_min: tokens to the target in the small-batch limit.", gt=0, optional=True)
+    tokens: Count("Tokens that reach the target when trained at `at_batch`.", ge=1, le=MAX_TOKENS,
+                   optional=True)
+    at_batch: Count("Global batch (tokens) at which `tokens` reach the target.", ge=1, le=MAX_BATCH,
+                     optional=True)
+    min_tokens: Count("E_min: tokens to the target in the small-batch limit.", ge=1, le=MAX_TOKENS,
+                       optional=True)
 
     @model_validator(mode="after")
     def _one_of(self) -> "Target":
@@ -247,13 +291,14 @@ class NoiseSource(StrEnum):
 class Noise(_Section):
     """Where the critical batch B_crit comes from, and how uncertain it is."""
 
-    b_crit: Count("B_crit in tokens.", gt=0, optional=True)
+    b_crit: Count("B_crit in tokens.", ge=1, le=MAX_BATCH, optional=True)
     kaplan_loss: _quantity(DIMENSIONLESS, "Loss (nats/token) at which to evaluate Kaplan et al. "
-                           "(2020) B_crit(L) = 2e8 / L^(1/0.21) tokens.", unit="nats", gt=0, optional=True)
+                           "(2020) B_crit(L) = 2e8 / L^(1/0.21) tokens.", unit="nats", ge=MIN_LOSS,
+                           le=MAX_LOSS, optional=True)
     calibration: str | None = Field(None, description="A calibration file written by `budgetdsl "
                                     "calibrate`, relative to this plan.")
     at_loss: _quantity(DIMENSIONLESS, "Held-out loss at which to read the calibration's B_crit(L).",
-                       unit="nats", gt=0, optional=True)
+                       unit="nats", ge=MIN_LOSS, le=MAX_LOSS, optional=True)
     extrapolate: bool = Field(False, description="Allow at_loss outside the calibrated range.")
     source: NoiseSource = Field(NoiseSource.b_simple, strict=False, description="Which calibration measurement to "
                                 "use: b_simple (gradient noise scale) or sweep (direct frontier fit).")
@@ -280,14 +325,14 @@ class Stage(_Section):
 
     until: Fraction("End of the stage as a fraction of the run's tokens, e.g. '25%'; the last "
                     "stage ends at 100%.")
-    batch: Count("Global batch in tokens during the stage.", gt=0)
+    batch: Count("Global batch in tokens during the stage.", ge=1, le=MAX_BATCH)
 
 
 class Run(_Section):
     """A pinned configuration to evaluate instead of optimizing, or a batch-size schedule."""
 
-    batch: Count("Global batch in tokens.", gt=0, optional=True)
-    micro_batch: Integer("Sequences per device per micro-step.", gt=0, optional=True)
+    batch: Count("Global batch in tokens.", ge=1, le=MAX_BATCH, optional=True)
+    micro_batch: Integer("Sequences per device per micro-step.", gt=0, le=MAX_MICRO_BATCH, optional=True)
     batch_schedule: Annotated[
         Union[Annotated[Literal["auto"], Tag("auto")], Annotated[list[Stage], Tag("stages")]],
         Discriminator(lambda v: "stages" if isinstance(v, list) else "auto"),
@@ -296,7 +341,7 @@ class Run(_Section):
         "B_noise trajectory (needs noise.calibration), or a list of stages {until, batch}.")
     ramp_stages: Integer("Stages of an 'auto' batch schedule.", gt=0, le=64, default=4)
     ramp_x: _quantity(DIMENSIONLESS, "The batch of an 'auto' schedule tracks ramp_x × B_noise.",
-                      gt=0, default=1.0)
+                      ge=1e-3, le=1e3, default=1.0)
 
     @model_validator(mode="after")
     def _stages(self) -> "Run":
@@ -329,11 +374,11 @@ class LrScaling(StrEnum):
 class Optimizer(_Section):
     """The learning rate as tuned at one batch, rescaled by the exports to the chosen batch."""
 
-    lr: _quantity(DIMENSIONLESS, "Peak learning rate tuned at `at_batch`.", gt=0)
-    at_batch: Count("Global batch (tokens) at which lr was tuned.", gt=0)
+    lr: _quantity(DIMENSIONLESS, "Peak learning rate tuned at `at_batch`.", ge=MIN_LR, le=MAX_LR)
+    at_batch: Count("Global batch (tokens) at which lr was tuned.", ge=1, le=MAX_BATCH)
     scaling: LrScaling = Field(LrScaling.sqrt, strict=False, description="How lr follows the batch: linear "
                                "(Goyal et al. 2017), sqrt (usual for Adam), or none.")
-    warmup_steps: Integer("Learning-rate warmup steps.", ge=0, default=0)
+    warmup_steps: Integer("Learning-rate warmup steps.", ge=0, le=MAX_STEPS, default=0)
 
 
 class Plan(_Section):

@@ -8,6 +8,7 @@ validation does not report it twice.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,9 @@ from budgetdsl.plan_model import QuantitySpec
 from budgetdsl.plan_schema import default_of, field_spec, numeric_paths
 from budgetdsl.plan_source import MergedSource
 from budgetdsl.units import DIMENSIONLESS, EXAMPLES, dim_name
-from budgetdsl.yaml_source import Path
+from budgetdsl.yaml_source import Path, excerpt
+
+MAX_INTEGER = 10**18  # a whole number beyond this is no plan's value (see plan_model's bounds)
 
 
 @dataclass
@@ -64,7 +67,10 @@ class _Evaluator:
         if isinstance(raw, bool) or raw is None or not isinstance(raw, (int, float, str)):
             return Quantity(raw)  # type: ignore[arg-type] - left for pydantic to reject, located
         if isinstance(raw, (int, float)):
-            q = Quantity(float(raw))
+            number = self.gate(raw, path)
+            if number is None:
+                return Failed()
+            q = Quantity(number)
         else:
             def resolve(ref: str, col: int) -> Quantity:
                 return self.reference(ref, col, path)
@@ -82,6 +88,24 @@ class _Evaluator:
                 f"e.g. {EXAMPLES[spec.dim]!r}" if spec.dim in EXAMPLES else None))
             return Failed()
         return q
+
+    def gate(self, raw: int | float, path: Path) -> float | None:
+        """The number gate for values YAML typed (`.inf`, `!!float 1e400`, a 400-digit integer):
+        the same checks the expression evaluator makes of every result — finite, and of a size a
+        double holds — located; None after recording the problem. Each field's physical range is
+        then checked by validation (the bounds in `plan_model`, stated in the schema)."""
+        if isinstance(raw, int) and abs(raw) > MAX_INTEGER:
+            self.problems.append(Diagnostic(self.at(path, 0), "out-of-range",
+                                            f"the number {excerpt(raw)} is far too large",
+                                            "no field of a plan takes a number above 1e18"))
+            return None
+        number = float(raw)
+        if not math.isfinite(number):
+            self.problems.append(Diagnostic(self.at(path, 0), "not-finite",
+                                            f"must be a finite number, got {excerpt(raw)}",
+                                            "write the number itself; .inf and .nan are not values"))
+            return None
+        return number
 
     def reference(self, ref: str, col: int, origin: Path) -> Quantity:
         path: Path = tuple(ref.split("."))
@@ -138,7 +162,7 @@ class _Evaluator:
         if isinstance(q, Failed):
             return Failed()
         value = q.value
-        if spec.integer and isinstance(value, float):
+        if spec.integer and isinstance(value, float) and math.isfinite(value):
             if value != int(value):
                 self.problems.append(Diagnostic(self.at(path, 0), "not-integer",
                                                 f"expected a whole number, got {value:g}"))
