@@ -139,6 +139,8 @@ def render_text(sol: Solution) -> str:
     if sol.batch.tokens is not None:
         out += ["Launch", *_table(_launch_rows(sol)), ""]
     out += ["Frontier", *_table(_frontier_rows(sol)), ""]
+    if sol.warnings:
+        out += ["Warnings", *[f"  - {w.format()}".replace("\n", "\n  ") for w in sol.warnings], ""]
     out += ["Limits", *_table([("limit", "bound", "value", "slack", "state", ""), *_constraint_rows(sol)]), ""]
     if sol.conflicts:
         out += ["Conflicts", *[f"  - {c}" for c in sol.conflicts], ""]
@@ -186,6 +188,8 @@ def render_markdown(sol: Solution) -> str:
     if sol.batch.tokens is not None:
         out += [*_md_table(("launch", ""), _launch_rows(sol)), ""]
     out += [*_md_table(("frontier", ""), _frontier_rows(sol)), ""]
+    if sol.warnings:
+        out += ["**Warnings**", "", *[f"- ⚠️ `{w.code}` {_md_escape(w.message)}" for w in sol.warnings], ""]
     out += [*_md_table(("limit", "bound", "value", "slack", "state", "binds"), _constraint_rows(sol)), ""]
     for title, items in (("Conflicts", sol.conflicts), ("Relaxations", [r.message for r in sol.relaxations]),
                          ("Notes", sol.notes)):

@@ -183,6 +183,23 @@ class Ramp(_Frozen):
     notes: list[str] = Field(default_factory=list)
 
 
+class PlanWarning(_Frozen):
+    """A located warning: the plan solves, but part of what it rests on is doubtful (e.g. a B_crit
+    transferred from a proxy's corpus). The same shape as a diagnostic (budgetdsl.diagnostics)."""
+
+    file: str
+    line: int
+    col: int
+    code: str
+    message: str
+    hint: str | None = None
+
+    def format(self) -> str:
+        where = self.file if self.line <= 0 else f"{self.file}:{self.line}:{self.col}"
+        head = f"{where}: warning[{self.code}]: {self.message}"
+        return head if not self.hint else f"{head}\n  hint: {self.hint}"
+
+
 class Solution(_Frozen):
     """Where the run sits on the frontier, what to launch, and why."""
 
@@ -209,6 +226,8 @@ class Solution(_Frozen):
     ramp: Ramp | None = Field(None, description="The batch-size ramp, when the plan asks for one.")
     assumptions: dict[str, Coefficient]
     notes: list[str] = Field(default_factory=list)
+    warnings: list[PlanWarning] = Field(default_factory=list, description="Located warnings: doubtful "
+                                        "input the plan still solves with (printed on stderr too).")
 
     def constraint(self, name: str) -> Constraint | None:
         return next((c for c in self.constraints if c.name == name), None)

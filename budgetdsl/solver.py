@@ -691,4 +691,34 @@ def solve(plan: "Plan") -> Solution:
         ramp=_ramp(ctx, chosen) if feasible else None,
         assumptions=_assumptions(cm, cfg),
         notes=_notes(ctx, chosen, status),
+        warnings=[_warning_fields(w) for w in (*noise.warnings, *_x_warnings(ctx, x, pinned_batch))],
     ))
+
+
+# x = B/B_crit beyond this factor either way is outside anything the frontier model was fitted to
+# (McCandlish et al. 2018 fig. 5-7 span about two decades around B_crit): the B_crit is suspect.
+X_DOUBTFUL = 100.0
+
+
+def _x_warnings(ctx: _Context, x: float | None, pinned: bool) -> list:
+    """A located warning when the batch is more than X_DOUBTFUL times B_crit, or less than its
+    inverse: most likely B_crit is wrong (a transfer from another corpus), not the batch."""
+    from budgetdsl.humanize import human
+    from budgetdsl.noise_source import plan_warning
+
+    if x is None or 1.0 / X_DOUBTFUL <= x <= X_DOUBTFUL:
+        return []
+    fr = ctx.frontier
+    side = (f"spends E/E_min = {1 + x:.3g}× the minimal tokens" if x > 1
+            else f"takes S/S_min = {1 + 1 / x:.3g}× the minimal steps")
+    where = ("run", "batch") if pinned else ("noise",)
+    return [plan_warning(
+        ctx.plan, where, "batch-far-from-b-crit",
+        f"the batch is x = {x:.3g} × B_crit (B_crit {human('tokens', fr.b_crit)}, {ctx.noise.source}); "
+        f"on the frontier it {side}, far outside x in [1/{X_DOUBTFUL:g}, {X_DOUBTFUL:g}]",
+        "check where B_crit comes from (a calibration on another corpus or tokenizer transfers badly)")]
+
+
+def _warning_fields(d) -> dict:
+    return dict(file=d.location.file, line=d.location.line, col=d.location.col, code=d.code,
+                message=d.message, hint=d.hint)

@@ -258,8 +258,10 @@ def test_a_real_calibration_file_end_to_end(tmp_path):
         pytest.skip("fixture without a fit")
     b_crit, rel = cal.b_crit_tokens_at(loss)
     plan = tmp_path / "p.yaml"
+    # The proxy's own sequence length: a B_crit of a few hundred byte-tokens is below one 2048-token
+    # sequence, which the planner refuses (issue 15, tests/budgetdsl/test_transfer_checks.py).
     plan.write_text(f"""name: calibrated
-model: {{params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: 2048}}
+model: {{params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: 64}}
 hardware: {{gpu: H100-SXM5-80GB, gpus: 8, zero: 1}}
 target: {{min_tokens: 2e10}}
 noise: {{calibration: {fixtures[0]}, at_loss: {loss!r}}}

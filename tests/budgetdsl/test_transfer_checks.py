@@ -1,0 +1,162 @@
+"""Issue 15 item 2: a calibration transferred to a plan's model is refused where the result means
+nothing and warned about, located in the plan, where it is only doubtful.
+
+The calibration files are the committed real output of `budgetdsl calibrate`
+(tests/fixtures/calibration), edited only in the fields a check reads, the way a `--quick` run or
+a run on another corpus writes them.
+"""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from budgetdsl.calibration_file import load_calibration
+from budgetdsl.diagnostics import PlanError
+from budgetdsl.plan_loader import load_plan
+from budgetdsl.report import render
+from budgetdsl.solver import solve
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+FIXTURE = REPO / "tests/fixtures/calibration/gpt-micro-stdlib.json"
+BUDGETDSL = pathlib.Path(sys.executable).parent / "budgetdsl"
+
+
+def _calibration(tmp_path, edit=None) -> pathlib.Path:
+    data = json.loads(FIXTURE.read_text())
+    if edit:
+        edit(data)
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _quick_run(data):
+    """What `calibrate --quick` wrote in the issue: a training run whose fit failed, summary at 3.4."""
+    data["fit"] = None
+    data["fit_error"] = "0 usable trajectory points; the fit needs at least 3"
+    data["summary"]["loss"] = 3.4
+
+
+def _fixed_weights(data):
+    """`calibrate --lr 0`: the EMA is the plain mean (beta 1), no fit by design, one loss."""
+    _quick_run(data)
+    data["fit_error"] = "B_simple was averaged over the whole run (--lr 0 / --ema-beta 1): one loss, nothing to fit"
+    data["provenance"]["estimator"]["ema_beta"] = 1.0
+
+
+def _own_corpus(data, vocab=50257):
+    data["provenance"]["data"].update(kind="tokens", source="train.bin", vocab_size=vocab)
+
+
+def _plan(tmp_path, cal, at_loss, model="params: 13e9, layers: 40, d_model: 5120, heads: 40, seq_len: 4096",
+          run="") -> pathlib.Path:
+    plan = tmp_path / "p.yaml"
+    plan.write_text(f"""name: transfer
+model: {{{model}}}
+hardware: {{gpu: A100-SXM4-80GB, gpus: 1024, zero: 3}}
+target: {{min_tokens: 2T}}
+noise:
+  calibration: {cal}
+  at_loss: {at_loss}
+{run}""")
+    return plan
+
+
+def _errors(plan) -> dict[str, object]:
+    with pytest.raises(PlanError) as exc:
+        solve(load_plan(plan))
+    return {d.code: d for d in exc.value.diagnostics}
+
+
+def test_the_issue_case_a_quick_calibration_for_a_13b_plan_is_refused_located(tmp_path):
+    plan = _plan(tmp_path, _calibration(tmp_path, _quick_run), 3.4)
+    errors = _errors(plan)
+    assert set(errors) == {"calibration-no-fit", "b-crit-below-sequence"}
+    no_fit, short = errors["calibration-no-fit"], errors["b-crit-below-sequence"]
+    assert no_fit.location.file.endswith("p.yaml") and no_fit.location.line == 6  # noise.calibration
+    assert "0 usable trajectory points" in no_fit.message and "--steps" in no_fit.hint
+    assert short.location.line == 6  # the noise section
+    b_simple = load_calibration(plan.parent / "cal.json").summary.b_simple_tokens
+    assert f"{b_simple:.3g} tokens" in short.message and "4096 tokens" in short.message
+
+
+def test_the_command_exits_2_with_the_located_errors_on_stderr(tmp_path):
+    plan = _plan(tmp_path, _calibration(tmp_path, _quick_run), 3.4)
+    out = subprocess.run([str(BUDGETDSL), "plan", str(plan)], capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    assert f"{plan}:6:" in out.stderr and "error[calibration-no-fit]" in out.stderr
+    assert "error[b-crit-below-sequence]" in out.stderr and "feasible" not in out.stdout
+
+
+def test_a_fixed_weights_calibration_without_a_fit_is_still_read_at_its_loss(tmp_path):
+    """--lr 0 has no fit by design; its one bounded estimate stays usable (on a proxy-sized model)."""
+    cal = _calibration(tmp_path, _fixed_weights)
+    plan = _plan(tmp_path, cal, 3.4, model="params: 25M, layers: 6, d_model: 512, heads: 8, seq_len: 64")
+    sol = solve(load_plan(plan))
+    assert sol.frontier.b_crit_tokens == pytest.approx(load_calibration(cal).summary.b_simple_tokens)
+    assert "calibration-no-fit" not in {w.code for w in sol.warnings}
+
+
+def test_b_crit_below_one_sequence_is_refused_even_with_a_fit(tmp_path):
+    cal = _calibration(tmp_path, _own_corpus)
+    fit = load_calibration(cal).fit
+    loss = (fit.loss_min + fit.loss_max) / 2
+    b_crit, _ = load_calibration(cal).b_crit_tokens_at(loss)
+    seq = 2 ** int(b_crit).bit_length()  # the next power of two above B_crit: one sequence is longer
+    plan = _plan(tmp_path, cal, loss, model=f"params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: {seq}")
+    assert set(_errors(plan)) == {"b-crit-below-sequence"}
+    # One sequence shorter than B_crit: the same calibration is accepted.
+    half = _plan(tmp_path, cal, loss, model=f"params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: {seq // 4}")
+    assert solve(load_plan(half)).frontier.b_crit_tokens == pytest.approx(b_crit)
+
+
+def _proxy_plan(tmp_path, edit, vocab=None, run=""):
+    cal = _calibration(tmp_path, edit)
+    fit = load_calibration(cal).fit
+    extra = f", vocab: {vocab}" if vocab else ""
+    return _plan(tmp_path, cal, round((fit.loss_min + fit.loss_max) / 2, 3),
+                 model=f"params: 25M, layers: 6, d_model: 512, heads: 8, seq_len: 64{extra}", run=run)
+
+
+def test_the_built_in_proxy_corpus_is_a_located_warning_not_an_error(tmp_path):
+    plan = _proxy_plan(tmp_path, None)
+    sol = solve(load_plan(plan))
+    assert sol.feasible
+    (w,) = [w for w in sol.warnings if w.code == "calibration-corpus"]
+    assert (w.file, w.line) == (str(plan), 6) and "stdlib" in w.message
+    assert "Warnings" in render(sol, "text") and "calibration-corpus" in render(sol, "markdown")
+    out = subprocess.run([str(BUDGETDSL), "plan", "--format", "json", str(plan)], capture_output=True, text=True)
+    assert out.returncode == 0
+    assert [w["code"] for w in json.loads(out.stdout)["warnings"]] == ["calibration-corpus"]
+
+
+def test_a_different_vocabulary_is_a_warning_and_the_same_one_is_not(tmp_path):
+    other = solve(load_plan(_proxy_plan(tmp_path, lambda d: _own_corpus(d, 256), vocab=50257)))
+    assert [w.code for w in other.warnings] == ["calibration-tokenizer"]
+    assert "256" in other.warnings[0].message and other.warnings[0].line == 7  # noise.at_loss
+    same = solve(load_plan(_proxy_plan(tmp_path, lambda d: _own_corpus(d, 256), vocab=256)))
+    assert same.warnings == []  # the negative control: the target's own corpus and tokenizer
+
+
+@pytest.mark.parametrize("x, warned", [(0.005, True), (0.02, False), (1.0, False), (50.0, False), (200.0, True)])
+def test_a_batch_far_from_b_crit_is_a_warning_at_the_pinned_batch(tmp_path, x, warned):
+    b_crit = 4 * 2 ** 20  # tokens, declared: the check is about x, whatever B_crit's source
+    sequences = 8 * max(1, round(x * b_crit / 4096 / 8))  # whole sequences on each of 8 replicas
+    plan = tmp_path / "x.yaml"
+    plan.write_text(f"""name: x
+model: {{params: 7e9, layers: 32, d_model: 4096, heads: 32, seq_len: 4096}}
+hardware: {{gpu: H100-SXM5-80GB, gpus: 8}}
+target: {{tokens: 1T, at_batch: 4Mi}}
+noise: {{b_crit: {b_crit}}}
+run:
+  batch: {sequences} * 4096
+""")
+    sol = solve(load_plan(plan))
+    codes = [w for w in sol.warnings if w.code == "batch-far-from-b-crit"]
+    assert sol.frontier.x == pytest.approx(sequences * 4096 / b_crit)
+    assert bool(codes) is warned
+    if warned:
+        assert codes[0].line == 7 and f"{sol.frontier.x:.3g}" in codes[0].message
