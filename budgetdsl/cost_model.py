@@ -1,59 +1,43 @@
-"""The cost model of DESIGN.md section 2: FLOPs per token, step time, memory per device.
+"""The cost model of DESIGN.md section 2 on one plan and GPU count: FLOPs per token, step time in
+its two honest modes, memory per device — each coefficient with where it came from (declared in the
+plan, derived by a formula, taken from a GPU preset, or a default), so a reviewer sees which
+numbers the answer rests on.
 
-Pure arithmetic on a validated plan and a GPU count; every coefficient is reported with where it
-came from (declared in the plan, derived by a formula, taken from a GPU preset, or a default), so
-a reviewer sees which numbers the answer rests on.
-
-Formulas and their sources:
 - FLOPs per token, training (forward + backward): f = 6N + 12·L·d·s (Chowdhery et al. 2022, PaLM,
-  appendix B: 6N for the matmuls plus 6·L·s·d·2 for attention scores and values); 6N when the shape
-  is unknown (Kaplan et al. 2020, section 2.1, C ≈ 6N per token).
-- Step time for a global batch of B tokens: T(B) = f·B/(G·P·u) + T_comm + T_fixed.
-- Gradient synchronisation per optimizer step: a ring all-reduce moves 2·(dp−1)/dp of the gradient
-  bytes through each GPU's link (Patarasuk & Yuan 2009); ZeRO stages 1 and 2 replace it by a
-  reduce-scatter of gradients plus an all-gather of the updated 16-bit weights, the same volume,
-  and stage 3 adds a second all-gather of the weights for the backward pass: 3·(dp−1)/dp
-  (Rajbhandari et al. 2020, ZeRO, section 7.2). Gradient bytes per replica = 2 bytes/param (bf16)
-  × N/(t·p). T_comm = k·(dp−1)/dp · 2·N/(t·p) / network · (1 − overlap), k = 2 (3 for ZeRO-3).
-  Assumed: one collective per optimizer step (gradient accumulation does not repeat it; ZeRO-3
-  re-gathers weights per micro-step in practice, which this under-counts), and the per-GPU
-  inter-node bandwidth as the link even when all replicas share a node.
-- Memory per device (mixed-precision Adam, Rajbhandari et al. 2020 section 3.1): 16-bit weights
-  2 bytes, 16-bit gradients 2 bytes, fp32 master weights + Adam moments 12 bytes per parameter,
-  each divided by t·p; ZeRO stage 1 also divides the optimizer state by dp, stage 2 the gradients
-  too, stage 3 (FSDP full sharding) the weights too.
-- Activations per sequence per layer, 16-bit (Korthikanti et al. 2022, "Reducing Activation
-  Recomputation in Large Transformer Models", eq. 2 and section 4): s·d·(34 + 5·a·s/d) bytes
-  without recomputation; 34·s·d with selective recomputation or a fused (flash) attention that keeps
-  no s×s scores; 2·s·d with full recomputation (only each layer's input is kept). Divided by t
-  (tensor parallelism with sequence parallelism, their eq. 4), times L/p layers per device; with
-  pipeline parallelism the 1F1B schedule keeps p micro-batches in flight on the first stage
-  (Narayanan et al. 2021, section 2.2), so that stage holds L layers' worth (Korthikanti et al.
-  2022, eq. 5). The embedding and output-logit activations are not counted.
-  `model.activation_bytes_per_token` replaces the per-layer estimate: bytes per token for the whole
-  model, divided by t (and by p, times the p micro-batches in flight).
-- A reserve of RESERVE_FRACTION of device memory is kept free for the CUDA context, NCCL buffers
-  and allocator fragmentation.
+  appendix B: 6N for the matmuls — N counts every parameter, embeddings and LM head included —
+  plus 6·L·s·d·2 for attention scores and values); 6N when the shape is unknown (Kaplan et al.
+  2020, section 2.1). The convention of MFU; hardware FLOPs (HFU) add recomputation.
+- Step time, `budgetdsl.throughput`:
+  * declared `hardware.mfu` (a measured end-to-end MFU): T(B) = f·B/(G·P·u), nothing added; the
+    modelled compute/recompute/communication/bubble/optimizer shares are shown inside it.
+  * predicted (no mfu): T(B) = the sum of the modelled shares at the launched micro-batch; MFU and
+    HFU follow from the layout.
+  For the closed forms (deadline interval, minimum-time batch) T(B) is linear at a fixed
+  micro-batch: T(B) = f·B/rate + c, rate and c taken at one-sequence micro-batches with a pipeline
+  (the solver's choice there) and at the largest micro-batch that fits without one.
+- Memory per device: `budgetdsl.memory_model` (mixed-precision recipe, Korthikanti et al. 2022
+  activations, uneven pipeline stages, logits), plus a reserve of RESERVE_FRACTION of device memory
+  for the CUDA context, NCCL buffers and allocator fragmentation.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from budgetdsl import memory_model as mem
 from budgetdsl.gpus import find_preset
+from budgetdsl.layout import launchable_counts as _launchable_counts
+from budgetdsl.memory_model import activation_bytes_per_layer  # noqa: F401 - re-exported
+from budgetdsl.throughput import (Breakdown, Device, Layout, Shape, declared_step, linearised,
+                                  step_time as _step_time)
 
 if TYPE_CHECKING:
     from budgetdsl.plan_model import Plan
 
 # Fraction of device memory the model leaves free (CUDA context ~0.5–1 GiB, NCCL buffers, and the
-# caching allocator's fragmentation). A stated assumption; a plan cannot override it yet.
+# caching allocator's fragmentation). A stated assumption; hardware.memory_reserve overrides it.
 RESERVE_FRACTION = 0.10
-BYTES_WEIGHTS = 2.0  # bf16 weights per parameter
-BYTES_GRADS = 2.0  # bf16 gradients per parameter
-BYTES_OPTIMIZER = 12.0  # fp32 master weights (4) + Adam m (4) + v (4) per parameter
-BYTES_GRAD_COMM = 2.0  # bf16 gradients on the wire
 
 DECLARED, DERIVED, PRESET, DEFAULT = "declared", "derived", "preset", "default"
 
@@ -90,90 +74,93 @@ class CostModel:
     params: float
     flops_per_token: float
     peak_flops: float
-    mfu: float
+    mode: str  # declared | predicted
+    mfu: float | None  # the declared u; None when predicted
+    rate: float  # FLOP/s of all GPUs on the batch-proportional part of T(B)
+    fixed_time: float  # c: the part of a step that does not grow with the batch
     memory_per_device: float
-    network: float
-    overlap: float
-    step_overhead: float
-    comm_time: float  # T_comm, seconds per optimizer step
-    weights_bytes: float  # per device
-    grads_bytes: float
-    optimizer_bytes: float
-    activation_bytes_per_sequence: float | None  # per device; None when the shape is unknown
+    stages: tuple[mem.StageMemory, ...]
     reserve_bytes: float
+    shape: Shape | None
+    device: Device | None
+    layout: Layout | None
+    step_overhead: float
     coefficients: dict[str, Coef] = field(compare=False)
 
-    @property
-    def rate(self) -> float:
-        """Achieved FLOP/s of all GPUs: G·P·u."""
-        return self.gpus * self.peak_flops * self.mfu
+    # -- time ----------------------------------------------------------------------------------
+    def breakdown(self, batch_tokens: float, grad_accum: int | None = None) -> Breakdown | None:
+        """Seconds per step by cause at `grad_accum` micro-batches per step (None: one-sequence
+        micro-batches with a pipeline, the linearisation's micro-batch without); None when the
+        shape is unknown."""
+        if self.shape is None or self.device is None or self.layout is None:
+            return None
+        sequences = batch_tokens / self.seq_len
+        micro = sequences / (self.data_parallel * grad_accum) if grad_accum else self._reference_micro
+        bd = _step_time(self.shape, self.device, self.layout, micro, sequences,
+                        0.0 if self.mode == DECLARED else self.step_overhead)
+        return declared_step(bd, self.mfu) if self.mode == DECLARED and self.mfu else bd
 
     @property
-    def bubble_time(self) -> float:
-        """The 1F1B bubble with one-sequence micro-batches, (p − 1) micro-batch compute times per
-        step (Narayanan et al. 2021, section 2.2): (p − 1)/m of the compute for m = B/(dp·s)
-        micro-batches is a constant time per step, independent of B."""
-        p = self.split.pipeline_parallel
-        return (p - 1) * self.flops_per_token * self.data_parallel * self.seq_len / self.rate if p > 1 else 0.0
-
-    @property
-    def fixed_time(self) -> float:
-        """c = T_comm + T_fixed (+ the pipeline bubble): the part of a step that does not grow with
-        the batch — what the closed forms of the deadline and the minimum-time batch see."""
-        return self.comm_time + self.step_overhead + self.bubble_time
-
-    def bubble(self, grad_accum: int) -> float:
-        """The pipeline's compute-time factor 1 + (p − 1)/m for m micro-batches per step under
-        1F1B (Narayanan et al. 2021, section 2.2: bubble fraction (p − 1)/m); 1 without a pipeline."""
-        p = self.split.pipeline_parallel
-        return 1.0 if p <= 1 else 1.0 + (p - 1) / grad_accum
+    def _reference_micro(self) -> float:
+        if self.split.pipeline_parallel > 1:
+            return 1.0
+        return float(max(1, self.micro_batch_max))
 
     def step_time(self, batch_tokens: float, grad_accum: int | None = None) -> float:
-        """T(B) = f·B/(G·P·u) · (1 + (p − 1)/m) + T_comm + T_fixed, seconds, for m = grad_accum
-        micro-batches per step; without m, one-sequence micro-batches (the closed forms' model)."""
-        compute = self.flops_per_token * batch_tokens / self.rate
-        if grad_accum is None:
-            return compute + self.fixed_time
-        return compute * self.bubble(grad_accum) + self.comm_time + self.step_overhead
+        """T(B), seconds. Declared: f·B/(G·P·u). Predicted: the modelled step at `grad_accum`
+        micro-batches per step; without it, the linear form f·B/rate + c."""
+        if self.mode == DECLARED or grad_accum is None:
+            return self.flops_per_token * batch_tokens / self.rate + self.fixed_time
+        bd = self.breakdown(batch_tokens, grad_accum)
+        assert bd is not None
+        return bd.total
+
+    def linear_at(self, micro_batch: float) -> tuple[float, float]:
+        """(rate, c) of T(B) = f·B/rate + c at a fixed micro-batch."""
+        if self.mode == DECLARED or self.shape is None:
+            return self.rate, self.fixed_time
+        per_token, fixed = linearised(self.shape, self.device, self.layout, micro_batch, self.step_overhead)
+        return self.flops_per_token / per_token, fixed
+
+    # -- memory --------------------------------------------------------------------------------
+    @property
+    def heaviest_stage(self) -> mem.StageMemory:
+        return mem.heaviest(list(self.stages))
+
+    @property
+    def weights_bytes(self) -> float:
+        return self.heaviest_stage.weights
+
+    @property
+    def grads_bytes(self) -> float:
+        return self.heaviest_stage.grads
+
+    @property
+    def optimizer_bytes(self) -> float:
+        return self.heaviest_stage.optimizer
+
+    @property
+    def activation_bytes_per_sequence(self) -> float:
+        return self.heaviest_stage.per_sequence
 
     @property
     def static_bytes(self) -> float:
-        return self.weights_bytes + self.grads_bytes + self.optimizer_bytes
+        return self.heaviest_stage.static
 
     def memory_at(self, micro_batch: int) -> float:
-        """Bytes per device at `micro_batch` sequences per micro-step, reserve included."""
-        act = self.activation_bytes_per_sequence or 0.0
-        return self.static_bytes + micro_batch * act + self.reserve_bytes
+        """Bytes per device at `micro_batch` sequences per micro-step (the heaviest stage), reserve
+        included."""
+        return max(st.at(micro_batch) for st in self.stages) + self.reserve_bytes
 
     @property
     def micro_batch_max(self) -> int:
-        """The largest micro-batch (sequences per device) that fits; 0 when not even one does."""
-        free = self.memory_per_device - self.reserve_bytes - self.static_bytes
-        if free <= 0:
-            return 0
-        act = self.activation_bytes_per_sequence
-        if not act:
-            return 0
-        # The tiny relative tolerance keeps an exact fit (free = k·act) from losing k to rounding.
-        return max(0, int(math.floor(free / act * (1 + 1e-12))))
+        """The largest micro-batch (sequences per device) that fits every stage; 0 when not even
+        one does."""
+        return mem.micro_batch_max(list(self.stages), self.memory_per_device - self.reserve_bytes)
 
 
 def _declared(section: Any, key: str) -> bool:
     return key in section.model_fields_set
-
-
-def activation_bytes_per_layer(seq_len: int, d_model: int, heads: int | None, recompute: str,
-                               flash_attention: bool) -> float | None:
-    """Korthikanti et al. (2022) eq. 2 and section 4: 16-bit activation bytes of one sequence in
-    one transformer layer, before tensor parallelism. None when `heads` is needed and unknown."""
-    s, d = float(seq_len), float(d_model)
-    if recompute == "full":
-        return 2.0 * s * d  # only the layer input is stored
-    if recompute == "selective" or flash_attention:
-        return 34.0 * s * d  # the 5·a·s² attention-score terms are not kept
-    if heads is None:
-        return None
-    return s * d * (34.0 + 5.0 * heads * s / d)
 
 
 def flops_per_token(plan: "Plan") -> Coef:
@@ -182,18 +169,21 @@ def flops_per_token(plan: "Plan") -> Coef:
         return Coef(m.flops_per_token, "FLOP/token", DECLARED, "model.flops_per_token")
     if m.layers is not None and m.d_model is not None:
         value = 6.0 * m.params + 12.0 * m.layers * m.d_model * m.seq_len
-        return Coef(value, "FLOP/token", DERIVED, "6N + 12·L·d·s (PaLM, appendix B)")
+        return Coef(value, "FLOP/token", DERIVED, "6N + 12·L·d·s (PaLM, appendix B; N counts embeddings "
+                    "and LM head)")
     return Coef(6.0 * m.params, "FLOP/token", DERIVED, "6N (shape unknown; Kaplan et al. 2020)")
 
 
 def _hardware_number(plan: "Plan", key: str, preset_attr: str, unit: str) -> Coef:
     hw = plan.hardware
-    value = getattr(hw, key)
+    value = getattr(hw, key, None)
     if value is not None:
         return Coef(float(value), unit, DECLARED, f"hardware.{key}")
     preset = find_preset(hw.gpu or "")
-    if preset is None:  # pragma: no cover - the plan validator requires one or the other
-        raise ValueError(f"hardware.{key} is not set and there is no GPU preset")
+    if preset is None:
+        raise ShapeUnknown(f"hardware.{key} is not set and there is no GPU preset")
+    if preset_attr == "kernel_efficiency":
+        return Coef(preset.kernel_efficiency, unit, PRESET, f"{preset.name} ({preset.efficiency_source})")
     return Coef(float(getattr(preset, preset_attr)), unit, PRESET, f"{preset.name} ({preset.source})")
 
 
@@ -203,14 +193,29 @@ def plan_split(plan: "Plan") -> Split:
 
 
 class ShapeUnknown(ValueError):
-    """The memory model needs a shape the plan does not give."""
+    """The memory or throughput model needs a shape the plan does not give."""
+
+
+def _device(plan: "Plan", coefs: dict[str, Coef]) -> Device | None:
+    """The throughput model's device; None without a preset or the numbers (declared mode only)."""
+    hw = plan.hardware
+    try:
+        eff = _hardware_number(plan, "kernel_efficiency", "kernel_efficiency", "1")
+        hbm = _hardware_number(plan, "hbm_bandwidth", "hbm_bandwidth", "B/s")
+        intra = _hardware_number(plan, "intra_node_network", "intra_node", "B/s")
+        net = _hardware_number(plan, "network", "network", "B/s")
+    except ShapeUnknown:
+        return None
+    coefs.update(kernel_efficiency=eff, hbm_bandwidth=hbm, intra_node_network=intra, network=net)
+    return Device(coefs["peak_flops"].value, hbm.value, eff.value, intra.value, net.value, int(hw.gpus_per_node))
 
 
 def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> CostModel:
     """The cost model of `plan` on `gpus` GPUs (a count the plan allows), with `split` overriding
     the plan's ZeRO stage / parallel degrees / recomputation to evaluate a remedy.
 
-    Raises ShapeUnknown when activations cannot be estimated (no layers/d_model, no override)."""
+    Raises ShapeUnknown when activations cannot be estimated (no layers/d_model, no override), or
+    utilization is to be predicted without a shape."""
     m, hw = plan.model, plan.hardware
     split = split or plan_split(plan)
     t, p = split.tensor_parallel, split.pipeline_parallel
@@ -218,93 +223,111 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
     coefs: dict[str, Coef] = {}
 
     f = flops_per_token(plan)
-    peak = _hardware_number(plan, "peak_flops", "peak_flops", "FLOP/s")
+    coefs["flops_per_token"] = f
+    coefs["peak_flops"] = peak = _hardware_number(plan, "peak_flops", "peak_flops", "FLOP/s")
     memory = _hardware_number(plan, "memory_per_device", "memory", "B")
-    if dp > 1 and gpus <= hw.gpus_per_node:  # every replica in one node: NVLink, not the NICs
-        link = _hardware_number(plan, "intra_node_network", "intra_node", "B/s")
-        network = Coef(link.value, link.unit, link.origin, f"within one node: {link.detail}")
+    device = _device(plan, coefs)
+    grad_dtype = str(getattr(hw, "grad_dtype", "fp32"))
+    layout = Layout(gpus, t, p, int(getattr(hw, "virtual_pipeline_stages", 1)), split.zero, split.recompute,
+                    split.flash_attention, bool(getattr(hw, "sequence_parallel", False)),
+                    mem.GRAD_BYTES[grad_dtype], hw.overlap)
+    shape = None
+    if m.layers is not None and m.d_model is not None and device is not None:
+        shape = Shape(m.params, m.layers, m.d_model, m.seq_len, f.value, m.heads, m.vocab)
+    mode = DECLARED if hw.mfu is not None else "predicted"
+    if mode != DECLARED and shape is None:
+        raise ShapeUnknown("predicted utilization (no hardware.mfu) needs model.layers and model.d_model "
+                           "and a GPU preset; or declare hardware.mfu, a measured end-to-end MFU")
+
+    head_layers = shape.head_flops / shape.layer_flops if shape is not None and shape.layer_flops > 0 else 0.0
+    stages = mem.stage_memory(
+        params=m.params, seq_len=m.seq_len, layers=m.layers, d_model=m.d_model, heads=m.heads, vocab=m.vocab,
+        tensor_parallel=t, pipeline_parallel=p, data_parallel=dp, zero=split.zero, recompute=split.recompute,
+        flash_attention=split.flash_attention, sequence_parallel=layout.sequence_parallel,
+        virtual_stages=layout.virtual_stages, grad_dtype=grad_dtype,
+        activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_layers)
+    if stages is None:
+        need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
+                                                    else " and model.heads")
+        raise ShapeUnknown(f"the memory model needs {need}, or model.activation_bytes_per_token")
+    if hw.memory_reserve is not None:
+        reserve = Coef(hw.memory_reserve, "B", DECLARED, "hardware.memory_reserve")
     else:
-        network = _hardware_number(plan, "network", "network", "B/s")
-    mfu = Coef(hw.mfu, "1", DECLARED if _declared(hw, "mfu") else DEFAULT, "hardware.mfu")
-    overlap = Coef(hw.overlap, "1", DECLARED if _declared(hw, "overlap") else DEFAULT, "hardware.overlap")
-    overhead = Coef(hw.step_overhead, "s", DECLARED if _declared(hw, "step_overhead") else DEFAULT,
-                    "hardware.step_overhead (T_fixed)")
+        reserve = Coef(RESERVE_FRACTION * memory.value, "B", DEFAULT, f"{RESERVE_FRACTION:.0%} of device memory")
 
-    k = 3.0 if split.zero == 3 else 2.0
-    grad_bytes = BYTES_GRAD_COMM * m.params / (t * p)
-    comm = k * (dp - 1) / dp * grad_bytes / network.value * (1.0 - hw.overlap) if dp > 1 else 0.0
+    overhead = float(hw.step_overhead or 0.0)
+    if mode == DECLARED:
+        rate, fixed = gpus * peak.value * hw.mfu, 0.0
+    else:
+        rate, fixed = 0.0, 0.0  # set below, once the micro-batch maximum is known
+    cm = CostModel(gpus=gpus, split=split, data_parallel=dp, seq_len=m.seq_len, params=m.params,
+                   flops_per_token=f.value, peak_flops=peak.value, mode=mode, mfu=hw.mfu, rate=rate,
+                   fixed_time=fixed, memory_per_device=memory.value, stages=tuple(stages),
+                   reserve_bytes=reserve.value, shape=shape, device=device, layout=layout,
+                   step_overhead=overhead, coefficients=coefs)
+    if mode != DECLARED:
+        per_token, fixed = linearised(shape, device, layout, cm._reference_micro, overhead)
+        object.__setattr__(cm, "rate", f.value / per_token)
+        object.__setattr__(cm, "fixed_time", fixed)
 
-    per_dp = float(dp)
-    shard = m.params / (t * p)
-    weights = BYTES_WEIGHTS * shard / (per_dp if split.zero >= 3 else 1.0)
-    grads = BYTES_GRADS * shard / (per_dp if split.zero >= 2 else 1.0)
-    optimizer = BYTES_OPTIMIZER * shard / (per_dp if split.zero >= 1 else 1.0)
-
+    if mode == DECLARED:
+        coefs["mfu"] = Coef(hw.mfu, "1", DECLARED, "hardware.mfu: measured end-to-end (PaLM App. B); "
+                            "T(B) = f·B/(G·P·u), nothing added")
+    else:
+        coefs["mfu"] = Coef(cm.rate / (gpus * peak.value), "1", DERIVED,
+                            "predicted from the layout (budgetdsl.throughput), batch-proportional part")
+    coefs["achieved_flops"] = Coef(cm.rate, "FLOP/s", DERIVED, "G·P·u" if mode == DECLARED else
+                                   "f / (seconds per token of T(B)), predicted")
+    coefs["fixed_time"] = Coef(cm.fixed_time, "s", DERIVED,
+                               "nothing: inside the declared MFU" if mode == DECLARED else
+                               "bubble + exposed data-parallel reduction + optimizer step + step_overhead "
+                               f"at micro-batch {cm._reference_micro:g}")
+    coefs["memory_per_device"] = memory
+    if hw.overlap is not None:
+        coefs["overlap"] = Coef(hw.overlap, "1", DECLARED, "hardware.overlap")
+    if _declared(hw, "step_overhead"):
+        coefs["step_overhead"] = Coef(overhead, "s", DECLARED, "hardware.step_overhead" +
+                                      (" (inside the declared MFU)" if mode == DECLARED else ""))
+    heavy = cm.heaviest_stage
+    shard = {3: "/ dp (ZeRO-3)", 2: "/ dp (ZeRO-2+)", 1: "/ dp (ZeRO-1+)"}
+    where = f" (stage {heavy.stage + 1} of {p}, {heavy.layers} layers)" if p > 1 else ""
+    coefs["weights_bytes"] = Coef(heavy.weights, "B", DERIVED, "2 B/param (bf16) / t" + where
+                                  + (" " + shard[3] if split.zero >= 3 else ""))
+    coefs["grads_bytes"] = Coef(heavy.grads, "B", DERIVED,
+                                f"{mem.GRAD_BYTES[grad_dtype]:g} B/param ({grad_dtype} grads) / t"
+                                + (" " + shard[2] if split.zero >= 2 else ""))
+    coefs["optimizer_bytes"] = Coef(heavy.optimizer, "B", DERIVED, "12 B/param (fp32 master, Adam m, v) / t"
+                                    + (" " + shard[1] if split.zero >= 1 else ""))
     if m.activation_bytes_per_token is not None:
-        act = m.activation_bytes_per_token * m.seq_len / (t * p) * p  # p micro-batches in flight (1F1B)
-        act_coef = Coef(act, "B/sequence", DECLARED, "model.activation_bytes_per_token × s / (t·p)"
-                        + (f" × {p} in flight (1F1B)" if p > 1 else ""))
+        act_detail = "model.activation_bytes_per_token × s / (t·p)" + (f" × {p} in flight (1F1B)" if p > 1 else "")
+        coefs["activation_bytes_per_sequence"] = Coef(heavy.activations_per_sequence, "B/sequence", DECLARED, act_detail)
     else:
-        per_layer = (activation_bytes_per_layer(m.seq_len, m.d_model, m.heads, split.recompute,
-                                                split.flash_attention)
-                     if m.d_model is not None else None)
-        if per_layer is None or m.layers is None:
-            need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
-                                                        else " and model.heads")
-            raise ShapeUnknown(f"the memory model needs {need}, or model.activation_bytes_per_token")
-        # L/p layers per device, and under the 1F1B pipeline schedule the first stage holds the
-        # activations of p micro-batches in flight (Narayanan et al. 2021, section 2.2;
-        # Korthikanti et al. 2022, eq. 5): L/p × p = L layers' worth, divided by t.
-        act = per_layer * (m.layers / p) * p / t
         formula = {"full": "2·s·d", "selective": "34·s·d"}.get(
             split.recompute, "34·s·d" if split.flash_attention else "s·d·(34 + 5·a·s/d)")
         why = {"full": "full recomputation", "selective": "selective recomputation"}.get(
             split.recompute, "flash attention" if split.flash_attention else "no recomputation")
-        act_coef = Coef(act, "B/sequence", DERIVED,
-                        f"{formula} per layer ({why}; Korthikanti et al. 2022) × L/p layers"
-                        + (f" × {p} micro-batches in flight (1F1B)" if p > 1 else "") + " / t")
-    if hw.memory_reserve is not None:
-        reserve_coef = Coef(hw.memory_reserve, "B", DECLARED, "hardware.memory_reserve")
-    else:
-        reserve_coef = Coef(RESERVE_FRACTION * memory.value, "B", DEFAULT,
-                            f"{RESERVE_FRACTION:.0%} of device memory")
-    reserve = reserve_coef.value
-
-    coefs["flops_per_token"] = f
-    coefs["peak_flops"] = peak
-    coefs["mfu"] = mfu
-    coefs["achieved_flops"] = Coef(gpus * peak.value * mfu.value, "FLOP/s", DERIVED, "G·P·u")
-    coefs["memory_per_device"] = memory
-    coefs["network"] = network
-    coefs["overlap"] = overlap
-    coefs["comm_time"] = Coef(comm, "s", DERIVED,
-                              f"{k:g}·(dp−1)/dp · 2 B/param · N/(t·p) / network · (1 − overlap)"
-                              + (" (ZeRO-3)" if split.zero == 3 else ""))
-    coefs["step_overhead"] = overhead
-    coefs["weights_bytes"] = Coef(weights, "B", DERIVED, "2 B/param / (t·p)" + (" / dp (ZeRO-3)" if split.zero >= 3 else ""))
-    coefs["grads_bytes"] = Coef(grads, "B", DERIVED, "2 B/param / (t·p)" + (" / dp (ZeRO-2+)" if split.zero >= 2 else ""))
-    coefs["optimizer_bytes"] = Coef(optimizer, "B", DERIVED,
-                                    "12 B/param / (t·p)" + (" / dp (ZeRO-1+)" if split.zero >= 1 else ""))
-    coefs["activation_bytes_per_sequence"] = act_coef
-    coefs["reserve_bytes"] = reserve_coef
-    cm = CostModel(
-        gpus=gpus, split=split, data_parallel=dp, seq_len=m.seq_len, params=m.params,
-        flops_per_token=f.value, peak_flops=peak.value, mfu=mfu.value, memory_per_device=memory.value,
-        network=network.value, overlap=hw.overlap, step_overhead=hw.step_overhead, comm_time=comm,
-        weights_bytes=weights, grads_bytes=grads, optimizer_bytes=optimizer,
-        activation_bytes_per_sequence=act, reserve_bytes=reserve, coefficients=coefs)
+        sp = ", sequence parallel" if layout.sequence_parallel else (", no sequence parallelism: 10·s·d not ÷ t"
+                                                                     if t > 1 and split.recompute != "full" else "")
+        coefs["activation_bytes_per_sequence"] = Coef(
+            heavy.activations_per_sequence, "B/sequence", DERIVED,
+            f"{formula} per layer ({why}{sp}; Korthikanti et al. 2022 Table 2) × layers of the stage"
+            + (f" × {p - heavy.stage} micro-batches in flight (1F1B)" if p > 1 else "") + " / t")
+    if heavy.logits_per_sequence:
+        coefs["logits_bytes_per_sequence"] = Coef(heavy.logits_per_sequence, "B/sequence", DERIVED,
+                                                  "s·V fp32 logits for the loss / t (last stage)")
+    coefs["reserve_bytes"] = reserve
     coefs["micro_batch_max"] = Coef(float(cm.micro_batch_max), "sequences", DERIVED,
-                                    "⌊(memory − reserve − weights − grads − optimizer) / activations⌋")
+                                    "⌊(memory − reserve − weights − grads − optimizer) / per sequence⌋, "
+                                    "every stage")
     if p > 1:
-        coefs["pipeline_bubble"] = Coef(cm.bubble_time, "s", DERIVED,
-                                        f"(p − 1) = {p - 1} one-sequence micro-batches of compute per step "
-                                        "(1F1B; Narayanan et al. 2021)")
+        counts = [st.layers for st in stages]
+        coefs["pipeline_stages"] = Coef(float(p), "stages", DERIVED, "layers per stage "
+                                        + ", ".join(str(c) for c in counts)
+                                        + (" (uneven; the last carries the LM head)" if len(set(counts)) > 1 else ""))
     return cm
 
 
 def launchable_counts(plan: "Plan", counts: range | list[int]) -> list[int]:
-    """The GPU counts of a range that split into t·p groups and fill whole nodes."""
+    """The GPU counts of a range that launch the plan's layout (`budgetdsl.layout`)."""
     hw = plan.hardware
-    split = hw.tensor_parallel * hw.pipeline_parallel
-    return [g for g in counts
-            if g % split == 0 and (g <= hw.gpus_per_node or g % hw.gpus_per_node == 0)]
+    return _launchable_counts(counts, hw.tensor_parallel, hw.pipeline_parallel, hw.gpus_per_node)

@@ -30,28 +30,21 @@ class Curve:
 
 def frontier_curve(sol: Solution, margin: float = 1.0, points: int = 400) -> Curve:
     """The run's frontier, S = S_min(1 + B_crit/B), E = E_min(1 + B/B_crit) (McCandlish et al.
-    2018, eqs. 2.11-2.12), and its wall clock W = S·T(B) with T(B) = f·B/(G·P·u) + T_comm + T_fixed
+    2018, eqs. 2.11-2.12), and its wall clock W = S·T(B) with T(B) = f·B/rate + c
     on the solution's hardware (DESIGN.md §2), for batches `margin` decades around B_crit and the
     run's batch."""
     fr, a = sol.frontier, sol.assumptions
     f = a["flops_per_token"].value
+    # T(B) = f·B/rate + c at the launched micro-batch (cost_model.linear_at): c holds the pipeline
+    # bubble, the exposed gradient reduction and the optimizer step (0 with a declared MFU)
     rate = a["achieved_flops"].value
-    fixed = (a["comm_time"].value if "comm_time" in a else 0.0) + (
-        a["step_overhead"].value if "step_overhead" in a else 0.0)
+    fixed = a["fixed_time"].value if "fixed_time" in a else 0.0
     ends = [fr.b_crit_tokens, sol.batch.tokens or fr.b_crit_tokens]
     lo, hi = math.log10(min(ends)) - margin, math.log10(max(ends)) + margin  # decades around both
     batch = [10 ** (lo + (hi - lo) * i / (points - 1)) for i in range(points)]
     steps = [fr.s_min * (1 + fr.b_crit_tokens / b) for b in batch]
     tokens = [fr.e_min_tokens * (1 + b / fr.b_crit_tokens) for b in batch]
-    # With a pipeline, each batch runs at the launched micro-batch, so m = B/(micro·dp·s)
-    # micro-batches per step and the 1F1B bubble 1 + (p − 1)/m (Narayanan et al. 2021).
-    sb, p = sol.batch, sol.batch.pipeline_parallel
-    per_micro = (sb.tokens / sb.grad_accum) if (p > 1 and sb.tokens and sb.grad_accum) else None
-
-    def bubble(b: float) -> float:
-        return 1.0 if per_micro is None else 1.0 + (p - 1) / max(1.0, b / per_micro)
-
-    wall = [s * (f * b / rate * bubble(b) + fixed) for s, b in zip(steps, batch)]
+    wall = [s * (f * b / rate + fixed) for s, b in zip(steps, batch)]
     return Curve(batch, tokens, steps, [f * e for e in tokens], wall)
 
 

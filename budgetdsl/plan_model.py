@@ -23,6 +23,7 @@ from pydantic_core import PydanticCustomError
 from budgetdsl.diagnostics import did_you_mean
 from budgetdsl.gpus import PRESETS, find_preset
 from budgetdsl.launch_model import Launch
+from budgetdsl.layout import launch_problem
 from budgetdsl.units import (BANDWIDTH, BASE_UNIT, DATA, DIMENSIONLESS, EXAMPLES, FLOP, FLOP_RATE,
                              TIME, Dim)
 
@@ -188,16 +189,21 @@ class Hardware(_Section):
     memory_reserve: _quantity(DATA, "Memory per GPU kept free for the CUDA context, communication "
                               "buffers and fragmentation; default 10% of memory_per_device.", ge=0,
                               le=MAX_BYTES, optional=True)
-    mfu: _quantity(DIMENSIONLESS, "Model FLOPs utilization u: achieved / peak FLOP/s.", ge=MIN_MFU, le=1,
-                   default=0.4)
+    mfu: _quantity(DIMENSIONLESS, "Measured end-to-end model FLOPs utilization u (PaLM appendix B: model "
+                   "FLOPs per second over the whole run ÷ peak). Given: the step takes "
+                   "f·B/(G·P·u), nothing added on top. Omitted: utilization is predicted "
+                   "from the layout (budgetdsl.throughput).",
+                   ge=MIN_MFU, le=1, optional=True)
     network: _quantity(BANDWIDTH, "Per-GPU inter-node bandwidth for the gradient all-reduce, "
                        "overriding the preset's reference system.", ge=MIN_RATE, le=MAX_BANDWIDTH,
                        optional=True)
     intra_node_network: _quantity(BANDWIDTH, "Per-GPU bandwidth between GPUs of one node (NVLink), "
                                   "used when every replica sits in one node; overrides the preset.",
                                   ge=MIN_RATE, le=MAX_BANDWIDTH, optional=True)
-    overlap: _quantity(DIMENSIONLESS, "Fraction of the gradient all-reduce hidden behind the "
-                       "backward pass (0 = none, 1 = all).", ge=0, le=1, default=0.0)
+    overlap: _quantity(DIMENSIONLESS, "Fraction of the data-parallel gradient reduction hidden behind the "
+                       "backward pass (0 = none, 1 = all); default: the framework's own (bucketed into the "
+                       "last micro-batch's backward, DDP/Megatron; prefetched, FSDP/ZeRO-3).", ge=0, le=1,
+                       optional=True)
     step_overhead: _quantity(TIME, "Fixed time per optimizer step (optimizer, data loading, "
                              "logging).", ge=0, le=MAX_SECONDS, default=0.0)
     zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage: 1 shards optimizer state, 2 also "
@@ -207,6 +213,16 @@ class Hardware(_Section):
     recompute: Recompute = Field(Recompute.none, strict=False, description="Activation recomputation: none, "
                                  "selective (attention), or full (each layer).")
     flash_attention: bool = Field(True, description="Fused attention that keeps no s×s scores.")
+    sequence_parallel: bool = Field(False, description="Megatron sequence parallelism (Korthikanti et "
+                                    "al. 2022): layer norms and dropout split over the tensor-parallel "
+                                    "ranks too (activations ÷ t); off by default, as in Megatron-LM.")
+    virtual_pipeline_stages: Integer("Interleaved 1F1B: model chunks per GPU v (Megatron's virtual "
+                                     "pipeline); the bubble shrinks to (p − 1)/(v·m).", gt=0, le=1024, default=1)
+    grad_dtype: Literal["fp32", "bf16"] = Field("fp32", description="Gradient accumulation and "
+                                                "reduction dtype: fp32 (Megatron-LM's main_grad and "
+                                                "DeepSpeed's default for bf16 runs) or bf16.")
+    kernel_efficiency: Fraction("Fraction of peak FLOP/s the step's matmuls reach, for predicted "
+                                "utilization; overrides the GPU preset's fitted value.", optional=True)
 
     @field_validator("gpu")
     @classmethod
@@ -230,11 +246,10 @@ class Hardware(_Section):
                 if getattr(self.gpus, key) % split:
                     raise PlanRuleError(f"gpus.{key}", f"gpus.{key} ({getattr(self.gpus, key)}) must be "
                                         f"a multiple of tensor_parallel × pipeline_parallel ({split})")
-        elif self.gpus % split:
-            raise PlanRuleError("gpus", f"{self.gpus} GPUs cannot be split into tensor_parallel × "
-                                f"pipeline_parallel = {split} groups")
-        elif self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
-            raise PlanRuleError("gpus", f"{self.gpus} GPUs do not fill whole nodes of {self.gpus_per_node}")
+        else:
+            problem = launch_problem(self.gpus, self.tensor_parallel, self.pipeline_parallel, self.gpus_per_node)
+            if problem:
+                raise PlanRuleError("gpus", problem)
         return self
 
 
@@ -415,9 +430,12 @@ class Plan(_Section):
         if m.heads is not None and m.heads % hw.tensor_parallel:
             raise PlanRuleError("hardware.tensor_parallel", f"heads ({m.heads}) must be divisible by "
                                 f"tensor_parallel ({hw.tensor_parallel})")
-        if m.layers is not None and m.layers % hw.pipeline_parallel:
-            raise PlanRuleError("hardware.pipeline_parallel", f"layers ({m.layers}) must be divisible "
-                                f"by pipeline_parallel ({hw.pipeline_parallel})")
+        # Uneven stages are allowed (BLOOM: 70 layers on 12 stages; Llama 3 405B: 126 on 16): the
+        # cost model balances them with the LM head on the last (budgetdsl.layout.stage_layers).
+        chunks = hw.pipeline_parallel * hw.virtual_pipeline_stages
+        if m.layers is not None and m.layers < chunks:
+            raise PlanRuleError("hardware.pipeline_parallel", f"layers ({m.layers}) cannot fill "
+                                f"pipeline_parallel × virtual_pipeline_stages = {chunks} stages")
         return self
     fragment: bool = Field(False, description="true marks a base fragment: a file that plans "
                            "extend, never planned alone. It needs none of the whole-plan keys, and "

@@ -67,6 +67,26 @@ def _constraint_rows(sol: Solution) -> list[tuple[str, ...]]:
     return rows
 
 
+def _throughput_rows(sol: Solution) -> list[tuple[str, ...]]:
+    """Utilization and the step's seconds by cause; declared: the shares inside the declared MFU."""
+    tp = sol.throughput
+    if tp is None:
+        return []
+    pct = (lambda v: "—" if v is None else f"{v:.1%}")
+    head = ("declared (hardware.mfu, end-to-end)" if tp.source == "declared" else "predicted from the layout")
+    rows = [("utilization", head, ""),
+            ("MFU / HFU", f"{pct(tp.mfu)} / {pct(tp.hfu)}", "HFU counts recomputation"),
+            ("TFLOP/s per GPU", f"{tp.model_tflops_per_gpu:.1f} model / "
+             + ("—" if tp.hardware_tflops_per_gpu is None else f"{tp.hardware_tflops_per_gpu:.1f} hardware"), "")]
+    if tp.predicted_mfu is not None:
+        rows.append(("predicted MFU", pct(tp.predicted_mfu), "what the layout alone would give"))
+    rows.append(("step time", human("s", tp.step_time_s), "100%"))
+    for name, sec in tp.breakdown.items():
+        if sec > 0:
+            rows.append((f"  {name}", human("s", sec), f"{sec / tp.step_time_s:.1%}" if tp.step_time_s else ""))
+    return rows
+
+
 def _assumption_rows(sol: Solution) -> list[tuple[str, ...]]:
     return [(name, human(a.unit, a.value), str(a.origin), a.detail) for name, a in sol.assumptions.items()]
 
@@ -138,6 +158,8 @@ def render_text(sol: Solution) -> str:
     out = [_headline(sol), ""]
     if sol.batch.tokens is not None:
         out += ["Launch", *_table(_launch_rows(sol)), ""]
+    if sol.throughput is not None:
+        out += ["Throughput", *_table(_throughput_rows(sol)), ""]
     out += ["Frontier", *_table(_frontier_rows(sol)), ""]
     if sol.warnings:
         out += ["Warnings", *[f"  - {w.format()}".replace("\n", "\n  ") for w in sol.warnings], ""]
@@ -187,6 +209,8 @@ def render_markdown(sol: Solution) -> str:
     out = [f"### {icon} `{sol.plan}`: {sol.status} ({sol.objective})", ""]
     if sol.batch.tokens is not None:
         out += [*_md_table(("launch", ""), _launch_rows(sol)), ""]
+    if sol.throughput is not None:
+        out += [*_md_table(("throughput", "", "share"), _throughput_rows(sol)), ""]
     out += [*_md_table(("frontier", ""), _frontier_rows(sol)), ""]
     if sol.warnings:
         out += ["**Warnings**", "", *[f"- ⚠️ `{w.code}` {_md_escape(w.message)}" for w in sol.warnings], ""]

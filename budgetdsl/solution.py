@@ -200,6 +200,26 @@ class PlanWarning(_Frozen):
         return head if not self.hint else f"{head}\n  hint: {self.hint}"
 
 
+class Throughput(_Frozen):
+    """Utilization at the launched configuration and where a step's time goes (budgetdsl.throughput).
+
+    `source`: declared (hardware.mfu, a measured end-to-end MFU: the breakdown shows the modelled
+    shares inside it) or predicted (from the layout). hfu and hardware TFLOP/s count recomputation."""
+
+    source: str  # declared | predicted
+    mfu: float | None
+    hfu: float | None = None
+    model_tflops_per_gpu: float
+    hardware_tflops_per_gpu: float | None = None
+    step_time_s: float
+    breakdown: dict[str, float] = Field(description="Seconds per step: compute, recompute, tp_comm, "
+                                        "pp_comm, bubble, dp_comm, optimizer, overhead.")
+    stage_layers: list[int] = Field(default_factory=list, description="Transformer layers per "
+                                    "pipeline stage (the slowest sets the pace).")
+    predicted_mfu: float | None = Field(None, description="Declared mode: the MFU the layout alone "
+                                        "would predict, for comparison.")
+
+
 class Solution(_Frozen):
     """Where the run sits on the frontier, what to launch, and why."""
 
@@ -225,6 +245,8 @@ class Solution(_Frozen):
     gpu_choice: GpuChoice | None = None
     ramp: Ramp | None = Field(None, description="The batch-size ramp, when the plan asks for one.")
     assumptions: dict[str, Coefficient]
+    throughput: Throughput | None = Field(None, description="Utilization and step-time breakdown at "
+                                          "the launched configuration.")
     notes: list[str] = Field(default_factory=list)
     warnings: list[PlanWarning] = Field(default_factory=list, description="Located warnings: doubtful "
                                         "input the plan still solves with (printed on stderr too).")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from budgetdsl.cost_model import (CostModel, ShapeUnknown, Split, build_cost_model, launchable_counts)
 from budgetdsl.frontier import Frontier, frontier_from_target
+from budgetdsl.layout import launchable
 from budgetdsl.noise_source import NoiseEstimate, noise_estimate, plan_error
 from budgetdsl.placement import (INF, LIMIT_NAMES, Config, Limits, Placement, evaluate, place, score)
 from budgetdsl.solution import (FEASIBLE, GpuChoice, MemoryRemedy, PinnedComparison, Relaxation,
@@ -97,7 +98,7 @@ def _pinned_micro_accum(ctx: _Context, cm: CostModel) -> tuple[int, int] | str:
     from budgetdsl.placement import largest_divisor_at_most
 
     if cm.split.pipeline_parallel > 1:  # one sequence per micro-batch: the most micro-batches,
-        return 1, per_replica            # the smallest pipeline bubble (cost_model.bubble)
+        return 1, per_replica            # the smallest pipeline bubble (budgetdsl.throughput)
     micro = largest_divisor_at_most(per_replica, max(1, cm.micro_batch_max))
     return micro, per_replica // micro
 
@@ -399,10 +400,10 @@ def _memory_remedies(ctx: _Context, cm: CostModel) -> list[MemoryRemedy]:
     recomputes = [r for r in order if order.index(r) >= order.index(base.recompute)]
     tps = [t for t in (base.tensor_parallel * 2**k for k in range(6))
            if t <= max(hw.gpus_per_node, base.tensor_parallel) and (m.heads is None or m.heads % t == 0)
-           and cm.gpus % (t * base.pipeline_parallel) == 0]
-    pps = [p for p in (base.pipeline_parallel * 2**k for k in range(6))
-           if (m.layers is None or (p <= m.layers and m.layers % p == 0))
-           and cm.gpus % (base.tensor_parallel * p) == 0]
+           and launchable(cm.gpus, t, base.pipeline_parallel, hw.gpus_per_node)]
+    pps = [p for p in (base.pipeline_parallel * 2**k for k in range(6))  # uneven stages are fine
+           if (m.layers is None or p * hw.virtual_pipeline_stages <= m.layers)
+           and launchable(cm.gpus, base.tensor_parallel, p, hw.gpus_per_node)]
 
     def describe(split: Split) -> str:
         parts = []
@@ -422,7 +423,7 @@ def _memory_remedies(ctx: _Context, cm: CostModel) -> list[MemoryRemedy]:
         for rc in recomputes:
             for t in tps:
                 for p in pps:
-                    if cm.gpus % (t * p):
+                    if not launchable(cm.gpus, t, p, hw.gpus_per_node):
                         continue
                     split = Split(z, t, p, rc, base.flash_attention)
                     if split == base:
@@ -572,14 +573,44 @@ def _ramp(ctx: _Context, pl: Placement) -> dict | None:
 
 # -- assembling the result ------------------------------------------------------------------------
 
+def _throughput(cm: CostModel, cfg: Config | None) -> dict | None:
+    """The fields of `Throughput`: utilization and seconds per step by cause at the launched
+    configuration (declared: the modelled shares scaled inside the declared MFU)."""
+    if cfg is None:
+        return None
+    bd = cm.breakdown(cfg.batch, cfg.grad_accum)
+    if bd is None:  # no shape: declared MFU only
+        total = cm.step_time(cfg.batch, cfg.grad_accum)
+        return dict(source=cm.mode, mfu=cm.mfu, hfu=None, model_tflops_per_gpu=cm.flops_per_token * cfg.batch
+                    / (total * cm.gpus) / 1e12, hardware_tflops_per_gpu=None, step_time_s=total,
+                    breakdown={"compute": total})
+    out = dict(source=cm.mode, mfu=bd.mfu, hfu=bd.hfu, model_tflops_per_gpu=bd.model_tflops_per_gpu,
+               hardware_tflops_per_gpu=bd.hardware_tflops_per_gpu, step_time_s=bd.total,
+               breakdown=bd.seconds(), stage_layers=list(bd.stage_layers))
+    if cm.mode == "declared":  # what the layout alone would predict, for comparison
+        from budgetdsl.throughput import step_time as predicted_step
+
+        out["predicted_mfu"] = predicted_step(cm.shape, cm.device, cm.layout, cfg.micro_batch,
+                                              cfg.sequences).mfu
+    return out
+
+
+
 def _assumptions(cm: CostModel, cfg: Config | None) -> dict[str, dict]:
     out = {k: {"value": c.value, "unit": c.unit, "origin": c.origin, "detail": c.detail}
            for k, c in cm.coefficients.items()}
     if cfg is not None:
-        p = cm.split.pipeline_parallel
+        rate, fixed = cm.linear_at(cfg.micro_batch)  # T(B) = f·B/rate + c at the launched micro-batch
+        out["achieved_flops"] = {"value": rate, "unit": "FLOP/s", "origin": "derived",
+                                 "detail": cm.coefficients["achieved_flops"].detail
+                                 + ("" if cm.mode == "declared" else f", at micro-batch {cfg.micro_batch}")}
+        out["fixed_time"] = {"value": fixed, "unit": "s", "origin": "derived",
+                             "detail": cm.coefficients["fixed_time"].detail.rsplit(" at micro-batch", 1)[0]
+                             + ("" if cm.mode == "declared" else f" at micro-batch {cfg.micro_batch}")}
         out["step_time"] = {"value": cm.step_time(cfg.batch, cfg.grad_accum), "unit": "s", "origin": "derived",
-                            "detail": "T(B) = f·B/(G·P·u)" + (f" · (1 + (p−1)/m), bubble ×{cm.bubble(cfg.grad_accum):.3g}"
-                                                              " (1F1B)" if p > 1 else "") + " + T_comm + T_fixed"}
+                            "detail": "T(B) = f·B/(G·P·u), declared MFU" if cm.mode == "declared" else
+                            f"predicted at micro-batch {cfg.micro_batch} × {cfg.grad_accum} accumulation "
+                            "(budgetdsl.throughput; see throughput.breakdown)"}
         out["memory_at_micro_batch"] = {
             "value": cfg.memory, "unit": "B", "origin": "derived",
             "detail": "weights + grads + optimizer + micro-batch × activations + reserve"}
@@ -611,7 +642,7 @@ def _notes(ctx: _Context, pl: Placement, status: Status) -> list[str]:
 
             b_star = cf.min_time_batch(ctx.frontier.b_crit, cm.flops_per_token, cm.rate, cm.fixed_time)
             notes.append(f"past B = {human('tokens', b_star)} a bigger batch no longer buys time on "
-                         f"{cm.gpus} GPUs (T_comm + T_fixed{' + bubble' if cm.bubble_time else ''} = "
+                         f"{cm.gpus} GPUs (bubble, exposed gradient reduction and optimizer step = "
                          f"{human('s', cm.fixed_time)} per step)")
     if abs(cfg.batch - (pl.clipped or cfg.batch)) > 0 and status is Status.optimal:
         notes.append(f"snapped to {cfg.sequences} sequences = {cfg.micro_batch} × {cfg.grad_accum} "
@@ -690,6 +721,7 @@ def solve(plan: "Plan") -> Solution:
         gpu_choice=gpu_choice,
         ramp=_ramp(ctx, chosen) if feasible else None,
         assumptions=_assumptions(cm, cfg),
+        throughput=_throughput(cm, cfg),
         notes=_notes(ctx, chosen, status),
         warnings=[_warning_fields(w) for w in (*noise.warnings, *_x_warnings(ctx, x, pinned_batch))],
     ))

@@ -1,14 +1,18 @@
-"""The cost model (DESIGN.md section 2) against hand-computed closed forms."""
+"""The cost model (DESIGN.md section 2) against hand-computed closed forms: the two modes of
+utilization, the throughput model's parts, the mixed-precision memory recipe, uneven stages."""
 
 import pytest
 
 from budgetdsl.cost_model import RESERVE_FRACTION, Split, activation_bytes_per_layer, build_cost_model
 from budgetdsl.diagnostics import PlanError
 from budgetdsl.gpus import GiB, PRESETS
+from budgetdsl.layout import launch_problem, launchable_counts, stage_layers
 from budgetdsl.solver import solve
+from budgetdsl.throughput import Device, Layout, Shape, dp_collective_time, step_time
 from solver_plans import make_plan
 
 N, L, D, A, S = 6.74e9, 32, 4096, 32, 4096
+A100 = PRESETS["A100-SXM4-80GB"]
 
 
 def test_flops_per_token_palm_appendix_b():
@@ -23,52 +27,188 @@ def test_flops_per_token_palm_appendix_b():
     assert (c.value, c.origin) == (5e10, "declared")
 
 
-def test_step_time_and_all_reduce():
-    cm = build_cost_model(make_plan(hardware={"step_overhead": 0.1}), 1024)
-    dp = 1024
-    t_comm = 2 * (dp - 1) / dp * 2 * N / 25e9 * (1 - 0.8)  # ring all-reduce of bf16 gradients
-    assert cm.comm_time == pytest.approx(t_comm, rel=1e-12)
+def test_a_declared_mfu_is_the_whole_step():
+    """Declared: T(B) = f·B/(G·P·u) — no communication, bubble or overhead on top, whatever the
+    layout; the breakdown's shares add up to exactly that step."""
     b = 4194304.0
-    assert cm.step_time(b) == pytest.approx(cm.flops_per_token * b / (1024 * 312e12 * 0.42) + t_comm + 0.1,
-                                            rel=1e-12)
-    # one replica: nothing to reduce
-    assert build_cost_model(make_plan(hardware={"gpus": 8, "tensor_parallel": 8}), 8).comm_time == 0.0
-    # ZeRO-3 moves 1.5× the bytes (Rajbhandari et al. 2020, section 7.2)
-    z3 = build_cost_model(make_plan(hardware={"zero": 3}), 1024)
-    assert z3.comm_time == pytest.approx(1.5 * t_comm, rel=1e-12)
+    for hw in ({}, {"pipeline_parallel": 4}, {"zero": 3, "overlap": 0.0}, {"step_overhead": 0.5}):
+        cm = build_cost_model(make_plan(hardware=hw), 1024)
+        expect = cm.flops_per_token * b / (1024 * 312e12 * 0.42)
+        assert cm.fixed_time == 0.0
+        for accum in (None, 1, 4):
+            assert cm.step_time(b, accum) == pytest.approx(expect, rel=1e-12)
+        bd = cm.breakdown(b, 1)
+        assert bd.total == pytest.approx(expect, rel=1e-12) and bd.mfu == pytest.approx(0.42, rel=1e-12)
 
 
-def test_memory_by_zero_stage():
+def test_llama2_7b_plan_lands_on_the_published_gpu_hours():
+    """Touvron et al. 2023 Table 2: 184,320 GPU-hours; the plan declares the MFU they imply."""
+    from budgetdsl.plan_loader import load_plan
+
+    sol = solve(load_plan("plans/llama2-7b.yaml"))
+    assert sol.throughput.source == "declared"
+    assert abs(sol.gpu_hours / 184320 - 1) < 0.05
+
+
+def _one_gpu_shape():
+    return Shape(N, L, D, S, 6 * N + 12 * L * D * S, A, 32000)
+
+
+def _device(**kw):
+    base = dict(peak_flops=312e12, hbm_bandwidth=2e12, kernel_efficiency=0.5, intra_node=300e9,
+                network=25e9, gpus_per_node=8)
+    return Device(**{**base, **kw})
+
+
+def test_predicted_single_gpu_is_compute_plus_memory_traffic_plus_optimizer():
+    """One GPU, no parallelism: compute = f·tokens/(P·η) + 6 passes × 34·d bytes per layer per
+    token / HBM; optimizer = (4 + 26) bytes/param / HBM; no communication, no bubble."""
+    sh, dev = _one_gpu_shape(), _device()
+    bd = step_time(sh, dev, Layout(1), micro_batch=2, global_batch=8)
+    tokens = 8 * S
+    assert bd.micro_batches == 4
+    assert bd.compute == pytest.approx(sh.flops_per_token * tokens / (312e12 * 0.5)
+                                       + 6 * 34 * D * L * tokens / 2e12, rel=1e-12)
+    assert bd.optimizer == pytest.approx(30 * N / 2e12, rel=1e-12)
+    assert bd.recompute == bd.tp_comm == bd.pp_comm == bd.bubble == bd.dp_comm == 0.0
+    assert bd.mfu == pytest.approx(sh.flops_per_token * tokens / bd.total / 312e12, rel=1e-12)
+
+
+def test_full_recompute_costs_one_more_forward():
+    sh, dev = _one_gpu_shape(), _device()
+    none = step_time(sh, dev, Layout(1), 1, 4)
+    full = step_time(sh, dev, Layout(1, recompute="full"), 1, 4)
+    layer_fwd = (sh.flops_per_token - sh.head_flops) / 3  # every layer's forward, not the head
+    assert full.recompute == pytest.approx(4 * S * (layer_fwd / (312e12 * 0.5) + 2 * 34 * D * L / 2e12), rel=1e-12)
+    assert full.hardware_flops - full.model_flops == pytest.approx(layer_fwd * 4 * S, rel=1e-12)
+    assert full.hfu > full.mfu and none.hfu == none.mfu
+    sel = step_time(sh, dev, Layout(1, recompute="selective"), 1, 4)
+    assert sel.hardware_flops - sel.model_flops == pytest.approx(4 * L * D * S * 4 * S, rel=1e-12)
+    assert none.total < sel.total < full.total
+
+
+def test_tensor_parallel_all_reduces_over_nvlink():
+    """Megatron: 4 all-reduces of b·s·d bf16 per layer and micro-batch (6 with full recompute),
+    ring cost 2(t−1)/t · bytes / NVLink; over the NIC when t spans nodes."""
+    sh, dev = _one_gpu_shape(), _device()
+    bd = step_time(sh, dev, Layout(8, tensor_parallel=8), 1, 4)
+    one = 2 * 7 / 8 * S * D * 2 / 300e9
+    assert bd.tp_comm == pytest.approx(4 * L * 4 * one, rel=1e-12)
+    wide = step_time(sh, dev, Layout(16, tensor_parallel=16), 1, 4)
+    assert wide.tp_comm == pytest.approx(4 * L * 4 * 2 * 15 / 16 * S * D * 2 / 25e9, rel=1e-12)
+
+
+def test_hierarchical_data_parallel_reduction_busbw():
+    """NCCL bus bandwidth: a ring all-reduce moves 2(n−1)/n of the bytes. In-node peers use NVLink,
+    the nodes then all-reduce 1/k shards with every NIC in parallel."""
+    dev = _device()
+    nbytes = 1e9
+    assert dp_collective_time(nbytes, 8, 1, dev) == pytest.approx(2 * 7 / 8 * nbytes / 300e9)
+    assert dp_collective_time(nbytes, 64, 1, dev) == pytest.approx(
+        2 * 7 / 8 * nbytes / 300e9 + 2 * 7 / 8 * nbytes / 8 / 25e9)
+    # t = 8 fills the node: every data-parallel peer is in another node, one NIC each
+    assert dp_collective_time(nbytes, 16, 8, dev) == pytest.approx(2 * 15 / 16 * nbytes / 25e9)
+    assert dp_collective_time(nbytes, 16, 8, dev, "reduce_scatter") == pytest.approx(15 / 16 * nbytes / 25e9)
+    # overlap: declared hides that fraction; the framework default hides what the last
+    # micro-batch's backward covers, so exposure falls as the micro-batch grows
+    sh, fast = _one_gpu_shape(), _device(peak_flops=5e15)  # compute fast enough to expose the reduction
+    exposed = [step_time(sh, fast, Layout(64), mb, 64 * 8).dp_comm for mb in (1, 2, 8)]
+    assert exposed[0] > exposed[1] >= exposed[2] >= 0.0
+    full = step_time(sh, dev, Layout(64, overlap=0.0), 1, 64)
+    assert full.dp_comm == pytest.approx(dp_collective_time(4 * N, 64, 1, dev), rel=1e-12)
+
+
+def test_the_pipeline_bubble_is_p_minus_1_micro_batches():
+    """1F1B: (p − 1) micro-batch times of the slowest stage; interleaving v chunks divides it by v."""
+    sh = Shape(N, 32, D, S, 6 * N + 12 * 32 * D * S, A, None)  # no vocab: even stages
+    dev = _device()
+    bd = step_time(sh, dev, Layout(4, pipeline_parallel=4), 1, 16)
+    per_micro = (bd.compute + bd.recompute + bd.tp_comm + bd.pp_comm) / bd.micro_batches
+    assert bd.stage_layers == (8, 8, 8, 8)
+    assert bd.bubble == pytest.approx(3 * per_micro, rel=1e-12)
+    inter = step_time(sh, dev, Layout(4, pipeline_parallel=4, virtual_stages=3), 1, 16)
+    assert inter.bubble == pytest.approx(bd.bubble / 3, rel=1e-12)
+    # more micro-batches per step: a smaller share idles
+    assert step_time(sh, dev, Layout(4, pipeline_parallel=4), 1, 64).mfu > bd.mfu
+
+
+def test_uneven_stages_balance_the_lm_head():
+    """BLOOM's 70 layers on 12 stages and Llama 3 405B's 126 on 16 are layouts, not errors."""
+    assert stage_layers(70, 12) == (5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6)
+    assert sum(stage_layers(126, 16)) == 126 and max(stage_layers(126, 16)) == 8
+    with_head = stage_layers(70, 12, last_extra=1.4)
+    assert sum(with_head) == 70 and with_head[-1] < max(with_head)
+    # brute force: no split of 20 layers over 5 stages has a smaller slowest stage with that head
+    def slowest(c):
+        return max(max(c[:-1]), c[-1] + 1.4)
+    assert slowest(stage_layers(20, 5, 1.4)) == min(slowest(c) for c in _splits(20, 5))
+    plan = make_plan(model={"layers": 70, "heads": 32}, hardware={"gpus": 96, "pipeline_parallel": 12})
+    assert [st.layers for st in build_cost_model(plan, 96).stages] == list(stage_layers(70, 12))
+
+
+def _splits(n, k):
+    if k == 1:
+        yield (n,)
+        return
+    for first in range(1, n - k + 2):
+        for rest in _splits(n - first, k - 1):
+            yield (first,) + rest
+
+
+def test_one_home_for_launchable_counts():
+    assert launch_problem(24, 8, 1, 8) is None
+    assert "whole nodes" in launch_problem(12, 1, 1, 8)
+    assert "groups" in launch_problem(96, 8, 16, 8)
+    assert launchable_counts(range(1, 33), 2, 2, 8) == [4, 8, 16, 24, 32]
+
+
+def test_memory_by_zero_stage_fp32_gradients():
+    """bf16 weights 2, fp32 gradients 4 (Megatron/DeepSpeed default), Adam 12 bytes a parameter."""
     dp = 1024
-    expect = {0: (2 * N, 2 * N, 12 * N), 1: (2 * N, 2 * N, 12 * N / dp),
-              2: (2 * N, 2 * N / dp, 12 * N / dp), 3: (2 * N / dp, 2 * N / dp, 12 * N / dp)}
+    expect = {0: (2 * N, 4 * N, 12 * N), 1: (2 * N, 4 * N, 12 * N / dp),
+              2: (2 * N, 4 * N / dp, 12 * N / dp), 3: (2 * N / dp, 4 * N / dp, 12 * N / dp)}
     for zero, (w, g, o) in expect.items():
         cm = build_cost_model(make_plan(hardware={"zero": zero}), 1024)
         assert (cm.weights_bytes, cm.grads_bytes, cm.optimizer_bytes) == pytest.approx((w, g, o), rel=1e-12)
+    bf16 = build_cost_model(make_plan(hardware={"grad_dtype": "bf16"}), 1024)
+    assert bf16.grads_bytes == pytest.approx(2 * N, rel=1e-12)
 
 
-def test_activations_korthikanti():
-    # eq. 2: s·d·(34 + 5·a·s/d) per layer without recomputation; 34·s·d with flash/selective; 2·s·d full
+def test_activations_korthikanti_table_2():
+    # s·d·(34 + 5·a·s/d) without recomputation; 34·s·d with flash/selective; 2·s·d full
     assert activation_bytes_per_layer(S, D, A, "none", False) == S * D * (34 + 5 * A * S / D)
     assert activation_bytes_per_layer(S, D, A, "none", True) == 34 * S * D
     assert activation_bytes_per_layer(S, D, None, "selective", False) == 34 * S * D
     assert activation_bytes_per_layer(S, D, A, "full", False) == 2 * S * D
     assert activation_bytes_per_layer(S, D, None, "none", False) is None
-    cm = build_cost_model(make_plan(hardware={"gpus": 1024, "tensor_parallel": 2, "pipeline_parallel": 4}), 1024)
-    # L/p = 8 layers per device, 4 micro-batches in flight on the first 1F1B stage, over t = 2
-    assert cm.activation_bytes_per_sequence == pytest.approx(34 * S * D * (L / 4) * 4 / 2, rel=1e-12)
+    # tensor parallel without sequence parallelism: s·d·(10 + 24/t + 5·a·s/(d·t))
+    assert activation_bytes_per_layer(S, D, A, "none", False, 8, False) == pytest.approx(
+        S * D * (10 + 24 / 8 + 5 * A * S / (D * 8)))
+    assert activation_bytes_per_layer(S, D, A, "none", False, 8, True) == pytest.approx(
+        S * D * (34 + 5 * A * S / D) / 8)
+    cm = build_cost_model(make_plan(hardware={"gpus": 1024, "tensor_parallel": 2, "pipeline_parallel": 4,
+                                              "sequence_parallel": True}), 1024)
+    # 8 layers on the first stage, 4 micro-batches in flight (1F1B), over t = 2
+    assert cm.stages[0].activations_per_sequence == pytest.approx(34 * S * D * 8 * 4 / 2, rel=1e-12)
     assert cm.data_parallel == 128
     over = make_plan(model={"activation_bytes_per_token": 1e6}, hardware={"tensor_parallel": 2})
     assert build_cost_model(over, 1024).activation_bytes_per_sequence == pytest.approx(1e6 * S / 2)
 
 
+def test_logits_sit_on_the_last_stage_in_fp32():
+    plan = make_plan(model={"vocab": 32000}, hardware={"pipeline_parallel": 4})
+    cm = build_cost_model(plan, 1024)
+    assert cm.stages[-1].logits_per_sequence == pytest.approx(4 * S * 32000, rel=1e-12)
+    assert all(st.logits_per_sequence == 0 for st in cm.stages[:-1])
+
+
 def test_largest_micro_batch_is_exact():
     cm = build_cost_model(make_plan(), 1024)
     m = cm.micro_batch_max
-    memory = PRESETS["A100-SXM4-80GB"].memory
+    memory = A100.memory
     assert cm.reserve_bytes == RESERVE_FRACTION * memory
-    # hand computation for Llama-2-7B, ZeRO-1 over 1024: 2N + 2N + 12N/1024, 34·s·d·L per sequence
-    free = memory * (1 - RESERVE_FRACTION) - (4 * N + 12 * N / 1024)
+    # Llama-2-7B, ZeRO-1 over 1024: 2N + 4N + 12N/1024 static, 34·s·d·L per sequence (no vocab)
+    free = memory * (1 - RESERVE_FRACTION) - (6 * N + 12 * N / 1024)
     assert m == int(free // (34 * S * D * L)) == 2
     assert cm.memory_at(m) <= memory < cm.memory_at(m + 1)
 
@@ -76,14 +216,24 @@ def test_largest_micro_batch_is_exact():
 def test_origins_are_reported():
     coefs = build_cost_model(make_plan(), 1024).coefficients
     assert coefs["peak_flops"].origin == "preset" and "A100" in coefs["peak_flops"].detail
+    assert coefs["kernel_efficiency"].origin == "preset" and "Narayanan" in coefs["kernel_efficiency"].detail
     assert coefs["network"].origin == "declared"
     assert coefs["mfu"].origin == "declared"
-    assert coefs["step_overhead"].origin == "default"
     assert coefs["micro_batch_max"].origin == "derived"
+    predicted = build_cost_model(make_plan(hardware={"mfu": None}), 1024)
+    assert predicted.mode == "predicted" and predicted.coefficients["mfu"].origin == "derived"
     plan = make_plan(hardware={"peak_flops": 1e15, "memory_per_device": 96 * GiB})
     coefs = build_cost_model(plan, 1024).coefficients
     assert coefs["peak_flops"].origin == "declared" and coefs["peak_flops"].value == 1e15
     assert coefs["memory_per_device"].value == 96 * GiB
+
+
+def test_predicted_step_is_linear_in_the_batch_at_a_fixed_micro_batch():
+    """The closed forms see T(B) = f·B/rate + c; at whole micro-batches it is exact."""
+    cm = build_cost_model(make_plan(hardware={"mfu": None, "pipeline_parallel": 4}), 1024)
+    for accum in (1, 3, 16):
+        b = 256 * accum * S  # one-sequence micro-batches on dp = 256
+        assert cm.step_time(b, accum) == pytest.approx(cm.flops_per_token * b / cm.rate + cm.fixed_time, rel=1e-9)
 
 
 def test_a_split_override_changes_only_the_layout():
@@ -100,7 +250,7 @@ def test_unknown_shape_is_a_located_plan_error():
         solve(plan)
     (d,) = exc.value.diagnostics
     assert d.code == "shape-unknown"
-    assert "model.layers and model.d_model" in d.message and "activation_bytes_per_token" in d.message
+    assert "model.layers and model.d_model" in d.message
 
 
 def test_a_declared_memory_reserve_replaces_the_default():
@@ -112,34 +262,6 @@ def test_a_declared_memory_reserve_replaces_the_default():
     assert declared.memory_at(1) - default.memory_at(1) == pytest.approx(2 * GiB - RESERVE_FRACTION * 80 * GiB)
     free = 80 * GiB - 2 * GiB - declared.static_bytes
     assert declared.micro_batch_max == int(free // declared.activation_bytes_per_sequence)
-
-
-def test_replicas_in_one_node_all_reduce_over_nvlink():
-    """8 replicas in one DGX A100 node reduce over NVLink (300 GB/s a direction), not the NICs."""
-    one_node = build_cost_model(make_plan(hardware={"gpus": 8}), 8)
-    assert one_node.network == 300e9
-    assert one_node.coefficients["network"].detail.startswith("within one node: A100-SXM4-80GB")
-    assert one_node.comm_time == pytest.approx(2 * 7 / 8 * 2 * N / 300e9 * (1 - 0.8), rel=1e-12)
-    declared = build_cost_model(make_plan(hardware={"gpus": 8, "intra_node_network": 100e9}), 8)
-    assert (declared.network, declared.coefficients["network"].origin) == (100e9, "declared")
-    two_nodes = build_cost_model(make_plan(hardware={"gpus": 16}), 16)
-    assert two_nodes.network == 25e9  # hardware.network, 200 Gb/s
-
-
-def test_the_pipeline_bubble():
-    """1F1B idles (p - 1)/m of the compute for m micro-batches a step (Narayanan et al. 2021)."""
-    cm = build_cost_model(make_plan(hardware={"gpus": 1024, "pipeline_parallel": 4}), 1024)
-    b = 4194304.0
-    compute = cm.flops_per_token * b / cm.rate
-    assert cm.step_time(b, 12) == pytest.approx(compute * (1 + 3 / 12) + cm.comm_time + cm.step_overhead,
-                                                rel=1e-12)
-    # without m: one-sequence micro-batches, m = B/(dp·s), and the bubble is a constant per step
-    m = b / (cm.data_parallel * S)
-    assert cm.step_time(b) == pytest.approx(compute * (1 + 3 / m) + cm.comm_time + cm.step_overhead, rel=1e-12)
-    assert cm.bubble_time == pytest.approx(3 * cm.flops_per_token * cm.data_parallel * S / cm.rate, rel=1e-12)
-    assert cm.step_time(b, round(m)) == pytest.approx(cm.step_time(b), rel=1e-12)
-    flat = build_cost_model(make_plan(), 1024)
-    assert flat.step_time(b, 1) == flat.step_time(b) and flat.bubble_time == 0.0  # no pipeline
 
 
 def test_a_pipelined_run_takes_one_sequence_micro_batches():
