@@ -595,7 +595,6 @@ def _throughput(cm: CostModel, cfg: Config | None) -> dict | None:
     return out
 
 
-
 def _assumptions(cm: CostModel, cfg: Config | None) -> dict[str, dict]:
     out = {k: {"value": c.value, "unit": c.unit, "origin": c.origin, "detail": c.detail}
            for k, c in cm.coefficients.items()}
