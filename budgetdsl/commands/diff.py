@@ -27,12 +27,15 @@ def _solved(path: str, opener: Callable[[str], bytes] | None = None):
 
 
 def _is_plan(path: str, opener: Callable[[str], bytes]) -> bool:
-    """A plan file has a top-level `name`; base files that plans extend do not. A file that does
-    not parse is treated as a plan, so that breaking one is reported, not skipped."""
+    """A plan file has a top-level `name` and is no base fragment (`fragment: true`); what a change
+    to a base does shows on the plans that extend it. A file that does not parse is treated as a
+    plan, so that breaking one is reported, not skipped."""
+    from budgetdsl.plan_source import is_fragment
     from budgetdsl.yaml_source import read_yaml_file
 
     try:
-        return "name" in read_yaml_file(path, path, opener).data
+        data = read_yaml_file(path, path, opener).data
+        return "name" in data and not is_fragment(data)
     except PlanError as exc:
         return not any(d.code == "file-not-found" for d in exc.diagnostics)
 

@@ -87,6 +87,16 @@ def test_a_changed_base_shows_on_the_plans_that_extend_it(repo, capsys):
     assert "hardware.mfu" in out and "0.42" in out
 
 
+def test_a_base_fragment_is_not_diffed_as_a_plan_even_with_a_name(repo, capsys):
+    base = repo / "plans/base/a100-cluster.yaml"
+    edit(base, "fragment: true", "fragment: true\nname: a100-cluster")
+    edit(base, "tensor_parallel: 1", "tensor_parallel: 3")  # breaks the plans that extend it
+    rc, out, _ = run(capsys, "--base", "HEAD")
+    assert rc == 2
+    assert "a100-cluster.yaml" not in out  # the fragment is no row of its own ...
+    assert "plans/llama2-7b.yaml (llama2-7b): invalid" in out  # ... its plans show what it broke
+
+
 def test_added_removed_and_broken_plans(repo, capsys):
     shutil.copy(repo / "plans/llama2-7b.yaml", repo / "plans/llama2-7b-copy.yaml")
     edit(repo / "plans/llama2-7b-copy.yaml", "name: llama2-7b", "name: llama2-7b-copy")
