@@ -382,6 +382,8 @@ def parse_calibration(text: str, path: str | os.PathLike) -> CalibrationFile:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CalibrationFileError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+    except RecursionError:  # json's parser recurses once per nesting level
+        raise CalibrationFileError(f"{path}: not a calibration file (JSON nested too deeply)") from None
     if not isinstance(data, dict):
         raise CalibrationFileError(f"{path}: not a calibration file (expected a JSON object)")
     version = data.get("schema_version")
@@ -392,6 +394,8 @@ def parse_calibration(text: str, path: str | os.PathLike) -> CalibrationFile:
         )
     try:
         return CalibrationFile.model_validate(data)
+    except RecursionError:
+        raise CalibrationFileError(f"{path}: not a calibration file (JSON nested too deeply)") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

@@ -1,9 +1,11 @@
 """The `budgetdsl` console command: argument parsing and exit codes, nothing else.
 
-Exit codes (documented in the README):
+Exit codes (budgetdsl.exit_codes.ExitCode, documented in docs/cli.md):
     0  fine (plan valid / feasible)
     1  the answer is "no" (a plan is infeasible, a check with --solve failed, a diff regressed)
     2  invalid input or usage (a plan that does not validate, a missing file, a bad flag)
+    3  internal error (an exception nobody expected: one line on stderr, the traceback in a file)
+  130  interrupted; 141 stdout closed early (`| head`)
 
 Diagnostics go to stderr, results to stdout, so `budgetdsl plan --format json | jq` works.
 argparse (stdlib) rather than click/typer: it costs nothing at start-up, and start-up time is a
@@ -14,20 +16,23 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import textwrap
 
 from budgetdsl import __version__
 from budgetdsl.commands import COMMANDS
-
-EXIT_OK = 0
-EXIT_NO = 1
-EXIT_INVALID = 2
+from budgetdsl.exit_codes import ExitCode
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="budgetdsl",
         description="Plan the budget of a training run on the critical-batch frontier.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="exit codes (docs/cli.md):\n" + "\n".join(
+            textwrap.fill(c.meaning, 92, initial_indent=f"  {int(c):<5}", subsequent_indent=" " * 7)
+            for c in ExitCode),
     )
     parser.add_argument("--version", action="version", version=f"budgetdsl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -38,16 +43,49 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)  # usage errors: SystemExit(2) with argparse's message
         return int(args.handler(args))
-    except BrokenPipeError:  # `budgetdsl plan ... | head` is not an error
-        sys.stderr.close()
-        return EXIT_OK
     except KeyboardInterrupt:
         print("budgetdsl: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError as exc:
+        if not _stdout_closed():
+            from budgetdsl.crash_report import report_internal_error
+
+            return report_internal_error(exc, argv)
+        return ExitCode.BROKEN_PIPE
+    except Exception as exc:  # a bug: never exit 0 or 1, which are answers
+        from budgetdsl.crash_report import report_internal_error
+
+        return report_internal_error(exc, argv)
+
+
+def _stdout_closed() -> bool:
+    """True when stdout's reader went away (`budgetdsl plan ... | head`), False when the broken
+    pipe was another one (a bug to report). Stdout is then pointed at /dev/null, so that the
+    interpreter's last flush does not print a second BrokenPipeError."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):  # not a real file (tests capture stdout)
+        return True
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if not any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0)):
+            return False  # stdout still has a reader
+    except (OSError, AttributeError):  # no poll() here: take the usual cause
+        pass
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except OSError:
+        pass
+    return True
 
 
 if __name__ == "__main__":  # pragma: no cover

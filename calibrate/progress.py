@@ -1,6 +1,7 @@
 """Progress of a calibration run: a rich progress bar with the held-out loss and the running
-B_simple on a terminal; nothing at all under --quiet, when stdout is not a TTY (CI, pipes), or on
-replicas other than rank 0."""
+B_simple, drawn on stderr (stdout carries the result, so `budgetdsl calibrate > log` keeps the
+summary and still shows the bar); nothing at all under --quiet, when stderr is not a TTY (CI,
+redirected), or on replicas other than rank 0."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import sys
 
 class Progress:
     def __init__(self, total: int, enabled: bool, done: int = 0):
-        self.enabled = enabled and sys.stdout.isatty()
+        self.enabled = enabled and sys.stderr.isatty()
         self._bar = None
         if not self.enabled:
             return
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress
         from rich.progress import TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -24,6 +26,7 @@ class Progress:
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             transient=False,
+            console=Console(file=sys.stderr),
         )
         self._task = self._bar.add_task("calibrate", total=total, completed=done, loss="-", b="-")
 

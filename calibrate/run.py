@@ -65,6 +65,29 @@ def checkpoint_path(out: Path) -> Path:
     return out.with_name(out.name + ".ckpt.pt")
 
 
+def _read_checkpoint(path: Path) -> dict:
+    """The checkpoint at `path`; UsageError naming it when it cannot be read (a copy cut short, a
+    disk that filled up, a file that is not ours): the run cannot resume from it, but starting
+    afresh can, once the file is deleted."""
+    import pickle
+    import zipfile
+
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except PermissionError:
+        raise  # not damaged: the command says which file cannot be read
+    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
+        # torch's zip reader says RuntimeError or EINVAL for a file cut short, pickle EOFError
+        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        why = (text.strip().splitlines() or [""])[0].split(". ")[0][:120] or type(exc).__name__
+        raise UsageError(f"--resume: cannot read the checkpoint {path} ({why}); it is damaged or "
+                         f"not a budgetdsl checkpoint: delete it and run again without --resume") from None
+    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("config"), dict):
+        raise UsageError(f"--resume: {path} is not a budgetdsl calibration checkpoint; delete it "
+                         "and run again without --resume")
+    return ckpt
+
+
 class _StopRequest:
     """Turns the first SIGINT into a flag checked between steps (a step is never cut in half);
     the handler then steps aside, so a second Ctrl-C raises KeyboardInterrupt at once."""
@@ -173,7 +196,7 @@ def _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step) -> O
             raise UsageError(
                 f"--resume: no checkpoint at {ckpt_path} (a finished run deletes its checkpoint)"
             )
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        ckpt = _read_checkpoint(ckpt_path)
         if diff := cfg.mismatches(ckpt["config"]):
             shown = ", ".join(f"{k}: {ckpt['config'].get(k)!r} -> {getattr(cfg, k)!r}" for k in diff)
             raise UsageError(f"--resume: the settings differ from the checkpoint's ({shown})")

@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
+from budgetdsl.exit_codes import ExitCode
+
 EXTRA_HINT = "pip install 'budgetdsl[calibrate]'"
 GPT_SIZES = "gpt-nano|gpt-micro|gpt-mini|gpt-small|gpt2-124m"  # calibrate.model.SIZES (a test checks)
 
@@ -183,8 +184,12 @@ def _sweep_command(cfg) -> list[str]:
     return argv
 
 
-def _torch_missing(prog: str) -> bool:
-    """True (after saying which extra to install) when PyTorch cannot be imported."""
+def _torch_missing(prog: str, quiet: bool = False) -> bool:
+    """True (after saying which extra to install) when PyTorch cannot be imported. Importing it
+    takes seconds, so a first line on stderr says what the wait is (not under --quiet, and on
+    rank 0 only)."""
+    if not quiet and _is_main():
+        print(f"{prog}: loading torch...", file=sys.stderr, flush=True)
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -194,8 +199,8 @@ def _torch_missing(prog: str) -> bool:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    if _torch_missing("budgetdsl calibrate sweep"):
-        return EXIT_INVALID
+    if _torch_missing("budgetdsl calibrate sweep", args.quiet):
+        return ExitCode.INVALID
     from budgetdsl.calibrate.run import UsageError
     from budgetdsl.calibrate.sweep import sweep
 
@@ -205,20 +210,20 @@ def run_sweep(args: argparse.Namespace) -> int:
         cfg.validate()
     except (TypeError, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
-        return EXIT_INVALID
+        return ExitCode.INVALID
     if args.plot is not None and args.plot.suffix.lower() not in (".svg", ".png"):
         print(f"{prog}: error: --plot {args.plot}: the picture is .svg or .png", file=sys.stderr)
-        return EXIT_INVALID
+        return ExitCode.INVALID
     started = time.perf_counter()
     log = None if args.quiet else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     try:
         outcome = sweep(cfg, args.out, command=tuple(_sweep_command(cfg)), log=log)
     except UsageError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
-        return EXIT_INVALID
+        return ExitCode.INVALID
     except OSError as exc:
         print(f"{prog}: error: {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_INVALID
+        return ExitCode.INVALID
     sw = outcome.calibration.sweep
     if args.plot is not None:
         try:
@@ -227,17 +232,17 @@ def run_sweep(args: argparse.Namespace) -> int:
             draw(sw, str(args.plot))
         except ImportError:
             print(f"{prog}: --plot needs matplotlib: pip install 'budgetdsl[plot]'", file=sys.stderr)
-            return EXIT_INVALID
+            return ExitCode.INVALID
     if not args.quiet:
         print(render_sweep(outcome.calibration, outcome.path, time.perf_counter() - started,
                            plot=args.plot))
     if outcome.status == "interrupted":
         print(f"{prog}: interrupted; the runs measured so far are in {outcome.path}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return ExitCode.INTERRUPTED
     if sw.fit is None:
         print(f"{prog}: no frontier fit: {sw.fit_error}", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+        return ExitCode.NO
+    return ExitCode.OK
 
 
 def render_sweep(cal, path: Path, seconds: float, plot: Path | None = None) -> str:
@@ -330,28 +335,28 @@ def _command(cfg) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if _torch_missing("budgetdsl calibrate"):
-        return EXIT_INVALID
+    if _torch_missing("budgetdsl calibrate", args.quiet):
+        return ExitCode.INVALID
     from budgetdsl.calibrate.run import UsageError, calibrate
 
     try:
         cfg = _config(args)
     except (TypeError, ValueError) as exc:
         print(f"budgetdsl calibrate: error: {exc}", file=sys.stderr)
-        return EXIT_INVALID
+        return ExitCode.INVALID
     started = time.perf_counter()
     try:
         outcome = calibrate(cfg, args.out, resume=args.resume, quiet=args.quiet, command=_command(cfg))
     except UsageError as exc:
         print(f"budgetdsl calibrate: error: {exc}", file=sys.stderr)
-        return EXIT_INVALID
+        return ExitCode.INVALID
     except OSError as exc:  # an unwritable --out, a full disk: say which file, no traceback
         print(f"budgetdsl calibrate: error: {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_INVALID
+        return ExitCode.INVALID
     if outcome.status == "failed":
         print(f"budgetdsl calibrate: error: {outcome.calibration.stop_reason}", file=sys.stderr)
         print(f"  a partial calibration was written to {outcome.path}", file=sys.stderr)
-        return EXIT_FAILED
+        return ExitCode.NO
     if not args.quiet and _is_main():
         print(render_summary(outcome.calibration, outcome.path, time.perf_counter() - started))
     if outcome.status == "interrupted":
@@ -359,8 +364,8 @@ def run(args: argparse.Namespace) -> int:
             f"budgetdsl calibrate: interrupted; partial file {outcome.path}, continue with --resume",
             file=sys.stderr,
         )
-        return EXIT_INTERRUPTED
-    return EXIT_OK
+        return ExitCode.INTERRUPTED
+    return ExitCode.OK
 
 
 def _is_main() -> bool:

@@ -18,6 +18,7 @@ import os
 import sys
 
 from budgetdsl.diagnostics import Diagnostic, PlanError
+from budgetdsl.exit_codes import ExitCode
 
 
 def check_files(paths: list[str], fragments: set[str] | None = None) -> dict[str, list[Diagnostic]]:
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
                                  " a given file")
                 print(f"{n} plan{'s' if n != 1 else ''} valid" + (" and feasible" if args.solve else "")
                       + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
-    return 2 if invalid else 1 if infeasible else 0
+    return ExitCode.INVALID if invalid else ExitCode.NO if infeasible else ExitCode.OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:

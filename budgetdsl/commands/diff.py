@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from budgetdsl.diagnostics import PlanError
+from budgetdsl.exit_codes import ExitCode
 
 
 def _solved(path: str, opener: Callable[[str], bytes] | None = None):
@@ -92,9 +93,19 @@ def _base_diff(args: argparse.Namespace):
         return None
     paths = args.paths or (["plans"] if Path("plans").is_dir() else ["."])
     rel_paths = [os.path.relpath(os.path.abspath(p), root) for p in paths]
+    for path, rel in zip(paths, rel_paths):
+        if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+            print(f"budgetdsl diff: {path}: outside the repository {root} (--base compares paths "
+                  "inside the git work tree)", file=sys.stderr)
+            return None
     old_opener = opener_at(commit, root)
     candidates: set[str] = set()
-    for rel in files_at(commit, root, rel_paths):
+    try:
+        tracked = files_at(commit, root, rel_paths)
+    except GitError as exc:  # a path git refuses (e.g. unknown pathspec magic, `:(x)plans`)
+        print(f"budgetdsl diff: {exc}", file=sys.stderr)
+        return None
+    for rel in tracked:
         candidates.add(os.path.relpath(root / rel))
     for p in paths:
         if os.path.isfile(p):
@@ -119,20 +130,20 @@ def run(args: argparse.Namespace) -> int:
 
     if args.base is None and len(args.files) != 2:
         print("budgetdsl diff: give two plan files, or --base REF [PATHS]", file=sys.stderr)
-        return 2
+        return ExitCode.INVALID
     if args.base is not None:
         args.paths = args.files
     diffs = _base_diff(args) if args.base is not None else _files_diff(args)
     if diffs is None:
-        return 2
+        return ExitCode.INVALID
     render = {"text": render_diff_text, "markdown": render_diff_markdown, "json": render_diff_json}
     sys.stdout.write(render[args.format](diffs))
     if any(d.problems for d in diffs):
         for d in diffs:
             for problem in d.problems:
                 print(problem, file=sys.stderr)
-        return 2
-    return 1 if any(d.regressed for d in diffs) else 0
+        return ExitCode.INVALID
+    return ExitCode.NO if any(d.regressed for d in diffs) else ExitCode.OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-EXIT_OK, EXIT_NO, EXIT_INVALID = 0, 1, 2
+from budgetdsl.exit_codes import ExitCode
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,25 +21,30 @@ def run(args: argparse.Namespace) -> int:
 
     plan = load_or_report(args.plan)
     if plan is None:
-        return EXIT_INVALID
+        return ExitCode.INVALID
 
+    from budgetdsl.diagnostics import PlanError
     from budgetdsl.solver import solve
 
-    solution = solve(plan)
+    try:
+        solution = solve(plan)
+    except PlanError as exc:  # what only solving reads: the calibration a plan names
+        exc.report()
+        return ExitCode.INVALID
     if not solution.feasible:
         from budgetdsl.exports.spec import infeasible_reason
 
         print(f"{args.plan}: error[infeasible]: plan {plan.name!r} is infeasible; nothing exported",
               file=sys.stderr)
         print(f"  hint: {infeasible_reason(solution)}", file=sys.stderr)
-        return EXIT_NO
+        return ExitCode.NO
     fmt = FORMATS[args.to]
     try:
         spec = launch_spec(plan, solution)
         text = export(spec, args.to)
     except ExportError as exc:
         print(f"{args.plan}: error[export]: {exc}", file=sys.stderr)
-        return EXIT_INVALID
+        return ExitCode.INVALID
     if not args.quiet:
         for d in spec.defaults_for(fmt.uses):
             print(f"{args.plan}: note[defaulted]: {d}", file=sys.stderr)
@@ -55,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
             write_file(args.output, text, mode=0o755 if args.to in ("slurm", "torchrun") else 0o644)
         except OSError as exc:
             print(f"{args.output}: error[io]: {exc.strerror or exc}", file=sys.stderr)
-            return EXIT_INVALID
+            return ExitCode.INVALID
     else:
         sys.stdout.write(text)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:

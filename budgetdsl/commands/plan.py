@@ -14,8 +14,7 @@ import json
 import sys
 
 from budgetdsl.diagnostics import PlanError
-
-EXIT_OK, EXIT_NO, EXIT_INVALID = 0, 1, 2
+from budgetdsl.exit_codes import ExitCode
 
 
 def gpu_table() -> str:
@@ -34,10 +33,10 @@ def run(args: argparse.Namespace) -> int:
     if args.list_gpus:
         sys.stdout.write(gpu_table())
         if not args.plans:
-            return EXIT_OK
+            return ExitCode.OK
     if not args.plans:
         print("budgetdsl plan: error: give one or more plan files (or --list-gpus)", file=sys.stderr)
-        return EXIT_INVALID
+        return ExitCode.INVALID
 
     from budgetdsl.plan_loader import load_plan
     from budgetdsl.report import RENDERERS
@@ -46,18 +45,18 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and len(args.plans) > 1 and "{name}" not in args.plot:
         print("budgetdsl plan: error: with several plans, --plot needs '{name}' in the path, "
               "e.g. --plot 'docs/{name}.svg'", file=sys.stderr)
-        return EXIT_INVALID
+        return ExitCode.INVALID
     if args.plot and not args.plot.endswith((".svg", ".png")):
         print("budgetdsl plan: error: --plot writes .svg or .png", file=sys.stderr)
-        return EXIT_INVALID
+        return ExitCode.INVALID
     if args.plot:
         try:
             import matplotlib  # noqa: F401 - only to say which extra is missing
         except ImportError:
             print("budgetdsl plan: --plot needs matplotlib: pip install 'budgetdsl[plot]'", file=sys.stderr)
-            return EXIT_INVALID
+            return ExitCode.INVALID
 
-    code = EXIT_OK
+    code = ExitCode.OK
     texts: list[str] = []
     dumps: list[dict] = []
     for path in args.plans:
@@ -65,15 +64,23 @@ def run(args: argparse.Namespace) -> int:
             solution = solve(load_plan(path))
         except PlanError as exc:
             exc.report()
-            code = EXIT_INVALID
+            code = ExitCode.INVALID
             continue
         except OSError as exc:
             print(f"{path}: error[io]: {exc.strerror or exc}", file=sys.stderr)
-            code = EXIT_INVALID
+            code = ExitCode.INVALID
             continue
-        if not solution.feasible and code == EXIT_OK:
-            code = EXIT_NO
-        picture = _picture(args, solution) if args.plot else None
+        if not solution.feasible and code == ExitCode.OK:
+            code = ExitCode.NO
+        picture = None
+        if args.plot:
+            try:
+                picture = _picture(args, solution)
+            except OSError as exc:  # a read-only disk, a folder that cannot be made
+                where = exc.filename or args.plot
+                print(f"{where}: error[io]: cannot write the picture: {exc.strerror or exc}",
+                      file=sys.stderr)
+                code = ExitCode.INVALID
         if args.format == "json":
             dumps.append(solution.model_dump(mode="json"))
         else:

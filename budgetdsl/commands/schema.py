@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from budgetdsl.exit_codes import ExitCode
+
 
 def schema_text() -> str:
     """The committed `budgetdsl.schema.json`, byte for byte (a test keeps the copy fresh)."""
@@ -66,6 +68,7 @@ def _required_only_of_whole_plans(schema: dict[str, Any]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     print(schema_text(), end="")
+    return ExitCode.OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -14,6 +14,7 @@ import json
 import sys
 
 from budgetdsl.diagnostics import PlanError
+from budgetdsl.exit_codes import ExitCode
 
 _COLUMNS = (  # (header, unit for report.human, getter)
     ("feasible", None, lambda s: "yes" if s.feasible else "NO"),
@@ -81,10 +82,10 @@ def run(args: argparse.Namespace) -> int:
         rows = sweep(read_merged(args.plan), settings)
     except PlanError as exc:
         exc.report()
-        return 2
+        return ExitCode.INVALID
     render = {"text": render_table, "json": render_json, "csv": render_csv}[args.format]
     sys.stdout.write(render(rows, settings))
-    return 0
+    return ExitCode.OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-EXIT_OK, EXIT_INVALID = 0, 2
+from budgetdsl.exit_codes import ExitCode
 
 
 def run(args: argparse.Namespace) -> int:
@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
         import textual  # noqa: F401
     except ImportError:
         print("budgetdsl tui: the terminal UI needs Textual: pip install 'budgetdsl[tui]'", file=sys.stderr)
-        return EXIT_INVALID
+        return ExitCode.INVALID
     from budgetdsl.diagnostics import PlanError
     from budgetdsl.tui.app import make_app
 
@@ -26,12 +26,12 @@ def run(args: argparse.Namespace) -> int:
         app = make_app(args.plan, markers="ascii" if args.ascii else "braille")
     except PlanError as exc:
         exc.report()
-        return EXIT_INVALID
+        return ExitCode.INVALID
     except OSError as exc:
         print(f"{args.plan}: error[io]: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_INVALID
+        return ExitCode.INVALID
     app.run()
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:
