@@ -86,7 +86,7 @@ def test_text_shows_the_launch_and_every_limit():
 def test_infeasible_rendering_names_conflicts_and_changes():
     from solver_plans import DAY, make_plan
 
-    sol = solve(make_plan(budget={"deadline": 8.5 * DAY, "flops": 1.2e23, "gpu_hours": None}))
+    sol = solve(make_plan(budget={"deadline": 7.5 * DAY, "flops": 1.2e23, "gpu_hours": None}))
     text, md = render_text(sol), render_markdown(sol)
     assert "INFEASIBLE" in text and "Conflicts" in text and "deadline ≥ " in text
     assert md.startswith("### ❌") and "**Relaxations**" in md
