@@ -1,0 +1,382 @@
+"""Record B_simple inside an existing training loop and write the calibration file `budgetdsl
+calibrate` writes — no extra forward or backward pass, no change to the gradients or the update.
+
+The two batch sizes of McCandlish et al. 2018 appendix A.1 are already in a loop that accumulates
+gradients or runs data-parallel (nanoGNS and AdaptDL/Pollux measure the same way):
+
+    B_small = one micro-batch on one replica     its gradient: what autograd hands each parameter
+    B_big   = micro × accumulation × replicas    its gradient: `.grad` once the step's last backward
+                                                 (and DDP's all-reduce) has finished, before clipping
+
+How, with public hooks only:
+- a tensor hook on every trainable parameter sees that parameter's gradient of the current
+  micro-batch before it is added into `.grad` (and, under DDP, before the all-reduce), and takes its
+  norm: one fused reduction per parameter and micro-batch, the only per-micro-batch cost;
+- at the end of the step's last backward (counted: `accumulation` backwards make a step) an
+  autograd final callback reads |.grad|² in one `_foreach_norm`. It re-queues itself once, so it
+  runs after DDP's own final callback has written the all-reduced gradient;
+- the norms stay on the device; every `flush_every` steps one `.tolist()` (and, with several
+  replicas, one all-reduce of a small matrix: the replicas' micro-batch norms are averaged) turns
+  them into numbers, on the next forward in the training thread.
+
+Both norms carry the loss multiplier c (1/accumulation when the loop divides each micro-batch's
+loss, as gradient accumulation does) and the AMP loss scale s; they are divided out per step so
+the file holds |g|² of mean losses, as `budgetdsl calibrate` writes them. B_simple itself only
+needs their ratio: a common factor cancels (the estimator is homogeneous of degree 0).
+
+The estimator, its smoothing and interval (noise.py), the trajectory, fit and file (record.py)
+are the calibration run's own, so the file is read by `budgetdsl plan` like any other.
+
+Framework adapters: gns_hf.GradientNoiseScaleCallback (Hugging Face Trainer) and
+gns_lightning.GradientNoiseScaleCallback (Lightning). Not supported: FSDP/ZeRO-3 (a parameter's
+gradient is sharded before the hooks could see the whole of it), DDP without `no_sync` during
+accumulation (the all-reduce then mixes micro-batches).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import platform
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from budgetdsl import __version__
+from budgetdsl.calibration_file import (
+    BatchSetup,
+    CalibrationFile,
+    DataInfo,
+    EstimatorInfo,
+    HardwareProfile,
+    MemoryPoint,
+    ModelInfo,
+    OptimizerInfo,
+    Provenance,
+    write_calibration,
+)
+from budgetdsl.calibrate.hardware import device_name
+from budgetdsl.calibrate.noise import NoiseScaleTracker
+from budgetdsl.calibrate.record import RunRecord
+
+_engine = torch.autograd.Variable._execution_engine  # queue_callback: what DDP and FSDP use too
+
+
+def _world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def loss_of(output: Any) -> torch.Tensor | None:
+    """The loss in a model's output: a scalar tensor, `.loss` (Hugging Face), or a "loss" key."""
+    if isinstance(output, torch.Tensor):
+        return output if output.dim() == 0 else None
+    loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+    return loss if isinstance(loss, torch.Tensor) and loss.dim() == 0 else None
+
+
+class GradientNoiseScale:
+    """Measures B_simple at every optimizer step of the loop `model` trains in.
+
+        gns = GradientNoiseScale(model, micro_batch=8, accumulation=4, tokens_per_example=1024)
+        for step in range(steps):
+            for batch in micro_batches:          # `accumulation` of them
+                loss = model(batch) / 4          # (under DDP: inside model.no_sync() but the last)
+                loss.backward()
+            optimizer.step(); optimizer.zero_grad()
+        gns.write("calibration.json", optimizer=optimizer)   # every replica calls it; rank 0 writes
+
+    micro_batch: examples per forward/backward on one replica (B_small). accumulation: backwards
+    per optimizer step. world_size: data-parallel replicas (default: torch.distributed's).
+    loss_divided_by_accumulation: whether each micro-batch's loss is divided by `accumulation`
+    before backward (the usual accumulation; it sets the absolute |G|², not B_simple).
+    grad_scale: returns the AMP loss scale in force (e.g. `scaler.get_scale`); None for fp32/bf16.
+    capture_loss: record the training loss from the model's output (`loss_of`) on each training
+    forward; adapters whose model returns no loss pass False and call `observe_loss`.
+    ema_beta, confidence: the estimator's smoothing and interval (as `budgetdsl calibrate`).
+    point_every: steps between trajectory points. flush_every: steps between host reads.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        micro_batch: int,
+        accumulation: int = 1,
+        tokens_per_example: int = 1,
+        world_size: int | None = None,
+        loss_divided_by_accumulation: bool = True,
+        grad_scale: Callable[[], float] | None = None,
+        capture_loss: bool = True,
+        ema_beta: float = 0.95,
+        confidence: float = 0.95,
+        point_every: int = 10,
+        flush_every: int | None = None,
+    ):
+        if micro_batch < 1 or accumulation < 1 or tokens_per_example < 1:
+            raise ValueError("micro_batch, accumulation and tokens_per_example must be at least 1")
+        rank, world = _world()
+        self.rank, self.world_size = rank, world_size or world
+        if self.world_size * accumulation < 2:
+            raise ValueError("B_simple needs two batch sizes at the same weights: gradient "
+                             "accumulation (accumulation >= 2) or data-parallel replicas")
+        self.model = model
+        self.micro_batch, self.accumulation = micro_batch, accumulation
+        self.tokens_per_example = tokens_per_example
+        self.divided = loss_divided_by_accumulation
+        self.grad_scale = grad_scale
+        self.ema_beta, self.confidence = ema_beta, confidence
+        self.point_every = max(1, point_every)
+        self.flush_every = flush_every or self.point_every
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        groups: dict[tuple, list[torch.nn.Parameter]] = {}
+        for p in self.params:
+            groups.setdefault((p.device, p.dtype), []).append(p)
+        self._groups = list(groups.values())
+        self.device = self.params[0].device
+        self.enabled = True
+        # Per step, on the device until flushed.
+        self._counts = [0] * len(self.params)
+        self._parts: list[torch.Tensor] = []
+        self._loss_sum: torch.Tensor | float = 0.0
+        self._loss_n = 0
+        self._queued = False
+        self._pending: list[tuple] = []  # (step, small_sum, n_small, big, loss_sum, loss_n, divisor_small, divisor_big)
+        self._last_time: float | None = None
+        # Flushed: plain numbers.
+        self.step = 0  # optimizer steps measured (or skipped) so far
+        self.steps: list[int] = []
+        self.sq_small: list[float] = []
+        self.sq_big: list[float] = []
+        self.train_losses: list[float | None] = []
+        self.skipped: list[int] = []
+        self.step_times: list[float] = []
+        self.heldout: list[tuple[int, float]] = []
+        self.logged: list[tuple[int, float]] = []  # training losses reported by a framework's log
+        self.peak_bytes: int | None = None
+        self.lr_max = 0.0
+        self._handles = [p.register_hook(functools.partial(self._on_grad, i)) for i, p in enumerate(self.params)]
+        self._handles.append(model.register_forward_hook(self._on_forward))
+        self.capture_loss = capture_loss
+
+    # -- hooks ------------------------------------------------------------------------------------
+
+    def _on_grad(self, i: int, grad: torch.Tensor) -> None:
+        if not self.enabled:
+            return
+        self._counts[i] += 1
+        self._parts.append(torch.linalg.vector_norm(grad.detach(), dtype=torch.float32))
+        if not self._queued:
+            self._queued = True
+            _engine.queue_callback(self._end_of_backward)
+
+    def _end_of_backward(self) -> None:
+        # Queued during this backward, so it runs before callbacks queued later in it — DDP's
+        # finalize (the all-reduced gradient) among them. Run once more, after those.
+        _engine.queue_callback(self._after_sync)
+
+    def _after_sync(self) -> None:
+        self._queued = False
+        if max(self._counts) < self.accumulation:
+            return  # a micro-batch of a step that is not finished
+        with torch.no_grad():
+            small = torch.stack(self._parts).square().sum()
+            big = torch.zeros((), dtype=torch.float32, device=self.device)
+            for ps in self._groups:
+                grads = [p.grad for p in ps if p.grad is not None]
+                if grads:
+                    big = big + torch.stack(torch._foreach_norm(grads)).float().square().sum().to(self.device)
+        s = float(self.grad_scale()) if self.grad_scale is not None else 1.0
+        c = 1.0 / self.accumulation if self.divided else 1.0
+        # .grad = c·s·accumulation·(mean gradient); a micro-batch's hook saw c·s·(its gradient).
+        self._pending.append((self.step, small, max(self._counts), big, self._loss_sum, self._loss_n,
+                              (c * s) ** 2, (c * s * self.accumulation) ** 2))
+        now = time.perf_counter()
+        if self._last_time is not None:
+            self.step_times.append(now - self._last_time)
+        self._last_time = now
+        self.step += 1
+        self._counts = [0] * len(self.params)
+        self._parts = []
+        self._loss_sum, self._loss_n = 0.0, 0
+
+    def _on_forward(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if not (module.training and torch.is_grad_enabled()):
+            return
+        if len(self._pending) >= self.flush_every:
+            self.flush()
+        if self.capture_loss:
+            loss = loss_of(output)
+            if loss is not None:
+                self.observe_loss(loss)
+
+    # -- what the loop or an adapter reports -----------------------------------------------------
+
+    def observe_loss(self, loss: torch.Tensor | float) -> None:
+        """The mean loss of one micro-batch of the current step (summed on the device)."""
+        self._loss_sum = self._loss_sum + (loss.detach().float() if isinstance(loss, torch.Tensor) else float(loss))
+        self._loss_n += 1
+
+    def evaluated(self, loss: float, step: int | None = None) -> None:
+        """A held-out loss at the weights after `step` updates (default: now). With any held-out
+        loss the trajectory's loss axis is held-out, interpolated between evaluations."""
+        self.heldout.append((self.step if step is None else step, float(loss)))
+
+    def logged_loss(self, loss: float, step: int | None = None) -> None:
+        """A training loss a framework logged (e.g. averaged over its logging interval)."""
+        self.logged.append((self.step if step is None else step, float(loss)))
+
+    def observe_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        self.lr_max = max([self.lr_max, *(float(g.get("lr", 0.0)) for g in optimizer.param_groups)])
+
+    def flush(self) -> None:
+        """Read the pending steps' norms to the host (one transfer; with replicas, one all-reduce
+        that averages their micro-batch norms and losses). Every replica must call it together:
+        the hooks do, on the same step, and so do `calibration` and `write`."""
+        if not self._pending:
+            return
+        if self.device.type == "cuda":
+            self.peak_bytes = max(self.peak_bytes or 0, int(torch.cuda.max_memory_allocated(self.device)))
+        rows = torch.stack([
+            torch.stack([torch.as_tensor(v, dtype=torch.float64, device=self.device).reshape(())
+                         for v in (small, n, big, loss_sum, loss_n)])
+            for _, small, n, big, loss_sum, loss_n, _, _ in self._pending])
+        if self.world_size > 1 and dist.is_initialized():
+            dist.all_reduce(rows, op=dist.ReduceOp.SUM)
+        for (step, *_, div_small, div_big), (small, n, big, loss_sum, loss_n) in zip(self._pending, rows.tolist()):
+            big /= self.world_size  # identical on every replica: the sum restores it
+            sq_small, sq_big = small / n / div_small, big / div_big
+            loss = loss_sum / loss_n if loss_n else None
+            if all(math.isfinite(v) for v in (sq_small, sq_big)) and (loss is None or math.isfinite(loss)):
+                self.steps.append(step)
+                self.sq_small.append(sq_small)
+                self.sq_big.append(sq_big)
+                self.train_losses.append(loss)
+            else:
+                self.skipped.append(step)  # an AMP overflow step: the optimizer skips it too
+        self._pending = []
+
+    def close(self) -> None:
+        """Remove the hooks (the loop trains on unmeasured)."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self.enabled = False
+
+    # -- the file -------------------------------------------------------------------------------
+
+    def record(self, warmup: int = 0) -> RunRecord:
+        """The measurements replayed through the calibration run's own record: the estimator,
+        the trajectory points (every `point_every` steps and the last) and the fit."""
+        self.flush()
+        batch = self.micro_batch * self.accumulation * self.world_size
+        rec = RunRecord(NoiseScaleTracker(self.ema_beta, self.confidence), batch, self.micro_batch,
+                        self.tokens_per_example)
+        rec.skipped = list(self.skipped)
+        losses = self._loss_axis()
+        if losses is None:
+            raise ValueError("no loss to place B_simple at: the model's output carries none; report "
+                             "losses with observe_loss, logged_loss or evaluated")
+        for i, step in enumerate(self.steps):
+            known = losses(step)
+            rec.eval_steps, rec.eval_losses = known
+            train = self.train_losses[i]
+            if train is None:  # no per-step training loss: the loss axis there
+                train = float(np.interp(step, *known))
+            rec.measured(step, train, self.sq_small[i], self.sq_big[i])
+            if i % self.point_every == 0 or i == len(self.steps) - 1:
+                rec.point(step)
+        return rec
+
+    def _loss_axis(self) -> Callable[[int], tuple[list[int], list[float]]] | None:
+        """The loss observations known up to a step: held-out if any, else training losses."""
+        if self.heldout:
+            obs = sorted(self.heldout)
+        elif self.logged:
+            obs = sorted(self.logged)
+        else:
+            obs = [(s, l) for s, l in zip(self.steps, self.train_losses) if l is not None]
+        if not obs:
+            return None
+
+        def upto(step: int) -> tuple[list[int], list[float]]:
+            known = [o for o in obs if o[0] <= step] or obs[:1]
+            return [s for s, _ in known], [l for _, l in known]
+
+        return upto
+
+    def calibration(
+        self,
+        *,
+        model_name: str | None = None,
+        data: str = "user data",
+        data_kind: str = "factory",
+        vocab_size: int | None = None,
+        seed: int | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        warmup_steps: int = 0,
+        grad_clip: float | None = None,
+        amp: str = "none",
+        flops_per_token: float | None = None,
+        integration: str = "budgetdsl.calibrate.gns",
+    ) -> CalibrationFile:
+        """The calibration file of what was measured, with its provenance."""
+        if optimizer is not None:
+            self.observe_optimizer(optimizer)
+        rec = self.record(warmup_steps)
+        opt = optimizer.defaults if optimizer is not None else {}
+        betas = opt.get("betas")
+        n_params = sum(p.numel() for p in self.params)
+        model_cls = type(self.model)
+        prov = Provenance(
+            tool=f"budgetdsl {__version__} ({integration})",
+            created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            command=list(sys.argv),
+            torch_version=torch.__version__,
+            python_version=platform.python_version(),
+            platform=platform.platform(),
+            seed=int(seed if seed is not None else torch.initial_seed() % 2**63),
+            model=ModelInfo(name=model_name or f"{model_cls.__module__}.{model_cls.__qualname__}", kind="factory",
+                            config={}, n_params=n_params, flops_per_token=flops_per_token),
+            data=DataInfo(kind=data_kind, source=data, sha256=None, heldout=bool(self.heldout),
+                          vocab_size=vocab_size),
+            optimizer=OptimizerInfo(
+                name=type(optimizer).__name__.lower() if optimizer is not None else "unknown",
+                lr=self.lr_max, weight_decay=float(opt.get("weight_decay", 0.0) or 0.0),
+                betas=tuple(betas) if betas else None, warmup_steps=warmup_steps, grad_clip=grad_clip),
+            batch=BatchSetup(global_batch_examples=rec.batch, micro_batch_examples=self.micro_batch,
+                             accumulation=self.accumulation, world_size=self.world_size,
+                             tokens_per_example=self.tokens_per_example),
+            estimator=EstimatorInfo(ema_beta=self.ema_beta, confidence=self.confidence),
+            amp=amp,
+        )
+        hardware = HardwareProfile(device=self.device.type, device_name=device_name(self.device),
+                                   world_size=self.world_size,
+                                   threads=torch.get_num_threads() if self.device.type == "cpu" else None,
+                                   memory=[MemoryPoint(micro_batch_examples=self.micro_batch,
+                                                       peak_bytes=self.peak_bytes)] if self.peak_bytes else [],
+                                   **self._throughput(rec.batch))
+        return rec.to_file(prov, hardware, warmup_steps)
+
+    def _throughput(self, batch: int) -> dict[str, float]:
+        if not self.step_times:
+            return {}
+        median = statistics.median(self.step_times)  # whole optimizer steps of the user's loop
+        eps = batch / median if median > 0 else None
+        return {"step_time_s": median, "examples_per_s": eps,
+                "tokens_per_s": eps * self.tokens_per_example if eps else None}
+
+    def write(self, path: str | Path, **provenance: Any) -> CalibrationFile:
+        """Build the file on every replica (flushing together), write it on rank 0 only."""
+        cal = self.calibration(**provenance)
+        if self.rank == 0:
+            write_calibration(path, cal)
+        return cal

@@ -1,0 +1,73 @@
+"""Plain PyTorch training loops with budgetdsl.calibrate.gns attached, for the integration tests
+and bench/bench_gns_overhead.py. Run as a script under torchrun for the DDP case:
+
+    python -m torch.distributed.run --nproc-per-node 2 tests/calibrate/gns_loops.py OUT [--steps N]
+
+Every replica draws the whole global batch's micro-batches in one global order and keeps its own
+slice (as `budgetdsl calibrate` does), so a 2-process run sees the data of a 1-process run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).parent))
+import linreg_proxy  # noqa: E402
+
+from budgetdsl.calibrate.gns import GradientNoiseScale  # noqa: E402
+
+
+def linreg_loop(out: Path | None, *, steps: int = 200, batch: int = 64, micro: int = 4, seed: int = 3,
+                lr: float = 0.0, measure: bool = True, ddp: bool = False):
+    """The linear-regression proxy trained at `lr` (0: fixed weights, the closed form holds at every
+    step). Returns the calibration (None when not measuring)."""
+    rank, world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
+    torch.manual_seed(seed)
+    model = linreg_proxy.make_model()
+    sampler = linreg_proxy.make_data("train")
+    gen = torch.Generator().manual_seed(seed)
+    accum = batch // (micro * world)
+    gns = (GradientNoiseScale(model, micro_batch=micro, accumulation=accum, world_size=world,
+                              ema_beta=1.0 if lr == 0 else 0.95, point_every=50) if measure else None)
+    net = torch.nn.parallel.DistributedDataParallel(model) if ddp else model
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    for _ in range(steps):
+        draws = [sampler(micro, gen) for _ in range(accum * world)]
+        for i, mb in enumerate(draws[rank * accum:(rank + 1) * accum]):
+            sync = contextlib.nullcontext() if not ddp or i == accum - 1 else net.no_sync()
+            with sync:
+                loss = net(mb) / accum
+                loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    if gns is None:
+        return None
+    if out is None:
+        return gns.calibration(optimizer=opt, seed=seed)
+    return gns.write(out, optimizer=opt, seed=seed, model_name="linreg_proxy", data="linreg_proxy gaussian")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--steps", type=int, default=200)
+    args = ap.parse_args()
+    ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if ddp:
+        dist.init_process_group("gloo")
+    try:
+        linreg_loop(args.out, steps=args.steps, ddp=ddp)
+    finally:
+        if ddp:
+            dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
