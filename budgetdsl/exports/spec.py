@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from budgetdsl.launch_model import Launch
+from budgetdsl.layout import launch_problem, nodes_of
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"  # NGC PyTorch: torch, NCCL, torchrun
 DEFAULT_COMMAND = ("train.py",)
@@ -296,14 +297,11 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
     gpus = _field(solution, "gpus") or dp * tp * pp
     if gpus != dp * tp * pp:
         raise ExportError(f"the solution's {gpus} GPUs are not data {dp} × tensor {tp} × pipeline {pp}")
-    per_node = int(hw.gpus_per_node)
-    if gpus <= per_node:
-        nodes, per_node = 1, gpus
-    elif gpus % per_node:
-        raise ExportError(f"{gpus} GPUs do not fill whole nodes of {per_node} "
-                          "(hardware.gpus_per_node); choose a multiple")
-    else:
-        nodes = gpus // per_node
+    problem = launch_problem(gpus, tp, pp, int(hw.gpus_per_node))  # the one rule (budgetdsl.layout)
+    if problem:
+        raise ExportError(f"{problem} (hardware.gpus_per_node {int(hw.gpus_per_node)}, tensor {tp}, "
+                          f"pipeline {pp}); choose a launchable count")
+    nodes, per_node = nodes_of(gpus, int(hw.gpus_per_node))
 
     seq_len = int(plan.model.seq_len)
     batch_tokens = micro * accum * dp * seq_len
