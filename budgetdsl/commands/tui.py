@@ -31,6 +31,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.plan}: error[io]: {exc.strerror or exc}", file=sys.stderr)
         return ExitCode.INVALID
     app.run()
+    if app.return_code:  # Textual caught an exception, left the terminal and drew its traceback
+        error = getattr(app, "_exception", None)
+        if isinstance(error, Exception):
+            from budgetdsl.crash_report import report_internal_error
+
+            return report_internal_error(error)
+        return ExitCode.INTERNAL
     return ExitCode.OK
 
 

@@ -238,3 +238,25 @@ def test_diff_base_reports_what_git_refuses(repo, capsys):
     err = capsys.readouterr().err
     assert err.startswith("budgetdsl diff: fatal: ") and "nonsense" in err
 
+
+
+def test_a_crash_inside_the_tui_exits_3(monkeypatch, tmp_path, capsys):
+    """Textual catches an app's exception and returns; the command must not exit 0 after it."""
+    pytest.importorskip("textual")
+    from textual.app import App
+
+    import budgetdsl.tui.app as tui_app
+
+    class Crashing(App):
+        def on_mount(self) -> None:
+            raise LookupError("no widget with id #gpus")
+
+        def run(self, **kwargs):
+            return super().run(headless=True, **kwargs)
+
+    monkeypatch.setattr(tui_app, "make_app", lambda path, markers: Crashing())
+    monkeypatch.setenv("BUDGETDSL_TRACEBACK_DIR", str(tmp_path))
+    assert main(["tui", PLAN]) == 3
+    match = ONE_LINE.search(capsys.readouterr().err)
+    assert match and match[1] == "LookupError" and match[2] == "no widget with id #gpus"
+    assert "in on_mount" in pathlib.Path(match[3]).read_text()
