@@ -92,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{path}: extends {reached[path]}, which changed:", file=sys.stderr)
             for d in diagnostics:
                 print(d.format(), file=sys.stderr)
+            if path in reached.values() and any(d.code == "missing-key" for d in diagnostics):
+                print(f"  note: plans extend {path}; if it is a base fragment, mark it with "
+                      "'fragment: true' (docs/pr-workflow.md)", file=sys.stderr)
         for path, reasons in infeasible.items():
             print(f"{path}: infeasible: " + "; ".join(reasons), file=sys.stderr)
         if not args.quiet:

@@ -160,3 +160,16 @@ def test_a_changed_plan_alone_is_checked_whole(repo):
     assert result.returncode == 2
     assert re.search(r"^plans/llama2-7b\.yaml:\d+:\d+: error\[plan-rule\]", result.stderr, re.M)
     assert "checked because" not in result.stderr  # nothing extends it
+
+
+def test_an_unmarked_base_fails_with_a_note_on_the_mark(repo):
+    """A fragment is recognised by its mark alone; the hook says so when a base lacks it."""
+    edit(repo / "plans/base/a100-cluster.yaml", "fragment: true", "")
+    git(repo, "add", "plans/base/a100-cluster.yaml")
+    result = run_hook(repo, "budgetdsl-check")
+    assert result.returncode == 2
+    assert re.search(r"^plans/base/a100-cluster\.yaml:\d+:\d+: error\[missing-key\]: missing required key "
+                     r"'name' in the top level$", result.stderr, re.M)
+    assert "note: plans extend plans/base/a100-cluster.yaml; if it is a base fragment, mark it with " \
+        "'fragment: true'" in result.stderr
+    assert "plans/llama2-7b.yaml" not in result.stderr  # its plans are fine: only the mark is missing
