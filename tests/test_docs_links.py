@@ -80,7 +80,7 @@ def problems(page: Path, repo: Path = REPO) -> list[str]:
         elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
             found.append(f"{where(m.start())}: link to {target!r}: no heading #{anchor} in {dest.name}")
     for m in CODE.finditer(prose):
-        token = m.group(2).strip()
+        token = re.sub(r"(::\S*|(:\d+)+)$", "", m.group(2).strip())  # pytest ids, file:line:col
         if not _cited_path(token, top):
             continue
         candidates = [repo / token.removeprefix("./"), page.parent / token]
@@ -122,12 +122,13 @@ def test_the_checker_finds_what_is_broken(tmp_path: Path) -> None:
     good = tmp_path / "good.md"
     good.write_text("# Good\n\n[other](other.md#a-code-section-here), [web](https://example.org), "
                     "[self](#good), `plans/llama2-7b.yaml`, `plans/*.yaml`, `budgetdsl/`, "
-                    "`my_proxy.py`, `calibrations/gpt-mini.json`, `.venv/bin/budgetdsl plan`\n\n"
+                    "`my_proxy.py`, `calibrations/gpt-mini.json`, `.venv/bin/budgetdsl plan`, "
+                    "`budgetdsl/cli.py:12`, `tests/test_docs_links.py::test_readme_stays_short`\n\n"
                     "```sh\ncat plans/missing.yaml  # [x](missing.md) in a code block is an example\n```\n")
     assert problems(good) == []
     bad = tmp_path / "bad.md"
     bad.write_text("# Bad\n\nSee [the design](design-missing.md) and [a part](other.md#no-such-part),\n"
-                   "`plans/no-such-plan.yaml`, `docs/*.nothing`, `DESIGN.md`, and ../shared/DESIGN.md.\n")
+                   "`plans/no-such-plan.yaml:3:5`, `docs/*.nothing`, `DESIGN.md`, and ../shared/DESIGN.md.\n")
     found = "\n".join(problems(bad))
     for expected in ("bad.md:3: link to 'design-missing.md'", "no heading #no-such-part in other.md",
                      "cites `plans/no-such-plan.yaml`", "cites `docs/*.nothing`", "cites `DESIGN.md`",
