@@ -13,9 +13,10 @@ from pathlib import Path as FsPath
 from typing import Any, Callable
 
 from budgetdsl.diagnostics import Diagnostic, Location, PlanError
-from budgetdsl.yaml_source import Path, SourceDoc, Span, parse_yaml, read_bytes, read_yaml_file
+from budgetdsl.yaml_source import Path, SourceDoc, Span, excerpt, parse_yaml, read_bytes, read_yaml_file
 
 MAX_EXTENDS = 16  # depth of an extends chain
+ROOT_ENV = "BUDGETDSL_ROOT"  # the repository root where a plan has no git work tree
 
 
 @dataclass
@@ -64,26 +65,83 @@ def _display(path: FsPath) -> str:
         return str(path)
 
 
+def find_root(plan: str | os.PathLike[str]) -> FsPath:
+    """The directory a plan's `extends` chain must stay inside: the git work tree that holds the
+    plan (the nearest ancestor directory with a `.git`, found without running git); when there is
+    none, the directory named by the environment variable BUDGETDSL_ROOT; when that is unset too,
+    the plan's own directory."""
+    here = FsPath(os.path.realpath(os.path.dirname(os.path.abspath(plan)) or "."))
+    for directory in (here, *here.parents):
+        if os.path.lexists(directory / ".git"):
+            return directory
+    env = os.environ.get(ROOT_ENV)
+    if env:
+        return FsPath(os.path.realpath(env))
+    return here
+
+
+def _inside(path: str, root: FsPath) -> bool:
+    try:
+        return os.path.commonpath([path, str(root)]) == str(root)
+    except ValueError:  # another drive on Windows
+        return False
+
+
+def _base_path(where: Location, parent: str, current: FsPath, root: FsPath, on_disk: bool) -> FsPath:
+    """The base plan `parent` names, relative to `current`, confined to `root`; PlanError located
+    at the `extends` value when it is absolute or leads out of the repository (by `..` or through a
+    symbolic link)."""
+    shown = excerpt(parent)
+    hint = (f"a base plan must be inside {_display(root)} (the repository: the git work tree, or "
+            f"${ROOT_ENV} when there is none), written relative to this file")
+    if "\0" in parent:
+        raise PlanError([Diagnostic(where, "extends", f"extends {shown} holds a NUL byte")])
+    nxt = current.parent / parent
+    if not _inside(os.path.normpath(os.path.abspath(nxt)), root):
+        what = "is an absolute path outside" if os.path.isabs(parent) else "leads out of"
+        raise PlanError([Diagnostic(where, "extends-outside", f"extends {shown} {what} the repository",
+                                    hint)])
+    if on_disk and not _inside(os.path.realpath(nxt), root):
+        raise PlanError([Diagnostic(where, "extends-outside", f"extends {shown} is a symbolic link out of "
+                                    "the repository", hint)])
+    return nxt
+
+
 def read_merged(path: str | os.PathLike[str], text: str | None = None,
-                opener: Callable[[str], bytes] = read_bytes) -> MergedSource:
+                opener: Callable[[str], bytes] = read_bytes, root: str | os.PathLike[str] | None = None) -> MergedSource:
     """Read a plan file and the chain of files it extends, merged, with every position kept.
 
     With `text`, the plan's own content is `text` (an editor buffer) and `path` only names it and
     anchors relative `extends` paths. `opener` reads a file's bytes: from disk by default, from a
-    git revision for `budgetdsl diff --base REF`.
+    git revision for `budgetdsl diff --base REF`. Every file of the chain must lie inside `root`
+    (default: `find_root(path)`, the plan's repository).
     """
     chain: list[tuple[FsPath, SourceDoc]] = []
     current = FsPath(path)
     display = str(path)
-    seen: dict[FsPath, str] = {}
+    seen: dict[str, str] = {}
+    box = FsPath(os.path.realpath(root)) if root is not None else find_root(path)
+    on_disk = opener is read_bytes
+    where: Location | None = None
+    parent = ""
     while True:
-        real = current.resolve()
+        real = os.path.realpath(current)
         if text is not None and not chain:
             doc = parse_yaml(text, display)
-        else:
+        elif where is None:
             doc = read_yaml_file(str(current), display, opener)
-        if real in seen:  # pragma: no cover - caught below before reading again
-            break
+        else:
+            try:
+                doc = read_yaml_file(str(current), display, opener)
+            except PlanError as exc:
+                first = exc.diagnostics[0]
+                if first.code not in ("file-not-found", "not-a-file", "io"):
+                    raise
+                message = (f"base plan {excerpt(parent)} not found" if first.code == "file-not-found"
+                           and "directory" not in first.message else f"base plan {excerpt(parent)}: {first.message}")
+                raise PlanError([Diagnostic(where, "extends", message,
+                                            f"the path is relative to {chain[-1][1].values[()].file!r}: "
+                                            f"{display}")]) from None
         seen[real] = display
         chain.append((current, doc))
         parent = doc.data.get("extends")
@@ -94,21 +152,15 @@ def read_merged(path: str | os.PathLike[str], text: str | None = None,
             raise PlanError([Diagnostic(where, "extends", "extends must be a path to a base plan",
                                         "e.g. extends: base/a100-cluster.yaml")])
         if not parent.endswith((".yaml", ".yml")):
-            raise PlanError([Diagnostic(where, "extends", f"extends must name a .yaml file, got {parent!r}")])
-        nxt = (current.parent / parent)
-        if nxt.resolve() in seen:
+            raise PlanError([Diagnostic(where, "extends", f"extends must name a .yaml file, got {excerpt(parent)}")])
+        nxt = _base_path(where, parent, current, box, on_disk)
+        if os.path.realpath(nxt) in seen:
             cycle = " -> ".join([*seen.values(), _display(nxt)])
             raise PlanError([Diagnostic(where, "extends-cycle", f"extends forms a cycle: {cycle}",
                                         "a plan may not extend itself, directly or through others")])
         if len(chain) >= MAX_EXTENDS:
             raise PlanError([Diagnostic(where, "extends", f"extends chain longer than {MAX_EXTENDS} files")])
         current, display = nxt, _display(nxt)
-        try:
-            opener(str(current))
-        except OSError:
-            raise PlanError([Diagnostic(where, "extends", f"base plan {parent!r} not found",
-                                        f"the path is relative to {chain[-1][1].values[()].file!r}: "
-                                        f"{display}")]) from None
 
     merged = MergedSource({}, files=[doc.values.get((), Location(str(p))).file for p, doc in chain],
                           opener=opener)
@@ -147,13 +199,15 @@ def _without_fragment_mark(doc: SourceDoc) -> SourceDoc:
 
 
 def _drop_replaced(merged: MergedSource, doc: SourceDoc) -> None:
-    """A child value that replaces a base mapping or list also replaces the base's positions below it."""
-    for path in doc.values:
-        if not path:
-            continue
-        below = [p for p in merged.values if len(p) > len(path) and p[: len(path)] == path]
-        child_has_below = any(len(p) > len(path) and p[: len(path)] == path for p in doc.values)
-        if below and not child_has_below:
-            for p in below:
-                for table in (merged.values, merged.keys, merged.spans, merged.key_spans):
-                    table.pop(p, None)
+    """A child value that replaces a base mapping or list also replaces the base's positions below it.
+
+    Linear in the number of paths (times their depth, at most yaml_source.MAX_DEPTH): the child's
+    paths that have nothing below them in the child replace whatever the base has below them."""
+    inner = {p[:i] for p in doc.values for i in range(len(p))}  # paths with something below, in the child
+    replaced = {p for p in doc.values if p and p not in inner}
+    if not replaced:
+        return
+    doomed = [q for q in merged.values if any(q[:i] in replaced for i in range(1, len(q)))]
+    for q in doomed:
+        for table in (merged.values, merged.keys, merged.spans, merged.key_spans):
+            table.pop(q, None)

@@ -24,6 +24,7 @@ from budgetdsl.cost_model import (CostModel, ShapeUnknown, Split, build_cost_mod
 from budgetdsl.frontier import Frontier, frontier_from_target
 from budgetdsl.layout import launchable
 from budgetdsl.noise_source import NoiseEstimate, noise_estimate, plan_error
+from budgetdsl.plan_model import MAX_GPUS
 from budgetdsl.placement import (INF, LIMIT_NAMES, Config, Limits, Placement, evaluate, place, score)
 from budgetdsl.solution import (FEASIBLE, GpuChoice, MemoryRemedy, PinnedComparison, Relaxation,
                                 Solution, Status)
@@ -329,24 +330,57 @@ def _valid(ctx: _Context, g: int) -> bool:
     return g % (hw.tensor_parallel * hw.pipeline_parallel) == 0 and (g <= hw.gpus_per_node or g % hw.gpus_per_node == 0)
 
 
+class _Launchable:
+    """The launchable GPU counts in [lo, hi], sorted, as a sequence computed on demand (len and
+    indexing in O(1)): the multiples of t·p up to one node, then the multiples of
+    lcm(node, t·p) — whole nodes. A range of a million GPU counts is never listed."""
+
+    def __init__(self, ctx: _Context, lo: int, hi: int):
+        hw = ctx.plan.hardware
+        self.unit = hw.tensor_parallel * hw.pipeline_parallel
+        self.node = hw.gpus_per_node * self.unit // math.gcd(hw.gpus_per_node, self.unit)
+        gpn = hw.gpus_per_node
+        self.a0 = max(1, -(-lo // self.unit))  # k·unit, k in [a0, a1], within one node
+        self.a1 = min(hi, gpn) // self.unit
+        self.b0 = max(gpn // self.node + 1, -(-lo // self.node))  # k·node beyond one node
+        self.b1 = hi // self.node
+        self.na = max(0, self.a1 - self.a0 + 1)
+
+    def __len__(self) -> int:
+        return self.na + max(0, self.b1 - self.b0 + 1)
+
+    def __getitem__(self, i: int) -> int:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return (self.a0 + i) * self.unit if i < self.na else (self.b0 + i - self.na) * self.node
+
+
+def _step_count(ctx: _Context, g: int, direction: int) -> int | None:
+    """The next launchable GPU count after `g` in `direction`, in closed form; None below one."""
+    if direction > 0:
+        seq = _Launchable(ctx, g + 1, max(g + 1, MAX_GPUS))
+        return seq[0] if len(seq) else None
+    seq = _Launchable(ctx, 1, g - 1)
+    return seq[len(seq) - 1] if len(seq) else None
+
+
 def _next_counts(ctx: _Context, start: int, direction: int) -> list[int]:
     """Launchable GPU counts beyond `start`: the next _GPU_LINEAR one by one, then growing by
-    ~10 % a step up to 64× (or down to 1)."""
+    ~10 % a step up to 64× (or down to 1) — at most a few hundred counts, whatever the values."""
     hw = ctx.plan.hardware
     unit = hw.tensor_parallel * hw.pipeline_parallel
     node = hw.gpus_per_node * unit // math.gcd(hw.gpus_per_node, unit)
     out: list[int] = []
-    g = start
+    g: int | None = start
     while len(out) < _GPU_LINEAR:
-        g += direction * unit
-        if g < unit:
+        g = _step_count(ctx, g, direction)
+        if g is None or g > MAX_GPUS:
             return out
-        if _valid(ctx, g):
-            out.append(g)
+        out.append(g)
     while True:
         g = int(g * 1.1) if direction > 0 else int(g / 1.1)
         g = (g // node) * node if g > hw.gpus_per_node else (g // unit) * unit
-        if g < unit or (direction > 0 and g > 64 * start) or (out and g == out[-1]):
+        if g < unit or (direction > 0 and g > min(64 * start, MAX_GPUS)) or (out and g == out[-1]):
             return out
         if _valid(ctx, g):
             out.append(g)
@@ -363,7 +397,7 @@ def _gpu_relaxation(ctx: _Context, pl: Placement) -> Relaxation:
                 previous = g
                 continue
             # a feasible count: bisect back towards the last infeasible one over launchable counts
-            between = [c for c in range(min(previous, g), max(previous, g) + 1) if _valid(ctx, c)]
+            between = _Launchable(ctx, min(previous, g), max(previous, g))  # bisection: log2 placements
             a, b = 0, len(between) - 1  # between[b] (direction > 0) / between[a] is feasible
             while b - a > 1:
                 mid = (a + b) // 2

@@ -9,6 +9,9 @@ and a bound on alias expansion (a "billion laughs" document is an error, not an 
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -210,10 +213,35 @@ def parse_yaml(text: str, filename: str) -> SourceDoc:
     return builder.doc
 
 
+class NotRegularFile(OSError):
+    """A path that names a FIFO, a device or a socket: never read (it may block or never end)."""
+
+
 def read_bytes(path: str) -> bytes:
-    """Read a file from disk, bounded: a plan is never larger than MAX_FILE_BYTES."""
-    with open(path, "rb") as f:
-        return f.read(MAX_FILE_BYTES + 1)
+    """Read a regular file from disk, bounded: a plan is never larger than MAX_FILE_BYTES.
+
+    The file is opened without blocking (O_NONBLOCK: opening a FIFO with no writer returns at
+    once) and checked with fstat on the open descriptor before any read, so a FIFO, a device or a
+    socket named as a plan or in `extends` is an error, not a hang, and no race swaps the file
+    between the check and the read."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", path)
+        chunks, size = [], 0
+        while size <= MAX_FILE_BYTES:
+            chunk = os.read(fd, min(1 << 16, MAX_FILE_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def read_yaml_file(path: str, display: str | None = None,
@@ -230,8 +258,14 @@ def read_yaml_file(path: str, display: str | None = None,
     except IsADirectoryError:
         raise PlanError([Diagnostic(Location(display), "file-not-found", "is a directory, not a plan file",
                                     f"to check every plan in it: budgetdsl check {display}/*.yaml")]) from None
+    except NotRegularFile:
+        raise PlanError([Diagnostic(Location(display), "not-a-file",
+                                    "not a regular file (a FIFO, a device or a socket)",
+                                    "a plan is a YAML file")]) from None
     except OSError as exc:
-        raise PlanError([Diagnostic(Location(display), "io", f"cannot read: {exc.strerror}")]) from None
+        raise PlanError([Diagnostic(Location(display), "io", f"cannot read: {exc.strerror or exc}")]) from None
+    except ValueError:  # a NUL byte in the path
+        raise PlanError([Diagnostic(Location(display), "io", "the path holds a NUL byte")]) from None
     if len(raw) > MAX_FILE_BYTES:
         raise PlanError([Diagnostic(Location(display), "too-large",
                                     f"the file is larger than {MAX_FILE_BYTES >> 10} KiB")])

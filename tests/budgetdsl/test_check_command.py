@@ -54,7 +54,7 @@ def test_usage_error_exits_2(capsys):
 def test_many_files_in_one_process(tmp_path, capsys):
     for i in range(200):
         shutil.copy(REPO / "plans/llama2-7b.yaml", tmp_path / f"plan{i}.yaml")
-    (tmp_path / "base").symlink_to(REPO / "plans/base")
+    shutil.copytree(REPO / "plans/base", tmp_path / "base")  # a link out of the directory is refused
     assert main(["check", *sorted(str(p) for p in tmp_path.glob("*.yaml"))]) == 0
     assert "200 plans valid" in capsys.readouterr().err
 

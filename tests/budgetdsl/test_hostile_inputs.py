@@ -189,3 +189,155 @@ def test_one_crashing_file_does_not_abort_a_check_batch(tmp_path, monkeypatch):
     results = check.check_files([str(bad), str(good), str(bad)])
     assert list(results) == [str(bad), str(good)]
     assert results[str(bad)] and not results[str(good)]
+
+
+# -- 2. bounded work ------------------------------------------------------------------------------
+
+def _repo(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A repository (a `.git` directory) holding the example plans, and BUDGETDSL_ROOT unset."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(PLANS, repo / "plans")
+    (repo / ".git").mkdir()
+    return repo
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    monkeypatch.delenv("BUDGETDSL_ROOT", raising=False)
+    return _repo(tmp_path)
+
+
+def _plan_extending(repo: pathlib.Path, extends: str, name: str = "child.yaml") -> pathlib.Path:
+    plan = repo / "plans" / name
+    plan.write_text(SEED.replace("extends: base/a100-cluster.yaml", f"extends: {json.dumps(extends)}"))
+    return plan
+
+
+def _refused(plan: pathlib.Path, code: str) -> str:
+    with time_bound(10):  # a FIFO would block here forever if it were opened for a blocking read
+        with pytest.raises(PlanError) as info:
+            load_plan(plan)
+    text = "\n".join(d.format() for d in info.value.diagnostics)
+    assert f"error[{code}]" in text, text
+    return text
+
+
+def test_a_fifo_as_base_or_as_plan_is_refused_without_blocking(repo):
+    import os
+
+    fifo = repo / "plans" / "base" / "fifo.yaml"
+    os.mkfifo(fifo)
+    text = _refused(_plan_extending(repo, "base/fifo.yaml"), "extends")
+    assert "child.yaml:12:" in text and "not a regular file" in text  # located at the extends line
+    _refused(fifo, "not-a-file")
+
+
+def test_devices_and_sockets_are_refused(repo, tmp_path):
+    import socket
+
+    _refused(pathlib.Path("/dev/null"), "not-a-file")
+    path = tmp_path / "s.yaml"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(path))
+        with pytest.raises(PlanError):
+            load_plan(path)
+
+
+def test_symlink_loop_and_nul_byte_in_extends_are_located_errors(repo):
+    import os
+
+    os.symlink("loop-b.yaml", repo / "plans" / "loop-a.yaml")
+    os.symlink("loop-a.yaml", repo / "plans" / "loop-b.yaml")
+    _refused(_plan_extending(repo, "loop-a.yaml"), "extends")  # was RuntimeError (Path.resolve)
+    _refused(_plan_extending(repo, "a\0b.yaml"), "extends")
+
+
+def test_the_loader_is_linear_in_the_number_of_values():
+    """19k launch.env keys (500 KB) took 17.6 s when positions were dropped pairwise."""
+    import time
+
+    keys = "".join(f"    K{i:05d}_{'X' * 8}: v{i}\n" for i in range(19_000))
+    text = SEED + "launch:\n  env:\n" + keys
+    t0 = time.perf_counter()
+    plan = load_plan(PLANS / "many-keys.yaml", text=text)
+    assert len(plan.launch.env) == 19_000
+    assert time.perf_counter() - t0 < 6.0
+
+
+# -- 3. confinement -------------------------------------------------------------------------------
+
+def test_extends_stays_inside_the_repository(repo, tmp_path):
+    import os
+
+    outside = tmp_path / "secret.yaml"
+    outside.write_text("name: SECRET-NAME\nhardware: {gpu: A100-SXM4-80GB}\n")
+    for extends in (str(outside), "../../secret.yaml", "base/../../../secret.yaml"):
+        text = _refused(_plan_extending(repo, extends), "extends-outside")
+        assert "SECRET-NAME" not in text and "child.yaml:12:" in text
+    os.symlink(outside, repo / "plans" / "base" / "link.yaml")
+    text = _refused(_plan_extending(repo, "base/link.yaml"), "extends-outside")
+    assert "symbolic link" in text
+    # inside the repository: `..` that stays inside, and a link to a file inside, are fine
+    (repo / "shared").mkdir()
+    (repo / "shared" / "cluster.yaml").write_text((PLANS / "base" / "a100-cluster.yaml").read_text())
+    assert load_plan(_plan_extending(repo, "../shared/cluster.yaml")).name == "llama2-7b"
+    os.symlink(repo / "shared" / "cluster.yaml", repo / "plans" / "base" / "inner.yaml")
+    assert load_plan(_plan_extending(repo, "base/inner.yaml")).name == "llama2-7b"
+
+
+def test_without_a_git_work_tree_the_root_is_budgetdsl_root_or_the_plan_directory(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.delenv("BUDGETDSL_ROOT", raising=False)
+    shutil.copytree(PLANS, tmp_path / "plans")
+    (tmp_path / "shared").mkdir()
+    shutil.copy(PLANS / "base" / "a100-cluster.yaml", tmp_path / "shared" / "cluster.yaml")
+    plan = tmp_path / "plans" / "child.yaml"
+    plan.write_text(SEED.replace("extends: base/a100-cluster.yaml", "extends: ../shared/cluster.yaml"))
+    _refused(plan, "extends-outside")  # the plan's own directory
+    monkeypatch.setenv("BUDGETDSL_ROOT", str(tmp_path))
+    assert load_plan(plan).name == "llama2-7b"
+
+
+def test_messages_quote_a_short_sanitized_excerpt():
+    value = "\x1b[31m" + "A" * 200 + "\n## heading"
+    out = diagnostics(SEED.replace("name: llama2-7b", f"name: {json.dumps(value)}\nx_unknown: 1")
+                      .replace("heads: 32", f"heads: {json.dumps(value)}"))
+    joined = "\n".join(out)
+    assert "\x1b" not in joined and "A" * 31 not in joined and "## heading" not in joined
+
+
+def _timed(text: str, limit: float) -> str:
+    import time
+
+    t0 = time.perf_counter()
+    outcome = _pipeline(text)
+    assert time.perf_counter() - t0 < limit, outcome
+    return outcome
+
+
+UNPINNED = "run:\n  batch: 1024 * model.seq_len ", "run:\n  batch_schedule: null "
+
+
+@pytest.mark.parametrize("gpus, per_node, deadline", [
+    ("999999", "1000000", "1 s"),  # infeasible: the GPU relaxation searches up from ~10^6
+    ("7", "7", "1 h"),  # whole nodes of 7: counts above a node are multiples of 7
+    ("8", "1000000", "1 s"),  # one node of 10^6: the next whole-node count is 2·10^6 (beyond the bound)
+])
+def test_the_gpu_relaxation_is_bounded_whatever_the_counts(gpus, per_node, deadline):
+    """solver.py listed every launchable count between two candidates (`gpus: 1.4T`: 47 s, 2.6 GB);
+    it bisects over the counts computed in closed form now."""
+    text = with_value(with_value(with_value(SEED, "hardware.gpus", gpus), "hardware.gpus_per_node", per_node),
+                      "budget.deadline", deadline).replace(*UNPINNED)
+    assert _timed(text, 10.0) == "infeasible"
+
+
+def test_a_gpu_range_at_the_cap_is_bounded():
+    """A range holds at most 10,000 counts (it held 100,000: 5.5 s, 406 MB), and one more is refused."""
+    text = with_value(with_value(SEED, "hardware.gpus", "{min: 1, max: 10001, step: 1}"),
+                      "hardware.gpus_per_node", "1").replace(*UNPINNED)
+    assert _timed(text, 30.0) in ("exported", "infeasible")
+    out = diagnostics(text.replace("max: 10001", "max: 10002"))
+    assert any("more than 10,000 GPU counts" in line for line in out), out
