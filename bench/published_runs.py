@@ -158,7 +158,8 @@ def main(argv: list[str]) -> int:
               f"{res.unit:12s} {res.error:+6.1%}  MFU {res.mfu:.3f} HFU {res.hfu:.3f} micro {res.micro_batch} "
               f"mem {res.memory / 2**30:5.1f} GiB{'' if res.fits else ' DOES NOT FIT'}")
     if "--markdown" in argv:
-        from bench.published_runs_doc import write_markdown
+        sys.path.insert(0, str(REPO / "bench"))
+        from published_runs_doc import write_markdown
 
         write_markdown(table, results, extra)
     return 0
