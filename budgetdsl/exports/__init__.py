@@ -52,8 +52,14 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
 
 def export(spec: LaunchSpec, fmt: str) -> str:
     """The launch config of `spec` in format `fmt`. Raises ExportError when the format cannot carry
-    the run (e.g. tensor parallelism for the HF Trainer), KeyError for an unknown format."""
-    return FORMATS[fmt].render(spec)
+    the run (e.g. tensor parallelism for the HF Trainer, a TPU plan for every format), KeyError for
+    an unknown format."""
+    render = FORMATS[fmt].render
+    if spec.tpu is not None:  # one refusal, the same in every format (spec.tpu_refusal)
+        from budgetdsl.exports.spec import ExportError, tpu_refusal
+
+        raise ExportError(tpu_refusal(spec, fmt))
+    return render(spec)
 
 
 #: Formats whose file has no place for a batch-size schedule (strict JSON keys, no comments).

@@ -1,5 +1,5 @@
 """`python -m budgetdsl.exports.shape PLAN...`: print "NODES GPUS_PER_NODE", the largest cluster
-any of the plans exports to. `.ci/setup-slurm.sh` declares a test cluster of that shape."""
+any of the plans exports to Slurm. `.ci/setup-slurm.sh` declares a test cluster of that shape."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ def main(paths: list[str]) -> int:
             spec = launch_spec(plan := load_plan(path), solve(plan))
         except ExportError:
             continue  # infeasible: nothing to schedule
+        if spec.tpu is not None:
+            continue  # every format refuses a TPU plan: nothing to schedule either
         nodes, gpus = max(nodes, spec.nodes), max(gpus, spec.gpus_per_node)
     if not nodes:
         return 1

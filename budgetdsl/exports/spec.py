@@ -50,6 +50,17 @@ SKY_ACCELERATORS = {
 AMD_PRESETS = frozenset({"MI300X"})
 NO_BF16_PRESETS = frozenset({"V100-SXM2-32GB"})  # fp16 tensor cores only
 
+# Megatron-LM's tensor-parallel layers rely on one CUDA work queue so that a communication kernel
+# is scheduled before the compute that overlaps it; `validate_args` (megatron/training/arguments.py,
+# core_r0.16.0) asserts CUDA_DEVICE_MAX_CONNECTIONS == "1" whenever tensor parallelism > 1 on
+# GPUs before Blackwell. Every launch format sets it for a run with tensor parallelism.
+TP_ENV = ("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+
+
+def is_tpu(preset: str | None) -> bool:
+    """A Google TPU preset (TPU-v4, TPU-v5p): chips that no export format can launch."""
+    return bool(preset) and preset.upper().startswith("TPU")
+
 
 class ExportError(Exception):
     """The plan cannot be exported to a format (not a bug, not infeasibility): say what to change."""
@@ -111,6 +122,14 @@ class LaunchSpec:
     # A batch-size ramp (`run.batch_schedule`): the stages in order; the spec's grad_accum and
     # global batch are the last stage's, `steps` the total. Empty: one batch throughout.
     batch_stages: tuple[BatchStage, ...] = ()
+    # The model's shape as far as the plan knows it (Megatron's --num-layers, --hidden-size,
+    # --num-attention-heads, --vocab-size); None where the plan does not say.
+    layers: int | None = None
+    hidden_size: int | None = None
+    heads: int | None = None
+    vocab: int | None = None
+    recompute: str = "none"  # none | selective | full, as the plan's memory model assumed
+    tpu: str | None = None  # the TPU preset when the plan runs on TPU chips (every format refuses it)
 
     def __post_init__(self) -> None:
         for key in ("nodes", "gpus_per_node", "tensor_parallel", "pipeline_parallel", "data_parallel",
@@ -133,6 +152,18 @@ class LaunchSpec:
             raise ValueError("LaunchSpec.precision must be bf16 or fp16")
         if not self.launch.command or self.launch.image is None:
             raise ValueError("LaunchSpec.launch needs image and command resolved")
+        for key in ("layers", "hidden_size", "heads", "vocab"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"LaunchSpec.{key} must be a positive integer or None, not {value!r}")
+        if self.heads is not None and self.heads % self.tensor_parallel:
+            raise ValueError(f"heads {self.heads} are not divisible by tensor parallel {self.tensor_parallel}")
+        if self.layers is not None and self.layers % self.pipeline_parallel:
+            raise ValueError(f"layers {self.layers} are not divisible by pipeline parallel {self.pipeline_parallel}")
+        if self.heads is not None and self.hidden_size is not None and self.hidden_size % self.heads:
+            raise ValueError(f"hidden size {self.hidden_size} is not divisible by heads {self.heads}")
+        if self.recompute not in ("none", "selective", "full"):
+            raise ValueError("LaunchSpec.recompute must be none, selective or full")
         if self.batch_stages:
             st = self.batch_stages
             unit = self.micro_batch * self.data_parallel
@@ -183,7 +214,8 @@ class LaunchSpec:
 
     def env(self) -> list[tuple[str, str]]:
         """The job's environment: the plan's numbers as BUDGETDSL_* (for the training program to read
-        and check), then `launch.env` in the plan's order."""
+        and check), CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism (TP_ENV; unless
+        `launch.env` sets it), then `launch.env` in the plan's order."""
         ours = [
             ("BUDGETDSL_RUN_NAME", self.name),
             ("BUDGETDSL_NODES", str(self.nodes)),
@@ -204,7 +236,10 @@ class LaunchSpec:
                  ("BUDGETDSL_ZERO_STAGE", str(self.zero_stage))]
         if self.batch_stages:  # from START tokens on, SEQUENCES per step (global batch)
             ours.append(("BUDGETDSL_BATCH_SCHEDULE", self.schedule_text()))
-        return ours + list((self.launch.env or {}).items())
+        given = self.launch.env or {}
+        if self.tensor_parallel > 1 and TP_ENV[0] not in given:
+            ours.append(TP_ENV)
+        return ours + list(given.items())
 
     def defaults_for(self, keys: frozenset[str] | set[str]) -> list[Defaulted]:
         """The defaulted values a format uses (by plan key), in a stable order."""
@@ -363,11 +398,20 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
 
     launch, launch_defaults = resolve_launch(plan)
     preset = hw.gpu
-    accelerator = launch.accelerator or SKY_ACCELERATORS.get(preset or "")
+    given_env = launch.env or {}
+    if tp > 1 and given_env.get(TP_ENV[0], TP_ENV[1]) != TP_ENV[1]:
+        warnings.append(f"launch.env sets {TP_ENV[0]}={given_env[TP_ENV[0]]}: Megatron-LM asserts it is "
+                        f"1 with tensor parallelism ({tp}) on GPUs before Blackwell, unless FSDP runs too")
+    tpu = preset if is_tpu(preset) else None
+    accelerator = launch.accelerator or (None if tpu else SKY_ACCELERATORS.get(preset or ""))
     if launch.accelerator is None and accelerator is not None:
         defaulted.append(Defaulted("launch.accelerator", accelerator, f"SkyPilot's name of {preset}"))
     resource = launch.gpu_resource or ("amd.com/gpu" if preset in AMD_PRESETS else "nvidia.com/gpu")
     precision = "fp16" if preset in NO_BF16_PRESETS else "bf16"
+    m = plan.model
+    shape = {key: None if getattr(m, attr) is None else int(getattr(m, attr))
+             for key, attr in (("layers", "layers"), ("hidden_size", "d_model"), ("heads", "heads"),
+                               ("vocab", "vocab"))}
 
     return LaunchSpec(
         name=plan.name, nodes=nodes, gpus_per_node=per_node, tensor_parallel=tp, pipeline_parallel=pp,
@@ -375,4 +419,13 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
         warmup_steps=warmup, time_limit_s=time_limit, zero_stage=int(hw.zero), launch=launch,
         accelerator=accelerator, gpu_resource=resource, precision=precision, lr_derivation=derivation,
         defaulted=tuple(launch_defaults + defaulted), warnings=tuple(warnings), notes=tuple(notes),
-        batch_stages=tuple(stages))
+        batch_stages=tuple(stages), recompute=str(hw.recompute), tpu=tpu, **shape)
+
+
+def tpu_refusal(spec: LaunchSpec, fmt: str) -> str:
+    """The one message every format gives a TPU plan (`export` raises it as an ExportError)."""
+    return (f"plan {spec.name!r} runs on {spec.tpu} chips (hardware.gpu), and the {fmt} export "
+            "launches PyTorch on NVIDIA or AMD GPUs (torchrun, NCCL, CUDA images, GPU resources): no "
+            "export format has a TPU form. To export, plan the run on a GPU preset (e.g. hardware.gpu: "
+            "H100-SXM5-80GB); launch a TPU run with TPU tooling (JAX or torch_xla on a TPU VM or a GKE "
+            "TPU node pool)")

@@ -18,12 +18,14 @@ def make_spec(**overrides: Any) -> LaunchSpec:
         name="tiny-run", nodes=1, gpus_per_node=2, tensor_parallel=1, pipeline_parallel=1,
         data_parallel=2, micro_batch=2, grad_accum=3, seq_len=128, steps=5, lr=0.01, warmup_steps=1,
         time_limit_s=600, zero_stage=0, launch=launch.model_copy(update={"runtime": "torch-distributed"}),
-        accelerator="A100-80GB", lr_derivation="lr 0.01 = 0.01 tuned at B0 = 1,536 tokens, none")
+        accelerator="A100-80GB", lr_derivation="lr 0.01 = 0.01 tuned at B0 = 1,536 tokens, none",
+        layers=4, hidden_size=256, heads=8, vocab=50304)
     return replace(base, **overrides)
 
 
 def multi_node() -> LaunchSpec:
-    """16 nodes of 8 GPUs with tensor and pipeline parallelism and ZeRO-1, defaults reported."""
+    """16 nodes of 8 GPUs with tensor and pipeline parallelism, ZeRO-1 and selective recomputation
+    (Llama 2 13B's shape), defaults reported."""
     launch = Launch(image="nvcr.io/nvidia/pytorch:24.05-py3", command=["train.py"],
                     runtime="torch-distributed")
     return LaunchSpec(
@@ -35,11 +37,12 @@ def multi_node() -> LaunchSpec:
         defaulted=(Defaulted("launch.image", "nvcr.io/nvidia/pytorch:24.05-py3", "NGC PyTorch"),
                    Defaulted("launch.command", "train.py", "a stand-in for the training program"),
                    Defaulted("launch.partition", "the cluster's default partition", "not set")),
-        warnings=("the global batch exceeds B_crit",))
+        warnings=("the global batch exceeds B_crit",),
+        layers=40, hidden_size=5120, heads=40, vocab=32000, recompute="selective")
 
 
 def minimal() -> LaunchSpec:
-    """No optimizer section, no deadline, ZeRO-3, one GPU."""
+    """No optimizer section, no deadline, ZeRO-3, one GPU, no model shape (Megatron refuses it)."""
     return LaunchSpec(
         name="Smoke Test #1", nodes=1, gpus_per_node=1, tensor_parallel=1, pipeline_parallel=1,
         data_parallel=1, micro_batch=4, grad_accum=1, seq_len=512, steps=100, lr=None, warmup_steps=0,
@@ -47,6 +50,13 @@ def minimal() -> LaunchSpec:
         launch=Launch(image="python:3.11", command=["-m", "trainer"], runtime="torch-distributed"),
         accelerator=None, precision="fp16",
         defaulted=(Defaulted("optimizer.lr", "the training program's own", "no optimizer section"),))
+
+
+def tpu() -> LaunchSpec:
+    """A TPU v4 run (chips as the adapter reports them for hardware.gpu: TPU-v4): every format refuses it."""
+    return replace(multi_node(), name="chinchilla-70b", nodes=256, gpus_per_node=4, tensor_parallel=4,
+                   pipeline_parallel=1, data_parallel=256, accelerator=None, tpu="TPU-v4",
+                   layers=80, hidden_size=8192, heads=64, recompute="full")
 
 
 CASES = {"single-node": make_spec(), "multi-node": multi_node(), "minimal": minimal()}

@@ -461,12 +461,23 @@ def validate_hf(text: str, spec: LaunchSpec, tmp: Path, monkeypatch: pytest.Monk
         == spec.global_batch_sequences
 
 
-def megatron_args(text: str) -> dict[str, str | None]:
-    # source the file in bash, as a launch script would, and read the array back
-    done = subprocess.run(["bash", "-c", 'eval "$(cat)"; printf \'%s\\0\' "${MEGATRON_ARGS[@]}"'],
-                          input=text.encode(), capture_output=True, timeout=60)
+def megatron_source(text: str) -> tuple[list[str], dict[str, str]]:
+    """Source the file in bash, as a launch script would: MEGATRON_ARGS's words, and what the file
+    exported into the environment (the variables that differ from a bare shell's)."""
+    done = subprocess.run(["bash", "-c", 'eval "$(cat)"; printf \'%s\\0\' "${MEGATRON_ARGS[@]}"; '
+                           'printf "\\1"; env -0'],
+                          input=text.encode(), capture_output=True, timeout=60,
+                          env={"PATH": os.environ["PATH"]})
     assert done.returncode == 0, done.stderr.decode()
-    words = done.stdout.decode().split("\0")[:-1]
+    words_part, env_part = done.stdout.decode().split("\1", 1)
+    words = words_part.split("\0")[:-1]
+    env = dict(e.split("=", 1) for e in env_part.split("\0") if "=" in e)
+    bare = {"PATH", "PWD", "SHLVL", "_", "OLDPWD"}
+    return words, {k: v for k, v in env.items() if k not in bare}
+
+
+def megatron_args(text: str) -> dict[str, str | None]:
+    words, _ = megatron_source(text)
     out: dict[str, str | None] = {}
     for i, word in enumerate(words):
         if word.startswith("--"):
@@ -475,14 +486,72 @@ def megatron_args(text: str) -> dict[str, str | None]:
     return out
 
 
+def megatron_core_config(args: dict[str, str | None], world_size: int) -> Any:
+    """megatron-core's own TransformerConfig built from the exported flags, as Megatron-LM's
+    `core_transformer_config_from_args` does after `validate_args`: its __post_init__ checks heads
+    divisible by tensor parallelism, the recompute granularity/method/layers combination, the
+    pipeline dtype and more. Returns None when megatron-core is missing outside CI."""
+    try:
+        import torch
+        from megatron.core.transformer import TransformerConfig
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("megatron-core is not installed, and CI installs .ci/validators.txt")
+        return None
+    dtype = torch.bfloat16 if "--bf16" in args else torch.float16
+    tp, pp = int(args["--tensor-model-parallel-size"]), int(args["--pipeline-model-parallel-size"])
+    recompute = args.get("--recompute-granularity")
+    return TransformerConfig(
+        num_layers=int(args["--num-layers"]), hidden_size=int(args["--hidden-size"]),
+        num_attention_heads=int(args["--num-attention-heads"]), tensor_model_parallel_size=tp,
+        pipeline_model_parallel_size=pp, bf16="--bf16" in args, fp16="--fp16" in args,
+        params_dtype=dtype, pipeline_dtype=dtype, recompute_granularity=recompute,
+        recompute_method=args.get("--recompute-method"),
+        recompute_num_layers=None if args.get("--recompute-num-layers") is None
+        else int(args["--recompute-num-layers"]))
+
+
+def check_megatron_invariants(args: dict[str, str | None], env: dict[str, str], world_size: int) -> None:
+    """What megatron/training/arguments.py (core_r0.16.0) `validate_args` asserts of these flags,
+    checked without Megatron-LM's training package (its wheel, megatron-core, does not ship it)."""
+    for flag in ("--num-layers", "--hidden-size", "--num-attention-heads", "--max-position-embeddings",
+                 "--micro-batch-size", "--seq-length"):  # required_args, and the batch/sequence
+        assert args.get(flag) is not None and int(args[flag]) > 0, f"{flag} missing"
+    tp, pp = int(args["--tensor-model-parallel-size"]), int(args["--pipeline-model-parallel-size"])
+    assert world_size % (tp * pp) == 0, "world size not divisible by tensor x pipeline"
+    assert int(args["--num-layers"]) % pp == 0, "layers not divisible by the pipeline-parallel size"
+    assert int(args["--hidden-size"]) % int(args["--num-attention-heads"]) == 0, "kv_channels"
+    assert int(args["--max-position-embeddings"]) >= int(args["--seq-length"]), \
+        "max_position_embeddings must be >= seq_length"
+    assert not ("--bf16" in args and "--fp16" in args)
+    if args.get("--recompute-granularity") == "selective":
+        assert "--recompute-method" not in args, "selective recompute takes no method"
+    if "--train-iters" in args:  # iteration-based: no sample-based options
+        assert not RAMP_FLAGS_SAMPLES & set(args)
+    if tp > 1:  # asserted before Blackwell (unless FSDP, which the export never enables)
+        assert env.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1", \
+            "tensor parallelism needs CUDA_DEVICE_MAX_CONNECTIONS=1"
+    megatron_core_config(args, world_size)
+
+
+RAMP_FLAGS_SAMPLES = frozenset({"--train-samples", "--lr-warmup-samples"})
+
+
 def validate_megatron(text: str, spec: LaunchSpec, tmp: Path) -> None:
     from budgetdsl.exports.megatron import FLAGS, RAMP_FLAGS
 
     check_bash(text, tmp, "megatron.sh")
     args = megatron_args(text)
+    _, env = megatron_source(text)
     tp, pp = int(args["--tensor-model-parallel-size"]), int(args["--pipeline-model-parallel-size"])
     assert spec.gpus % (tp * pp) == 0
     dp = spec.gpus // (tp * pp)  # megatron/training/arguments.py: world size // model size
+    check_megatron_invariants(args, env, spec.gpus)
+    assert (int(args["--num-layers"]), int(args["--hidden-size"]), int(args["--num-attention-heads"])) \
+        == (spec.layers, spec.hidden_size, spec.heads)
+    assert int(args["--seq-length"]) == spec.seq_len
+    assert args.get("--vocab-size") == (None if spec.vocab is None else str(spec.vocab))
+    assert args.get("--recompute-granularity") == (None if spec.recompute == "none" else spec.recompute)
     if "--step-batch-size-schedule" in args:  # Megatron-LM main's StepBatchsizeNumMicroBatchesCalculator
         allowed = (FLAGS | RAMP_FLAGS) - {"--global-batch-size", "--train-iters", "--lr-warmup-iters"}
         assert set(args) <= allowed, set(args) - allowed
@@ -510,6 +579,31 @@ def validate_megatron(text: str, spec: LaunchSpec, tmp: Path) -> None:
     assert int(args["--train-iters"]) == spec.steps
     if spec.lr is not None:
         assert float(args["--lr"]) == spec.lr
+
+
+def megatron_lm_validate_args(text: str, world_size: int, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Megatron-LM's own `parse_args` and `validate_args` (then `core_transformer_config_from_args`)
+    on the exported flags, when megatron.training is importable (a Megatron-LM checkout on
+    PYTHONPATH, or its container); skips otherwise: no package index ships megatron/training."""
+    try:
+        import megatron.training.arguments as mlm
+    except ImportError:
+        pytest.skip("Megatron-LM's megatron.training is not importable (put a Megatron-LM checkout "
+                    "on PYTHONPATH to run its own validate_args)")
+    words, env = megatron_source(text)
+    for name in ("CUDA_DEVICE_MAX_CONNECTIONS", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("WORLD_SIZE", str(world_size))
+    monkeypatch.setattr(sys, "argv", ["pretrain_gpt.py", *words])
+    import torch
+
+    if not torch.cuda.is_available():  # judge as on a Hopper GPU, where every rule applies
+        monkeypatch.setattr(mlm, "get_device_arch_version", lambda: 9)
+    args = mlm.validate_args(mlm.parse_args())
+    mlm.core_transformer_config_from_args(args)
+    return args
 
 
 def validate(fmt: str, text: str, spec: LaunchSpec, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:

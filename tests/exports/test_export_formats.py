@@ -9,7 +9,7 @@ from budgetdsl.exports.spec import ExportError
 from export_specs import CASES
 from export_validators import validate
 
-SKIP = {("multi-node", "hf"), ("minimal", "skypilot")}  # refused by design: see test_refusals
+SKIP = {("multi-node", "hf"), ("minimal", "skypilot"), ("minimal", "megatron")}  # refused by design: see test_refusals
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
@@ -34,6 +34,8 @@ def test_refusals() -> None:
         export(CASES["multi-node"], "hf")
     with pytest.raises(ExportError, match="launch.accelerator"):
         export(CASES["minimal"], "skypilot")
+    with pytest.raises(ExportError, match="set model.layers, model.d_model, model.heads in the plan"):
+        export(CASES["minimal"], "megatron")
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))

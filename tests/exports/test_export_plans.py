@@ -13,7 +13,7 @@ import pytest
 from budgetdsl.exports import FORMATS, export
 from budgetdsl.exports.spec import ExportError, launch_spec
 from budgetdsl.plan_loader import load_plan
-from export_validators import validate
+from export_validators import megatron_lm_validate_args, validate
 
 REPO = Path(__file__).resolve().parents[2]
 PLANS = sorted(p.name for p in (REPO / "plans").glob("*.yaml"))
@@ -41,12 +41,29 @@ def test_every_plan_exports_and_validates(specs, plan: str, fmt: str, tmp_path, 
     try:
         text = export(spec, fmt)
     except ExportError as exc:
-        # refusals by design: the HF Trainer has no tensor/pipeline parallelism; SkyPilot needs an
-        # accelerator name, which a TPU preset (chinchilla-70b) does not map to
-        assert ((fmt == "hf" and spec.tensor_parallel * spec.pipeline_parallel > 1)
-                or (fmt == "skypilot" and spec.accelerator is None)), exc
+        # refusals by design: a TPU plan (chinchilla-70b) in every format; the HF Trainer has no
+        # tensor/pipeline parallelism; SkyPilot needs an accelerator name; Megatron needs the shape
+        assert ((spec.tpu is not None and "no export format has a TPU form" in str(exc))
+                or (fmt == "hf" and spec.tensor_parallel * spec.pipeline_parallel > 1)
+                or (fmt == "skypilot" and spec.accelerator is None)
+                or (fmt == "megatron" and None in (spec.layers, spec.hidden_size, spec.heads))), exc
         return
     validate(fmt, text, spec, tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_every_plan_megatron_lm_validate_args(specs, plan: str, monkeypatch) -> None:
+    """Megatron-LM's own parse_args/validate_args on each plan's megatron export (skips unless
+    megatron.training is importable: see test_export_megatron)."""
+    spec = specs[plan]
+    try:
+        text = export(spec, "megatron")
+    except ExportError:
+        return  # refused: test_every_plan_exports_and_validates says why
+    if spec.batch_stages:
+        pytest.skip("--step-batch-size-schedule is Megatron-LM main's, not core_r0.16's")
+    args = megatron_lm_validate_args(text, spec.gpus, monkeypatch)
+    assert args.num_layers == spec.layers and args.data_parallel_size == spec.data_parallel
 
 
 def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

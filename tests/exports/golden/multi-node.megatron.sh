@@ -6,8 +6,17 @@
 # lr 0.000212 = 0.0003 tuned at B0 = 4,194,304 tokens, sqrt x sqrt(B/B0) (Adam), B = 2,097,152 tokens (B/B0 = 0.5)
 # time limit 21-01:02:03 = budget.deadline
 # flags of Megatron-LM core_r0.16.0 (megatron-core 0.16); Megatron computes data parallel = 128 GPUs / (tensor 2 x pipeline 2) = 32 and accumulation = global / (micro x data parallel) = 16
+# model shape from the plan; add the data and tokenizer flags, and what the plan does not know (--ffn-hidden-size, --swiglu, --group-query-attention --num-query-groups, --position-embedding-type)
 # warning: the global batch exceeds B_crit
+# tensor parallelism 2: validate_args asserts this before Blackwell
+export CUDA_DEVICE_MAX_CONNECTIONS=1
 MEGATRON_ARGS=(
+    --num-layers 40
+    --hidden-size 5120
+    --num-attention-heads 40
+    --max-position-embeddings 4096
+    --vocab-size 32000
+    --recompute-granularity selective
     --tensor-model-parallel-size 2
     --pipeline-model-parallel-size 2
     --micro-batch-size 1

@@ -6,7 +6,13 @@
 # lr 0.01 = 0.01 tuned at B0 = 1,536 tokens, none
 # time limit 0-00:10:00 = budget.deadline
 # flags of Megatron-LM core_r0.16.0 (megatron-core 0.16); Megatron computes data parallel = 2 GPUs / (tensor 1 x pipeline 1) = 2 and accumulation = global / (micro x data parallel) = 3
+# model shape from the plan; add the data and tokenizer flags, and what the plan does not know (--ffn-hidden-size, --swiglu, --group-query-attention --num-query-groups, --position-embedding-type)
 MEGATRON_ARGS=(
+    --num-layers 4
+    --hidden-size 256
+    --num-attention-heads 8
+    --max-position-embeddings 128
+    --vocab-size 50304
     --tensor-model-parallel-size 1
     --pipeline-model-parallel-size 1
     --micro-batch-size 2
