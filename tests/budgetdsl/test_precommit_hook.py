@@ -173,3 +173,16 @@ def test_an_unmarked_base_fails_with_a_note_on_the_mark(repo):
     assert "note: plans extend plans/base/a100-cluster.yaml; if it is a base fragment, mark it with " \
         "'fragment: true'" in result.stderr
     assert "plans/llama2-7b.yaml" not in result.stderr  # its plans are fine: only the mark is missing
+
+
+def test_the_json_report_says_which_file_is_a_fragment_and_why_each_plan_was_checked(repo):
+    import json
+
+    result = subprocess.run([BIN / "budgetdsl", "check", "--dependents", "--format", "json",
+                             "plans/base/a100-cluster.yaml"], cwd=repo, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    files = {f["file"]: f for f in json.loads(result.stdout)["files"]}
+    assert files.pop("plans/base/a100-cluster.yaml")["fragment"] is True
+    assert sorted(files) == extending_base(repo)
+    assert all(f["extends_changed"] == "plans/base/a100-cluster.yaml" and not f["fragment"]
+               for f in files.values())
