@@ -186,3 +186,49 @@ def test_the_json_report_says_which_file_is_a_fragment_and_why_each_plan_was_che
     assert sorted(files) == extending_base(repo)
     assert all(f["extends_changed"] == "plans/base/a100-cluster.yaml" and not f["fragment"]
                for f in files.values())
+
+
+# -- pre-commit itself ---------------------------------------------------------------------------
+
+def need_pre_commit() -> str:
+    """pre-commit (a validator in .ci/validators.txt): skips where missing, fails under CI."""
+    path = shutil.which("pre-commit", path=str(BIN)) or shutil.which("pre-commit")
+    if path is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("pre-commit is not installed, and CI must run it (.ci/validators.txt)")
+        pytest.skip("pre-commit is not installed (pip install -r .ci/validators.txt)")
+    return path
+
+
+def test_pre_commit_accepts_the_manifest():
+    result = subprocess.run([need_pre_commit(), "validate-manifest", str(REPO / ".pre-commit-hooks.yaml")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_pre_commit_runs_the_hooks_on_a_commit_that_changes_only_the_base(repo, tmp_path):
+    """The manifest's hooks, run by pre-commit itself. `language: python` would make pre-commit
+    pip-install budgetdsl from its repository; `system` runs the same entry from this venv,
+    with pre-commit's own choice of files (the `files` pattern on the staged changes)."""
+    tool = need_pre_commit()
+    hooks = [{**h, "language": "system"} for h in HOOKS.values()]
+    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump({"repos": [{"repo": "local", "hooks": hooks}]}))
+    git(repo, "add", ".pre-commit-config.yaml")
+    git(repo, "commit", "-qm", "hooks")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+           "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+
+    def pre_commit() -> subprocess.CompletedProcess:
+        return subprocess.run([tool, "run"], cwd=repo, capture_output=True, text=True, env=env, timeout=300)
+
+    edit(repo / "plans/base/a100-cluster.yaml", "mfu: 0.42", "mfu: 0.45")
+    git(repo, "add", "plans/base/a100-cluster.yaml")
+    ok = pre_commit()
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert re.search(r"^budgetdsl check\.+Passed$", ok.stdout, re.M)
+    edit(repo / "plans/base/a100-cluster.yaml", "tensor_parallel: 1", "tensor_parallel: 3")
+    git(repo, "add", "plans/base/a100-cluster.yaml")
+    bad = pre_commit()
+    assert bad.returncode == 1
+    assert re.search(r"^budgetdsl check\.+Failed$", bad.stdout, re.M)
+    assert "plans/llama2-7b.yaml: extends plans/base/a100-cluster.yaml, which changed:" in bad.stdout
