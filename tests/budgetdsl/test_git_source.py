@@ -29,13 +29,13 @@ def repo(tmp_path):
 def test_a_plan_and_its_base_are_read_at_the_revision(repo):
     commit = resolve_revision("HEAD", repo)
     base = repo / "plans/base/a100-cluster.yaml"
-    base.write_text(base.read_text().replace("mfu: 0.42", "mfu: 0.5"))
+    base.write_text(base.read_text().replace("zero: 1", "zero: 2"))
     (repo / "plans/llama2-7b.yaml").write_text((repo / "plans/llama2-7b.yaml").read_text().replace(
         "gpus: 1024", "gpus: 2048"))
     now = load_plan(repo / "plans/llama2-7b.yaml")
     then = load_plan(repo / "plans/llama2-7b.yaml", opener=opener_at(commit, repo))
-    assert (now.hardware.gpus, now.hardware.mfu) == (2048, 0.5)
-    assert (then.hardware.gpus, then.hardware.mfu) == (1024, 0.42)
+    assert (now.hardware.gpus, now.hardware.zero) == (2048, 2)
+    assert (then.hardware.gpus, then.hardware.zero) == (1024, 1)
 
 
 def test_files_at_a_revision_and_missing_ones(repo):
