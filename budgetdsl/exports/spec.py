@@ -157,9 +157,11 @@ class LaunchSpec:
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"LaunchSpec.{key} must be a positive integer or None, not {value!r}")
         if self.heads is not None and self.heads % self.tensor_parallel:
-            raise ValueError(f"heads {self.heads} are not divisible by tensor parallel {self.tensor_parallel}")
+            raise ValueError(f"heads {self.heads} are not divisible by tensor parallel "
+                             f"{self.tensor_parallel}")
         if self.layers is not None and self.layers % self.pipeline_parallel:
-            raise ValueError(f"layers {self.layers} are not divisible by pipeline parallel {self.pipeline_parallel}")
+            raise ValueError(f"layers {self.layers} are not divisible by pipeline parallel "
+                             f"{self.pipeline_parallel}")
         if self.heads is not None and self.hidden_size is not None and self.hidden_size % self.heads:
             raise ValueError(f"hidden size {self.hidden_size} is not divisible by heads {self.heads}")
         if self.recompute not in ("none", "selective", "full"):

@@ -96,7 +96,8 @@ def test_invariants_catch_a_broken_export(flag: str, value: str | None, message:
 
 def test_megatron_core_checks_heads_against_tensor_parallelism() -> None:
     spec = multi_node()  # 40 heads; tensor parallel 3 would leave a remainder
-    text = export(spec, "megatron").replace("--tensor-model-parallel-size 2", "--tensor-model-parallel-size 3")
+    text = export(spec, "megatron").replace("--tensor-model-parallel-size 2",
+                                            "--tensor-model-parallel-size 3")
     pytest.importorskip("megatron.core")
     with pytest.raises(ValueError, match="num_attention_heads"):
         check_megatron_invariants(megatron_args(text), {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, 120)
@@ -106,7 +107,8 @@ def test_megatron_core_checks_heads_against_tensor_parallelism() -> None:
                          ids=["single-node", "multi-node", "full-recompute"])
 def test_megatron_lm_validate_args(spec, monkeypatch) -> None:
     args = megatron_lm_validate_args(export(spec, "megatron"), spec.gpus, monkeypatch)
-    assert (args.data_parallel_size, args.global_batch_size) == (spec.data_parallel, spec.global_batch_sequences)
+    assert args.data_parallel_size == spec.data_parallel
+    assert args.global_batch_size == spec.global_batch_sequences
     assert args.num_layers == spec.layers and args.encoder_num_layers == spec.layers
 
 
