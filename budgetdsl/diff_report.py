@@ -11,6 +11,7 @@ from dataclasses import asdict
 
 from budgetdsl.plan_diff import Change, Metric, PlanDiff
 from budgetdsl.humanize import human
+from budgetdsl.markdown_text import code, html, inline
 
 _LABELS = {
     "status": "status", "gpus": "GPUs", "batch": "global batch", "micro_batch": "micro-batch",
@@ -90,7 +91,7 @@ def render_diff_text(diffs: list[PlanDiff]) -> str:
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+    return inline(text)
 
 
 def render_diff_markdown(diffs: list[PlanDiff]) -> str:
@@ -103,20 +104,20 @@ def render_diff_markdown(diffs: list[PlanDiff]) -> str:
     out.append("| " + " | ".join(header) + " |")
     out.append("|" + "---|" * len(header))
     for d in shown:
-        cells = [f"`{_md(d.name)}`", str(d.change),
+        cells = [code(d.name), str(d.change),
                  ("⚠️ " if d.regressed else "") + _feasibility(d)]
         for name in _SUMMARY:
             m = d.metric(name)
             cells.append(_md(_move(m)) if m is not None and (m.old is not None or m.new is not None) else "—")
         out.append("| " + " | ".join(cells) + " |")
     for d in shown:
-        out += ["", f"<details><summary><code>{_md(d.path)}</code>: {len(d.inputs)} input"
+        out += ["", f"<details><summary><code>{html(d.path)}</code>: {len(d.inputs)} input"
                 f"{'s' if len(d.inputs) != 1 else ''} changed</summary>", ""]
         for problem in d.problems:
             out.append(f"- {_md(problem)}")
         if d.inputs:
             out += ["| input | before | after |", "|---|---|---|"]
-            out += [f"| `{i.path}` | {_md(i.old or '—')} | {_md(i.new or '—')} |" for i in d.inputs]
+            out += [f"| {code(i.path)} | {_md(i.old or '—')} | {_md(i.new or '—')} |" for i in d.inputs]
             out.append("")
         moved = [m for m in d.metrics if m.changed] if d.change is not Change.invalid else []
         if moved:

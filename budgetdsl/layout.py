@@ -75,8 +75,22 @@ def stage_layers(layers: int, stages: int, last_extra: float = 0.0) -> tuple[int
     if layers < stages:
         raise ValueError(f"{layers} layers cannot fill {stages} pipeline stages")
     extras = [0.0] * (stages - 1) + [max(0.0, last_extra)]
-    candidates = sorted({k + e for k in range(layers + 1) for e in set(extras)})
-    for cap in candidates:
+
+    def fits(cap: float) -> bool:  # monotone in cap, so each candidate family is bisected:
+        per = [max(0, math.floor(cap - e + 1e-9)) for e in extras]  # a scan of the O(L) candidates
+        return sum(per) >= layers and min(per) >= 1               # was O(L·p) per call
+
+    best: float | None = None
+    for e0 in sorted(set(extras)):  # the candidates k + e0, k = 0..L
+        lo, hi = 0, layers
+        if not fits(hi + e0):
+            continue
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if fits(mid + e0) else (mid + 1, hi)
+        if best is None or lo + e0 < best:
+            best = lo + e0
+    for cap in [] if best is None else [best]:
         per = [max(0, math.floor(cap - e + 1e-9)) for e in extras]
         if sum(per) >= layers and min(per) >= 1:
             over = sum(per) - layers

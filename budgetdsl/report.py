@@ -7,6 +7,7 @@ bytes (no clocks, no terminal widths, no dict-order surprises), numbers for peop
 from __future__ import annotations
 
 from budgetdsl.humanize import data, human, si, significant
+from budgetdsl.markdown_text import code, inline
 from budgetdsl.solution import Solution
 
 
@@ -194,7 +195,7 @@ def render_text(sol: Solution) -> str:
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    return inline(text)  # plan text never becomes a link, an image, HTML or a new row
 
 
 def _md_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
@@ -206,7 +207,7 @@ def _md_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]
 def render_markdown(sol: Solution) -> str:
     """Markdown for a pull-request comment."""
     icon = "✅" if sol.feasible else "❌"
-    out = [f"### {icon} `{sol.plan}`: {sol.status} ({sol.objective})", ""]
+    out = [f"### {icon} {code(sol.plan)}: {sol.status} ({sol.objective})", ""]
     if sol.batch.tokens is not None:
         out += [*_md_table(("launch", ""), _launch_rows(sol)), ""]
     if sol.throughput is not None:

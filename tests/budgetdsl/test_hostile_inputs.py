@@ -341,3 +341,73 @@ def test_a_gpu_range_at_the_cap_is_bounded():
     assert _timed(text, 30.0) in ("exported", "infeasible")
     out = diagnostics(text.replace("max: 10001", "max: 10002"))
     assert any("more than 10,000 GPU counts" in line for line in out), out
+
+
+# -- 4. safe outputs ------------------------------------------------------------------------------
+
+HOSTILE_NAMES = [
+    "x` ![t](https://e.example/t.png) **all limits hold** `y",  # broke out of the code span
+    "<img src=x onerror=alert(1)>",
+    "a\n\n## all limits hold\n| x | y |",
+    "``` ![i](http://e) ```",
+    "[ok](javascript:alert(1)) www.example.com a@b.example",
+    "\u202eevil <details> </summary>",
+]
+
+
+def _tokens(md: str):
+    from markdown_it import MarkdownIt
+
+    for tok in MarkdownIt("commonmark").enable("table").parse(md):
+        yield tok
+        yield from tok.children or []
+
+
+def _assert_inert(md: str, planted: str) -> None:
+    """No image, link or HTML token carries plan text; no heading but the report's own."""
+    for tok in _tokens(md):
+        assert tok.type not in ("image", "link_open", "autolink_open"), (tok, md)
+        if tok.type in ("html_inline", "html_block"):
+            assert "<img" not in tok.content and "summary> </" not in tok.content, (tok.content, md)
+            assert re.fullmatch(r"\s*(</?(details|summary|code)>|<details><summary><code>[^<>]*</code>:"
+                                r"[^<>]*</summary>|<details><summary>Assumptions</summary>)\s*",
+                                tok.content), (tok.content, md)
+    headings = [t for t in _tokens(md) if t.type == "heading_open"]
+    assert len(headings) <= 1, md
+    assert "all limits hold" not in " ".join(t.content for t in _tokens(md) if t.type == "strong_open")
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_a_hostile_plan_name_renders_inert_in_the_markdown_report(name):
+    from budgetdsl.report import render_markdown
+    from budgetdsl.solver import solve
+
+    plan = load_plan(PLANS / "md.yaml", text=SEED.replace("name: llama2-7b", f"name: {json.dumps(name)}"))
+    md = render_markdown(solve(plan))
+    _assert_inert(md, name)
+    heading = md.splitlines()[0]
+    codes = [t.content for t in _tokens(heading) if t.type == "code_inline"]
+    assert codes and codes[0].replace("\\|", "|").strip() == re.sub(r"[\n\u202e]", lambda m: " " if m.group() == "\n" else "\ufffd", name).strip()
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_a_hostile_plan_renders_inert_in_the_diff_markdown(name):
+    from budgetdsl.diff_report import render_diff_markdown
+    from budgetdsl.plan_diff import Change, InputChange, PlanDiff
+
+    d = PlanDiff(path="plans/" + name + ".yaml", name=name, change=Change.changed,
+                 inputs=[InputChange(path="launch.env." + name, old=name, new="1")],
+                 problems=[f"plans/x.yaml:1:1: error[x]: {name}"])
+    _assert_inert(render_diff_markdown([d]), name)
+
+
+def test_json_is_strict_and_non_finite_answers_are_rejected():
+    """`plan --format json` printed Infinity for `budget.flops: .inf` and x = Infinity for
+    `noise.b_crit: 1e-320`; both are rejected now, and every JSON the solver renders is strict."""
+    from budgetdsl.report import render_json
+    from budgetdsl.solver import solve
+
+    for key, value in (("budget.flops", ".inf"), ("noise.b_crit", "1e-320")):
+        diagnostics(with_value(SEED, key, value))
+    sol = solve(load_plan(PLANS / "llama2-7b.yaml"))
+    json.loads(render_json(sol), parse_constant=lambda c: pytest.fail(f"non-finite {c}"))
