@@ -1,0 +1,69 @@
+"""Benchmark the mutation fuzzer (not a timed test): `python bench/bench_fuzz.py [N] [--seed S]`.
+
+Runs N mutants of the example plans (default 100,000) through loader, solver, the text/JSON/Markdown
+renderers and every export in one process, as tests/budgetdsl/test_fuzz_mutations.py does with a
+smaller N, and prints the figures docs/fuzzing.md reports: mutants, time, throughput, the slowest
+mutant, outcomes, and every finding (uncaught exception, hang past the per-mutant bound, non-finite
+JSON, Markdown injection) grouped by the file and line that raised it, with one example each. The
+examples of the findings are written to bench/fuzz-findings/ (site, seed plan, operators, text).
+Exit status 1 when anything was found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "budgetdsl"))
+
+from fuzz_mutations import fuzz  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mutants", nargs="?", type=int, default=100_000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bound", type=float, default=10.0, help="seconds per mutant before it counts as a hang")
+    ap.add_argument("--chunk", type=int, default=5_000, help="print progress every CHUNK mutants")
+    ap.add_argument("--out", type=pathlib.Path, default=REPO / "bench" / "fuzz-findings")
+    args = ap.parse_args()
+    total = None
+    t0 = time.perf_counter()
+    done = 0
+    while done < args.mutants:  # chunks with derived seeds: same mutants for the same (N, seed, chunk)
+        n = min(args.chunk, args.mutants - done)
+        found = fuzz(n, seed=args.seed * 1_000_003 + done, bound_s=args.bound)
+        if total is None:
+            total = found
+        else:
+            total.mutants += found.mutants
+            total.outcomes.update(found.outcomes)
+            total.crashes.update(found.crashes)
+            for k, v in found.examples.items():
+                total.examples.setdefault(k, v)
+            total.hangs += found.hangs
+            total.non_finite += found.non_finite
+            total.slowest = max(total.slowest, found.slowest)
+        done += n
+        total.seconds = time.perf_counter() - t0
+        print(f"[{done}/{args.mutants}] {total.seconds:.0f} s, findings {total.failures}", flush=True)
+    assert total is not None
+    print(total.summary())
+    if total.examples:
+        args.out.mkdir(parents=True, exist_ok=True)
+        for i, (site, (name, ops, text)) in enumerate(sorted(total.examples.items())):
+            (args.out / f"finding-{i:02d}.yaml").write_text(f"# {site}\n# seed {name}, {'+'.join(ops)}\n{text}")
+    print(json.dumps({"mutants": total.mutants, "seconds": round(total.seconds, 1),
+                      "per_second": round(total.mutants / total.seconds, 1), "slowest_s": round(total.slowest, 3),
+                      "findings": total.failures, "hangs": total.hangs, "non_finite": total.non_finite,
+                      "outcomes": dict(total.outcomes)}))
+    return 1 if total.failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
