@@ -3,12 +3,15 @@
 Each file is written to a temporary file beside it (same file system), flushed to disk, and renamed
 over the target with os.replace, so a reader — or a crash, or Ctrl-C — never sees half a file.
 Several files are all written before any is renamed: an edit of a plan and its base plan either
-lands in both or fails before touching either.
+lands in both or fails before touching either. A symbolic link is written through (its target
+changes, the link stays), and temporary files that a killed writer left are removed by the next
+write of the same file (their names carry the writer's pid).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from typing import Mapping
 
@@ -19,15 +22,56 @@ def _umask() -> int:
     return mask
 
 
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # another user's process, or no way to tell: keep its file
+    return True
+
+
+def remove_stale_temps(path: str | os.PathLike[str]) -> list[str]:
+    """Remove the temporary files a killed writer of `path` left beside it: `.NAME.PID.*.tmp`
+    (write_files) and `NAME.PID.tmp` (calibration checkpoints), when process PID is gone.
+    Called at the start of every write of `path`, so a SIGKILL leaves at most one orphan, until the
+    next save or resume. Returns the files removed."""
+    target = os.path.realpath(os.fspath(path))
+    directory, name = os.path.split(target)
+    stale = re.compile(rf"(?:\.{re.escape(name)}\.(\d+)\.[^/]*|{re.escape(name)}\.(\d+))\.tmp")
+    removed: list[str] = []
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return removed
+    for entry in entries:
+        m = stale.fullmatch(entry)
+        if m is None or _alive(int(m.group(1) or m.group(2))):
+            continue
+        try:
+            os.unlink(os.path.join(directory, entry))
+            removed.append(os.path.join(directory, entry))
+        except OSError:
+            pass
+    return removed
+
+
 def write_files(files: Mapping[str | os.PathLike[str], str | bytes], mode: int | None = None) -> None:
     """Replace every file of `files` (path -> text or bytes). A file that exists keeps its
-    permissions; a new one gets `mode`, or the usual 0o666 less the umask."""
+    permissions; a new one gets `mode`, or the usual 0o666 less the umask. A path that is a
+    symbolic link is followed: its target is replaced (the link stays a link), with the temporary
+    file beside the target, on the target's file system."""
     temps: list[tuple[str, str]] = []
     try:
         for path, data in files.items():
-            path = os.fspath(path)
-            directory = os.path.dirname(os.path.abspath(path))
-            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+            path = os.path.realpath(os.fspath(path))
+            remove_stale_temps(path)
+            directory = os.path.dirname(path)
+            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=".tmp",
+                                       dir=directory)
             temps.append((tmp, path))
             payload = data.encode("utf-8") if isinstance(data, str) else data
             with os.fdopen(fd, "wb") as f:

@@ -9,6 +9,7 @@ unless every changed file re-reads to the intended values; files are replaced at
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -27,6 +28,28 @@ _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._*/^()+%-]*")
 
 class EditError(ValueError):
     """An edit that cannot be written as a minimal in-place change."""
+
+
+class ChangedOnDisk(EditError):
+    """A file of the plan chain changed on disk since it was loaded: writing the edits would
+    silently undo someone else's change (a value edited, a key deleted). `files` names them."""
+
+    def __init__(self, files: list[str]):
+        self.files = files
+        super().__init__(f"{', '.join(files)} changed on disk since it was loaded; reload it, or "
+                         "overwrite it with these changes")
+
+
+def content_hash(text: str) -> str:
+    """The identity of a file's content when it was loaded (SHA-256 of its UTF-8 text)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _changed(source: MergedSource, loaded: Mapping[str, str]) -> list[str]:
+    """The files of `source` whose content differs from `loaded` (display name -> content hash at
+    load); a file added to or dropped from the chain counts as changed."""
+    now = {name: content_hash(text) for name, text in source.texts.items()}
+    return sorted(name for name in set(now) | set(loaded) if now.get(name) != loaded.get(name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,10 +198,15 @@ def apply_edits(texts: Mapping[str, str], edits: list[Edit]) -> dict[str, str]:
     return out
 
 
-def edited_texts(plan_path: str | os.PathLike[str], changes: Mapping[str, Any]) -> dict[str, str]:
+def edited_texts(plan_path: str | os.PathLike[str], changes: Mapping[str, Any],
+                 loaded: Mapping[str, str] | None = None) -> dict[str, str]:
     """New texts for the files of a plan chain after setting `changes` (dotted path -> value;
-    None removes the key). Raises EditError, or PlanError when the result would not validate."""
+    None removes the key). Raises EditError, or PlanError when the result would not validate.
+    With `loaded` (display name -> content_hash when the changes were made), ChangedOnDisk when
+    a file of the chain is no longer what it was."""
     source = read_merged(plan_path)
+    if loaded is not None and (changed := _changed(source, loaded)):
+        raise ChangedOnDisk(changed)
     new = apply_edits(source.texts, _plan_edits(source, changes))
     plan_text = new.get(source.files[0], source.texts[source.files[0]])
     bases = {n: t for n, t in new.items() if n != source.files[0]}
@@ -190,14 +218,28 @@ def edited_texts(plan_path: str | os.PathLike[str], changes: Mapping[str, Any]) 
                 os.makedirs(os.path.dirname(copy), exist_ok=True)
                 with open(copy, "w", encoding="utf-8") as f:
                     f.write(new.get(name, source.texts[name]))
-            load_plan(os.path.join(tmp, os.path.relpath(os.path.abspath(source.paths[source.files[0]]), root)))
+            load_plan(os.path.join(tmp, os.path.relpath(os.path.abspath(source.paths[source.files[0]]), root)),
+                      root=tmp)
     else:
         load_plan(plan_path, text=plan_text)
     return {str(source.paths[name]): text for name, text in new.items()}
 
 
-def save_changes(plan_path: str | os.PathLike[str], changes: Mapping[str, Any]) -> list[str]:
-    """Validate and write `changes` into the plan's files; return the files written."""
-    files = edited_texts(plan_path, changes)
+def save_changes(plan_path: str | os.PathLike[str], changes: Mapping[str, Any],
+                 loaded: Mapping[str, str] | None = None) -> list[str]:
+    """Validate and write `changes` into the plan's files; return the files written.
+
+    With `loaded` (display name -> content_hash of each file of the chain when it was loaded, as
+    `loaded_hashes` gives), nothing is written when a file changed on disk since: ChangedOnDisk.
+    Without it the files are overwritten with the changes (the caller chose to)."""
+    files = edited_texts(plan_path, changes, loaded)
+    if loaded is not None:  # once more just before writing: the window is the write itself
+        if changed := _changed(read_merged(plan_path), loaded):
+            raise ChangedOnDisk(changed)
     write_files(files)
     return sorted(files)
+
+
+def loaded_hashes(source: MergedSource) -> dict[str, str]:
+    """What `save_changes(loaded=...)` compares against: each file's content hash as read."""
+    return {name: content_hash(text) for name, text in source.texts.items()}

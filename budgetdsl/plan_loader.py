@@ -72,11 +72,11 @@ def check_fragment(source: MergedSource) -> None:
 
 
 def load_plan(path: str | os.PathLike[str], text: str | None = None,
-              opener: Callable[[str], bytes] = read_bytes) -> Plan:
+              opener: Callable[[str], bytes] = read_bytes, root: str | os.PathLike[str] | None = None) -> Plan:
     """Load, evaluate and validate a plan file; raise PlanError with every problem found.
 
-    `text` and `opener` are as for `read_merged`."""
-    source = read_merged(path, text, opener)
+    `text`, `opener` and `root` (the directory `extends` must stay in) are as for `read_merged`."""
+    source = read_merged(path, text, opener, root)
     plan = load_merged(source)
     plan._source = source  # where every value came from (for reports, the TUI's save)
     return plan

@@ -29,6 +29,7 @@ from typing import Callable, Literal
 import torch
 
 from budgetdsl import __version__
+from budgetdsl.atomic_write import remove_stale_temps
 from budgetdsl.calibration_file import (
     BatchSetup,
     CalibrationFile,
@@ -282,6 +283,7 @@ def _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step) -> O
             "timer": [timer.times, timer.examples, timer.total],
         }
         tmp = ckpt_path.with_name(ckpt_path.name + f".{os.getpid()}.tmp")
+        remove_stale_temps(ckpt_path)  # a run killed mid-save left its NAME.PID.tmp
         torch.save(state, tmp)
         os.replace(tmp, ckpt_path)
 

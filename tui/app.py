@@ -23,7 +23,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Select
 
 from budgetdsl.diagnostics import PlanError
-from budgetdsl.plan_edit import EditError
+from budgetdsl.plan_edit import ChangedOnDisk, EditError
 from budgetdsl.solution import Solution
 from budgetdsl.solver import solve
 from budgetdsl.tui.fields import FIELDS, FieldError, changes_for, next_objective, parse, shown_text, stepped
@@ -37,6 +37,7 @@ from budgetdsl.tui.widgets.frontier.curve import X_AXES, Y_AXES
 from budgetdsl.tui.widgets.frontier.plot import FrontierPlot
 from budgetdsl.tui.widgets.metrics.limits_panel import LimitsPanel
 from budgetdsl.tui.widgets.metrics.metrics_panel import MetricsPanel
+from budgetdsl.tui.widgets.screens.conflict_screen import ConflictScreen
 from budgetdsl.tui.widgets.screens.help_screen import HelpScreen
 from budgetdsl.tui.widgets.screens.quit_screen import QuitScreen
 from budgetdsl.tui.widgets.status_bar import StatusBar
@@ -202,14 +203,23 @@ class BudgetApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
-    def save(self) -> bool:
-        """Write the changes; re-read the files. True when saved (or nothing to save)."""
+    def save(self, overwrite: bool = False) -> bool:
+        """Write the changes; re-read the files. True when saved (or nothing to save).
+
+        When a file changed on disk since it was loaded, nothing is written: a dialog offers to
+        reload it (dropping the unsaved changes) or to overwrite it (`overwrite=True`)."""
         if not self.state.dirty:
             self.notify("nothing to save", timeout=3)
             return True
         count = len(self.state.changes)
         try:
-            files = self.state.save()
+            files = self.state.save(overwrite=overwrite)
+        except ChangedOnDisk as exc:
+            self.notify(str(exc), title="not saved: changed on disk", severity="warning", timeout=10,
+                        markup=False)
+            if not isinstance(self.screen, ConflictScreen):
+                self.push_screen(ConflictScreen([_display(f) for f in exc.files]), self._resolve_conflict)
+            return False
         except (EditError, PlanError, OSError) as exc:
             message = _first_problem(exc)[0] if isinstance(exc, PlanError) else str(exc)
             self.notify(message, title="not saved", severity="error", timeout=10, markup=False)
@@ -232,6 +242,12 @@ class BudgetApp(App[None]):
             widget.remove_class("error")
         self._show()
         self.notify(done, timeout=4, markup=False)
+
+    def _resolve_conflict(self, choice: str | None) -> None:
+        if choice == "overwrite":
+            self.save(overwrite=True)
+        elif choice == "reload":
+            self.action_reset()
 
     def action_save(self) -> None:
         self.save()

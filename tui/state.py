@@ -119,12 +119,14 @@ class WhatIf:
         """Re-read the files from disk, dropping every change."""
         return WhatIf.load(self.path)
 
-    def save(self) -> list[str]:
+    def save(self, overwrite: bool = False) -> list[str]:
         """Write the changes as a minimal in-place diff (plan_edit); return the files written.
 
-        Raises EditError or PlanError when they cannot be written; nothing is written then."""
-        from budgetdsl.plan_edit import save_changes
+        Raises EditError or PlanError when they cannot be written; nothing is written then.
+        ChangedOnDisk (an EditError) when a file of the chain changed on disk since it was
+        loaded, unless `overwrite`."""
+        from budgetdsl.plan_edit import loaded_hashes, save_changes
 
         if not self.changes:
             return []
-        return save_changes(self.path, self.changes)
+        return save_changes(self.path, self.changes, None if overwrite else loaded_hashes(self.source))

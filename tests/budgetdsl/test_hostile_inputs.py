@@ -411,3 +411,65 @@ def test_json_is_strict_and_non_finite_answers_are_rejected():
         diagnostics(with_value(SEED, key, value))
     sol = solve(load_plan(PLANS / "llama2-7b.yaml"))
     json.loads(render_json(sol), parse_constant=lambda c: pytest.fail(f"non-finite {c}"))
+
+
+# -- 5. writing files -----------------------------------------------------------------------------
+
+def _dead_pid() -> int:
+    import subprocess
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_orphaned_temporary_files_of_dead_writers_are_removed_by_the_next_write(tmp_path):
+    """A SIGKILL during a save left `.ckpt.pt.<pid>.tmp` (calibration) or an edit's temp file."""
+    import os
+
+    from budgetdsl.atomic_write import remove_stale_temps, write_file
+
+    dead, alive = _dead_pid(), os.getpid()
+    plan, ckpt = tmp_path / "plan.yaml", tmp_path / "ckpt.pt"
+    orphans = [tmp_path / f".plan.yaml.{dead}.k2j4.tmp", tmp_path / f"ckpt.pt.{dead}.tmp"]
+    kept = [tmp_path / f".plan.yaml.{alive}.zz.tmp", tmp_path / f".other.yaml.{dead}.a.tmp",
+            tmp_path / "plan.yaml.bak"]
+    for p in orphans + kept:
+        p.write_text("half")
+    write_file(plan, "name: x\n")
+    assert not orphans[0].exists() and orphans[1].exists()  # each writer cleans its own file's temps
+    assert remove_stale_temps(ckpt) == [str(orphans[1])]
+    assert all(p.exists() for p in kept) and plan.read_text() == "name: x\n"
+
+
+def test_writing_through_a_symlink_replaces_the_target_and_keeps_the_link(tmp_path):
+    import os
+
+    from budgetdsl.atomic_write import write_file
+
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "plan.yaml"
+    target.write_text("old\n")
+    link = tmp_path / "plan.yaml"
+    os.symlink(target, link)
+    write_file(link, "new\n")
+    assert os.path.islink(link) and target.read_text() == "new\n"
+    assert sorted(os.listdir(tmp_path / "real")) == ["plan.yaml"]  # the temp file stood beside the target
+
+
+def test_save_refuses_when_the_file_changed_on_disk(tmp_path):
+    import shutil
+
+    from budgetdsl.plan_edit import ChangedOnDisk, loaded_hashes, save_changes
+    from budgetdsl.plan_source import read_merged
+
+    shutil.copytree(PLANS, tmp_path / "plans")
+    path = tmp_path / "plans" / "llama2-7b.yaml"
+    hashes = loaded_hashes(read_merged(path))
+    base = tmp_path / "plans" / "base" / "a100-cluster.yaml"
+    base.write_text(base.read_text().replace("mfu: 0.42", "mfu: 0.5"))  # a base changed too
+    with pytest.raises(ChangedOnDisk) as info:
+        save_changes(path, {"hardware.gpus": 512}, hashes)
+    assert any("a100-cluster.yaml" in f for f in info.value.files)
+    assert "gpus: 1024" in path.read_text()
+    assert save_changes(path, {"hardware.gpus": 512}) and "gpus: 512" in path.read_text()  # overwrite
