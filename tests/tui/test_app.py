@@ -145,7 +145,7 @@ async def test_infeasible_shows_the_relaxations(plans):
         assert not app.solution.feasible
         assert "INFEASIBLE" in shown(app.query_one("#status"))
         limits = shown(app.query_one("#limits"))
-        assert " over" in limits and "deadline ≥ 9.28 days (now 5 days)" in limits
+        assert " over" in limits and "deadline ≥ 7.55 days (now 5 days)" in limits
 
 
 @headless

@@ -88,7 +88,7 @@ def test_deadline_flops_and_b_crit_steps(state, solution):
 def test_no_deadline_steps_from_the_wall_clock(state, solution):
     none = state.with_changes({"budget.deadline": None})
     assert shown_text(FIELDS["deadline"], none, solution) == ""
-    assert stepped(FIELDS["deadline"], none, solution, 1) == "10 days"  # 9.28 days, up to a day
+    assert stepped(FIELDS["deadline"], none, solution, 1) == "8 days"  # 7.55 days, up to a day
 
 
 def test_changes_map_to_plan_keys(state):
