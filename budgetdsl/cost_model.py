@@ -22,6 +22,7 @@ numbers the answer rests on.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +87,13 @@ class CostModel:
     layout: Layout | None
     step_overhead: float
     coefficients: dict[str, Coef] = field(compare=False)
+    _heavy: mem.StageMemory | None = field(default=None, compare=False)  # cached on construction
+    _micro_max: int = field(default=0, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_heavy", mem.heaviest(list(self.stages)))
+        object.__setattr__(self, "_micro_max", mem.micro_batch_max(list(self.stages),
+                                                                   self.memory_per_device - self.reserve_bytes))
 
     # -- time ----------------------------------------------------------------------------------
     def breakdown(self, batch_tokens: float, grad_accum: int | None = None) -> Breakdown | None:
@@ -125,7 +133,8 @@ class CostModel:
     # -- memory --------------------------------------------------------------------------------
     @property
     def heaviest_stage(self) -> mem.StageMemory:
-        return mem.heaviest(list(self.stages))
+        assert self._heavy is not None
+        return self._heavy
 
     @property
     def weights_bytes(self) -> float:
@@ -150,13 +159,15 @@ class CostModel:
     def memory_at(self, micro_batch: int) -> float:
         """Bytes per device at `micro_batch` sequences per micro-step (the heaviest stage), reserve
         included."""
+        if len(self.stages) == 1:
+            return self.stages[0].at(micro_batch) + self.reserve_bytes
         return max(st.at(micro_batch) for st in self.stages) + self.reserve_bytes
 
     @property
     def micro_batch_max(self) -> int:
         """The largest micro-batch (sequences per device) that fits every stage; 0 when not even
         one does."""
-        return mem.micro_batch_max(list(self.stages), self.memory_per_device - self.reserve_bytes)
+        return self._micro_max
 
 
 def _declared(section: Any, key: str) -> bool:
@@ -174,12 +185,15 @@ def flops_per_token(plan: "Plan") -> Coef:
     return Coef(6.0 * m.params, "FLOP/token", DERIVED, "6N (shape unknown; Kaplan et al. 2020)")
 
 
+_preset = functools.lru_cache(maxsize=64)(find_preset)
+
+
 def _hardware_number(plan: "Plan", key: str, preset_attr: str, unit: str) -> Coef:
     hw = plan.hardware
     value = getattr(hw, key, None)
     if value is not None:
         return Coef(float(value), unit, DECLARED, f"hardware.{key}")
-    preset = find_preset(hw.gpu or "")
+    preset = _preset(hw.gpu or "")
     if preset is None:
         raise ShapeUnknown(f"hardware.{key} is not set and there is no GPU preset")
     if preset_attr == "kernel_efficiency":

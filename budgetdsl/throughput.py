@@ -143,10 +143,11 @@ class Breakdown:
     micro_batch: float
     micro_batches: float
     stage_layers: tuple[int, ...]
+    total: float = 0.0  # the sum of the components, set on construction
 
-    @property
-    def total(self) -> float:
-        return sum(getattr(self, k) for k in COMPONENTS)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "total", self.compute + self.recompute + self.tp_comm + self.pp_comm
+                           + self.bubble + self.dp_comm + self.optimizer + self.overhead)
 
     def _per_gpu(self, flops: float) -> float:
         return flops / (self.total * self.gpus) if self.total > 0 else 0.0
