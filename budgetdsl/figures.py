@@ -7,7 +7,12 @@ matplotlib is the optional `plot` extra; it is imported only when a picture is d
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Callable
+
+# Tick mantissas tried in turn on a log axis, sparsest first: the densest set that gives at most
+# `room` ticks in the shown range wins (a decade alone would leave a 3-day to 30-day axis bare).
+_MANTISSAS = ((1.0,), (1.0, 3.0), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0, 7.0))
 
 
 def new_figure() -> tuple[Any, Any]:
@@ -24,6 +29,38 @@ def new_figure() -> tuple[Any, Any]:
     return fig, ax
 
 
+def log_ticks(lo: float, hi: float, room: int = 8) -> list[float]:
+    """Tick values within [lo, hi] on a log axis: decades, or 1-3, 1-2-5, 1-2-3-5-7 in each decade,
+    the densest that stays within `room` ticks (at least two where the range allows)."""
+    best: list[float] = []
+    for mantissas in _MANTISSAS:
+        out = [m * 10.0**k for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+               for m in mantissas if lo <= m * 10.0**k <= hi]
+        if len(out) > room and len(best) >= 2:
+            break
+        best = out
+    return best
+
+
+def plain_log_labels(axis: Any, label: Callable[[float], str], room: int = 8) -> None:
+    """Label a log `axis` (ax.xaxis or ax.yaxis) with plain numbers at `log_ticks` of its current
+    range: `20`, `30` days or `500k`, `2M` tokens instead of matplotlib's `2 × 10¹`. Call it after
+    everything is plotted (the range is read from the axis)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    lo, hi = sorted(axis.get_view_interval())
+    axis.set_major_locator(FixedLocator(log_ticks(lo, hi, room)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: label(v)))
+    axis.set_minor_formatter(NullFormatter())  # minor ticks stay, unlabelled
+
+
+def plain_number(v: float) -> str:
+    """0.5, 2, 30, 150 (a day count), 1e23 past six digits."""
+    from budgetdsl.humanize import significant
+
+    return significant(v)
+
+
 def save(fig: Any, path: str) -> None:
     """Write `fig` to `path` (.svg or .png) reproducibly, and free it."""
     import io
@@ -38,3 +75,35 @@ def save(fig: Any, path: str) -> None:
     fig.savefig(buffer, format="svg" if svg else "png", metadata={"Date": None} if svg else {"Software": None})
     plt.close(fig)
     write_file(path, buffer.getvalue())  # whole or not at all
+
+
+# The pictures under docs/ and what draws each; `python -m budgetdsl.figures` redraws them all
+# (run from the repository root; the TUI screenshot needs the `tui` extra).
+DOCS_PICTURES = {
+    "docs/frontier-7b-h100.svg": "budgetdsl plan plans/7b-h100-choose-gpus.yaml --plot docs/frontier-7b-h100.svg",
+    "docs/sweep-gpt-micro.svg": "the sweep of tests/fixtures/calibration/sweep-gpt-micro-stdlib.json "
+                                "(budgetdsl calibrate sweep --plot draws the same from a new sweep)",
+}
+
+
+def redraw_docs(root: str = ".") -> list[str]:
+    """Redraw every picture of DOCS_PICTURES from the committed inputs; the paths written."""
+    import os
+
+    from budgetdsl import frontier_plot, sweep_plot
+    from budgetdsl.calibration_file import load_calibration
+    from budgetdsl.plan_loader import load_plan
+    from budgetdsl.solver import solve
+
+    def at(rel: str) -> str:
+        return os.path.join(root, rel)
+
+    frontier_plot.draw(solve(load_plan(at("plans/7b-h100-choose-gpus.yaml"))), at("docs/frontier-7b-h100.svg"))
+    cal = load_calibration(at("tests/fixtures/calibration/sweep-gpt-micro-stdlib.json"))
+    sweep_plot.draw(cal.sweep, at("docs/sweep-gpt-micro.svg"))
+    return list(DOCS_PICTURES)
+
+
+if __name__ == "__main__":
+    for written in redraw_docs():
+        print(f"drew {written}")

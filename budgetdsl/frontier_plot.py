@@ -61,7 +61,7 @@ def feasible_batches(sol: Solution) -> tuple[float, float]:
 
 def draw(sol: Solution, path: str, axes: str = "flops-wallclock") -> None:
     """Write the picture to `path` (.svg or .png)."""
-    from budgetdsl.figures import new_figure, save
+    from budgetdsl.figures import new_figure, plain_log_labels, plain_number, save
 
     curve = frontier_curve(sol)
     use_flops = axes == "flops-wallclock"
@@ -79,7 +79,7 @@ def draw(sol: Solution, path: str, axes: str = "flops-wallclock") -> None:
     # B_crit: x = 1, where (S/S_min)(E/E_min) is smallest (2 × 2).
     i_crit = min(range(len(curve.batch)), key=lambda i: abs(math.log(curve.batch[i] / sol.frontier.b_crit_tokens)))
     ax.plot([xs[i_crit]], [ys[i_crit]], marker="D", color="#5f3dc4", ls="none", ms=7,
-            label=f"B_crit = {_si(sol.frontier.b_crit_tokens)} tokens")
+            label=f"B_crit = {_si(sol.frontier.b_crit_tokens)} tokens (x = 1)")
     limit_flops = next((c for c in sol.constraints if c.name == "flops"), None)
     if limit_flops is not None:
         x = limit_flops.limit if use_flops else limit_flops.limit / f
@@ -92,14 +92,27 @@ def draw(sol: Solution, path: str, axes: str = "flops-wallclock") -> None:
         py = (sol.wall_clock_s or 0) / 86400 if use_flops else sol.steps
         colour = "#1971c2" if sol.feasible else "#c92a2a"
         ax.plot([px], [py], marker="o", ms=10, color=colour, ls="none",
-                label=f"this run: B = {_si(sol.batch.tokens or 0)} tokens, x = {sol.frontier.x:.2g}")
+                label=f"this run: B = {_si(sol.batch.tokens or 0)} tokens, x = B/B_crit = {sol.frontier.x:.2g}")
     ax.set_xlabel("training compute (FLOP)" if use_flops else "tokens E")
     ax.set_ylabel("wall clock (days)" if use_flops else "optimizer steps S")
-    word = "feasible" if sol.feasible else "INFEASIBLE"
-    ax.set_title(f"{sol.plan}: {word} ({sol.objective})")
+    ax.set_title(title(sol))
     ax.grid(True, which="major", alpha=0.3)
+    if use_flops:
+        plain_log_labels(ax.xaxis, plain_number)  # 4e22, 1e23
+        plain_log_labels(ax.yaxis, plain_number)  # 7, 10, 20, 30 days, not 2 × 10¹
+    else:
+        plain_log_labels(ax.xaxis, _si)  # 500B, 1T, 2T tokens
+        plain_log_labels(ax.yaxis, _si)  # 300k, 500k steps
     ax.legend(loc="best", fontsize=8, framealpha=0.9)
     save(fig, path)
+
+
+def title(sol: Solution) -> str:
+    """`plan: feasible (balanced)` for the objective's own choice; a run the plan pins (`run:`)
+    says so, since no objective chose its batch: `plan: feasible (pinned run)`."""
+    word = "feasible" if sol.feasible else "INFEASIBLE"
+    pinned = sol.pinned is not None or sol.status == "pinned"
+    return f"{sol.plan}: {word} ({'pinned run' if pinned else sol.objective})"
 
 
 def _si(v: float) -> str:

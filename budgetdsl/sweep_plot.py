@@ -125,7 +125,7 @@ def render_text(sweep: "Sweep", width: int = 64, height: int = 18) -> str:
 
 def draw(sweep: "Sweep", path: str, title: str | None = None) -> None:
     """Write the picture to `path` (.svg or .png)."""
-    from budgetdsl.figures import new_figure, save
+    from budgetdsl.figures import new_figure, plain_log_labels, save
 
     reached, missed = _points(sweep)
     f = sweep.fit
@@ -152,5 +152,7 @@ def draw(sweep: "Sweep", path: str, title: str | None = None) -> None:
     ax.set_ylabel("optimizer steps to the target, S")
     ax.set_title(title or f"frontier sweep to held-out loss {sweep.target_loss:.3f}{ratio}", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
+    plain_log_labels(ax.xaxis, si)  # 20M, 50M tokens, not 2 × 10⁷
+    plain_log_labels(ax.yaxis, si)
     ax.legend(loc="upper right", fontsize=8, framealpha=0.9)
     save(fig, path)
