@@ -19,6 +19,7 @@ an overflow error, not a hang on a big integer).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -71,7 +72,8 @@ class _Tok:
     col: int
 
 
-def _tokenize(text: str) -> list[_Tok]:
+@functools.lru_cache(maxsize=4096)  # a sweep evaluates the same texts for every variant
+def _tokenize(text: str) -> tuple[_Tok, ...]:
     tokens: list[_Tok] = []
     pos = 0
     while pos < len(text):
@@ -85,7 +87,7 @@ def _tokenize(text: str) -> list[_Tok]:
             tokens.append(_Tok(kind, m.group(), pos))
         pos = m.end()
     tokens.append(_Tok("end", "", len(text)))
-    return tokens
+    return tuple(tokens)
 
 
 def _finite(value: float, col: int) -> float:

@@ -7,6 +7,7 @@ here, derived from the models' annotations, never from a second hand-written tab
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from typing import Any
@@ -34,7 +35,15 @@ def is_model(annotation: Any) -> bool:
 
 
 def field_spec(path: Path, model: type[BaseModel] = Plan) -> QuantitySpec | type[BaseModel] | None:
-    """What the schema says stands at `path`: a quantity, a section model, or None (other/unknown)."""
+    """What the schema says stands at `path`: a quantity, a section model, or None (other/unknown).
+
+    Memoized: the evaluator asks it for every key of every plan (and a sweep for every variant),
+    and walking the annotations was most of a sweep's time (issue 14)."""
+    return _field_spec(tuple(path), model)
+
+
+@functools.lru_cache(maxsize=8192)
+def _field_spec(path: Path, model: type[BaseModel]) -> QuantitySpec | type[BaseModel] | None:
     for i, key in enumerate(path):
         info = model.model_fields.get(key) if isinstance(key, str) else None
         if info is None:

@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import sys
+from typing import Iterator
 
 from budgetdsl.diagnostics import PlanError
 from budgetdsl.exit_codes import ExitCode
@@ -44,16 +45,20 @@ def _cell(unit, value) -> str:
     return human(unit, value)
 
 
-def render_table(rows, settings) -> str:
+# Each renderer takes an iterable of rows and yields the output in pieces, so that `run` writes
+# each row as it is solved: CSV and JSON hold one row in memory whatever the sweep's size; the
+# text table keeps only the cells' strings (its columns are as wide as their widest cell).
+
+def iter_table(rows, settings) -> Iterator[str]:
     header = [s.path for s in settings] + [c[0] for c in _COLUMNS]
     body = [[r.values[s.path] for s in settings] + [_cell(u, get(r.solution)) for _, u, get in _COLUMNS]
             for r in rows]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header, *body]]
-    return "\n".join(lines) + "\n"
+    for line in [header, *body]:
+        yield "  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() + "\n"
 
 
-def render_csv(rows, settings) -> str:
+def iter_csv(rows, settings) -> Iterator[str]:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([s.path for s in settings] + ["feasible", "gpus", "batch_tokens", "micro_batch",
@@ -65,26 +70,51 @@ def render_csv(rows, settings) -> str:
             s.feasible, s.gpus, s.batch.tokens, s.batch.micro_batch, s.batch.grad_accum,
             s.batch.data_parallel, s.steps, s.tokens, s.flops, s.wall_clock_s, s.gpu_hours, s.usd,
             s.frontier.x, ";".join(c.name for c in s.constraints if c.binding)])
-    return out.getvalue()
+        yield out.getvalue()
+        out.seek(0)
+        out.truncate()
+    yield out.getvalue()
+
+
+def iter_json(rows, settings) -> Iterator[str]:
+    """A JSON array written row by row (strict: no Infinity or NaN), as json.dumps(indent=2) would."""
+    first = True
+    for r in rows:
+        item = json.dumps({"set": r.values, "solution": r.solution.model_dump(mode="json")}, indent=2,
+                          allow_nan=False)
+        yield ("[\n" if first else ",\n") + "\n".join("  " + line for line in item.splitlines())
+        first = False
+    yield "[]\n" if first else "\n]\n"
+
+
+def render_table(rows, settings) -> str:
+    return "".join(iter_table(rows, settings))
+
+
+def render_csv(rows, settings) -> str:
+    return "".join(iter_csv(rows, settings))
 
 
 def render_json(rows, settings) -> str:
-    return json.dumps([{"set": r.values, "solution": r.solution.model_dump(mode="json")} for r in rows],
-                      indent=2) + "\n"
+    return "".join(iter_json(rows, settings))
 
 
 def run(args: argparse.Namespace) -> int:
     from budgetdsl.plan_loader import read_merged
-    from budgetdsl.sweep import parse_setting, sweep
+    from budgetdsl.sweep import iter_sweep, parse_setting, size
 
     try:
         settings = [parse_setting(text) for text in args.set]
-        rows = sweep(read_merged(args.plan), settings)
+        source = read_merged(args.plan)
+        size(settings)
+        # Rows are written as they are solved; a combination that does not load stops the sweep
+        # with its located diagnostics (exit 2), after the rows before it.
+        render = {"text": iter_table, "json": iter_json, "csv": iter_csv}[args.format]
+        for piece in render(iter_sweep(source, settings), settings):
+            sys.stdout.write(piece)
     except PlanError as exc:
         exc.report()
         return ExitCode.INVALID
-    render = {"text": render_table, "json": render_json, "csv": render_csv}[args.format]
-    sys.stdout.write(render(rows, settings))
     return ExitCode.OK
 
 
