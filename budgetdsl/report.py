@@ -68,6 +68,11 @@ def _constraint_rows(sol: Solution) -> list[tuple[str, ...]]:
     return rows
 
 
+def _remedy_price(m) -> str:
+    """A memory remedy's predicted step time against the plan's layout: '×1.33 step time'."""
+    return "" if m.relative_step_time is None else f"×{m.relative_step_time:.3g} step time"
+
+
 def _throughput_rows(sol: Solution) -> list[tuple[str, ...]]:
     """Utilization and the step's seconds by cause; declared: the shares inside the declared MFU."""
     tp = sol.throughput
@@ -173,7 +178,7 @@ def render_text(sol: Solution) -> str:
     if sol.memory_remedies:
         out += ["Memory remedies (at micro-batch 1)",
                 *_table([(m.change, data(m.memory_per_device), f"micro-batch ≤ {m.micro_batch_max}",
-                          "fits" if m.fits else "does not fit") for m in sol.memory_remedies]), ""]
+                          "fits" if m.fits else "does not fit", _remedy_price(m)) for m in sol.memory_remedies]), ""]
     if sol.pinned is not None:
         out += ["Against the objective", f"  {sol.pinned.summary}", ""]
     if sol.gpu_choice is not None:
@@ -221,9 +226,9 @@ def render_markdown(sol: Solution) -> str:
         if items:
             out += [f"**{title}**", "", *[f"- {_md_escape(i)}" for i in items], ""]
     if sol.memory_remedies:
-        out += [*_md_table(("memory remedy", "memory at micro-batch 1", "micro-batch max", "fits"),
+        out += [*_md_table(("memory remedy", "memory at micro-batch 1", "micro-batch max", "fits", "step time"),
                            [(m.change, data(m.memory_per_device), str(m.micro_batch_max),
-                             "yes" if m.fits else "no") for m in sol.memory_remedies]), ""]
+                             "yes" if m.fits else "no", _remedy_price(m)) for m in sol.memory_remedies]), ""]
     if sol.pinned is not None:
         out += [f"**Against the objective:** {_md_escape(sol.pinned.summary)}", ""]
     if sol.gpu_choice is not None:

@@ -97,6 +97,8 @@ class MemoryRemedy(_Frozen):
     memory_per_device: float = Field(description="Bytes per device at micro-batch 1, reserve included.")
     micro_batch_max: int
     fits: bool
+    relative_step_time: float | None = Field(None, description="Predicted step time with the change "
+                                             "over without it (its price: recomputation, bubble, gathers).")
 
 
 class Span(_Frozen):

@@ -423,6 +423,21 @@ def _gpu_relaxation(ctx: _Context, pl: Placement) -> Relaxation:
                       message=f"no GPU count in {span} helps: " + "; ".join(reasons))
 
 
+def _relative_step_time(base: CostModel, alt: CostModel) -> float | None:
+    """The price of a memory remedy: the predicted step time of `alt` over `base`
+    (budgetdsl.throughput) at one-sequence micro-batches and one global batch — full recomputation
+    is one more forward, a deeper pipeline a bigger bubble, ZeRO-3 more gathers. None without a
+    shape."""
+    if base.shape is None or alt.shape is None or base.device is None or alt.device is None:
+        return None
+    from budgetdsl.throughput import step_time
+
+    seqs = 8.0 * max(base.data_parallel, alt.data_parallel) * max(base.split.pipeline_parallel,
+                                                                  alt.split.pipeline_parallel)
+    t0 = step_time(base.shape, base.device, base.layout, 1, seqs).total
+    return step_time(alt.shape, alt.device, alt.layout, 1, seqs).total / t0 if t0 > 0 else None
+
+
 def _memory_remedies(ctx: _Context, cm: CostModel) -> list[MemoryRemedy]:
     """Layouts that let one or more sequences fit, each with its numbers: every single change of
     ZeRO stage, recomputation, tensor or pipeline degree, then the smallest combinations that fit
@@ -464,7 +479,8 @@ def _memory_remedies(ctx: _Context, cm: CostModel) -> list[MemoryRemedy]:
                         continue
                     alt = _cost_model(ctx, cm.gpus, split)
                     remedy = MemoryRemedy(change=describe(split), memory_per_device=alt.memory_at(1),
-                                          micro_batch_max=alt.micro_batch_max, fits=alt.micro_batch_max >= 1)
+                                          micro_batch_max=alt.micro_batch_max, fits=alt.micro_batch_max >= 1,
+                                          relative_step_time=_relative_step_time(cm, alt))
                     changed = remedy.change.count(" with ") + 1
                     if changed == 1 and (t == tps[min(1, len(tps) - 1)] or t == base.tensor_parallel) and \
                             (p == pps[min(1, len(pps) - 1)] or p == base.pipeline_parallel):

@@ -268,3 +268,14 @@ def test_a_pipelined_run_takes_one_sequence_micro_batches():
     plan = make_plan(hardware={"gpus": 1024, "pipeline_parallel": 4}, run={"batch": 4194304.0})
     sol = solve(plan)
     assert (sol.batch.micro_batch, sol.batch.grad_accum, sol.batch.data_parallel) == (1, 4, 256)
+
+
+def test_memory_remedies_carry_their_price():
+    """Recomputation is not free: the full-recompute remedy costs about one more forward (a third
+    of the layers' compute), a ZeRO stage about nothing (issue 12)."""
+    plan = make_plan(model={"params": 70e9, "layers": 80, "d_model": 8192, "heads": 64},
+                     hardware={"gpus": 64, "zero": 0}, budget={"deadline": None, "flops": None, "gpu_hours": None})
+    remedies = {m.change: m for m in solve(plan).memory_remedies}
+    full = remedies["hardware.recompute: full"].relative_step_time
+    assert 1.25 < full < 1.4
+    assert remedies["hardware.zero: 2"].relative_step_time == pytest.approx(1.0, abs=0.05)
