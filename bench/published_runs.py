@@ -146,6 +146,22 @@ TABLE1_ALL = [_table1(*r) for r in (
     (529.6e9, 128, 20480, 105, 8, 35, 2520, 2520, 163), (1008e9, 160, 25600, 128, 8, 64, 3072, 3072, 163))]
 
 
+def _mtnlg(gpus: int, tflops: float) -> dict[str, Any]:
+    return {"name": f"MT-NLG 530B, {gpus} GPUs", "mode": "predicted", "convention": "megatron_hw",
+            "source": "Smith et al. 2022 (MT-NLG), section 2.4: 60.1/50.2/44.4 s per iteration at batch 1920; "
+                      "TFLOP/s as llm-analysis's example converts them",
+            "model": {"params": 530e9, "layers": 105, "d_model": 20480, "heads": 128, "seq_len": 2048,
+                      "vocab": 50272},
+            "hardware": {"gpu": "A100-SXM4-40GB", "gpus": gpus, "tensor_parallel": 8, "pipeline_parallel": 35,
+                         "zero": 1, "recompute": "full", "flash_attention": False},
+            "batch_sequences": 1920, "published": {"tflops_per_gpu": tflops}}
+
+
+# Published layouts outside the test, shown in the docs as they come out (misses included):
+# Megatron-Turing NLG 530B (DeepSpeed + Megatron, A100 40GB) on 280/350/420 DGX A100 nodes.
+OTHER_ROWS = [_mtnlg(2240, 126), _mtnlg(2800, 121), _mtnlg(3360, 113)]
+
+
 def main(argv: list[str]) -> int:
     if "--fit" in argv:
         print(f"A100 kernel efficiency (Table 1, geometric mean): {fit_efficiency():.4f}")
@@ -153,6 +169,7 @@ def main(argv: list[str]) -> int:
     table = load_rows()
     results = [evaluate(r) for r in table["runs"]]
     extra = [evaluate(r) for r in TABLE1_ALL if r["name"] not in {x.name for x in results}]
+    extra += [evaluate(r) for r in OTHER_ROWS]
     for res in results + extra:
         print(f"{res.name:16s} {res.mode:9s} budgetdsl {res.value:12,.1f} published {res.published:12,.1f} "
               f"{res.unit:12s} {res.error:+6.1%}  MFU {res.mfu:.3f} HFU {res.hfu:.3f} micro {res.micro_batch} "
