@@ -702,6 +702,27 @@ def _notes(ctx: _Context, pl: Placement, status: Status) -> list[str]:
     return notes
 
 
+def _non_finite(value: object, where: str) -> str | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "a number"
+    if isinstance(value, dict):
+        return next((w for k, v in value.items() if (w := _non_finite(v, f"{where}.{k}" if where else str(k)))), None)
+    if isinstance(value, (list, tuple)):
+        return next((w for i, v in enumerate(value) if (w := _non_finite(v, f"{where}.{i}"))), None)
+    return None
+
+
+def _finite(plan: "Plan", sol: Solution) -> Solution:
+    """Every number of an answer is finite, or the plan is rejected, located (issue 14). The
+    plan's bounds (plan_model) keep every intermediate finite; this is the check that they do, so
+    no renderer or export ever meets Infinity or NaN."""
+    bad = _non_finite(sol.model_dump(), "")
+    if bad is not None:
+        raise plan_error(plan, (), "not-finite", f"the plan's numbers overflow: the answer's {bad} is not finite",
+                         "bring the plan's sizes and limits nearer to a real run's")
+    return sol
+
+
 def solve(plan: "Plan") -> Solution:
     """Place `plan` on the frontier and pick a launchable configuration. Never mutates `plan`."""
     noise = noise_estimate(plan)
@@ -745,7 +766,7 @@ def solve(plan: "Plan") -> Solution:
     status = (Status.pinned if pinned_batch else Status.optimal) if feasible else Status.infeasible
     fr, cm = ctx.frontier, chosen.cm
     x = fr.x(cfg.batch) if cfg is not None else None
-    return Solution.model_validate(dict(
+    return _finite(plan, Solution.model_validate(dict(
         status=status, feasible=status in FEASIBLE, plan=plan.name, objective=ctx.objective,
         gpus=cm.gpus,
         batch=dict(tokens=cfg.batch, sequences=cfg.sequences, micro_batch=cfg.micro_batch,
@@ -773,7 +794,7 @@ def solve(plan: "Plan") -> Solution:
         throughput=_throughput(cm, cfg),
         notes=_notes(ctx, chosen, status),
         warnings=[_warning_fields(w) for w in (*noise.warnings, *_x_warnings(ctx, x, pinned_batch))],
-    ))
+    )))
 
 
 # x = B/B_crit beyond this factor either way is outside anything the frontier model was fitted to

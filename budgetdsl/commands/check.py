@@ -21,9 +21,11 @@ from budgetdsl.diagnostics import Diagnostic, PlanError
 from budgetdsl.exit_codes import ExitCode
 
 
-def check_files(paths: list[str], fragments: set[str] | None = None) -> dict[str, list[Diagnostic]]:
+def check_files(paths: list[str], fragments: set[str] | None = None,
+                crashes: list[BaseException] | None = None) -> dict[str, list[Diagnostic]]:
     """Every file's diagnostics (empty when valid), in the order given. The base fragments among
-    them are checked as fragments and, when `fragments` is given, added to it."""
+    them are checked as fragments and, when `fragments` is given, added to it. A crash on one
+    file is that file's `internal-error` diagnostic (added to `crashes`), and the batch goes on."""
     from budgetdsl.plan_loader import check_fragment, is_fragment, load_merged, read_merged
 
     results: dict[str, list[Diagnostic]] = {}
@@ -45,10 +47,27 @@ def check_files(paths: list[str], fragments: set[str] | None = None) -> dict[str
             results[path] = []
         except PlanError as exc:
             results[path] = exc.diagnostics
+        except Exception as exc:  # noqa: BLE001 - a bug on one file must not hide the others' answers
+            results[path] = [_internal(path, exc)]
+            if crashes is not None:
+                crashes.append(exc)
     return results
 
 
-def _infeasible(paths: list[str]) -> dict[str, list[str]]:
+INTERNAL_CODE = "internal-error"
+
+
+def _internal(path: str, exc: BaseException) -> Diagnostic:
+    """A crash on one file, as that file's diagnostic (the batch goes on; the exit code is 3, and
+    the last line of stderr is the crash report's, with the traceback's file)."""
+    from budgetdsl.crash_report import short_message
+    from budgetdsl.diagnostics import Location
+
+    return Diagnostic(Location(path), INTERNAL_CODE, f"internal error: {type(exc).__name__}: "
+                      f"{short_message(exc)}", "a bug in budgetdsl, not in the plan")
+
+
+def _infeasible(paths: list[str], crashes: list[BaseException] | None = None) -> dict[str, list[str]]:
     """For `--solve`: each valid plan that is infeasible, with the limits that conflict."""
     from budgetdsl.plan_loader import load_plan
     from budgetdsl.solver import solve
@@ -59,6 +78,11 @@ def _infeasible(paths: list[str]) -> dict[str, list[str]]:
             solution = solve(load_plan(path))
         except PlanError as exc:  # e.g. a calibration that cannot be read; reported as invalid
             out[path] = [d.format() for d in exc.diagnostics]
+            continue
+        except Exception as exc:  # noqa: BLE001 - as in check_files: the other plans still solve
+            out[path] = [_internal(path, exc).format()]
+            if crashes is not None:
+                crashes.append(exc)
             continue
         if not solution.feasible:
             out[path] = solution.conflicts or ["no launchable configuration meets every limit"]
@@ -73,10 +97,11 @@ def run(args: argparse.Namespace) -> int:
         given = {os.path.realpath(p) for p in args.files}
         reached = {p: base for p, base in dependents(args.files).items() if os.path.realpath(p) not in given}
     fragments: set[str] = set()
-    results = check_files([*args.files, *reached], fragments)
+    crashes: list[BaseException] = []
+    results = check_files([*args.files, *reached], fragments, crashes)
     invalid = [p for p, d in results.items() if d]
     plans = [p for p, d in results.items() if not d and p not in fragments]
-    infeasible = _infeasible(plans) if args.solve else {}
+    infeasible = _infeasible(plans, crashes) if args.solve else {}
     if args.format == "json":
         payload = {"valid": not invalid, "feasible": None if not args.solve else not infeasible,
                    "files": [{"file": p, "valid": not d, "fragment": p in fragments,
@@ -112,6 +137,10 @@ def run(args: argparse.Namespace) -> int:
                                  " a given file")
                 print(f"{n} plan{'s' if n != 1 else ''} valid" + (" and feasible" if args.solve else "")
                       + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
+    if crashes:  # every file was checked; the first crash gets the one-line report, last
+        from budgetdsl.crash_report import report_internal_error
+
+        return report_internal_error(crashes[0])
     return ExitCode.INVALID if invalid else ExitCode.NO if infeasible else ExitCode.OK
 
 

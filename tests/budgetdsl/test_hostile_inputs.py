@@ -189,6 +189,25 @@ def test_one_crashing_file_does_not_abort_a_check_batch(tmp_path, monkeypatch):
     results = check.check_files([str(bad), str(good), str(bad)])
     assert list(results) == [str(bad), str(good)]
     assert results[str(bad)] and not results[str(good)]
+    import budgetdsl.plan_loader as loader
+
+    real = loader.load_merged
+
+    def crash_on_bad(source, *a, **k):
+        if source.files[0].endswith("crash.yaml"):
+            raise RuntimeError("boom")
+        return real(source, *a, **k)
+    crash = tmp_path / "crash.yaml"
+    crash.write_text(good.read_text())
+    monkeypatch.setattr(loader, "load_merged", crash_on_bad)
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the traceback file goes
+    results = check.check_files([str(crash), str(good)])
+    assert [d.code for d in results[str(crash)]] == ["internal-error"] and results[str(good)] == []
+    from budgetdsl.cli import main
+
+    assert main(["check", str(crash), str(good)]) == 3  # an internal error, never 1 or 2
 
 
 # -- 2. bounded work ------------------------------------------------------------------------------
@@ -517,3 +536,17 @@ def test_streamed_json_is_the_json_of_the_list():
     expected = json.dumps([{"set": r.values, "solution": r.solution.model_dump(mode="json")} for r in rows],
                           indent=2) + "\n"
     assert render_json(rows, settings) == expected and render_json([], settings) == "[]\n"
+
+
+def test_a_non_finite_answer_is_a_located_error_not_json_null(monkeypatch):
+    """The last line of defence: should any intermediate overflow despite the bounds, the answer is
+    refused (located) instead of printing Infinity, or null where a number belongs."""
+    from budgetdsl import frontier
+    from budgetdsl.solver import solve
+
+    plan = load_plan(PLANS / "llama2-7b.yaml")
+    monkeypatch.setattr(frontier.Frontier, "x", lambda self, batch: math.inf)
+    with pytest.raises(PlanError) as info:
+        solve(plan)
+    assert "error[not-finite]" in info.value.diagnostics[0].format()
+    assert "frontier.x" in info.value.diagnostics[0].message
