@@ -46,6 +46,9 @@ def main() -> int:
             total.crashes.update(found.crashes)
             for k, v in found.examples.items():
                 total.examples.setdefault(k, v)
+        for site in found.crashes:  # new sites as they appear, so a long run shows them early
+            print(f"  finding: {site} (e.g. {found.examples[site][0]} {'+'.join(found.examples[site][1])})",
+                  flush=True)
             total.hangs += found.hangs
             total.non_finite += found.non_finite
             total.slowest = max(total.slowest, found.slowest)
