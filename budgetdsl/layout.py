@@ -67,37 +67,33 @@ def stage_layers(layers: int, stages: int, last_extra: float = 0.0) -> tuple[int
     """Transformer layers per pipeline stage, first to last, that minimise the slowest stage when
     the last stage also carries `last_extra` layers' worth of work (the LM head and the loss).
 
-    Uneven splits are allowed (L mod p ≠ 0). The earliest stages give up layers first, as the
-    first stage holds p micro-batches of activations under 1F1B and the most memory. Exact: the
-    smallest capacity T with Σ_i ⌊T − extra_i⌋ ≥ L over the O(L) candidate capacities."""
+    The split is one Megatron-Core can launch: every middle stage holds the same k layers, the
+    first and the last may hold fewer (`--decoder-first-pipeline-num-layers`,
+    `--decoder-last-pipeline-num-layers`), so L mod p ≠ 0 is allowed. Ties go to the fewest layers
+    on the first stage, which holds p micro-batches of activations under 1F1B and the most memory.
+    An even split (L mod p = 0, no head to balance) comes out even."""
     if stages <= 1:
         return (layers,)
     if layers < stages:
         raise ValueError(f"{layers} layers cannot fill {stages} pipeline stages")
-    extras = [0.0] * (stages - 1) + [max(0.0, last_extra)]
-
-    def fits(cap: float) -> bool:  # monotone in cap, so each candidate family is bisected:
-        per = [max(0, math.floor(cap - e + 1e-9)) for e in extras]  # a scan of the O(L) candidates
-        return sum(per) >= layers and min(per) >= 1               # was O(L·p) per call
-
-    best: float | None = None
-    for e0 in sorted(set(extras)):  # the candidates k + e0, k = 0..L
-        lo, hi = 0, layers
-        if not fits(hi + e0):
+    h = max(0.0, last_extra)
+    middle = stages - 2
+    best: tuple[float, int, tuple[int, ...]] | None = None
+    k_lo = max(1, -(-layers // stages) - 1)
+    k_hi = max(k_lo, -(-layers // stages) + int(math.ceil(h)) + 2)
+    for k in range(k_lo, k_hi + 1):
+        rest = layers - middle * k  # first + last
+        if rest < 2 or rest > 2 * k:
             continue
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if fits(mid + e0) else (mid + 1, hi)
-        if best is None or lo + e0 < best:
-            best = lo + e0
-    for cap in [] if best is None else [best]:
-        per = [max(0, math.floor(cap - e + 1e-9)) for e in extras]
-        if sum(per) >= layers and min(per) >= 1:
-            over = sum(per) - layers
-            while over > 0:  # trim the surplus one layer a stage, front stages first
-                for i in range(stages):
-                    if over > 0 and per[i] > 1:
-                        per[i] -= 1
-                        over -= 1
-            return tuple(per)
-    return tuple([layers // stages + (1 if i < layers % stages else 0) for i in range(stages)])
+        lo_c, hi_c = max(1, rest - k), min(k, rest - 1)
+        ideal = (rest - h) / 2.0
+        for c in {lo_c, hi_c, min(hi_c, max(lo_c, math.floor(ideal))), min(hi_c, max(lo_c, math.ceil(ideal)))}:
+            a = rest - c
+            cost = max(float(k) if middle else 0.0, float(a), c + h)
+            split = (a,) + (k,) * middle + (c,)
+            key = (cost, a, split)
+            if best is None or key < best:
+                best = key
+    if best is None:  # pragma: no cover - k = ceil(L/p) always admits a split
+        return tuple([layers // stages + (1 if i < layers % stages else 0) for i in range(stages)])
+    return best[2]

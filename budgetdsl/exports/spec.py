@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from budgetdsl.launch_model import Launch
-from budgetdsl.layout import launch_problem, nodes_of
+from budgetdsl.layout import launch_problem, nodes_of, stage_layers
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"  # NGC PyTorch: torch, NCCL, torchrun
 DEFAULT_COMMAND = ("train.py",)
@@ -339,6 +339,12 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
         raise ExportError(f"{problem} (hardware.gpus_per_node {int(hw.gpus_per_node)}, tensor {tp}, "
                           f"pipeline {pp}); choose a launchable count")
     nodes, per_node = nodes_of(gpus, int(hw.gpus_per_node))
+    layers = plan.model.layers
+    if layers is not None and layers % pp:
+        split = _field(solution, "throughput.stage_layers") or stage_layers(int(layers), pp)  # the plan's split
+        raise ExportError(f"{layers} layers on {pp} pipeline stages are uneven (budgetdsl plans first {split[0]}, "
+                          f"{pp - 2} × {split[1]}, last {split[-1]}); the exports do not write uneven stages yet "
+                          "(Megatron-Core: --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers)")
 
     seq_len = int(plan.model.seq_len)
     batch_tokens = micro * accum * dp * seq_len
