@@ -24,26 +24,31 @@ import linreg_proxy  # noqa: E402
 from budgetdsl.calibrate.gns import GradientNoiseScale  # noqa: E402
 
 
+def _to(batch, device):
+    return tuple(t.to(device) for t in batch)
+
+
 def linreg_loop(out: Path | None, *, steps: int = 200, batch: int = 64, micro: int = 4, seed: int = 3,
-                lr: float = 0.0, measure: bool = True, ddp: bool = False):
+                lr: float = 0.0, measure: bool = True, ddp: bool = False, device: str = "cpu"):
     """The linear-regression proxy trained at `lr` (0: fixed weights, the closed form holds at every
     step). Returns the calibration (None when not measuring)."""
     rank, world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
     torch.manual_seed(seed)
-    model = linreg_proxy.make_model()
+    model = linreg_proxy.make_model().to(device)
     sampler = linreg_proxy.make_data("train")
     gen = torch.Generator().manual_seed(seed)
     accum = batch // (micro * world)
     gns = (GradientNoiseScale(model, micro_batch=micro, accumulation=accum, world_size=world,
                               ema_beta=1.0 if lr == 0 else 0.95, point_every=50) if measure else None)
-    net = torch.nn.parallel.DistributedDataParallel(model) if ddp else model
+    ids = [torch.device(device).index or 0] if device.startswith("cuda") else None
+    net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids) if ddp else model
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     for _ in range(steps):
         draws = [sampler(micro, gen) for _ in range(accum * world)]
         for i, mb in enumerate(draws[rank * accum:(rank + 1) * accum]):
             sync = contextlib.nullcontext() if not ddp or i == accum - 1 else net.no_sync()
             with sync:
-                loss = net(mb) / accum
+                loss = net(_to(mb, device)) / accum
                 loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -58,12 +63,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--device", default="cpu", help="cpu (gloo) or cuda (nccl, one GPU per process)")
     args = ap.parse_args()
     ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    device = args.device
+    if device == "cuda":
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+        torch.cuda.set_device(device)
     if ddp:
-        dist.init_process_group("gloo")
+        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
     try:
-        linreg_loop(args.out, steps=args.steps, ddp=ddp)
+        cal = linreg_loop(args.out, steps=args.steps, ddp=ddp, device=device)
+        if not ddp or dist.get_rank() == 0:
+            lo, hi = cal.summary.ci_low, cal.summary.ci_high
+            print(f"B_simple {cal.summary.b_simple:.4g} [{lo:.4g}, {hi:.4g}] examples; closed form "
+                  f"{linreg_proxy.truth()[2]:g}; {cal.provenance.batch.world_size} replica(s) on {device}")
     finally:
         if ddp:
             dist.destroy_process_group()
