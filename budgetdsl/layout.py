@@ -63,37 +63,61 @@ def data_parallel_peers_in_node(data_parallel: int, tensor_parallel: int, gpus_p
     return max(1, min(data_parallel, gpus_per_node // tensor_parallel))
 
 
+def _ends(rest: int, h: float) -> tuple[float, int, int] | None:
+    """The best (cost, first, last) with first + last = rest, both ≥ 1, for a last stage that also
+    carries h layers' worth: O(1), the optimum is next to first = last + h."""
+    lo_c, hi_c = 1, rest - 1
+    if lo_c > hi_c:
+        return None
+    ideal = (rest - h) / 2.0
+    best = None
+    for c in {lo_c, hi_c, min(hi_c, max(lo_c, math.floor(ideal))), min(hi_c, max(lo_c, math.ceil(ideal)))}:
+        a = rest - c
+        key = (max(float(a), c + h), a, c)
+        if best is None or key < best:
+            best = key
+    return best
+
+
 def stage_layers(layers: int, stages: int, last_extra: float = 0.0) -> tuple[int, ...]:
     """Transformer layers per pipeline stage, first to last, that minimise the slowest stage when
     the last stage also carries `last_extra` layers' worth of work (the LM head and the loss).
 
     The split is one Megatron-Core can launch: every middle stage holds the same k layers, the
-    first and the last may hold fewer (`--decoder-first-pipeline-num-layers`,
+    first and the last may differ (`--decoder-first-pipeline-num-layers`,
     `--decoder-last-pipeline-num-layers`), so L mod p ≠ 0 is allowed. Ties go to the fewest layers
     on the first stage, which holds p micro-batches of activations under 1F1B and the most memory.
-    An even split (L mod p = 0, no head to balance) comes out even."""
+    An even split (L mod p = 0, no head to balance) comes out even.
+
+    The slowest stage is max(k, ends(k)): k grows and the ends' best (first + last = L − (p−2)·k)
+    shrinks with k, so the optimum sits where they cross — found by bisection, O(log L)."""
     if stages <= 1:
         return (layers,)
     if layers < stages:
         raise ValueError(f"{layers} layers cannot fill {stages} pipeline stages")
     h = max(0.0, last_extra)
+    if stages == 2:
+        end = _ends(layers, h)
+        assert end is not None
+        return (end[1], end[2])
     middle = stages - 2
+    k_lo, k_hi = 1, (layers - 2) // middle  # first + last ≥ 2
+    lo, hi = k_lo, k_hi  # the smallest k whose own size reaches the ends' best
+    while lo < hi:
+        mid = (lo + hi) // 2
+        end = _ends(layers - middle * mid, h)
+        if end is not None and mid >= end[0]:
+            hi = mid
+        else:
+            lo = mid + 1
     best: tuple[float, int, tuple[int, ...]] | None = None
-    k_lo = max(1, -(-layers // stages) - 1)
-    k_hi = max(k_lo, -(-layers // stages) + int(math.ceil(h)) + 2)
-    for k in range(k_lo, k_hi + 1):
-        rest = layers - middle * k  # first + last
-        if rest < 2 or rest > 2 * k:
+    for k in {max(k_lo, lo - 1), lo, min(k_hi, lo + 1)}:
+        end = _ends(layers - middle * k, h)
+        if end is None:
             continue
-        lo_c, hi_c = max(1, rest - k), min(k, rest - 1)
-        ideal = (rest - h) / 2.0
-        for c in {lo_c, hi_c, min(hi_c, max(lo_c, math.floor(ideal))), min(hi_c, max(lo_c, math.ceil(ideal)))}:
-            a = rest - c
-            cost = max(float(k) if middle else 0.0, float(a), c + h)
-            split = (a,) + (k,) * middle + (c,)
-            key = (cost, a, split)
-            if best is None or key < best:
-                best = key
-    if best is None:  # pragma: no cover - k = ceil(L/p) always admits a split
-        return tuple([layers // stages + (1 if i < layers % stages else 0) for i in range(stages)])
+        cost, a, c = max(float(k), end[0]), end[1], end[2]
+        key = (cost, a, (a,) + (k,) * middle + (c,))
+        if best is None or key < best:
+            best = key
+    assert best is not None
     return best[2]
