@@ -158,8 +158,9 @@ def transfer_checks(plan: "Plan", cal: Any, b_crit: float, path: Path) -> tuple[
       per-token losses are not the target's (B_noise at equal loss transfers only on the same
       data and tokenizer, Kaplan et al. 2020 section 5.1).
     Warnings:
-    - the calibration measured the built-in proxy corpus, or a vocabulary other than the plan's
-      model.vocab: the loss scale differs, so `at_loss` reads a different point of the curve.
+    - the calibration measured the built-in proxy corpus (unless the plan is of the proxy itself:
+      its sequence length and vocabulary), or a vocabulary other than the plan's model.vocab: the
+      loss scale differs, so `at_loss` reads a different point of the curve.
     Files that do not carry a field (a stub, an older writer) skip the check that needs it.
     """
     noise = plan.noise
@@ -182,23 +183,27 @@ def transfer_checks(plan: "Plan", cal: Any, b_crit: float, path: Path) -> tuple[
             f"B_crit from calibration {name!r} at loss {float(noise.at_loss):g} is {b_crit:.3g} tokens, "
             f"less than one sequence of this model ({seq_len} tokens): the calibration's losses do "
             "not describe this model's training",
-            "calibrate on the target's own data and tokenizer (budgetdsl.calibrate.integrations "
+            "calibrate on the target's own data and tokenizer (budgetdsl.calibrate.gns, gns_hf or gns_lightning "
             "records B_simple inside an existing training loop), and read it at a loss the target "
             "reaches; or declare noise.b_crit"))
     if errors:
         raise PlanError(errors)
     warnings: list[Diagnostic] = []
     data = getattr(prov, "data", None)
-    if data is not None and data.kind in PROXY_CORPORA:
+    vocab = getattr(plan.model, "vocab", None)
+    cal_vocab = getattr(data, "vocab_size", None)
+    tokens = getattr(getattr(prov, "batch", None), "tokens_per_example", None)
+    # A plan of the proxy itself (its sequence length, its vocabulary or none given) trains on the
+    # proxy's own token stream, as plans/ramp-gpt-micro-proxy.yaml does: nothing is transferred.
+    the_proxy = tokens == seq_len and (vocab is None or vocab == cal_vocab)
+    if data is not None and data.kind in PROXY_CORPORA and not the_proxy:
         warnings.append(plan_warning(
             plan, ("noise", "calibration"), "calibration-corpus",
             f"calibration {name!r} measured {PROXY_CORPORA[data.kind]}: its losses are not comparable "
             f"with a loss on the target's corpus and tokenizer, so at_loss {float(noise.at_loss):g} "
             "reads B_crit at a point of a different curve",
             "calibrate on the target's data (`budgetdsl calibrate --data FILE`, or record B_simple "
-            "in your own training with budgetdsl.calibrate.integrations)"))
-    vocab = getattr(plan.model, "vocab", None)
-    cal_vocab = getattr(data, "vocab_size", None)
+            "in your own training with budgetdsl.calibrate.gns, gns_hf or gns_lightning)"))
     if vocab is not None and cal_vocab is not None and int(vocab) != int(cal_vocab):
         warnings.append(plan_warning(
             plan, ("noise", "at_loss"), "calibration-tokenizer",

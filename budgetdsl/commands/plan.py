@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"{path}: error[io]: {exc.strerror or exc}", file=sys.stderr)
             code = ExitCode.INVALID
             continue
+        for warning in solution.warnings:  # located, like errors; they do not change the exit code
+            print(warning.format(), file=sys.stderr)
         if not solution.feasible and code == ExitCode.OK:
             code = ExitCode.NO
         picture = None

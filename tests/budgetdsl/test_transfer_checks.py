@@ -113,16 +113,23 @@ def test_b_crit_below_one_sequence_is_refused_even_with_a_fit(tmp_path):
     assert solve(load_plan(half)).frontier.b_crit_tokens == pytest.approx(b_crit)
 
 
-def _proxy_plan(tmp_path, edit, vocab=None, run=""):
+def _proxy_plan(tmp_path, edit, vocab=None, run="", seq_len=64):
     cal = _calibration(tmp_path, edit)
     fit = load_calibration(cal).fit
     extra = f", vocab: {vocab}" if vocab else ""
     return _plan(tmp_path, cal, round((fit.loss_min + fit.loss_max) / 2, 3),
-                 model=f"params: 25M, layers: 6, d_model: 512, heads: 8, seq_len: 64{extra}", run=run)
+                 model=f"params: 25M, layers: 6, d_model: 512, heads: 8, seq_len: {seq_len}{extra}", run=run)
+
+
+def test_a_plan_of_the_proxy_itself_is_not_warned_about_its_corpus(tmp_path):
+    """The fixture's own 64-token sequences and byte vocabulary: the plan trains on the proxy's
+    stream (as plans/ramp-gpt-micro-proxy.yaml does); nothing is transferred."""
+    assert solve(load_plan(_proxy_plan(tmp_path, None))).warnings == []
+    assert solve(load_plan(_proxy_plan(tmp_path, None, vocab=256))).warnings == []
 
 
 def test_the_built_in_proxy_corpus_is_a_located_warning_not_an_error(tmp_path):
-    plan = _proxy_plan(tmp_path, None)
+    plan = _proxy_plan(tmp_path, None, seq_len=32)  # another sequence length: another model's data
     sol = solve(load_plan(plan))
     assert sol.feasible
     (w,) = [w for w in sol.warnings if w.code == "calibration-corpus"]
@@ -131,6 +138,7 @@ def test_the_built_in_proxy_corpus_is_a_located_warning_not_an_error(tmp_path):
     out = subprocess.run([str(BUDGETDSL), "plan", "--format", "json", str(plan)], capture_output=True, text=True)
     assert out.returncode == 0
     assert [w["code"] for w in json.loads(out.stdout)["warnings"]] == ["calibration-corpus"]
+    assert out.stderr.startswith(f"{plan}:6:") and "warning[calibration-corpus]" in out.stderr
 
 
 def test_a_different_vocabulary_is_a_warning_and_the_same_one_is_not(tmp_path):
