@@ -64,9 +64,16 @@ def _quick(tmp_path, name, **changes):
     return cfg, tmp_path / name
 
 
-def test_same_seed_same_result_other_seed_other_result(tmp_path):
-    cfg, out = _quick(tmp_path, "a.json")
-    a = calibrate(cfg, out).calibration
+@pytest.fixture(scope="module")
+def quick24(tmp_path_factory):
+    """One uninterrupted 24-step quick run, shared by the tests that compare other runs with it."""
+    cfg, out = _quick(tmp_path_factory.mktemp("quick24"), "full.json")
+    return calibrate(cfg, out).calibration
+
+
+def test_same_seed_same_result_other_seed_other_result(tmp_path, quick24):
+    cfg, _ = _quick(tmp_path, "a.json")
+    a = quick24
     b = calibrate(cfg, tmp_path / "b.json").calibration
     c = calibrate(cfg.with_(seed=7), tmp_path / "c.json").calibration
     assert a.raw == b.raw and a.trajectory == b.trajectory
@@ -74,9 +81,9 @@ def test_same_seed_same_result_other_seed_other_result(tmp_path):
 
 
 @pytest.mark.slow
-def test_interrupt_writes_partial_file_and_resume_continues_bit_for_bit(tmp_path, cli):
+def test_interrupt_writes_partial_file_and_resume_continues_bit_for_bit(tmp_path, cli, quick24):
     cfg, out = _quick(tmp_path, "r.json")
-    full = calibrate(cfg, tmp_path / "full.json").calibration
+    full = quick24
 
     def ctrl_c(step):
         if step == 12:
