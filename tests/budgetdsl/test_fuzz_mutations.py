@@ -30,3 +30,36 @@ def test_no_mutant_crashes_hangs_or_prints_non_finite_json():
     assert found.mutants >= min(MUTANTS, 300)
     assert found.failures == 0, found.summary()
     assert found.outcomes["exported"] > 0 and found.outcomes["invalid"] > 0  # both paths exercised
+
+
+def test_mutants_through_the_command_line_never_exit_3(tmp_path, capsys, monkeypatch):
+    """The same mutants as files, through `check`, `plan` (JSON, Markdown) and `export` in-process:
+    every exit is 0, 1 or 2 — an internal error (3) is a finding — and JSON on stdout is strict."""
+    import json
+    import shutil
+
+    from budgetdsl.cli import main
+    from budgetdsl.exports import FORMATS
+    from fuzz_mutations import PLANS, check_markdown
+
+    shutil.copytree(PLANS, tmp_path / "plans")
+    monkeypatch.setenv("BUDGETDSL_TRACEBACK_DIR", str(tmp_path))
+    n = max(20, MUTANTS // 25)
+    bad = []
+    for i, (name, ops, text) in enumerate(Fuzzer(15).mutants(n)):
+        path = tmp_path / "plans" / (name.replace(".yaml", f".m{i}.yaml"))
+        path.write_text(text, encoding="utf-8", errors="surrogateescape")
+        runs = [["check", str(path)], ["plan", str(path), "--format", "json"],
+                ["plan", str(path), "--format", "markdown"]]
+        runs += [["export", str(path), "--to", fmt] for fmt in FORMATS] if i % 5 == 0 else []
+        for argv in runs:
+            rc = main(argv)
+            out = capsys.readouterr().out
+            if rc not in (0, 1, 2):
+                bad.append((rc, argv[0], name, ops))
+            elif argv[-1] == "json" and out:
+                json.loads(out, parse_constant=lambda c: bad.append(("non-finite", name, ops)))
+            elif argv[-1] == "markdown" and out:
+                check_markdown(out)
+        path.unlink()
+    assert not bad, bad[:5]
