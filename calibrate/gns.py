@@ -173,7 +173,9 @@ class GradientNoiseScale:
         if not self.enabled:
             return
         self._counts[i] += 1
-        self._parts.append(torch.linalg.vector_norm(grad.detach(), dtype=torch.float32))
+        # Hooks run without grad mode: no detach. Half-precision gradients are summed in fp32.
+        self._parts.append(torch.linalg.vector_norm(grad) if grad.dtype == torch.float32
+                           else torch.linalg.vector_norm(grad, dtype=torch.float32))
         if not self._queued:
             self._queued = True
             _engine.queue_callback(self._end_of_backward)
