@@ -60,24 +60,41 @@ class BudgetApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "budgetdsl"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]
+    # Every binding has an id, so a keymap can move it to other keys (budgetdsl.tui.keymap; the
+    # ids are listed in docs/tui.md). Single letters act only where no field has focus: a focused
+    # Input types them, and Esc leaves it (as in k9s, lazygit, htop).
     BINDINGS = [
-        Binding("ctrl+s", "save", "Save"),
-        Binding("ctrl+r", "reset", "Reset"),
-        Binding("ctrl+b", "toggle_batch", "Pin"),
-        Binding("f1", "help", "Help"),
-        Binding("question_mark", "help", "Help", show=False),
-        Binding("f2", "toggle_x", "x-axis"),
-        Binding("f3", "toggle_y", "y-axis"),
-        Binding("f4", "toggle_markers", "Marks"),
-        Binding("ctrl+q", "quit", "Quit", priority=True),
-        Binding("q", "quit", "Quit", show=False),
+        Binding("ctrl+s", "save", "Save", id="save"),
+        Binding("ctrl+r", "reset", "Reset", id="reset"),
+        Binding("ctrl+b", "toggle_batch", "Pin", id="pin-batch"),
+        Binding("f1", "help", "Help", id="help"),
+        Binding("question_mark", "help", "Help", show=False, id="help.letter"),
+        # F2-F4 are named in the plot's border (its subtitle), which leaves the footer room for
+        # `esc Leave field` at 80 columns
+        Binding("f2", "toggle_x", "x-axis", show=False, id="plot.x-axis"),
+        Binding("f3", "toggle_y", "y-axis", show=False, id="plot.y-axis"),
+        Binding("f4", "toggle_markers", "Marks", show=False, id="plot.markers"),
+        Binding("ctrl+q", "quit", "Quit", priority=True, id="quit"),
+        Binding("q", "quit", "Quit", show=False, id="quit.letter"),
     ]
 
-    def __init__(self, state: WhatIf, solution: Solution, markers: str = "braille") -> None:
+    def __init__(self, state: WhatIf, solution: Solution, markers: str = "braille",
+                 keymap: dict[str, str] | None = None) -> None:
         super().__init__()
         self.state = state
         self.solution = solution
         self._markers = markers if markers in MARKERS else "braille"
+        self._keymap_problems: list[str] = []
+        if keymap is None:
+            from budgetdsl.tui.keymap import load_keymap
+
+            keymap, self._keymap_problems = load_keymap()
+        else:
+            from budgetdsl.tui.keymap import check_keymap
+
+            keymap, self._keymap_problems = check_keymap(keymap)
+        if keymap:
+            self.set_keymap(keymap)
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -99,6 +116,8 @@ class BudgetApp(App[None]):
         self.query_one("#limits-box").border_title = "limits"
         self._show()
         self.query_one("#gpus", QuantityInput).focus()
+        for problem in self._keymap_problems:
+            self.notify(problem, title="keymap entry ignored", severity="warning", timeout=10, markup=False)
 
     def _show(self) -> None:
         """Redraw every panel from the state and its solution."""
@@ -283,8 +302,20 @@ class BudgetApp(App[None]):
         yield SystemCommand("Help", "Keys and how to type values", self.action_help)
 
 
-def make_app(path: str | os.PathLike[str], markers: str = "braille") -> BudgetApp:
+def make_app(path: str | os.PathLike[str], markers: str = "braille",
+             keymap: dict[str, str] | None = None) -> BudgetApp:
     """The app on plan file `path`. Raises PlanError (located) or OSError when it cannot be read
-    or solved, before any terminal is touched."""
+    or solved, before any terminal is touched. `keymap` maps binding ids to keys; without it the
+    keymap file is read (budgetdsl.tui.keymap)."""
     state = WhatIf.load(path)
-    return BudgetApp(state, solve(state.plan), markers)
+    return BudgetApp(state, solve(state.plan), markers, keymap)
+
+
+def binding_ids() -> dict[str, str]:
+    """Every binding id of the app and its widgets, with what the binding does (docs/tui.md)."""
+    out = {}
+    for cls in (BudgetApp, QuantityInput, ObjectiveSelect, FrontierPlot, HelpScreen, QuitScreen):
+        for b in cls.BINDINGS:
+            if isinstance(b, Binding) and b.id:
+                out[b.id] = b.description or b.action
+    return out

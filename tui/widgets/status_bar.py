@@ -14,11 +14,15 @@ class StatusBar(TextPanel):
 
     def lines(self, value, width: int) -> list[Text]:
         plan_name, path, sol, changed = value
-        text = Text.assemble(("budgetdsl ", "bold"), (plan_name, "bold cyan"), f"  {Path(path).name}")
+        # Separating spaces end a run, never start one: an SVG export writes each run as a <text>
+        # at its cell, and renderers (rsvg) drop a run's leading spaces, which ran the plan name
+        # into the file name (`llama2-7bllama2-7b.yaml`).
+        text = Text.assemble(("budgetdsl ", "bold"), (f"{plan_name}  ", "bold cyan"), Path(path).name)
         if sol is not None:
             text.append("  ")
             text.append("feasible" if sol.feasible else "INFEASIBLE", "bold green" if sol.feasible else "bold red")
         if changed:
-            text.append(f"  ● {len(changed)} unsaved: " + ", ".join(changed), "bold yellow")
+            text.append("  ")
+            text.append(f"● {len(changed)} unsaved: " + ", ".join(changed), "bold yellow")
         text.truncate(width, overflow="ellipsis")
         return [text]

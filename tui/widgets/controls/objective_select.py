@@ -11,8 +11,8 @@ from budgetdsl.tui.messages import StepRequested
 
 class ObjectiveSelect(Select[str]):
     BINDINGS = [
-        Binding("plus", "step(1)", "Next objective", show=False),
-        Binding("minus", "step(-1)", "Previous objective", show=False),
+        Binding("plus", "step(1)", "Next objective", show=False, id="objective.next"),
+        Binding("minus", "step(-1)", "Previous objective", show=False, id="objective.previous"),
     ]
 
     def __init__(self, **kwargs) -> None:

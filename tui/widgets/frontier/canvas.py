@@ -2,6 +2,10 @@
 
 Two marker sets: `braille` draws the curve with 2×4 dots per cell; `ascii` draws it with plain
 characters for fonts without braille (and for copying into a plain-text bug report).
+
+Colour is never the only difference: with `no_color` (the app under NO_COLOR=1, where every colour
+becomes a grey) the feasible arc is drawn as a solid band `⣿` instead of the curve's thin dots and
+the run's `●` is in reverse video, so curve, arc and run still read apart.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ MARKERS = ("braille", "ascii")
 STYLES = {"curve": "cyan", "arc": "bold green", "run": "bold yellow", "run_bad": "bold red",
           "b_crit": "bold magenta", "deadline": "red", "flops": "dark_orange", "axis": "bright_black",
           "tick": "", "note": "italic bright_black"}
+NO_COLOR_STYLES = {**STYLES, "curve": "", "arc": "bold", "run": "bold reverse", "run_bad": "bold reverse"}
+_SOLID = "⣿"  # the feasible arc's braille cell when colour cannot tell it from the curve
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,18 +63,22 @@ def _range(values: list[float]) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def legend(data: PlotData, markers: str, width: int) -> list[Text]:
+def legend(data: PlotData, markers: str, width: int, no_color: bool = False) -> list[Text]:
     """The legend, packed into as few lines of `width` as it takes."""
     g = GLYPHS[markers]
+    styles = NO_COLOR_STYLES if no_color else STYLES
+    arc = (_SOLID * 2 if no_color else "━") if markers == "braille" else g.arc * 2
     parts = [(g.run, "run" if data.run_feasible else "run (infeasible)",
-              STYLES["run"] if data.run_feasible else STYLES["run_bad"]),
-             ("━" if markers == "braille" else g.arc * 2, "feasible", STYLES["arc"]),
+              styles["run"] if data.run_feasible else styles["run_bad"]),
+             (arc, "feasible", styles["arc"]),
              (g.b_crit, "B_crit", STYLES["b_crit"])]
     if data.run is None:
         parts[0] = ("", "no launchable run", STYLES["run_bad"])
     if not any(data.feasible):
         parts[1] = ("", "no feasible batch", STYLES["run_bad"])
-    if data.vlines:
+    if len(data.vlines) > 1:  # on the steps axis: the two batches where the wall clock reaches it
+        parts.append((g.vline * 2, "deadline (met between)", STYLES["deadline"]))
+    elif data.vlines:
         parts.append((g.vline, "deadline", STYLES["deadline"]))
     if data.hlines:
         parts.append((g.hline, "FLOP budget", STYLES["flops"]))
@@ -83,9 +93,12 @@ def legend(data: PlotData, markers: str, width: int) -> list[Text]:
     return lines
 
 
-def render_plot(data: PlotData, width: int, height: int, markers: str = "braille") -> Text:
-    """The plot in `width` × `height` cells: y ticks, plot area, x axis, x labels, legend."""
+def render_plot(data: PlotData, width: int, height: int, markers: str = "braille",
+                no_color: bool = False) -> Text:
+    """The plot in `width` × `height` cells: y ticks, plot area, x axis, x labels, legend.
+    `no_color`: told apart by glyph and weight alone (see the module's docstring)."""
     g = GLYPHS[markers]
+    styles = NO_COLOR_STYLES if no_color else STYLES
     if width < 16 or height < 6:
         return Text("(too small for the plot)", style=STYLES["note"])
 
@@ -109,7 +122,7 @@ def render_plot(data: PlotData, width: int, height: int, markers: str = "braille
         else:
             off.append(f"{line.label} off the plot {'↑' if _log(line.value) > y1 else '↓'}")
 
-    foot = legend(data, markers, width)
+    foot = legend(data, markers, width, no_color)
     notes = [*data.notes, *off]
     if notes:
         foot.append(Text("; ".join(notes), style=STYLES["note"]))
@@ -174,7 +187,7 @@ def render_plot(data: PlotData, width: int, height: int, markers: str = "braille
 
     mark(*data.b_crit, g.b_crit, STYLES["b_crit"])
     if data.run is not None:
-        mark(*data.run, g.run, STYLES["run"] if data.run_feasible else STYLES["run_bad"])
+        mark(*data.run, g.run, styles["run"] if data.run_feasible else styles["run_bad"])
 
     # Tick positions: y ticks by row, x ticks by column.
     ylabels: dict[int, str] = {}
@@ -202,8 +215,10 @@ def render_plot(data: PlotData, width: int, height: int, markers: str = "braille
             if (r, c) in over:
                 ch, style = over[(r, c)]
             elif layer[r][c]:
-                style = STYLES["arc"] if layer[r][c] == 2 else STYLES["curve"]
+                style = styles["arc"] if layer[r][c] == 2 else styles["curve"]
                 ch = chr(0x2800 + bits[r][c]) if sx == 2 else (g.arc if layer[r][c] == 2 else g.curve)
+                if no_color and sx == 2 and layer[r][c] == 2:
+                    ch = _SOLID
             elif (r, c) in under:
                 ch, style = under[(r, c)]
             else:

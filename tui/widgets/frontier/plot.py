@@ -21,9 +21,9 @@ class FrontierPlot(Widget, can_focus=True):
     """Redraws from the last `show(plan, solution)`; the axes and the markers are reactive."""
 
     BINDINGS = [
-        Binding("x", "app.toggle_x", "Steps/wall clock", show=False),
-        Binding("y", "app.toggle_y", "Tokens/FLOPs", show=False),
-        Binding("m", "app.toggle_markers", "Markers", show=False),
+        Binding("x", "app.toggle_x", "Steps/wall clock", show=False, id="plot.x-axis.letter"),
+        Binding("y", "app.toggle_y", "Tokens/FLOPs", show=False, id="plot.y-axis.letter"),
+        Binding("m", "app.toggle_markers", "Markers", show=False, id="plot.markers.letter"),
     ]
 
     x_axis: reactive[str] = reactive("steps")
@@ -70,4 +70,4 @@ class FrontierPlot(Widget, can_focus=True):
         if self._data is None:
             return Text("")
         size = self.content_size
-        return render_plot(self._data, size.width, size.height, self.markers)
+        return render_plot(self._data, size.width, size.height, self.markers, self.app.no_color)

@@ -8,9 +8,19 @@ import math
 
 from budgetdsl.humanize import si
 
-_TIME_TICKS = ((1.0, "1s"), (10.0, "10s"), (60.0, "1m"), (600.0, "10m"), (3600.0, "1h"),
-               (6 * 3600.0, "6h"), (86400.0, "1d"), (7 * 86400.0, "1w"), (30 * 86400.0, "30d"),
-               (365 * 86400.0, "1y"), (3650 * 86400.0, "10y"))
+_M, _H, _D = 60.0, 3600.0, 86400.0
+# Wall-clock ticks in human units, sparsest first; `ticks` takes the densest set that fits the
+# room (a 5-day to 60-day axis gets 1w, 2w, 30d, 60d rather than only 1w and 30d).
+_TIME_TICKS = ((1.0, "1s"), (10.0, "10s"), (_M, "1m"), (10 * _M, "10m"), (_H, "1h"),
+               (6 * _H, "6h"), (_D, "1d"), (7 * _D, "1w"), (30 * _D, "30d"),
+               (365 * _D, "1y"), (3650 * _D, "10y"))
+_TIME_TICKS_2 = tuple(sorted(_TIME_TICKS + (
+    (30.0, "30s"), (30 * _M, "30m"), (3 * _H, "3h"), (12 * _H, "12h"), (3 * _D, "3d"), (14 * _D, "2w"),
+    (90 * _D, "90d"), (182.5 * _D, "6mo"), (2 * 365 * _D, "2y"), (5 * 365 * _D, "5y"))))
+_TIME_TICKS_3 = tuple(sorted(_TIME_TICKS_2 + (
+    (2.0, "2s"), (5.0, "5s"), (20.0, "20s"), (2 * _M, "2m"), (5 * _M, "5m"), (20 * _M, "20m"),
+    (2 * _H, "2h"), (2 * _D, "2d"), (5 * _D, "5d"), (21 * _D, "3w"), (60 * _D, "60d"),
+    (120 * _D, "4mo"), (20 * 365 * _D, "20y"))))
 
 
 def label(value: float, kind: str) -> str:
@@ -25,9 +35,14 @@ def ticks(lo: float, hi: float, kind: str, room: int = 6) -> list[tuple[float, s
     tokens, flops, wall): decades, or with 2 and 5 (and finer) between them while at most `room`
     ticks result; at least two where the range allows."""
     if kind == "wall":
-        inside = [(v, t) for v, t in _TIME_TICKS if lo <= v <= hi]
-        if len(inside) >= 2:
-            return inside
+        best = [(v, t) for v, t in _TIME_TICKS if lo <= v <= hi]
+        for denser in (_TIME_TICKS_2, _TIME_TICKS_3):
+            inside = [(v, t) for v, t in denser if lo <= v <= hi]
+            if len(inside) > max(room, 2) or len(best) >= room:
+                break
+            best = inside
+        if len(best) >= 2:
+            return best
     best: list[tuple[float, str]] = []
     for mantissas in ((1.0,), (1.0, 3.0), (1.0, 2.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)):
         out = []

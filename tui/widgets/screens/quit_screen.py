@@ -14,9 +14,9 @@ class QuitScreen(ModalScreen[str]):
     """Dismisses with "save", "discard" or "cancel"."""
 
     BINDINGS = [
-        Binding("s", "choose('save')", "Save and quit"),
-        Binding("d", "choose('discard')", "Discard and quit"),
-        Binding("escape,c", "choose('cancel')", "Cancel"),
+        Binding("s", "choose('save')", "Save and quit", id="quit-dialog.save"),
+        Binding("d", "choose('discard')", "Discard and quit", id="quit-dialog.discard"),
+        Binding("escape,c", "choose('cancel')", "Cancel", id="quit-dialog.cancel"),
     ]
 
     def __init__(self, changed: list[str]) -> None:
