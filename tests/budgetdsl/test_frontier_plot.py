@@ -137,3 +137,23 @@ def test_the_sweep_plot_is_labelled_with_plain_numbers(tmp_path):
     assert "times" not in svg and "mathdefault" not in svg
     assert {"500k", "1M"} <= set(_tick_labels(svg, "x"))
     assert {"100", "200"} <= set(_tick_labels(svg, "y"))
+
+
+def test_the_docs_pictures_say_what_the_tool_draws_now(tmp_path):
+    """docs/frontier-7b-h100.svg and docs/sweep-gpt-micro.svg carry the words and tick labels a
+    fresh drawing has (compared as text, not bytes, so a matplotlib upgrade alone passes).
+    Redraw them with `python -m budgetdsl.figures`."""
+    pytest.importorskip("matplotlib")
+    import re
+
+    from budgetdsl.calibration_file import load_calibration
+    from budgetdsl.sweep_plot import draw as draw_sweep
+
+    fresh_frontier, fresh_sweep = tmp_path / "f.svg", tmp_path / "s.svg"
+    draw(solve(load_plan(REPO / "plans/7b-h100-choose-gpus.yaml")), str(fresh_frontier))
+    draw_sweep(load_calibration(REPO / "tests/fixtures/calibration/sweep-gpt-micro-stdlib.json").sweep,
+               str(fresh_sweep))
+    for committed, fresh in ((REPO / "docs/frontier-7b-h100.svg", fresh_frontier),
+                             (REPO / "docs/sweep-gpt-micro.svg", fresh_sweep)):
+        words = [re.findall(r"<!-- (.*?) -->", p.read_text()) for p in (committed, fresh)]
+        assert words[0] == words[1], f"{committed.name} is stale: python -m budgetdsl.figures"

@@ -123,6 +123,19 @@ async def test_a_keymap_moves_a_binding(plans):
 
 
 @headless
+async def test_a_keymap_moves_a_field_binding_too():
+    app = make_app(PLAN, keymap={"field.leave": "ctrl+g"})
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("escape")  # no longer leaves the field
+        await pilot.pause()
+        assert app.focused.id == "gpus"
+        await pilot.press("ctrl+g")
+        await pilot.pause()
+        assert isinstance(app.focused, FrontierPlot)
+
+
+@headless
 async def test_the_keymap_file_is_read_and_a_bad_entry_is_named(tmp_path, monkeypatch):
     (tmp_path / "budgetdsl").mkdir()
     (tmp_path / "budgetdsl" / "keymap.yaml").write_text("plot.y-axis: f7\nno-such-binding: f8\nhelp: 3\n")
