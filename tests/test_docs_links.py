@@ -83,11 +83,11 @@ def problems(page: Path, repo: Path = REPO) -> list[str]:
         token = re.sub(r"(::\S*|(:\d+)+)$", "", m.group(2).strip())  # pytest ids, file:line:col
         if not _cited_path(token, top):
             continue
-        candidates = [repo / token.removeprefix("./"), page.parent / token]
-        if "*" in token:
-            ok = any(any(c.parent.glob(c.name)) for c in candidates)
+        relative = token.removeprefix("./")
+        if "*" in token:  # a glob, e.g. `plans/*.yaml` or `plans/**/*.yaml`: it must match something
+            ok = any(any(base.glob(relative)) for base in (repo, page.parent))
         else:
-            ok = any(c.exists() for c in candidates)
+            ok = any((base / relative).exists() for base in (repo, page.parent))
         if not ok:
             found.append(f"{where(m.start())}: cites `{token}`, which is not in the repository")
     return found
@@ -122,7 +122,7 @@ def test_the_checker_finds_what_is_broken(tmp_path: Path) -> None:
     good = tmp_path / "good.md"
     good.write_text("# Good\n\n[other](other.md#a-code-section-here), [web](https://example.org), "
                     "[self](#good), `plans/llama2-7b.yaml`, `plans/*.yaml`, `budgetdsl/`, "
-                    "`my_proxy.py`, `calibrations/gpt-mini.json`, `.venv/bin/budgetdsl plan`, "
+                    "`my_proxy.py`, `calibrations/gpt-mini.json`, `.venv/bin/budgetdsl plan`, `plans/**/*.yaml`, "
                     "`budgetdsl/cli.py:12`, `tests/test_docs_links.py::test_readme_stays_short`\n\n"
                     "```sh\ncat plans/missing.yaml  # [x](missing.md) in a code block is an example\n```\n")
     assert problems(good) == []
