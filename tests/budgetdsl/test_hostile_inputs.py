@@ -533,9 +533,11 @@ def test_streamed_json_is_the_json_of_the_list():
 
     settings = [parse_setting("hardware.gpus=512,1024"), parse_setting("budget.deadline=14d,21d")]
     rows = sweep(read_merged(PLANS / "llama2-7b.yaml"), settings)
-    expected = json.dumps([{"set": r.values, "solution": r.solution.model_dump(mode="json")} for r in rows],
-                          indent=2) + "\n"
-    assert render_json(rows, settings) == expected and render_json([], settings) == "[]\n"
+    expected = [{"set": r.values, "solution": r.solution.model_dump(mode="json")} for r in rows]
+    text = render_json(rows, settings)
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(c)) == expected
+    assert text.startswith('[\n  {\n    "set": {\n      "hardware.gpus": "512",') and text.endswith("\n  }\n]\n")
+    assert render_json([], settings) == "[]\n"
 
 
 def test_a_non_finite_answer_is_a_located_error_not_json_null(monkeypatch):
