@@ -36,6 +36,7 @@ class NoiseEstimate:
     uncertainty: float | None  # relative, e.g. 0.3 for ±30 %
     uncertainty_source: str | None
     warnings: tuple[Diagnostic, ...] = ()  # located, severity "warning": doubtful, not meaningless
+    notes: tuple[str, ...] = ()  # for the report: e.g. what the calibration's hardware profile shows
 
 
 def locate(plan: "Plan", path: tuple[str | int, ...]) -> Location:
@@ -136,9 +137,13 @@ def _from_calibration(plan: "Plan") -> NoiseEstimate:
         source = (f"calibration {path.name} ({noise.source}) at loss {noise.at_loss:g}"
                   + (" (extrapolated)" if noise.extrapolate else ""))
     warnings = transfer_checks(plan, cal, float(b_crit), path)
+    from budgetdsl.calibration_hardware import kernel_evidence
+
+    evidence = kernel_evidence(plan, cal, path.name)
+    notes = (evidence,) if evidence else ()
     if noise.uncertainty is not None:
-        return NoiseEstimate(float(b_crit), source, noise.uncertainty, "noise.uncertainty", warnings)
-    return NoiseEstimate(float(b_crit), source, float(rel) if rel else None, "calibration", warnings)
+        return NoiseEstimate(float(b_crit), source, noise.uncertainty, "noise.uncertainty", warnings, notes)
+    return NoiseEstimate(float(b_crit), source, float(rel) if rel else None, "calibration", warnings, notes)
 
 # The built-in proxy corpus (calibrate/data.py): Python source read as bytes, a 256-symbol vocabulary.
 PROXY_CORPORA = {"stdlib": "the built-in stdlib proxy corpus (Python source read as bytes, vocabulary 256)"}

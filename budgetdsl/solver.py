@@ -792,7 +792,7 @@ def solve(plan: "Plan") -> Solution:
         ramp=_ramp(ctx, chosen) if feasible else None,
         assumptions=_assumptions(cm, cfg),
         throughput=_throughput(cm, cfg),
-        notes=_notes(ctx, chosen, status),
+        notes=[*_notes(ctx, chosen, status), *noise.notes],
         warnings=[_warning_fields(w) for w in (*noise.warnings, *_x_warnings(ctx, x, pinned_batch))],
     )))
 
