@@ -797,8 +797,9 @@ def solve(plan: "Plan") -> Solution:
     )))
 
 
-# x = B/B_crit beyond this factor either way is outside anything the frontier model was fitted to
-# (McCandlish et al. 2018 fig. 5-7 span about two decades around B_crit): the B_crit is suspect.
+# x = B/B_crit beyond this factor either way: x = 100 spends E/E_min = 1 + x = 101x the minimal
+# tokens, x = 1/100 takes S/S_min = 1 + 1/x = 101x the minimal steps (McCandlish et al. 2018,
+# eq. 2.11). No plan sits there on purpose, so B_crit is the likelier mistake: a warning.
 X_DOUBTFUL = 100.0
 
 
