@@ -92,17 +92,16 @@ def test_kaplan_loss_denormal_is_rejected():
 
 
 def _bounds(path: str) -> tuple[float | None, float | None, bool]:
-    info = field_info(tuple(path.split(".")))
-    lo = hi = None
-    integer = False
-    for m in info.metadata:
-        lo = getattr(m, "ge", lo) if hasattr(m, "ge") else lo
-        lo = (getattr(m, "gt") if hasattr(m, "gt") else lo)
-        hi = getattr(m, "le", hi) if hasattr(m, "le") else hi
-        integer = integer or getattr(m, "integer", False)
-    if hasattr(info.metadata[0] if info.metadata else None, "integer"):
-        integer = info.metadata[0].integer
-    return lo, hi, integer
+    """(lower, upper, integer) of a quantity field, as the JSON Schema states them for editors."""
+    from budgetdsl.plan_schema import field_spec
+
+    *parent, key = path.split(".")
+    section = field_spec(tuple(parent)) if parent else Plan
+    schema = Plan.model_json_schema()
+    prop = schema["$defs"][section.__name__]["properties"][key] if parent else schema["properties"][key]
+    number = next(b for b in prop.get("anyOf", [prop]) if b.get("type") in ("number", "integer"))
+    lo = number.get("minimum", number.get("exclusiveMinimum"))
+    return lo, number.get("maximum"), number["type"] == "integer"
 
 
 def test_every_quantity_field_has_an_upper_bound_in_the_schema():
