@@ -27,6 +27,7 @@ from typing import Callable
 
 from budgetdsl.diagnostics import did_you_mean
 from budgetdsl.units import DIMENSIONLESS, UNITS, Dim, dim_name
+from budgetdsl.yaml_source import excerpt
 
 MAX_LENGTH = 500  # characters of one expression
 MAX_DEPTH = 40  # nesting of parentheses and unary operators
@@ -79,7 +80,7 @@ def _tokenize(text: str) -> tuple[_Tok, ...]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
-            raise ExpressionError(f"unexpected character {text[pos]!r}", pos,
+            raise ExpressionError(f"unexpected character {excerpt(text[pos])}", pos,
                                   "a value may use numbers, units, + - * / ^ ( ) and references "
                                   "to other fields such as model.params")
         kind = m.lastgroup or ""
@@ -131,7 +132,7 @@ class _Parser:
             raise ExpressionError("empty value", 0, "write a number, e.g. 4M or 21 days")
         q = self.expr()
         if self.tok.kind != "end":
-            raise ExpressionError(f"unexpected {self.tok.text!r}", self.tok.col,
+            raise ExpressionError(f"unexpected {excerpt(self.tok.text)}", self.tok.col,
                                   "an operator (+ - * / ^) is missing, or a unit is misspelled")
         return q
 
@@ -199,7 +200,7 @@ class _Parser:
         if t.kind == "ref":
             self.take()
             if self.resolve is None:
-                raise ExpressionError(f"references such as {t.text!r} are not allowed here", t.col)
+                raise ExpressionError(f"references such as {excerpt(t.text, 60)} are not allowed here", t.col)
             return self.resolve(t.text, t.col)
         if self.is_op("("):
             self.take()
@@ -212,7 +213,7 @@ class _Parser:
             return q
         if t.kind == "end":
             raise ExpressionError("the value ends where a number was expected", t.col)
-        raise ExpressionError(f"unexpected {t.text!r}", t.col)
+        raise ExpressionError(f"unexpected {excerpt(t.text)}", t.col)
 
     def quantity(self) -> Quantity:
         """NUMBER UNIT? and, for compound durations such as `1d12h` or `1 d 12 h`, more pairs."""
@@ -227,7 +228,7 @@ class _Parser:
             if total is None:
                 total = q
             elif q.dim == DIMENSIONLESS or total.dim == DIMENSIONLESS:
-                raise ExpressionError(f"unexpected number {num.text!r}", num.col,
+                raise ExpressionError(f"unexpected number {excerpt(num.text)}", num.col,
                                       "an operator (+ - * /) is missing between two numbers")
             else:
                 total = _add(total, q, False, num.col)
@@ -242,7 +243,7 @@ def _unit(t: _Tok) -> Quantity:
     if unit is None:
         hint = did_you_mean(t.text, UNITS) or (
             "units include s, min, h, days, weeks, GB, GiB, Gb/s, FLOP, TFLOP/s, k, M, B, T and %")
-        raise ExpressionError(f"unknown unit {t.text!r}", t.col, hint, code="unknown-unit")
+        raise ExpressionError(f"unknown unit {excerpt(t.text)}", t.col, hint, code="unknown-unit")
     return Quantity(unit.factor, unit.dim)
 
 

@@ -39,7 +39,7 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> Path:
 
 
 def _describe(path: Path) -> str:
-    return "the top level" if not path else f"'{'.'.join(map(str, path))}'"
+    return "the top level" if not path else excerpt(".".join(map(str, path)), 60)
 
 
 def validation_diagnostics(exc: ValidationError, source: MergedSource, data: dict[str, Any],
@@ -61,13 +61,13 @@ def validation_diagnostics(exc: ValidationError, source: MergedSource, data: dic
             spec = field_spec(parent) if parent else Plan
             allowed = list(spec.model_fields) if isinstance(spec, type) else []
             out.append(Diagnostic(source.locate(path, key=True), "unknown-key",
-                                  f"unknown key '{path[-1]}' in {_describe(parent)}",
+                                  f"unknown key {excerpt(str(path[-1]))} in {_describe(parent)}",
                                   did_you_mean(str(path[-1]), allowed) or
                                   (f"allowed keys: {', '.join(allowed)}" if allowed else None)))
         elif kind == "missing":
             parent = path[:-1]
             out.append(Diagnostic(source.locate(parent, key=True), "missing-key",
-                                  f"missing required key '{path[-1]}' in {_describe(parent)}",
+                                  f"missing required key {excerpt(str(path[-1]))} in {_describe(parent)}",
                                   field_help(path)))
         elif kind == "plan_rule":
             sub = tuple(int(p) if p.isdigit() else p for p in str(ctx.get("path", "")).split(".") if p)

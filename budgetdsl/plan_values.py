@@ -112,7 +112,7 @@ class _Evaluator:
         spec = field_spec(path)
         if not isinstance(spec, QuantitySpec):
             self.problems.append(Diagnostic(
-                self.at(origin, col), "reference", f"{ref!r} is not a numeric field of the plan",
+                self.at(origin, col), "reference", f"{excerpt(ref, 60)} is not a numeric field of the plan",
                 did_you_mean(ref, numeric_paths())))
             raise _RefFailed
         if path in self.active:
@@ -128,14 +128,14 @@ class _Evaluator:
                 raise _RefFailed from None
             if default is None:
                 self.problems.append(Diagnostic(self.at(origin, col), "reference",
-                                                f"{ref!r} is not set in this plan"))
+                                                f"{excerpt(ref, 60)} is not set in this plan"))
                 raise _RefFailed from None
             return Quantity(float(default), spec.dim)
         if isinstance(q, Failed):
             raise _RefFailed
         if not isinstance(q.value, (int, float)) or isinstance(q.value, bool):
             self.problems.append(Diagnostic(self.at(origin, col), "reference",
-                                            f"{ref!r} is not a number here ({q.value!r})"))
+                                            f"{excerpt(ref, 60)} is not a number here ({excerpt(q.value)})"))
             raise _RefFailed
         if isinstance(q.value, float) and q.dim == DIMENSIONLESS:
             return Quantity(q.value, spec.dim)  # a plain number carries its field's unit

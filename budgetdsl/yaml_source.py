@@ -119,14 +119,14 @@ class _Builder:
             return self.mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
             if node.tag != f"{_STD}seq":
-                self.problem(node.start_mark, "tag", f"tag {node.tag!r} is not allowed",
+                self.problem(node.start_mark, "tag", f"tag {excerpt(node.tag, 60)} is not allowed",
                              "plan files use plain YAML values, without tags")
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
         return self.scalar(node)
 
     def mapping(self, node: yaml.MappingNode, path: Path) -> dict[str, Any]:
         if node.tag != f"{_STD}map":
-            self.problem(node.start_mark, "tag", f"tag {node.tag!r} is not allowed",
+            self.problem(node.start_mark, "tag", f"tag {excerpt(node.tag, 60)} is not allowed",
                          "plan files use plain YAML values, without tags")
         out: dict[str, Any] = {}
         seen: dict[str, Location] = {}
@@ -143,7 +143,7 @@ class _Builder:
             here = _loc(self.filename, key_node.start_mark)
             if key in seen:
                 first = seen[key]
-                self.problem(key_node.start_mark, "duplicate-key", f"duplicate key {key!r}",
+                self.problem(key_node.start_mark, "duplicate-key", f"duplicate key {excerpt(key)}",
                              f"it was first set at line {first.line}; keep one of the two")
                 continue
             seen[key] = here
@@ -156,7 +156,7 @@ class _Builder:
     def scalar(self, node: yaml.ScalarNode) -> Any:
         tag = node.tag
         if tag not in _SCALAR_TAGS:
-            self.problem(node.start_mark, "tag", f"tag {excerpt(tag)} is not allowed",
+            self.problem(node.start_mark, "tag", f"tag {excerpt(tag, 60)} is not allowed",
                          "plan files use plain YAML values, without tags")
             return node.value
         if tag == f"{_STD}null":

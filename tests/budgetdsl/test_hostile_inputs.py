@@ -551,3 +551,14 @@ def test_a_non_finite_answer_is_a_located_error_not_json_null(monkeypatch):
         solve(plan)
     assert "error[not-finite]" in info.value.diagnostics[0].format()
     assert "frontier.x" in info.value.diagnostics[0].message
+
+
+def test_keys_units_and_references_are_quoted_short_and_inert():
+    """A key, a unit or a reference is plan text too: escaped and cut short in every message."""
+    text = (SEED.replace("name: llama2-7b", 'name: llama2-7b\n"k\\x1b[2J' + "K" * 80 + '": 1')
+            .replace("params: 6.74e9", "params: 6.74e9 " + "z" * 200)
+            .replace("seq_len: 4096", "seq_len: model." + "r" * 200))
+    joined = "\n".join(diagnostics(text))
+    assert "\x1b" not in joined and "K" * 31 not in joined and "z" * 31 not in joined
+    assert "r" * 61 not in joined
+    assert "unknown key 'k\\x1b[2J" in joined and "unknown unit 'zzz" in joined
