@@ -66,6 +66,7 @@ class QuantitySpec:
 
     dim: Dim
     integer: bool = False
+    auto: bool = False  # `auto` is a value too: the solver searches it (issue 13)
 
 
 def PlanRuleError(path: str, message: str, hint: str | None = None) -> PydanticCustomError:  # noqa: N802
@@ -74,8 +75,9 @@ def PlanRuleError(path: str, message: str, hint: str | None = None) -> PydanticC
 
 
 def _quantity(dim: Dim, description: str, *, integer: bool = False, unit: str | None = None,
-              optional: bool = False, default: Any = ..., **bounds: Any) -> Any:
-    """A field evaluated from a number or an expression of dimension `dim`, in base units."""
+              optional: bool = False, default: Any = ..., auto: bool = False, **bounds: Any) -> Any:
+    """A field evaluated from a number or an expression of dimension `dim`, in base units; with
+    `auto`, the word `auto` too (the solver searches the value)."""
     unit = unit if unit is not None else BASE_UNIT[dim]
     number: dict[str, Any] = {"type": "integer" if integer else "number"}
     for key, schema_key in (("gt", "exclusiveMinimum"), ("ge", "minimum"), ("le", "maximum"),
@@ -84,13 +86,20 @@ def _quantity(dim: Dim, description: str, *, integer: bool = False, unit: str | 
             number[schema_key] = bounds[key]
     example = "2^5" if integer else EXAMPLES[dim]
     branches: list[dict[str, Any]] = [number, {"type": "string", "description": f"an expression, e.g. {example!r}"}]
+    if auto:
+        branches.append({"const": "auto", "description": "the solver searches it"})
     if optional:
         branches.append({"type": "null"})
         default = None if default is ... else default
     if unit:
         description = f"{description} A plain number is in {unit}."
     python_type: Any = int if integer else float
-    return Annotated[python_type | None if optional else python_type, QuantitySpec(dim, integer),
+    if auto:  # the bounds hold the number; the word passes
+        python_type = Annotated[Union[Annotated[python_type, Field(**bounds), Tag("n")],
+                                      Annotated[Literal["auto"], Tag("auto")]],
+                                Discriminator(lambda v: "auto" if v == "auto" else "n")]
+        bounds = {}
+    return Annotated[python_type | None if optional else python_type, QuantitySpec(dim, integer, auto),
                      WithJsonSchema({"anyOf": branches, "x-unit": unit or "1"}),
                      Field(default, description=description, **bounds)]
 
@@ -138,7 +147,8 @@ class ModelShape(_Section):
 class GpuRange(_Section):
     """A range of GPU counts: the solver chooses the count too."""
 
-    min: Integer("Fewest GPUs to consider.", gt=0, le=MAX_GPUS)
+    min: Integer("Fewest GPUs to consider; default 1, so {max: 256} reads 'at most 256'.", gt=0,
+                 le=MAX_GPUS, default=1)
     max: Integer("Most GPUs to consider.", gt=0, le=MAX_GPUS)
     step: Integer("Step between candidate counts.", gt=0, le=MAX_GPUS, default=1)
 
@@ -173,6 +183,7 @@ class Recompute(StrEnum):
     none = "none"
     selective = "selective"
     full = "full"
+    auto = "auto"
 
 
 class Hardware(_Section):
@@ -206,12 +217,15 @@ class Hardware(_Section):
                        optional=True)
     step_overhead: _quantity(TIME, "Fixed time per optimizer step (optimizer, data loading, "
                              "logging).", ge=0, le=MAX_SECONDS, default=0.0)
-    zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage: 1 shards optimizer state, 2 also "
-                                      "gradients, 3 also weights (FSDP full sharding).")
-    tensor_parallel: Integer("Tensor-parallel degree t.", gt=0, le=MAX_GPUS, default=1)
-    pipeline_parallel: Integer("Pipeline-parallel degree p.", gt=0, le=MAX_GPUS, default=1)
+    zero: Literal[0, 1, 2, 3, "auto"] = Field(0, description="ZeRO stage: 1 shards optimizer state, 2 also "
+                                              "gradients, 3 also weights (FSDP full sharding); auto: "
+                                              "the solver searches it.")
+    tensor_parallel: Integer("Tensor-parallel degree t; auto: the solver searches it.", gt=0, le=MAX_GPUS,
+                             default=1, auto=True)
+    pipeline_parallel: Integer("Pipeline-parallel degree p; auto: the solver searches it.", gt=0,
+                               le=MAX_GPUS, default=1, auto=True)
     recompute: Recompute = Field(Recompute.none, strict=False, description="Activation recomputation: none, "
-                                 "selective (attention), or full (each layer).")
+                                 "selective (attention), full (each layer), or auto (searched).")
     flash_attention: bool = Field(True, description="Fused attention that keeps no s×s scores.")
     sequence_parallel: bool = Field(False, description="Megatron sequence parallelism (Korthikanti et "
                                     "al. 2022): layer norms and dropout split over the tensor-parallel "
@@ -233,6 +247,10 @@ class Hardware(_Section):
                                 "memory_per_device instead")
         return name
 
+    def searched(self) -> tuple[str, ...]:
+        """The layout keys set to `auto` (the solver searches them)."""
+        return tuple(k for k in LAYOUT_KEYS if getattr(self, k) == "auto")
+
     @model_validator(mode="after")
     def _preset(self) -> "Hardware":
         if self.gpu is None:
@@ -240,17 +258,26 @@ class Hardware(_Section):
             if missing:
                 raise PlanRuleError("gpu", "name a GPU preset, or give " + " and ".join(missing),
                                     "e.g. gpu: H100-SXM5-80GB")
-        split = self.tensor_parallel * self.pipeline_parallel
+        split = _degree(self.tensor_parallel) * _degree(self.pipeline_parallel)
         if isinstance(self.gpus, GpuRange):
             for key in ("min", "step"):
                 if getattr(self.gpus, key) % split:
                     raise PlanRuleError(f"gpus.{key}", f"gpus.{key} ({getattr(self.gpus, key)}) must be "
                                         f"a multiple of tensor_parallel × pipeline_parallel ({split})")
         else:
-            problem = launch_problem(self.gpus, self.tensor_parallel, self.pipeline_parallel, self.gpus_per_node)
+            problem = launch_problem(self.gpus, _degree(self.tensor_parallel), _degree(self.pipeline_parallel),
+                                     self.gpus_per_node)
             if problem:
                 raise PlanRuleError("gpus", problem)
         return self
+
+
+def _degree(value: int | str) -> int:
+    """A parallel degree, `auto` counted as 1 (the solver searches it; 1 always launches)."""
+    return 1 if value == "auto" else int(value)
+
+
+LAYOUT_KEYS = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
 
 
 class Budget(_Section):
@@ -347,7 +374,8 @@ class Run(_Section):
     """A pinned configuration to evaluate instead of optimizing, or a batch-size schedule."""
 
     batch: Count("Global batch in tokens.", ge=1, le=MAX_BATCH, optional=True)
-    micro_batch: Integer("Sequences per device per micro-step.", gt=0, le=MAX_MICRO_BATCH, optional=True)
+    micro_batch: Integer("Sequences per device per micro-step; auto (or omitted): the solver chooses.",
+                         gt=0, le=MAX_MICRO_BATCH, optional=True, auto=True)
     batch_schedule: Annotated[
         Union[Annotated[Literal["auto"], Tag("auto")], Annotated[list[Stage], Tag("stages")]],
         Discriminator(lambda v: "stages" if isinstance(v, list) else "auto"),
@@ -406,6 +434,9 @@ class Plan(_Section):
     description: str | None = Field(None, description="Free text for reviewers.")
     extends: str | None = Field(None, description="A base plan this one inherits from (path "
                                 "relative to this file); this file's keys win.")
+    fragment: bool = Field(False, description="true marks a base fragment: a file that plans "
+                           "extend, never planned alone. It needs none of the whole-plan keys, and "
+                           "plans that extend it do not inherit the mark.")
     model: ModelShape = Field(description=ModelShape.__doc__)
     hardware: Hardware = Field(description=Hardware.__doc__)
     budget: Budget = Field(default_factory=Budget, description=Budget.__doc__)
@@ -427,16 +458,13 @@ class Plan(_Section):
                                 "calibration's B_noise trajectory; set noise.calibration",
                                 "or give the stages: [{until: 25%, batch: 1M}, {until: 100%, batch: 4M}]")
         hw, m = self.hardware, self.model
-        if m.heads is not None and m.heads % hw.tensor_parallel:
+        if m.heads is not None and m.heads % _degree(hw.tensor_parallel):
             raise PlanRuleError("hardware.tensor_parallel", f"heads ({m.heads}) must be divisible by "
                                 f"tensor_parallel ({hw.tensor_parallel})")
         # Uneven stages are allowed (BLOOM: 70 layers on 12 stages; Llama 3 405B: 126 on 16): the
         # cost model balances them with the LM head on the last (budgetdsl.layout.stage_layers).
-        chunks = hw.pipeline_parallel * hw.virtual_pipeline_stages
+        chunks = _degree(hw.pipeline_parallel) * hw.virtual_pipeline_stages
         if m.layers is not None and m.layers < chunks:
             raise PlanRuleError("hardware.pipeline_parallel", f"layers ({m.layers}) cannot fill "
                                 f"pipeline_parallel × virtual_pipeline_stages = {chunks} stages")
         return self
-    fragment: bool = Field(False, description="true marks a base fragment: a file that plans "
-                           "extend, never planned alone. It needs none of the whole-plan keys, and "
-                           "plans that extend it do not inherit the mark.")

@@ -64,7 +64,8 @@ class _Evaluator:
         return q
 
     def _evaluate(self, raw: Any, path: Path, spec: QuantitySpec) -> Quantity | Failed:
-        if isinstance(raw, bool) or raw is None or not isinstance(raw, (int, float, str)):
+        if isinstance(raw, bool) or raw is None or not isinstance(raw, (int, float, str)) or \
+                (spec.auto and raw == "auto"):  # `auto`: the solver searches the value (issue 13)
             return Quantity(raw)  # type: ignore[arg-type] - left for pydantic to reject, located
         if isinstance(raw, (int, float)):
             number = self.gate(raw, path)

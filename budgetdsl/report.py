@@ -28,10 +28,45 @@ def _launch_rows(sol: Solution) -> list[tuple[str, str]]:
             ("global batch", f"{human('tokens', b.tokens)} = {_count(b.sequences)} sequences"),
             ("micro-batch", f"{b.micro_batch} per device × {b.grad_accum} accumulation × "
                             f"{b.data_parallel} replicas"),
+            ("layout", _layout_text(b.tensor_parallel, b.pipeline_parallel, b.zero, b.recompute)
+             + (" (searched)" if sol.layout is not None else "")),
             ("steps", _count(sol.steps)),
             *outcome_rows(sol),
         ]
     return rows
+
+
+def _layout_text(tp: int, pp: int, zero: int | None, recompute: str | None) -> str:
+    return (f"TP {tp} · PP {pp}" + ("" if zero is None else f" · ZeRO {zero}")
+            + ("" if recompute is None else f" · recompute {recompute}"))
+
+
+_LAYOUT_HEADER = ("layout", "GPUs", "batch", "micro", "wall clock", "GPU-hours", "FLOPs", "vs winner")
+
+
+def _layout_rows(sol: Solution) -> list[tuple[str, ...]]:
+    """The chosen layout and its runners-up, each at its own best configuration (issue 13)."""
+    ls = sol.layout
+    assert ls is not None
+    rows = []
+    for o, tag in ([(ls.chosen, "chosen")] if ls.chosen else []) + [(r, "") for r in ls.runners_up]:
+        vs = tag or ("dominated" if o.dominated else
+                     "—" if o.objective_ratio is None else f"{o.objective_ratio:.3g}×")
+        rows.append((_layout_text(o.tensor_parallel, o.pipeline_parallel, o.zero, o.recompute), f"{o.gpus:,}",
+                     human("tokens", o.batch_tokens), str(o.micro_batch), human("s", o.wall_clock_s),
+                     human("GPU-h", o.gpu_hours), human("FLOP", o.flops), vs))
+    return rows
+
+
+_FRONT_HEADER = ("GPUs", "batch", "x", "layout", "wall clock", "GPU-hours", "FLOPs", "objectives")
+
+
+def _front_rows(sol: Solution) -> list[tuple[str, ...]]:
+    """A few points of the Pareto front and where each objective lands."""
+    return [(f"{p.gpus:,}", human("tokens", p.batch_tokens), significant(p.x),
+             _layout_text(p.tensor_parallel, p.pipeline_parallel, p.zero, p.recompute), human("s", p.wall_clock_s),
+             human("GPU-h", p.gpu_hours), human("FLOP", p.flops),
+             ", ".join(p.objectives) + (" ◀ launched" if p.chosen else "")) for p in sol.front]
 
 
 def outcome_rows(sol: Solution) -> list[tuple[str, str]]:
@@ -185,6 +220,12 @@ def render_text(sol: Solution) -> str:
         g = sol.gpu_choice
         out += [f"GPU count ({g.min}–{g.max} step {g.step}: {g.considered} launchable, {g.feasible} feasible)",
                 f"  {g.reason}", ""]
+    if sol.layout is not None:
+        out += [f"Layout search ({', '.join(sol.layout.searched)})", *_table([_LAYOUT_HEADER, *_layout_rows(sol)]),
+                f"  {sol.layout.reason}", ""]
+    if len(sol.front) > 1:
+        out += ["Pareto front (wall clock, cost, FLOPs): where each objective lands",
+                *_table([_FRONT_HEADER, *_front_rows(sol)]), ""]
     if sol.uncertainty is not None:
         out += [f"Uncertainty (B_crit ±{sol.uncertainty.relative:.0%})", *_table(_uncertainty_rows(sol)), ""]
     if sol.ramp is not None:
@@ -233,6 +274,11 @@ def render_markdown(sol: Solution) -> str:
         out += [f"**Against the objective:** {_md_escape(sol.pinned.summary)}", ""]
     if sol.gpu_choice is not None:
         out += [f"**GPU count:** {_md_escape(sol.gpu_choice.reason)}", ""]
+    if sol.layout is not None:
+        out += [*_md_table(_LAYOUT_HEADER, _layout_rows(sol)), "",
+                f"**Layout:** {_md_escape(sol.layout.reason)}", ""]
+    if len(sol.front) > 1:
+        out += [*_md_table(_FRONT_HEADER, _front_rows(sol)), ""]
     if sol.uncertainty is not None:
         out += [*_md_table((f"B_crit ±{sol.uncertainty.relative:.0%}", "range"), _uncertainty_rows(sol)), ""]
     if sol.ramp is not None:

@@ -52,6 +52,8 @@ class Batch(_Frozen):
     data_parallel: int | None = None
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
+    zero: int | None = Field(None, description="ZeRO stage of the launched layout (searched or the plan's).")
+    recompute: str | None = Field(None, description="Recomputation of the launched layout: none, selective, full.")
 
 
 class FrontierPoint(_Frozen):
@@ -222,6 +224,58 @@ class Throughput(_Frozen):
                                         "would predict, for comparison.")
 
 
+class LayoutOption(_Frozen):
+    """One layout's own best configuration under the objective (issue 13)."""
+
+    tensor_parallel: int
+    pipeline_parallel: int
+    zero: int
+    recompute: str
+    gpus: int
+    micro_batch: int
+    batch_tokens: float
+    wall_clock_s: float
+    gpu_hours: float
+    flops: float
+    step_time_s: float
+    objective_ratio: float | None = Field(None, description="This layout's objective measure over the "
+                                          "winner's (1 = as good).")
+    dominated: bool = Field(False, description="The winner is no worse on wall clock, cost and FLOPs, "
+                            "and better on one.")
+
+
+class LayoutSearch(_Frozen):
+    """The layout search, when the plan leaves layout keys to the solver (`auto`)."""
+
+    searched: list[str] = Field(description="The plan keys set to auto.")
+    considered: int = Field(description="Layout × GPU-count pairs that launch.")
+    pruned: int = Field(description="Pairs skipped: a simpler layout (less ZeRO or recomputation) fits "
+                        "as large a micro-batch, and is never slower.")
+    feasible: int = Field(description="Layouts with a feasible configuration.")
+    chosen: LayoutOption | None = None
+    runners_up: list[LayoutOption] = Field(default_factory=list)
+    reason: str
+
+
+class FrontPoint(_Frozen):
+    """A point of the Pareto front over (wall clock, cost, FLOPs) of the evaluated configurations."""
+
+    gpus: int
+    batch_tokens: float
+    x: float
+    micro_batch: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    zero: int
+    recompute: str
+    wall_clock_s: float
+    gpu_hours: float
+    usd: float | None = None
+    flops: float
+    objectives: list[str] = Field(default_factory=list, description="The objectives whose pick this is.")
+    chosen: bool = False
+
+
 class Solution(_Frozen):
     """Where the run sits on the frontier, what to launch, and why."""
 
@@ -249,6 +303,10 @@ class Solution(_Frozen):
     assumptions: dict[str, Coefficient]
     throughput: Throughput | None = Field(None, description="Utilization and step-time breakdown at "
                                           "the launched configuration.")
+    layout: LayoutSearch | None = Field(None, description="The layout search, when the plan sets layout "
+                                        "keys to auto.")
+    front: list[FrontPoint] = Field(default_factory=list, description="A few points of the Pareto front "
+                                    "(wall clock, cost, FLOPs) and where each objective lands.")
     notes: list[str] = Field(default_factory=list)
     warnings: list[PlanWarning] = Field(default_factory=list, description="Located warnings: doubtful "
                                         "input the plan still solves with (printed on stderr too).")

@@ -25,6 +25,10 @@ from budgetdsl.frontier import Frontier, frontier_from_target
 from budgetdsl.layout import launchable
 from budgetdsl.noise_source import NoiseEstimate, noise_estimate, plan_error
 from budgetdsl.plan_model import MAX_GPUS
+from budgetdsl.diagnostics import PlanError
+from budgetdsl.layout_search import LayoutChoice, candidates as layout_candidates, concrete, launches
+from budgetdsl.objectives import (MEASURE as _OBJECTIVE_MEASURE, OBJECTIVES, axes, choose, dominates, pareto,
+                                  rank)
 from budgetdsl.placement import (INF, LIMIT_NAMES, Config, Limits, Placement, evaluate, place, score)
 from budgetdsl.solution import (FEASIBLE, GpuChoice, MemoryRemedy, PinnedComparison, Relaxation,
                                 Solution, Status)
@@ -36,8 +40,6 @@ _UNITS = {"deadline": "s", "flops": "FLOP", "gpu_hours": "GPU-h", "usd": "USD", 
           "min_batch": "tokens"}
 _TIGHT = 0.01  # a limit with less than 1 % slack binds
 _GPU_LINEAR = 64  # GPU counts tried one by one before growing geometrically (relaxations)
-_OBJECTIVE_MEASURE = {"balanced": "(S/S_min)(E/E_min)", "min_time": "wall clock",
-                      "min_flops": "FLOPs", "min_cost": "cost"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,19 +130,6 @@ def _pinned_placement(ctx: _Context, cm: CostModel) -> Placement | str:
 
 
 # -- choosing among GPU counts --------------------------------------------------------------------
-
-def _best(ctx: _Context, placements: list[Placement]) -> Placement | None:
-    """The best objective value; ties (to 1e-12) go to the fewest GPUs."""
-    best: Placement | None = None
-    best_score = INF
-    for pl in placements:
-        if not pl.feasible:
-            continue
-        s = score(ctx.objective, ctx.frontier, pl.config)  # type: ignore[arg-type]
-        if best is None or s < best_score * (1 - 1e-12):
-            best, best_score = pl, s
-    return best
-
 
 def _closest(placements: list[Placement]) -> Placement:
     """For an infeasible range: the count with the fewest violated limits, ties to the most GPUs."""
@@ -267,13 +256,38 @@ def _constraints(ctx: _Context, pl: Placement, pinned: bool) -> list[dict]:
     return out
 
 
+def _candidates(ctx: _Context, counts: list[int], micro_fixed: int | None) -> list[Placement]:
+    """The feasible placements of every objective's own target on each count: the points the
+    choice is made among (each objective's target, so the front holds the minimum-time, the
+    minimum-FLOPs and the balanced batch of every count)."""
+    out: list[Placement] = []
+    seen: set = set()
+    for g in counts:
+        for objective in OBJECTIVES:
+            pl = _place(ctx, g, objective=objective, micro_fixed=micro_fixed)
+            if pl.feasible and (g, pl.config) not in seen:
+                seen.add((g, pl.config))
+                out.append(pl)
+    return out
+
+
+def pl_in(pl: Placement, items: list[Placement]) -> bool:
+    return any(pl is other for other in items)
+
+
+def _choose(ctx: _Context, candidates: list[Placement]) -> Placement | None:
+    """The objective's pick from the non-dominated candidates (budgetdsl.objectives)."""
+    return choose(ctx.objective, candidates, lambda pl: pl.config, ctx.frontier.b_crit)
+
+
 def _solve_core(ctx: _Context, micro_fixed: int | None = None) -> tuple[Placement, list[Placement]]:
     """The chosen placement and every count's placement (one for a fixed count)."""
-    placements = [_place(ctx, g, micro_fixed=micro_fixed) for g in _gpu_counts(ctx.plan)]
+    counts = _gpu_counts(ctx.plan)
+    placements = [_place(ctx, g, micro_fixed=micro_fixed) for g in counts]
     if not placements:
         raise plan_error(ctx.plan, ("hardware", "gpus"), "no-gpu-count",
                          "no GPU count in the range fills whole nodes and splits into t·p groups")
-    return (_best(ctx, placements) or _closest(placements)), placements
+    return (_choose(ctx, _candidates(ctx, counts, micro_fixed)) or _closest(placements)), placements
 
 
 def _feasible_with(ctx: _Context, limits: Limits, objective: str, gpus: list[int] | None = None) -> Placement | None:
@@ -723,32 +737,209 @@ def _finite(plan: "Plan", sol: Solution) -> Solution:
     return sol
 
 
-def solve(plan: "Plan") -> Solution:
-    """Place `plan` on the frontier and pick a launchable configuration. Never mutates `plan`."""
-    noise = noise_estimate(plan)
-    ctx = _Context(plan, noise, frontier_from_target(plan.target, noise.b_crit), plan_limits(plan),
-                   str(plan.objective))
-    run = plan.run
-    pinned_batch = run is not None and run.batch is not None
-    micro_fixed = run.micro_batch if run is not None and not pinned_batch else None
-    gpu_choice: GpuChoice | None = None
-
+def _solve_layout(ctx: _Context, pinned_batch: bool, micro_fixed: int | None,
+                  counts: list[int] | None = None) -> tuple[Placement, list[Placement], list[Placement]]:
+    """On the plan's own layout: (chosen, each count's placement, the feasible candidates)."""
+    counts = _gpu_counts(ctx.plan) if counts is None else counts
     if pinned_batch:
         options: list[Placement] = []
         problem = None
-        for g in _gpu_counts(plan):
+        for g in counts:
             res = _pinned_placement(ctx, _cost_model(ctx, g))
             if isinstance(res, str):
                 problem = problem or res
             else:
                 options.append(res)
         if not options:
-            raise plan_error(plan, ("run", "batch"), "run-batch", problem or "run.batch does not fit",
+            raise plan_error(ctx.plan, ("run", "batch"), "run-batch", problem or "run.batch does not fit",
                              "run.batch = micro_batch × accumulation × data-parallel replicas × seq_len")
-        chosen = _best(ctx, options) or _closest(options)
-        placements = options
+        feasible = [o for o in options if o.feasible]
+        return (_choose(ctx, feasible) or _closest(options)), options, feasible
+    if not counts:
+        raise plan_error(ctx.plan, ("hardware", "gpus"), "no-gpu-count",
+                         "no GPU count in the range fills whole nodes and splits into t·p groups")
+    placements = [_place(ctx, g, micro_fixed=micro_fixed) for g in counts]
+    candidates = _candidates(ctx, counts, micro_fixed)
+    return (_choose(ctx, candidates) or _closest(placements)), placements, candidates
+
+
+@dataclass(slots=True)
+class _LayoutResult:
+    choice: LayoutChoice
+    ctx: _Context
+    chosen: Placement
+    placements: list[Placement]
+    candidates: list[Placement]
+
+
+def _search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Limits, objective: str,
+                    pinned_batch: bool, micro_fixed: int | None) -> tuple[list[_LayoutResult], int, int]:
+    """Every candidate layout's own answer (budgetdsl.layout_search), with the layouts that a
+    simpler one (less ZeRO or recomputation, a micro-batch at least as large) dominates skipped.
+    Returns (results, layouts considered, layouts pruned)."""
+    gpn = int(plan.hardware.gpus_per_node)
+    counts = _raw_counts(plan)
+    micro_max: dict[tuple[LayoutChoice, int], int] = {}
+    results: list[_LayoutResult] = []
+    considered = pruned = 0
+    for choice in layout_candidates(plan):
+        cplan = concrete(plan, choice)
+        cctx = _Context(cplan, noise, fr, limits, objective)
+        keep: list[int] = []
+        for g in counts:
+            if not launches(choice, g, gpn):
+                continue
+            considered += 1
+            mm = micro_max[(choice, g)] = _cost_model(cctx, g).micro_batch_max
+            if any(micro_max.get((s, g), -1) >= mm for s in choice.simpler()):
+                pruned += 1
+                continue
+            keep.append(g)
+        if not keep:
+            continue
+        try:
+            chosen, placements, candidates = _solve_layout(cctx, pinned_batch, micro_fixed, keep)
+        except PlanError:
+            continue  # a pinned batch that does not divide over this layout's replicas
+        results.append(_LayoutResult(choice, cctx, chosen, placements, candidates))
+    return results, considered, pruned
+
+
+def _raw_counts(plan: "Plan") -> list[int]:
+    from budgetdsl.plan_model import GpuRange
+
+    gpus = plan.hardware.gpus
+    return list(gpus.counts()) if isinstance(gpus, GpuRange) else [int(gpus)]
+
+
+def _layout_report(ctx: _Context, results: list[_LayoutResult], winner: _LayoutResult, considered: int,
+                   pruned: int) -> dict:
+    """The fields of `LayoutSearch`: the chosen layout, the best runners-up and why."""
+    from budgetdsl.humanize import human
+
+    b = ctx.frontier.b_crit
+    w = winner.chosen.config
+    best = [(r, r.chosen) for r in results if r.chosen.feasible and r is not winner]
+    # the layouts the winner does not dominate first (their trade-off is real), then the rest
+    best.sort(key=lambda rc: (w is not None and dominates(axes(w), axes(rc[1].config)),
+                              rank(ctx.objective, rc[1].config, b)))
+
+    def option(r: _LayoutResult, pl: Placement) -> dict:
+        c = pl.config
+        return dict(tensor_parallel=r.choice.tensor_parallel, pipeline_parallel=r.choice.pipeline_parallel,
+                    zero=r.choice.zero, recompute=r.choice.recompute, gpus=c.gpus, micro_batch=c.micro_batch,
+                    batch_tokens=c.batch, wall_clock_s=c.wall, gpu_hours=c.gpu_hours, flops=c.flops,
+                    step_time_s=pl.cm.step_time(c.batch, c.grad_accum),
+                    objective_ratio=_measure(ctx, c) / _measure(ctx, w) if w is not None and _measure(ctx, w) > 0
+                    else None, dominated=w is not None and r is not winner and dominates(axes(w), axes(c)))
+    feasible = sum(1 for r in results if r.chosen.feasible)
+    runners = [option(r, pl) for r, pl in best[:3]]
+    if w is None:
+        reason = "no searched layout has a feasible configuration"
     else:
-        chosen, placements = _solve_core(ctx, micro_fixed)
+        measure = _OBJECTIVE_MEASURE[ctx.objective]
+        reason = (f"{winner.choice.describe()} gives the best {measure} of the {feasible} feasible layouts "
+                  f"({considered} layout × GPU-count pairs searched, {pruned} skipped as dominated by a "
+                  "simpler layout with the same micro-batch room)")
+        if runners:
+            r0 = runners[0]
+            reason += (f"; the runner-up TP {r0['tensor_parallel']} · PP {r0['pipeline_parallel']} · ZeRO "
+                       f"{r0['zero']} · recompute {r0['recompute']} takes {human('s', r0['wall_clock_s'])} and "
+                       f"{human('GPU-h', r0['gpu_hours'])} at {human('tokens', r0['batch_tokens'])}"
+                       + (", dominated by the winner (slower or as slow, no cheaper, no fewer FLOPs)"
+                          if r0["dominated"] else f" ({measure} {r0['objective_ratio']:.3g}× the winner's)"))
+        if winner.chosen.cm.mode == "declared":
+            reason += ("; with a declared MFU every layout that fits runs at that MFU, so the simplest "
+                       "layout that fits the chosen micro-batch wins")
+    return dict(searched=list(ctx.plan.hardware.searched()) if hasattr(ctx.plan.hardware, "searched") else [],
+                considered=considered, pruned=pruned, feasible=feasible,
+                chosen=option(winner, winner.chosen) if w is not None else None,
+                runners_up=runners, reason=reason)
+
+
+def _measure(ctx: _Context, cfg: Config) -> float:
+    return rank(ctx.objective, cfg, ctx.frontier.b_crit)[0]
+
+
+def _front(ctx: _Context, candidates: list[Placement], chosen: Placement, points: int = 5) -> list[dict]:
+    """A few points of the Pareto front over (wall clock, cost, FLOPs) of the evaluated candidates,
+    each with the objectives that land on it (always including every objective's own point)."""
+    b = ctx.frontier.b_crit
+    front = pareto(candidates, lambda pl: axes(pl.config))
+    if not front:
+        return []
+    front.sort(key=lambda pl: (pl.config.wall, pl.config.gpu_hours))
+    lands: dict[int, list[str]] = {}
+    for objective in OBJECTIVES:
+        pick = min(front, key=lambda pl: rank(objective, pl.config, b))
+        lands.setdefault(id(pick), []).append(objective)
+    keep = {id(pl) for pl in front if id(pl) in lands}
+    if len(front) > 1:
+        for i in range(points):
+            keep.add(id(front[round(i * (len(front) - 1) / max(1, points - 1))]))
+    out = []
+    shown: set = set()
+    for pl in front:
+        if id(pl) not in keep or axes(pl.config) in shown:
+            continue
+        shown.add(axes(pl.config))
+        c = pl.config
+        sp = pl.cm.split
+        out.append(dict(gpus=c.gpus, batch_tokens=c.batch, x=c.batch / b, micro_batch=c.micro_batch,
+                        tensor_parallel=sp.tensor_parallel, pipeline_parallel=sp.pipeline_parallel,
+                        zero=sp.zero, recompute=sp.recompute, wall_clock_s=c.wall, gpu_hours=c.gpu_hours,
+                        usd=c.usd, flops=c.flops, objectives=lands.get(id(pl), []),
+                        chosen=pl.config == chosen.config and pl.cm.split == chosen.cm.split))
+    return out
+
+
+def solve(plan: "Plan") -> Solution:
+    """Place `plan` on the frontier and pick a launchable configuration. Never mutates `plan`."""
+    noise = noise_estimate(plan)
+    fr0, limits, objective = frontier_from_target(plan.target, noise.b_crit), plan_limits(plan), str(plan.objective)
+    run = plan.run
+    pinned_batch = run is not None and run.batch is not None
+    micro_fixed = run.micro_batch if run is not None and not pinned_batch and run.micro_batch != "auto" else None
+    gpu_choice: GpuChoice | None = None
+    layout_fields = None
+
+    if plan.hardware.searched():
+        results, considered, pruned = _search_layouts(plan, noise, fr0, limits, objective, pinned_batch,
+                                                      micro_fixed)
+        if not results:
+            raise plan_error(plan, ("hardware",), "no-layout",
+                             "no searched layout launches on the plan's GPU counts",
+                             "give hardware.gpus a count that fills whole nodes")
+        probe = _Context(plan, noise, fr0, limits, objective)
+        pick = _choose(probe, [pl for r in results for pl in r.candidates])
+        if pick is not None:
+            winner = next(r for r in results if pl_in(pick, r.candidates))
+            winner.chosen = pick
+        else:
+            winner = min(results, key=lambda r: len(_conflicting_names(r.chosen)))
+        ctx, chosen, placements = winner.ctx, winner.chosen, winner.placements
+        candidates = [pl for r in results for pl in r.candidates]
+        layout_fields = _layout_report(ctx, results, winner, considered, pruned)
+        layout_fields["searched"] = list(plan.hardware.searched())
+    else:
+        ctx = _Context(concrete(plan, None), noise, fr0, limits, objective)
+        chosen, placements, candidates = _solve_layout(ctx, pinned_batch, micro_fixed)
+    plan = ctx.plan
+    dominated_note = None
+    if not pinned_batch and chosen.feasible:
+        # the objective's own target on the chosen count, for the constraints and notes; the
+        # configuration is the non-dominated pick
+        own = _place(ctx, chosen.cm.gpus, micro_fixed=micro_fixed)
+        if own.config is not None and own.config != chosen.config and own.feasible and \
+                dominates(axes(chosen.config), axes(own.config)):
+            from budgetdsl.humanize import human
+
+            dominated_note = (f"{ctx.objective}: its own batch on {chosen.cm.gpus} GPUs, "
+                              f"{human('tokens', own.config.batch)}, is dominated (slower or as slow, no "
+                              f"cheaper, more FLOPs) by {human('tokens', chosen.config.batch)}, "
+                              "the non-dominated point chosen instead (docs/solver.md, Objectives)")
+        chosen = Placement(chosen.cm, chosen.frontier, own.intervals, own.lo, own.hi, own.target, own.clipped,
+                           chosen.config, chosen.micro_max, None)
 
     from budgetdsl.plan_model import GpuRange
 
@@ -771,9 +962,11 @@ def solve(plan: "Plan") -> Solution:
         gpus=cm.gpus,
         batch=dict(tokens=cfg.batch, sequences=cfg.sequences, micro_batch=cfg.micro_batch,
                    grad_accum=cfg.grad_accum, data_parallel=cfg.data_parallel,
-                   tensor_parallel=cm.split.tensor_parallel, pipeline_parallel=cm.split.pipeline_parallel)
+                   tensor_parallel=cm.split.tensor_parallel, pipeline_parallel=cm.split.pipeline_parallel,
+                   zero=cm.split.zero, recompute=cm.split.recompute)
         if cfg is not None else dict(data_parallel=cm.data_parallel, tensor_parallel=cm.split.tensor_parallel,
-                                     pipeline_parallel=cm.split.pipeline_parallel),
+                                     pipeline_parallel=cm.split.pipeline_parallel, zero=cm.split.zero,
+                                     recompute=cm.split.recompute),
         steps=cfg.steps if cfg else None, tokens=cfg.tokens if cfg else None,
         flops=cfg.flops if cfg else None, wall_clock_s=cfg.wall if cfg else None,
         gpu_hours=cfg.gpu_hours if cfg else None, usd=cfg.usd if cfg else None,
@@ -792,7 +985,10 @@ def solve(plan: "Plan") -> Solution:
         ramp=_ramp(ctx, chosen) if feasible else None,
         assumptions=_assumptions(cm, cfg),
         throughput=_throughput(cm, cfg),
-        notes=[*_notes(ctx, chosen, status), *noise.notes],
+        layout=layout_fields,
+        front=_front(ctx, candidates if not pinned_batch else
+                     [*_candidates(ctx, _gpu_counts(ctx.plan), None), chosen], chosen) if feasible else [],
+        notes=[*_notes(ctx, chosen, status), *([dominated_note] if dominated_note else []), *noise.notes],
         warnings=[_warning_fields(w) for w in (*noise.warnings, *_x_warnings(ctx, x, pinned_batch))],
     )))
 

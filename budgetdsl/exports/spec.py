@@ -321,7 +321,12 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
     if not _field(solution, "feasible"):
         raise ExportError(f"plan {plan.name!r} is infeasible: {infeasible_reason(solution)}")
     hw = plan.hardware
-    tp, pp = int(hw.tensor_parallel), int(hw.pipeline_parallel)
+    # the launched layout: the solution's (the solver searches `auto` keys), else the plan's
+    tp = int(_field(solution, "batch.tensor_parallel") or hw.tensor_parallel)
+    pp = int(_field(solution, "batch.pipeline_parallel") or hw.pipeline_parallel)
+    zero = _field(solution, "batch.zero")
+    zero = int(hw.zero if zero is None else zero)
+    recompute = str(_field(solution, "batch.recompute") or hw.recompute)
     dp = _field(solution, "batch.data_parallel")
     micro = _field(solution, "batch.micro_batch")
     accum = _field(solution, "batch.grad_accum")
@@ -424,10 +429,10 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
     return LaunchSpec(
         name=plan.name, nodes=nodes, gpus_per_node=per_node, tensor_parallel=tp, pipeline_parallel=pp,
         data_parallel=dp, micro_batch=micro, grad_accum=accum, seq_len=seq_len, steps=steps, lr=lr,
-        warmup_steps=warmup, time_limit_s=time_limit, zero_stage=int(hw.zero), launch=launch,
+        warmup_steps=warmup, time_limit_s=time_limit, zero_stage=zero, launch=launch,
         accelerator=accelerator, gpu_resource=resource, precision=precision, lr_derivation=derivation,
         defaulted=tuple(launch_defaults + defaulted), warnings=tuple(warnings), notes=tuple(notes),
-        batch_stages=tuple(stages), recompute=str(hw.recompute), tpu=tpu, **shape)
+        batch_stages=tuple(stages), recompute=recompute, tpu=tpu, **shape)
 
 
 def tpu_refusal(spec: LaunchSpec, fmt: str) -> str:

@@ -34,12 +34,32 @@ def test_balanced_is_clipped_to_the_batch_floor_and_says_which_limit_binds():
     assert "clipped" in sol.notes[0]
 
 
-def test_balanced_lands_on_b_crit_when_it_is_feasible():
-    sol = solve(make_plan(hardware={"gpus": 64}, budget={"deadline": 400 * DAY, "gpu_hours": None}))
+def test_balanced_lands_on_b_crit_when_it_is_feasible_and_not_dominated():
+    # predicted utilization with a per-step cost (step_overhead) puts the minimum-time batch B* above
+    # B_crit, so B_crit is on
+    # the Pareto front of this GPU count
+    plan = make_plan(hardware={"gpus": 64, "mfu": None, "step_overhead": 20.0}, budget={"deadline": 400 * DAY, "gpu_hours": None})
+    from budgetdsl import closed_forms_generated as cf
+    from budgetdsl.cost_model import build_cost_model
+
+    cm = build_cost_model(plan, 64)
+    assert cf.min_time_batch(3e6, cm.flops_per_token, cm.rate, cm.fixed_time) > 3e6
+    sol = solve(plan)
     # B_crit = 3M is 11.44 sequences per replica: 11 (x = 0.961) scores 2 + x + 1/x = 4.0015,
     # 12 (x = 1.049) 4.0022, so the solver launches 11
     assert sol.batch.sequences == 11 * 64
     assert sol.frontier.x == pytest.approx(11 * 64 * 4096 / 3e6, rel=1e-12)
+
+
+def test_balanced_never_takes_a_dominated_batch_on_a_fixed_gpu_count():
+    # Declared MFU and no per-step cost: W(B) = S_min (1 + B_crit/B) f B / rate grows with B, so
+    # every batch above the floor is slower, costs more GPU-hours and spends more FLOPs (issue 13)
+    sol = solve(make_plan(hardware={"gpus": 64}, budget={"deadline": 400 * DAY, "gpu_hours": None}))
+    assert sol.batch.sequences == 64  # one sequence per replica
+    assert any("dominated" in n for n in sol.notes)
+    b_crit_run = solve(make_plan(hardware={"gpus": 64}, budget={"deadline": 400 * DAY, "gpu_hours": None},
+                                 run={"batch": 11 * 64 * 4096}))
+    assert b_crit_run.wall_clock_s > sol.wall_clock_s and b_crit_run.flops > sol.flops
 
 
 def test_min_time_takes_the_square_root_batch():

@@ -1,0 +1,98 @@
+"""The objectives: their names, what each measures, and how one configuration is chosen among many
+(DESIGN.md section 3; docs/solver.md "Objectives").
+
+Every configuration is a point in (wall clock, GPU-hours or money, FLOPs), lower is better on each
+axis. A configuration is *dominated* when another is no worse on every axis and better on one. The
+recommendation is always taken from the non-dominated set (the Pareto front) of the configurations
+the solver evaluated, so no objective ever recommends a run that another candidate beats on every
+axis (issue 13):
+
+- min_time: the least wall clock; ties to the fewest GPU-hours, then FLOPs.
+- min_cost: the least money (GPU-hours × price, or GPU-hours without a price); ties to the least
+  wall clock, then FLOPs.
+- min_flops: the fewest FLOPs; ties to the least wall clock, then GPU-hours.
+- balanced: the non-dominated point nearest x = B/B_crit = 1, measured by the frontier's own
+  product (S/S_min)(E/E_min) = (1 + 1/x)(1 + x), which is smallest at x = 1 (McCandlish et al.
+  2018, eq. 2.11: the point where steps and tokens each pay the same factor 2 over their minimum);
+  ties to the fewest GPU-hours, then the least wall clock. With a fixed GPU count GPU-hours follow
+  the wall clock, and the wall clock W(B) = S(B)·T(B) falls with B only up to the minimum-time
+  batch B*: past it a bigger batch is slower *and* costs more FLOPs, so balanced lands at
+  min(B_crit, B*). With a free GPU count the front also spans GPU counts, and balanced takes
+  x = 1 (when the limits allow it) on the count that spends the fewest GPU-hours there — the
+  count at which that batch is efficient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+OBJECTIVES = ("balanced", "min_time", "min_cost", "min_flops")
+MEASURE = {"balanced": "(S/S_min)(E/E_min)", "min_time": "wall clock", "min_flops": "FLOPs",
+           "min_cost": "cost"}
+
+# Two values within this relative distance are equal for dominance: steps are rounded up to whole
+# numbers and batches to whole sequences, so configurations a rounding apart are one point.
+TOLERANCE = 1e-9
+
+T = TypeVar("T")
+
+
+def axes(cfg) -> tuple[float, float, float]:
+    """(wall clock s, cost, FLOPs) of a `placement.Config`; cost is USD with a price, else GPU-hours."""
+    return (cfg.wall, cfg.usd if cfg.usd is not None else cfg.gpu_hours, cfg.flops)
+
+
+def dominates(a: Sequence[float], b: Sequence[float], tol: float = TOLERANCE) -> bool:
+    """a is no worse than b on every axis and better on one (beyond `tol`, relative)."""
+    better = False
+    for x, y in zip(a, b):
+        if x > y * (1.0 + tol):
+            return False
+        if x < y * (1.0 - tol):
+            better = True
+    return better
+
+
+def pareto(items: Sequence[T], key: Callable[[T], Sequence[float]]) -> list[T]:
+    """The items no other item dominates, in their given order (O(n²); n is a few hundred)."""
+    points = [tuple(key(i)) for i in items]
+    return [item for item, p in zip(items, points) if not any(dominates(q, p) for q in points)]
+
+
+def balance(x: float) -> float:
+    """(S/S_min)(E/E_min) = (1 + 1/x)(1 + x) at x = B/B_crit (McCandlish et al. 2018, eq. 2.11)."""
+    return (1.0 + 1.0 / x) * (1.0 + x)
+
+
+def rank(objective: str, cfg, b_crit: float) -> tuple[float, ...]:
+    """The objective's sort key of a configuration: its measure, then its tie-breaks."""
+    wall, cost, flops = axes(cfg)
+    if objective == "min_time":
+        return (wall, cost, flops)
+    if objective == "min_cost":
+        return (cost, wall, flops)
+    if objective == "min_flops":
+        return (flops, wall, cost)
+    if objective == "balanced":
+        return (balance(cfg.batch / b_crit), cost, wall)
+    raise ValueError(f"unknown objective {objective!r}")
+
+
+def choose(objective: str, items: Sequence[T], config: Callable[[T], object], b_crit: float) -> T | None:
+    """The objective's pick among `items`, taken from their non-dominated set; None when empty.
+    Measures within 1e-12 of each other tie, and the tie-breaks decide."""
+    front = pareto(items, lambda i: axes(config(i)))
+    if not front:
+        return None
+
+    def key(i: T) -> tuple[float, ...]:
+        r = rank(objective, config(i), b_crit)
+        return (round(r[0], 12 - _magnitude(r[0])),) + r[1:]
+    return min(front, key=key)
+
+
+def _magnitude(v: float) -> int:
+    import math
+
+    return 0 if v == 0 or not math.isfinite(v) else int(math.floor(math.log10(abs(v))))
