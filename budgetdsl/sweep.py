@@ -30,8 +30,9 @@ class Setting:
 @dataclass(frozen=True)
 class SweepRow:
     values: dict[str, str]  # path -> the value as given
-    plan: Plan
-    solution: Solution
+    plan: Plan | None
+    solution: Solution | None
+    error: PlanError | None = None  # the combination is invalid: its located diagnostics
 
 
 def parse_setting(text: str) -> Setting:
@@ -67,6 +68,8 @@ def _with(data: dict[str, Any], path: str, value: str) -> dict[str, Any]:
 
 def _scalar(value: str) -> Any:
     """Non-numeric fields take YAML's plain scalars: true/false, names."""
+    if value.lstrip("-").isdigit():  # a choice among numbers (hardware.zero: 0-3)
+        return int(value)
     return {"true": True, "false": False, "null": None}.get(value.lower(), value)
 
 
@@ -104,8 +107,11 @@ def iter_sweep(source: MergedSource, settings: list[Setting]) -> Iterator[SweepR
     size(settings)
     for combo in itertools.product(*(s.values for s in settings)):
         values = {s.path: v for s, v in zip(settings, combo)}
-        plan = variant(source, values)
-        yield SweepRow(values, plan, solve(plan))
+        try:  # an invalid combination is a row that says so; the sweep goes on (issue 13 item 7)
+            plan = variant(source, values)
+            yield SweepRow(values, plan, solve(plan))
+        except PlanError as exc:
+            yield SweepRow(values, None, None, exc)
 
 
 def sweep(source: MergedSource, settings: list[Setting]) -> list[SweepRow]:

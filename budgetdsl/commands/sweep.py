@@ -49,9 +49,25 @@ def _cell(unit, value) -> str:
 # each row as it is solved: CSV and JSON hold one row in memory whatever the sweep's size; the
 # text table keeps only the cells' strings (its columns are as wide as their widest cell).
 
+def _reason(row) -> str:
+    """An invalid row's first problem, one line (its located diagnostics go to stderr)."""
+    d = row.error.diagnostics[0] if row.error.diagnostics else None
+    return "invalid" if d is None else f"{d.code}: {d.message}".replace("\n", " ")
+
+
+def _reported(rows, invalid: list):
+    """The rows, each invalid one's diagnostics written to stderr as it passes (and counted)."""
+    for r in rows:
+        if r.error is not None:
+            r.error.report()
+            invalid.append(r)
+        yield r
+
+
 def iter_table(rows, settings) -> Iterator[str]:
     header = [s.path for s in settings] + [c[0] for c in _COLUMNS]
-    body = [[r.values[s.path] for s in settings] + [_cell(u, get(r.solution)) for _, u, get in _COLUMNS]
+    body = [[r.values[s.path] for s in settings] + ([_cell(u, get(r.solution)) for _, u, get in _COLUMNS]
+             if r.error is None else ["invalid"] + ["—"] * (len(_COLUMNS) - 2) + [_reason(r)])
             for r in rows]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     for line in [header, *body]:
@@ -66,6 +82,12 @@ def iter_csv(rows, settings) -> Iterator[str]:
                     "gpu_hours", "usd", "x", "binding"])
     for r in rows:
         s = r.solution
+        if s is None:
+            writer.writerow([r.values[x.path] for x in settings] + ["invalid"] + [""] * 12 + [_reason(r)])
+            yield out.getvalue()
+            out.seek(0)
+            out.truncate()
+            continue
         writer.writerow([r.values[x.path] for x in settings] + [
             s.feasible, s.gpus, s.batch.tokens, s.batch.micro_batch, s.batch.grad_accum,
             s.batch.data_parallel, s.steps, s.tokens, s.flops, s.wall_clock_s, s.gpu_hours, s.usd,
@@ -82,8 +104,11 @@ def iter_json(rows, settings) -> Iterator[str]:
     a JSON sweep); solve() has refused any non-finite number, so the JSON is strict."""
     first = True
     for r in rows:
+        body = (r.solution.model_dump_json(indent=2) if r.solution is not None else
+                json.dumps({"invalid": _reason(r)}, indent=2))
         item = ('{\n  "set": ' + json.dumps(r.values, indent=2, allow_nan=False).replace("\n", "\n  ")
-                + ',\n  "solution": ' + r.solution.model_dump_json(indent=2).replace("\n", "\n  ") + "\n}")
+                + (',\n  "solution": ' if r.solution is not None else ',\n  "error": ')
+                + body.replace("\n", "\n  ") + "\n}")
         yield ("[\n  " if first else ",\n  ") + item.replace("\n", "\n  ")
         first = False
     yield "[]\n" if first else "\n]\n"
@@ -112,8 +137,11 @@ def run(args: argparse.Namespace) -> int:
         # Rows are written as they are solved; a combination that does not load stops the sweep
         # with its located diagnostics (exit 2), after the rows before it.
         render = {"text": iter_table, "json": iter_json, "csv": iter_csv}[args.format]
-        for piece in render(iter_sweep(source, settings), settings):
+        invalid: list = []  # invalid combinations are rows too; the exit code says there were some
+        for piece in render(_reported(iter_sweep(source, settings), invalid), settings):
             sys.stdout.write(piece)
+        if invalid:
+            return ExitCode.INVALID
     except PlanError as exc:
         exc.report()
         return ExitCode.INVALID

@@ -66,3 +66,14 @@ def test_text_csv_and_json(plans, capsys, monkeypatch):
 def test_bad_settings_are_located_at_the_option(option, message, capsys):
     assert main(["sweep", str(REPO / "plans/llama2-7b.yaml"), "--set", option]) == 2
     assert capsys.readouterr().err.splitlines()[0] == message
+
+
+def test_an_invalid_combination_is_a_row_and_the_sweep_goes_on(capsys):
+    # tensor_parallel 3 cannot split 1024 GPUs; the rows after it are still solved (issue 13 item 7)
+    code = main(["sweep", str(REPO / "plans/llama2-7b.yaml"), "--set", "hardware.tensor_parallel=3,1",
+                 "--format", "csv"])
+    out, err = capsys.readouterr()
+    rows = out.splitlines()[1:]
+    assert code == 2 and len(rows) == 2
+    assert rows[0].startswith("3,invalid,") and rows[1].startswith("1,True,")
+    assert "tensor_parallel × pipeline_parallel = 3" in err
