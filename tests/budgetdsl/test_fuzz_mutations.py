@@ -11,7 +11,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from fuzz_mutations import Fuzzer, fuzz  # noqa: E402
 
 # ~30-60 s of suite time on a CI runner; BUDGETDSL_FUZZ_MUTANTS raises it locally.
-MUTANTS = int(os.environ.get("BUDGETDSL_FUZZ_MUTANTS", "1500"))
+MUTANTS = int(os.environ.get("BUDGETDSL_FUZZ_MUTANTS", "2500"))
 BOUND_S = 10.0  # per mutant; the slowest takes well under a second
 
 

@@ -151,7 +151,7 @@ def test_a_field_at_its_bounds_never_crashes(path):
 
 def test_random_corners_never_crash():
     rng = random.Random(14)
-    gpus = ["1", "8", "1000000", "999992", "{min: 8, max: 80000, step: 8}"]
+    gpus = ["1", "8", "1000000", "999992", "{min: 8, max: 4096, step: 8}"]
     for _ in range(60):
         text = SEED
         for path in rng.sample(_FIELDS, 6):
