@@ -30,8 +30,8 @@ from budgetdsl import memory_model as mem
 from budgetdsl.gpus import find_preset
 from budgetdsl.layout import launchable_counts as _launchable_counts
 from budgetdsl.memory_model import activation_bytes_per_layer  # noqa: F401 - re-exported
-from budgetdsl.throughput import (Breakdown, Device, Layout, Shape, declared_step, linearised,
-                                  step_time as _step_time)
+from budgetdsl.throughput import (Breakdown, Device, Layout, Shape, StepCost, declared_step, linearised,
+                                  step_cost, step_time as _step_time)
 
 if TYPE_CHECKING:
     from budgetdsl.plan_model import Plan
@@ -89,11 +89,14 @@ class CostModel:
     coefficients: dict[str, Coef] = field(compare=False)
     _heavy: mem.StageMemory | None = field(default=None, compare=False)  # cached on construction
     _micro_max: int = field(default=0, compare=False)
+    _step: StepCost | None = field(default=None, compare=False)  # T(b, m) in closed form (predicted)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_heavy", mem.heaviest(list(self.stages)))
         object.__setattr__(self, "_micro_max", mem.micro_batch_max(list(self.stages),
                                                                    self.memory_per_device - self.reserve_bytes))
+        if self.mode != DECLARED and self.shape is not None and self.device is not None and self.layout is not None:
+            object.__setattr__(self, "_step", step_cost(self.shape, self.device, self.layout, self.step_overhead))
 
     # -- time ----------------------------------------------------------------------------------
     def breakdown(self, batch_tokens: float, grad_accum: int | None = None) -> Breakdown | None:
@@ -119,9 +122,8 @@ class CostModel:
         micro-batches per step; without it, the linear form f·B/rate + c."""
         if self.mode == DECLARED or grad_accum is None:
             return self.flops_per_token * batch_tokens / self.rate + self.fixed_time
-        bd = self.breakdown(batch_tokens, grad_accum)
-        assert bd is not None
-        return bd.total
+        assert self._step is not None  # the breakdown's total, in closed form (throughput.StepCost)
+        return self._step.total(batch_tokens / (self.seq_len * self.data_parallel * grad_accum), grad_accum)
 
     def linear_at(self, micro_batch: float) -> tuple[float, float]:
         """(rate, c) of T(B) = f·B/rate + c at a fixed micro-batch."""

@@ -32,7 +32,9 @@ class Origin(StrEnum):
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # allow_inf_nan=False: every float of an answer is checked finite where it is built, in
+    # pydantic's own validation (issue 14: no renderer or export ever meets Infinity or NaN)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Coefficient(_Frozen):

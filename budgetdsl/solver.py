@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+
 from budgetdsl.cost_model import (CostModel, ShapeUnknown, Split, build_cost_model, launchable_counts)
 from budgetdsl.frontier import Frontier, frontier_from_target
 from budgetdsl.layout import launchable
@@ -716,25 +718,17 @@ def _notes(ctx: _Context, pl: Placement, status: Status) -> list[str]:
     return notes
 
 
-def _non_finite(value: object, where: str) -> str | None:
-    if isinstance(value, float) and not math.isfinite(value):
-        return where or "a number"
-    if isinstance(value, dict):
-        return next((w for k, v in value.items() if (w := _non_finite(v, f"{where}.{k}" if where else str(k)))), None)
-    if isinstance(value, (list, tuple)):
-        return next((w for i, v in enumerate(value) if (w := _non_finite(v, f"{where}.{i}"))), None)
-    return None
-
-
-def _finite(plan: "Plan", sol: Solution) -> Solution:
+def _not_finite(plan: "Plan", exc: ValidationError) -> PlanError | None:
     """Every number of an answer is finite, or the plan is rejected, located (issue 14). The
-    plan's bounds (plan_model) keep every intermediate finite; this is the check that they do, so
-    no renderer or export ever meets Infinity or NaN."""
-    bad = _non_finite(sol.model_dump(), "")
-    if bad is not None:
-        raise plan_error(plan, (), "not-finite", f"the plan's numbers overflow: the answer's {bad} is not finite",
-                         "bring the plan's sizes and limits nearer to a real run's")
-    return sol
+    plan's bounds (plan_model) keep every intermediate finite; the answer's models refuse a
+    non-finite float where they are built (`solution._Frozen`: allow_inf_nan=False), so no renderer
+    or export ever meets Infinity or NaN. None when `exc` is about something else (a bug)."""
+    errors = exc.errors(include_url=False)
+    if not errors or any(e["type"] != "finite_number" for e in errors):
+        return None
+    where = ".".join(str(k) for k in errors[0]["loc"]) or "a number"
+    return plan_error(plan, (), "not-finite", f"the plan's numbers overflow: the answer's {where} is not finite",
+                      "bring the plan's sizes and limits nearer to a real run's")
 
 
 def _solve_layout(ctx: _Context, pinned_batch: bool, micro_fixed: int | None,
@@ -895,6 +889,16 @@ def _front(ctx: _Context, candidates: list[Placement], chosen: Placement, points
 
 def solve(plan: "Plan") -> Solution:
     """Place `plan` on the frontier and pick a launchable configuration. Never mutates `plan`."""
+    try:
+        return _solve(plan)
+    except ValidationError as exc:
+        err = _not_finite(plan, exc)
+        if err is None:
+            raise
+        raise err from None
+
+
+def _solve(plan: "Plan") -> Solution:
     noise = noise_estimate(plan)
     fr0, limits, objective = frontier_from_target(plan.target, noise.b_crit), plan_limits(plan), str(plan.objective)
     run = plan.run
@@ -957,7 +961,7 @@ def solve(plan: "Plan") -> Solution:
     status = (Status.pinned if pinned_batch else Status.optimal) if feasible else Status.infeasible
     fr, cm = ctx.frontier, chosen.cm
     x = fr.x(cfg.batch) if cfg is not None else None
-    return _finite(plan, Solution.model_validate(dict(
+    return Solution.model_validate(dict(
         status=status, feasible=status in FEASIBLE, plan=plan.name, objective=ctx.objective,
         gpus=cm.gpus,
         batch=dict(tokens=cfg.batch, sequences=cfg.sequences, micro_batch=cfg.micro_batch,
@@ -990,7 +994,7 @@ def solve(plan: "Plan") -> Solution:
                      [*_candidates(ctx, _gpu_counts(ctx.plan), None), chosen], chosen) if feasible else [],
         notes=[*_notes(ctx, chosen, status), *([dominated_note] if dominated_note else []), *noise.notes],
         warnings=[_warning_fields(w) for w in (*noise.warnings, *_x_warnings(ctx, x, pinned_batch))],
-    )))
+    ))
 
 
 # x = B/B_crit beyond this factor either way: x = 100 spends E/E_min = 1 + x = 101x the minimal

@@ -213,16 +213,48 @@ def recompute_flops_per_token(shape: Shape, recompute: str) -> float:
     return 0.0
 
 
-def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, global_batch: float,
-              step_overhead: float = 0.0) -> Breakdown:
-    """The predicted step of `global_batch` sequences in micro-batches of `micro_batch` sequences
-    per GPU (m = global_batch/(dp·micro_batch) per step; fractional m is allowed for the closed
-    forms' linearisation)."""
-    t, p, v = layout.tensor_parallel, layout.pipeline_parallel, max(1, layout.virtual_stages)
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """One layout's step time in closed form: every per-micro-batch share is proportional to the
+    micro-batch b (tokens = b·s), so with m micro-batches per step and n = m·b sequences per replica
+
+        T(b, m) = n·K + bubble_k·b + dp(b, m) + optimizer + overhead
+
+    K: compute + recompute + tensor- and pipeline-parallel traffic of one sequence on the slowest
+    stage; bubble_k·b = (p − 1)/v micro-batch times; dp(b, m) the exposed data-parallel collective
+    (constant per step, or per micro-batch with ZeRO-3, hidden behind window·b of compute per
+    micro-batch). `step_time` is this model with its shares itemised; a solve evaluates `total`
+    (a few float operations) for every candidate configuration of a layout."""
+
+    per_sequence: float  # K, seconds per sequence per replica
+    window: float  # compute + recompute + TP of one sequence: what hides the DP collective
+    bubble_k: float  # bubble per sequence of micro-batch
+    zero3: bool
+    dp_per_micro: float  # ZeRO-3: gathers + reduce-scatter per micro-batch
+    reduce: float  # ZeRO 0-2: the gradient reduction per step
+    gather: float  # ZeRO 1-2: the weights' all-gather per step
+    overlap: float | None
+    fixed: float  # optimizer + overhead
+
+    def total(self, micro_batch: float, micro_batches: float) -> float:
+        m, b = micro_batches, micro_batch
+        if self.zero3:
+            total_dp = m * self.dp_per_micro
+            hidden = min(total_dp, m * b * self.window)
+        else:
+            total_dp = self.reduce + self.gather
+            hidden = min(self.reduce, (2.0 / 3.0) * b * self.window)
+        exposed = total_dp * (1.0 - self.overlap) if self.overlap is not None else total_dp - hidden
+        return m * b * self.per_sequence + self.bubble_k * b + max(0.0, exposed) + self.fixed
+
+
+def _unit_step(shape: Shape, device: Device, layout: Layout):
+    """The shares of one micro-batch of one sequence on every stage, the slowest stage, and its
+    data-parallel collectives: what `step_time` and `step_cost` scale."""
+    t, p = layout.tensor_parallel, layout.pipeline_parallel
     dp = layout.data_parallel
     s, d = shape.seq_len, float(shape.d_model)
-    m = global_batch / (dp * micro_batch)
-    tokens = micro_batch * s  # per micro-batch
+    tokens = s  # one sequence per micro-batch; every share below is proportional to it
     mm_rate = device.peak_flops * device.kernel_efficiency
     fl, fh = shape.layer_flops, shape.head_flops
     stages = stage_layers(shape.layers, p, fh / fl if fl > 0 else 0.0)
@@ -247,26 +279,51 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
 
     per_stage = [stage(i) for i in range(p)]
     slow = max(range(p), key=lambda i: sum(per_stage[i]) + (i == p - 1) * 1e-18)
-    c_mb, r_mb, tp_mb = per_stage[slow]
-    micro_time = c_mb + r_mb + tp_mb + pp_micro
-    bubble = (p - 1) / v * micro_time if p > 1 else 0.0
-
     # data parallelism: the gradients (and for ZeRO the weights) of the slowest stage's GPU
     n_slow = stages[slow]
     local = (n_slow * shape.layer_params + (shape.embedding_params if slow == 0 or slow == p - 1 else 0.0)) / t
     grads = layout.grad_bytes * local
     if layout.zero >= 3:
-        per_micro = (2 * dp_collective_time(BF16 * local, dp, t, device, "all_gather")
-                     + dp_collective_time(grads, dp, t, device, "reduce_scatter"))
+        dp_parts = (2 * dp_collective_time(BF16 * local, dp, t, device, "all_gather")
+                    + dp_collective_time(grads, dp, t, device, "reduce_scatter"), 0.0, 0.0)
+    elif layout.zero >= 1:
+        dp_parts = (0.0, dp_collective_time(grads, dp, t, device, "reduce_scatter"),
+                    dp_collective_time(BF16 * local, dp, t, device, "all_gather"))
+    else:
+        dp_parts = (0.0, dp_collective_time(grads, dp, t, device, "all_reduce"), 0.0)
+    opt_params = local / (dp if layout.zero >= 1 else 1)
+    optimizer = (layout.grad_bytes + ADAM_BYTES) * opt_params / device.hbm_bandwidth
+    return stages, per_stage[slow], pp_micro, dp_parts, optimizer
+
+
+def step_cost(shape: Shape, device: Device, layout: Layout, step_overhead: float = 0.0) -> StepCost:
+    """The layout's `StepCost`: T(b, m) for every micro-batch b and count m in closed form."""
+    _, (c1, r1, tp1), pp1, (per_micro, reduce, gather), optimizer = _unit_step(shape, device, layout)
+    p, v = layout.pipeline_parallel, max(1, layout.virtual_stages)
+    k = c1 + r1 + tp1 + pp1
+    return StepCost(k, c1 + r1 + tp1, (p - 1) / v * k if p > 1 else 0.0, layout.zero >= 3, per_micro,
+                    reduce, gather, layout.overlap, optimizer + step_overhead)
+
+
+def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, global_batch: float,
+              step_overhead: float = 0.0) -> Breakdown:
+    """The predicted step of `global_batch` sequences in micro-batches of `micro_batch` sequences
+    per GPU (m = global_batch/(dp·micro_batch) per step; fractional m is allowed for the closed
+    forms' linearisation)."""
+    p, v = layout.pipeline_parallel, max(1, layout.virtual_stages)
+    dp = layout.data_parallel
+    s = shape.seq_len
+    b = micro_batch
+    m = global_batch / (dp * micro_batch)
+    stages, (c1, r1, tp1), pp1, (per_micro, reduce, gather), optimizer = _unit_step(shape, device, layout)
+    c_mb, r_mb, tp_mb, pp_micro = c1 * b, r1 * b, tp1 * b, pp1 * b
+    micro_time = c_mb + r_mb + tp_mb + pp_micro
+    bubble = (p - 1) / v * micro_time if p > 1 else 0.0
+    if layout.zero >= 3:
         total_dp = m * per_micro
         window = m * (c_mb + r_mb + tp_mb)  # prefetch behind each micro-batch's compute
         hidden_by_default = min(total_dp, window)
     else:
-        if layout.zero >= 1:
-            reduce = dp_collective_time(grads, dp, t, device, "reduce_scatter")
-            gather = dp_collective_time(BF16 * local, dp, t, device, "all_gather")
-        else:
-            reduce, gather = dp_collective_time(grads, dp, t, device, "all_reduce"), 0.0
         total_dp = reduce + gather
         # DDP/Megatron: the reduction runs in buckets during the last micro-batch's backward
         # (two thirds of its compute); the weights' all-gather follows the optimizer step.
@@ -276,8 +333,6 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
     else:
         dp_exposed = total_dp - hidden_by_default
 
-    opt_params = local / (dp if layout.zero >= 1 else 1)
-    optimizer = (layout.grad_bytes + ADAM_BYTES) * opt_params / device.hbm_bandwidth
     seq_tokens = global_batch * s
     model_flops = shape.flops_per_token * seq_tokens
     hardware_flops = model_flops + recompute_flops_per_token(shape, layout.recompute) * seq_tokens
@@ -308,6 +363,6 @@ def linearised(shape: Shape, device: Device, layout: Layout, micro_batch: float,
     return per_token, t1 - per_token * b1 * shape.seq_len
 
 
-__all__ = ["Shape", "Device", "Layout", "Breakdown", "COMPONENTS", "step_time", "declared_step",
+__all__ = ["Shape", "Device", "Layout", "Breakdown", "COMPONENTS", "StepCost", "step_cost", "step_time", "declared_step",
            "linearised", "dp_collective_time", "recompute_flops_per_token"]
 
