@@ -91,6 +91,17 @@ def read_calibration(plan: "Plan", path: Path | None = None) -> Any:
                          "write one with `budgetdsl calibrate`")
     source = getattr(plan, "_source", None)
     opener = getattr(source, "opener", None)
+    plan_file = source.paths.get(source.files[0]) if source is not None and source.files else None
+    if plan_file is not None:  # a calibration stays inside the plan's repository, as bases do
+        from budgetdsl.plan_source import ROOT_ENV, confined, find_root
+        from budgetdsl.yaml_source import excerpt
+
+        root = find_root(plan_file)
+        if not confined(path, root, on_disk=opener is None or opener is read_bytes):
+            raise plan_error(plan, ("noise", "calibration"), "calibration-outside",
+                             f"calibration {excerpt(str(plan.noise.calibration), 60)} is outside the repository",
+                             f"a calibration file must be inside {root} (the git work tree, or ${ROOT_ENV} "
+                             "when there is none)")
     try:
         if opener is None or opener is read_bytes:
             if not path.is_file():

@@ -80,6 +80,14 @@ def find_root(plan: str | os.PathLike[str]) -> FsPath:
     return here
 
 
+def confined(path: str | os.PathLike[str], root: FsPath, on_disk: bool = True) -> bool:
+    """Whether `path` lies inside `root`, as written (`..` resolved) and, on disk, after following
+    symbolic links: the rule for every file a plan names (its bases, its calibration)."""
+    if not _inside(os.path.normpath(os.path.abspath(path)), root):
+        return False
+    return not on_disk or _inside(os.path.realpath(path), FsPath(os.path.realpath(root)))
+
+
 def _inside(path: str, root: FsPath) -> bool:
     try:
         return os.path.commonpath([path, str(root)]) == str(root)

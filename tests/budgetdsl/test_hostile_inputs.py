@@ -562,3 +562,20 @@ def test_keys_units_and_references_are_quoted_short_and_inert():
     assert "\x1b" not in joined and "K" * 31 not in joined and "z" * 31 not in joined
     assert "r" * 61 not in joined
     assert "unknown key 'k\\x1b[2J" in joined and "unknown unit 'zzz" in joined
+
+
+def test_a_calibration_outside_the_repository_is_refused(repo, tmp_path):
+    """noise.calibration follows the rule of `extends`: inside the plan's repository."""
+    import shutil
+
+    outside = tmp_path / "cal.json"
+    shutil.copy(REPO / "tests/fixtures/calibration/sweep-gpt-micro-stdlib.json", outside)
+    for where in (str(outside), "../../cal.json"):
+        plan = repo / "plans" / "cal.yaml"
+        plan.write_text(SEED.replace("  b_crit: 3M", f"  calibration: {json.dumps(where)}\n  at_loss: 2.5")
+                        .replace("  uncertainty: 30%\n", ""))
+        from budgetdsl.solver import solve
+
+        with pytest.raises(PlanError) as info:
+            solve(load_plan(plan))
+        assert "error[calibration-outside]" in info.value.diagnostics[0].format()
