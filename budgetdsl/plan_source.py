@@ -105,11 +105,11 @@ def _base_path(where: Location, parent: str, current: FsPath, root: FsPath, on_d
     if "\0" in parent:
         raise PlanError([Diagnostic(where, "extends", f"extends {shown} holds a NUL byte")])
     nxt = current.parent / parent
-    if not _inside(os.path.normpath(os.path.abspath(nxt)), root):
+    if not confined(nxt, root, on_disk=False):
         what = "is an absolute path outside" if os.path.isabs(parent) else "leads out of"
         raise PlanError([Diagnostic(where, "extends-outside", f"extends {shown} {what} the repository",
                                     hint)])
-    if on_disk and not _inside(os.path.realpath(nxt), root):
+    if on_disk and not confined(nxt, root):
         raise PlanError([Diagnostic(where, "extends-outside", f"extends {shown} is a symbolic link out of "
                                     "the repository", hint)])
     return nxt
