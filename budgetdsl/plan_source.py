@@ -82,7 +82,10 @@ def find_root(plan: str | os.PathLike[str]) -> FsPath:
 
 def confined(path: str | os.PathLike[str], root: FsPath, on_disk: bool = True) -> bool:
     """Whether `path` lies inside `root`, as written (`..` resolved) and, on disk, after following
-    symbolic links: the rule for every file a plan names (its bases, its calibration)."""
+    symbolic links: the rule for every file a plan names (its bases, its calibration). A path
+    with a NUL byte names no file: False."""
+    if "\0" in os.fspath(path):
+        return False
     if not _inside(os.path.normpath(os.path.abspath(path)), root):
         return False
     return not on_disk or _inside(os.path.realpath(path), FsPath(os.path.realpath(root)))

@@ -579,3 +579,13 @@ def test_a_calibration_outside_the_repository_is_refused(repo, tmp_path):
         with pytest.raises(PlanError) as info:
             solve(load_plan(plan))
         assert "error[calibration-outside]" in info.value.diagnostics[0].format()
+
+
+def test_a_nul_byte_in_the_calibration_path_is_a_located_error():
+    """Found by the suite's fuzzer: os.path.realpath raised ValueError on the NUL byte."""
+    from budgetdsl.solver import solve
+
+    text = SEED.replace("  b_crit: 3M", '  calibration: "a\\x00b.json"\n  at_loss: 2.5').replace("  uncertainty: 30%\n", "")
+    with pytest.raises(PlanError) as info:
+        solve(load_plan(PLANS / "nul.yaml", text=text))
+    assert "error[calibration-outside]" in info.value.diagnostics[0].format()
