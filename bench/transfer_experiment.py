@@ -62,38 +62,33 @@ def bounded_points(cal) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
             np.array([max(p.ci_low, 1e-9) * tpe for p in pts]), np.array([p.ci_high * tpe for p in pts]))
 
 
-def compare(cals: dict[str, object], n_losses: int) -> tuple[list[float], list[dict]]:
-    """Common losses (inside every size's fitted range) and, per size, B from the fit with its
-    standard error, and B interpolated between measured points."""
-    fitted = {k: c for k, c in cals.items() if c.fit is not None}
-    lo = max(c.fit.loss_min for c in fitted.values())
-    hi = min(c.fit.loss_max for c in fitted.values())
-    if len(fitted) < 2 or lo >= hi:
-        return [], []
-    losses = list(np.round(np.linspace(lo, hi, n_losses), 4))
+def compare(a, b, n_losses: int) -> list[dict]:
+    """At common losses inside both fitted ranges: each size's B from its fit (with the fit's
+    relative standard error) and interpolated between its measured points; [] when the ranges do
+    not overlap."""
+    if a.fit is None or b.fit is None:
+        return []
+    lo, hi = max(a.fit.loss_min, b.fit.loss_min), min(a.fit.loss_max, b.fit.loss_max)
+    if lo >= hi:
+        return []
     rows = []
-    for loss in losses:
-        row = {"loss": loss}
-        for size, cal in fitted.items():
-            b, rel = cal.b_crit_tokens_at(loss)
-            row[f"{size}_fit"], row[f"{size}_se"] = b, rel
+    for loss in np.linspace(lo, hi, n_losses):
+        row = {"loss": float(loss)}
+        for key, cal in (("a", a), ("b", b)):
+            row[f"{key}_fit"], row[f"{key}_se"] = cal.b_crit_tokens_at(float(loss))
             x, y, _, _ = bounded_points(cal)
-            row[f"{size}_points"] = float(np.exp(np.interp(loss, x, np.log(y)))) if len(x) >= 2 else math.nan
+            row[f"{key}_points"] = float(np.exp(np.interp(loss, x, np.log(y)))) if len(x) >= 2 else math.nan
+        lr = math.log(row["b_fit"] / row["a_fit"])
+        row["ratio"], row["z"] = math.exp(lr), lr / math.hypot(row["a_se"], row["b_se"])
         rows.append(row)
-    return losses, rows
-
-
-def agreement(rows: list[dict], a: str, b: str) -> tuple[float, float]:
-    """Mean log ratio B_a/B_b over the common losses (fits) and its largest |z| there."""
-    logs = [math.log(r[f"{a}_fit"] / r[f"{b}_fit"]) for r in rows]
-    zs = [abs(lr) / math.hypot(r[f"{a}_se"], r[f"{b}_se"]) for lr, r in zip(logs, rows)]
-    return math.exp(sum(logs) / len(logs)), max(zs)
+    return rows
 
 
 def draw(cals: dict[str, object], path: Path) -> None:
     from budgetdsl.figures import new_figure, plain_log_labels, plain_number
 
     fig, ax = new_figure()
+    ax.set_xscale("linear")  # a loss range of a few nats reads better on a linear axis
     colors = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
     for (size, cal), color in zip(cals.items(), colors):
         x, y, lo, hi = bounded_points(cal)
@@ -108,7 +103,6 @@ def draw(cals: dict[str, object], path: Path) -> None:
     ax.set_ylabel("B_simple (tokens)")
     ax.invert_xaxis()  # training moves right: the loss falls
     ax.set_title("B_simple against the loss, three proxy sizes on the same data")
-    plain_log_labels(ax.xaxis, lambda v: f"{v:g}")
     plain_log_labels(ax.yaxis, plain_number)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
@@ -121,9 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out-dir", type=Path, default=Path("transfer-runs"))
     ap.add_argument("--sizes", nargs="+", default=list(SIZES))
-    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--micro-batch", type=int, default=4)
+    ap.add_argument("--micro-batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--block-size", type=int, default=64, help="the same sequence length for every size")
     ap.add_argument("--eval-every", type=int, default=10)
@@ -144,29 +138,34 @@ def main(argv: list[str] | None = None) -> int:
         rng = f"{f.loss_min:.3f}–{f.loss_max:.3f}" if f else f"no fit ({cal.fit_error})"
         print(f"| {size} | {cal.provenance.model.n_params:,} | {rng} | {f.n_points if f else 0} | "
               f"{f'{f.alpha:.3f} ± {f.alpha_se:.3f}' if f else '—'} | {s.b_simple_tokens:,.0f} at L = {s.loss:.3f} |")
-    losses, rows = compare(cals, args.losses)
-    if not rows:
-        print("\nno common fitted loss range: nothing to compare")
-        return 1
-    sizes = [k for k in cals if cals[k].fit is not None]
-    print("\nB_simple in tokens at equal held-out loss: fit (± relative standard error) / measured points interpolated")
-    print("| loss | " + " | ".join(sizes) + " |")
-    print("|---|" + "---|" * len(sizes))
-    for r in rows:
-        cells = [f"{r[f'{s}_fit']:,.0f} ± {r[f'{s}_se']:.0%} / {r[f'{s}_points']:,.0f}" for s in sizes]
-        print(f"| {r['loss']:.3f} | " + " | ".join(cells) + " |")
-    print("\nAgreement of the fits over the common range (geometric-mean ratio, largest |z|):")
+    sizes = list(cals)
+    table = []
+    print("\nB_simple in tokens at equal held-out loss, each pair of sizes where their fitted ranges overlap:")
+    print("fit ± its relative standard error / measured points interpolated; ratio = larger model / smaller,")
+    print("z = ln(ratio) / combined standard error")
     for i, a in enumerate(sizes):
         for b in sizes[i + 1:]:
-            ratio, z = agreement(rows, b, a)
-            print(f"  {b} / {a}: {ratio:.2f}x, max |z| = {z:.1f}")
+            rows = compare(cals[a], cals[b], args.losses)
+            if not rows:
+                print(f"\n{b} against {a}: no common fitted loss range")
+                continue
+            print(f"\n| loss | {a} | {b} | ratio | z |")
+            print("|---|---|---|---|---|")
+            for r in rows:
+                print(f"| {r['loss']:.3f} | {r['a_fit']:,.0f} ± {r['a_se']:.0%} / {r['a_points']:,.0f} | "
+                      f"{r['b_fit']:,.0f} ± {r['b_se']:.0%} / {r['b_points']:,.0f} | {r['ratio']:.2f} | {r['z']:+.1f} |")
+                table.append([a, b, f"{r['loss']:.4f}", *(f"{r[k]:.6g}" for k in
+                              ("a_fit", "a_se", "a_points", "b_fit", "b_se", "b_points", "ratio", "z"))])
+            gm = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
+            print(f"{b} / {a}: geometric-mean ratio {gm:.2f}, largest |z| {max(abs(r['z']) for r in rows):.1f}")
     if args.csv:
         args.csv.parent.mkdir(parents=True, exist_ok=True)
         with args.csv.open("w", newline="") as fh:
             w = csv.writer(fh)
-            w.writerow(["loss", *[f"{s}_{k}" for s in sizes for k in ("fit_tokens", "fit_rel_se", "points_tokens")]])
-            for r in rows:
-                w.writerow([r["loss"], *[f"{r[f'{s}_{k}']:.6g}" for s in sizes for k in ("fit", "se", "points")]])
+            w.writerow(["smaller", "larger", "loss", "smaller_fit_tokens", "smaller_fit_rel_se",
+                        "smaller_points_tokens", "larger_fit_tokens", "larger_fit_rel_se", "larger_points_tokens",
+                        "ratio", "z"])
+            w.writerows(table)
     if args.svg:
         draw(cals, args.svg)
         print(f"\nwrote {args.svg}")
