@@ -1,11 +1,16 @@
-"""Benchmark `budgetdsl plan` (not a timed test): run `python bench/bench_plan.py [PLAN]`.
+"""Benchmark `budgetdsl plan` and `budgetdsl sweep` (not a timed test): `python bench/bench_plan.py`.
 
-Prints three figures for the README's performance section:
-  cold   `budgetdsl plan PLAN` as a whole process (python -m budgetdsl), median of several runs
-  warm   solves per second in one process (`solve(plan)` on a loaded plan)
-  sweep  a 10,000-point sweep of the deadline (solve each variant), total seconds
-and, for the record, the cost of the sympy path the emitted closed forms avoid (import + derive +
-lambdify in a fresh process). Aims (issue 3): cold ≤ 1 s, ≥ 10,000 solves/s warm.
+Prints, side by side from one run (issue 13, item 4; aims at rest: cold ≤ 0.5 s per example plan,
+warm ≥ 1,000 full-search plans/s, a 10,000-point sweep ≤ 1 s):
+  baseline  a bare `python -c pass` process, and `python -c "import budgetdsl.cli"`, median
+  cold      `python -m budgetdsl plan PLAN` as a whole process, per example plan, median
+  warm      solves per second in one process, `solve(plan)` on a loaded plan: a fixed-layout plan
+            (every layout key pinned) and the same plan with every layout key `auto` (full search);
+            the first solve of each (nothing cached) is shown apart
+  sweep     `budgetdsl sweep PLAN --set budget.deadline=… --set noise.b_crit=…` (100 × 100 =
+            10,000 rows) through the command line, one process, CSV to /dev/null
+with the load average (the machine may be shared) and each figure's ratio to the bare-Python
+baseline of the same run, so runs on a loaded machine can be compared.
 """
 
 from __future__ import annotations
@@ -20,50 +25,78 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+LAYOUT_KEYS = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
 
-def cold(plan: str, runs: int = 7) -> float:
+
+def proc(args: list[str], runs: int) -> float:
     times = []
     for _ in range(runs):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "budgetdsl", "plan", plan], cwd=REPO, check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(args, cwd=REPO, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 
 
-def sympy_path() -> float:
-    code = "import budgetdsl.closed_forms as c; c.lambdified()"
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
-    return time.perf_counter() - t
+def rate(fn, seconds: float = 2.0) -> float:
+    n, t = 0, time.perf_counter()
+    while time.perf_counter() - t < seconds:
+        fn()
+        n += 1
+    return n / (time.perf_counter() - t)
+
+
+def with_layout(plan, value):
+    """`plan` with every layout key set to `value` (a dict of key -> value, or 'auto')."""
+    hw = plan.hardware.model_copy(update={k: (value if value == "auto" else value[k]) for k in LAYOUT_KEYS})
+    run = plan.run
+    if value == "auto":
+        run = (run.model_copy(update={"micro_batch": "auto"}) if run is not None else None)
+    return plan.model_copy(update={"hardware": hw, "run": run})
 
 
 def main() -> None:
     from budgetdsl.plan_loader import load_plan
     from budgetdsl.solver import solve
 
-    plan_path = sys.argv[1] if len(sys.argv) > 1 else "plans/llama2-7b.yaml"
-    plan = load_plan(REPO / plan_path)
-    optimizing = plan.model_copy(update={"run": None})
-    print(f"cold  budgetdsl plan {plan_path}: {cold(plan_path) * 1000:.0f} ms (median of 7 processes)")
-    for label, p in (("pinned (evaluates run: and the objective's choice)", plan),
-                     ("optimizing (run: removed)", optimizing)):
+    runs = int(os.environ.get("BENCH_RUNS", "5"))
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs, "
+          f"python {sys.version.split()[0]}")
+    base = proc([sys.executable, "-c", "pass"], runs)
+    imp = proc([sys.executable, "-c", "import budgetdsl.cli"], runs)
+    print(f"baseline  python -c pass: {base * 1000:.0f} ms; import budgetdsl.cli: {imp * 1000:.0f} ms "
+          f"({imp / base:.1f}x)")
+    for path in sorted((REPO / "plans").glob("*.yaml")):
+        rel = path.relative_to(REPO)
+        t = proc([sys.executable, "-m", "budgetdsl", "plan", str(rel)], runs)
+        print(f"cold      budgetdsl plan {rel}: {t * 1000:.0f} ms ({t / base:.1f}x python -c pass)")
+
+    plan = load_plan(REPO / "plans/minimal.yaml")
+    first = solve(plan)
+    fixed = with_layout(plan, {"tensor_parallel": first.batch.tensor_parallel,
+                               "pipeline_parallel": first.batch.pipeline_parallel, "zero": first.batch.zero,
+                               "recompute": first.batch.recompute})
+    auto = with_layout(plan, "auto")
+    for label, p in (("fixed layout", fixed), ("full search (every layout key auto)", auto)):
+        from budgetdsl import cost_model, solver
+
+        cost_model._CACHE.clear()
+        solver._SEARCH_SPACE.clear()
+        t = time.perf_counter()
         solve(p)
-        n, t = 0, time.perf_counter()
-        while time.perf_counter() - t < 2.0:
-            solve(p)
-            n += 1
-        rate = n / (time.perf_counter() - t)
-        print(f"warm  {rate:,.0f} solves/s, {1e6 / rate:.0f} µs per solve — {label}")
-    deadline = optimizing.budget.deadline or 21 * 86400.0
-    variants = [optimizing.model_copy(update={"budget": optimizing.budget.model_copy(
-        update={"deadline": deadline * (0.5 + i / 10_000)})}) for i in range(10_000)]
-    t = time.perf_counter()
-    feasible = sum(solve(v).feasible for v in variants)
-    print(f"sweep 10,000 deadlines ({0.5 * deadline / 86400:.1f}–{1.5 * deadline / 86400:.1f} days): "
-          f"{time.perf_counter() - t:.2f} s, {feasible} feasible")
-    print(f"sympy path (import, derive, lambdify; avoided by the emitted module): {sympy_path() * 1000:.0f} ms")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+        t_first = time.perf_counter() - t
+        r = rate(lambda: solve(p))
+        print(f"warm      {r:,.0f} solves/s ({1e6 / r:.0f} µs) — plans/minimal.yaml, {label}; first solve "
+              f"{t_first * 1000:.0f} ms; {r * base:.1f} solves per python -c pass")
+
+    deadlines = ",".join(f"{d}d" for d in range(5, 105))
+    b_crits = ",".join(f"{b}k" for b in range(100, 10_100, 100))
+    t = proc([sys.executable, "-m", "budgetdsl", "sweep", "plans/minimal.yaml", "--format", "csv",
+              "--set", f"budget.deadline={deadlines}", "--set", f"noise.b_crit={b_crits}"], 1)
+    print(f"sweep     budgetdsl sweep plans/minimal.yaml, 100 deadlines × 100 B_crit = 10,000 rows: "
+          f"{t:.2f} s ({t / base:.0f}x python -c pass)")
+    load = os.getloadavg()
+    print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ numbers the answer rests on.
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -86,10 +87,21 @@ class CostModel:
     device: Device | None
     layout: Layout | None
     step_overhead: float
-    coefficients: dict[str, Coef] = field(compare=False)
+    _coefs: dict[str, Coef] = field(compare=False)  # the inputs; the derived ones added on first read
     _heavy: mem.StageMemory | None = field(default=None, compare=False)  # cached on construction
     _micro_max: int = field(default=0, compare=False)
     _step: StepCost | None = field(default=None, compare=False)  # T(b, m) in closed form (predicted)
+    _describe: Any = field(default=None, compare=False)  # adds the derived coefficients (lazily)
+
+    @property
+    def coefficients(self) -> dict[str, Coef]:
+        """Every number the model rests on, with its origin. The derived ones and their wording are
+        built on first read: a layout search builds hundreds of cost models and reports one."""
+        if self._describe is not None:
+            describe = self._describe
+            object.__setattr__(self, "_describe", None)
+            describe(self)
+        return self._coefs
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_heavy", mem.heaviest(list(self.stages)))
@@ -280,12 +292,24 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
                    flops_per_token=f.value, peak_flops=peak.value, mode=mode, mfu=hw.mfu, rate=rate,
                    fixed_time=fixed, memory_per_device=memory.value, stages=tuple(stages),
                    reserve_bytes=reserve.value, shape=shape, device=device, layout=layout,
-                   step_overhead=overhead, coefficients=coefs)
+                   step_overhead=overhead, _coefs=coefs)
     if mode != DECLARED:
-        per_token, fixed = linearised(shape, device, layout, cm._reference_micro, overhead)
+        assert cm._step is not None  # T(B) = B·a + c at the reference micro-batch (throughput.linearised)
+        ref = cm._reference_micro
+        t1, t2 = cm._step.total(ref, 1.0), cm._step.total(ref, 2.0)
+        per_token = (t2 - t1) / (dp * ref * m.seq_len)
         object.__setattr__(cm, "rate", f.value / per_token)
-        object.__setattr__(cm, "fixed_time", fixed)
+        object.__setattr__(cm, "fixed_time", t1 - per_token * dp * ref * m.seq_len)
+    object.__setattr__(cm, "_describe", functools.partial(
+        _describe, plan, gpus, split, mode, peak, memory, overhead, layout, grad_dtype, reserve))
+    return cm
 
+
+def _describe(plan: "Plan", gpus: int, split: Split, mode: str, peak: Coef, memory: Coef, overhead: float,
+              layout: Layout, grad_dtype: str, reserve: Coef, cm: CostModel) -> None:
+    """The derived coefficients of `cm` and how each was obtained (for the report)."""
+    m, hw, coefs, stages = plan.model, plan.hardware, cm._coefs, cm.stages
+    t, p = split.tensor_parallel, split.pipeline_parallel
     if mode == DECLARED:
         coefs["mfu"] = Coef(hw.mfu, "1", DECLARED, "hardware.mfu: measured end-to-end (PaLM App. B); "
                             "T(B) = f·B/(G·P·u), nothing added")
@@ -340,6 +364,33 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
         coefs["pipeline_stages"] = Coef(float(p), "stages", DERIVED, "layers per stage "
                                         + ", ".join(str(c) for c in counts)
                                         + (" (uneven; the last carries the LM head)" if len(set(counts)) > 1 else ""))
+
+
+# Cost models are pure functions of (the plan's model and hardware sections, GPU count, layout), so
+# they are kept across solves: a sweep of limits or objectives, or a warm re-solve, rebuilds none.
+# LRU, bounded; a CostModel is frozen.
+_CACHE: "OrderedDict[tuple, CostModel]" = OrderedDict()
+_CACHE_SIZE = 4096  # a search builds cost models only for the pairs it places
+_LAYOUT_KEYS = {"gpus", "tensor_parallel", "pipeline_parallel", "zero", "recompute"}
+
+
+def cost_model_key(plan: "Plan") -> tuple:
+    """What a cost model reads of a plan besides the GPU count and the layout (its `Split`)."""
+    return (plan.model.model_dump_json(), plan.hardware.model_dump_json(exclude=_LAYOUT_KEYS))
+
+
+def cached_cost_model(key: tuple, plan: "Plan", gpus: int, split: Split) -> CostModel:
+    """`build_cost_model(plan, gpus, split)`, kept across solves under `cost_model_key(plan)`."""
+    if not key:
+        return build_cost_model(plan, gpus, split)
+    full = (key, gpus, split)
+    cm = _CACHE.get(full)
+    if cm is not None:
+        _CACHE.move_to_end(full)
+        return cm
+    cm = _CACHE[full] = build_cost_model(plan, gpus, split)
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
     return cm
 
 

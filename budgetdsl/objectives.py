@@ -55,9 +55,32 @@ def dominates(a: Sequence[float], b: Sequence[float], tol: float = TOLERANCE) ->
 
 
 def pareto(items: Sequence[T], key: Callable[[T], Sequence[float]]) -> list[T]:
-    """The items no other item dominates, in their given order (O(n²); n is a few hundred)."""
+    """The items no other item dominates, in their given order.
+
+    Sorted by the axes, a point can only be dominated by one that sorts before it or lies within
+    TOLERANCE of it on the first axis; and a point that another dominates is dominated by a point of
+    the front too (dominance is a strict order up to TOLERANCE). So each point is checked against the
+    front found so far plus the tied points: O(n·|front|) instead of O(n²)."""
     points = [tuple(key(i)) for i in items]
-    return [item for item, p in zip(items, points) if not any(dominates(q, p) for q in points)]
+    order = sorted(range(len(items)), key=points.__getitem__)
+    keep: list[int] = []
+    for pos, i in enumerate(order):
+        p = points[i]
+        if any(dominates(points[j], p) for j in keep):
+            continue
+        # a later point within tolerance on the first axis may still dominate p
+        k = pos + 1
+        limit = p[0] * (1.0 + TOLERANCE) if p[0] >= 0 else p[0] * (1.0 - TOLERANCE)
+        dominated = False
+        while k < len(order) and points[order[k]][0] <= limit:
+            if dominates(points[order[k]], p):
+                dominated = True
+                break
+            k += 1
+        if not dominated:
+            keep.append(i)
+    kept = set(keep)
+    return [item for n, item in enumerate(items) if n in kept]
 
 
 def balance(x: float) -> float:

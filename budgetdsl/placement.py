@@ -222,8 +222,12 @@ class Placement:
 
 
 def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
-          micro_fixed: int | None = None) -> Placement:
-    """The objective's best launchable configuration on `cm.gpus` GPUs, or why there is none."""
+          micro_fixed: int | None = None, evals: dict | None = None) -> Placement:
+    """The objective's best launchable configuration on `cm.gpus` GPUs, or why there is none.
+    `evals`: the configurations already evaluated on this cost model, frontier and limits, keyed
+    by (micro, accum) — the objectives of one solve share them."""
+    if evals is None:
+        evals = {}
     micro_max = cm.micro_batch_max
     intervals = limit_intervals(cm, fr, limits)
     lo, hi = 0.0, INF
@@ -256,7 +260,9 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         exact = False
         seen.add(n)
         for micro, accum in _configs_for(n, micro_max, micro_fixed, cm.split.pipeline_parallel > 1):
-            cfg = evaluate(cm, fr, limits, micro, accum, micro_max)
+            cfg = evals.get((micro, accum))
+            if cfg is None:
+                cfg = evals[(micro, accum)] = evaluate(cm, fr, limits, micro, accum, micro_max)
             if not cfg.feasible:
                 continue
             exact = exact or micro * accum == n

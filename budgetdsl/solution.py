@@ -253,6 +253,9 @@ class LayoutSearch(_Frozen):
     considered: int = Field(description="Layout × GPU-count pairs that launch.")
     pruned: int = Field(description="Pairs skipped: a simpler layout (less ZeRO or recomputation) fits "
                         "as large a micro-batch, and is never slower.")
+    bounded: int = Field(0, description="Pairs never placed: a lower bound of their wall clock, cost and "
+                         "FLOPs shows that none of their configurations can be the objective's pick or "
+                         "dominate it (exact; the front shown is that of the pairs placed).")
     feasible: int = Field(description="Layouts with a feasible configuration.")
     chosen: LayoutOption | None = None
     runners_up: list[LayoutOption] = Field(default_factory=list)

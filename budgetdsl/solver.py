@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from budgetdsl.cost_model import (CostModel, ShapeUnknown, Split, build_cost_model, launchable_counts)
+from budgetdsl.cost_model import (CostModel, ShapeUnknown, Split, cached_cost_model, cost_model_key,
+                                  launchable_counts, plan_split)
 from budgetdsl.frontier import Frontier, frontier_from_target
 from budgetdsl.layout import launchable
 from budgetdsl.noise_source import NoiseEstimate, noise_estimate, plan_error
@@ -32,6 +33,7 @@ from budgetdsl.layout_search import LayoutChoice, candidates as layout_candidate
 from budgetdsl.objectives import (MEASURE as _OBJECTIVE_MEASURE, OBJECTIVES, axes, choose, dominates, pareto,
                                   rank)
 from budgetdsl.placement import (INF, LIMIT_NAMES, Config, Limits, Placement, evaluate, place, score)
+from budgetdsl.throughput import Layout, StepCost, step_cost
 from budgetdsl.solution import (FEASIBLE, GpuChoice, MemoryRemedy, PinnedComparison, Relaxation,
                                 Solution, Status)
 
@@ -54,6 +56,8 @@ class _Context:
     limits: Limits
     objective: str
     memo: dict = field(default_factory=dict, compare=False)  # cost models and placements of this solve
+    split: Split | None = None  # the layout searched (None: the plan's own)
+    key: tuple = ()  # the plan's model and hardware, as cost_model.cached_cost_model's key
 
 
 def plan_limits(plan: "Plan") -> Limits:
@@ -62,11 +66,12 @@ def plan_limits(plan: "Plan") -> Limits:
 
 
 def _cost_model(ctx: _Context, gpus: int, split: Split | None = None) -> CostModel:
+    split = split or ctx.split or plan_split(ctx.plan)
     key = ("cm", gpus, split)
     if key in ctx.memo:
         return ctx.memo[key]
     try:
-        cm = ctx.memo[key] = build_cost_model(ctx.plan, gpus, split)
+        cm = ctx.memo[key] = cached_cost_model(ctx.key, ctx.plan, gpus, split)
         return cm
     except ShapeUnknown as exc:
         raise plan_error(ctx.plan, ("model",), "shape-unknown", str(exc),
@@ -116,7 +121,8 @@ def _place(ctx: _Context, gpus: int, limits: Limits | None = None, objective: st
     objective = ctx.objective if objective is None else objective
     key = ("place", gpus, limits, objective, micro_fixed)
     if key not in ctx.memo:
-        ctx.memo[key] = place(_cost_model(ctx, gpus), ctx.frontier, limits, objective, micro_fixed)
+        evals = ctx.memo.setdefault(("evals", gpus, limits), {})
+        ctx.memo[key] = place(_cost_model(ctx, gpus), ctx.frontier, limits, objective, micro_fixed, evals)
     return ctx.memo[key]
 
 
@@ -766,37 +772,220 @@ class _LayoutResult:
     candidates: list[Placement]
 
 
-def _search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Limits, objective: str,
-                    pinned_batch: bool, micro_fixed: int | None) -> tuple[list[_LayoutResult], int, int]:
-    """Every candidate layout's own answer (budgetdsl.layout_search), with the layouts that a
-    simpler one (less ZeRO or recomputation, a micro-batch at least as large) dominates skipped.
-    Returns (results, layouts considered, layouts pruned)."""
-    gpn = int(plan.hardware.gpus_per_node)
-    counts = _raw_counts(plan)
-    micro_max: dict[tuple[LayoutChoice, int], int] = {}
-    results: list[_LayoutResult] = []
+# The search space of a plan (its pairs, each pair's micro-batch room and step in closed form):
+# a pure function of the plan's model and hardware, kept across solves (a sweep of limits,
+# objectives or targets, or a warm re-solve, reuses it). Bounded, first in first out.
+_SEARCH_SPACE: dict[tuple, tuple] = {}
+
+
+def _search_space(ctxs: dict, choices: list[LayoutChoice], counts: list[int], gpn: int, micro_max: dict):
+    """The layout × GPU-count pairs that launch and that no simpler layout dominates, with
+    (micro-batch room, data-parallel degree, StepCost) of each; and how many were considered and
+    pruned."""
     considered = pruned = 0
-    for choice in layout_candidates(plan):
-        cplan = concrete(plan, choice)
-        cctx = _Context(cplan, noise, fr, limits, objective)
-        keep: list[int] = []
+    pairs: list[tuple[LayoutChoice, int]] = []
+    quick: dict[tuple[LayoutChoice, int], tuple[int, int, StepCost | None]] = {}
+    for choice in choices:
+        cctx = ctxs[choice]
+        family = None
         for g in counts:
             if not launches(choice, g, gpn):
                 continue
             considered += 1
-            mm = micro_max[(choice, g)] = _cost_model(cctx, g).micro_batch_max
+            if family is None:  # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
+                family = _cost_model(cctx, choice.tensor_parallel * choice.pipeline_parallel, Split(
+                    0, choice.tensor_parallel, choice.pipeline_parallel, choice.recompute,
+                    cctx.plan.hardware.flash_attention))
+            mm, dp = _quick(family, choice, g)
+            micro_max[(choice, g)] = mm
             if any(micro_max.get((s, g), -1) >= mm for s in choice.simpler()):
                 pruned += 1
                 continue
-            keep.append(g)
-        if not keep:
-            continue
-        try:
-            chosen, placements, candidates = _solve_layout(cctx, pinned_batch, micro_fixed, keep)
-        except PlanError:
-            continue  # a pinned batch that does not divide over this layout's replicas
-        results.append(_LayoutResult(choice, cctx, chosen, placements, candidates))
-    return results, considered, pruned
+            pairs.append((choice, g))
+            quick[(choice, g)] = (mm, dp, None if family._step is None else step_cost(
+                family.shape, family.device, Layout(g, choice.tensor_parallel, choice.pipeline_parallel,
+                                                    family.layout.virtual_stages, choice.zero, choice.recompute,
+                                                    family.layout.flash_attention,
+                                                    family.layout.sequence_parallel, family.layout.grad_bytes,
+                                                    family.layout.overlap), family.step_overhead))
+    return pairs, quick, considered, pruned
+
+
+def _search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Limits, objective: str,
+                    pinned_batch: bool, micro_fixed: int | None) -> tuple[list[_LayoutResult], int, int, int]:
+    """Every candidate layout's own answer (budgetdsl.layout_search), with two exact prunings:
+    a layout that a simpler one (less ZeRO or recomputation, a micro-batch at least as large)
+    dominates is skipped; and a layout × GPU-count pair whose best conceivable point
+    (`_lower_bound`: the least wall clock, cost and FLOPs of any batch, each on its own) is
+    dominated by a configuration already found is never placed — none of its configurations can
+    reach the front, so no objective can pick one. Pairs are placed in the order of their bound's
+    wall clock, so the fast configurations found first prune the rest.
+    Returns (results, pairs considered, pruned as dominated by a simpler layout, pruned by bound)."""
+    gpn = int(plan.hardware.gpus_per_node)
+    counts = _raw_counts(plan)
+    micro_max: dict[tuple[LayoutChoice, int], int] = {}
+    bounded = 0
+    base = concrete(plan, None)  # run.micro_batch: auto read as omitted; the layout stays `auto`
+    key = cost_model_key(plan)
+    ctxs: dict[LayoutChoice, _Context] = {}
+    pairs: list[tuple[LayoutChoice, int]] = []
+    choices = layout_candidates(plan)
+    for choice in choices:
+        ctxs[choice] = _Context(base, noise, fr, limits, objective, split=Split(
+            choice.zero, choice.tensor_parallel, choice.pipeline_parallel, choice.recompute,
+            plan.hardware.flash_attention), key=key)
+    memo_key = ("search", key, tuple(counts), tuple(choices))
+    if memo_key in _SEARCH_SPACE:  # what the pairs are does not depend on limits or objective
+        pairs, quick, considered, pruned = _SEARCH_SPACE[memo_key]
+        pairs = list(pairs)  # sorted below by this solve's bounds
+    else:
+        pairs, quick, considered, pruned = _search_space(ctxs, choices, counts, gpn, micro_max)
+        _SEARCH_SPACE[memo_key] = (pairs, quick, considered, pruned)
+        if len(_SEARCH_SPACE) > 64:
+            del _SEARCH_SPACE[next(iter(_SEARCH_SPACE))]
+    results: list[_LayoutResult] = []
+    if pinned_batch:
+        by_choice: dict[LayoutChoice, list[int]] = {}
+        for choice, g in pairs:
+            by_choice.setdefault(choice, []).append(g)
+        for choice, keep in by_choice.items():
+            try:
+                chosen, placements, candidates = _solve_layout(ctxs[choice], True, micro_fixed, keep)
+            except PlanError:
+                continue  # a pinned batch that does not divide over this layout's replicas
+            results.append(_LayoutResult(choice, ctxs[choice], chosen, placements, candidates))
+        return results, considered, pruned, bounded
+    # Bound-and-prune for the objective (exact): every configuration of a pair ranks no better
+    # than its bound, so a pair whose bound ranks below the best pick so far cannot supply the
+    # pick; it is placed only if it could still dominate the pick (its bound no worse on every
+    # axis), which would take the pick off the front. Pairs go in the order of their bound.
+    ref = _cost_model(ctxs[pairs[0][0]], pairs[0][1]) if pairs else None
+    bounds = {pair: _lower_bound(ref, pair[1], quick[pair][1], quick[pair][2], fr, limits) for pair in pairs}
+    keys = {pair: _rank_key(objective, _bound_rank(objective, bounds[pair], quick[pair][1], ref, fr))
+            for pair in pairs}
+    pairs.sort(key=lambda pair: (keys[pair], pair[0].sort_key(), pair[1]))
+    placed: dict[LayoutChoice, tuple[list[Placement], list[Placement]]] = {}
+    done: set[tuple[LayoutChoice, int]] = set()
+    probe = _Context(base, noise, fr, limits, objective)
+
+    def place_pair(pair: tuple[LayoutChoice, int]) -> list[Placement]:
+        done.add(pair)
+        cctx = ctxs[pair[0]]
+        pls, cands = placed.setdefault(pair[0], ([], []))
+        pls.append(_place(cctx, pair[1], micro_fixed=micro_fixed))
+        new = _candidates(cctx, [pair[1]], micro_fixed)
+        cands.extend(new)
+        return new
+
+    pool: list[Placement] = []
+    best_key = pick = None
+    for pair in pairs:
+        if best_key is not None and keys[pair] > best_key:
+            break  # sorted: no later pair can supply the pick either
+        if pick is not None and objective == "balanced" and pick.config.batch <= fr.b_crit:
+            # balanced below x = 1: a smaller batch ranks worse; the pair's configurations at the
+            # pick's batch or above spend at least its FLOPs (E grows with B), and if its bound is
+            # no faster and no cheaper the pick dominates (or ties) every one of them
+            w, c, _ = bounds[pair]
+            pw, pc, _ = axes(pick.config)
+            if w >= pw and c >= pc:
+                continue
+        pool.extend(place_pair(pair))
+        pick = _choose(probe, pool)
+        best_key = None if pick is None else _rank_key(objective, rank(objective, pick.config, fr.b_crit))
+    while True:  # the pick must stay on the front: place every pair that could dominate it
+        pick = _choose(probe, pool)
+        if pick is None:
+            break
+        a = axes(pick.config)
+        threats = [pair for pair in pairs if pair not in done and all(
+            lb <= v * (1.0 + 1e-9) for lb, v in zip(bounds[pair], a))]
+        if not threats:
+            break
+        for pair in threats:
+            pool.extend(place_pair(pair))
+    if not pool and len(done) < len(pairs):  # nothing feasible: every pair, for the diagnosis
+        for pair in pairs:
+            if pair not in done:
+                place_pair(pair)
+    bounded = len(pairs) - len(done)
+    for choice, (pls, cands) in placed.items():
+        cctx = ctxs[choice]
+        results.append(_LayoutResult(choice, cctx, _choose(cctx, cands) or _closest(pls), pls, cands))
+    return results, considered, pruned, bounded
+
+
+def _rank_key(objective: str, r: tuple[float, ...]) -> tuple[float, ...]:
+    """An objective's rank with the first measure rounded as `objectives.choose` rounds it."""
+    from budgetdsl.objectives import _magnitude
+
+    return (round(r[0], 12 - _magnitude(r[0])),) + tuple(r[1:])
+
+
+def _bound_rank(objective: str, bound: tuple[float, float, float], dp: int, ref: CostModel,
+                fr: Frontier) -> tuple[float, ...]:
+    """The objective's rank of a pair's bound (objectives.rank's order): no configuration of the
+    pair ranks before it. balanced: (1 + 1/x)(1 + x) at the pair's batch nearest B_crit (its
+    batches are whole sequences per replica, multiples of dp·s)."""
+    wall, cost, flops = bound
+    if objective == "min_time":
+        return (wall, cost, flops)
+    if objective == "min_cost":
+        return (cost, wall, flops)
+    if objective == "min_flops":
+        return (flops, wall, cost)
+    from budgetdsl.objectives import balance
+
+    unit = float(dp * ref.seq_len)
+    n = fr.b_crit / unit
+    best = min(balance(max(1, k) * unit / fr.b_crit) for k in (math.floor(n), math.ceil(n)))
+    return (best, cost, wall)
+
+
+def _quick(family: CostModel, choice: LayoutChoice, gpus: int) -> tuple[int, int]:
+    """(largest micro-batch, data-parallel degree) of `choice` on `gpus`, from its family's cost
+    model (same t, p and recomputation on dp = 1 without ZeRO): ZeRO only divides the weights,
+    gradients and optimizer state by dp (memory_model.stage_memory). With the step in closed form
+    (throughput.step_cost, whose stage shares do not depend on the GPU count) no cost model is
+    built for a pair the search prunes."""
+    dp = gpus // (choice.tensor_parallel * choice.pipeline_parallel)
+    z = choice.zero
+    free = family.memory_per_device - family.reserve_bytes
+    best = math.inf
+    for st in family.stages:  # memory_model.micro_batch_max with the statics sharded
+        static = (st.weights / (dp if z >= 3 else 1) + st.grads / (dp if z >= 2 else 1)
+                  + st.optimizer / (dp if z >= 1 else 1))
+        room = free - static
+        if room <= 0:
+            best = 0
+            break
+        if st.per_sequence > 0:
+            best = min(best, math.floor(room / st.per_sequence * (1 + 1e-12)))
+    return (0 if best is math.inf else max(0, int(best))), dp
+
+
+def _lower_bound(ref: CostModel, gpus: int, dp: int, step: StepCost | None, fr: Frontier,
+                 limits: Limits) -> tuple[float, float, float]:
+    """No configuration of this layout on `gpus` does better than this on any axis (wall clock,
+    cost, FLOPs), each bound taken on its own. With T(B) ≥ a·B + c0 for every micro-batch split
+    (a: the batch-proportional seconds per token, c0: the bubble of one-sequence micro-batches,
+    the optimizer step and the overhead; the exposed data-parallel time ≥ 0, throughput.StepCost;
+    declared MFU: a = f/(G·P·u), c0 = 0) and S(B) = S_min(1 + B_crit/B):
+    W(B) ≥ S_min(a·B + c0 + a·B_crit + B_crit·c0/B), least at B = √(B_crit·c0/a) or at the
+    smallest batch, one sequence per replica; FLOPs ≥ f·E_min(1 + B/B_crit) at the smallest batch.
+    Steps are rounded up, so the continuous frontier bounds them."""
+    b_min = float(dp * ref.seq_len)
+    if step is not None:
+        a = step.per_sequence / b_min
+        c0 = step.bubble_k + step.fixed
+    else:
+        a, c0 = ref.flops_per_token / (gpus * ref.peak_flops * ref.mfu), 0.0
+    bc = fr.b_crit
+    b = max(b_min, math.sqrt(bc * c0 / a)) if a > 0 else b_min
+    wall = fr.s_min * (a * b + c0 + a * bc + bc * c0 / b) * (1.0 - 1e-9)
+    gpu_hours = gpus * wall / 3600.0
+    flops = ref.flops_per_token * fr.e_min * (1.0 + b_min / bc) * (1.0 - 1e-9)
+    return (wall, gpu_hours * limits.price if limits.price else gpu_hours, flops)
 
 
 def _raw_counts(plan: "Plan") -> list[int]:
@@ -807,7 +996,7 @@ def _raw_counts(plan: "Plan") -> list[int]:
 
 
 def _layout_report(ctx: _Context, results: list[_LayoutResult], winner: _LayoutResult, considered: int,
-                   pruned: int) -> dict:
+                   pruned: int, bounded: int = 0) -> dict:
     """The fields of `LayoutSearch`: the chosen layout, the best runners-up and why."""
     from budgetdsl.humanize import human
 
@@ -834,7 +1023,9 @@ def _layout_report(ctx: _Context, results: list[_LayoutResult], winner: _LayoutR
         measure = _OBJECTIVE_MEASURE[ctx.objective]
         reason = (f"{winner.choice.describe()} gives the best {measure} of the {feasible} feasible layouts "
                   f"({considered} layout × GPU-count pairs searched, {pruned} skipped as dominated by a "
-                  "simpler layout with the same micro-batch room)")
+                  "simpler layout with the same micro-batch room"
+                  + (f", {bounded} never placed: a lower bound shows none of their configurations can "
+                     "beat or dominate the pick" if bounded else "") + ")")
         if runners:
             r0 = runners[0]
             reason += (f"; the runner-up TP {r0['tensor_parallel']} · PP {r0['pipeline_parallel']} · ZeRO "
@@ -846,7 +1037,7 @@ def _layout_report(ctx: _Context, results: list[_LayoutResult], winner: _LayoutR
             reason += ("; with a declared MFU every layout that fits runs at that MFU, so the simplest "
                        "layout that fits the chosen micro-batch wins")
     return dict(searched=list(ctx.plan.hardware.searched()) if hasattr(ctx.plan.hardware, "searched") else [],
-                considered=considered, pruned=pruned, feasible=feasible,
+                considered=considered, pruned=pruned, bounded=bounded, feasible=feasible,
                 chosen=option(winner, winner.chosen) if w is not None else None,
                 runners_up=runners, reason=reason)
 
@@ -908,8 +1099,8 @@ def _solve(plan: "Plan") -> Solution:
     layout_fields = None
 
     if plan.hardware.searched():
-        results, considered, pruned = _search_layouts(plan, noise, fr0, limits, objective, pinned_batch,
-                                                      micro_fixed)
+        results, considered, pruned, bounded = _search_layouts(plan, noise, fr0, limits, objective,
+                                                               pinned_batch, micro_fixed)
         if not results:
             raise plan_error(plan, ("hardware",), "no-layout",
                              "no searched layout launches on the plan's GPU counts",
@@ -921,12 +1112,19 @@ def _solve(plan: "Plan") -> Solution:
             winner.chosen = pick
         else:
             winner = min(results, key=lambda r: len(_conflicting_names(r.chosen)))
-        ctx, chosen, placements = winner.ctx, winner.chosen, winner.placements
+        # the winner's plan with its layout written in (what the report, ramp and exports read)
+        ctx = _Context(concrete(plan, winner.choice), noise, fr0, limits, objective, winner.ctx.memo,
+                       winner.ctx.split, winner.ctx.key)
+        chosen, placements = winner.chosen, winner.placements
+        if not pinned_batch:  # every count of the winning layout, pruned by bound or not (gpu_choice)
+            gpn = int(plan.hardware.gpus_per_node)
+            placements = [_place(ctx, g, micro_fixed=micro_fixed) for g in _raw_counts(plan)
+                          if launches(winner.choice, g, gpn)]
         candidates = [pl for r in results for pl in r.candidates]
-        layout_fields = _layout_report(ctx, results, winner, considered, pruned)
+        layout_fields = _layout_report(ctx, results, winner, considered, pruned, bounded)
         layout_fields["searched"] = list(plan.hardware.searched())
     else:
-        ctx = _Context(concrete(plan, None), noise, fr0, limits, objective)
+        ctx = _Context(concrete(plan, None), noise, fr0, limits, objective, key=cost_model_key(plan))
         chosen, placements, candidates = _solve_layout(ctx, pinned_batch, micro_fixed)
     plan = ctx.plan
     dominated_note = None

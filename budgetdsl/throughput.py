@@ -48,6 +48,7 @@ tensor-parallel degree t):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from budgetdsl.layout import data_parallel_peers_in_node, stage_layers
@@ -248,11 +249,12 @@ class StepCost:
         return m * b * self.per_sequence + self.bubble_k * b + max(0.0, exposed) + self.fixed
 
 
-def _unit_step(shape: Shape, device: Device, layout: Layout):
-    """The shares of one micro-batch of one sequence on every stage, the slowest stage, and its
-    data-parallel collectives: what `step_time` and `step_cost` scale."""
+@functools.lru_cache(maxsize=1024)
+def _stage_shares(shape: Shape, device: Device, layout: Layout) -> tuple[tuple[int, ...], int, tuple[float, float, float]]:
+    """(layers per stage, the slowest stage, its compute, recompute and TP shares) of one sequence
+    per micro-batch: independent of the GPU count and ZeRO stage, so a layout search computes them
+    once per (t, p, recomputation) — `layout` arrives with gpus = t·p and zero = 0."""
     t, p = layout.tensor_parallel, layout.pipeline_parallel
-    dp = layout.data_parallel
     s, d = shape.seq_len, float(shape.d_model)
     tokens = s  # one sequence per micro-batch; every share below is proportional to it
     mm_rate = device.peak_flops * device.kernel_efficiency
@@ -263,8 +265,6 @@ def _unit_step(shape: Shape, device: Device, layout: Layout):
     tp_link = device.intra_node if t <= device.gpus_per_node else device.network
     n_tp = 4 + (2 if layout.recompute == "full" else 0)
     tp_one = _ring(tokens * d * BF16, t) / tp_link if t > 1 else 0.0
-    pp_link = device.intra_node if t * dp < device.gpus_per_node else device.network
-    pp_micro = 2.0 * tokens * d * BF16 / t / pp_link if p > 1 else 0.0
 
     def stage(i: int) -> tuple[float, float, float]:
         n = stages[i]
@@ -279,6 +279,19 @@ def _unit_step(shape: Shape, device: Device, layout: Layout):
 
     per_stage = [stage(i) for i in range(p)]
     slow = max(range(p), key=lambda i: sum(per_stage[i]) + (i == p - 1) * 1e-18)
+    return stages, slow, per_stage[slow]
+
+
+def _unit_step(shape: Shape, device: Device, layout: Layout):
+    """The shares of one micro-batch of one sequence on every stage, the slowest stage, and its
+    data-parallel collectives: what `step_time` and `step_cost` scale."""
+    t, p = layout.tensor_parallel, layout.pipeline_parallel
+    dp = layout.data_parallel
+    d = float(shape.d_model)
+    stages, slow, shares = _stage_shares(shape, device, Layout(
+        t * p, t, p, layout.virtual_stages, 0, layout.recompute, layout.flash_attention, layout.sequence_parallel))
+    pp_link = device.intra_node if t * dp < device.gpus_per_node else device.network
+    pp_micro = 2.0 * shape.seq_len * d * BF16 / t / pp_link if p > 1 else 0.0
     # data parallelism: the gradients (and for ZeRO the weights) of the slowest stage's GPU
     n_slow = stages[slow]
     local = (n_slow * shape.layer_params + (shape.embedding_params if slow == 0 or slow == p - 1 else 0.0)) / t
@@ -293,7 +306,7 @@ def _unit_step(shape: Shape, device: Device, layout: Layout):
         dp_parts = (0.0, dp_collective_time(grads, dp, t, device, "all_reduce"), 0.0)
     opt_params = local / (dp if layout.zero >= 1 else 1)
     optimizer = (layout.grad_bytes + ADAM_BYTES) * opt_params / device.hbm_bandwidth
-    return stages, per_stage[slow], pp_micro, dp_parts, optimizer
+    return stages, shares, pp_micro, dp_parts, optimizer
 
 
 def step_cost(shape: Shape, device: Device, layout: Layout, step_overhead: float = 0.0) -> StepCost:
