@@ -12,6 +12,8 @@ Modules, one concept each (the model never imports the loop):
     hardware     device, throughput and memory profile
     record       what a run has measured, and the calibration file it becomes
     run          the calibration loop: checkpoints, resume, interrupts
+    gns          B_simple recorded inside an existing training loop (hooks, no extra pass), the
+                 same file; gns_hf and gns_lightning adapt it to those Trainers (optional extras)
     config       the run's settings (no torch), progress: the progress bar
 
 Entry point: `budgetdsl calibrate` (budgetdsl/commands/calibrate.py) or `calibrate.run.calibrate`.
