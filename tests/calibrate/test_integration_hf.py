@@ -120,3 +120,38 @@ noise: {{calibration: cal.json, at_loss: {at}}}
     sol = json.loads(done.stdout)
     assert sol["frontier"]["b_crit_tokens"] == pytest.approx(cal.b_crit_tokens_at(at)[0])
     assert sol["warnings"] == []  # its own corpus and vocabulary: nothing doubtful
+
+
+@pytest.mark.slow
+def test_under_ddp_the_big_batch_is_the_all_reduced_gradient(tmp_path):
+    """Two gloo replicas under torchrun: each replica's micro-batch norms are read before the
+    all-reduce, |g_big|^2 after it — equal to the Trainer's own grad_norm^2, which is the norm of
+    the all-reduced gradient."""
+    import socket
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    here = Path(__file__).parent
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(here), str(here.parents[1]), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+                          "--master-addr", "127.0.0.1", "--master-port", str(port), __file__, str(tmp_path)],
+                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    cal = load_calibration(tmp_path / "cal.json")
+    b = cal.provenance.batch
+    assert (b.world_size, b.accumulation, b.global_batch_examples) == (2, 2, 16)
+    norms = json.loads((tmp_path / "grad_norms.json").read_text())
+    assert len(norms) == cal.summary.steps_measured == 24
+    np.testing.assert_allclose(cal.raw.grad_sq_big, np.square(norms), rtol=1e-4)
+
+
+if __name__ == "__main__":  # one replica of the DDP test, under torchrun
+    from pathlib import Path
+
+    out = Path(sys.argv[1])
+    _, logged = _train(out, steps=24)
+    if int(os.environ.get("RANK", "0")) == 0:
+        (out / "grad_norms.json").write_text(json.dumps(logged.norms))
