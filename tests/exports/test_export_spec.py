@@ -48,8 +48,27 @@ def test_adapter_reads_the_solution(tmp_path) -> None:
     assert spec.global_batch_sequences == 1024 and spec.global_batch_tokens == 4194304
     assert spec.lr == pytest.approx(3e-4 * 4)  # linear from 1Mi to 4Mi tokens
     assert spec.time_limit_s == 21 * 86400
-    assert any("exceeds B_crit" in w and "linear" in w for w in spec.warnings)
+    # 1Mi -> 4Mi tokens crosses the 3,000,000-token B_crit: 4,194,304 / 3e6 - 1 = 40 % past it
+    assert any(w.startswith("linear lr scaling from B₀ = 1,048,576 to B = 4,194,304 tokens reaches "
+                            "40% past B_crit (3,000,000 tokens)") for w in spec.warnings)
     assert {d.key for d in spec.defaulted} >= {"launch.image", "launch.command", "launch.partition"}
+
+
+@pytest.mark.parametrize(("at_batch", "b_crit", "uncertainty", "warns"), [
+    ("4Mi", 4e6, None, False),   # B/B₀ = 1: lr tuned at this batch, nothing rescaled (issue 16)
+    ("4Mi", 1e6, None, False),   # far past B_crit, but still B/B₀ = 1
+    ("1Mi", 4e6, None, False),   # crosses B_crit by 4.9 %: inside the margin
+    ("1Mi", 3e6, None, True),    # crosses by 40 %
+    ("1Mi", 3e6, 0.5, False),    # ... inside a stated ±50 % B_crit uncertainty
+    ("2Mi", 1e6, None, True),    # tuned past B_crit, rescaled further past it
+    ("16Mi", 1e6, None, True),   # tuned far past B_crit, rescaled down: the rule still spans it
+])
+def test_lr_warning_only_when_the_rescaling_reaches_past_b_crit(tmp_path, at_batch, b_crit,
+                                                                uncertainty, warns) -> None:
+    plan = load_plan(_plan(tmp_path, f"optimizer: {{lr: 3e-4, at_batch: {at_batch}, scaling: sqrt}}\n"))
+    frontier = {"b_crit_tokens": b_crit, "b_crit_uncertainty": uncertainty}
+    spec = launch_spec(plan, _stub_solution(frontier=frontier))  # B = 4,194,304 tokens
+    assert any("past B_crit" in w for w in spec.warnings) == warns
 
 
 def test_no_warning_below_b_crit_and_warmup_warning(tmp_path) -> None:
