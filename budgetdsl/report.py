@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from budgetdsl.humanize import data, human, si, significant
 from budgetdsl.markdown_text import code, inline
-from budgetdsl.solution import Solution
+from budgetdsl.solution import Constraint, Solution
 
 
 def _count(v: int | None) -> str:
@@ -93,13 +93,45 @@ def _frontier_rows(sol: Solution) -> list[tuple[str, str]]:
     return rows
 
 
+# A limit "binds" only when the run sits on it: less than 1 % of the limit left (the solver's own
+# tightness rule). A limit the solver marks binding with more slack than that decided the run
+# without being reached: memory capped the micro-batch (the next one would not fit, so the free
+# memory is less than one sequence's activations), or another limit capped the global batch
+# before the launchable rounding stepped back from it. Those read "caps …", not "binds".
+TIGHT_SLACK = 0.01
+
+
+def limit_state(c: Constraint, violated: tuple[str, str] = ("VIOLATED", "VIOLATED")) -> str:
+    """One phrase for a limit at the run: binds, caps micro-batch, caps batch, ok, or the
+    violated word (`violated` = (for a ≤ limit, for a ≥ limit)); — without a run."""
+    if c.satisfied is None:
+        return "—"
+    if not c.satisfied:
+        return violated[0] if c.sense == "<=" else violated[1]
+    if c.slack is not None and c.limit and abs(c.slack) < TIGHT_SLACK * abs(c.limit):
+        return "binds"
+    if c.binding:
+        return "caps micro-batch" if c.name == "memory" else "caps batch"
+    return "ok"
+
+
+def limit_use(c: Constraint) -> str:
+    """The run against its limit: the share used of a ≤ limit (79%), and for a ≥ limit how far
+    above the minimum the run is (at min, 4× min), never a share of a lower bound (400 %)."""
+    if c.value is None or not c.limit:
+        return "—"
+    ratio = c.value / c.limit
+    if c.sense == ">=":
+        return "at min" if abs(ratio - 1) < TIGHT_SLACK else f"{significant(ratio)}× min"
+    return f"{ratio:.0%}"
+
+
 def _constraint_rows(sol: Solution) -> list[tuple[str, ...]]:
     rows = []
     for c in sol.constraints:
         limit = ("≥ " if c.sense == ">=" else "≤ ") + human(c.unit, c.limit)
-        state = "—" if c.satisfied is None else ("ok" if c.satisfied else "VIOLATED")
-        rows.append((c.name, limit, human(c.unit, c.value), human(c.unit, c.slack), state,
-                     "binds" if c.binding else ""))
+        rows.append((c.name, limit, human(c.unit, c.value), limit_use(c), human(c.unit, c.slack),
+                     limit_state(c)))
     return rows
 
 
@@ -204,7 +236,7 @@ def render_text(sol: Solution) -> str:
     out += ["Frontier", *_table(_frontier_rows(sol)), ""]
     if sol.warnings:
         out += ["Warnings", *[f"  - {w.format()}".replace("\n", "\n  ") for w in sol.warnings], ""]
-    out += ["Limits", *_table([("limit", "bound", "value", "slack", "state", ""), *_constraint_rows(sol)]), ""]
+    out += ["Limits", *_table([("limit", "bound", "value", "use", "slack", "state"), *_constraint_rows(sol)]), ""]
     if sol.conflicts:
         out += ["Conflicts", *[f"  - {c}" for c in sol.conflicts], ""]
     if sol.relaxations:
@@ -261,7 +293,7 @@ def render_markdown(sol: Solution) -> str:
     out += [*_md_table(("frontier", ""), _frontier_rows(sol)), ""]
     if sol.warnings:
         out += ["**Warnings**", "", *[f"- ⚠️ `{w.code}` {_md_escape(w.message)}" for w in sol.warnings], ""]
-    out += [*_md_table(("limit", "bound", "value", "slack", "state", "binds"), _constraint_rows(sol)), ""]
+    out += [*_md_table(("limit", "bound", "value", "use", "slack", "state"), _constraint_rows(sol)), ""]
     for title, items in (("Conflicts", sol.conflicts), ("Relaxations", [r.message for r in sol.relaxations]),
                          ("Notes", sol.notes)):
         if items:

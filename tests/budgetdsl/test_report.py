@@ -90,3 +90,42 @@ def test_infeasible_rendering_names_conflicts_and_changes():
     text, md = render_text(sol), render_markdown(sol)
     assert "INFEASIBLE" in text and "Conflicts" in text and "deadline ≥ " in text
     assert md.startswith("### ❌") and "**Relaxations**" in md
+
+
+def _limit(name="deadline", sense="<=", limit=100.0, value=90.0, binding=False):
+    from budgetdsl.solution import Constraint
+    slack = None if value is None else (limit - value if sense == "<=" else value - limit)
+    return Constraint(name=name, sense=sense, limit=limit, value=value, slack=slack, binding=binding,
+                      satisfied=None if value is None else (value <= limit if sense == "<=" else value >= limit),
+                      unit="s")
+
+
+@pytest.mark.parametrize("kw, state, use", [
+    # issue 16: "binds" only on the limit; a limit that decided the run with slack says what it capped
+    (dict(value=99.5, binding=True), "binds", "100%"),
+    (dict(name="memory", limit=80.0, value=59.4, binding=True), "caps micro-batch", "74%"),
+    (dict(value=60.0, binding=True), "caps batch", "60%"),
+    (dict(value=60.0), "ok", "60%"),
+    (dict(value=120.0, binding=True), "VIOLATED", "120%"),
+    (dict(value=None), "—", "—"),
+    # a lower bound: how far above the minimum, never "400 %"
+    (dict(name="min_batch", sense=">=", value=400.0), "ok", "4× min"),
+    (dict(name="min_batch", sense=">=", value=100.0, binding=True), "binds", "at min"),
+    (dict(name="min_batch", sense=">=", value=50.0), "VIOLATED", "0.5× min"),
+])
+def test_limit_words_read_right_for_slack_and_lower_bounds(kw, state, use):
+    from budgetdsl.report import limit_state, limit_use
+    c = _limit(**kw)
+    assert (limit_state(c), limit_use(c)) == (state, use)
+
+
+def test_memory_that_caps_the_micro_batch_with_free_memory_does_not_say_binds(tmp_path):
+    """The published 7B on 128 GPUs: micro-batch 1 × 8 accumulation; a second sequence (17 GiB of
+    activations) does not fit in the ~16 GiB left, so memory decided the micro-batch: it caps it."""
+    path = tmp_path / "p.yaml"
+    path.write_text(f"extends: {REPO / 'plans' / 'llama2-7b.yaml'}\nhardware: {{gpus: 128}}\n")
+    sol = solve(load_plan(path))
+    mem = next(c for c in sol.constraints if c.name == "memory")
+    assert mem.binding and mem.slack > 0.1 * mem.limit  # the solver's flag: decided, with slack
+    row = next(line for line in render_text(sol).splitlines() if line.strip().startswith("memory"))
+    assert row.rstrip().endswith("caps micro-batch") and "binds" not in row

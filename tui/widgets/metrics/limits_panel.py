@@ -7,26 +7,24 @@ import textwrap
 from rich.text import Text
 
 from budgetdsl.humanize import data, human
+from budgetdsl.report import limit_state, limit_use
 from budgetdsl.solution import Constraint, Solution
 from budgetdsl.tui.widgets.text_panel import TextPanel
 
-_STATE_STYLE = {"over": "bold red", "under": "bold red", "binds": "yellow", "ok": "green"}
+_STATE_STYLE = {"over": "bold red", "under": "bold red", "binds": "yellow", "caps batch": "yellow",
+                "caps micro-batch": "yellow", "ok": "green"}
 
 
 def state_of(c: Constraint) -> str:
-    """ok, binds, over (a ≤ limit exceeded) or under (a ≥ limit not reached); — without a run."""
-    if c.satisfied is None:
-        return "—"
-    if not c.satisfied:
-        return "under" if c.sense == ">=" else "over"
-    return "binds" if c.binding else "ok"
+    """binds (on the limit), caps batch / caps micro-batch (decided the run with slack left), ok,
+    over (a ≤ limit exceeded) or under (a ≥ limit not reached); — without a run. The words are
+    budgetdsl.report's, shared with `budgetdsl plan`."""
+    return limit_state(c, violated=("over", "under"))
 
 
 def used(c: Constraint) -> str:
-    """The run's value as a share of the limit."""
-    if c.value is None or not c.limit:
-        return "—"
-    return f"{c.value / c.limit:.0%}"
+    """The run against the limit: a share of a ≤ limit, 'at min' / '4× min' for a ≥ limit."""
+    return limit_use(c)
 
 
 def limit_table(sol: Solution, width: int) -> list[Text]:
@@ -35,7 +33,7 @@ def limit_table(sol: Solution, width: int) -> list[Text]:
     for c in sol.constraints:
         bound = ("≥ " if c.sense == ">=" else "≤ ") + human(c.unit, c.limit)
         rows.append((c.name, f"{human(c.unit, c.value)} {bound}", used(c), human(c.unit, c.slack), state_of(c)))
-    header = ("limit", "value / bound", "used", "slack", "")
+    header = ("limit", "value / bound", "use", "slack", "")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
     show = [0, 1, 2, 3, 4] if sum(widths) + 4 <= width else [0, 2, 3, 4]
     right = {2, 3}
