@@ -439,10 +439,38 @@ def _gpu_relaxation(ctx: _Context, pl: Placement) -> Relaxation:
     reasons = []
     for g in ends:
         far = _place(ctx, g)
-        reasons.append(f"at {g} GPUs " + "; ".join(_conflicts(far)))
-    span = f"{min(ends + [lo_count])}–{max(ends + [hi_count])}"
+        reasons.append(f"at {g:,} GPU{'s' if g != 1 else ''} " + "; ".join(_conflicts(far)))
+    low, high = min(ends + [lo_count]), max(ends + [hi_count])
+    span = f"{low:,}–{high:,}"
     return Relaxation(name="gpus", current=current, unit="GPUs",
-                      message=f"no GPU count in {span} helps: " + "; ".join(reasons))
+                      message=f"no GPU count in {span} helps ({_span_ends(ctx, low, high, hi_count)}): "
+                      + "; ".join(reasons))
+
+
+def _span_ends(ctx: _Context, low: int, high: int, hi_count: int) -> str:
+    """Where the two ends of a hopeless GPU search come from and what limits each (issue 16): the
+    low end is the fewest GPUs the layout launches, the high end the search's reach (_next_counts:
+    64× the plan's count, or MAX_GPUS); say why neither end, nor anything past it, helps."""
+    hw = ctx.plan.hardware
+    t, p = int(hw.tensor_parallel), int(hw.pipeline_parallel)
+    parts = []
+    if _step_count(ctx, low, -1) is None:
+        lo_pl = _place(ctx, low)
+        why = (", does not fit in memory" if lo_pl.empty_reason == "memory" else "")
+        parts.append(f"{low:,}, the fewest GPUs the layout launches (tensor {t} × pipeline {p}){why}")
+    reach = min(64 * hi_count, MAX_GPUS)
+    limit = ("MAX_GPUS, the largest count a plan may name" if reach == MAX_GPUS
+             else f"up to 64× the plan's {hi_count:,}")
+    top = f"{high:,}, the largest launchable count the search tries ({limit})"
+    hi_pl = _place(ctx, high)
+    floor = float(hi_pl.cm.data_parallel * hi_pl.cm.seq_len)  # one sequence per replica
+    if hi_pl.hi < floor:
+        dp_max = int(hi_pl.hi // hi_pl.cm.seq_len)
+        top += (f": past data parallel {dp_max:,} one sequence per replica is already a larger batch "
+                f"than the limits allow there ({_fmt('min_batch', hi_pl.hi)}), so more GPUs only make "
+                f"it worse")
+    parts.append(top)
+    return "; ".join(parts)
 
 
 def _relative_step_time(base: CostModel, alt: CostModel) -> float | None:

@@ -38,7 +38,10 @@ def test_balanced_lands_on_b_crit_when_it_is_feasible_and_not_dominated():
     # predicted utilization with a per-step cost (step_overhead) puts the minimum-time batch B* above
     # B_crit, so B_crit is on
     # the Pareto front of this GPU count
-    plan = make_plan(hardware={"gpus": 64, "mfu": None, "step_overhead": 20.0}, budget={"deadline": 400 * DAY, "gpu_hours": None})
+    # (the layout pinned: silence would search it, issue 13; this test is about the batch on one layout)
+    plan = make_plan(hardware={"gpus": 64, "mfu": None, "step_overhead": 20.0, "tensor_parallel": 1,
+                               "pipeline_parallel": 1, "zero": 0, "recompute": "none"},
+                     budget={"deadline": 400 * DAY, "gpu_hours": None})
     from budgetdsl import closed_forms_generated as cf
     from budgetdsl.cost_model import build_cost_model
 
@@ -137,6 +140,27 @@ def test_no_gpu_count_helps_when_the_flop_budget_is_below_any_batch():
     assert "flops: no global batch meets it" in g.message
     (f,) = [r for r in sol.relaxations if r.name == "flops"]
     assert f.required > 3.9e22
+
+
+def test_a_hopeless_gpu_search_says_where_its_ends_come_from(tmp_path):
+    """issue 16: a 2-day deadline for a 70B; the span's ends are explained, not only listed."""
+    import re
+
+    path = tmp_path / "p.yaml"
+    path.write_text(f"extends: {REPO / 'plans' / 'llama2-70b.yaml'}\nbudget: {{deadline: 2 days}}\n")
+    plan = load_plan(path)
+    (g,) = [r for r in solve(plan).relaxations if r.name == "gpus"]
+    m = re.match(r"no GPU count in ([\d,]+)–([\d,]+) helps \(", g.message)
+    assert m, g.message
+    low, high = (int(v.replace(",", "")) for v in m.groups())
+    t, gpus = plan.hardware.tensor_parallel, int(plan.hardware.gpus)
+    assert low == t  # tensor 8 × pipeline 1: the fewest GPUs the layout launches ...
+    assert f"{low:,}, the fewest GPUs the layout launches (tensor {t} × pipeline 1), does not fit in memory" in g.message
+    assert gpus < high <= 64 * gpus and high % plan.hardware.gpus_per_node == 0  # ... and the search's reach
+    assert f"{high:,}, the largest launchable count the search tries (up to 64× the plan's {gpus:,})" in g.message
+    # what limits the top: one sequence per replica past that data-parallel degree is too big a batch
+    dp_max = int(re.search(r"past data parallel ([\d,]+) one sequence per replica", g.message)[1].replace(",", ""))
+    assert dp_max < high // t
 
 
 def test_memory_infeasible_names_remedies_with_numbers():
