@@ -72,12 +72,39 @@ def validation_diagnostics(exc: ValidationError, source: MergedSource, data: dic
         elif kind == "plan_rule":
             sub = tuple(int(p) if p.isdigit() else p for p in str(ctx.get("path", "")).split(".") if p)
             full = (*path, *sub)
+            hints = [h for h in (ctx.get("hint"), _inherited(source, data, path, err["msg"])) if h]
             out.append(Diagnostic(source.locate(full, key=bool(sub)), "plan-rule", err["msg"],
-                                  ctx.get("hint") or None))
+                                  "; ".join(hints) or None))
         else:
             out.append(Diagnostic(source.locate(path), _CODES.get(kind, "invalid-value"),
                                   _message(kind, err, path), _hint(kind, path)))
     return out
+
+
+def _inherited(source: MergedSource, data: dict[str, Any], section: Path, message: str) -> str | None:
+    """For a rule broken by keys of a section, the keys the rule names that this plan did not write
+    but took from a base it extends, where each stands, and how to drop one (issue 16): a base's
+    `noise.b_crit` plus this plan's `kaplan_loss` gives two B_crit sources, and the fix is in this
+    file, `b_crit: null`, not in the shared base."""
+    import re
+
+    values = _at(data, section)
+    if not isinstance(values, dict) or not source.files:
+        return None
+    here = source.files[0]
+    found = []
+    for key in values:
+        if not isinstance(key, str) or not re.search(rf"(?<![\w.]){re.escape(key)}(?![\w])", message):
+            continue
+        where = source.locate((*section, key), key=True)
+        if where.file != here:
+            found.append((key, where))
+    if not found:
+        return None
+    froms = "; ".join(f"{key} comes from the base {where}" for key, where in found)
+    nulls = " or ".join(f"`{key}: null`" for key, _ in found)
+    return (f"{froms}; {nulls} under {'.'.join(map(str, section)) or 'the top level'} in this plan "
+            f"drops {'it' if len(found) == 1 else 'them'}")
 
 
 def _at(data: Any, path: Path) -> Any:

@@ -131,6 +131,30 @@ def test_an_error_in_a_base_points_into_the_base(tmp_path):
     assert (pathlib.Path(d.location.file).name, d.location.line, d.location.col) == ("base.yaml", 3, 9)
 
 
+def test_a_rule_broken_by_a_base_key_says_where_it_came_from_and_how_to_drop_it(tmp_path):
+    """issue 16: the base gives noise.b_crit, the plan kaplan_loss: two B_crit sources."""
+    write(tmp_path, "base.yaml", MINIMAL)  # noise: {b_crit: 2M} on line 5
+    path = write(tmp_path, "plan.yaml", "extends: base.yaml\nnoise:\n  kaplan_loss: 2.2\n")
+    with pytest.raises(PlanError) as info:
+        load_plan(path)
+    [d] = info.value.diagnostics
+    assert d.message.startswith("give exactly one of b_crit, kaplan_loss or calibration")
+    line = next(i for i, text in enumerate(MINIMAL.splitlines(), 1) if "b_crit" in text)
+    import re
+
+    m = re.match(r"b_crit comes from the base (\S+):(\d+):\d+; ", d.hint)
+    assert m and (pathlib.Path(m[1]).resolve(), int(m[2])) == ((tmp_path / "base.yaml").resolve(), line)
+    assert d.hint.endswith("`b_crit: null` under noise in this plan drops it")
+    # ... and the advice works
+    path.write_text("extends: base.yaml\nnoise:\n  kaplan_loss: 2.2\n  b_crit: null\n")
+    assert load_plan(path).noise.kaplan_loss == 2.2
+    # a rule broken inside one file has no such hint
+    path.write_text(MINIMAL.replace("noise: {b_crit: 2M}", "noise: {b_crit: 2M, kaplan_loss: 2.2}"))
+    with pytest.raises(PlanError) as info:
+        load_plan(path)
+    assert not info.value.diagnostics[0].hint
+
+
 def test_a_child_mapping_replacing_a_base_scalar_points_into_the_child(tmp_path):
     write(tmp_path, "base.yaml", "hardware:\n  gpu: H100-SXM5-80GB\n  gpus: 64\n")
     path = write(tmp_path, "plan.yaml", MINIMAL.replace(
