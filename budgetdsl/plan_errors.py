@@ -68,7 +68,7 @@ def validation_diagnostics(exc: ValidationError, source: MergedSource, data: dic
             parent = path[:-1]
             out.append(Diagnostic(source.locate(parent, key=True), "missing-key",
                                   f"missing required key {excerpt(str(path[-1]))} in {_describe(parent)}",
-                                  field_help(path)))
+                                  _with_examples(field_help(path), path)))
         elif kind == "plan_rule":
             sub = tuple(int(p) if p.isdigit() else p for p in str(ctx.get("path", "")).split(".") if p)
             full = (*path, *sub)
@@ -77,8 +77,30 @@ def validation_diagnostics(exc: ValidationError, source: MergedSource, data: dic
                                   "; ".join(hints) or None))
         else:
             out.append(Diagnostic(source.locate(path), _CODES.get(kind, "invalid-value"),
-                                  _message(kind, err, path), _hint(kind, path)))
+                                  _message(kind, err, path), _hint(kind, path, err, _written(source, path))))
     return out
+
+
+# A short example of each way to write a required section, shown when the section is missing
+# (issue 16): the schema's description says what the section is, these say how to write it. Each
+# alternative is a complete section; tests load every one inside a whole plan.
+SECTION_EXAMPLES: dict[str, tuple[str, ...]] = {
+    "model": ("params: 1.3B\nseq_len: 2048",),
+    "hardware": ("gpu: H100-SXM5-80GB\ngpus: 64",),
+    "target": ("tokens: 20 * model.params\nat_batch: 1Mi", "min_tokens: 13B"),
+    "noise": ("b_crit: 1M", "kaplan_loss: 2.2", "calibration: calibration.json\nat_loss: 2.5"),
+}
+
+
+def _with_examples(help_text: str | None, path: Path) -> str | None:
+    """The schema's words for a missing section, then an example of each way to write it."""
+    examples = SECTION_EXAMPLES.get(path[-1]) if len(path) == 1 else None
+    if not examples:
+        return help_text
+    shown = "\n  or\n".join(f"    {path[-1]}:\n" + "\n".join(f"      {line}" for line in ex.splitlines())
+                            for ex in examples)
+    lead = "for example" if len(examples) == 1 else "one of"
+    return f"{help_text or path[-1]} Write {lead}:\n{shown}"
 
 
 def _inherited(source: MergedSource, data: dict[str, Any], section: Path, message: str) -> str | None:
@@ -171,8 +193,21 @@ def _message(kind: str, err: Any, path: Path) -> str:
     return f"{err['msg']}, got {_show(value)}"
 
 
-def _hint(kind: str, path: Path) -> str | None:
+def _written(source: MergedSource, path: Path) -> str:
+    """The text of the value at `path` as the file has it ('' when unknown)."""
+    span = source.spans.get(path)
+    text = source.texts.get(span.file, "") if span else ""
+    return text[span.start:span.end] if span else ""
+
+
+def _hint(kind: str, path: Path, err: Any = None, written: str = "") -> str | None:
     spec = field_spec(path) if path else None
+    value = None if err is None else err.get("input")
+    if (kind == "less_than_equal" and isinstance(spec, QuantitySpec) and spec.dim == DIMENSIONLESS
+            and (err.get("ctx") or {}).get("le") == 1 and isinstance(value, (int, float))
+            and not isinstance(value, bool) and 1 < value <= 100 and "%" not in written):
+        # a fraction given as a percentage (`mfu: 40`): issue 16
+        return f"did you mean {value:g}%? a fraction is written {value / 100:g} or {value:g}%"
     if isinstance(spec, QuantitySpec) and kind in _CODES and _CODES[kind] == "wrong-type":
         unit = BASE_UNIT.get(spec.dim) or ""
         return f"write a number{' in ' + unit if unit else ''} or an expression such as {EXAMPLES[spec.dim]!r}"

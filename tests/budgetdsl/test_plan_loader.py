@@ -155,6 +155,48 @@ def test_a_rule_broken_by_a_base_key_says_where_it_came_from_and_how_to_drop_it(
     assert not info.value.diagnostics[0].hint
 
 
+@pytest.mark.parametrize(("key", "text"), [("hardware.mfu", "40"), ("hardware.overlap", "80"),
+                                         ("noise.uncertainty", "30"), ("hardware.mfu", "100")])
+def test_a_fraction_given_as_a_percentage_asks_did_you_mean(tmp_path, key, text):
+    """issue 16: `mfu: 40` -> must be at most 1, got 40; did you mean 40%? (and 40% loads)."""
+    section, name = key.split(".")
+    path = write(tmp_path, "p.yaml", MINIMAL + f"{section}: {{{name}: {text}}}\n"
+                 if section not in MINIMAL else MINIMAL.replace(f"{section}: {{", f"{section}: {{{name}: {text}, "))
+    with pytest.raises(PlanError) as info:
+        load_plan(path)
+    [d] = info.value.diagnostics
+    assert d.message == f"must be at most 1, got {text}"
+    assert d.hint.startswith(f"did you mean {text}%?")
+    path.write_text(path.read_text().replace(f"{name}: {text}", f"{name}: {text}%"))
+    plan = load_plan(path)
+    assert getattr(getattr(plan, section), name) == pytest.approx(int(text) / 100)
+
+
+def test_a_fraction_far_out_of_range_gets_no_percentage_hint(tmp_path):
+    path = write(tmp_path, "p.yaml", MINIMAL.replace("hardware: {", "hardware: {mfu: 400, "))
+    with pytest.raises(PlanError) as info:
+        load_plan(path)
+    assert not info.value.diagnostics[0].hint
+
+
+@pytest.mark.parametrize("section", ["model", "hardware", "target", "noise"])
+def test_a_missing_section_shows_an_example_of_each_way_to_write_it(tmp_path, section):
+    """issue 16: each example the hint shows is a whole section the loader accepts."""
+    from budgetdsl.plan_errors import SECTION_EXAMPLES
+
+    lines = MINIMAL.splitlines()
+    without = "\n".join(line for line in lines if not line.startswith(section + ":")) + "\n"
+    with pytest.raises(PlanError) as info:
+        load_plan(write(tmp_path, "p.yaml", without))
+    [d] = info.value.diagnostics
+    assert d.code == "missing-key"
+    for example in SECTION_EXAMPLES[section]:
+        shown = f"    {section}:\n" + "\n".join(f"      {line}" for line in example.splitlines())
+        assert shown in d.hint
+        body = textwrap.indent(example, "  ")
+        load_plan(write(tmp_path, "q.yaml", without + f"{section}:\n{body}\n"))  # the file is read at solve
+
+
 def test_a_child_mapping_replacing_a_base_scalar_points_into_the_child(tmp_path):
     write(tmp_path, "base.yaml", "hardware:\n  gpu: H100-SXM5-80GB\n  gpus: 64\n")
     path = write(tmp_path, "plan.yaml", MINIMAL.replace(
