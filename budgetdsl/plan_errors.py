@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from budgetdsl.diagnostics import Diagnostic, did_you_mean
 from budgetdsl.plan_model import Plan, QuantitySpec
-from budgetdsl.plan_schema import field_help, field_spec
+from budgetdsl.plan_schema import field_help, field_info, field_spec
 from budgetdsl.plan_source import MergedSource
 from budgetdsl.plan_values import Failed
 from budgetdsl.units import BASE_UNIT, DIMENSIONLESS, EXAMPLES
@@ -118,6 +118,9 @@ def _inherited(source: MergedSource, data: dict[str, Any], section: Path, messag
     for key in values:
         if not isinstance(key, str) or not re.search(rf"(?<![\w.]){re.escape(key)}(?![\w])", message):
             continue
+        info = field_info((*section, key))
+        if info is None or info.is_required() or info.default is not None:
+            continue  # only a key whose absence is its default (None) is dropped by `null`
         where = source.locate((*section, key), key=True)
         if where.file != here:
             found.append((key, where))
