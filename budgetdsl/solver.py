@@ -1106,6 +1106,33 @@ def _front(ctx: _Context, candidates: list[Placement], chosen: Placement, points
     return out
 
 
+def _dominated_by_objectives(front: list[dict], cfg: Config | None, pinned: bool) -> list[str]:
+    """A note when an objective's pick is better on every axis (wall clock, cost, FLOPs) than the
+    launched run (issue 16). The solver's own pick is on the Pareto front, so this is a pinned run
+    (`run.batch`) that some objective dominates: the case a reviewer needs to see, with figures."""
+    if cfg is None:
+        return []
+    from budgetdsl.humanize import human
+
+    mine = axes(cfg)
+    cost = "usd" if cfg.usd is not None else "gpu_hours"
+    unit = "USD" if cfg.usd is not None else "GPU-h"
+    what = "the pinned run" if pinned else "the launched run"
+    out = []
+    for p in front:
+        theirs = (p["wall_clock_s"], p[cost], p["flops"])
+        if not p["objectives"] or p["chosen"] or not dominates(theirs, mine):
+            continue
+        objs = p["objectives"]
+        names = objs[0] if len(objs) == 1 else ", ".join(objs[:-1]) + " and " + objs[-1]
+        out.append(f"{what} is dominated: {names} pick{'s' if len(objs) == 1 else ''} B = {human('tokens', p['batch_tokens'])} on "
+                   f"{p['gpus']:,} GPUs, {human('s', p['wall_clock_s'])}, {human(unit, p[cost])}, "
+                   f"{human('FLOP', p['flops'])} against this run's {human('s', cfg.wall)}, "
+                   f"{human(unit, mine[1])}, {human('FLOP', cfg.flops)}: no worse on any and better on "
+                   "at least one")
+    return out
+
+
 def solve(plan: "Plan") -> Solution:
     """Place `plan` on the frontier and pick a launchable configuration. Never mutates `plan`."""
     try:
@@ -1216,9 +1243,11 @@ def _solve(plan: "Plan") -> Solution:
         assumptions=_assumptions(cm, cfg),
         throughput=_throughput(cm, cfg),
         layout=layout_fields,
-        front=_front(ctx, candidates if not pinned_batch else
-                     [*_candidates(ctx, _gpu_counts(ctx.plan), None), chosen], chosen) if feasible else [],
-        notes=[*_notes(ctx, chosen, status), *([dominated_note] if dominated_note else []), *noise.notes],
+        front=(front := _front(ctx, candidates if not pinned_batch else
+                               [*_candidates(ctx, _gpu_counts(ctx.plan), None), chosen], chosen)
+               if feasible else []),
+        notes=[*_notes(ctx, chosen, status), *([dominated_note] if dominated_note else []),
+               *_dominated_by_objectives(front, cfg, pinned_batch), *noise.notes],
         warnings=[_warning_fields(w) for w in (*noise.warnings, *_x_warnings(ctx, x, pinned_batch))],
     ))
 

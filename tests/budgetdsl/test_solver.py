@@ -314,3 +314,26 @@ noise: {{calibration: {fixtures[0]}, at_loss: {loss!r}}}
     assert sol.frontier.b_crit_tokens == pytest.approx(b_crit, rel=1e-12)
     assert sol.frontier.b_crit_uncertainty == (pytest.approx(rel) if rel else None)
     assert fixtures[0].name in sol.frontier.b_crit_source
+
+
+def _dominates(a, b):
+    return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("name", ["gpt3-175b.yaml", "llama2-7b.yaml", "llama2-13b.yaml", "minimal.yaml"])
+def test_notes_say_when_an_objective_dominates_the_launched_run(name):
+    """issue 16: a pinned run that an objective's pick beats on wall clock, cost and FLOPs is
+    named in the notes with the pick's figures; a run nothing dominates gets no such note."""
+    sol = solve(load_plan(REPO / "plans" / name))
+    cost = (lambda o: o.usd) if sol.usd is not None else (lambda o: o.gpu_hours)
+    mine = (sol.wall_clock_s, cost(sol), sol.flops)
+    better = [p for p in sol.front if p.objectives and _dominates((p.wall_clock_s, cost(p), p.flops), mine)]
+    notes = [n for n in sol.notes if " is dominated: " in n]
+    assert len(notes) == len(better)
+    for p, note in zip(better, notes):
+        assert note.startswith("the pinned run is dominated: " if sol.status == "pinned" else "the launched run")
+        assert f"on {p.gpus:,} GPUs" in note and p.objectives[-1] in note
+    if name == "gpt3-175b.yaml":  # GPT-3's published 3.2M-token batch, pinned: balanced beats it on every axis
+        assert notes and "balanced" in notes[0]
+    if sol.status == "optimal":  # the solver's own pick is never dominated
+        assert not notes
