@@ -14,6 +14,7 @@ direct figure, and is printed too.
     .venv/bin/python bench/bench_gns_overhead.py             # gpt-mini, batch 64 of micro 8
     .venv/bin/python bench/bench_gns_overhead.py --quick     # seconds: gpt-nano
     .venv/bin/python bench/bench_gns_overhead.py --device cuda --model gpt-small
+    .venv/bin/python bench/bench_gns_overhead.py --control   # A/A: both loops plain, the noise floor
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--quick", action="store_true", help="gpt-nano, 16 of 4, 20 pairs")
+    ap.add_argument("--control", action="store_true",
+                    help="an A/A control: the recorder is detached, both loops are plain (the noise floor)")
     args = ap.parse_args(argv)
     if args.quick:
         args.model, args.batch, args.micro_batch = "gpt-nano", 16, 4
@@ -99,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     micro = [[sampler(args.micro_batch, gen).to(device) for _ in range(accum)] for _ in range(8)]
     gns = TimedGNS(measured, micro_batch=args.micro_batch, accumulation=accum,
                              tokens_per_example=cfg.block_size)
+    if args.control:
+        gns.close()
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-3, betas=(0.9, 0.95)) for m in (plain, measured)]
     times: tuple[list[float], list[float]] = ([], [])
     for i in range(args.pairs + 2):  # two warm-up pairs
@@ -117,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     ratio = statistics.median(paired)
     lo, hi = median_interval(paired)
     inside = gns.seconds / (args.pairs + 2)  # per step, warm-up included (the stopwatch ran throughout)
-    cal = gns.calibration(model_name=args.model, data="stdlib")
+    cal = None if args.control else gns.calibration(model_name=args.model, data="stdlib")
     n_tensors = len(gns.params)
     print(f"{args.model} ({sum(p.numel() for p in plain.parameters()):,} params in {n_tensors} tensors), "
           f"batch {args.batch} = {accum} x {args.micro_batch} sequences of {cfg.block_size} tokens, "
@@ -127,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  ratio             {ratio:8.3f}  paired median (bootstrap 95% interval {lo:.3f} to {hi:.3f}); "
           f"ratio of medians {med_gns / med_plain:.3f}; aim <= 1.03")
     print(f"  inside the recorder {inside * 1e3:8.2f} ms per step = {inside / med_plain:.2%} of the plain step")
+    if cal is None:
+        print("  (control: the recorder was detached; the ratio shows the noise floor)")
+        return 0
     print(f"  measured {cal.summary.steps_measured} steps, B_simple {cal.summary.b_simple:.3g} examples")
     return 0
 
