@@ -7,6 +7,7 @@ because rendering differs between its versions.
 """
 
 import pytest
+from textual.widgets import Input
 
 from budgetdsl.tui.app import make_app
 from tui_helpers import PLAN, type_into
@@ -14,22 +15,31 @@ from tui_helpers import PLAN, type_into
 pytest.importorskip("pytest_textual_snapshot")
 
 
+def steady_cursor(pilot):
+    """The focused input's cursor blinks every 0.5 s, so on a busy machine (a slow start, a loaded
+    CPU) the picture could catch it off. A steady cursor is shown, as at the blink's start."""
+    for field in pilot.app.query(Input):
+        field.cursor_blink = False
+
+
 class TestLayout:
     def test_80x24(self, snap_compare):
-        assert snap_compare(make_app(PLAN), terminal_size=(80, 24))
+        assert snap_compare(make_app(PLAN), terminal_size=(80, 24), run_before=steady_cursor)
 
     def test_wide_160x48(self, snap_compare):
-        assert snap_compare(make_app(PLAN), terminal_size=(160, 48))
+        assert snap_compare(make_app(PLAN), terminal_size=(160, 48), run_before=steady_cursor)
 
 
 class TestPlot:
     def test_ascii_markers_wall_clock_and_flops(self, snap_compare):
-        assert snap_compare(make_app(PLAN, markers="ascii"), terminal_size=(100, 32), press=["f2", "f3"])
+        assert snap_compare(make_app(PLAN, markers="ascii"), terminal_size=(100, 32), press=["f2", "f3"],
+                            run_before=steady_cursor)
 
 
 class TestInfeasible:
     def test_relaxations_and_error_on_input(self, snap_compare):
         async def five_days_then_a_bad_value(pilot):
+            steady_cursor(pilot)
             await type_into(pilot, "deadline", "5 days")
             pilot.app.clear_notifications()
             await type_into(pilot, "flops", "1e23 GiB")
@@ -41,4 +51,4 @@ class TestInfeasible:
 
 class TestScreens:
     def test_help(self, snap_compare):
-        assert snap_compare(make_app(PLAN), terminal_size=(100, 32), press=["f1"])
+        assert snap_compare(make_app(PLAN), terminal_size=(100, 32), press=["f1"], run_before=steady_cursor)
