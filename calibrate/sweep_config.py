@@ -7,8 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from budgetdsl.calibrate.config import RunConfig, check_choices
-
-LR_RULES = {"sqrt": 0.5, "linear": 1.0, "none": 0.0}  # lr(B) = lr_base · (B / base)^p
+from budgetdsl.lr_scaling import EXPONENT as LR_RULES  # lr(B) = lr_base · (B / base)^p, one definition
 
 
 def _default_base() -> RunConfig:

@@ -30,6 +30,7 @@ from typing import Any
 
 from budgetdsl.launch_model import Launch
 from budgetdsl.layout import launch_problem, nodes_of, stage_layers
+from budgetdsl.lr_scaling import scale_lr  # noqa: F401 - the one definition (also re-exported)
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"  # NGC PyTorch: torch, NCCL, torchrun
 DEFAULT_COMMAND = ("train.py",)
@@ -295,18 +296,6 @@ def infeasible_reason(solution: Any) -> str:
         if message:
             lines.append(str(message))
     return "; ".join(lines) if lines else "the solver found no feasible configuration"
-
-
-def scale_lr(lr: float, at_batch: float, batch: float, scaling: str) -> float:
-    """lr tuned at `at_batch` tokens, moved to `batch` tokens by the scaling rule (module doc)."""
-    ratio = batch / at_batch
-    if scaling == "linear":
-        return lr * ratio
-    if scaling == "sqrt":
-        return lr * math.sqrt(ratio)
-    if scaling == "none":
-        return lr
-    raise ValueError(f"unknown lr scaling {scaling!r}")
 
 
 def _tokens(x: float) -> str:
