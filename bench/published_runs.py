@@ -56,13 +56,18 @@ def convention_flops_per_token(row: dict[str, Any]) -> float:
     raise ValueError(f"unknown FLOP convention {conv!r}")
 
 
+PUBLISHED_LAYOUT_DEFAULTS = {"tensor_parallel": 1, "pipeline_parallel": 1, "zero": 0, "recompute": "none"}
+
+
 def make_plan(row: dict[str, Any], **hardware: Any):
     from budgetdsl.plan_model import Plan
 
     m = row["model"]
     seq = row["batch_sequences"]
     tokens = row.get("tokens") or 1000.0 * seq * m["seq_len"]
-    hw = {**row["hardware"], **hardware}
+    # A published run has one layout: what the row does not name is the framework's default (no
+    # tensor or pipeline parallelism, no ZeRO, no recomputation), pinned, never searched.
+    hw = {**PUBLISHED_LAYOUT_DEFAULTS, **row["hardware"], **hardware}
     return Plan.model_validate({
         "name": row["name"], "model": m, "hardware": hw,
         "target": {"tokens": float(tokens), "at_batch": float(seq * m["seq_len"])},

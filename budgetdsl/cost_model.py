@@ -216,7 +216,11 @@ def _hardware_number(plan: "Plan", key: str, preset_attr: str, unit: str) -> Coe
 
 
 def plan_split(plan: "Plan") -> Split:
+    """The plan's own layout; a ValueError when a key is `auto` (the solver chooses it: pass the
+    solution's layout, `Split` of `solution.batch`, to `build_cost_model`)."""
     hw = plan.hardware
+    if hw.searched():
+        raise ValueError(f"the layout is searched ({', '.join(hw.searched())}: auto): the solution names it")
     return Split(hw.zero, hw.tensor_parallel, hw.pipeline_parallel, str(hw.recompute), hw.flash_attention)
 
 

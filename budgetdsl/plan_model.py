@@ -217,15 +217,16 @@ class Hardware(_Section):
                        optional=True)
     step_overhead: _quantity(TIME, "Fixed time per optimizer step (optimizer, data loading, "
                              "logging).", ge=0, le=MAX_SECONDS, default=0.0)
-    zero: Literal[0, 1, 2, 3, "auto"] = Field(0, description="ZeRO stage: 1 shards optimizer state, 2 also "
-                                              "gradients, 3 also weights (FSDP full sharding); auto: "
-                                              "the solver searches it.")
-    tensor_parallel: Integer("Tensor-parallel degree t; auto: the solver searches it.", gt=0, le=MAX_GPUS,
-                             default=1, auto=True)
-    pipeline_parallel: Integer("Pipeline-parallel degree p; auto: the solver searches it.", gt=0,
-                               le=MAX_GPUS, default=1, auto=True)
-    recompute: Recompute = Field(Recompute.none, strict=False, description="Activation recomputation: none, "
-                                 "selective (attention), full (each layer), or auto (searched).")
+    # Silence means search (issue 13): a layout key the plan does not give is `auto`; a value pins it.
+    zero: Literal[0, 1, 2, 3, "auto"] = Field("auto", description="ZeRO stage: 1 shards optimizer state, 2 "
+                                              "also gradients, 3 also weights (FSDP full sharding); auto "
+                                              "(the default): the solver searches it.")
+    tensor_parallel: Integer("Tensor-parallel degree t; auto (the default): the solver searches it.", gt=0,
+                             le=MAX_GPUS, default="auto", auto=True)
+    pipeline_parallel: Integer("Pipeline-parallel degree p; auto (the default): the solver searches it.", gt=0,
+                               le=MAX_GPUS, default="auto", auto=True)
+    recompute: Recompute = Field(Recompute.auto, strict=False, description="Activation recomputation: none, "
+                                 "selective (attention), full (each layer), or auto (the default: searched).")
     flash_attention: bool = Field(True, description="Fused attention that keeps no s×s scores.")
     sequence_parallel: bool = Field(False, description="Megatron sequence parallelism (Korthikanti et "
                                     "al. 2022): layer norms and dropout split over the tensor-parallel "
@@ -250,6 +251,18 @@ class Hardware(_Section):
     def searched(self) -> tuple[str, ...]:
         """The layout keys set to `auto` (the solver searches them)."""
         return tuple(k for k in LAYOUT_KEYS if getattr(self, k) == "auto")
+
+    @model_validator(mode="after")
+    def _declared_layout(self) -> "Hardware":
+        """With a declared `mfu` a silent layout key takes the framework's default (t = p = 1, no
+        ZeRO, no recomputation) instead of `auto`: the MFU was measured on one layout, and a
+        search at one MFU for every layout would reward the most model-parallel one (the
+        smallest batch) on paper. `auto` written in the plan still searches."""
+        if self.mfu is not None:
+            for key, value in DECLARED_LAYOUT_DEFAULTS.items():
+                if key not in self.model_fields_set:
+                    object.__setattr__(self, key, value)
+        return self
 
     @model_validator(mode="after")
     def _preset(self) -> "Hardware":
@@ -278,6 +291,8 @@ def _degree(value: int | str) -> int:
 
 
 LAYOUT_KEYS = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
+# What a silent layout key means beside a declared hardware.mfu (Hardware._declared_layout).
+DECLARED_LAYOUT_DEFAULTS = {"tensor_parallel": 1, "pipeline_parallel": 1, "zero": 0, "recompute": Recompute.none}
 
 
 class Budget(_Section):

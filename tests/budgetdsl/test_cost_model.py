@@ -220,7 +220,9 @@ def test_origins_are_reported():
     assert coefs["network"].origin == "declared"
     assert coefs["mfu"].origin == "declared"
     assert coefs["micro_batch_max"].origin == "derived"
-    predicted = build_cost_model(make_plan(hardware={"mfu": None}), 1024)
+    # (the layout pinned: without a declared mfu a silent layout key is searched, issue 13)
+    predicted = build_cost_model(make_plan(hardware={"mfu": None, "tensor_parallel": 1, "pipeline_parallel": 1,
+                                                     "recompute": "none"}), 1024)
     assert predicted.mode == "predicted" and predicted.coefficients["mfu"].origin == "derived"
     plan = make_plan(hardware={"peak_flops": 1e15, "memory_per_device": 96 * GiB})
     coefs = build_cost_model(plan, 1024).coefficients
@@ -230,7 +232,8 @@ def test_origins_are_reported():
 
 def test_predicted_step_is_linear_in_the_batch_at_a_fixed_micro_batch():
     """The closed forms see T(B) = f·B/rate + c; at whole micro-batches it is exact."""
-    cm = build_cost_model(make_plan(hardware={"mfu": None, "pipeline_parallel": 4}), 1024)
+    cm = build_cost_model(make_plan(hardware={"mfu": None, "pipeline_parallel": 4, "tensor_parallel": 1,
+                                              "recompute": "none"}), 1024)
     for accum in (1, 3, 16):
         b = 256 * accum * S  # one-sequence micro-batches on dp = 256
         assert cm.step_time(b, accum) == pytest.approx(cm.flops_per_token * b / cm.rate + cm.fixed_time, rel=1e-9)

@@ -40,7 +40,7 @@ def test_balanced_lands_on_b_crit_when_it_is_feasible_and_not_dominated():
     # the Pareto front of this GPU count
     # (the layout pinned: silence would search it, issue 13; this test is about the batch on one layout)
     plan = make_plan(hardware={"gpus": 64, "mfu": None, "step_overhead": 20.0, "tensor_parallel": 1,
-                               "pipeline_parallel": 1, "zero": 0, "recompute": "none"},
+                               "pipeline_parallel": 1, "recompute": "none"},
                      budget={"deadline": 400 * DAY, "gpu_hours": None})
     from budgetdsl import closed_forms_generated as cf
     from budgetdsl.cost_model import build_cost_model

@@ -109,6 +109,7 @@ def _check(name, plan, objective):
         assert _balance(sol.batch.tokens / b_crit) <= best * (1 + TOL), (sol.batch, best)
 
 
+# Keys a plan here does not search are pinned: a silent layout key is `auto` (issue 13).
 PLANS = {
     # a fixed count, declared MFU: every layout runs at the MFU; memory decides which fit
     "fixed-declared": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 2048},
@@ -118,19 +119,21 @@ PLANS = {
     # a fixed count, predicted utilization: the layout sets the step time
     "fixed-predicted": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 2048},
                             hardware={"gpu": "H100-SXM5-80GB", "gpus": 32, "mfu": None, "zero": "auto",
-                                      "tensor_parallel": "auto", "pipeline_parallel": "auto"},
+                                      "tensor_parallel": "auto", "pipeline_parallel": "auto", "recompute": "none"},
                             budget={"deadline": 60 * DAY, "flops": None, "gpu_hours": None},
                             target={"tokens": 2.6e10, "at_batch": 1e6}, noise={"b_crit": 1e6}),
     # a free count: the GPU count is searched with the layout
     "free-predicted": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 2048},
                            hardware={"gpu": "H100-SXM5-80GB", "gpus": {"min": 8, "max": 32, "step": 8}, "mfu": None,
-                                     "zero": "auto", "tensor_parallel": "auto"},
+                                     "zero": "auto", "tensor_parallel": "auto", "pipeline_parallel": 1,
+                                     "recompute": "none"},
                            budget={"deadline": 30 * DAY, "flops": None, "gpu_hours": None},
                            target={"tokens": 2.6e10, "at_batch": 1e6}, noise={"b_crit": 1e6}),
     # a free count with a plan's own (unsearched) layout and a step cost
     "free-fixed-layout": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 2048},
                               hardware={"gpu": "A100-SXM4-80GB", "gpus": {"min": 8, "max": 128, "step": 8},
-                                        "mfu": None, "step_overhead": 0.5},
+                                        "mfu": None, "step_overhead": 0.5, "tensor_parallel": 1,
+                                        "pipeline_parallel": 1, "recompute": "none"},
                               budget={"deadline": 30 * DAY, "flops": None, "gpu_hours": None},
                               target={"tokens": 2.6e10, "at_batch": 1e6}, noise={"b_crit": 2e6}),
 }

@@ -73,7 +73,12 @@ def plot_data(plan: "Plan", solution: "Solution", x_axis: str = "steps", y_axis:
         from budgetdsl.cost_model import build_cost_model
 
         try:
-            step_time = build_cost_model(plan, int(solution.gpus or 1)).step_time
+            from budgetdsl.cost_model import Split
+
+            b = solution.batch  # the launched layout (the plan's may be `auto`, issue 13)
+            split = Split(int(b.zero), int(b.tensor_parallel), int(b.pipeline_parallel), str(b.recompute),
+                          plan.hardware.flash_attention) if b.zero is not None else None
+            step_time = build_cost_model(plan, int(solution.gpus or 1), split).step_time
         except ValueError as exc:  # ShapeUnknown: the solver would have said so already
             notes.append(f"no step time: {exc}")
             x_axis = "steps"
