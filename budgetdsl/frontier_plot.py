@@ -3,7 +3,7 @@
 Drawn from a `Solution` alone (its frontier and the coefficients of its cost model), so the picture
 and the table can never disagree. Log-log axes: FLOPs (or tokens) against wall clock (or steps).
 In (FLOPs, wall clock) both the FLOP budget and the deadline are straight lines. matplotlib is an
-optional extra (`pip install 'budgetdsl[plot]'`), imported only here; the SVG is deterministic
+optional extra (`plot`), imported only here; the SVG is deterministic
 (fixed hash salt, no date), so a committed picture diffs only when the plan changes.
 """
 

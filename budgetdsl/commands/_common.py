@@ -22,3 +22,10 @@ def load_or_report(path: str) -> "Plan | None":
     except OSError as exc:
         print(f"{path}: error[io]: {exc.strerror or exc}", file=sys.stderr)
     return None
+
+
+def extra_hint(extra: str) -> str:
+    """How to install an optional extra. budgetdsl is not on PyPI, so a bare
+    `pip install 'budgetdsl[x]'` would fail (or fetch someone else's package of that name)."""
+    return (f"install the '{extra}' extra: pip install -e '.[{extra}]' in a clone, or "
+            f"pip install 'budgetdsl[{extra}] @ git+<repository URL>' (not on PyPI)")

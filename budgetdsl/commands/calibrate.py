@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
+from budgetdsl.commands._common import extra_hint
 from budgetdsl.exit_codes import ExitCode
 
-EXTRA_HINT = "pip install 'budgetdsl[calibrate]'"
 GPT_SIZES = "gpt-nano|gpt-micro|gpt-mini|gpt-small|gpt2-124m"  # calibrate.model.SIZES (a test checks)
 
 # Flags that map one-to-one onto calibrate.config.RunConfig fields (dest == field name).
@@ -193,7 +193,7 @@ def _torch_missing(prog: str, quiet: bool = False) -> bool:
     try:
         import torch  # noqa: F401
     except ImportError:
-        print(f"{prog}: needs PyTorch; install the extra: {EXTRA_HINT}", file=sys.stderr)
+        print(f"{prog}: needs PyTorch; {extra_hint('calibrate')}", file=sys.stderr)
         return True
     return False
 
@@ -231,7 +231,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
             draw(sw, str(args.plot))
         except ImportError:
-            print(f"{prog}: --plot needs matplotlib: pip install 'budgetdsl[plot]'", file=sys.stderr)
+            print(f"{prog}: --plot needs matplotlib; {extra_hint('plot')}", file=sys.stderr)
             return ExitCode.INVALID
     if not args.quiet:
         print(render_sweep(outcome.calibration, outcome.path, time.perf_counter() - started,

@@ -14,6 +14,7 @@ import json
 import sys
 
 from budgetdsl.diagnostics import PlanError
+from budgetdsl.commands._common import extra_hint
 from budgetdsl.exit_codes import ExitCode
 
 
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             import matplotlib  # noqa: F401 - only to say which extra is missing
         except ImportError:
-            print("budgetdsl plan: --plot needs matplotlib: pip install 'budgetdsl[plot]'", file=sys.stderr)
+            print(f"budgetdsl plan: --plot needs matplotlib; {extra_hint('plot')}", file=sys.stderr)
             return ExitCode.INVALID
 
     code = ExitCode.OK

@@ -1,6 +1,6 @@
 """`budgetdsl tui PLAN`: the terminal UI (the `tui` package, Textual) on one plan file.
 
-Textual is an extra (`pip install 'budgetdsl[tui]'`) and is imported only here, inside the handler,
+Textual is an extra (`tui`) and is imported only here, inside the handler,
 so the other commands never pay for it. A plan that cannot be read or solved is reported like
 `budgetdsl check` does (located diagnostics on stderr, exit 2) before the terminal is taken over.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from budgetdsl.commands._common import extra_hint
 from budgetdsl.exit_codes import ExitCode
 
 
@@ -17,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import textual  # noqa: F401
     except ImportError:
-        print("budgetdsl tui: the terminal UI needs Textual: pip install 'budgetdsl[tui]'", file=sys.stderr)
+        print(f"budgetdsl tui: the terminal UI needs Textual; {extra_hint('tui')}", file=sys.stderr)
         return ExitCode.INVALID
     from budgetdsl.diagnostics import PlanError
     from budgetdsl.tui.app import make_app
@@ -46,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Open a terminal UI on PLAN: change GPUs, deadline, FLOP budget, "
                        "batch, objective and B_crit and see the run re-placed on the critical-batch "
                        "frontier at once; save writes the changed values back into the plan file as a "
-                       "minimal diff. Needs the tui extra: pip install 'budgetdsl[tui]'.")
+                       "minimal diff. Needs the tui extra (see the README: Install).")
     p.add_argument("plan", metavar="PLAN", help="a plan file (YAML)")
     p.add_argument("--ascii", action="store_true",
                    help="plot with plain ASCII markers instead of braille (fonts without braille)")
