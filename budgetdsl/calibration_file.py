@@ -5,7 +5,7 @@ The planner imports this module, so it imports neither torch nor numpy: planning
 
 Units: batch sizes in examples (`*_examples` or bare `b_simple`) and in tokens (`*_tokens`);
 losses in nats per token of the proxy's own data and tokenizer — B_crit transfers between models
-at equal loss on the same data (DESIGN.md section 1), so a byte-level loss is not a BPE loss.
+at equal loss on the same data (docs/design.md section 1), so a byte-level loss is not a BPE loss.
 """
 
 from __future__ import annotations

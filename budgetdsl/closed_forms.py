@@ -1,6 +1,6 @@
 """The solver's closed forms, derived once with sympy and emitted as plain Python.
 
-DESIGN.md section 3: the frontier and the constraints are sympy expressions in the global batch B
+docs/design.md section 3: the frontier and the constraints are sympy expressions in the global batch B
 (tokens); sympy derives the boundaries once, so one solve costs microseconds and never calls the
 CAS. The derivation lives here (`derive()`); its result is printed into the committed module
 `budgetdsl/closed_forms_generated.py` (`python -m budgetdsl.closed_forms` rewrites it), which the
@@ -19,7 +19,7 @@ Symbols (all positive):
 
 The frontier (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", eq. 2.11 and
 2.12):  S(B) = S_min (1 + B_crit/B),  E(B) = E_min (1 + B/B_crit),  S_min = E_min / B_crit.
-Step time (DESIGN.md section 2):  T(B) = f·B/rate + c.  Wall clock W(B) = S(B)·T(B).
+Step time (docs/design.md section 2):  T(B) = f·B/rate + c.  Wall clock W(B) = S(B)·T(B).
 """
 
 from __future__ import annotations

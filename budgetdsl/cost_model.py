@@ -1,4 +1,4 @@
-"""The cost model of DESIGN.md section 2 on one plan and GPU count: FLOPs per token, step time in
+"""The cost model of docs/design.md section 2 on one plan and GPU count: FLOPs per token, step time in
 its two honest modes, memory per device — each coefficient with where it came from (declared in the
 plan, derived by a formula, taken from a GPU preset, or a default), so a reviewer sees which
 numbers the answer rests on.

@@ -1,4 +1,4 @@
-"""The critical-batch frontier (DESIGN.md section 1; McCandlish et al. 2018, "An Empirical Model
+"""The critical-batch frontier (docs/design.md section 1; McCandlish et al. 2018, "An Empirical Model
 of Large-Batch Training", eq. 2.11 and 2.12):
 
     S(B) = S_min (1 + B_crit/B)        E(B) = E_min (1 + B/B_crit)        S_min = E_min / B_crit

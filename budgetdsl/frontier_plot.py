@@ -31,7 +31,7 @@ class Curve:
 def frontier_curve(sol: Solution, margin: float = 1.0, points: int = 400) -> Curve:
     """The run's frontier, S = S_min(1 + B_crit/B), E = E_min(1 + B/B_crit) (McCandlish et al.
     2018, eqs. 2.11-2.12), and its wall clock W = S·T(B) with T(B) = f·B/rate + c
-    on the solution's hardware (DESIGN.md §2), for batches `margin` decades around B_crit and the
+    on the solution's hardware (docs/design.md §2), for batches `margin` decades around B_crit and the
     run's batch."""
     fr, a = sol.frontier, sol.assumptions
     f = a["flops_per_token"].value

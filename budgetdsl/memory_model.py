@@ -1,4 +1,4 @@
-"""Memory per GPU from the mixed-precision recipe, stage by stage (DESIGN.md section 2).
+"""Memory per GPU from the mixed-precision recipe, stage by stage (docs/design.md section 2).
 
 The recipe (Micikevicius et al. 2018; Rajbhandari et al. 2020, ZeRO, section 3.1), per parameter:
 - bf16 weights, 2 bytes — sharded over dp by ZeRO-3 / FSDP full sharding;

@@ -1,5 +1,5 @@
 """The objectives: their names, what each measures, and how one configuration is chosen among many
-(DESIGN.md section 3; docs/solver.md "Objectives").
+(docs/design.md section 3; docs/solver.md "Objectives").
 
 Every configuration is a point in (wall clock, GPU-hours or money, FLOPs), lower is better on each
 axis. A configuration is *dominated* when another is no worse on every axis and better on one. The

@@ -1,5 +1,5 @@
 """Placement on one GPU count: the feasible interval of the global batch, the objective's point in
-it, and the snap to a launchable integer configuration (DESIGN.md section 3, steps 2–4).
+it, and the snap to a launchable integer configuration (docs/design.md section 3, steps 2–4).
 
 Plain floats and slotted dataclasses: this is the hot path of a sweep (≥ 10,000 solves/s), so the
 pydantic result is built once, by `solver`, from what this module returns.

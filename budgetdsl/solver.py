@@ -1,4 +1,4 @@
-"""`solve(plan) -> Solution`: place a run on the critical-batch frontier (DESIGN.md section 3).
+"""`solve(plan) -> Solution`: place a run on the critical-batch frontier (docs/design.md section 3).
 
 1. B_crit from the noise source, E_min and S_min from the target (`noise_source`, `frontier`).
 2. On each GPU count the plan allows: the feasible interval of B, the objective's point in it, the

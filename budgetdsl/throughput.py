@@ -1,4 +1,4 @@
-"""How long one optimizer step takes on a layout, and where the time goes (DESIGN.md section 2).
+"""How long one optimizer step takes on a layout, and where the time goes (docs/design.md section 2).
 
 `step_time(shape, device, layout, micro_batch, global_batch)` → `Breakdown`: seconds per step split
 into compute, recompute, tensor-/pipeline-/data-parallel communication, pipeline bubble, optimizer

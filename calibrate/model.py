@@ -4,7 +4,7 @@ This module holds only the network. It never imports the calibration loop (`cali
 loop drives any `nn.Module` whose `forward(batch)` returns the mean loss over the batch, and this
 GPT is one such module.
 
-Why a GPT: B_noise depends on the model mainly through the loss (DESIGN.md section 1), so a proxy
+Why a GPT: B_noise depends on the model mainly through the loss (docs/design.md section 1), so a proxy
 of the same family as the planned model, trained on real text, is measured and transferred to the
 large model at equal loss.
 """

@@ -1,4 +1,4 @@
-"""The cost model (DESIGN.md section 2) against hand-computed closed forms: the two modes of
+"""The cost model (docs/design.md section 2) against hand-computed closed forms: the two modes of
 utilization, the throughput model's parts, the mixed-precision memory recipe, uneven stages."""
 
 import pytest

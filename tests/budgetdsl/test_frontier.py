@@ -16,7 +16,7 @@ pos = st.floats(1e-3, 1e3)
 
 @pytest.mark.parametrize("x, s_ratio, e_ratio", [(1 / 8, 9.0, 1.125), (1.0, 2.0, 2.0), (8.0, 1.125, 9.0)])
 def test_seed_table(x, s_ratio, e_ratio):
-    """DESIGN.md section 1: x = 1/8 costs 9× the steps and 1.125× the data, and so on."""
+    """docs/design.md section 1: x = 1/8 costs 9× the steps and 1.125× the data, and so on."""
     fr = Frontier(b_crit=3e6, e_min=8e11)
     b = x * fr.b_crit
     assert fr.s_over_smin(b) == pytest.approx(s_ratio, rel=1e-9, abs=0)
