@@ -21,6 +21,8 @@ wheel=("$work"/dist/budgetdsl-*.whl)
 # one of them reads): every import must come from site-packages.
 mkdir -p "$work/user/tests/fixtures" && cd "$work/user"
 cp -r "$repo/plans" plans && cp -r "$repo/tests/fixtures/calibration" tests/fixtures/calibration
+# No git work tree here: name the root that `extends` and calibration paths must stay inside.
+export BUDGETDSL_ROOT="$work/user"
 site="$("$bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 for name in calibrate tui; do
   if [ -e "$site/$name" ]; then echo "wheel-smoke: the wheel installed a top-level '$name'" >&2; exit 1; fi
