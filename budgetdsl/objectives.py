@@ -91,14 +91,20 @@ def balance(x: float) -> float:
 def rank(objective: str, cfg, b_crit: float) -> tuple[float, ...]:
     """The objective's sort key of a configuration: its measure, then its tie-breaks."""
     wall, cost, flops = axes(cfg)
+    if objective == "balanced":
+        return (balance(cfg.batch / b_crit), cost, wall)
+    return axis_rank(objective, wall, cost, flops)
+
+
+def axis_rank(objective: str, wall: float, cost: float, flops: float) -> tuple[float, float, float]:
+    """The sort key of the three axes for an objective that minimises one of them: its axis,
+    then the tie-breaks (not `balanced`, whose key is the batch's place on the frontier)."""
     if objective == "min_time":
         return (wall, cost, flops)
     if objective == "min_cost":
         return (cost, wall, flops)
     if objective == "min_flops":
         return (flops, wall, cost)
-    if objective == "balanced":
-        return (balance(cfg.batch / b_crit), cost, wall)
     raise ValueError(f"unknown objective {objective!r}")
 
 

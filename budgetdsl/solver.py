@@ -956,13 +956,10 @@ def _bound_rank(objective: str, bound: tuple[float, float, float], dp: int, ref:
     pair ranks before it. balanced: (1 + 1/x)(1 + x) at the pair's batch nearest B_crit (its
     batches are whole sequences per replica, multiples of dp·s)."""
     wall, cost, flops = bound
-    if objective == "min_time":
-        return (wall, cost, flops)
-    if objective == "min_cost":
-        return (cost, wall, flops)
-    if objective == "min_flops":
-        return (flops, wall, cost)
-    from budgetdsl.objectives import balance
+    from budgetdsl.objectives import axis_rank, balance
+
+    if objective != "balanced":
+        return axis_rank(objective, wall, cost, flops)
 
     unit = float(dp * ref.seq_len)
     n = fr.b_crit / unit

@@ -298,10 +298,10 @@ def test_extends_stays_inside_the_repository(repo, tmp_path):
     text = _refused(_plan_extending(repo, "base/link.yaml"), "extends-outside")
     assert "symbolic link" in text
     # inside the repository: `..` that stays inside, and a link to a file inside, are fine
-    (repo / "shared").mkdir()
-    (repo / "shared" / "cluster.yaml").write_text((PLANS / "base" / "a100-cluster.yaml").read_text())
-    assert load_plan(_plan_extending(repo, "../shared/cluster.yaml")).name == "llama2-7b"
-    os.symlink(repo / "shared" / "cluster.yaml", repo / "plans" / "base" / "inner.yaml")
+    (repo / "common").mkdir()
+    (repo / "common" / "cluster.yaml").write_text((PLANS / "base" / "a100-cluster.yaml").read_text())
+    assert load_plan(_plan_extending(repo, "../common/cluster.yaml")).name == "llama2-7b"
+    os.symlink(repo / "common" / "cluster.yaml", repo / "plans" / "base" / "inner.yaml")
     assert load_plan(_plan_extending(repo, "base/inner.yaml")).name == "llama2-7b"
 
 
@@ -310,10 +310,10 @@ def test_without_a_git_work_tree_the_root_is_budgetdsl_root_or_the_plan_director
 
     monkeypatch.delenv("BUDGETDSL_ROOT", raising=False)
     shutil.copytree(PLANS, tmp_path / "plans")
-    (tmp_path / "shared").mkdir()
-    shutil.copy(PLANS / "base" / "a100-cluster.yaml", tmp_path / "shared" / "cluster.yaml")
+    (tmp_path / "common").mkdir()
+    shutil.copy(PLANS / "base" / "a100-cluster.yaml", tmp_path / "common" / "cluster.yaml")
     plan = tmp_path / "plans" / "child.yaml"
-    plan.write_text(SEED.replace("extends: base/a100-cluster.yaml", "extends: ../shared/cluster.yaml"))
+    plan.write_text(SEED.replace("extends: base/a100-cluster.yaml", "extends: ../common/cluster.yaml"))
     _refused(plan, "extends-outside")  # the plan's own directory
     monkeypatch.setenv("BUDGETDSL_ROOT", str(tmp_path))
     assert load_plan(plan).name == "llama2-7b"
