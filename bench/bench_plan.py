@@ -78,10 +78,10 @@ def main() -> None:
                                "recompute": first.batch.recompute})
     auto = with_layout(plan, "auto")
     for label, p in (("fixed layout", fixed), ("full search (every layout key auto)", auto)):
-        from budgetdsl import cost_model, solver
+        from budgetdsl import cost_model, search_space
 
         cost_model._CACHE.clear()
-        solver._SEARCH_SPACE.clear()
+        search_space.clear_cache()
         t = time.perf_counter()
         solve(p)
         t_first = time.perf_counter() - t

@@ -1,0 +1,317 @@
+"""The layout search of a plan whose layout keys are `auto` (issue 13): which layout × GPU-count
+pairs exist (`search_space`, a pure function of the plan's model and hardware, kept across solves),
+and the bound-and-prune walk that places only the pairs that can supply the objective's pick or
+dominate it (`search_layouts`).
+
+Two exact prunings (docs/solver.md, Layout search):
+- a layout that a simpler one (same t and p, less ZeRO or recomputation) matches in micro-batch
+  room is never better on any axis (`budgetdsl.layout_search`): skipped, in `search_space`;
+- a pair whose best conceivable point (`lower_bound`: the least wall clock, cost and FLOPs of any
+  batch, each on its own) cannot beat or dominate the pick found so far is never placed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from budgetdsl.cost_model import CostModel, Split, cost_model_key
+from budgetdsl.frontier import Frontier
+from budgetdsl.layout_search import LayoutChoice, candidates as layout_candidates, concrete, launches
+from budgetdsl.noise_source import NoiseEstimate
+from budgetdsl.objectives import axes, rank
+from budgetdsl.placement import Limits, Placement
+from budgetdsl.solve_context import (Context, candidates, closest, cost_model, pick as choose_pick, place_on,
+                                     raw_counts, solve_layout)
+from budgetdsl.throughput import Layout, StepCost, step_cost
+from budgetdsl.diagnostics import PlanError
+
+if TYPE_CHECKING:
+    from budgetdsl.plan_model import Plan
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """One layout on one GPU count that launches and that no simpler layout dominates.
+
+    layout           the layout (tensor/pipeline degree, ZeRO stage, recomputation)
+    gpus             the GPU count
+    split            the same layout as a `cost_model.Split` (what `cost_model.cached_cost_model`
+                     takes, with the plan's flash_attention)
+    micro_batch_max  the largest micro-batch (sequences per device) that fits every pipeline stage;
+                     0 when not even one sequence fits
+    data_parallel    dp = gpus / (t·p)
+    step             the step time in closed form (`throughput.StepCost`: T(micro, accumulation));
+                     None with a declared MFU (T(B) = f·B/(G·P·u), `cost_model.CostModel.step_time`)
+    """
+
+    layout: LayoutChoice
+    gpus: int
+    split: Split
+    micro_batch_max: int
+    data_parallel: int
+    step: StepCost | None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSpace:
+    """The layout × GPU-count pairs of a plan's search (`search_space`).
+
+    pairs       the pairs that launch and that no simpler layout dominates, layouts simplest first
+                (`LayoutChoice.sort_key`), each layout's GPU counts ascending
+    considered  how many layout × GPU-count pairs launch (before the simpler-layout pruning)
+    pruned      how many of those were skipped: a simpler layout on the same count fits a
+                micro-batch at least as large (so `considered - pruned == len(pairs)`)
+    layouts     every candidate layout (`layout_search.candidates`), simplest first
+    counts      the GPU counts the plan names (a range listed), launchable or not
+    """
+
+    pairs: tuple[Pair, ...]
+    considered: int
+    pruned: int
+    layouts: tuple[LayoutChoice, ...]
+    counts: tuple[int, ...]
+
+
+# The search space of a plan: a pure function of its model and hardware, kept across solves (a
+# sweep of limits, objectives or targets, or a warm re-solve, reuses it). Bounded, least recently
+# used out.
+_CACHE: "OrderedDict[tuple, SearchSpace]" = OrderedDict()
+_CACHE_SIZE = 64
+
+
+def clear_cache() -> None:
+    _CACHE.clear()
+
+
+def search_space(plan: "Plan") -> SearchSpace:
+    """The layout × GPU-count pairs of `plan` that launch and that no simpler layout dominates, with
+    each pair's micro-batch room, data-parallel degree and step cost (`SearchSpace`, `Pair`), and
+    how many pairs were considered and pruned. Depends only on `plan.model` and `plan.hardware`
+    (cached under `cost_model.cost_model_key`, the GPU counts and the candidate layouts). A plan
+    whose layout is fixed has a space of one layout. Raises a located PlanError when the shape the
+    memory model needs is missing."""
+    counts = tuple(raw_counts(plan))
+    layouts = tuple(layout_candidates(plan))
+    key = cost_model_key(plan)
+    memo_key = (key, counts, layouts)
+    space = _CACHE.get(memo_key)
+    if space is not None:
+        _CACHE.move_to_end(memo_key)
+        return space
+    space = _remember(memo_key, _build(plan, key, layouts, counts))
+    return space
+
+
+def _remember(memo_key: tuple, space: SearchSpace) -> SearchSpace:
+    _CACHE[memo_key] = space
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return space
+
+
+def _build(plan: "Plan", key: tuple, layouts: tuple[LayoutChoice, ...], counts: tuple[int, ...]) -> SearchSpace:
+    gpn = int(plan.hardware.gpus_per_node)
+    flash = plan.hardware.flash_attention
+    probe = Context(plan, None, None, None, "", key=key)  # type: ignore[arg-type]  # cost models only
+    considered = pruned = 0
+    micro_max: dict[tuple[LayoutChoice, int], int] = {}
+    pairs: list[Pair] = []
+    for choice in layouts:
+        t, p = choice.tensor_parallel, choice.pipeline_parallel
+        family = None
+        for g in counts:
+            if not launches(choice, g, gpn):
+                continue
+            considered += 1
+            if family is None:  # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
+                family = cost_model(probe, t * p, Split(0, t, p, choice.recompute, flash))
+            mm, dp = _quick(family, choice, g)
+            micro_max[(choice, g)] = mm
+            if any(micro_max.get((s, g), -1) >= mm for s in choice.simpler()):
+                pruned += 1
+                continue
+            fl = family.layout
+            step = None if family._step is None else step_cost(
+                family.shape, family.device, Layout(g, t, p, fl.virtual_stages, choice.zero, choice.recompute,
+                                                    fl.flash_attention, fl.sequence_parallel, fl.grad_bytes,
+                                                    fl.overlap), family.step_overhead)
+            pairs.append(Pair(choice, g, Split(choice.zero, t, p, choice.recompute, flash), mm, dp, step))
+    return SearchSpace(tuple(pairs), considered, pruned, layouts, counts)
+
+
+def _quick(family: CostModel, choice: LayoutChoice, gpus: int) -> tuple[int, int]:
+    """(largest micro-batch, data-parallel degree) of `choice` on `gpus`, from its family's cost
+    model (same t, p and recomputation on dp = 1 without ZeRO): ZeRO only divides the weights,
+    gradients and optimizer state by dp (memory_model.stage_memory). With the step in closed form
+    (throughput.step_cost, whose stage shares do not depend on the GPU count) no cost model is
+    built for a pair the search prunes."""
+    dp = gpus // (choice.tensor_parallel * choice.pipeline_parallel)
+    z = choice.zero
+    free = family.memory_per_device - family.reserve_bytes
+    best = math.inf
+    for st in family.stages:  # memory_model.micro_batch_max with the statics sharded
+        static = (st.weights / (dp if z >= 3 else 1) + st.grads / (dp if z >= 2 else 1)
+                  + st.optimizer / (dp if z >= 1 else 1))
+        room = free - static
+        if room <= 0:
+            best = 0
+            break
+        if st.per_sequence > 0:
+            best = min(best, math.floor(room / st.per_sequence * (1 + 1e-12)))
+    return (0 if best is math.inf else max(0, int(best))), dp
+
+
+# -- bound and prune --------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class LayoutResult:
+    """One searched layout's own answer: its chosen placement, every placed count, its candidates."""
+
+    choice: LayoutChoice
+    ctx: Context
+    chosen: Placement
+    placements: list[Placement]
+    candidates: list[Placement]
+
+
+def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Limits, objective: str,
+                   pinned_batch: bool, micro_fixed: int | None) -> tuple[list[LayoutResult], int, int, int]:
+    """Every candidate layout's own answer on the pairs of `search_space(plan)`, placing a pair only
+    when it can matter: a layout × GPU-count pair whose best conceivable point (`lower_bound`) is
+    dominated by a configuration already found is never placed — none of its configurations can
+    reach the front, so no objective can pick one. Pairs are placed in the order of their bound's
+    rank for the objective, so the good configurations found first prune the rest.
+    Returns (results, pairs considered, pruned as dominated by a simpler layout, pruned by bound)."""
+    space = search_space(plan)
+    considered, pruned = space.considered, space.pruned
+    base = concrete(plan, None)  # run.micro_batch: auto read as omitted; the layout stays `auto`
+    key = cost_model_key(plan)
+    flash = plan.hardware.flash_attention
+    ctxs: dict[LayoutChoice, Context] = {
+        choice: Context(base, noise, fr, limits, objective, split=Split(
+            choice.zero, choice.tensor_parallel, choice.pipeline_parallel, choice.recompute, flash), key=key)
+        for choice in space.layouts}
+    quick = {(pr.layout, pr.gpus): pr for pr in space.pairs}
+    pairs = list(quick)
+    results: list[LayoutResult] = []
+    if pinned_batch:
+        by_choice: dict[LayoutChoice, list[int]] = {}
+        for choice, g in pairs:
+            by_choice.setdefault(choice, []).append(g)
+        for choice, keep in by_choice.items():
+            try:
+                chosen, placements, cands = solve_layout(ctxs[choice], True, micro_fixed, keep)
+            except PlanError:
+                continue  # a pinned batch that does not divide over this layout's replicas
+            results.append(LayoutResult(choice, ctxs[choice], chosen, placements, cands))
+        return results, considered, pruned, 0
+    # Bound-and-prune for the objective (exact): every configuration of a pair ranks no better
+    # than its bound, so a pair whose bound ranks below the best pick so far cannot supply the
+    # pick; it is placed only if it could still dominate the pick (its bound no worse on every
+    # axis), which would take the pick off the front. Pairs go in the order of their bound.
+    ref = cost_model(ctxs[pairs[0][0]], pairs[0][1]) if pairs else None
+    bounds = {pair: lower_bound(ref, pair[1], quick[pair].data_parallel, quick[pair].step, fr, limits)
+              for pair in pairs}
+    keys = {pair: rank_key(objective, bound_rank(objective, bounds[pair], quick[pair].data_parallel, ref, fr))
+            for pair in pairs}
+    pairs.sort(key=lambda pair: (keys[pair], pair[0].sort_key(), pair[1]))
+    placed: dict[LayoutChoice, tuple[list[Placement], list[Placement]]] = {}
+    done: set[tuple[LayoutChoice, int]] = set()
+    probe = Context(base, noise, fr, limits, objective)
+
+    def place_pair(pair: tuple[LayoutChoice, int]) -> list[Placement]:
+        done.add(pair)
+        cctx = ctxs[pair[0]]
+        pls, cands = placed.setdefault(pair[0], ([], []))
+        pls.append(place_on(cctx, pair[1], micro_fixed=micro_fixed))
+        new = candidates(cctx, [pair[1]], micro_fixed)
+        cands.extend(new)
+        return new
+
+    pool: list[Placement] = []
+    best_key = pick = None
+    for pair in pairs:
+        if best_key is not None and keys[pair] > best_key:
+            break  # sorted: no later pair can supply the pick either
+        if pick is not None and objective == "balanced" and pick.config.batch <= fr.b_crit:
+            # balanced below x = 1: a smaller batch ranks worse; the pair's configurations at the
+            # pick's batch or above spend at least its FLOPs (E grows with B), and if its bound is
+            # no faster and no cheaper the pick dominates (or ties) every one of them
+            w, c, _ = bounds[pair]
+            pw, pc, _ = axes(pick.config)
+            if w >= pw and c >= pc:
+                continue
+        pool.extend(place_pair(pair))
+        pick = choose_pick(probe, pool)
+        best_key = None if pick is None else rank_key(objective, rank(objective, pick.config, fr.b_crit))
+    while True:  # the pick must stay on the front: place every pair that could dominate it
+        pick = choose_pick(probe, pool)
+        if pick is None:
+            break
+        a = axes(pick.config)
+        threats = [pair for pair in pairs if pair not in done and all(
+            lb <= v * (1.0 + 1e-9) for lb, v in zip(bounds[pair], a))]
+        if not threats:
+            break
+        for pair in threats:
+            pool.extend(place_pair(pair))
+    if not pool and len(done) < len(pairs):  # nothing feasible: every pair, for the diagnosis
+        for pair in pairs:
+            if pair not in done:
+                place_pair(pair)
+    bounded = len(pairs) - len(done)
+    for choice, (pls, cands) in placed.items():
+        cctx = ctxs[choice]
+        results.append(LayoutResult(choice, cctx, choose_pick(cctx, cands) or closest(pls), pls, cands))
+    return results, considered, pruned, bounded
+
+
+def rank_key(objective: str, r: tuple[float, ...]) -> tuple[float, ...]:
+    """An objective's rank with the first measure rounded as `objectives.choose` rounds it."""
+    from budgetdsl.objectives import _magnitude
+
+    return (round(r[0], 12 - _magnitude(r[0])),) + tuple(r[1:])
+
+
+def bound_rank(objective: str, bound: tuple[float, float, float], dp: int, ref: CostModel,
+               fr: Frontier) -> tuple[float, ...]:
+    """The objective's rank of a pair's bound (objectives.rank's order): no configuration of the
+    pair ranks before it. balanced: (1 + 1/x)(1 + x) at the pair's batch nearest B_crit (its
+    batches are whole sequences per replica, multiples of dp·s)."""
+    wall, cost, flops = bound
+    from budgetdsl.objectives import axis_rank, balance
+
+    if objective != "balanced":
+        return axis_rank(objective, wall, cost, flops)
+
+    unit = float(dp * ref.seq_len)
+    n = fr.b_crit / unit
+    best = min(balance(max(1, k) * unit / fr.b_crit) for k in (math.floor(n), math.ceil(n)))
+    return (best, cost, wall)
+
+
+def lower_bound(ref: CostModel, gpus: int, dp: int, step: StepCost | None, fr: Frontier,
+                limits: Limits) -> tuple[float, float, float]:
+    """No configuration of this layout on `gpus` does better than this on any axis (wall clock,
+    cost, FLOPs), each bound taken on its own. With T(B) ≥ a·B + c0 for every micro-batch split
+    (a: the batch-proportional seconds per token, c0: the bubble of one-sequence micro-batches,
+    the optimizer step and the overhead; the exposed data-parallel time ≥ 0, throughput.StepCost;
+    declared MFU: a = f/(G·P·u), c0 = 0) and S(B) = S_min(1 + B_crit/B):
+    W(B) ≥ S_min(a·B + c0 + a·B_crit + B_crit·c0/B), least at B = √(B_crit·c0/a) or at the
+    smallest batch, one sequence per replica; FLOPs ≥ f·E_min(1 + B/B_crit) at the smallest batch.
+    Steps are rounded up, so the continuous frontier bounds them."""
+    b_min = float(dp * ref.seq_len)
+    if step is not None:
+        a = step.per_sequence / b_min
+        c0 = step.bubble_k + step.fixed
+    else:
+        a, c0 = ref.flops_per_token / (gpus * ref.peak_flops * ref.mfu), 0.0
+    bc = fr.b_crit
+    b = max(b_min, math.sqrt(bc * c0 / a)) if a > 0 else b_min
+    wall = fr.s_min * (a * b + c0 + a * bc + bc * c0 / b) * (1.0 - 1e-9)
+    gpu_hours = gpus * wall / 3600.0
+    flops = ref.flops_per_token * fr.e_min * (1.0 + b_min / bc) * (1.0 - 1e-9)
+    return (wall, gpu_hours * limits.price if limits.price else gpu_hours, flops)

@@ -1,0 +1,197 @@
+"""What one solve shares between its parts: the plan's noise, frontier, limits and objective, the
+cost models and placements it has already computed (memoized for this solve only), and the few
+steps every part repeats — the GPU counts of the plan, a placement on one count, the candidates of
+every objective, the objective's pick, the pinned configuration.
+
+The solver's concepts (layout search, diagnosis and relaxations, uncertainty, the pinned
+comparison, the ramp, the wording) each live in their own module and read this one; none of them
+reads another's internals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from budgetdsl.cost_model import CostModel, ShapeUnknown, Split, cached_cost_model, launchable_counts, plan_split
+from budgetdsl.frontier import Frontier
+from budgetdsl.noise_source import NoiseEstimate, plan_error
+from budgetdsl.objectives import OBJECTIVES, choose
+from budgetdsl.placement import Limits, Placement, evaluate, place
+
+if TYPE_CHECKING:
+    from budgetdsl.plan_model import Plan
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What every GPU count shares."""
+
+    plan: "Plan"
+    noise: NoiseEstimate
+    frontier: Frontier
+    limits: Limits
+    objective: str
+    memo: dict = field(default_factory=dict, compare=False)  # cost models and placements of this solve
+    split: Split | None = None  # the layout searched (None: the plan's own)
+    key: tuple = ()  # the plan's model and hardware, as cost_model.cached_cost_model's key
+
+
+def plan_limits(plan: "Plan") -> Limits:
+    b = plan.budget
+    return Limits(b.deadline, b.flops, b.gpu_hours, b.usd, b.usd_per_gpu_hour)
+
+
+def cost_model(ctx: Context, gpus: int, split: Split | None = None) -> CostModel:
+    """The cost model of the context's layout (or `split`) on `gpus`, kept across solves
+    (`cost_model.cached_cost_model`); a missing shape is a located error."""
+    split = split or ctx.split or plan_split(ctx.plan)
+    key = ("cm", gpus, split)
+    if key in ctx.memo:
+        return ctx.memo[key]
+    try:
+        cm = ctx.memo[key] = cached_cost_model(ctx.key, ctx.plan, gpus, split)
+        return cm
+    except ShapeUnknown as exc:
+        raise plan_error(ctx.plan, ("model",), "shape-unknown", str(exc),
+                         "give the shape, or the activation memory per token") from None
+
+
+def raw_counts(plan: "Plan") -> list[int]:
+    """The GPU counts the plan names (a range listed), launchable or not."""
+    from budgetdsl.plan_model import GpuRange
+
+    gpus = plan.hardware.gpus
+    return list(gpus.counts()) if isinstance(gpus, GpuRange) else [int(gpus)]
+
+
+def gpu_counts(plan: "Plan") -> list[int]:
+    """The GPU counts of the plan that launch its own layout (a fixed count as given)."""
+    from budgetdsl.plan_model import GpuRange
+
+    gpus = plan.hardware.gpus
+    if isinstance(gpus, GpuRange):
+        return launchable_counts(plan, gpus.counts())
+    return [int(gpus)]
+
+
+def place_on(ctx: Context, gpus: int, limits: Limits | None = None, objective: str | None = None,
+             micro_fixed: int | None = None) -> Placement:
+    """`placement.place` on `gpus`, memoized within one solve (the pinned comparison and the
+    relaxations ask for the same placements again)."""
+    limits = ctx.limits if limits is None else limits
+    objective = ctx.objective if objective is None else objective
+    key = ("place", gpus, limits, objective, micro_fixed)
+    if key not in ctx.memo:
+        evals = ctx.memo.setdefault(("evals", gpus, limits), {})
+        ctx.memo[key] = place(cost_model(ctx, gpus), ctx.frontier, limits, objective, micro_fixed, evals)
+    return ctx.memo[key]
+
+
+def candidates(ctx: Context, counts: list[int], micro_fixed: int | None) -> list[Placement]:
+    """The feasible placements of every objective's own target on each count: the points the
+    choice is made among (each objective's target, so the front holds the minimum-time, the
+    minimum-FLOPs and the balanced batch of every count)."""
+    out: list[Placement] = []
+    seen: set = set()
+    for g in counts:
+        for objective in OBJECTIVES:
+            pl = place_on(ctx, g, objective=objective, micro_fixed=micro_fixed)
+            if pl.feasible and (g, pl.config) not in seen:
+                seen.add((g, pl.config))
+                out.append(pl)
+    return out
+
+
+def pick(ctx: Context, items: list[Placement]) -> Placement | None:
+    """The objective's pick from the non-dominated candidates (budgetdsl.objectives)."""
+    return choose(ctx.objective, items, lambda pl: pl.config, ctx.frontier.b_crit)
+
+
+def closest(placements: list[Placement]) -> Placement:
+    """For an infeasible range: the count with the fewest violated limits, ties to the most GPUs."""
+    from budgetdsl.diagnosis import conflicting_names
+
+    def badness(pl: Placement) -> tuple[int, int]:
+        return (len(conflicting_names(pl)), -pl.cm.gpus)
+    return min(placements, key=badness)
+
+
+def contains(pl: Placement, items: list[Placement]) -> bool:
+    return any(pl is other for other in items)
+
+
+# -- pinned configurations ----------------------------------------------------------------------
+
+def pinned_micro_accum(ctx: Context, cm: CostModel) -> tuple[int, int] | str:
+    """(micro, accum) of `run.batch` on this GPU count, or why it does not divide."""
+    run, s, dp = ctx.plan.run, cm.seq_len, cm.data_parallel
+    assert run is not None and run.batch is not None
+    sequences = run.batch / s
+    if abs(sequences - round(sequences)) > 1e-9 * max(1.0, sequences):
+        return f"run.batch ({run.batch:g} tokens) is not a whole number of {s}-token sequences"
+    sequences = round(sequences)
+    if sequences % dp:
+        return (f"run.batch ({sequences} sequences) does not divide over {dp} data-parallel replicas")
+    per_replica = sequences // dp
+    if run.micro_batch is not None:
+        if per_replica % run.micro_batch:
+            return (f"run.micro_batch ({run.micro_batch}) does not divide the {per_replica} sequences "
+                    f"per replica of run.batch")
+        return run.micro_batch, per_replica // run.micro_batch
+    from budgetdsl.placement import largest_divisor_at_most
+
+    if cm.split.pipeline_parallel > 1:  # one sequence per micro-batch: the most micro-batches,
+        return 1, per_replica            # the smallest pipeline bubble (budgetdsl.throughput)
+    micro = largest_divisor_at_most(per_replica, max(1, cm.micro_batch_max))
+    return micro, per_replica // micro
+
+
+def pinned_placement(ctx: Context, cm: CostModel) -> Placement | str:
+    pair = pinned_micro_accum(ctx, cm)
+    if isinstance(pair, str):
+        return pair
+    micro, accum = pair
+    base = place_on(ctx, cm.gpus)  # intervals, for the report
+    cfg = evaluate(cm, ctx.frontier, ctx.limits, micro, accum, cm.micro_batch_max)
+    return Placement(cm, ctx.frontier, base.intervals, base.lo, base.hi, base.target, base.clipped,
+                     cfg, cm.micro_batch_max, None)
+
+
+# -- one layout ------------------------------------------------------------------------------------
+
+def solve_layout(ctx: Context, pinned_batch: bool, micro_fixed: int | None,
+                 counts: list[int] | None = None) -> tuple[Placement, list[Placement], list[Placement]]:
+    """On the context's layout: (chosen, each count's placement, the feasible candidates)."""
+    counts = gpu_counts(ctx.plan) if counts is None else counts
+    if pinned_batch:
+        options: list[Placement] = []
+        problem = None
+        for g in counts:
+            res = pinned_placement(ctx, cost_model(ctx, g))
+            if isinstance(res, str):
+                problem = problem or res
+            else:
+                options.append(res)
+        if not options:
+            raise plan_error(ctx.plan, ("run", "batch"), "run-batch", problem or "run.batch does not fit",
+                             "run.batch = micro_batch × accumulation × data-parallel replicas × seq_len")
+        feasible = [o for o in options if o.feasible]
+        return (pick(ctx, feasible) or closest(options)), options, feasible
+    if not counts:
+        raise plan_error(ctx.plan, ("hardware", "gpus"), "no-gpu-count",
+                         "no GPU count in the range fills whole nodes and splits into t·p groups")
+    placements = [place_on(ctx, g, micro_fixed=micro_fixed) for g in counts]
+    cands = candidates(ctx, counts, micro_fixed)
+    return (pick(ctx, cands) or closest(placements)), placements, cands
+
+
+def solve_core(ctx: Context, micro_fixed: int | None = None) -> tuple[Placement, list[Placement]]:
+    """The chosen placement and every count's placement (one for a fixed count), on the
+    context's layout, with the batch free."""
+    counts = gpu_counts(ctx.plan)
+    placements = [place_on(ctx, g, micro_fixed=micro_fixed) for g in counts]
+    if not placements:
+        raise plan_error(ctx.plan, ("hardware", "gpus"), "no-gpu-count",
+                         "no GPU count in the range fills whole nodes and splits into t·p groups")
+    return (pick(ctx, candidates(ctx, counts, micro_fixed)) or closest(placements)), placements
