@@ -3,11 +3,19 @@
 `--set hardware.gpus=64,128,256 --set budget.deadline=7d,14d` solves 3 × 2 variants of the plan
 without editing files. Each value goes through the plan language exactly as if written in the
 file (units, expressions, validation), so a sweep row equals `budgetdsl plan` of the edited file.
+
+Two paths give the same rows. `iter_sweep(..., full=True)` loads and solves every combination
+(`solve()`: the whole Solution, what JSON prints). With `full=False` (the table and CSV, which
+show a `Summary` of each row) a sweep that changes only limits, the target, B_crit or the
+objective goes through `budgetdsl.sweep_kernel`: each distinct value is loaded once per axis, and
+the rows are placed together, vectorized; every row the kernel cannot decide exactly is solved
+by `solve()` as before (docs/solver.md, "Sweeps"). BUDGETDSL_SWEEP_SCALAR=1 turns the kernel off.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -27,12 +35,47 @@ class Setting:
     values: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What a sweep's table and CSV show of one row's answer (`summarize(solution)`, or the
+    kernel's own numbers, which equal it field for field)."""
+
+    status: str  # optimal | pinned | infeasible
+    feasible: bool
+    gpus: int
+    batch_tokens: float | None
+    micro_batch: int | None
+    grad_accum: int | None
+    data_parallel: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    zero: int
+    recompute: str
+    steps: int | None
+    tokens: float | None
+    flops: float | None
+    wall_clock_s: float | None
+    gpu_hours: float | None
+    usd: float | None
+    x: float | None
+    binding: tuple[str, ...]  # the binding constraints, in the solution's order
+
+
+def summarize(s: Solution) -> Summary:
+    b = s.batch
+    return Summary(str(s.status), s.feasible, s.gpus, b.tokens, b.micro_batch, b.grad_accum, b.data_parallel,
+                   b.tensor_parallel, b.pipeline_parallel, b.zero, str(b.recompute), s.steps, s.tokens,
+                   s.flops, s.wall_clock_s, s.gpu_hours, s.usd, s.frontier.x,
+                   tuple(c.name for c in s.constraints if c.binding))
+
+
 @dataclass(frozen=True)
 class SweepRow:
     values: dict[str, str]  # path -> the value as given
     plan: Plan | None
-    solution: Solution | None
+    solution: Solution | None  # None for a row the kernel answered (full=False)
     error: PlanError | None = None  # the combination is invalid: its located diagnostics
+    summary: Summary | None = None  # what the table and CSV show; None for an invalid row
 
 
 def parse_setting(text: str) -> Setting:
@@ -98,22 +141,33 @@ def size(settings: list[Setting]) -> int:
     return n
 
 
-def iter_sweep(source: MergedSource, settings: list[Setting]) -> Iterator[SweepRow]:
-    """Solve every combination, one row at a time, in the order of the settings (the last varies
-    fastest): a caller that writes each row and drops it holds one row in memory, however many
-    points the sweep has (a list of 40,000 rows held 3.2 GB)."""
+def solve_row(source: MergedSource, values: dict[str, str]) -> SweepRow:
+    """One combination through the plan language and `solve()`: the scalar path."""
     from budgetdsl.solver import solve
 
+    try:  # an invalid combination is a row that says so; the sweep goes on (issue 13 item 7)
+        plan = variant(source, values)
+        solution = solve(plan)
+        return SweepRow(values, plan, solution, summary=summarize(solution))
+    except PlanError as exc:
+        return SweepRow(values, None, None, exc)
+
+
+def iter_sweep(source: MergedSource, settings: list[Setting], full: bool = True) -> Iterator[SweepRow]:
+    """Solve every combination, one row at a time, in the order of the settings (the last varies
+    fastest): a caller that writes each row and drops it holds one row in memory, however many
+    points the sweep has (a list of 40,000 rows held 3.2 GB). `full=False`: rows carry only their
+    `Summary` where the kernel answers them (the kernel works in chunks of rows)."""
     size(settings)
+    if not full and not os.environ.get("BUDGETDSL_SWEEP_SCALAR"):
+        from budgetdsl.sweep_kernel import iter_kernel_rows
+
+        yield from iter_kernel_rows(source, settings)
+        return
     for combo in itertools.product(*(s.values for s in settings)):
-        values = {s.path: v for s, v in zip(settings, combo)}
-        try:  # an invalid combination is a row that says so; the sweep goes on (issue 13 item 7)
-            plan = variant(source, values)
-            yield SweepRow(values, plan, solve(plan))
-        except PlanError as exc:
-            yield SweepRow(values, None, None, exc)
+        yield solve_row(source, {s.path: v for s, v in zip(settings, combo)})
 
 
-def sweep(source: MergedSource, settings: list[Setting]) -> list[SweepRow]:
+def sweep(source: MergedSource, settings: list[Setting], full: bool = True) -> list[SweepRow]:
     """Every row of `iter_sweep`, as a list."""
-    return list(iter_sweep(source, settings))
+    return list(iter_sweep(source, settings, full))

@@ -17,19 +17,19 @@ from typing import Iterator
 from budgetdsl.diagnostics import PlanError
 from budgetdsl.exit_codes import ExitCode
 
-_COLUMNS = (  # (header, unit for report.human, getter)
+_COLUMNS = (  # (header, unit for report.human, getter of a sweep.Summary)
     ("feasible", None, lambda s: "yes" if s.feasible else "NO"),
     ("gpus", "GPUs", lambda s: s.gpus),
-    ("batch", "tokens", lambda s: s.batch.tokens),
-    ("micro", None, lambda s: s.batch.micro_batch),
-    ("accum", None, lambda s: s.batch.grad_accum),
-    ("dp", None, lambda s: s.batch.data_parallel),
+    ("batch", "tokens", lambda s: s.batch_tokens),
+    ("micro", None, lambda s: s.micro_batch),
+    ("accum", None, lambda s: s.grad_accum),
+    ("dp", None, lambda s: s.data_parallel),
     ("steps", None, lambda s: s.steps),
     ("wall clock", "s", lambda s: s.wall_clock_s),
     ("GPU-hours", "GPU-h", lambda s: s.gpu_hours),
     ("cost", "USD", lambda s: s.usd),
-    ("x", "1", lambda s: s.frontier.x),
-    ("binding", None, lambda s: ",".join(c.name for c in s.constraints if c.binding) or "none"),
+    ("x", "1", lambda s: s.x),
+    ("binding", None, lambda s: ",".join(s.binding) or "none"),
 )
 
 
@@ -66,7 +66,7 @@ def _reported(rows, invalid: list):
 
 def iter_table(rows, settings) -> Iterator[str]:
     header = [s.path for s in settings] + [c[0] for c in _COLUMNS]
-    body = [[r.values[s.path] for s in settings] + ([_cell(u, get(r.solution)) for _, u, get in _COLUMNS]
+    body = [[r.values[s.path] for s in settings] + ([_cell(u, get(r.summary)) for _, u, get in _COLUMNS]
              if r.error is None else ["invalid"] + ["—"] * (len(_COLUMNS) - 2) + [_reason(r)])
             for r in rows]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
@@ -81,7 +81,7 @@ def iter_csv(rows, settings) -> Iterator[str]:
                     "grad_accum", "data_parallel", "steps", "tokens", "flops", "wall_clock_s",
                     "gpu_hours", "usd", "x", "binding"])
     for r in rows:
-        s = r.solution
+        s = r.summary
         if s is None:
             writer.writerow([r.values[x.path] for x in settings] + ["invalid"] + [""] * 12 + [_reason(r)])
             yield out.getvalue()
@@ -89,9 +89,8 @@ def iter_csv(rows, settings) -> Iterator[str]:
             out.truncate()
             continue
         writer.writerow([r.values[x.path] for x in settings] + [
-            s.feasible, s.gpus, s.batch.tokens, s.batch.micro_batch, s.batch.grad_accum,
-            s.batch.data_parallel, s.steps, s.tokens, s.flops, s.wall_clock_s, s.gpu_hours, s.usd,
-            s.frontier.x, ";".join(c.name for c in s.constraints if c.binding)])
+            s.feasible, s.gpus, s.batch_tokens, s.micro_batch, s.grad_accum, s.data_parallel, s.steps,
+            s.tokens, s.flops, s.wall_clock_s, s.gpu_hours, s.usd, s.x, ";".join(s.binding)])
         yield out.getvalue()
         out.seek(0)
         out.truncate()
@@ -138,7 +137,10 @@ def run(args: argparse.Namespace) -> int:
         # with its located diagnostics (exit 2), after the rows before it.
         render = {"text": iter_table, "json": iter_json, "csv": iter_csv}[args.format]
         invalid: list = []  # invalid combinations are rows too; the exit code says there were some
-        for piece in render(_reported(iter_sweep(source, settings), invalid), settings):
+        # JSON prints whole solutions (the scalar path); the table and CSV print summaries, which
+        # the vectorized kernel computes for the rows it can decide (budgetdsl.sweep_kernel)
+        rows = iter_sweep(source, settings, full=args.format == "json")
+        for piece in render(_reported(rows, invalid), settings):
             sys.stdout.write(piece)
         if invalid:
             return ExitCode.INVALID

@@ -1,0 +1,786 @@
+"""The sweep kernel: many rows of one plan placed together, vectorized with numpy, each row equal
+to `solve()` of that row's plan (docs/solver.md, "Sweeps").
+
+A sweep that changes only limits (budget.*), the target (target.*), B_crit (noise.b_crit) or the
+objective leaves the search space alone: the layout × GPU-count pairs, each pair's cost model and
+step-time model depend on the model and hardware only. So the pairs are listed once, and for every
+pair and every row at once this module repeats what `solve()` does on one row:
+
+1. the feasible interval of B (`placement.limit_intervals`, the closed forms of
+   `closed_forms_generated`, the same float operations in the same order);
+2. each objective's target (`placement.objective_target`) and its integer neighbours, the
+   interval's ends, the (micro-batch, accumulation) splits `placement._configs_for` lists, each
+   split evaluated exactly (`placement.evaluate`: integer steps, wall clock, GPU-hours, FLOPs,
+   violated limits) and the best by `place`'s key;
+3. per row, the objective's pick among the candidates (`objectives.choose`): the non-dominated
+   set over (wall clock, cost, FLOPs) with TOLERANCE, then the objective's rank, rounded as
+   `choose` rounds it.
+
+min_cost is placed once with min_time: the two share a target, and at one GPU count cost is a
+non-decreasing function of the wall clock, so `place`'s key orders every split alike.
+
+A row the kernel cannot decide exactly goes back to the scalar path (`sweep.solve_row`):
+infeasible rows (the answer is a diagnosis), rows whose placement needs `place`'s outward walk
+beyond a few steps, rows where two different configurations tie on a key or lie within the
+dominance tolerance of each other (the scalar order of candidates would decide), and numbers
+outside the exact integer range of a float. A sweep whose values the kernel does not model (the
+hardware, the model, `run:`, a value that refers to another swept path, or an expression of the
+file that reads a swept path) is solved by the scalar path whole.
+
+numpy is imported here, and this module only by the sweep command (`budgetdsl` imports no numpy).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from budgetdsl.diagnostics import PlanError
+from budgetdsl.objectives import OBJECTIVES, TOLERANCE, _magnitude, rank
+from budgetdsl.placement import _DIVISOR_SCAN, _STEP_TOL, INF, LIMIT_NAMES
+
+# The paths whose values the kernel models (anything else: the scalar path).
+BUDGET = ("deadline", "flops", "gpu_hours", "usd", "usd_per_gpu_hour")
+TARGET = ("tokens", "at_batch", "min_tokens")
+SUPPORTED = {*(f"budget.{k}" for k in BUDGET), *(f"target.{k}" for k in TARGET), "noise.b_crit",
+             "noise.uncertainty", "objective"}
+CHUNK = 16384  # rows placed together (memory: a few arrays of CHUNK × candidates floats)
+WALK = 24  # steps of `place`'s outward walk done here; a row that needs more: the scalar path
+EXACT = float(2 ** 52)  # integers (sequences, steps) beyond this leave the exact range of a float
+KINDS = ("balanced", "min_time", "min_flops")  # placements per pair (min_cost places as min_time)
+_KIND_OF = {"balanced": 0, "min_time": 1, "min_cost": 1, "min_flops": 2}
+_TIGHT = 0.01  # solver._TIGHT: a limit with less than 1 % slack binds
+
+
+@dataclass(slots=True)
+class Pair:
+    """One layout × GPU-count pair of the search space, with what a placement reads of its model."""
+
+    cm: object  # cost_model.CostModel
+    gpus: int
+    dp: int
+    seq_len: int
+    per: float  # tokens per sequence per replica: dp·s
+    f: float
+    rate: float
+    c: float
+    micro_max: int
+    pipeline: bool
+    split: object  # cost_model.Split
+
+
+# -- the plan: its pairs --------------------------------------------------------------------------
+
+def plan_pairs(plan) -> list[Pair] | None:
+    """The pairs `solve()` chooses among (None: a plan the kernel does not model): the search
+    space (`search_space.search_space`) of a searched layout; one cost model per launchable GPU
+    count of a pinned one (`solve_context.gpu_counts`)."""
+    from budgetdsl.cost_model import Split, cost_model_key, plan_split
+    from budgetdsl.layout_search import concrete
+    from budgetdsl.solve_context import Context, cost_model, gpu_counts
+
+    run = plan.run
+    if run is not None and (run.batch is not None or run.batch_schedule is not None):
+        return None  # a pinned batch or a ramp: compared, not searched (the scalar path)
+    key = cost_model_key(plan)
+    base = concrete(plan, None)
+    if plan.hardware.searched():
+        from budgetdsl.search_space import search_space
+
+        flash = plan.hardware.flash_attention
+        cms = []
+        for pr in search_space(plan).pairs:
+            c = pr.layout
+            ctx = Context(base, None, None, None, "", split=Split(  # type: ignore[arg-type]
+                c.zero, c.tensor_parallel, c.pipeline_parallel, c.recompute, flash), key=key)
+            cms.append(cost_model(ctx, pr.gpus))
+    else:
+        ctx = Context(base, None, None, None, "", key=key)  # type: ignore[arg-type]
+        split = plan_split(base)
+        cms = [cost_model(ctx, g, split) for g in gpu_counts(plan)]
+    return [Pair(cm, cm.gpus, cm.data_parallel, cm.seq_len, float(cm.seq_len * cm.data_parallel),
+                 cm.flops_per_token, cm.rate, cm.fixed_time, cm.micro_batch_max, cm.split.pipeline_parallel > 1,
+                 cm.split) for cm in cms]
+
+
+# -- step time and evaluation, vectorized --------------------------------------------------------
+
+def _step_time(p: Pair, batch, accum):
+    """CostModel.step_time(batch, accum), elementwise, in the scalar's order of operations."""
+    cm = p.cm
+    if cm.mode == "declared":
+        return p.f * batch / p.rate + p.c
+    st = cm._step
+    m = accum
+    b = batch / (p.seq_len * p.dp * accum)
+    if st.zero3:
+        total_dp = m * st.dp_per_micro
+        hidden = np.minimum(total_dp, m * b * st.window)
+    else:
+        total_dp = st.reduce + st.gather
+        hidden = np.minimum(st.reduce, (2.0 / 3.0) * b * st.window)
+    exposed = total_dp * (1.0 - st.overlap) if st.overlap is not None else total_dp - hidden
+    return m * b * st.per_sequence + st.bubble_k * b + np.maximum(0.0, exposed) + st.fixed
+
+
+@dataclass(slots=True)
+class Rows:
+    """The rows of one chunk: B_crit, E_min and the limits (NaN: absent), the objective."""
+
+    bc: np.ndarray
+    em: np.ndarray
+    deadline: np.ndarray
+    flops: np.ndarray
+    gpu_hours: np.ndarray
+    usd: np.ndarray
+    price: np.ndarray
+    objective: np.ndarray  # index into OBJECTIVES
+
+    def __len__(self) -> int:
+        return len(self.bc)
+
+
+@dataclass(slots=True)
+class Evals:
+    """Configurations evaluated elementwise: (micro, accum) and their exact numbers."""
+
+    micro: np.ndarray
+    accum: np.ndarray
+    ok: np.ndarray  # the split exists (1 ≤ micro ≤ cap) and is feasible
+    batch: np.ndarray
+    steps: np.ndarray
+    wall: np.ndarray
+    gh: np.ndarray
+    cost: np.ndarray  # usd with a price, else GPU-hours
+    flops: np.ndarray
+    big: np.ndarray  # beyond the exact integer range: the row goes to the scalar path
+
+
+def _evaluate(p: Pair, r: Rows, micro, accum, exists, micro_fixed: int | None) -> Evals:
+    """placement.evaluate, elementwise (micro, accum: float arrays of whole numbers)."""
+    sequences = micro * accum * p.dp
+    batch = sequences * p.seq_len
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        steps = np.maximum(1.0, np.ceil(r.em / r.bc * (1.0 + r.bc / batch) * (1.0 - _STEP_TOL)))
+        tokens = steps * batch
+        flops = p.f * tokens
+        wall = steps * _step_time(p, batch, accum)
+        gh = p.gpus * wall / 3600.0
+        has_price = ~np.isnan(r.price)
+        usd = gh * r.price
+        ok = exists.copy()
+        if micro_fixed is not None:
+            ok &= micro <= p.micro_max
+        ok &= ~(wall > r.deadline)  # NaN (absent) compares False
+        ok &= ~(flops > r.flops)
+        ok &= ~(gh > r.gpu_hours)
+        ok &= ~(has_price & (usd > r.usd))
+    big = exists & ((sequences > EXACT) | (batch > EXACT) | (steps > EXACT) | ~np.isfinite(wall))
+    return Evals(micro, accum, ok & ~big, batch, steps, wall, gh, np.where(has_price, usd, gh), flops, big)
+
+
+class _Divisors:
+    """placement.largest_divisor_at_most(n, cap) for arrays of n: a sieve per cap for small n, the
+    scalar's own downward scan (vectorized) beyond; the scan's reach (_DIVISOR_SCAN candidates
+    below min(n, cap)) applied as the scalar scan applies it."""
+
+    SIEVE = 1 << 17
+
+    def __init__(self) -> None:
+        self.tables: dict[int, np.ndarray] = {}
+
+    def _table(self, cap: int, top: int) -> np.ndarray:
+        table = self.tables.get(cap)
+        if table is None or len(table) <= top:
+            size = 1 << max(10, int(top).bit_length())
+            table = np.ones(size, dtype=np.int64)
+            for k in range(2, min(cap, size - 1) + 1):
+                table[k::k] = k
+            self.tables[cap] = table
+        return table
+
+    def __call__(self, n: np.ndarray, cap: int) -> np.ndarray:
+        k0 = np.minimum(n, cap)
+        small = (n < self.SIEVE) & (n > cap)  # n ≤ cap divides itself
+        d = k0.copy()
+        if small.any():
+            d[small] = self._table(cap, int(n[small].max()))[n[small]]
+        big = np.flatnonzero(n >= self.SIEVE)
+        if big.size:  # the scan itself: k = min(n, cap) downwards
+            nb, k = n[big], k0[big].copy()
+            found = np.ones(big.size, dtype=np.int64)
+            todo = np.ones(big.size, bool)
+            for _ in range(_DIVISOR_SCAN):
+                todo &= k > 1
+                if not todo.any():
+                    break
+                hit = todo & (nb % np.maximum(k, 1) == 0)
+                found[hit] = k[hit]
+                todo &= ~hit
+                k -= 1
+            d[big] = found
+        return np.where((d > 1) & (d >= k0 - (_DIVISOR_SCAN - 1)), d, 1)
+
+
+def _splits(p: Pair, n: np.ndarray, micro_fixed: int | None, divisors: _Divisors):
+    """placement._configs_for(n, ...) elementwise, in integers: a list of (micro, accum, exists)
+    float arrays."""
+    ni = n.astype(np.int64)
+    every = np.ones(n.shape, bool)
+    if micro_fixed is not None:
+        a = np.maximum(1, ni // micro_fixed)
+        mf = np.full(n.shape, float(micro_fixed))
+        return [(mf, a.astype(float), every), (mf, (a + 1).astype(float), a * micro_fixed < ni)]
+    cap = max(1, p.micro_max)
+    a = -(-ni // cap)
+    m1, m2 = ni // a, -(-ni // a)
+    d = divisors(ni, cap)
+    af = a.astype(float)
+    out = [(m1.astype(float), af, (m1 >= 1) & (m1 <= cap)),
+           (m2.astype(float), af, (m2 >= 1) & (m2 <= cap) & (m2 != m1)),
+           (d.astype(float), (ni // d).astype(float), every)]
+    if p.pipeline:
+        out.append((np.ones(n.shape), n.copy(), every))
+    return out
+
+
+@dataclass(slots=True)
+class Placed:
+    """One pair's placement for one objective, elementwise."""
+
+    has: np.ndarray  # a feasible configuration was found
+    micro: np.ndarray
+    accum: np.ndarray
+    batch: np.ndarray
+    steps: np.ndarray
+    wall: np.ndarray
+    gh: np.ndarray
+    cost: np.ndarray
+    flops: np.ndarray
+    unsure: np.ndarray  # the kernel cannot decide this row exactly
+    target: np.ndarray
+
+
+def _intervals(p: Pair, r: Rows):
+    """placement.limit_intervals: (lo, hi, empty, {name: (lo, hi, present)})."""
+    R = len(r)
+    ivs = {}
+    lo = np.full(R, p.per)  # min_batch: (dp·s, INF)
+    hi = np.full(R, INF)
+    empty = np.zeros(R, bool)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        present = ~np.isnan(r.flops)
+        fhi = -r.bc + r.bc * r.flops / (r.em * p.f)  # cf.flops_upper_bound
+        fok = present & (fhi > 0.0)
+        ivs["flops"] = (np.zeros(R), fhi, present, fok)
+        empty |= present & ~fok
+        lo = np.where(fok, np.maximum(lo, 0.0), lo)
+        hi = np.where(fok, np.minimum(hi, fhi), hi)
+        has_price = ~np.isnan(r.price)
+        walls = {"deadline": (r.deadline, ~np.isnan(r.deadline)),
+                 "gpu_hours": (3600.0 * r.gpu_hours / p.gpus, ~np.isnan(r.gpu_hours)),
+                 "usd": (3600.0 * r.usd / (r.price * p.gpus), ~np.isnan(r.usd) & has_price)}
+        for name in ("deadline", "gpu_hours", "usd"):
+            w_max, there = walls[name]
+            # cf.time_quadratic, then placement.quadratic_interval
+            a2 = r.em * p.f / (r.bc * p.rate)
+            a1 = r.em * p.f / p.rate - w_max + p.c * r.em / r.bc
+            a0 = p.c * r.em
+            disc = a1 * a1 - 4.0 * a2 * a0
+            q = -0.5 * (a1 + np.copysign(np.sqrt(np.where(disc < 0.0, 0.0, disc)), a1))
+            r1, r2 = q / a2, a0 / q
+            ilo, ihi = np.minimum(r1, r2), np.maximum(r1, r2)
+            iok = there & (disc >= 0.0) & (q != 0.0) & (ihi > 0.0)
+            ilo = np.maximum(ilo, 0.0)
+            ivs[name] = (ilo, ihi, there, iok)
+            empty |= there & ~iok
+            lo = np.where(iok, np.maximum(lo, ilo), lo)
+            hi = np.where(iok, np.minimum(hi, ihi), hi)
+    return lo, hi, empty, ivs
+
+
+def _better(key_new, key_old):
+    """Lexicographic key_new < key_old, elementwise (keys: tuples of arrays)."""
+    less = np.zeros(key_new[0].shape, bool)
+    equal = np.ones(key_new[0].shape, bool)
+    for a, b in zip(key_new, key_old):
+        less |= equal & (a < b)
+        equal &= a == b
+    return less, equal
+
+
+def _place(p: Pair, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, cache) -> Placed:
+    """placement.place for one objective, elementwise."""
+    R = len(r)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if kind == "balanced":
+            target = r.bc.copy()
+        elif kind == "min_time":
+            target = (np.sqrt(r.bc) * math.sqrt(p.c) * math.sqrt(p.rate) / math.sqrt(p.f) if p.c > 0.0
+                      else np.zeros(R))
+        else:
+            target = np.zeros(R)
+        unsure = np.zeros(R, bool)
+        go = ~empty & (lo <= hi)
+        if p.micro_max < 1 or (micro_fixed is not None and micro_fixed > p.micro_max):
+            go[:] = False
+        clipped = np.minimum(np.maximum(target, lo), hi)
+        n_t = clipped / p.per
+        n_lo = np.maximum(1.0, np.ceil(lo / p.per * (1.0 - 1e-12)))
+        finite = hi < INF
+        n_hi = np.where(finite, np.floor(hi / p.per * (1.0 + 1e-12)), np.maximum(n_lo, np.ceil(n_t)) + 1.0)
+        go &= n_lo <= n_hi
+        unsure |= go & (n_hi > EXACT)
+        go &= ~unsure
+        nf = np.minimum(np.maximum(np.floor(n_t), n_lo), n_hi)
+        nc = np.minimum(np.maximum(np.ceil(n_t), n_lo), n_hi)
+    fill = np.where(go, 1.0, 1.0)
+    best = None
+    best_key = None
+    hit = np.zeros(R, bool)
+
+    def consider(n, active, neighbour: bool):
+        nonlocal best, best_key, hit, unsure
+        n = np.where(active, n, fill)
+        ck = n.tobytes()
+        slot = cache.get(ck)
+        if slot is None:
+            slot = cache[ck] = [_evaluate(p, r, m, a, e, micro_fixed) for m, a, e in _splits(p, n, micro_fixed, divisors)]
+        exact = np.zeros(R, bool)
+        for ev in slot:
+            okk = ev.ok & active
+            unsure |= active & ev.big
+            if kind == "balanced":
+                score = (1.0 + r.bc / ev.batch) * (1.0 + ev.batch / r.bc)
+            elif kind == "min_time":
+                score = ev.wall
+            else:
+                score = ev.flops
+            key = (score, ev.wall, ev.accum, np.abs(ev.batch - clipped))
+            if best is None:
+                best = [np.where(okk, x, np.nan) for x in (ev.micro, ev.accum, ev.batch, ev.steps, ev.wall, ev.gh,
+                                                             ev.cost, ev.flops)]
+                best_key = tuple(np.where(okk, k, np.inf) for k in key)
+                has = okk
+            else:
+                less, equal = _better(key, best_key)
+                has = ~np.isnan(best[0])
+                take = okk & (~has | less)
+                # two different splits with one key: the scalar order of evaluation decides
+                unsure |= okk & has & equal & ((ev.micro != best[0]) | (ev.accum != best[1]))
+                vals = (ev.micro, ev.accum, ev.batch, ev.steps, ev.wall, ev.gh, ev.cost, ev.flops)
+                best = [np.where(take, v, b) for v, b in zip(vals, best)]
+                best_key = tuple(np.where(take, k, b) for k, b in zip(key, best_key))
+            if neighbour:
+                exact |= okk & (ev.micro * ev.accum == n)
+        return exact
+
+    hit |= consider(nf, go, True)
+    hit |= consider(nc, go & (nc != nf), True)
+    consider(n_lo, go, False)
+    consider(n_hi, go, False)
+    # placement.place's outward walk from the target when neither neighbour was launchable
+    walk = go & ~hit
+    if walk.any():
+        n0 = np.minimum(np.maximum(np.rint(n_t), n_lo), n_hi)
+        for i in range(1, 2 * WALK + 1):
+            step = float((i + 1) // 2) * (1.0 if i % 2 else -1.0)
+            n = n0 + step
+            if not walk.any():
+                break
+            live = walk & (n >= n_lo) & (n <= n_hi) & (n != nf) & (n != nc) & (n != n_lo) & (n != n_hi)
+            if live.any():
+                walk &= ~consider(n, live, True)
+            k = float((i + 1) // 2)
+            walk &= ~((n0 + k > n_hi) & (n0 - k < n_lo))  # the interval is exhausted both ways
+        unsure |= walk
+    has = ~np.isnan(best[0]) & go
+    return Placed(has, *best, unsure=unsure, target=target)
+
+
+# -- choosing per row ----------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Decided:
+    """The kernel's rows: `ok` where decided; the chosen pair, split and numbers."""
+
+    ok: np.ndarray
+    pair: np.ndarray
+    kind: np.ndarray
+    micro: np.ndarray
+    accum: np.ndarray
+    batch: np.ndarray
+    steps: np.ndarray
+    wall: np.ndarray
+    gh: np.ndarray
+    cost: np.ndarray
+    flops: np.ndarray
+
+
+def _balance(batch, bc):
+    x = batch / bc
+    return (1.0 + 1.0 / x) * (1.0 + x)
+
+
+@dataclass(slots=True)
+class _Cfg:
+    """What objectives.rank reads of a configuration."""
+
+    wall: float
+    usd: float | None
+    gpu_hours: float
+    flops: float
+    batch: float
+
+
+def _search_order(pairs: list[Pair], searched: bool, r: Rows, pair_of, kind_of):
+    """order_of(tied columns, row, objective, price) -> the column `solve()` meets first, or None.
+    The search places pairs in the order of (rank of the pair's lower bound, layout simplicity,
+    GPU count) (search_space.search_layouts), and the objectives of one pair in OBJECTIVES order."""
+    from budgetdsl.frontier import Frontier
+    from budgetdsl.placement import Limits
+
+    def order_of(tied, row, objective, price):
+        if not searched:
+            return None
+        from budgetdsl.search_space import bound_rank, lower_bound, rank_key
+
+        fr = Frontier(float(r.bc[row]), float(r.em[row]))
+        limits = Limits(price=price)
+        ref = pairs[0].cm
+        keyed = []
+        for j in tied:
+            p = pairs[int(pair_of[j])]
+            b = lower_bound(ref, p.gpus, p.dp, p.cm._step, fr, limits)
+            choice = (p.split.tensor_parallel * p.split.pipeline_parallel, p.split.pipeline_parallel, p.split.zero,
+                      ("none", "selective", "full").index(p.split.recompute))
+            keyed.append(((rank_key(objective, bound_rank(objective, b, p.dp, ref, fr)), choice, p.gpus,
+                           int(kind_of[j])), j))
+        keyed.sort(key=lambda kj: kj[0])
+        if keyed[0][0][:3] == keyed[1][0][:3]:
+            return None
+        return keyed[0][1]
+    return order_of
+
+
+def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divisors, searched: bool = True):
+    """Every pair placed for every objective, then each row's pick. Returns (Decided, per-pair
+    intervals for the report's binding constraints, per-pair per-kind targets)."""
+    R = len(r)
+    cols = []  # (pair index, kind, Placed)
+    ivs_all, lo_all, hi_all, targets = [], [], [], []
+    unsure = np.zeros(R, bool)
+    for i, p in enumerate(pairs):
+        lo, hi, empty, ivs = _intervals(p, r)
+        ivs_all.append(ivs)
+        lo_all.append(lo)
+        hi_all.append(hi)
+        cache: dict = {}
+        placed = [_place(p, r, kind, lo, hi, empty, micro_fixed, divisors, cache) for kind in KINDS]
+        targets.append([pl.target for pl in placed])
+        for k, pl in enumerate(placed):
+            unsure |= pl.unsure
+            has = pl.has.copy()
+            for j in range(k):  # one configuration from two objectives is one candidate
+                has &= ~(placed[j].has & (placed[j].micro == pl.micro) & (placed[j].accum == pl.accum))
+            cols.append((i, k, pl, has))
+    C = len(cols)
+    valid = np.stack([c[3] for c in cols], axis=1)  # (R, C)
+
+    def stack(attr):
+        return np.stack([getattr(c[2], attr) for c in cols], axis=1)
+    wall, cost, flops, batch = stack("wall"), stack("cost"), stack("flops"), stack("batch")
+    wall = np.where(valid, wall, np.inf)
+    cost = np.where(valid, cost, np.inf)
+    flops = np.where(valid, flops, np.inf)
+    gpus = np.array([pairs[c[0]].gpus for c in cols])
+    t = TOLERANCE
+    dominated = np.zeros((R, C), bool)
+    rows = np.arange(R)[:, None]
+    # Within one GPU count cost is a non-decreasing function of the wall clock: sorted by wall
+    # clock, j is dominated iff an earlier point (wall clock better beyond the tolerance) has at
+    # most its FLOPs (within the tolerance). Walls within the tolerance of each other, or FLOPs
+    # within a few tolerances of the bound: the scalar order decides, the row is unsure.
+    for g in np.unique(gpus):
+        in_g = gpus == g
+        w = np.where(in_g[None, :] & valid, wall, np.inf)
+        order = np.lexsort((np.where(in_g[None, :] & valid, flops, np.inf), w), axis=1)
+        ws = np.take_along_axis(w, order, axis=1)
+        fs = np.take_along_axis(np.where(in_g[None, :] & valid, flops, np.inf), order, axis=1)
+        fin = np.isfinite(ws)
+        # twins: the same (wall clock, FLOPs) as the point before (another layout, one step time);
+        # neither dominates the other, and what dominates one dominates both
+        twin = np.zeros(ws.shape, bool)
+        twin[:, 1:] = fin[:, 1:] & (ws[:, 1:] == ws[:, :-1]) & (fs[:, 1:] == fs[:, :-1])
+        first = np.where(twin, -1, np.arange(ws.shape[1])[None, :])
+        first = np.maximum.accumulate(first, axis=1)  # the first point of each run of twins
+        prefix = np.minimum.accumulate(fs, axis=1)
+        before = np.concatenate([np.full((R, 1), np.inf), prefix[:, :-1]], axis=1)
+        before = np.take_along_axis(before, first, axis=1)
+        with np.errstate(invalid="ignore"):
+            dom_sorted = fin & (before <= fs * (1.0 + t))
+            # within a few tolerances but not equal: whether a chain of dominance reaches j
+            close = fin & np.isfinite(before) & (before != fs) & (np.abs(before - fs) <= 4.0 * t * fs)
+            band = fin[:, 1:] & ~twin[:, 1:] & (ws[:, :-1] >= ws[:, 1:] * (1.0 - t))
+        unsure |= close.any(axis=1) | band.any(axis=1)
+        d = np.zeros((R, C), bool)
+        d[rows, order] = dom_sorted
+        dominated |= d & in_g[None, :]
+    if len(np.unique(gpus)) > 1:  # across GPU counts: every survivor against every survivor
+        alive = valid & ~dominated
+        live = np.flatnonzero(alive.any(axis=0))
+        W, Cc, F, A = wall[:, live], cost[:, live], flops[:, live], alive[:, live]
+        for j in live:
+            wj, cj, fj = wall[:, j:j + 1], cost[:, j:j + 1], flops[:, j:j + 1]
+            with np.errstate(invalid="ignore"):  # objectives.dominates, elementwise
+                no_worse = (W <= wj * (1 + t)) & (Cc <= cj * (1 + t)) & (F <= fj * (1 + t))
+                better = (W < wj * (1 - t)) | (Cc < cj * (1 - t)) | (F < fj * (1 - t))
+            dominated[:, j] |= alive[:, j] & (A & no_worse & better).any(axis=1)
+    front = valid & ~dominated
+    # the objective's measure of every candidate
+    obj = r.objective[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        measure = np.where(obj == 0, _balance(batch, r.bc[:, None]),
+                           np.where(obj == 1, wall, np.where(obj == 2, cost, flops)))
+    measure = np.where(front, measure, np.inf)
+    best = measure.min(axis=1)
+    contenders = front & (measure <= best[:, None] * (1.0 + 1e-10))
+    n_cont = contenders.sum(axis=1)
+    pick = np.argmin(measure, axis=1)
+    feasible = front.any(axis=1)
+    kind_of = np.array([c[1] for c in cols])
+    pair_of = np.array([c[0] for c in cols])
+    order_of = _search_order(pairs, searched, r, pair_of, kind_of)
+    micro = stack("micro")
+    accum = stack("accum")
+    ok = feasible & ~unsure
+    # several contenders: the rounded measure and the tie-breaks, as `choose` ranks them; a tie
+    # on the whole key goes to the candidate placed first (the search's order of pairs)
+    for row in np.flatnonzero(ok & (n_cont > 1)):
+        objective = OBJECTIVES[int(r.objective[row])]
+        price = None if np.isnan(r.price[row]) else float(r.price[row])
+        keys = []
+        for j in np.flatnonzero(contenders[row]):
+            c = _Cfg(float(wall[row, j]), float(cost[row, j]) if price is not None else None, float(cost[row, j]),
+                     float(flops[row, j]), float(batch[row, j]))
+            rk = rank(objective, c, float(r.bc[row]))
+            keys.append(((round(rk[0], 12 - _magnitude(rk[0])),) + rk[1:], int(j)))
+        top = min(k for k, _ in keys)
+        tied = [j for k, j in keys if k == top]
+        if len({(pair_of[j], micro[row, j], accum[row, j]) for j in tied}) > 1:
+            j = order_of(tied, row, objective, price)
+            if j is None:
+                ok[row] = False
+                continue
+            pick[row] = j
+        else:
+            pick[row] = tied[0]
+
+    def at(a):
+        return a[np.arange(R), pick]
+    decided = Decided(ok, pair_of[pick], kind_of[pick], at(micro), at(accum), at(batch), at(stack("steps")),
+                      at(wall), at(stack("gh")), at(cost), at(flops))
+    return decided, (ivs_all, lo_all, hi_all, targets)
+
+
+# -- rows: values per axis, chunks, summaries ------------------------------------------------------
+
+@dataclass(slots=True)
+class _Axis:
+    path: str
+    values: tuple[str, ...]
+    numbers: list  # per value: the field's value (None: absent), or a PlanError
+    plans: list
+
+
+def _field(plan, path: str):
+    from budgetdsl.noise_source import noise_estimate
+
+    if path == "noise.b_crit":
+        return noise_estimate(plan).b_crit
+    if path == "objective":
+        return OBJECTIVES.index(str(plan.objective))
+    section, key = path.split(".")
+    return _exact(getattr(getattr(plan, section), key))
+
+
+def _exact(value):
+    """A plan number as the float the kernel computes with; ValueError when the scalar's Python
+    arithmetic (exact integer comparisons) could differ from a float's."""
+    if isinstance(value, int) and abs(value) > 2 ** 53:
+        raise ValueError("an integer beyond a float's exact range")
+    return None if value is None else float(value)
+
+
+def _dump_without(plan, path: str) -> dict:
+    data = plan.model_dump(mode="json")
+    node = data
+    keys = path.split(".")
+    for k in keys[:-1]:
+        node = node.get(k) or {}
+    if isinstance(node, dict):
+        node.pop(keys[-1], None)
+    return data
+
+
+def prepare(source, settings):
+    """(base plan, pairs, axes) when the kernel models this sweep, else None."""
+    from budgetdsl.sweep import variant
+
+    paths = [s.path for s in settings]
+    if not settings or any(p not in SUPPORTED for p in paths) or len(set(paths)) != len(paths):
+        return None
+    if sum(p.startswith("target.") for p in paths) > 1 or {"budget.usd", "budget.usd_per_gpu_hour"} <= set(paths):
+        return None  # the section's rule relates the two values: each combination is checked
+    for s in settings:  # a value that reads another swept path depends on the combination
+        if any(other in v for v in s.values for other in paths if other != s.path):
+            return None
+    try:
+        base = variant(source, {})
+        from budgetdsl.noise_source import noise_estimate
+        noise_estimate(base)
+        pairs = plan_pairs(base)
+    except (PlanError, ValueError):
+        return None
+    if not pairs:
+        return None
+    axes = []
+    for s in settings:
+        reference = _dump_without(base, s.path)
+        numbers, plans = [], []
+        for v in s.values:
+            try:
+                plan = variant(source, {s.path: v})
+                if _dump_without(plan, s.path) != reference:
+                    return None  # an expression of the file reads this path
+                numbers.append(_field(plan, s.path))
+                plans.append(plan)
+            except PlanError as exc:
+                numbers.append(exc)
+                plans.append(None)
+            except ValueError:
+                return None
+        axes.append(_Axis(s.path, s.values, numbers, plans))
+    try:
+        _rows(base, axes, [np.zeros(1, dtype=int) for _ in axes])
+    except ValueError:
+        return None
+    return base, pairs, axes
+
+
+def _column(base_value, axes, idx, path, R):
+    """One row parameter: the base plan's value, or the swept axis's (NaN: absent)."""
+    for a, (axis, ix) in enumerate(zip(axes, idx)):
+        if axis.path == path:
+            table = np.array([np.nan if (v is None or isinstance(v, PlanError)) else float(v)
+                              for v in axis.numbers])
+            return table[ix]
+    return np.full(R, np.nan if base_value is None else _exact(base_value))
+
+
+def _rows(base, axes, idx) -> tuple[Rows, np.ndarray]:
+    """The chunk's row parameters, and which rows hold an invalid value."""
+    from budgetdsl.noise_source import noise_estimate
+
+    R = len(idx[0]) if idx else 1
+    b, t = base.budget, base.target
+    bc = _column(noise_estimate(base).b_crit, axes, idx, "noise.b_crit", R)
+    tokens = _column(t.tokens, axes, idx, "target.tokens", R)
+    at_batch = _column(t.at_batch, axes, idx, "target.at_batch", R)
+    min_tokens = _column(t.min_tokens, axes, idx, "target.min_tokens", R)
+    em = np.where(~np.isnan(min_tokens), min_tokens, bc * tokens / (at_batch + bc))  # frontier.e_min_of
+    objective = _column(OBJECTIVES.index(str(base.objective)), axes, idx, "objective", R)
+    invalid = np.zeros(R, bool)
+    for axis, ix in zip(axes, idx):
+        bad = np.array([isinstance(v, PlanError) for v in axis.numbers])
+        invalid |= bad[ix]
+    objective = np.where(np.isnan(objective), 0, objective).astype(int)
+    rows = Rows(bc, em, _column(b.deadline, axes, idx, "budget.deadline", R),
+                _column(b.flops, axes, idx, "budget.flops", R), _column(b.gpu_hours, axes, idx, "budget.gpu_hours", R),
+                _column(b.usd, axes, idx, "budget.usd", R), _column(b.usd_per_gpu_hour, axes, idx,
+                                                                    "budget.usd_per_gpu_hour", R), objective)
+    return rows, invalid
+
+
+def _binding(pair: Pair, r: Rows, row: int, d: Decided, ivs, lo, hi, target, memory: dict) -> tuple[str, ...]:
+    """solver._constraints' binding names for a feasible, non-pinned row."""
+    lo_v, hi_v, tgt = float(lo[row]), float(hi[row]), float(target[row])
+    pushed_lo, pushed_hi = tgt < lo_v, tgt > hi_v
+    values = {"deadline": float(d.wall[row]), "flops": float(d.flops[row]), "gpu_hours": float(d.gh[row]),
+              "usd": float(d.cost[row])}
+    limits = {"deadline": r.deadline, "flops": r.flops, "gpu_hours": r.gpu_hours, "usd": r.usd}
+    out = []
+    for name in LIMIT_NAMES:
+        limit = float(limits[name][row])
+        if math.isnan(limit):
+            continue
+        slack = limit - values[name]
+        ilo, ihi, _, iok = ivs[name]
+        decided = bool(iok[row]) and ((pushed_lo and float(ilo[row]) == lo_v) or (pushed_hi and float(ihi[row]) == hi_v))
+        tight = limit > 0 and slack < _TIGHT * limit
+        if decided or tight or values[name] > limit:
+            out.append(name)
+    micro, accum = int(d.micro[row]), int(d.accum[row])
+    need = memory.get((id(pair), micro))
+    if need is None:
+        need = memory[(id(pair), micro)] = pair.cm.memory_at(micro)
+    limit = pair.cm.memory_per_device
+    if (micro == pair.micro_max and accum > 1) or (limit > 0 and limit - need < _TIGHT * limit) or need > limit:
+        out.append("memory")
+    floor = float(pair.dp * pair.seq_len)
+    if (pushed_lo and floor == lo_v) or float(d.batch[row]) == floor:
+        out.append("min_batch")
+    return tuple(out)
+
+
+def iter_kernel_rows(source, settings) -> Iterator:
+    """The sweep's rows (sweep.SweepRow, in order), the decidable ones from the kernel."""
+    from budgetdsl.sweep import SweepRow, Summary, solve_row
+
+    prepared = prepare(source, settings)
+    combos = itertools.product(*(s.values for s in settings))
+    if prepared is None:
+        for combo in combos:
+            yield solve_row(source, {s.path: v for s, v in zip(settings, combo)})
+        return
+    base, pairs, axes = prepared
+    run = base.run
+    micro_fixed = run.micro_batch if run is not None and run.micro_batch not in (None, "auto") else None
+    shape = [len(s.values) for s in settings]
+    total = math.prod(shape)
+    divisors = _Divisors()
+    memory: dict = {}
+    for start in range(0, total, CHUNK):
+        flat = np.arange(start, min(total, start + CHUNK))
+        idx = np.unravel_index(flat, shape)
+        r, invalid = _rows(base, axes, idx)
+        d, (ivs, lo, hi, targets) = decide(pairs, r, micro_fixed, divisors, bool(base.hardware.searched()))
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            x = d.batch / r.bc
+            finite = np.isfinite(d.wall) & np.isfinite(d.gh) & np.isfinite(d.flops) & np.isfinite(x) \
+                & np.isfinite(d.steps * d.batch)
+        ok = d.ok & ~invalid & finite
+        lists = {k: v.tolist() for k, v in dict(micro=d.micro, accum=d.accum, batch=d.batch, steps=d.steps,
+                                                  wall=d.wall, gh=d.gh, cost=d.cost, flops=d.flops, x=x).items()}
+        has_price = (~np.isnan(r.price)).tolist()
+        for row in range(len(flat)):
+            values = {s.path: s.values[int(i[row])] for s, i in zip(settings, idx)}
+            if not ok[row]:
+                yield solve_row(source, values)
+                continue
+            pi = int(d.pair[row])
+            p = pairs[pi]
+            kind = _KIND_OF[OBJECTIVES[int(r.objective[row])]]
+            steps = int(lists["steps"][row])
+            batch = lists["batch"][row]
+            micro, accum = int(lists["micro"][row]), int(lists["accum"][row])
+            sp = p.split
+            yield SweepRow(values, None, None, summary=Summary(
+                "optimal", True, p.gpus, batch, micro, accum, p.dp, sp.tensor_parallel, sp.pipeline_parallel,
+                sp.zero, str(sp.recompute), steps, steps * batch, lists["flops"][row], lists["wall"][row],
+                lists["gh"][row], lists["cost"][row] if has_price[row] else None, lists["x"][row],
+                _binding(p, r, row, d, ivs[pi], lo[pi], hi[pi], targets[pi][kind], memory)))
