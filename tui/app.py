@@ -1,7 +1,10 @@
 """`budgetdsl tui PLAN`: move a run along the critical-batch frontier and see the price at once.
 
 The app holds a `WhatIf` (the plan files plus unsaved changes) and the `Solution` of its plan;
-every accepted change re-solves with `budgetdsl.solver.solve` and redraws every panel. A change
+every accepted change re-solves with `budgetdsl.solver.solve` and redraws every panel. A solve
+that searches the layout can take from tens to hundreds of milliseconds: once one has taken longer
+than `SOLVE_INLINE_S`, the next runs in a worker thread (the controls and the status bar follow
+the key at once; only the newest request is solved next, and only its answer is drawn). A change
 the plan language or the solver rejects is not applied: the control gets the `error` class and a
 notification says why (the loader's or the solver's own message and hint). Save writes the changes
 with `budgetdsl.plan_edit` as a minimal in-place diff and re-reads the files.
@@ -12,9 +15,10 @@ with `budgetdsl.plan_edit` as a minimal in-place diff and re-reads the files.
 from __future__ import annotations
 
 import os
+import time
 from typing import Iterable
 
-from textual import on
+from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Grid, Vertical, VerticalScroll
@@ -35,6 +39,7 @@ from budgetdsl.tui.widgets.controls.quantity_input import QuantityInput
 from budgetdsl.tui.widgets.frontier.canvas import MARKERS
 from budgetdsl.tui.widgets.frontier.curve import X_AXES, Y_AXES
 from budgetdsl.tui.widgets.frontier.plot import FrontierPlot
+from budgetdsl.tui.widgets.metrics.layout_panel import LayoutPanel
 from budgetdsl.tui.widgets.metrics.limits_panel import LimitsPanel
 from budgetdsl.tui.widgets.metrics.metrics_panel import MetricsPanel
 from budgetdsl.tui.widgets.screens.conflict_screen import ConflictScreen
@@ -74,15 +79,26 @@ class BudgetApp(App[None]):
         Binding("f2", "toggle_x", "x-axis", show=False, id="plot.x-axis"),
         Binding("f3", "toggle_y", "y-axis", show=False, id="plot.y-axis"),
         Binding("f4", "toggle_markers", "Marks", show=False, id="plot.markers"),
+        Binding("f5", "toggle_lower", "Layout", show=False, id="layout"),
+        Binding("l", "toggle_lower", "Layout", show=False, id="layout.letter"),
         Binding("ctrl+q", "quit", "Quit", priority=True, id="quit"),
         Binding("q", "quit", "Quit", show=False, id="quit.letter"),
     ]
 
+    # A re-solve runs inline (the simplest, and the redraw is exact) while the last one took less
+    # than this; past it, in a worker thread (bench/bench_tui.py measures both, docs/tui.md).
+    SOLVE_INLINE_S = 0.05
+
     def __init__(self, state: WhatIf, solution: Solution, markers: str = "braille",
-                 keymap: dict[str, str] | None = None) -> None:
+                 keymap: dict[str, str] | None = None, solve_s: float = 0.0) -> None:
         super().__init__()
-        self.state = state
+        self.state = state  # the state the shown solution belongs to
         self.solution = solution
+        self._solve_s = solve_s  # how long the last solve took
+        # A request waiting for (or in) the worker: (state, widget, title, generation)
+        self._pending: tuple[WhatIf, Widget | None, str, int] | None = None
+        self._generation = 0
+        self._worker_busy = False
         self._markers = markers if markers in MARKERS else "braille"
         self._keymap_problems: list[str] = []
         if keymap is None:
@@ -106,22 +122,46 @@ class BudgetApp(App[None]):
                 with VerticalScroll(id="metrics-box"):
                     yield MetricsPanel(id="metrics")
             yield FrontierPlot(self._markers, id="plot")
-            with VerticalScroll(id="limits-box"):
-                yield LimitsPanel(id="limits")
+            # Under the plot (narrow: one at a time, F5 switches) or in the third column (wide: both)
+            with Vertical(id="lower", classes="-show-limits"):
+                with VerticalScroll(id="limits-box"):
+                    yield LimitsPanel(id="limits")
+                with VerticalScroll(id="layout-box"):
+                    yield LayoutPanel(id="layout")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#controls").border_title = "what if"
         self.query_one("#metrics-box").border_title = "run"
         self.query_one("#limits-box").border_title = "limits"
+        self.query_one("#layout-box").border_title = "layout & Pareto front"
+        self._lower_titles()
         self._show()
         self.query_one("#gpus", QuantityInput).focus()
         for problem in self._keymap_problems:
             self.notify(problem, title="keymap entry ignored", severity="warning", timeout=10, markup=False)
 
+    @property
+    def latest(self) -> WhatIf:
+        """The newest values: those being solved, else the shown state."""
+        return self._pending[0] if self._pending is not None else self.state
+
+    @property
+    def solving(self) -> bool:
+        """A re-solve is under way in the worker; the panels still show the previous solution."""
+        return self._pending is not None
+
     def _show(self) -> None:
-        """Redraw every panel from the state and its solution."""
-        state, sol = self.state, self.solution
+        """Redraw every panel: the controls from the newest values, the rest from the solution."""
+        self._show_controls()
+        sol = self.solution
+        self.query_one(MetricsPanel).show(sol)
+        self.query_one(LimitsPanel).show(sol)
+        self.query_one(LayoutPanel).show(sol)
+        self.query_one(FrontierPlot).show(self.state.plan, sol)
+
+    def _show_controls(self) -> None:
+        state, sol = self.latest, self.solution
         texts = {key: shown_text(field, state, sol) for key, field in FIELDS.items()}
         notes = {}
         if state.raw("noise.b_crit") is None:
@@ -129,10 +169,7 @@ class BudgetApp(App[None]):
         if isinstance(state.raw("hardware.gpus"), dict) and texts["gpus"] == str(sol.gpus):
             notes["gpus"] = " (range)"
         self.query_one(ControlsPanel).show(texts, str(state.plan.objective), notes)
-        self.query_one(MetricsPanel).show(sol)
-        self.query_one(LimitsPanel).show(sol)
-        self.query_one(FrontierPlot).show(state.plan, sol)
-        self.query_one(StatusBar).show((state.plan.name, state.path, sol, state.changed_keys()))
+        self.query_one(StatusBar).show((state.plan.name, state.path, sol, state.changed_keys(), self.solving))
 
     # -- applying changes -------------------------------------------------------------------------
 
@@ -142,19 +179,76 @@ class BudgetApp(App[None]):
         self.notify(message + (f"\nhint: {hint}" if hint else ""), title=title, severity="error",
                     timeout=8, markup=False)
 
+    def _solve(self, state: WhatIf) -> Solution:
+        start = time.perf_counter()
+        solution = solve(state.plan)
+        self._solve_s = time.perf_counter() - start
+        return solution
+
     def _apply(self, changes: dict, widget: Widget | None, title: str) -> bool:
-        """Re-solve with `changes`; keep the old state and say why when they are rejected."""
+        """Re-solve with `changes`; keep the old state and say why when they are rejected.
+
+        Inline while solves are quick (True: applied); else the request goes to the worker (True:
+        accepted by the plan language; the solver's verdict is drawn, or notified, when it comes)."""
         try:
-            state = self.state.with_changes(changes)
-            solution = solve(state.plan)
+            state = self.latest.with_changes(changes)
+            if self._pending is not None or self._solve_s >= self.SOLVE_INLINE_S:
+                self._request(state, widget, title)
+                return True
+            solution = self._solve(state)
         except PlanError as exc:
             self._reject(widget, title, *_first_problem(exc))
             return False
+        self._commit(state, solution, widget)
+        return True
+
+    def _commit(self, state: WhatIf, solution: Solution, widget: Widget | None) -> None:
         self.state, self.solution = state, solution
         if widget is not None:
             widget.remove_class("error")
         self._show()
-        return True
+
+    def _request(self, state: WhatIf, widget: Widget | None, title: str) -> None:
+        """Solve `state` in the worker: at once when it is idle, else after the solve under way
+        (whose answer is then dropped: only the newest request is drawn)."""
+        self._generation += 1
+        self._pending = (state, widget, title, self._generation)
+        self._show_controls()
+        if not self._worker_busy:
+            self._start_worker()
+
+    def _start_worker(self) -> None:
+        assert self._pending is not None
+        state, _, _, generation = self._pending
+        self._worker_busy = True
+        self._solve_in_thread(state, generation)
+
+    @work(thread=True, group="solve")
+    def _solve_in_thread(self, state: WhatIf, generation: int) -> None:
+        start = time.perf_counter()
+        try:
+            solution, error = solve(state.plan), None
+        except PlanError as exc:
+            solution, error = None, exc
+        self.call_from_thread(self._solved, generation, solution, error, time.perf_counter() - start)
+
+    def _solved(self, generation: int, solution: Solution | None, error: PlanError | None,
+                seconds: float) -> None:
+        self._worker_busy = False
+        self._solve_s = seconds
+        if self._pending is None:  # dropped (a reset, a save)
+            return
+        state, widget, title, newest = self._pending
+        if generation != newest:  # a newer request came while this one was solved
+            self._start_worker()
+            return
+        self._pending = None
+        if error is not None:
+            self._reject(widget, title, *_first_problem(error))
+            self._show_controls()  # back to the values the shown solution belongs to
+            return
+        assert solution is not None
+        self._commit(state, solution, widget)
 
     def apply_text(self, key: str, text: str) -> bool:
         """Set control `key` to the typed `text` (plan language); True when it was applied."""
@@ -162,16 +256,16 @@ class BudgetApp(App[None]):
         widget = self.query_one(f"#{key}", QuantityInput)
         title = f"{field.label} not changed"
         try:
-            parse(field, text, self.state.plan)
+            parse(field, text, self.latest.plan)
         except FieldError as exc:
             self._reject(widget, title, exc.message, exc.hint)
             return False
-        if text.strip() == shown_text(field, self.state, self.solution).strip():
+        if text.strip() == shown_text(field, self.latest, self.solution).strip():
             widget.set_committed(widget.committed)  # unchanged: just clear an error
             return True
-        if key == "b_crit" and self.state.file_raw("noise.b_crit") is None:
+        if key == "b_crit" and self.latest.file_raw("noise.b_crit") is None:
             self.notify("B_crit is now declared; saving replaces the plan's noise source", timeout=4)
-        return self._apply(changes_for(field, text, self.state), widget, title)
+        return self._apply(changes_for(field, text, self.latest), widget, title)
 
     @on(ValueCommitted)
     def _committed(self, event: ValueCommitted) -> None:
@@ -184,7 +278,7 @@ class BudgetApp(App[None]):
             select.value = next_objective(str(select.value), event.direction)  # posts Changed
             return
         try:
-            text = stepped(FIELDS[event.field], self.state, self.solution, event.direction)
+            text = stepped(FIELDS[event.field], self.latest, self.solution, event.direction)
         except FieldError as exc:
             self._reject(event.widget, f"{FIELDS[event.field].label} not stepped", exc.message, exc.hint)
             return
@@ -192,7 +286,12 @@ class BudgetApp(App[None]):
 
     @on(Select.Changed, "#objective")
     def _objective(self, event: Select.Changed) -> None:
-        if event.value != str(self.state.plan.objective):
+        # A Changed for a value the select no longer holds is stale: the select's first value
+        # (balanced) announces itself after `show` has set the plan's own objective, and must not
+        # change it (a plan with objective min_cost opened as `1 unsaved: objective`).
+        if event.value != event.select.value:
+            return
+        if event.value != str(self.latest.plan.objective):
             self._apply({"objective": str(event.value)}, event.select, "objective not changed")
 
     # -- actions ----------------------------------------------------------------------------------
@@ -209,8 +308,25 @@ class BudgetApp(App[None]):
         plot = self.query_one(FrontierPlot)
         plot.markers = MARKERS[(MARKERS.index(plot.markers) + 1) % len(MARKERS)]
 
+    def _lower_titles(self) -> None:
+        """Name F5 in the border of the box under the plot (narrow: it shows one of the two)."""
+        both = self.size.width >= self.HORIZONTAL_BREAKPOINTS[-1][0]
+        showing_layout = self.query_one("#lower").has_class("-show-layout")
+        self.query_one("#limits-box").border_subtitle = "" if both or showing_layout else "F5 layout"
+        self.query_one("#layout-box").border_subtitle = "F5 limits" if showing_layout and not both else ""
+
+    def on_resize(self) -> None:
+        self._lower_titles()
+
+    def action_toggle_lower(self) -> None:
+        """Under the plot, switch between the limits and the layout & front (narrow terminals; from
+        140 columns both are shown, one above the other)."""
+        lower = self.query_one("#lower")
+        lower.toggle_class("-show-limits", "-show-layout")
+        self._lower_titles()
+
     def action_toggle_batch(self) -> None:
-        run = self.state.plan.run
+        run = self.latest.plan.run
         if run is not None and run.batch is not None:
             self.apply_text("batch", "")
         elif self.solution.batch.sequences:
@@ -227,12 +343,13 @@ class BudgetApp(App[None]):
 
         When a file changed on disk since it was loaded, nothing is written: a dialog offers to
         reload it (dropping the unsaved changes) or to overwrite it (`overwrite=True`)."""
-        if not self.state.dirty:
+        state = self.latest  # the newest values, even while they are being solved
+        if not state.dirty:
             self.notify("nothing to save", timeout=3)
             return True
-        count = len(self.state.changes)
+        count = len(state.changes)
         try:
-            files = self.state.save(overwrite=overwrite)
+            files = state.save(overwrite=overwrite)
         except ChangedOnDisk as exc:
             self.notify(str(exc), title="not saved: changed on disk", severity="warning", timeout=10,
                         markup=False)
@@ -248,9 +365,10 @@ class BudgetApp(App[None]):
         return True
 
     def _reload(self, done: str) -> None:
+        self._pending = None  # a solve under way is dropped when it comes back
         try:
             state = self.state.reset()
-            solution = solve(state.plan)
+            solution = self._solve(state)
         except (PlanError, OSError) as exc:
             message = _first_problem(exc)[0] if isinstance(exc, PlanError) else str(exc)
             self.notify(message, title="cannot re-read the plan", severity="error", timeout=10,
@@ -272,12 +390,12 @@ class BudgetApp(App[None]):
         self.save()
 
     def action_reset(self) -> None:
-        n = len(self.state.changes)
+        n = len(self.latest.changes)
         self._reload(f"reset from {os.path.basename(self.state.path)}"
                      + (f": {n} unsaved change{'s' * (n != 1)} dropped" if n else ""))
 
     async def action_quit(self) -> None:
-        if not self.state.dirty:
+        if not self.latest.dirty:
             self.exit()
             return
 
@@ -286,7 +404,7 @@ class BudgetApp(App[None]):
                 self.exit()
 
         if not isinstance(self.screen, QuitScreen):
-            self.push_screen(QuitScreen(self.state.changed_keys()), chosen)
+            self.push_screen(QuitScreen(self.latest.changed_keys()), chosen)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -299,6 +417,8 @@ class BudgetApp(App[None]):
         yield SystemCommand("Plot: tokens / FLOPs", "Toggle the plot's y axis", self.action_toggle_y)
         yield SystemCommand("Plot: braille / ASCII markers", "For fonts without braille",
                             self.action_toggle_markers)
+        yield SystemCommand("Limits / layout", "Under the plot: the limits, or the layout search and "
+                            "the Pareto front", self.action_toggle_lower)
         yield SystemCommand("Help", "Keys and how to type values", self.action_help)
 
 
@@ -308,6 +428,7 @@ def make_app(path: str | os.PathLike[str], markers: str = "braille",
     or solved, before any terminal is touched. `keymap` maps binding ids to keys; without it the
     keymap file is read (budgetdsl.tui.keymap)."""
     state = WhatIf.load(path)
+    # The first solve is not timed: it pays for the imports, which a re-solve does not.
     return BudgetApp(state, solve(state.plan), markers, keymap)
 
 

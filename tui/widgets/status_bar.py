@@ -10,10 +10,10 @@ from budgetdsl.tui.widgets.text_panel import TextPanel
 
 
 class StatusBar(TextPanel):
-    """Shown a (plan name, path, solution, changed keys) tuple."""
+    """Shown a (plan name, path, solution, changed keys[, solving]) tuple."""
 
     def lines(self, value, width: int) -> list[Text]:
-        plan_name, path, sol, changed = value
+        plan_name, path, sol, changed, *rest = value
         # Separating spaces end a run, never start one: an SVG export writes each run as a <text>
         # at its cell, and renderers (rsvg) drop a run's leading spaces, which ran the plan name
         # into the file name (`llama2-7bllama2-7b.yaml`).
@@ -21,6 +21,9 @@ class StatusBar(TextPanel):
         if sol is not None:
             text.append("  ")
             text.append("feasible" if sol.feasible else "INFEASIBLE", "bold green" if sol.feasible else "bold red")
+        if rest and rest[0]:
+            text.append("  ")
+            text.append("solving…", "italic")
         if changed:
             text.append("  ")
             text.append(f"● {len(changed)} unsaved: " + ", ".join(changed), "bold yellow")

@@ -21,7 +21,7 @@ from budgetdsl.tui.widgets.frontier.ticks import ticks
 MARKERS = ("braille", "ascii")
 
 STYLES = {"curve": "cyan", "arc": "bold green", "run": "bold yellow", "run_bad": "bold red",
-          "b_crit": "bold magenta", "deadline": "red", "flops": "dark_orange", "axis": "bright_black",
+          "b_crit": "bold magenta", "front": "bold blue", "deadline": "red", "flops": "dark_orange", "axis": "bright_black",
           "tick": "", "note": "italic bright_black"}
 NO_COLOR_STYLES = {**STYLES, "curve": "", "arc": "bold", "run": "bold reverse", "run_bad": "bold reverse"}
 _SOLID = "⣿"  # the feasible arc's braille cell when colour cannot tell it from the curve
@@ -34,6 +34,7 @@ class Glyphs:
     arc: str
     run: str
     b_crit: str
+    front: str
     vline: str
     hline: str
     axis_v: str
@@ -44,8 +45,8 @@ class Glyphs:
 
 
 GLYPHS = {
-    "braille": Glyphs((2, 4), "", "", "●", "◆", "┊", "┄", "│", "─", "└", "┤", "┬"),
-    "ascii": Glyphs((1, 1), ".", "o", "@", "X", "|", "-", "|", "-", "+", "+", "+"),
+    "braille": Glyphs((2, 4), "", "", "●", "◆", "○", "┊", "┄", "│", "─", "└", "┤", "┬"),
+    "ascii": Glyphs((1, 1), ".", "o", "@", "X", "*", "|", "-", "|", "-", "+", "+", "+"),
 }
 _BRAILLE = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))  # [row][col] dot bits
 
@@ -72,6 +73,8 @@ def legend(data: PlotData, markers: str, width: int, no_color: bool = False) -> 
               styles["run"] if data.run_feasible else styles["run_bad"]),
              (arc, "feasible", styles["arc"]),
              (g.b_crit, "B_crit", STYLES["b_crit"])]
+    if data.front:
+        parts.append((g.front, "Pareto front", STYLES["front"]))
     if data.run is None:
         parts[0] = ("", "no launchable run", STYLES["run_bad"])
     if not any(data.feasible):
@@ -104,6 +107,8 @@ def render_plot(data: PlotData, width: int, height: int, markers: str = "braille
 
     xs = [p[0] for p in data.curve] + [data.b_crit[0]] + ([data.run[0]] if data.run else [])
     ys = [p[1] for p in data.curve] + [data.b_crit[1]] + ([data.run[1]] if data.run else [])
+    xs += [p[0] for p in data.front]
+    ys += [p[1] for p in data.front]
     x0, x1 = _range(xs)
     y0, y1 = _range(ys)
     off: list[str] = []
@@ -185,6 +190,8 @@ def render_plot(data: PlotData, width: int, height: int, markers: str = "braille
         if 0 <= r < plot_h and 0 <= c < plot_w:
             over[(r, c)] = (glyph, style)
 
+    for point in data.front:
+        mark(*point, g.front, STYLES["front"])
     mark(*data.b_crit, g.b_crit, STYLES["b_crit"])
     if data.run is not None:
         mark(*data.run, g.run, styles["run"] if data.run_feasible else styles["run_bad"])

@@ -42,6 +42,7 @@ class PlotData:
     vlines: tuple[Line, ...]  # deadline
     hlines: tuple[Line, ...]  # FLOP budget
     notes: tuple[str, ...] = ()
+    front: tuple[tuple[float, float], ...] = ()  # the Pareto front's other points (Solution.front)
 
 
 def feasible_batches(solution: "Solution") -> tuple[float, float] | None:
@@ -107,6 +108,16 @@ def plot_data(plan: "Plan", solution: "Solution", x_axis: str = "steps", y_axis:
         ry = float(solution.flops if y_axis == "flops" else solution.tokens)
         run = (rx, ry)
 
+    # The front's points besides the launched one, from their own wall clock and FLOPs (tokens =
+    # FLOPs / flops_per_token, steps = tokens / batch: the units the curve is drawn in). On the wall
+    # clock axis a point on another GPU count lies off this count's curve.
+    front = []
+    for p in solution.front:
+        if not p.chosen:
+            tokens = p.flops / fpt
+            front.append((p.wall_clock_s if x_axis == "wall" else tokens / p.batch_tokens,
+                          p.flops if y_axis == "flops" else tokens))
+
     vlines: list[Line] = []
     hlines: list[Line] = []
     deadline = plan.budget.deadline
@@ -124,4 +135,4 @@ def plot_data(plan: "Plan", solution: "Solution", x_axis: str = "steps", y_axis:
     if plan.budget.flops is not None:
         hlines.append(Line(plan.budget.flops / (1.0 if y_axis == "flops" else fpt), "FLOP budget"))
     return PlotData(x_axis, y_axis, curve, feasible, run, solution.feasible, xy(fr.b_crit),
-                    tuple(vlines), tuple(hlines), tuple(notes))
+                    tuple(vlines), tuple(hlines), tuple(notes), tuple(front))

@@ -20,20 +20,21 @@ HELP = """\
   empty     deadline or FLOP budget: no such limit; batch: optimized by the objective
   B_crit    a value here replaces the plan's noise source (kaplan_loss / calibration)
 
-[b]Keys[/b]  letters (q ? x y m) act where no control has focus: press Esc first
+[b]Keys[/b]  letters (q ? x y m l) act where no control has focus: press Esc first
   Ctrl+S   save the changes into the plan file(s): only the changed values are rewritten
   Ctrl+R   reset: re-read the plan from disk, dropping unsaved changes
   Ctrl+B   pin the batch at the optimized value / go back to the optimized batch
   F2 (x)   plot against steps or wall clock
   F3 (y)   plot tokens or FLOPs
   F4 (m)   braille or plain-ASCII markers (for fonts without braille)
+  F5 (l)   under the plot: the limits, or the layout search and the Pareto front
   F1 (?)   this help          Ctrl+P   command palette          Ctrl+Q (q)   quit
   every key can be moved: binding ids in ~/.config/budgetdsl/keymap.yaml (docs/tui.md)
 
 [b]Plot[/b]
   the frontier S/S_min = 1 + B_crit/B, E/E_min = 1 + B/B_crit on log-log axes; the arc every
-  limit allows in green, the run ●, B_crit ◆ (x = 1), the deadline ┊ and the FLOP budget ┄.
-  On the steps axis the deadline is drawn where the wall clock on these GPUs reaches it.
+  limit allows in green, the run ●, B_crit ◆ (x = 1), the Pareto front ○, the deadline ┊ and
+  the FLOP budget ┄. On the steps axis the deadline is where the wall clock reaches it.
 
 Press Esc, F1 or q to close."""
 
