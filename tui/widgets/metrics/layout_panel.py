@@ -94,8 +94,7 @@ def chosen_lines(sol: Solution, width: int) -> list[Text]:
     """The launched layout: TP · PP · ZeRO · recompute, micro-batch, GPUs, step time; searched or pinned."""
     b, ls = sol.batch, sol.layout
     if b.tokens is None or b.micro_batch is None:
-        head = Text("no launchable layout", style="bold red")
-        return [head]
+        return [Text("no feasible layout" if ls is not None else "no launchable configuration", style="bold red")]
     step = sol.throughput.step_time_s if sol.throughput is not None else (
         ls.chosen.step_time_s if ls is not None and ls.chosen is not None else None)
     out = _packed([f"TP {b.tensor_parallel}", f"PP {b.pipeline_parallel}", f"ZeRO {b.zero}",
