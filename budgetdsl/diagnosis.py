@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from budgetdsl.placement import INF, LIMIT_NAMES, Placement
+from budgetdsl.solution import Constraint
 
 if TYPE_CHECKING:
     from budgetdsl.solve_context import Context
@@ -73,10 +74,10 @@ def conflicts(pl: Placement) -> list[str]:
     return out
 
 
-def constraints(ctx: "Context", pl: Placement, pinned: bool) -> list[dict]:
-    """Each limit at the configuration, as the fields of `Constraint` (validated once, in bulk)."""
+def constraints(ctx: "Context", pl: Placement, pinned: bool) -> list[Constraint]:
+    """Each limit at the configuration (`solution.Constraint`, its numbers checked finite)."""
     cm, cfg, limits = pl.cm, pl.config, ctx.limits
-    out: list[dict] = []
+    out: list[Constraint] = []
     # Which bound the objective was pushed against (cvxpy's "active" constraint).
     pushed_lo = pl.clipped is not None and pl.target < pl.lo and not pinned
     pushed_hi = pl.clipped is not None and pl.target > pl.hi and not pinned
@@ -95,7 +96,7 @@ def constraints(ctx: "Context", pl: Placement, pinned: bool) -> list[dict]:
             decided = iv is not None and ((pushed_lo and iv[0] == pl.lo) or (pushed_hi and iv[1] == pl.hi))
             detail = ""
         tight = slack is not None and limit > 0 and slack < TIGHT * limit
-        out.append(dict(
+        out.append(Constraint(
             name=name, sense="<=", limit=limit, value=value, slack=slack,
             binding=bool(decided or tight or satisfied is False or (iv is None and name in pl.intervals)
                          or (name == "memory" and pl.empty_reason == "memory")),
@@ -105,7 +106,7 @@ def constraints(ctx: "Context", pl: Placement, pinned: bool) -> list[dict]:
             detail=detail))
     floor = float(cm.data_parallel * cm.seq_len)
     value = cfg.batch if cfg is not None else None
-    out.append(dict(
+    out.append(Constraint(
         name="min_batch", sense=">=", limit=floor, value=value,
         slack=None if value is None else value - floor,
         binding=bool((pushed_lo and floor == pl.lo) or (value is not None and value == floor)),

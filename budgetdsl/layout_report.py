@@ -10,12 +10,13 @@ from __future__ import annotations
 from budgetdsl.objectives import MEASURE, OBJECTIVES, axes, dominates, pareto, rank
 from budgetdsl.placement import Config, Placement
 from budgetdsl.search_space import LayoutResult
+from budgetdsl.solution import FrontPoint, LayoutOption, LayoutSearch
 from budgetdsl.solve_context import Context
 
 
 def layout_report(ctx: Context, results: list[LayoutResult], winner: LayoutResult, considered: int,
-                   pruned: int, bounded: int = 0) -> dict:
-    """The fields of `LayoutSearch`: the chosen layout, the best runners-up and why."""
+                   pruned: int, bounded: int, searched: list[str]) -> LayoutSearch:
+    """The chosen layout, the best runners-up and why (`searched`: the plan keys set to auto)."""
     from budgetdsl.humanize import human
 
     b = ctx.frontier.b_crit
@@ -25,9 +26,9 @@ def layout_report(ctx: Context, results: list[LayoutResult], winner: LayoutResul
     best.sort(key=lambda rc: (w is not None and dominates(axes(w), axes(rc[1].config)),
                               rank(ctx.objective, rc[1].config, b)))
 
-    def option(r: LayoutResult, pl: Placement) -> dict:
+    def option(r: LayoutResult, pl: Placement) -> LayoutOption:
         c = pl.config
-        return dict(tensor_parallel=r.choice.tensor_parallel, pipeline_parallel=r.choice.pipeline_parallel,
+        return LayoutOption(tensor_parallel=r.choice.tensor_parallel, pipeline_parallel=r.choice.pipeline_parallel,
                     zero=r.choice.zero, recompute=r.choice.recompute, gpus=c.gpus, micro_batch=c.micro_batch,
                     batch_tokens=c.batch, wall_clock_s=c.wall, gpu_hours=c.gpu_hours, flops=c.flops,
                     step_time_s=pl.cm.step_time(c.batch, c.grad_accum),
@@ -46,16 +47,15 @@ def layout_report(ctx: Context, results: list[LayoutResult], winner: LayoutResul
                      "beat or dominate the pick" if bounded else "") + ")")
         if runners:
             r0 = runners[0]
-            reason += (f"; the runner-up TP {r0['tensor_parallel']} · PP {r0['pipeline_parallel']} · ZeRO "
-                       f"{r0['zero']} · recompute {r0['recompute']} takes {human('s', r0['wall_clock_s'])} and "
-                       f"{human('GPU-h', r0['gpu_hours'])} at {human('tokens', r0['batch_tokens'])}"
+            reason += (f"; the runner-up TP {r0.tensor_parallel} · PP {r0.pipeline_parallel} · ZeRO "
+                       f"{r0.zero} · recompute {r0.recompute} takes {human('s', r0.wall_clock_s)} and "
+                       f"{human('GPU-h', r0.gpu_hours)} at {human('tokens', r0.batch_tokens)}"
                        + (", dominated by the winner (slower or as slow, no cheaper, no fewer FLOPs)"
-                          if r0["dominated"] else f" ({measure} {r0['objective_ratio']:.3g}× the winner's)"))
+                          if r0.dominated else f" ({measure} {r0.objective_ratio:.3g}× the winner's)"))
         if winner.chosen.cm.mode == "declared":
             reason += ("; with a declared MFU every layout that fits runs at that MFU, so the simplest "
                        "layout that fits the chosen micro-batch wins")
-    return dict(searched=list(ctx.plan.hardware.searched()) if hasattr(ctx.plan.hardware, "searched") else [],
-                considered=considered, pruned=pruned, bounded=bounded, feasible=feasible,
+    return LayoutSearch(searched=searched, considered=considered, pruned=pruned, bounded=bounded, feasible=feasible,
                 chosen=option(winner, winner.chosen) if w is not None else None,
                 runners_up=runners, reason=reason)
 
@@ -64,7 +64,7 @@ def _measure(ctx: Context, cfg: Config) -> float:
     return rank(ctx.objective, cfg, ctx.frontier.b_crit)[0]
 
 
-def front(ctx: Context, candidates: list[Placement], chosen: Placement, points: int = 5) -> list[dict]:
+def front(ctx: Context, candidates: list[Placement], chosen: Placement, points: int = 5) -> list[FrontPoint]:
     """A few points of the Pareto front over (wall clock, cost, FLOPs) of the evaluated candidates,
     each with the objectives that land on it (always including every objective's own point)."""
     b = ctx.frontier.b_crit
@@ -88,7 +88,7 @@ def front(ctx: Context, candidates: list[Placement], chosen: Placement, points: 
         shown.add(axes(pl.config))
         c = pl.config
         sp = pl.cm.split
-        out.append(dict(gpus=c.gpus, batch_tokens=c.batch, x=c.batch / b, micro_batch=c.micro_batch,
+        out.append(FrontPoint(gpus=c.gpus, batch_tokens=c.batch, x=c.batch / b, micro_batch=c.micro_batch,
                         tensor_parallel=sp.tensor_parallel, pipeline_parallel=sp.pipeline_parallel,
                         zero=sp.zero, recompute=sp.recompute, wall_clock_s=c.wall, gpu_hours=c.gpu_hours,
                         usd=c.usd, flops=c.flops, objectives=lands.get(id(pl), []),
@@ -96,7 +96,7 @@ def front(ctx: Context, candidates: list[Placement], chosen: Placement, points: 
     return out
 
 
-def dominated_by_objectives(front: list[dict], cfg: Config | None, pinned: bool) -> list[str]:
+def dominated_by_objectives(front: list[FrontPoint], cfg: Config | None, pinned: bool) -> list[str]:
     """A note when an objective's pick is better on every axis (wall clock, cost, FLOPs) than the
     launched run (issue 16). The solver's own pick is on the Pareto front, so this is a pinned run
     (`run.batch`) that some objective dominates: the case a reviewer needs to see, with figures."""
@@ -110,14 +110,14 @@ def dominated_by_objectives(front: list[dict], cfg: Config | None, pinned: bool)
     what = "the pinned run" if pinned else "the launched run"
     out = []
     for p in front:
-        theirs = (p["wall_clock_s"], p[cost], p["flops"])
-        if not p["objectives"] or p["chosen"] or not dominates(theirs, mine):
+        theirs = (p.wall_clock_s, getattr(p, cost), p.flops)
+        if not p.objectives or p.chosen or not dominates(theirs, mine):
             continue
-        objs = p["objectives"]
+        objs = p.objectives
         names = objs[0] if len(objs) == 1 else ", ".join(objs[:-1]) + " and " + objs[-1]
-        out.append(f"{what} is dominated: {names} pick{'s' if len(objs) == 1 else ''} B = {human('tokens', p['batch_tokens'])} on "
-                   f"{p['gpus']:,} GPUs, {human('s', p['wall_clock_s'])}, {human(unit, p[cost])}, "
-                   f"{human('FLOP', p['flops'])} against this run's {human('s', cfg.wall)}, "
+        out.append(f"{what} is dominated: {names} pick{'s' if len(objs) == 1 else ''} B = {human('tokens', p.batch_tokens)} on "
+                   f"{p.gpus:,} GPUs, {human('s', p.wall_clock_s)}, {human(unit, getattr(p, cost))}, "
+                   f"{human('FLOP', p.flops)} against this run's {human('s', cfg.wall)}, "
                    f"{human(unit, mine[1])}, {human('FLOP', cfg.flops)}: no worse on any and better on "
                    "at least one")
     return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,25 @@ class NoiseEstimate:
     uncertainty_source: str | None
     warnings: tuple[Diagnostic, ...] = ()  # located, severity "warning": doubtful, not meaningless
     notes: tuple[str, ...] = ()  # for the report: e.g. what the calibration's hardware profile shows
+    calibration: Any = field(default=None, compare=False)  # the calibration read (its B_noise trajectory)
+    calibration_name: str | None = None  # the calibration file's name, for provenance
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedNoise:
+    """A plan's noise source as read when the plan was loaded (`resolve_noise`, called by
+    `plan_loader.load_merged`): the estimate, or the located error reading it gave, and the
+    sections it was read from. `solve` reads this instead of the calibration file, so a solve
+    reads no file; a plan changed since (another noise section, model or GPU) is resolved again."""
+
+    noise: Any  # plan.noise
+    model: Any  # plan.model (the transfer checks read seq_len and vocab)
+    gpu: str | None  # plan.hardware.gpu (the calibration's kernel evidence names it)
+    estimate: NoiseEstimate | None
+    error: PlanError | None
+
+    def matches(self, plan: "Plan") -> bool:
+        return plan.noise == self.noise and plan.model == self.model and plan.hardware.gpu == self.gpu
 
 
 def locate(plan: "Plan", path: tuple[str | int, ...]) -> Location:
@@ -153,8 +172,10 @@ def _from_calibration(plan: "Plan") -> NoiseEstimate:
     evidence = kernel_evidence(plan, cal, path.name)
     notes = (evidence,) if evidence else ()
     if noise.uncertainty is not None:
-        return NoiseEstimate(float(b_crit), source, noise.uncertainty, "noise.uncertainty", warnings, notes)
-    return NoiseEstimate(float(b_crit), source, float(rel) if rel else None, "calibration", warnings, notes)
+        return NoiseEstimate(float(b_crit), source, noise.uncertainty, "noise.uncertainty", warnings, notes,
+                             cal, path.name)
+    return NoiseEstimate(float(b_crit), source, float(rel) if rel else None, "calibration", warnings, notes,
+                         cal, path.name)
 
 # The built-in proxy corpus (calibrate/data.py): Python source read as bytes, a 256-symbol vocabulary.
 PROXY_CORPORA = {"stdlib": "the built-in stdlib proxy corpus (Python source read as bytes, vocabulary 256)"}
@@ -230,7 +251,32 @@ def transfer_checks(plan: "Plan", cal: Any, b_crit: float, path: Path) -> tuple[
 
 
 def noise_estimate(plan: "Plan") -> NoiseEstimate:
-    """B_crit in tokens and where it came from."""
+    """B_crit in tokens and where it came from: the estimate read when the plan was loaded (a
+    located PlanError when reading it failed), or, for a plan built in memory or changed since,
+    read now. Only a calibration reads a file; a declared b_crit or kaplan_loss is arithmetic."""
+    res = getattr(plan, "_noise", None)
+    if res is None or not res.matches(plan):
+        if plan.noise.calibration is None:
+            return _estimate(plan)
+        res = resolve_noise(plan)
+    if res.error is not None:
+        raise res.error
+    assert res.estimate is not None
+    return res.estimate
+
+
+def resolve_noise(plan: "Plan") -> ResolvedNoise:
+    """Read the plan's noise source once (the calibration file, if any), keeping a located error
+    for when the plan is solved: loading a plan does not fail on its calibration (`budgetdsl
+    check` reports it, `solve` raises it)."""
+    try:
+        estimate, error = _estimate(plan), None
+    except PlanError as exc:
+        estimate, error = None, exc
+    return ResolvedNoise(plan.noise, plan.model, plan.hardware.gpu, estimate, error)
+
+
+def _estimate(plan: "Plan") -> NoiseEstimate:
     noise = plan.noise
     declared_u = (noise.uncertainty, "noise.uncertainty") if noise.uncertainty is not None else (None, None)
     if noise.b_crit is not None:

@@ -50,6 +50,10 @@ def load_merged(source: MergedSource) -> Plan:
         raise PlanError(problems) from None
     if problems:
         raise PlanError(problems)
+    plan._source = source  # where every value came from (located errors, the calibration's path)
+    from budgetdsl.noise_source import resolve_noise
+
+    plan._noise = resolve_noise(plan)  # the calibration is read here, once: solve() reads no file
     return plan
 
 

@@ -10,11 +10,12 @@ import math
 
 from budgetdsl.noise_source import plan_error
 from budgetdsl.placement import Placement
+from budgetdsl.solution import Ramp, RampStage
 from budgetdsl.solve_context import Context
 
 
-def ramp(ctx: Context, pl: Placement) -> dict | None:
-    """The fields of `Ramp` for `run.batch_schedule`, or None without one (or a configuration)."""
+def ramp(ctx: Context, pl: Placement) -> Ramp | None:
+    """The `Ramp` of `run.batch_schedule`, or None without one (or a configuration)."""
     from budgetdsl import batch_ramp as br
     from budgetdsl.humanize import human
 
@@ -22,13 +23,9 @@ def ramp(ctx: Context, pl: Placement) -> dict | None:
     if run is None or run.batch_schedule is None or cfg is None:
         return None
     notes: list[str] = []
-    if ctx.plan.noise.calibration is not None:
-        from budgetdsl.noise_source import calibration_path, read_calibration
-
-        path = calibration_path(ctx.plan)
-        cal = read_calibration(ctx.plan, path)
+    if ctx.noise.calibration is not None:  # read when the plan was loaded (noise_source.resolve_noise)
         try:
-            traj = br.NoiseTrajectory.from_calibration(cal, path.name)
+            traj = br.NoiseTrajectory.from_calibration(ctx.noise.calibration, ctx.noise.calibration_name)
         except ValueError as exc:
             raise plan_error(ctx.plan, ("run", "batch_schedule"), "ramp-trajectory", str(exc)) from None
     else:
@@ -63,24 +60,25 @@ def ramp(ctx: Context, pl: Placement) -> dict | None:
                              f"{human('tokens', b2)}: whole accumulation steps of {micro} "
                              f"sequences × {cfg.data_parallel} replicas")
         costs = br.stages_from_token_fractions(traj, fr.s_min, snapped)
-    stages, acc_tokens = [], 0.0
+    rows, acc_tokens = [], 0.0
     for c in costs:
         steps = math.ceil(c.steps - 1e-9)
         tokens = steps * c.batch
         acc_tokens += tokens
-        stages.append(dict(until=0.0, progress_start=c.start, progress_end=c.end, batch_tokens=c.batch,
-                           sequences=round(c.batch / cm.seq_len), grad_accum=round(c.batch / unit),
-                           b_noise_tokens=c.b_noise, x=c.x, steps=steps, tokens=tokens,
-                           wall_clock_s=steps * cm.step_time(c.batch)))
-    for st in stages:  # `until` as the plan language writes it: a fraction of the run's tokens
-        acc = sum(s2["tokens"] for s2 in stages[: stages.index(st) + 1])
-        st["until"] = acc / acc_tokens
-    steps = sum(st["steps"] for st in stages)
-    wall = sum(st["wall_clock_s"] for st in stages)
+        rows.append((c, steps, tokens, steps * cm.step_time(c.batch)))
+    stages, acc = [], 0.0
+    for c, steps, tokens, seconds in rows:  # `until` as the plan language writes it: a fraction of the
+        acc += tokens                        # run's tokens
+        stages.append(RampStage(until=acc / acc_tokens, progress_start=c.start, progress_end=c.end,
+                                batch_tokens=c.batch, sequences=round(c.batch / cm.seq_len),
+                                grad_accum=round(c.batch / unit), b_noise_tokens=c.b_noise, x=c.x, steps=steps,
+                                tokens=tokens, wall_clock_s=seconds))
+    steps = sum(st.steps for st in stages)
+    wall = sum(st.wall_clock_s for st in stages)
     limit = ctx.limits.deadline
     if limit is not None and wall > limit:
         notes.append(f"the ramp's wall clock {human('s', wall)} exceeds the deadline {human('s', limit)}")
-    return dict(schedule="auto" if run.batch_schedule == "auto" else "stages", x=x, micro_batch=micro,
+    return Ramp(schedule="auto" if run.batch_schedule == "auto" else "stages", x=x, micro_batch=micro,
                 trajectory=traj.source, assumption=br.ASSUMPTION, stages=stages, steps=steps,
                 tokens=acc_tokens, flops=acc_tokens * cm.flops_per_token, wall_clock_s=wall,
                 fixed_steps=cfg.steps, fixed_tokens=cfg.tokens, fixed_wall_clock_s=cfg.wall,

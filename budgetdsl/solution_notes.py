@@ -10,7 +10,7 @@ from budgetdsl.cost_model import CostModel
 from budgetdsl.diagnosis import conflicting_names
 from budgetdsl.objectives import MEASURE
 from budgetdsl.placement import Config, Placement
-from budgetdsl.solution import Status
+from budgetdsl.solution import Coefficient, PlanWarning, Status, Throughput
 from budgetdsl.solve_context import Context
 
 
@@ -33,15 +33,15 @@ def gpu_choice_reason(ctx: Context, chosen: Placement, placements: list[Placemen
     return why
 
 
-def throughput(cm: CostModel, cfg: Config | None) -> dict | None:
-    """The fields of `Throughput`: utilization and seconds per step by cause at the launched
+def throughput(cm: CostModel, cfg: Config | None) -> Throughput | None:
+    """Utilization and seconds per step by cause at the launched
     configuration (declared: the modelled shares scaled inside the declared MFU)."""
     if cfg is None:
         return None
     bd = cm.breakdown(cfg.batch, cfg.grad_accum)
     if bd is None:  # no shape: declared MFU only
         total = cm.step_time(cfg.batch, cfg.grad_accum)
-        return dict(source=cm.mode, mfu=cm.mfu, hfu=None, model_tflops_per_gpu=cm.flops_per_token * cfg.batch
+        return Throughput(source=cm.mode, mfu=cm.mfu, hfu=None, model_tflops_per_gpu=cm.flops_per_token * cfg.batch
                     / (total * cm.gpus) / 1e12, hardware_tflops_per_gpu=None, step_time_s=total,
                     breakdown={"compute": total})
     out = dict(source=cm.mode, mfu=bd.mfu, hfu=bd.hfu, model_tflops_per_gpu=bd.model_tflops_per_gpu,
@@ -52,27 +52,33 @@ def throughput(cm: CostModel, cfg: Config | None) -> dict | None:
 
         out["predicted_mfu"] = predicted_step(cm.shape, cm.device, cm.layout, cfg.micro_batch,
                                               cfg.sequences).mfu
-    return out
+    return Throughput(**out)
 
 
-def assumptions(cm: CostModel, cfg: Config | None) -> dict[str, dict]:
-    out = {k: {"value": c.value, "unit": c.unit, "origin": c.origin, "detail": c.detail}
+def assumptions(cm: CostModel, cfg: Config | None) -> dict[str, Coefficient]:
+    """Every coefficient the answer rests on, with its origin; at a configuration, the ones derived
+    at its micro-batch too."""
+    out = {k: Coefficient(value=c.value, unit=c.unit, origin=c.origin, detail=c.detail)
            for k, c in cm.coefficients.items()}
-    if cfg is not None:
-        rate, fixed = cm.linear_at(cfg.micro_batch)  # T(B) = f·B/rate + c at the launched micro-batch
-        out["achieved_flops"] = {"value": rate, "unit": "FLOP/s", "origin": "derived",
-                                 "detail": cm.coefficients["achieved_flops"].detail
-                                 + ("" if cm.mode == "declared" else f", at micro-batch {cfg.micro_batch}")}
-        out["fixed_time"] = {"value": fixed, "unit": "s", "origin": "derived",
-                             "detail": cm.coefficients["fixed_time"].detail.rsplit(" at micro-batch", 1)[0]
-                             + ("" if cm.mode == "declared" else f" at micro-batch {cfg.micro_batch}")}
-        out["step_time"] = {"value": cm.step_time(cfg.batch, cfg.grad_accum), "unit": "s", "origin": "derived",
-                            "detail": "T(B) = f·B/(G·P·u), declared MFU" if cm.mode == "declared" else
-                            f"predicted at micro-batch {cfg.micro_batch} × {cfg.grad_accum} accumulation "
-                            "(budgetdsl.throughput; see throughput.breakdown)"}
-        out["memory_at_micro_batch"] = {
-            "value": cfg.memory, "unit": "B", "origin": "derived",
-            "detail": "weights + grads + optimizer + micro-batch × activations + reserve"}
+    if cfg is None:
+        return out
+    declared = cm.mode == "declared"
+    at_micro = "" if declared else f" at micro-batch {cfg.micro_batch}"
+    rate, fixed = cm.linear_at(cfg.micro_batch)  # T(B) = f·B/rate + c at the launched micro-batch
+    out["achieved_flops"] = Coefficient(
+        value=rate, unit="FLOP/s", origin="derived",
+        detail=cm.coefficients["achieved_flops"].detail + ("" if declared else f", at micro-batch {cfg.micro_batch}"))
+    out["fixed_time"] = Coefficient(
+        value=fixed, unit="s", origin="derived",
+        detail=cm.coefficients["fixed_time"].detail.rsplit(" at micro-batch", 1)[0] + at_micro)
+    out["step_time"] = Coefficient(
+        value=cm.step_time(cfg.batch, cfg.grad_accum), unit="s", origin="derived",
+        detail="T(B) = f·B/(G·P·u), declared MFU" if declared else
+        f"predicted at micro-batch {cfg.micro_batch} × {cfg.grad_accum} accumulation "
+        "(budgetdsl.throughput; see throughput.breakdown)")
+    out["memory_at_micro_batch"] = Coefficient(
+        value=cfg.memory, unit="B", origin="derived",
+        detail="weights + grads + optimizer + micro-batch × activations + reserve")
     return out
 
 
@@ -137,6 +143,7 @@ def x_warnings(ctx: Context, x: float | None, pinned: bool) -> list:
         "check where B_crit comes from (a calibration on another corpus or tokenizer transfers badly)")]
 
 
-def warning_fields(d) -> dict:
-    return dict(file=d.location.file, line=d.location.line, col=d.location.col, code=d.code,
+def warning_fields(d) -> PlanWarning:
+    """A located diagnostic of severity warning, as the answer carries it."""
+    return PlanWarning(file=d.location.file, line=d.location.line, col=d.location.col, code=d.code,
                 message=d.message, hint=d.hint)

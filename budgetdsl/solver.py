@@ -43,7 +43,7 @@ from budgetdsl.noise_source import noise_estimate, plan_error
 from budgetdsl.objectives import axes, dominates
 from budgetdsl.placement import Placement
 from budgetdsl.search_space import search_layouts
-from budgetdsl.solution import FEASIBLE, GpuChoice, Solution, Status
+from budgetdsl.solution import FEASIBLE, Batch, FrontierPoint, GpuChoice, Solution, Status
 from budgetdsl.solve_context import (Context, candidates, contains, gpu_counts, pick, place_on, plan_limits,
                                      raw_counts, solve_layout)
 
@@ -96,8 +96,8 @@ def _solve(plan: "Plan") -> Solution:
             placements = [place_on(ctx, g, micro_fixed=micro_fixed) for g in raw_counts(plan)
                           if launches(winner.choice, g, gpn)]
         pool = [pl for r in results for pl in r.candidates]
-        layout_fields = layout_report.layout_report(ctx, results, winner, considered, pruned, bounded)
-        layout_fields["searched"] = list(plan.hardware.searched())
+        layout_fields = layout_report.layout_report(ctx, results, winner, considered, pruned, bounded,
+                                                     list(plan.hardware.searched()))
     else:
         ctx = Context(concrete(plan, None), noise, fr0, limits, objective, key=cost_model_key(plan))
         chosen, placements, pool = solve_layout(ctx, pinned_batch, micro_fixed)
@@ -134,23 +134,23 @@ def _solve(plan: "Plan") -> Solution:
     status = (Status.pinned if pinned_batch else Status.optimal) if feasible else Status.infeasible
     fr, cm = ctx.frontier, chosen.cm
     x = fr.x(cfg.batch) if cfg is not None else None
-    return Solution.model_validate(dict(
+    return Solution(
         status=status, feasible=status in FEASIBLE, plan=plan.name, objective=ctx.objective,
         gpus=cm.gpus,
-        batch=dict(tokens=cfg.batch, sequences=cfg.sequences, micro_batch=cfg.micro_batch,
-                   grad_accum=cfg.grad_accum, data_parallel=cfg.data_parallel,
-                   tensor_parallel=cm.split.tensor_parallel, pipeline_parallel=cm.split.pipeline_parallel,
-                   zero=cm.split.zero, recompute=cm.split.recompute)
-        if cfg is not None else dict(data_parallel=cm.data_parallel, tensor_parallel=cm.split.tensor_parallel,
-                                     pipeline_parallel=cm.split.pipeline_parallel, zero=cm.split.zero,
-                                     recompute=cm.split.recompute),
+        batch=Batch(tokens=cfg.batch, sequences=cfg.sequences, micro_batch=cfg.micro_batch,
+                    grad_accum=cfg.grad_accum, data_parallel=cfg.data_parallel,
+                    tensor_parallel=cm.split.tensor_parallel, pipeline_parallel=cm.split.pipeline_parallel,
+                    zero=cm.split.zero, recompute=cm.split.recompute)
+        if cfg is not None else Batch(data_parallel=cm.data_parallel, tensor_parallel=cm.split.tensor_parallel,
+                                      pipeline_parallel=cm.split.pipeline_parallel, zero=cm.split.zero,
+                                      recompute=cm.split.recompute),
         steps=cfg.steps if cfg else None, tokens=cfg.tokens if cfg else None,
         flops=cfg.flops if cfg else None, wall_clock_s=cfg.wall if cfg else None,
         gpu_hours=cfg.gpu_hours if cfg else None, usd=cfg.usd if cfg else None,
-        frontier=dict(b_crit_tokens=fr.b_crit, b_crit_source=noise.source,
-                      b_crit_uncertainty=noise.uncertainty, s_min=fr.s_min, e_min_tokens=fr.e_min,
-                      x=x, s_over_smin=None if x is None else 1.0 + 1.0 / x,
-                      e_over_emin=None if x is None else 1.0 + x),
+        frontier=FrontierPoint(b_crit_tokens=fr.b_crit, b_crit_source=noise.source,
+                               b_crit_uncertainty=noise.uncertainty, s_min=fr.s_min, e_min_tokens=fr.e_min,
+                               x=x, s_over_smin=None if x is None else 1.0 + 1.0 / x,
+                               e_over_emin=None if x is None else 1.0 + x),
         constraints=diagnosis.constraints(ctx, chosen, pinned_batch),
         conflicts=[] if feasible else diagnosis.conflicts(chosen),
         relaxations=[] if feasible else relaxations.relaxations(ctx, chosen, pinned_batch),
@@ -169,7 +169,7 @@ def _solve(plan: "Plan") -> Solution:
         notes=[*solution_notes.run_notes(ctx, chosen, status), *([dominated_note] if dominated_note else []),
                *layout_report.dominated_by_objectives(front, cfg, pinned_batch), *noise.notes],
         warnings=[solution_notes.warning_fields(w) for w in (*noise.warnings, *solution_notes.x_warnings(ctx, x, pinned_batch))],
-    ))
+    )
 
 
 def _not_finite(plan: "Plan", exc: ValidationError) -> PlanError | None:
@@ -181,5 +181,32 @@ def _not_finite(plan: "Plan", exc: ValidationError) -> PlanError | None:
     if not errors or any(e["type"] != "finite_number" for e in errors):
         return None
     where = ".".join(str(k) for k in errors[0]["loc"]) or "a number"
+    part = _part_field(exc.title)  # the answer is built part by part: name the part's field
+    if part is not None:
+        where = f"{part}.{where}"
     return plan_error(plan, (), "not-finite", f"the plan's numbers overflow: the answer's {where} is not finite",
                       "bring the plan's sizes and limits nearer to a real run's")
+
+
+def _part_field(title: str, model: type = Solution) -> str | None:
+    """Where in `Solution` a part of class `title` sits (FrontierPoint: frontier; RampStage:
+    ramp.stages), or None for the Solution itself."""
+    import typing
+
+    from pydantic import BaseModel
+
+    def classes(annotation) -> list:
+        out = [annotation] if isinstance(annotation, type) else []
+        for arg in typing.get_args(annotation):
+            out += classes(arg)
+        return out
+
+    for name, f in model.model_fields.items():
+        for cls in classes(f.annotation):
+            if cls.__name__ == title:
+                return name
+            if issubclass(cls, BaseModel) and cls is not model:
+                inner = _part_field(title, cls)
+                if inner is not None:
+                    return f"{name}.{inner}"
+    return None

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from budgetdsl.frontier import frontier_from_target
 from budgetdsl.placement import LIMIT_NAMES, Config, Placement, evaluate
+from budgetdsl.solution import Uncertainty
 from budgetdsl.solve_context import Context
 
 
-def uncertainty(ctx: Context, pl: Placement) -> dict | None:
-    """The fields of `Uncertainty`, or None without `noise.uncertainty`."""
+def uncertainty(ctx: Context, pl: Placement) -> Uncertainty | None:
+    """The spans at B_crit·(1 ± u), or None without `noise.uncertainty`."""
     u = ctx.noise.uncertainty
     cfg = pl.config
     if u is None or cfg is None:
@@ -24,12 +25,12 @@ def uncertainty(ctx: Context, pl: Placement) -> dict | None:
         fr = frontier_from_target(ctx.plan.target, bc)
         evals.append(evaluate(pl.cm, fr, ctx.limits, cfg.micro_batch, cfg.grad_accum, pl.micro_max))
 
-    def span(attr: str) -> dict:
+    def span(attr: str) -> dict[str, float]:  # a Span, validated (finite) inside the Uncertainty
         vals = [float(getattr(e, attr)) for e in evals]
         return {"low": min(vals), "high": max(vals)}
 
     holds = {name: all(name not in e.violated for e in evals)
              for name in (*[n for n in LIMIT_NAMES if getattr(ctx.limits, n) is not None], "memory")}
-    return {"relative": u, "b_crit_tokens": {"low": ends[0], "high": ends[2]}, "steps": span("steps"),
-            "tokens": span("tokens"), "flops": span("flops"), "wall_clock_s": span("wall"),
-            "gpu_hours": span("gpu_hours"), "limits_hold": holds, "all_hold": all(holds.values())}
+    return Uncertainty(relative=u, b_crit_tokens={"low": ends[0], "high": ends[2]}, steps=span("steps"),
+                       tokens=span("tokens"), flops=span("flops"), wall_clock_s=span("wall"),
+                       gpu_hours=span("gpu_hours"), limits_hold=holds, all_hold=all(holds.values()))
