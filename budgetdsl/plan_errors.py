@@ -7,6 +7,7 @@ fallback; a missing key points at its parent), and messages are rewritten by pyd
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 from pydantic import ValidationError
@@ -211,7 +212,27 @@ def _hint(kind: str, path: Path, err: Any = None, written: str = "") -> str | No
             and not isinstance(value, bool) and 1 < value <= 100 and "%" not in written):
         # a fraction given as a percentage (`mfu: 40`): issue 16
         return f"did you mean {value:g}%? a fraction is written {value / 100:g} or {value:g}%"
+    if kind in ("enum", "literal_error") and isinstance(value, str):  # `zero: aut`, `recompute: ful`
+        return did_you_mean(value.strip().lower(), _choices(path))
     if isinstance(spec, QuantitySpec) and kind in _CODES and _CODES[kind] == "wrong-type":
         unit = BASE_UNIT.get(spec.dim) or ""
         return f"write a number{' in ' + unit if unit else ''} or an expression such as {EXAMPLES[spec.dim]!r}"
     return None
+
+
+def _choices(path: Path) -> list[str]:
+    """The words a choice field takes (its Literal's strings, its StrEnum's values)."""
+    import enum
+
+    info = field_info(path)
+    out: list[str] = []
+    stack = [info.annotation] if info is not None else []
+    while stack:
+        a = stack.pop()
+        if isinstance(a, type) and issubclass(a, enum.Enum):
+            out += [str(m.value) for m in a]
+        else:
+            stack += typing.get_args(a)
+            if typing.get_origin(a) is typing.Literal:
+                out += [v for v in typing.get_args(a) if isinstance(v, str)]
+    return out

@@ -21,6 +21,11 @@ from budgetdsl.units import DIMENSIONLESS, EXAMPLES, dim_name
 from budgetdsl.yaml_source import Path, excerpt
 
 MAX_INTEGER = 10**18  # a whole number beyond this is no plan's value (see plan_model's bounds)
+# What to write instead of `auto` where a field does not take it, when another form searches it.
+_NO_AUTO_HINTS: dict[Path, str] = {
+    ("hardware", "gpus"): "to let the solver choose the GPU count, give a range: {max: 256} (at most "
+                          "256 GPUs) or {min: 64, max: 512, step: 64}",
+}
 
 
 @dataclass
@@ -80,7 +85,8 @@ class _Evaluator:
             except _RefFailed:
                 return Failed()
             except ExpressionError as exc:
-                self.problems.append(Diagnostic(self.at(path, exc.column), exc.code, exc.message, exc.hint))
+                self.problems.append(self.bare_word(raw, path, spec, exc) or
+                                     Diagnostic(self.at(path, exc.column), exc.code, exc.message, exc.hint))
                 return Failed()
         if q.dim != DIMENSIONLESS and q.dim != spec.dim:
             expected = dim_name(spec.dim)
@@ -89,6 +95,25 @@ class _Evaluator:
                 f"e.g. {EXAMPLES[spec.dim]!r}" if spec.dim in EXAMPLES else None))
             return Failed()
         return q
+
+    def bare_word(self, raw: str, path: Path, spec: QuantitySpec, exc: ExpressionError) -> Diagnostic | None:
+        """A lone word where a number (or `auto`) stands, e.g. `tensor_parallel: aut`: the expression
+        reader took it for a unit; say instead what the field takes, suggesting `auto` when the word
+        is close to it. None for any other problem (the expression's own diagnostic stands)."""
+        word = raw.strip()
+        if exc.code != "unknown-unit" or not word.isidentifier():
+            return None
+        at = self.at(path, raw.index(word))
+        number = "a whole number" if spec.integer else "a number"
+        close = did_you_mean(word.lower(), ("auto",))
+        if spec.auto:
+            return Diagnostic(at, "invalid-value", f"expected {number} or 'auto', got {excerpt(raw)}",
+                              close or f"write {number}, or auto to let the solver search it")
+        if close:
+            name = excerpt(".".join(map(str, path)), 60)
+            return Diagnostic(at, "invalid-value", f"expected {number}, got {excerpt(raw)}: {name} takes "
+                              "no 'auto'", _NO_AUTO_HINTS.get(path))
+        return None
 
     def gate(self, raw: int | float, path: Path) -> float | None:
         """The number gate for values YAML typed (`.inf`, `!!float 1e400`, a 400-digit integer):

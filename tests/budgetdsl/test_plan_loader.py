@@ -241,3 +241,57 @@ def test_a_reference_to_a_value_that_is_not_a_number(tmp_path):
         load_plan(path)
     messages = [(d.location.line, d.message) for d in info.value.diagnostics]
     assert (4, "'model.params' is not a number here (None)") in messages
+
+
+BLOCK = """\
+name: typo
+model: {params: 7B, seq_len: 2048, heads: 32}
+hardware:
+  gpu: H100-SXM5-80GB
+  gpus: 64
+target: {min_tokens: 140B}
+noise: {b_crit: 2M}
+run:
+  micro_batch: 2
+"""
+
+
+@pytest.mark.parametrize(("key", "text", "message", "hint"), [
+    # a searched key: what it takes, and `auto` suggested when the word is close to it
+    ("tensor_parallel", "aut", "expected a whole number or 'auto', got 'aut'", "did you mean 'auto'?"),
+    ("pipeline_parallel", "Auto", "expected a whole number or 'auto', got 'Auto'", "did you mean 'auto'?"),
+    ("micro_batch", "autp", "expected a whole number or 'auto', got 'autp'", "did you mean 'auto'?"),
+    ("tensor_parallel", "'auto '", "expected a whole number or 'auto', got 'auto '", "did you mean 'auto'?"),
+    ("tensor_parallel", "two", "expected a whole number or 'auto', got 'two'",
+     "write a whole number, or auto to let the solver search it"),
+    ("zero", "aut", "'aut' is not one of 0, 1, 2, 3 or 'auto'", "did you mean 'auto'?"),
+    ("recompute", "Full", "'Full' is not one of 'none', 'selective', 'full' or 'auto'", "did you mean 'full'?"),
+    # hardware.gpus takes no `auto`: its range forms let the solver choose the count
+    ("gpus", "auto", "expected a whole number, got 'auto': 'hardware.gpus' takes no 'auto'",
+     "to let the solver choose the GPU count, give a range: {max: 256} (at most 256 GPUs) or "
+     "{min: 64, max: 512, step: 64}"),
+    ("gpus", "{max: aut}", "expected a whole number, got 'aut': 'hardware.gpus.max' takes no 'auto'", None),
+])
+def test_a_misspelt_auto_says_what_the_key_takes(tmp_path, key, text, message, hint):
+    """issue 13: `tensor_parallel: aut` was 'unknown unit'; located at the word, one diagnostic."""
+    line = f"  {key}: {text}"
+    old = "  micro_batch: 2" if key == "micro_batch" else "  gpus: 64"
+    new = line if key in ("micro_batch", "gpus") else f"  gpus: 64\n{line}"
+    path = write(tmp_path, "p.yaml", BLOCK.replace(old, new))
+    with pytest.raises(PlanError) as info:
+        load_plan(path)
+    [d] = info.value.diagnostics
+    lineno = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if t == line)
+    word = text.strip("{}'").split(": ")[-1].strip()
+    assert (d.location.line, d.location.col) == (lineno, line.index(word) + 1), d.format()
+    assert (d.message, d.hint) == (message, hint)
+    assert d.code in ("invalid-value", "invalid-choice")
+
+
+@pytest.mark.parametrize("key", ["tensor_parallel", "pipeline_parallel", "zero", "recompute", "micro_batch"])
+def test_auto_spelt_right_still_loads(tmp_path, key):
+    old = "  micro_batch: 2" if key == "micro_batch" else "  gpus: 64"
+    new = "  micro_batch: auto" if key == "micro_batch" else f"  gpus: 64\n  {key}: auto"
+    plan = load_plan(write(tmp_path, "p.yaml", BLOCK.replace(old, new)))
+    section = plan.run if key == "micro_batch" else plan.hardware
+    assert getattr(section, key) == "auto"
