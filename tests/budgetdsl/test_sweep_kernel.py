@@ -1,0 +1,154 @@
+"""The sweep kernel (budgetdsl.sweep_kernel) against the scalar path: every row of a random grid
+of limits, B_crit and objectives equals `solve()` of that row's plan (the summary a table or CSV
+shows: status, GPUs, batch, micro-batch, accumulation, layout, steps, wall clock, GPU-hours,
+cost, FLOPs, x, binding limits) and the CSV and table lines the command writes; grids reach limit
+edges and infeasible rows, on searched and pinned layouts, fixed and free GPU counts, with and
+without a price."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import random
+import shutil
+
+import pytest
+
+from budgetdsl.commands.sweep import render_csv, render_table
+from budgetdsl.plan_loader import load_merged, read_merged
+from budgetdsl.solver import solve
+from budgetdsl.sweep import Setting, sweep
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+MINIMAL = (REPO / "plans" / "minimal.yaml").read_text()
+
+# name -> plan text (the example plans, and variants of minimal.yaml written here)
+PLANS = {
+    "minimal (searched layout, 64 GPUs)": MINIMAL,
+    "searched layout, GPU range, price": MINIMAL.replace("  gpus: 64", "  gpus: {min: 32, max: 96, step: 32}")
+    + "budget:\n  usd_per_gpu_hour: 2.5\n",
+    "pinned layout, predicted, micro-batch pinned": MINIMAL.replace(
+        "  gpus: 64", "  gpus: 64\n  tensor_parallel: 2\n  pipeline_parallel: 2\n  zero: 1\n  recompute: selective")
+    + "run:\n  micro_batch: 2\n",
+    "7b-h100-choose-gpus (declared MFU, GPU range, usd)": (REPO / "plans" / "7b-h100-choose-gpus.yaml").read_text(),
+    "llama2-70b (declared MFU, pinned layout)": (REPO / "plans" / "llama2-70b.yaml").read_text(),
+}
+
+
+def _grid(text: str, tmp_path: pathlib.Path, seed: int) -> tuple:
+    """A random grid around the plan's own answer: deadlines and GPU-hour limits at 0.5–2× and
+    within a hair of the chosen run's (limit edges), B_crit log-uniform over two decades around
+    the plan's, every objective."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    if not (tmp_path / "base").exists():
+        shutil.copytree(REPO / "plans" / "base", tmp_path / "base")  # what example plans extend
+    source = read_merged(path)
+    base = solve(load_merged(source))
+    rng = random.Random(seed)
+    wall, hours = base.wall_clock_s, base.gpu_hours
+    edges = [1 - 1e-9, 1.0, 1 + 1e-9, 0.999, 1.001]
+    deadlines = sorted({f"{wall * f:.17g} s" for f in [*rng.sample(edges, 3), rng.uniform(0.5, 3.0)]})
+    b_crit = base.frontier.b_crit_tokens
+    settings = [
+        Setting("budget.deadline", tuple(deadlines)),
+        Setting("noise.b_crit", (f"{b_crit:.17g}", f"{b_crit * 10 ** rng.uniform(-0.7, 0.7):.6g}")),
+        Setting("objective", tuple(rng.sample(["balanced", "min_time", "min_cost", "min_flops"], 2))),
+    ]
+    if base.usd is not None:
+        settings.append(Setting("budget.usd", (f"{base.usd * rng.choice(edges):.17g}", f"{base.usd * 3:.6g}")))
+    elif rng.random() < 0.5:
+        settings.append(Setting("budget.gpu_hours", (f"{hours * rng.choice(edges):.17g}", f"{hours * 3:.6g}")))
+    return source, settings
+
+
+def differences(kernel_rows, scalar_rows, settings) -> list[str]:
+    """Where the kernel's rows differ from the scalar path's: each summary field, and the CSV and
+    table the command writes."""
+    out = []
+    assert len(kernel_rows) == len(scalar_rows)
+    for k, s in zip(kernel_rows, scalar_rows):
+        assert k.values == s.values
+        if (k.error is None) != (s.error is None):
+            out.append(f"{k.values}: valid in one path only")
+        elif k.summary is not None:
+            for f in dataclasses.fields(k.summary):
+                a, b = getattr(k.summary, f.name), getattr(s.summary, f.name)
+                if a != b or type(a) is not type(b):
+                    out.append(f"{k.values}: {f.name} {a!r} (kernel) != {b!r} (solve)")
+    if render_csv(kernel_rows, settings) != render_csv(scalar_rows, settings):
+        out.append("CSV differs")
+    if render_table(kernel_rows, settings) != render_table(scalar_rows, settings):
+        out.append("table differs")
+    return out
+
+
+_RUNS: dict = {}
+
+
+def _run(name: str, tmp_path_factory) -> tuple:
+    """(settings, kernel rows, scalar rows) of a plan's grid, computed once per test session."""
+    if name not in _RUNS:
+        source, settings = _grid(PLANS[name], tmp_path_factory.mktemp("plan"), seed=sum(map(ord, name)))
+        _RUNS[name] = settings, sweep(source, settings, full=False), sweep(source, settings, full=True)
+    return _RUNS[name]
+
+
+@pytest.mark.parametrize("name", list(PLANS))
+def test_kernel_rows_equal_solve(name, tmp_path_factory):
+    settings, kernel, scalar = _run(name, tmp_path_factory)
+    assert differences(kernel, scalar, settings) == []
+    decided = [r for r in kernel if r.solution is None and r.summary is not None]
+    feasible = [r for r in scalar if r.summary is not None and r.summary.feasible]
+    assert decided and len(decided) >= len(feasible) // 2, \
+        f"the kernel decided only {len(decided)} of {len(feasible)} feasible rows"
+    statuses = {r.summary.status for r in scalar if r.summary is not None}
+    assert "optimal" in statuses
+
+
+def test_infeasible_rows_and_limit_edges_are_reached(tmp_path_factory):
+    """The grids above are not all easy: over the plans, some rows are infeasible and some have a
+    binding time limit (so the comparison covers the interval's edges and the fallback)."""
+    binding, infeasible = set(), 0
+    for name in PLANS:
+        for r in _run(name, tmp_path_factory)[1]:
+            if r.summary is not None:
+                binding |= set(r.summary.binding)
+                infeasible += not r.summary.feasible
+    assert infeasible > 0
+    assert binding & {"deadline", "gpu_hours"}
+
+
+def test_negative_control_a_perturbed_kernel_row_is_caught(tmp_path_factory):
+    settings, kernel, scalar = _run("minimal (searched layout, 64 GPUs)", tmp_path_factory)
+    i = next(i for i, r in enumerate(kernel) if r.solution is None and r.summary is not None)
+    for change in (dict(steps=kernel[i].summary.steps + 1), dict(zero=(kernel[i].summary.zero + 1) % 4),
+                   dict(binding=())):
+        if change == dict(binding=()) and not kernel[i].summary.binding:
+            change = dict(binding=("memory",))
+        bad = list(kernel)
+        bad[i] = dataclasses.replace(kernel[i], summary=dataclasses.replace(kernel[i].summary, **change))
+        assert differences(bad, scalar, settings), change
+
+
+def test_invalid_values_are_invalid_rows_with_the_scalar_diagnostics(tmp_path):
+    path = tmp_path / "plan.yaml"
+    path.write_text(MINIMAL)
+    source = read_merged(path)
+    settings = [Setting("budget.deadline", ("5 days", "-1 day", "3 parsecs")),
+                Setting("noise.b_crit", ("1M", "0"))]
+    kernel = sweep(source, settings, full=False)
+    scalar = sweep(source, settings, full=True)
+    assert differences(kernel, scalar, settings) == []
+    assert [r.error is None for r in kernel] == [True, False, False, False, False, False]
+    for k, s in zip(kernel, scalar):
+        if s.error is not None:
+            assert [str(d) for d in k.error.diagnostics] == [str(d) for d in s.error.diagnostics]
+
+
+def test_a_sweep_of_the_hardware_is_left_to_the_scalar_path(tmp_path):
+    path = tmp_path / "plan.yaml"
+    path.write_text(MINIMAL)
+    settings = [Setting("hardware.gpus", ("32", "64")), Setting("budget.deadline", ("1 day",))]
+    rows = sweep(read_merged(path), settings, full=False)
+    assert all(r.solution is not None for r in rows)  # solved by solve(), whole
