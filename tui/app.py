@@ -244,8 +244,8 @@ class BudgetApp(App[None]):
             return
         self._pending = None
         if error is not None:
-            self._reject(widget, title, *_first_problem(error))
             self._show_controls()  # back to the values the shown solution belongs to
+            self._reject(widget, title, *_first_problem(error))
             return
         assert solution is not None
         self._commit(state, solution, widget)

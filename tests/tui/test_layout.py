@@ -163,15 +163,29 @@ async def test_a_pinned_plan_shows_its_layout_and_one_point_front_under_f5():
 
 
 @headless
-async def test_a_slow_solve_moves_to_the_worker_and_only_the_newest_request_is_drawn(plans):
+async def test_a_slow_solve_moves_to_the_worker_and_only_the_newest_request_is_drawn(plans, monkeypatch):
+    import time
+
+    from budgetdsl.tui import app as app_module
+
+    solved = []
+
+    def slow(plan):  # a search that takes 0.3 s: the keys come faster than the answers
+        time.sleep(0.3)
+        solved.append(plan.hardware.gpus)
+        return solve(plan)
+
     path = plans / "minimal.yaml"
     app = make_app(path)
+    monkeypatch.setattr(app_module, "solve", slow)
     app.SOLVE_INLINE_S = 0.0  # every re-solve in the worker thread
     async with app.run_test(size=(100, 32)) as pilot:
         await pilot.pause()
-        await pilot.press("plus", "plus", "plus")  # 64 -> 512, faster than the solves
+        await pilot.press("plus", "plus", "plus")  # 64 -> 512
         assert app.query_one("#gpus").value == "512"  # the control follows the keys at once
+        assert "solving…" in shown(app.query_one("#status"))
         await settle(pilot)
+        assert solved == [128, 512]  # the one under way when the keys came, then the newest only
         assert app.query_one("#gpus").value == "512"
         assert app.solution == solve(load_plan(plan_with(MINIMAL, plans.parent, "gpus: 64", "gpus: 512")))
         assert "solving" not in shown(app.query_one("#status"))
@@ -198,3 +212,27 @@ def test_the_fronts_other_points_are_drawn_on_the_frontier():
     pinned = load_plan(PLAN)
     assert plot_data(pinned, solve(pinned)).front == ()
     assert "Pareto front" not in render_plot(plot_data(pinned, solve(pinned)), 80, 24).plain
+
+
+@headless
+async def test_a_solve_the_solver_refuses_in_the_worker_is_not_applied(plans, monkeypatch):
+    from budgetdsl.diagnostics import Diagnostic, Location, PlanError
+    from budgetdsl.tui import app as app_module
+
+    def refusing(plan):
+        if plan.hardware.gpus == 128:
+            raise PlanError([Diagnostic(Location("minimal.yaml", 12, 9), "test", "no run on 128 GPUs")])
+        return solve(plan)
+
+    monkeypatch.setattr(app_module, "solve", refusing)
+    app = make_app(plans / "minimal.yaml")
+    app.SOLVE_INLINE_S = 0.0
+    shown_before = app.solution
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.pause()
+        await pilot.press("plus")
+        await settle(pilot)
+        assert "no run on 128 GPUs" in notifications(app)[-1]
+        gpus = app.query_one("#gpus")
+        assert gpus.has_class("error") and gpus.value == "64"  # back to the values shown
+        assert app.solution == shown_before and not app.state.dirty
