@@ -76,6 +76,7 @@ async def measure(size: tuple[int, int], plan: pathlib.Path = PLAN,
                 if control is not None and app.focused is not app.query_one(f"#{control}"):
                     app.query_one(f"#{control}").focus()
                     await pilot.pause()
+                await pilot.pause()
                 await asyncio.sleep(0.03)  # let the previous frame settle
                 frame.clear()
                 stamp.clear()
