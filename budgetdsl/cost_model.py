@@ -379,8 +379,22 @@ _LAYOUT_KEYS = {"gpus", "tensor_parallel", "pipeline_parallel", "zero", "recompu
 
 
 def cost_model_key(plan: "Plan") -> tuple:
-    """What a cost model reads of a plan besides the GPU count and the layout (its `Split`)."""
-    return (plan.model.model_dump_json(), plan.hardware.model_dump_json(exclude=_LAYOUT_KEYS))
+    """What a cost model reads of a plan besides the GPU count and the layout (its `Split`).
+    Remembered by the identity of the (frozen) model and hardware sections: a warm re-solve, and
+    every copy of a plan that keeps them (`layout_search.concrete`), serialises them once."""
+    model, hardware = plan.model, plan.hardware
+    ident = (id(model), id(hardware))
+    hit = _KEYS.get(ident)
+    if hit is not None and hit[0] is model and hit[1] is hardware:  # held below: the ids are theirs
+        return hit[2]
+    key = (model.model_dump_json(), hardware.model_dump_json(exclude=_LAYOUT_KEYS))
+    _KEYS[ident] = (model, hardware, key)
+    if len(_KEYS) > 256:
+        del _KEYS[next(iter(_KEYS))]
+    return key
+
+
+_KEYS: dict[tuple[int, int], tuple[Any, Any, tuple]] = {}  # (id model, id hardware) -> (model, hardware, key)
 
 
 def cached_cost_model(key: tuple, plan: "Plan", gpus: int, split: Split) -> CostModel:

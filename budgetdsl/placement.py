@@ -224,18 +224,23 @@ class Placement:
 def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
           micro_fixed: int | None = None, evals: dict | None = None) -> Placement:
     """The objective's best launchable configuration on `cm.gpus` GPUs, or why there is none.
-    `evals`: the configurations already evaluated on this cost model, frontier and limits, keyed
-    by (micro, accum) — the objectives of one solve share them."""
+    `evals`: what was already computed on this cost model, frontier and limits — the
+    configurations evaluated, keyed by (micro, accum), the limits' intervals, the (micro, accum)
+    candidates of each sequence count — so the objectives of one solve share them."""
     if evals is None:
         evals = {}
     micro_max = cm.micro_batch_max
-    intervals = limit_intervals(cm, fr, limits)
-    lo, hi = 0.0, INF
-    for iv in intervals.values():
-        if iv is None:
-            lo, hi = INF, 0.0
-            break
-        lo, hi = max(lo, iv[0]), min(hi, iv[1])
+    shared = evals.get("intervals")
+    if shared is None:
+        intervals = limit_intervals(cm, fr, limits)
+        lo, hi = 0.0, INF
+        for iv in intervals.values():
+            if iv is None:
+                lo, hi = INF, 0.0
+                break
+            lo, hi = max(lo, iv[0]), min(hi, iv[1])
+        shared = evals["intervals"] = (intervals, lo, hi)
+    intervals, lo, hi = shared
     target = objective_target(objective, cm, fr)
     if micro_max < 1 or (micro_fixed is not None and micro_fixed > micro_max):
         return Placement(cm, fr, intervals, lo, hi, target, None, None, micro_max, "memory")
@@ -252,6 +257,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     best_key: tuple[float, int, float] | None = None
 
     seen: set[int] = set()
+    pipeline = cm.split.pipeline_parallel > 1
 
     def consider(n: int) -> bool:
         """Evaluate the configurations near n sequences per replica; True when n itself (exactly)
@@ -259,7 +265,10 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         nonlocal best, best_key
         exact = False
         seen.add(n)
-        for micro, accum in _configs_for(n, micro_max, micro_fixed, cm.split.pipeline_parallel > 1):
+        pairs = evals.get(("configs", n, micro_fixed))
+        if pairs is None:
+            pairs = evals[("configs", n, micro_fixed)] = _configs_for(n, micro_max, micro_fixed, pipeline)
+        for micro, accum in pairs:
             cfg = evals.get((micro, accum))
             if cfg is None:
                 cfg = evals[(micro, accum)] = evaluate(cm, fr, limits, micro, accum, micro_max)

@@ -21,7 +21,7 @@ from budgetdsl.cost_model import CostModel, Split, cost_model_key
 from budgetdsl.frontier import Frontier
 from budgetdsl.layout_search import LayoutChoice, candidates as layout_candidates, concrete, launches
 from budgetdsl.noise_source import NoiseEstimate
-from budgetdsl.objectives import axes, rank
+from budgetdsl.objectives import _magnitude, axes, axis_rank, balance, rank
 from budgetdsl.placement import Limits, Placement
 from budgetdsl.solve_context import (Context, candidates, closest, cost_model, pick as choose_pick, place_on,
                                      raw_counts, solve_layout)
@@ -77,13 +77,16 @@ class SearchSpace:
 
 # The search space of a plan: a pure function of its model and hardware, kept across solves (a
 # sweep of limits, objectives or targets, or a warm re-solve, reuses it). Bounded, least recently
-# used out.
-_CACHE: "OrderedDict[tuple, SearchSpace]" = OrderedDict()
+# used out. Each entry also holds what the bounds need of each pair (`_Bounds`), and the entries
+# are found first by the identity of the plan's (frozen) model and hardware sections.
+_CACHE: "OrderedDict[tuple, tuple[SearchSpace, _Bounds]]" = OrderedDict()
 _CACHE_SIZE = 64
+_BY_IDENT: dict[tuple[int, int], tuple] = {}  # (id model, id hardware) -> (model, hardware, entry)
 
 
 def clear_cache() -> None:
     _CACHE.clear()
+    _BY_IDENT.clear()
 
 
 def search_space(plan: "Plan") -> SearchSpace:
@@ -93,23 +96,56 @@ def search_space(plan: "Plan") -> SearchSpace:
     (cached under `cost_model.cost_model_key`, the GPU counts and the candidate layouts). A plan
     whose layout is fixed has a space of one layout. Raises a located PlanError when the shape the
     memory model needs is missing."""
+    return _entry(plan)[0]
+
+
+def _entry(plan: "Plan") -> tuple[SearchSpace, "_Bounds"]:
+    model, hardware = plan.model, plan.hardware
+    ident = (id(model), id(hardware))
+    hit = _BY_IDENT.get(ident)
+    if hit is not None and hit[0] is model and hit[1] is hardware:  # held there: the ids are theirs
+        return hit[2]
     counts = tuple(raw_counts(plan))
     layouts = tuple(layout_candidates(plan))
     key = cost_model_key(plan)
     memo_key = (key, counts, layouts)
-    space = _CACHE.get(memo_key)
-    if space is not None:
+    entry = _CACHE.get(memo_key)
+    if entry is not None:
         _CACHE.move_to_end(memo_key)
-        return space
-    space = _remember(memo_key, _build(plan, key, layouts, counts))
-    return space
+    else:
+        space = _build(plan, key, layouts, counts)
+        entry = _CACHE[memo_key] = (space, _bounds_of(plan, key, space))
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    _BY_IDENT[ident] = (model, hardware, entry)
+    if len(_BY_IDENT) > 4 * _CACHE_SIZE:
+        del _BY_IDENT[next(iter(_BY_IDENT))]
+    return entry
 
 
-def _remember(memo_key: tuple, space: SearchSpace) -> SearchSpace:
-    _CACHE[memo_key] = space
-    if len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return space
+@dataclass(frozen=True, slots=True)
+class _Bounds:
+    """What `lower_bound` reads of each pair, computed once per search space: the plan's tokens per
+    sequence and FLOPs per token, and per pair (a, c0, smallest batch) of T(B) ≥ a·B + c0."""
+
+    seq_len: int
+    flops_per_token: float
+    per_pair: tuple[tuple[float, float, float], ...]  # (a, c0, b_min), in `SearchSpace.pairs` order
+
+
+def _bounds_of(plan: "Plan", key: tuple, space: SearchSpace) -> _Bounds:
+    if not space.pairs:
+        return _Bounds(0, 0.0, ())
+    first = space.pairs[0]
+    ref = cost_model(Context(plan, None, None, None, "", key=key), first.gpus, first.split)  # type: ignore[arg-type]
+    rows = []
+    for pr in space.pairs:  # lower_bound's a and c0, term for term
+        b_min = float(pr.data_parallel * ref.seq_len)
+        if pr.step is not None:
+            rows.append((pr.step.per_sequence / b_min, pr.step.bubble_k + pr.step.fixed, b_min))
+        else:
+            rows.append((ref.flops_per_token / (pr.gpus * ref.peak_flops * ref.mfu), 0.0, b_min))
+    return _Bounds(ref.seq_len, ref.flops_per_token, tuple(rows))
 
 
 def _build(plan: "Plan", key: tuple, layouts: tuple[LayoutChoice, ...], counts: tuple[int, ...]) -> SearchSpace:
@@ -185,84 +221,105 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     reach the front, so no objective can pick one. Pairs are placed in the order of their bound's
     rank for the objective, so the good configurations found first prune the rest.
     Returns (results, pairs considered, pruned as dominated by a simpler layout, pruned by bound)."""
-    space = search_space(plan)
+    space, consts = _entry(plan)
     considered, pruned = space.considered, space.pruned
     base = concrete(plan, None)  # run.micro_batch: auto read as omitted; the layout stays `auto`
     key = cost_model_key(plan)
-    flash = plan.hardware.flash_attention
-    ctxs: dict[LayoutChoice, Context] = {
-        choice: Context(base, noise, fr, limits, objective, split=Split(
-            choice.zero, choice.tensor_parallel, choice.pipeline_parallel, choice.recompute, flash), key=key)
-        for choice in space.layouts}
-    quick = {(pr.layout, pr.gpus): pr for pr in space.pairs}
-    pairs = list(quick)
+    ctxs: dict[LayoutChoice, Context] = {}
+
+    def ctx_of(choice: LayoutChoice, split: Split) -> Context:  # built for the layouts placed only
+        cctx = ctxs.get(choice)
+        if cctx is None:
+            cctx = ctxs[choice] = Context(base, noise, fr, limits, objective, split=split, key=key)
+        return cctx
+
+    splits = {pr.layout: pr.split for pr in space.pairs}
     results: list[LayoutResult] = []
     if pinned_batch:
         by_choice: dict[LayoutChoice, list[int]] = {}
-        for choice, g in pairs:
-            by_choice.setdefault(choice, []).append(g)
+        for pr in space.pairs:
+            by_choice.setdefault(pr.layout, []).append(pr.gpus)
         for choice, keep in by_choice.items():
+            cctx = ctx_of(choice, splits[choice])
             try:
-                chosen, placements, cands = solve_layout(ctxs[choice], True, micro_fixed, keep)
+                chosen, placements, cands = solve_layout(cctx, True, micro_fixed, keep)
             except PlanError:
                 continue  # a pinned batch that does not divide over this layout's replicas
-            results.append(LayoutResult(choice, ctxs[choice], chosen, placements, cands))
+            results.append(LayoutResult(choice, cctx, chosen, placements, cands))
         return results, considered, pruned, 0
     # Bound-and-prune for the objective (exact): every configuration of a pair ranks no better
     # than its bound, so a pair whose bound ranks below the best pick so far cannot supply the
     # pick; it is placed only if it could still dominate the pick (its bound no worse on every
     # axis), which would take the pick off the front. Pairs go in the order of their bound.
-    ref = cost_model(ctxs[pairs[0][0]], pairs[0][1]) if pairs else None
-    bounds = {pair: lower_bound(ref, pair[1], quick[pair].data_parallel, quick[pair].step, fr, limits)
-              for pair in pairs}
-    keys = {pair: rank_key(objective, bound_rank(objective, bounds[pair], quick[pair].data_parallel, ref, fr))
-            for pair in pairs}
-    pairs.sort(key=lambda pair: (keys[pair], pair[0].sort_key(), pair[1]))
+    # (`lower_bound`, `bound_rank` and `rank_key`, computed inline over the space's constants.)
+    bc, s_min, e_min, price = fr.b_crit, fr.s_min, fr.e_min, limits.price
+    f = consts.flops_per_token
+    shrink = 1.0 - 1e-9
+    balanced = objective == "balanced"
+    space_pairs = space.pairs
+    bounds: list[tuple[float, float, float]] = []
+    keys: list[tuple[float, ...]] = []
+    for pr, (a, c0, b_min) in zip(space_pairs, consts.per_pair):  # pairs by index into the space
+        b = max(b_min, math.sqrt(bc * c0 / a)) if a > 0 else b_min
+        wall = s_min * (a * b + c0 + a * bc + bc * c0 / b) * shrink
+        gpu_hours = pr.gpus * wall / 3600.0
+        bound = (wall, gpu_hours * price if price else gpu_hours, f * e_min * (1.0 + b_min / bc) * shrink)
+        bounds.append(bound)
+        if balanced:
+            n = bc / b_min
+            r = (min(balance(max(1, k) * b_min / bc) for k in (math.floor(n), math.ceil(n))), bound[1], bound[0])
+        else:
+            r = axis_rank(objective, *bound)
+        keys.append((round(r[0], 12 - _magnitude(r[0])),) + r[1:])
+    simple = [pr.layout.sort_key() for pr in space_pairs]
+    order = sorted(range(len(space_pairs)), key=lambda i: (keys[i], simple[i], space_pairs[i].gpus))
     placed: dict[LayoutChoice, tuple[list[Placement], list[Placement]]] = {}
-    done: set[tuple[LayoutChoice, int]] = set()
+    done = [False] * len(space_pairs)
     probe = Context(base, noise, fr, limits, objective)
 
-    def place_pair(pair: tuple[LayoutChoice, int]) -> list[Placement]:
-        done.add(pair)
-        cctx = ctxs[pair[0]]
-        pls, cands = placed.setdefault(pair[0], ([], []))
-        pls.append(place_on(cctx, pair[1], micro_fixed=micro_fixed))
-        new = candidates(cctx, [pair[1]], micro_fixed)
+    def place_pair(i: int) -> list[Placement]:
+        done[i] = True
+        pr = space_pairs[i]
+        cctx = ctx_of(pr.layout, pr.split)
+        pls, cands = placed.setdefault(pr.layout, ([], []))
+        pls.append(place_on(cctx, pr.gpus, micro_fixed=micro_fixed))
+        new = candidates(cctx, [pr.gpus], micro_fixed)
         cands.extend(new)
         return new
 
     pool: list[Placement] = []
     best_key = pick = None
-    for pair in pairs:
-        if best_key is not None and keys[pair] > best_key:
+    for i in order:
+        if best_key is not None and keys[i] > best_key:
             break  # sorted: no later pair can supply the pick either
-        if pick is not None and objective == "balanced" and pick.config.batch <= fr.b_crit:
+        if pick is not None and balanced and pick.config.batch <= bc:
             # balanced below x = 1: a smaller batch ranks worse; the pair's configurations at the
             # pick's batch or above spend at least its FLOPs (E grows with B), and if its bound is
             # no faster and no cheaper the pick dominates (or ties) every one of them
-            w, c, _ = bounds[pair]
+            w, c, _ = bounds[i]
             pw, pc, _ = axes(pick.config)
             if w >= pw and c >= pc:
                 continue
-        pool.extend(place_pair(pair))
-        pick = choose_pick(probe, pool)
-        best_key = None if pick is None else rank_key(objective, rank(objective, pick.config, fr.b_crit))
-    while True:  # the pick must stay on the front: place every pair that could dominate it
-        pick = choose_pick(probe, pool)
-        if pick is None:
-            break
-        a = axes(pick.config)
-        threats = [pair for pair in pairs if pair not in done and all(
-            lb <= v * (1.0 + 1e-9) for lb, v in zip(bounds[pair], a))]
+        new = place_pair(i)
+        if new or pick is None:  # the pick of an unchanged pool is the same pick
+            pool.extend(new)
+            pick = choose_pick(probe, pool)
+            best_key = None if pick is None else rank_key(objective, rank(objective, pick.config, bc))
+    while pick is not None:  # the pick must stay on the front: place every pair that could dominate it
+        pw, pc, pf = axes(pick.config)
+        pw, pc, pf = pw * (1.0 + 1e-9), pc * (1.0 + 1e-9), pf * (1.0 + 1e-9)
+        threats = [i for i in order if not done[i] and bounds[i][0] <= pw and bounds[i][1] <= pc
+                   and bounds[i][2] <= pf]
         if not threats:
             break
-        for pair in threats:
-            pool.extend(place_pair(pair))
-    if not pool and len(done) < len(pairs):  # nothing feasible: every pair, for the diagnosis
-        for pair in pairs:
-            if pair not in done:
-                place_pair(pair)
-    bounded = len(pairs) - len(done)
+        for i in threats:
+            pool.extend(place_pair(i))
+        pick = choose_pick(probe, pool)
+    if not pool and not all(done):  # nothing feasible: every pair, for the diagnosis
+        for i in order:
+            if not done[i]:
+                place_pair(i)
+    bounded = done.count(False)
     for choice, (pls, cands) in placed.items():
         cctx = ctxs[choice]
         results.append(LayoutResult(choice, cctx, choose_pick(cctx, cands) or closest(pls), pls, cands))

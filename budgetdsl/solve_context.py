@@ -79,13 +79,18 @@ def place_on(ctx: Context, gpus: int, limits: Limits | None = None, objective: s
              micro_fixed: int | None = None) -> Placement:
     """`placement.place` on `gpus`, memoized within one solve (the pinned comparison and the
     relaxations ask for the same placements again)."""
+    own = limits is None or limits is ctx.limits  # the context's own limits: keyed without hashing them
     limits = ctx.limits if limits is None else limits
     objective = ctx.objective if objective is None else objective
-    key = ("place", gpus, limits, objective, micro_fixed)
-    if key not in ctx.memo:
-        evals = ctx.memo.setdefault(("evals", gpus, limits), {})
-        ctx.memo[key] = place(cost_model(ctx, gpus), ctx.frontier, limits, objective, micro_fixed, evals)
-    return ctx.memo[key]
+    key = ("place", gpus, None if own else limits, objective, micro_fixed)
+    pl = ctx.memo.get(key)
+    if pl is None:
+        evals_key = ("evals", gpus, None if own else limits)
+        evals = ctx.memo.get(evals_key)
+        if evals is None:
+            evals = ctx.memo[evals_key] = {}
+        pl = ctx.memo[key] = place(cost_model(ctx, gpus), ctx.frontier, limits, objective, micro_fixed, evals)
+    return pl
 
 
 def candidates(ctx: Context, counts: list[int], micro_fixed: int | None) -> list[Placement]:

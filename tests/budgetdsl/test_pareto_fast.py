@@ -1,0 +1,36 @@
+"""objectives.pareto's three-axis path (`_pareto3`, the solver's hot path) keeps exactly the points
+the generic path keeps (`_pareto`, `dominates` term by term), ties and near-ties within TOLERANCE
+included; and both keep exactly the points no other point dominates (brute force) when the values
+are far from the tolerance."""
+
+from __future__ import annotations
+
+import random
+
+from budgetdsl.objectives import TOLERANCE, _pareto, _pareto3, dominates
+
+
+def _points(rng: random.Random, n: int) -> list[tuple[float, float, float]]:
+    grid = [1.0, 1.0 + TOLERANCE / 2, 1.0 + 2 * TOLERANCE, 2.0, 3.0, 0.5, 7.0]  # exact ties and near-ties
+    out = []
+    for _ in range(n):
+        if rng.random() < 0.5:
+            out.append(tuple(rng.choice(grid) for _ in range(3)))
+        else:
+            out.append(tuple(rng.uniform(0.1, 10.0) for _ in range(3)))
+    return out
+
+
+def test_three_axis_path_equals_the_generic_path():
+    rng = random.Random(13)
+    for _ in range(2000):
+        pts = _points(rng, rng.randint(0, 30))
+        assert _pareto3(pts) == _pareto(pts)
+
+
+def test_the_front_is_the_undominated_points():
+    rng = random.Random(5)
+    for _ in range(500):
+        pts = [tuple(round(rng.uniform(1, 9), 1) for _ in range(3)) for _ in range(rng.randint(1, 25))]
+        brute = {i for i, p in enumerate(pts) if not any(dominates(q, p) for q in pts)}
+        assert _pareto3(pts) == brute
