@@ -6,6 +6,7 @@ As posting does, through Textual's own keymap (`App.set_keymap`): the ids are li
 
     quit: ctrl+x          # instead of ctrl+q
     plot.x-axis: f6,x     # several keys: comma-separated
+    layout: f7            # the limits / layout & Pareto front box (F5, `l`), issue 13
 
 An id that no binding has, or a value that is not a key string, is reported and ignored.
 """

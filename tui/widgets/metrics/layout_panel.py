@@ -94,12 +94,12 @@ def chosen_lines(sol: Solution, width: int) -> list[Text]:
     """The launched layout: TP · PP · ZeRO · recompute, micro-batch, GPUs, step time; searched or pinned."""
     b, ls = sol.batch, sol.layout
     if b.tokens is None or b.micro_batch is None:
-        return [Text("no feasible layout" if ls is not None else "no launchable configuration", style="bold red")]
+        return _wrapped("no feasible layout" if ls is not None else "no feasible configuration", width, "bold red")
     step = sol.throughput.step_time_s if sol.throughput is not None else (
         ls.chosen.step_time_s if ls is not None and ls.chosen is not None else None)
     out = _packed([f"TP {b.tensor_parallel}", f"PP {b.pipeline_parallel}", f"ZeRO {b.zero}",
                    f"recompute {b.recompute}"], width, "bold")
-    out += _packed([f"{sol.gpus:,} GPUs", f"micro-batch {b.micro_batch}"]
+    out += _packed([f"{sol.gpus or 0:,} GPUs", f"micro-batch {b.micro_batch}"]
                    + ([f"step {human('s', step)}"] if step is not None else []), width)
     if ls is not None:
         searched = ", ".join(_KEY_NAMES.get(k, k) for k in ls.searched)
