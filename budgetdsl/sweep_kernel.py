@@ -338,51 +338,79 @@ def _place(p: Pair, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, ca
         go &= ~unsure
         nf = np.minimum(np.maximum(np.floor(n_t), n_lo), n_hi)
         nc = np.minimum(np.maximum(np.ceil(n_t), n_lo), n_hi)
-    fill = np.where(go, 1.0, 1.0)
-    best = None
-    best_key = None
-    hit = np.zeros(R, bool)
+    fill = np.ones(R)
 
-    def consider(n, active, neighbour: bool):
-        nonlocal best, best_key, hit, unsure
+    def evaluated(n, active):
+        """The splits of n sequences per replica, evaluated (stacked: one row per split)."""
         n = np.where(active, n, fill)
         ck = n.tobytes()
-        slot = cache.get(ck)
-        if slot is None:
-            slot = cache[ck] = [_evaluate(p, r, m, a, e, micro_fixed) for m, a, e in _splits(p, n, micro_fixed, divisors)]
+        ev = cache.get(ck)
+        if ev is None:
+            splits = _splits(p, n, micro_fixed, divisors)
+            ev = cache[ck] = _evaluate(p, r, np.stack([x[0] for x in splits]), np.stack([x[1] for x in splits]),
+                                       np.stack([x[2] for x in splits]), micro_fixed)
+        return ev
+
+    def key_of(ev):
+        if kind == "balanced":
+            score = (1.0 + r.bc / ev.batch) * (1.0 + ev.batch / r.bc)
+        elif kind == "min_time":
+            score = ev.wall
+        else:
+            score = ev.flops
+        return (score, ev.wall, ev.accum, np.abs(ev.batch - clipped))
+
+    # the neighbours of the target and the interval's ends, every split of each at once; the best
+    # by place's key (score, wall clock, accumulation, distance to the target), lexicographically
+    slots = [(nf, go, True), (nc, go & (nc != nf), True), (n_lo, go, False), (n_hi, go, False)]
+    evs = [(evaluated(n, act), n, act, nb) for n, act, nb in slots]
+    okk = np.concatenate([ev.ok & act[None, :] for ev, _, act, _ in evs])
+    for ev, _, act, _ in evs:
+        unsure |= (ev.big & act[None, :]).any(axis=0)
+    keys = [np.concatenate(k) for k in zip(*(key_of(ev) for ev, _, _, _ in evs))]
+    cand = okk.copy()
+    for k in keys:
+        m = np.where(cand, k, np.inf).min(axis=0)
+        cand &= k == m[None, :]
+    has = cand.any(axis=0)
+    pick = np.argmax(cand, axis=0)
+    cols = np.arange(R)
+    micro_all = np.concatenate([ev.micro for ev, _, _, _ in evs])
+    accum_all = np.concatenate([ev.accum for ev, _, _, _ in evs])
+    pm, pa = micro_all[pick, cols], accum_all[pick, cols]
+    # two different splits with one key: the scalar order of evaluation decides
+    unsure |= (cand & ((micro_all != pm[None, :]) | (accum_all != pa[None, :]))).any(axis=0)
+    best = []
+    for f in ("micro", "accum", "batch", "steps", "wall", "gh", "cost", "flops"):
+        v = np.concatenate([getattr(ev, f) for ev, _, _, _ in evs])[pick, cols]
+        best.append(np.where(has, v, np.nan))
+    best_key = tuple(np.where(has, k[pick, cols], np.inf) for k in keys)
+    hit = np.zeros(R, bool)
+    for ev, n, act, nb in evs:
+        if nb:
+            hit |= (ev.ok & act[None, :] & (ev.micro * ev.accum == n[None, :])).any(axis=0)
+
+    def consider(n, active, neighbour: bool):
+        """One more n (the walk): its splits against the best so far, as place's `consider`."""
+        nonlocal best, best_key, unsure
+        n = np.where(active, n, fill)
         exact = np.zeros(R, bool)
-        for ev in slot:
+        for m_, a_, e_ in _splits(p, n, micro_fixed, divisors):
+            ev = _evaluate(p, r, m_, a_, e_, micro_fixed)
             okk = ev.ok & active
             unsure |= active & ev.big
-            if kind == "balanced":
-                score = (1.0 + r.bc / ev.batch) * (1.0 + ev.batch / r.bc)
-            elif kind == "min_time":
-                score = ev.wall
-            else:
-                score = ev.flops
-            key = (score, ev.wall, ev.accum, np.abs(ev.batch - clipped))
-            if best is None:
-                best = [np.where(okk, x, np.nan) for x in (ev.micro, ev.accum, ev.batch, ev.steps, ev.wall, ev.gh,
-                                                             ev.cost, ev.flops)]
-                best_key = tuple(np.where(okk, k, np.inf) for k in key)
-                has = okk
-            else:
-                less, equal = _better(key, best_key)
-                has = ~np.isnan(best[0])
-                take = okk & (~has | less)
-                # two different splits with one key: the scalar order of evaluation decides
-                unsure |= okk & has & equal & ((ev.micro != best[0]) | (ev.accum != best[1]))
-                vals = (ev.micro, ev.accum, ev.batch, ev.steps, ev.wall, ev.gh, ev.cost, ev.flops)
-                best = [np.where(take, v, b) for v, b in zip(vals, best)]
-                best_key = tuple(np.where(take, k, b) for k, b in zip(key, best_key))
+            key = key_of(ev)
+            less, equal = _better(key, best_key)
+            had = ~np.isnan(best[0])
+            take = okk & (~had | less)
+            unsure |= okk & had & equal & ((ev.micro != best[0]) | (ev.accum != best[1]))
+            vals = (ev.micro, ev.accum, ev.batch, ev.steps, ev.wall, ev.gh, ev.cost, ev.flops)
+            best = [np.where(take, v, b) for v, b in zip(vals, best)]
+            best_key = tuple(np.where(take, k, b) for k, b in zip(key, best_key))
             if neighbour:
                 exact |= okk & (ev.micro * ev.accum == n)
         return exact
 
-    hit |= consider(nf, go, True)
-    hit |= consider(nc, go & (nc != nf), True)
-    consider(n_lo, go, False)
-    consider(n_hi, go, False)
     # placement.place's outward walk from the target when neither neighbour was launchable
     walk = go & ~hit
     if walk.any():
@@ -409,6 +437,7 @@ class Decided:
     """The kernel's rows: `ok` where decided; the chosen pair, split and numbers."""
 
     ok: np.ndarray
+    any: np.ndarray  # a feasible candidate among those placed
     pair: np.ndarray
     kind: np.ndarray
     micro: np.ndarray
@@ -419,6 +448,11 @@ class Decided:
     gh: np.ndarray
     cost: np.ndarray
     flops: np.ndarray
+    measure: np.ndarray  # the objective's measure of the pick
+    lo: np.ndarray  # the chosen pair's feasible interval of B
+    hi: np.ndarray
+    target: np.ndarray  # the objective's own target on the chosen pair
+    ivs: dict  # limit -> (low, high, nonempty) of the chosen pair
 
 
 def _balance(batch, bc):
@@ -467,32 +501,156 @@ def _search_order(pairs: list[Pair], searched: bool, r: Rows, pair_of, kind_of):
     return order_of
 
 
-def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divisors, searched: bool = True):
-    """Every pair placed for every objective, then each row's pick. Returns (Decided, per-pair
-    intervals for the report's binding constraints, per-pair per-kind targets)."""
-    R = len(r)
-    cols = []  # (pair index, kind, Placed)
-    ivs_all, lo_all, hi_all, targets = [], [], [], []
-    unsure = np.zeros(R, bool)
-    for i, p in enumerate(pairs):
-        lo, hi, empty, ivs = _intervals(p, r)
-        ivs_all.append(ivs)
-        lo_all.append(lo)
-        hi_all.append(hi)
-        cache: dict = {}
-        placed = [_place(p, r, kind, lo, hi, empty, micro_fixed, divisors, cache) for kind in KINDS]
-        targets.append([pl.target for pl in placed])
+_FIELDS = ("micro", "accum", "batch", "steps", "wall", "gh", "cost", "flops")
+
+
+class _Store:
+    """Each pair's placements, kept as arrays over all the chunk's rows (placed on a subset)."""
+
+    def __init__(self, R: int) -> None:
+        self.R = R
+        self.pairs: dict[int, dict] = {}
+        self.unsure = np.zeros(R, bool)
+
+    def put(self, i: int, rows: np.ndarray, lo, hi, ivs, placed: list[Placed]) -> None:
+        R = self.R
+        st = self.pairs.get(i)
+        if st is None:
+            nan = lambda: np.full(R, np.nan)  # noqa: E731
+            st = self.pairs[i] = dict(
+                lo=nan(), hi=nan(), ivs={n: (nan(), nan(), np.zeros(R, bool), np.zeros(R, bool)) for n in ivs},
+                targets=[nan() for _ in KINDS], done=np.zeros(R, bool),
+                kinds=[dict(has=np.zeros(R, bool), **{f: nan() for f in _FIELDS}) for _ in KINDS])
+        st["done"][rows] = True
+        st["lo"][rows], st["hi"][rows] = lo, hi
+        for n, parts in ivs.items():
+            for full, part in zip(st["ivs"][n], parts):
+                full[rows] = part
         for k, pl in enumerate(placed):
-            unsure |= pl.unsure
+            self.unsure[rows] |= pl.unsure
+            st["targets"][k][rows] = pl.target
             has = pl.has.copy()
             for j in range(k):  # one configuration from two objectives is one candidate
                 has &= ~(placed[j].has & (placed[j].micro == pl.micro) & (placed[j].accum == pl.accum))
-            cols.append((i, k, pl, has))
+            st["kinds"][k]["has"][rows] = has
+            for f in _FIELDS:
+                st["kinds"][k][f][rows] = getattr(pl, f)
+
+
+def _subset(r: Rows, rows: np.ndarray) -> Rows:
+    return Rows(*(getattr(r, f)[rows] for f in Rows.__slots__))
+
+
+def _bounds(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
+    """search_space.lower_bound of every pair on every row, (P, R) arrays of (wall clock, cost,
+    FLOPs) and the row objective's measure of the bound (search_space.bound_rank): no
+    configuration of the pair does better on any axis, nor ranks better. Used only to skip a pair
+    for a row, with a margin; exactness does not rest on their last bits."""
+    ref = pairs[0].cm
+    s_min = r.em / r.bc
+    has_price = ~np.isnan(r.price)
+    walls, costs, flops, r0 = [], [], [], []
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for p in pairs:
+            b_min = float(p.dp * p.seq_len)
+            st = p.cm._step
+            if st is not None:
+                a, c0 = st.per_sequence / b_min, st.bubble_k + st.fixed
+            else:
+                a, c0 = ref.flops_per_token / (p.gpus * ref.peak_flops * ref.mfu), 0.0
+            b = np.maximum(b_min, np.sqrt(r.bc * c0 / a)) if a > 0 else np.full(len(r), b_min)
+            w = s_min * (a * b + c0 + a * r.bc + r.bc * c0 / b) * (1.0 - 1e-9)
+            gh = p.gpus * w / 3600.0
+            c = np.where(has_price, gh * r.price, gh)
+            f = ref.flops_per_token * r.em * (1.0 + b_min / r.bc) * (1.0 - 1e-9)
+            n = r.bc / b_min
+            bal = np.minimum(_balance(np.maximum(1.0, np.floor(n)) * b_min, r.bc),
+                             _balance(np.maximum(1.0, np.ceil(n)) * b_min, r.bc))
+            walls.append(w)
+            costs.append(c)
+            flops.append(f)
+            r0.append(np.where(r.objective == 0, bal, np.where(r.objective == 1, w, np.where(r.objective == 2, c, f))))
+    return np.array(walls), np.array(costs), np.array(flops), np.array(r0)
+
+
+HEAVY = 24  # a row that needs more pairs than this is placed with its like, on every pair
+
+
+def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divisors, searched: bool = True,
+           every: bool = False) -> "Decided":
+    """Each row's pick, placing a pair on a row only where it can matter: first the pairs whose
+    bound ranks best, then, until nothing changes, every pair whose bound ranks no worse than the
+    row's pick or could dominate it (the exact pruning of search_space.search_layouts: no
+    configuration of a skipped pair can be picked or take the pick off the front). Rows that need
+    more than HEAVY pairs (no feasible candidate yet, or balanced above x = 1) are placed apart
+    on every pair, so the choice among many candidates is paid for those rows only."""
+    R = len(r)
+    P = len(pairs)
+    store = _Store(R)
+    lb_wall, lb_cost, lb_flops, lb_r0 = _bounds(pairs, r)
+    need = np.full((P, R), every)
+    # a first guess at the pick: the pairs whose bounds rank best, and the fastest and cheapest
+    for lb, k in ((lb_r0, 2), (lb_wall, 4), (lb_cost, 2), (lb_flops, 1)):
+        first = np.argsort(lb, axis=0, kind="stable")[:k]
+        for j in range(first.shape[0]):
+            need[first[j], np.arange(R)] = True
+    done = np.zeros((P, R), bool)
+    apart = np.zeros(R, bool)
+    while True:
+        for i in np.flatnonzero((need & ~done).any(axis=1)):
+            rows = np.flatnonzero(need[i] & ~done[i])
+            sub = _subset(r, rows)
+            p = pairs[i]
+            lo, hi, empty, ivs = _intervals(p, sub)
+            cache: dict = {}
+            placed = [_place(p, sub, kind, lo, hi, empty, micro_fixed, divisors, cache) for kind in KINDS]
+            store.put(int(i), rows, lo, hi, ivs, placed)
+            done[i, rows] = True
+        d = _choose(pairs, r, store, searched)
+        margin = 1e-8
+        pw, pc, pf = d.wall, d.cost, d.flops
+        with np.errstate(invalid="ignore"):
+            threat = ((lb_wall <= pw[None, :] * (1 + margin)) & (lb_cost <= pc[None, :] * (1 + margin))
+                      & (lb_flops <= pf[None, :] * (1 + margin)))
+            better = lb_r0 <= d.measure[None, :] * (1 + margin)
+            # balanced below x = 1 (search_space.search_layouts): a pair whose bound is no faster
+            # and no cheaper than the pick holds no configuration that ranks better and is not
+            # dominated by (or a twin of) the pick; twins are threats
+            below = (r.objective == 0) & (d.batch <= r.bc)
+            better &= ~(below[None, :] & (lb_wall >= pw[None, :]) & (lb_cost >= pc[None, :]))
+            wanted = ~done & (~d.any[None, :] | better | threat) & ~apart[None, :]
+        heavy = (not every) & ~apart & ((need | wanted).sum(axis=0) > HEAVY)
+        if heavy.any():
+            apart |= heavy
+            wanted &= ~heavy[None, :]
+        if not wanted.any():
+            break
+        need |= wanted
+    if apart.any():  # merge the rows placed apart
+        rows = np.flatnonzero(apart)
+        other = decide(pairs, _subset(r, rows), micro_fixed, divisors, searched, every=True)
+        for f in Decided.__slots__:
+            a, b = getattr(d, f), getattr(other, f)
+            if isinstance(a, dict):
+                for name in a:
+                    for x, y in zip(a[name], b[name]):
+                        x[rows] = y
+            else:
+                a[rows] = b
+    return d
+
+
+def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
+    """objectives.choose per row over the placed candidates: (Decided, the pick's wall clock,
+    cost, FLOPs and measure)."""
+    R = len(r)
+    cols = [(i, k, st["kinds"][k], st["kinds"][k]["has"]) for i, st in store.pairs.items() for k in range(len(KINDS))]
+    unsure = store.unsure.copy()
     C = len(cols)
     valid = np.stack([c[3] for c in cols], axis=1)  # (R, C)
 
     def stack(attr):
-        return np.stack([getattr(c[2], attr) for c in cols], axis=1)
+        return np.stack([c[2][attr] for c in cols], axis=1)
     wall, cost, flops, batch = stack("wall"), stack("cost"), stack("flops"), stack("batch")
     wall = np.where(valid, wall, np.inf)
     cost = np.where(valid, cost, np.inf)
@@ -582,9 +740,21 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
 
     def at(a):
         return a[np.arange(R), pick]
-    decided = Decided(ok, pair_of[pick], kind_of[pick], at(micro), at(accum), at(batch), at(stack("steps")),
-                      at(wall), at(stack("gh")), at(cost), at(flops))
-    return decided, (ivs_all, lo_all, hi_all, targets)
+    chosen = pair_of[pick]
+    kind = np.array([_KIND_OF[o] for o in OBJECTIVES])[r.objective]
+    lo, hi, target = np.full(R, np.nan), np.full(R, np.nan), np.full(R, np.nan)
+    ivs = {n: (np.full(R, np.nan), np.full(R, np.nan), np.zeros(R, bool)) for n in ("flops", "deadline", "gpu_hours", "usd")}
+    for i in np.unique(chosen):  # the chosen pair's interval and the objective's own target on it
+        st = store.pairs[int(i)]
+        m = chosen == i
+        lo[m], hi[m] = st["lo"][m], st["hi"][m]
+        for k in range(len(KINDS)):
+            mk = m & (kind == k)
+            target[mk] = st["targets"][k][mk]
+        for n, (ilo, ihi, iok) in ivs.items():
+            ilo[m], ihi[m], iok[m] = st["ivs"][n][0][m], st["ivs"][n][1][m], st["ivs"][n][3][m]
+    return Decided(ok, feasible, chosen, kind_of[pick], at(micro), at(accum), at(batch), at(stack("steps")),
+                   at(wall), at(stack("gh")), at(cost), at(flops), at(measure), lo, hi, target, ivs)
 
 
 # -- rows: values per axis, chunks, summaries ------------------------------------------------------
@@ -706,35 +876,43 @@ def _rows(base, axes, idx) -> tuple[Rows, np.ndarray]:
     return rows, invalid
 
 
-def _binding(pair: Pair, r: Rows, row: int, d: Decided, ivs, lo, hi, target, memory: dict) -> tuple[str, ...]:
-    """solver._constraints' binding names for a feasible, non-pinned row."""
-    lo_v, hi_v, tgt = float(lo[row]), float(hi[row]), float(target[row])
-    pushed_lo, pushed_hi = tgt < lo_v, tgt > hi_v
-    values = {"deadline": float(d.wall[row]), "flops": float(d.flops[row]), "gpu_hours": float(d.gh[row]),
-              "usd": float(d.cost[row])}
+def _bindings(pairs: list[Pair], r: Rows, d: Decided, ok: np.ndarray) -> list:
+    """diagnosis.constraints' binding names of every decided (feasible, non-pinned) row, from the
+    chosen pair's interval and the objective's own target on it, elementwise."""
+    R = len(r)
+    bits = np.zeros(R, dtype=np.int64)
+    rows = np.flatnonzero(ok)
+    pi = d.pair[rows].astype(int)
+    lo, hi, tgt = d.lo[rows], d.hi[rows], d.target[rows]
+    pushed_lo, pushed_hi = tgt < lo, tgt > hi
+    values = {"deadline": d.wall, "flops": d.flops, "gpu_hours": d.gh, "usd": d.cost}
     limits = {"deadline": r.deadline, "flops": r.flops, "gpu_hours": r.gpu_hours, "usd": r.usd}
+    names = (*LIMIT_NAMES, "memory", "min_batch")
+    with np.errstate(invalid="ignore"):
+        for b, name in enumerate(LIMIT_NAMES):
+            limit, value = limits[name][rows], values[name][rows]
+            ilo, ihi, iok = (x[rows] for x in d.ivs[name])
+            decided = iok & ((pushed_lo & (ilo == lo)) | (pushed_hi & (ihi == hi)))
+            tight = (limit > 0) & (limit - value < _TIGHT * limit)
+            bits[rows] |= (~np.isnan(limit) & (decided | tight | (value > limit))).astype(np.int64) << b
+        micro, accum = d.micro[rows].astype(int), d.accum[rows].astype(int)
+        need = np.zeros(len(rows))
+        for i, m in {(i, m) for i, m in zip(pi.tolist(), micro.tolist())}:  # memory per device
+            need[(pi == i) & (micro == m)] = pairs[i].cm.memory_at(m)
+        cap = np.array([float(p.cm.memory_per_device) for p in pairs])[pi]
+        room = np.array([p.micro_max for p in pairs])[pi]
+        floor = np.array([float(p.dp * p.seq_len) for p in pairs])[pi]
+        memory = ((micro == room) & (accum > 1)) | ((cap > 0) & (cap - need < _TIGHT * cap)) | (need > cap)
+        bits[rows] |= memory.astype(np.int64) << 4
+        bits[rows] |= ((pushed_lo & (floor == lo)) | (d.batch[rows] == floor)).astype(np.int64) << 5
+    table: dict[int, tuple[str, ...]] = {}
     out = []
-    for name in LIMIT_NAMES:
-        limit = float(limits[name][row])
-        if math.isnan(limit):
-            continue
-        slack = limit - values[name]
-        ilo, ihi, _, iok = ivs[name]
-        decided = bool(iok[row]) and ((pushed_lo and float(ilo[row]) == lo_v) or (pushed_hi and float(ihi[row]) == hi_v))
-        tight = limit > 0 and slack < _TIGHT * limit
-        if decided or tight or values[name] > limit:
-            out.append(name)
-    micro, accum = int(d.micro[row]), int(d.accum[row])
-    need = memory.get((id(pair), micro))
-    if need is None:
-        need = memory[(id(pair), micro)] = pair.cm.memory_at(micro)
-    limit = pair.cm.memory_per_device
-    if (micro == pair.micro_max and accum > 1) or (limit > 0 and limit - need < _TIGHT * limit) or need > limit:
-        out.append("memory")
-    floor = float(pair.dp * pair.seq_len)
-    if (pushed_lo and floor == lo_v) or float(d.batch[row]) == floor:
-        out.append("min_batch")
-    return tuple(out)
+    for v in bits.tolist():
+        t = table.get(v)
+        if t is None:
+            t = table[v] = tuple(n for b, n in enumerate(names) if v >> b & 1)
+        out.append(t)
+    return out
 
 
 def iter_kernel_rows(source, settings) -> Iterator:
@@ -753,34 +931,35 @@ def iter_kernel_rows(source, settings) -> Iterator:
     shape = [len(s.values) for s in settings]
     total = math.prod(shape)
     divisors = _Divisors()
-    memory: dict = {}
     for start in range(0, total, CHUNK):
         flat = np.arange(start, min(total, start + CHUNK))
         idx = np.unravel_index(flat, shape)
         r, invalid = _rows(base, axes, idx)
-        d, (ivs, lo, hi, targets) = decide(pairs, r, micro_fixed, divisors, bool(base.hardware.searched()))
+        d = decide(pairs, r, micro_fixed, divisors, bool(base.hardware.searched()))
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             x = d.batch / r.bc
             finite = np.isfinite(d.wall) & np.isfinite(d.gh) & np.isfinite(d.flops) & np.isfinite(x) \
                 & np.isfinite(d.steps * d.batch)
         ok = d.ok & ~invalid & finite
-        lists = {k: v.tolist() for k, v in dict(micro=d.micro, accum=d.accum, batch=d.batch, steps=d.steps,
-                                                  wall=d.wall, gh=d.gh, cost=d.cost, flops=d.flops, x=x).items()}
-        has_price = (~np.isnan(r.price)).tolist()
+        binding = _bindings(pairs, r, d, ok)
+        okl = ok.tolist()
+        pair_l = np.where(ok, d.pair, 0).astype(int).tolist()
+        micro_l, accum_l = (np.where(ok, a, 0).astype(np.int64).tolist() for a in (d.micro, d.accum))
+        steps_l = np.where(ok, d.steps, 0).astype(np.int64).tolist()
+        batch_l, flops_l, wall_l, gh_l, cost_l, x_l = (a.tolist() for a in (d.batch, d.flops, d.wall, d.gh, d.cost, x))
+        price_l = (~np.isnan(r.price)).tolist()
+        shown = [(p.gpus, p.dp, p.split.tensor_parallel, p.split.pipeline_parallel, p.split.zero, str(p.split.recompute))
+                 for p in pairs]
+        paths = [s.path for s in settings]
+        ix = [i.tolist() for i in idx]
         for row in range(len(flat)):
-            values = {s.path: s.values[int(i[row])] for s, i in zip(settings, idx)}
-            if not ok[row]:
+            values = {path: s.values[i[row]] for path, s, i in zip(paths, settings, ix)}
+            if not okl[row]:
                 yield solve_row(source, values)
                 continue
-            pi = int(d.pair[row])
-            p = pairs[pi]
-            kind = _KIND_OF[OBJECTIVES[int(r.objective[row])]]
-            steps = int(lists["steps"][row])
-            batch = lists["batch"][row]
-            micro, accum = int(lists["micro"][row]), int(lists["accum"][row])
-            sp = p.split
+            gpus, dp, tp, pp, zero, recompute = shown[pair_l[row]]
+            steps, batch = steps_l[row], batch_l[row]
             yield SweepRow(values, None, None, summary=Summary(
-                "optimal", True, p.gpus, batch, micro, accum, p.dp, sp.tensor_parallel, sp.pipeline_parallel,
-                sp.zero, str(sp.recompute), steps, steps * batch, lists["flops"][row], lists["wall"][row],
-                lists["gh"][row], lists["cost"][row] if has_price[row] else None, lists["x"][row],
-                _binding(p, r, row, d, ivs[pi], lo[pi], hi[pi], targets[pi][kind], memory)))
+                "optimal", True, gpus, batch, micro_l[row], accum_l[row], dp, tp, pp, zero, recompute, steps,
+                steps * batch, flops_l[row], wall_l[row], gh_l[row], cost_l[row] if price_l[row] else None,
+                x_l[row], binding[row]))
