@@ -18,7 +18,7 @@ import os
 import time
 from typing import Iterable
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Grid, Vertical, VerticalScroll
@@ -308,15 +308,15 @@ class BudgetApp(App[None]):
         plot = self.query_one(FrontierPlot)
         plot.markers = MARKERS[(MARKERS.index(plot.markers) + 1) % len(MARKERS)]
 
-    def _lower_titles(self) -> None:
+    def _lower_titles(self, width: int | None = None) -> None:
         """Name F5 in the border of the box under the plot (narrow: it shows one of the two)."""
-        both = self.size.width >= self.HORIZONTAL_BREAKPOINTS[-1][0]
+        both = (self.size.width if width is None else width) >= self.HORIZONTAL_BREAKPOINTS[-1][0]
         showing_layout = self.query_one("#lower").has_class("-show-layout")
         self.query_one("#limits-box").border_subtitle = "" if both or showing_layout else "F5 layout"
         self.query_one("#layout-box").border_subtitle = "F5 limits" if showing_layout and not both else ""
 
-    def on_resize(self) -> None:
-        self._lower_titles()
+    def on_resize(self, event: events.Resize) -> None:
+        self._lower_titles(event.size.width)
 
     def action_toggle_lower(self) -> None:
         """Under the plot, switch between the limits and the layout & front (narrow terminals; from

@@ -160,6 +160,10 @@ async def test_a_pinned_plan_shows_its_layout_and_one_point_front_under_f5():
         await pilot.press("f5")
         await pilot.pause()
         assert app.query_one("#limits-box").display and not app.query_one("#layout-box").display
+        await pilot.resize_terminal(160, 40)  # wide: both, and no F5 to name
+        await pilot.pause()
+        assert app.query_one("#limits-box").display and app.query_one("#layout-box").display
+        assert app.query_one("#limits-box").border_subtitle == ""
 
 
 @headless
