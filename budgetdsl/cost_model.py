@@ -92,6 +92,7 @@ class CostModel:
     _micro_max: int = field(default=0, compare=False)
     _step: StepCost | None = field(default=None, compare=False)  # T(b, m) in closed form (predicted)
     _describe: Any = field(default=None, compare=False)  # adds the derived coefficients (lazily)
+    _memory: dict = field(default_factory=dict, compare=False)  # memory_at by micro-batch (pure; kept)
 
     @property
     def coefficients(self) -> dict[str, Coef]:
@@ -173,9 +174,15 @@ class CostModel:
     def memory_at(self, micro_batch: int) -> float:
         """Bytes per device at `micro_batch` sequences per micro-step (the heaviest stage), reserve
         included."""
-        if len(self.stages) == 1:
-            return self.stages[0].at(micro_batch) + self.reserve_bytes
-        return max(st.at(micro_batch) for st in self.stages) + self.reserve_bytes
+        value = self._memory.get(micro_batch)
+        if value is None:
+            if len(self.stages) == 1:
+                value = self.stages[0].at(micro_batch) + self.reserve_bytes
+            else:
+                value = max(st.at(micro_batch) for st in self.stages) + self.reserve_bytes
+            if len(self._memory) < 4096:
+                self._memory[micro_batch] = value
+        return value
 
     @property
     def micro_batch_max(self) -> int:

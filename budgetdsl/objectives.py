@@ -152,9 +152,19 @@ def axis_rank(objective: str, wall: float, cost: float, flops: float) -> tuple[f
 def choose(objective: str, items: Sequence[T], config: Callable[[T], object], b_crit: float) -> T | None:
     """The objective's pick among `items`, taken from their non-dominated set; None when empty.
     Measures within 1e-12 of each other tie, and the tie-breaks decide."""
-    front = pareto(items, lambda i: axes(config(i)))
-    if not front:
+    return choose_among(objective, items, [axes(config(i)) for i in items], config, b_crit)
+
+
+def choose_among(objective: str, items: Sequence[T], points: Sequence[tuple[float, ...]],
+                 config: Callable[[T], object], b_crit: float) -> T | None:
+    """`choose` with each item's axes given (`points[n]` = axes of `items[n]`): a search that grows
+    its pool computes each point once."""
+    if not items:
         return None
+    kept = _pareto3(points) if len(points[0]) == 3 and all(len(p) == 3 for p in points) else _pareto(points)
+    front = [items[n] for n in sorted(kept)]
+    if len(front) == 1:
+        return front[0]
 
     def key(i: T) -> tuple[float, ...]:
         r = rank(objective, config(i), b_crit)

@@ -261,26 +261,29 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
 
     def consider(n: int) -> bool:
         """Evaluate the configurations near n sequences per replica; True when n itself (exactly)
-        has a feasible configuration."""
+        has a feasible configuration. The feasible ones of each n are kept in `evals`: every
+        objective of a pair asks for the interval's ends, and the neighbours overlap."""
         nonlocal best, best_key
-        exact = False
         seen.add(n)
-        pairs = evals.get(("configs", n, micro_fixed))
-        if pairs is None:
-            pairs = evals[("configs", n, micro_fixed)] = _configs_for(n, micro_max, micro_fixed, pipeline)
-        for micro, accum in pairs:
-            cfg = evals.get((micro, accum))
-            if cfg is None:
-                cfg = evals[(micro, accum)] = evaluate(cm, fr, limits, micro, accum, micro_max)
-            if not cfg.feasible:
-                continue
-            exact = exact or micro * accum == n
+        entry = evals.get(("n", n, micro_fixed))
+        if entry is None:
+            exact, feasible = False, []
+            for micro, accum in _configs_for(n, micro_max, micro_fixed, pipeline):
+                cfg = evals.get((micro, accum))
+                if cfg is None:
+                    cfg = evals[(micro, accum)] = evaluate(cm, fr, limits, micro, accum, micro_max)
+                if cfg.violated:
+                    continue
+                exact = exact or micro * accum == n
+                feasible.append(cfg)
+            entry = evals[("n", n, micro_fixed)] = (exact, feasible)
+        for cfg in entry[1]:
             # ties (the batch decides most objectives) go to the faster run, then to fewer
             # accumulation steps: with a pipeline, more micro-batches shrink the bubble
-            key = (score(objective, fr, cfg), cfg.wall, accum, abs(cfg.batch - clipped))
+            key = (score(objective, fr, cfg), cfg.wall, cfg.grad_accum, abs(cfg.batch - clipped))
             if best_key is None or key < best_key:
                 best, best_key = cfg, key
-        return exact
+        return entry[0]
 
     # The neighbours of the target, and the interval's ends (the objective may prefer either).
     hit = False

@@ -21,7 +21,7 @@ from budgetdsl.cost_model import CostModel, Split, cost_model_key
 from budgetdsl.frontier import Frontier
 from budgetdsl.layout_search import LayoutChoice, candidates as layout_candidates, concrete, launches
 from budgetdsl.noise_source import NoiseEstimate
-from budgetdsl.objectives import _magnitude, axes, axis_rank, balance, rank
+from budgetdsl.objectives import axes, axis_rank, choose_among, rank
 from budgetdsl.placement import Limits, Placement
 from budgetdsl.solve_context import (Context, candidates, closest, cost_model, pick as choose_pick, place_on,
                                      raw_counts, solve_layout)
@@ -259,24 +259,33 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     space_pairs = space.pairs
     bounds: list[tuple[float, float, float]] = []
     keys: list[tuple[float, ...]] = []
+    sqrt, floor, ceil, log10 = math.sqrt, math.floor, math.ceil, math.log10
     for pr, (a, c0, b_min) in zip(space_pairs, consts.per_pair):  # pairs by index into the space
-        b = max(b_min, math.sqrt(bc * c0 / a)) if a > 0 else b_min
+        b = b_min
+        if a > 0:
+            b_star = sqrt(bc * c0 / a)
+            if b_star > b_min:
+                b = b_star
         wall = s_min * (a * b + c0 + a * bc + bc * c0 / b) * shrink
         gpu_hours = pr.gpus * wall / 3600.0
-        bound = (wall, gpu_hours * price if price else gpu_hours, f * e_min * (1.0 + b_min / bc) * shrink)
+        cost = gpu_hours * price if price else gpu_hours
+        bound = (wall, cost, f * e_min * (1.0 + b_min / bc) * shrink)
         bounds.append(bound)
-        if balanced:
+        if balanced:  # balance() at the pair's batches nearest B_crit (bound_rank)
             n = bc / b_min
-            r = (min(balance(max(1, k) * b_min / bc) for k in (math.floor(n), math.ceil(n))), bound[1], bound[0])
+            k0, k1 = floor(n), ceil(n)
+            x0, x1 = (k0 if k0 > 1 else 1) * b_min / bc, (k1 if k1 > 1 else 1) * b_min / bc
+            v0, v1 = (1.0 + 1.0 / x0) * (1.0 + x0), (1.0 + 1.0 / x1) * (1.0 + x1)
+            r = (v1 if v1 < v0 else v0, cost, wall)
         else:
             r = axis_rank(objective, *bound)
-        keys.append((round(r[0], 12 - _magnitude(r[0])),) + r[1:])
+        r0 = r[0]  # rank_key: the first measure rounded as objectives.choose rounds it
+        m = 0 if r0 == 0 or not math.isfinite(r0) else int(floor(log10(abs(r0))))
+        keys.append((round(r0, 12 - m),) + r[1:])
     simple = [pr.layout.sort_key() for pr in space_pairs]
     order = sorted(range(len(space_pairs)), key=lambda i: (keys[i], simple[i], space_pairs[i].gpus))
     placed: dict[LayoutChoice, tuple[list[Placement], list[Placement]]] = {}
     done = [False] * len(space_pairs)
-    probe = Context(base, noise, fr, limits, objective)
-
     def place_pair(i: int) -> list[Placement]:
         done[i] = True
         pr = space_pairs[i]
@@ -288,6 +297,15 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         return new
 
     pool: list[Placement] = []
+    points: list[tuple[float, float, float]] = []  # axes of each pool item, computed once
+
+    def grow(new: list[Placement]) -> None:
+        pool.extend(new)
+        points.extend(axes(pl.config) for pl in new)
+
+    def choose_pool() -> Placement | None:
+        return choose_among(objective, pool, points, _config, bc)
+
     best_key = pick = None
     for i in order:
         if best_key is not None and keys[i] > best_key:
@@ -302,8 +320,8 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
                 continue
         new = place_pair(i)
         if new or pick is None:  # the pick of an unchanged pool is the same pick
-            pool.extend(new)
-            pick = choose_pick(probe, pool)
+            grow(new)
+            pick = choose_pool()
             best_key = None if pick is None else rank_key(objective, rank(objective, pick.config, bc))
     while pick is not None:  # the pick must stay on the front: place every pair that could dominate it
         pw, pc, pf = axes(pick.config)
@@ -313,8 +331,8 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         if not threats:
             break
         for i in threats:
-            pool.extend(place_pair(i))
-        pick = choose_pick(probe, pool)
+            grow(place_pair(i))
+        pick = choose_pool()
     if not pool and not all(done):  # nothing feasible: every pair, for the diagnosis
         for i in order:
             if not done[i]:
@@ -372,3 +390,7 @@ def lower_bound(ref: CostModel, gpus: int, dp: int, step: StepCost | None, fr: F
     gpu_hours = gpus * wall / 3600.0
     flops = ref.flops_per_token * fr.e_min * (1.0 + b_min / bc) * (1.0 - 1e-9)
     return (wall, gpu_hours * limits.price if limits.price else gpu_hours, flops)
+
+
+def _config(pl: Placement):
+    return pl.config

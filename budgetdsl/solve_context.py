@@ -84,6 +84,12 @@ def place_on(ctx: Context, gpus: int, limits: Limits | None = None, objective: s
     objective = ctx.objective if objective is None else objective
     key = ("place", gpus, None if own else limits, objective, micro_fixed)
     pl = ctx.memo.get(key)
+    if pl is None and objective == "min_cost":
+        # On one GPU count cost is G·W/3600 (× price): a non-decreasing function of the wall clock,
+        # and min_cost aims at min_time's batch. Its key (cost, wall, accumulation, distance) then
+        # orders every configuration as min_time's (wall, cost, …) does, so the placement is
+        # min_time's, term for term.
+        pl = ctx.memo[key] = place_on(ctx, gpus, limits, "min_time", micro_fixed)
     if pl is None:
         evals_key = ("evals", gpus, None if own else limits)
         evals = ctx.memo.get(evals_key)
