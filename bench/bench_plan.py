@@ -8,7 +8,9 @@ warm ≥ 1,000 full-search plans/s, a 10,000-point sweep ≤ 1 s):
             (every layout key pinned) and the same plan with every layout key `auto` (full search);
             the first solve of each (nothing cached) is shown apart
   sweep     `budgetdsl sweep PLAN --set budget.deadline=… --set noise.b_crit=…` (100 × 100 =
-            10,000 rows) through the command line, one process, CSV to /dev/null
+            10,000 rows) through the command line, one process, CSV: the vectorized kernel
+            (budgetdsl.sweep_kernel) and the scalar path (BUDGETDSL_SWEEP_SCALAR=1, solve() per row)
+            side by side, and whether their CSV is byte-identical
 with the load average (the machine may be shared) and each figure's ratio to the bare-Python
 baseline of the same run, so runs on a loaded machine can be compared.
 """
@@ -91,10 +93,19 @@ def main() -> None:
 
     deadlines = ",".join(f"{d}d" for d in range(5, 105))
     b_crits = ",".join(f"{b}k" for b in range(100, 10_100, 100))
-    t = proc([sys.executable, "-m", "budgetdsl", "sweep", "plans/minimal.yaml", "--format", "csv",
-              "--set", f"budget.deadline={deadlines}", "--set", f"noise.b_crit={b_crits}"], 1)
-    print(f"sweep     budgetdsl sweep plans/minimal.yaml, 100 deadlines × 100 B_crit = 10,000 rows: "
-          f"{t:.2f} s ({t / base:.0f}x python -c pass)")
+    args = [sys.executable, "-m", "budgetdsl", "sweep", "plans/minimal.yaml", "--format", "csv",
+            "--set", f"budget.deadline={deadlines}", "--set", f"noise.b_crit={b_crits}"]
+    outputs = {}
+    for label, env in (("kernel", {}), ("scalar", {"BUDGETDSL_SWEEP_SCALAR": "1"})):
+        t = time.perf_counter()
+        done = subprocess.run(args, cwd=REPO, check=False, capture_output=True, env={**os.environ, **env})
+        times = outputs[label] = (time.perf_counter() - t, done.stdout)
+        print(f"sweep     budgetdsl sweep plans/minimal.yaml, 100 deadlines × 100 B_crit = 10,000 rows, "
+              f"{label} path{' (BUDGETDSL_SWEEP_SCALAR=1, solve() per row)' if env else ''}: {times[0]:.2f} s "
+              f"({times[0] / base:.0f}x python -c pass)")
+    (tk, out_k), (ts, out_s) = outputs["kernel"], outputs["scalar"]
+    print(f"sweep     kernel / scalar: {ts / tk:.0f}x faster; CSV output identical: "
+          f"{'yes' if out_k == out_s and out_k else 'NO'}")
     load = os.getloadavg()
     print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 

@@ -537,6 +537,18 @@ class _Store:
                 st["kinds"][k][f][rows] = getattr(pl, f)
 
 
+    def view(self, rows: np.ndarray) -> "_Store":
+        """The same placements on a subset of the rows."""
+        out = _Store(len(rows))
+        out.unsure = self.unsure[rows]
+        for i, st in self.pairs.items():
+            out.pairs[i] = dict(lo=st["lo"][rows], hi=st["hi"][rows],
+                                ivs={n: tuple(x[rows] for x in v) for n, v in st["ivs"].items()},
+                                targets=[t[rows] for t in st["targets"]], done=st["done"][rows],
+                                kinds=[{f: v[rows] for f, v in k.items()} for k in st["kinds"]])
+        return out
+
+
 def _subset(r: Rows, rows: np.ndarray) -> Rows:
     return Rows(*(getattr(r, f)[rows] for f in Rows.__slots__))
 
@@ -596,6 +608,8 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
             need[first[j], np.arange(R)] = True
     done = np.zeros((P, R), bool)
     apart = np.zeros(R, bool)
+    d = None
+    changed = np.arange(R)
     while True:
         for i in np.flatnonzero((need & ~done).any(axis=1)):
             rows = np.flatnonzero(need[i] & ~done[i])
@@ -606,7 +620,10 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
             placed = [_place(p, sub, kind, lo, hi, empty, micro_fixed, divisors, cache) for kind in KINDS]
             store.put(int(i), rows, lo, hi, ivs, placed)
             done[i, rows] = True
-        d = _choose(pairs, r, store, searched)
+        if d is None:
+            d = _choose(pairs, r, store, searched)
+        else:  # only the rows that were given more pairs can change their pick
+            _merge(d, _choose(pairs, _subset(r, changed), store.view(changed), searched), changed)
         margin = 1e-8
         pw, pc, pf = d.wall, d.cost, d.flops
         with np.errstate(invalid="ignore"):
@@ -626,18 +643,23 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
         if not wanted.any():
             break
         need |= wanted
+        changed = np.flatnonzero(wanted.any(axis=0))
     if apart.any():  # merge the rows placed apart
         rows = np.flatnonzero(apart)
-        other = decide(pairs, _subset(r, rows), micro_fixed, divisors, searched, every=True)
-        for f in Decided.__slots__:
-            a, b = getattr(d, f), getattr(other, f)
-            if isinstance(a, dict):
-                for name in a:
-                    for x, y in zip(a[name], b[name]):
-                        x[rows] = y
-            else:
-                a[rows] = b
+        _merge(d, decide(pairs, _subset(r, rows), micro_fixed, divisors, searched, every=True), rows)
     return d
+
+
+def _merge(d: "Decided", other: "Decided", rows: np.ndarray) -> None:
+    """`other`'s rows (answers for the chunk's `rows`) written into `d`."""
+    for f in Decided.__slots__:
+        a, b = getattr(d, f), getattr(other, f)
+        if isinstance(a, dict):
+            for name in a:
+                for x, y in zip(a[name], b[name]):
+                    x[rows] = y
+        else:
+            a[rows] = b
 
 
 def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
