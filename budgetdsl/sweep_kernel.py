@@ -73,6 +73,43 @@ class Pair:
     split: object  # cost_model.Split
 
 
+_STEP = ("per_sequence", "window", "bubble_k", "dp_per_micro", "reduce", "gather", "fixed")
+
+
+@dataclass(slots=True)
+class Block:
+    """Pair constants per element: many (pair, row) placements evaluated in one pass (every field
+    an array over the elements, or a scalar shared by all)."""
+
+    gpus: np.ndarray
+    dp: np.ndarray
+    seq_len: np.ndarray
+    per: np.ndarray
+    f: np.ndarray
+    rate: np.ndarray
+    c: np.ndarray
+    micro_max: np.ndarray
+    pipeline: np.ndarray
+    declared: bool  # hardware.mfu: the same for every pair of a plan
+    overlap: float | None  # hardware.overlap: likewise
+    zero3: np.ndarray
+    step: dict  # _STEP name -> array
+
+
+def block(pairs: list[Pair], which: np.ndarray) -> Block:
+    """The constants of pairs[which[k]] for every element k."""
+    def col(get, dtype=float):
+        return np.array([get(p) for p in pairs], dtype=dtype)[which]
+    first = pairs[0].cm
+    declared = first.mode == "declared"
+    steps = [p.cm._step for p in pairs]
+    step = {} if declared else {n: np.array([getattr(st, n) for st in steps])[which] for n in _STEP}
+    return Block(col(lambda p: p.gpus), col(lambda p: p.dp), col(lambda p: p.seq_len), col(lambda p: p.per),
+                 col(lambda p: p.f), col(lambda p: p.rate), col(lambda p: p.c), col(lambda p: p.micro_max, np.int64),
+                 col(lambda p: p.pipeline, bool), declared, None if declared else steps[0].overlap,
+                 np.zeros(len(which), bool) if declared else col(lambda p: p.cm._step.zero3, bool), step)
+
+
 # -- the plan: its pairs --------------------------------------------------------------------------
 
 def plan_pairs(plan) -> list[Pair] | None:
@@ -109,22 +146,20 @@ def plan_pairs(plan) -> list[Pair] | None:
 
 # -- step time and evaluation, vectorized --------------------------------------------------------
 
-def _step_time(p: Pair, batch, accum):
-    """CostModel.step_time(batch, accum), elementwise, in the scalar's order of operations."""
-    cm = p.cm
-    if cm.mode == "declared":
+def _step_time(p: Block, batch, accum):
+    """CostModel.step_time(batch, accum), elementwise, in the scalar's order of operations
+    (throughput.StepCost.total; both ZeRO branches computed, each as the scalar computes it)."""
+    if p.declared:
         return p.f * batch / p.rate + p.c
-    st = cm._step
+    st = p.step
     m = accum
     b = batch / (p.seq_len * p.dp * accum)
-    if st.zero3:
-        total_dp = m * st.dp_per_micro
-        hidden = np.minimum(total_dp, m * b * st.window)
-    else:
-        total_dp = st.reduce + st.gather
-        hidden = np.minimum(st.reduce, (2.0 / 3.0) * b * st.window)
-    exposed = total_dp * (1.0 - st.overlap) if st.overlap is not None else total_dp - hidden
-    return m * b * st.per_sequence + st.bubble_k * b + np.maximum(0.0, exposed) + st.fixed
+    z3_dp = m * st["dp_per_micro"]
+    total_dp = np.where(p.zero3, z3_dp, st["reduce"] + st["gather"])
+    hidden = np.where(p.zero3, np.minimum(z3_dp, m * b * st["window"]),
+                      np.minimum(st["reduce"], (2.0 / 3.0) * b * st["window"]))
+    exposed = total_dp * (1.0 - p.overlap) if p.overlap is not None else total_dp - hidden
+    return m * b * st["per_sequence"] + st["bubble_k"] * b + np.maximum(0.0, exposed) + st["fixed"]
 
 
 @dataclass(slots=True)
@@ -160,7 +195,7 @@ class Evals:
     big: np.ndarray  # beyond the exact integer range: the row goes to the scalar path
 
 
-def _evaluate(p: Pair, r: Rows, micro, accum, exists, micro_fixed: int | None) -> Evals:
+def _evaluate(p: Block, r: Rows, micro, accum, exists, micro_fixed: int | None) -> Evals:
     """placement.evaluate, elementwise (micro, accum: float arrays of whole numbers)."""
     sequences = micro * accum * p.dp
     batch = sequences * p.seq_len
@@ -203,12 +238,14 @@ class _Divisors:
             self.tables[cap] = table
         return table
 
-    def __call__(self, n: np.ndarray, cap: int) -> np.ndarray:
+    def __call__(self, n: np.ndarray, cap: np.ndarray) -> np.ndarray:
         k0 = np.minimum(n, cap)
         small = (n < self.SIEVE) & (n > cap)  # n ≤ cap divides itself
         d = k0.copy()
         if small.any():
-            d[small] = self._table(cap, int(n[small].max()))[n[small]]
+            for c in np.unique(cap[small]).tolist():
+                m = small & (cap == c)
+                d[m] = self._table(int(c), int(n[m].max()))[n[m]]
         big = np.flatnonzero(n >= self.SIEVE)
         if big.size:  # the scan itself: k = min(n, cap) downwards
             nb, k = n[big], k0[big].copy()
@@ -226,7 +263,7 @@ class _Divisors:
         return np.where((d > 1) & (d >= k0 - (_DIVISOR_SCAN - 1)), d, 1)
 
 
-def _splits(p: Pair, n: np.ndarray, micro_fixed: int | None, divisors: _Divisors):
+def _splits(p: Block, n: np.ndarray, micro_fixed: int | None, divisors: _Divisors):
     """placement._configs_for(n, ...) elementwise, in integers: a list of (micro, accum, exists)
     float arrays."""
     ni = n.astype(np.int64)
@@ -235,7 +272,7 @@ def _splits(p: Pair, n: np.ndarray, micro_fixed: int | None, divisors: _Divisors
         a = np.maximum(1, ni // micro_fixed)
         mf = np.full(n.shape, float(micro_fixed))
         return [(mf, a.astype(float), every), (mf, (a + 1).astype(float), a * micro_fixed < ni)]
-    cap = max(1, p.micro_max)
+    cap = np.broadcast_to(np.maximum(1, p.micro_max), ni.shape)
     a = -(-ni // cap)
     m1, m2 = ni // a, -(-ni // a)
     d = divisors(ni, cap)
@@ -243,8 +280,8 @@ def _splits(p: Pair, n: np.ndarray, micro_fixed: int | None, divisors: _Divisors
     out = [(m1.astype(float), af, (m1 >= 1) & (m1 <= cap)),
            (m2.astype(float), af, (m2 >= 1) & (m2 <= cap) & (m2 != m1)),
            (d.astype(float), (ni // d).astype(float), every)]
-    if p.pipeline:
-        out.append((np.ones(n.shape), n.copy(), every))
+    if p.pipeline.any():
+        out.append((np.ones(n.shape), n.copy(), np.broadcast_to(p.pipeline, n.shape)))
     return out
 
 
@@ -265,11 +302,11 @@ class Placed:
     target: np.ndarray
 
 
-def _intervals(p: Pair, r: Rows):
+def _intervals(p: Block, r: Rows):
     """placement.limit_intervals: (lo, hi, empty, {name: (lo, hi, present)})."""
     R = len(r)
     ivs = {}
-    lo = np.full(R, p.per)  # min_batch: (dp·s, INF)
+    lo = p.per + np.zeros(R)  # min_batch: (dp·s, INF)
     hi = np.full(R, INF)
     empty = np.zeros(R, bool)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -313,21 +350,21 @@ def _better(key_new, key_old):
     return less, equal
 
 
-def _place(p: Pair, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, cache) -> Placed:
+def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, cache) -> Placed:
     """placement.place for one objective, elementwise."""
     R = len(r)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if kind == "balanced":
             target = r.bc.copy()
         elif kind == "min_time":
-            target = (np.sqrt(r.bc) * math.sqrt(p.c) * math.sqrt(p.rate) / math.sqrt(p.f) if p.c > 0.0
-                      else np.zeros(R))
+            target = np.where(p.c > 0.0, np.sqrt(r.bc) * np.sqrt(p.c) * np.sqrt(p.rate) / np.sqrt(p.f), 0.0)
         else:
             target = np.zeros(R)
         unsure = np.zeros(R, bool)
         go = ~empty & (lo <= hi)
-        if p.micro_max < 1 or (micro_fixed is not None and micro_fixed > p.micro_max):
-            go[:] = False
+        go &= p.micro_max >= 1
+        if micro_fixed is not None:
+            go &= micro_fixed <= p.micro_max
         clipped = np.minimum(np.maximum(target, lo), hi)
         n_t = clipped / p.per
         n_lo = np.maximum(1.0, np.ceil(lo / p.per * (1.0 - 1e-12)))
@@ -603,7 +640,7 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
     need = np.full((P, R), every)
     # a first guess at the pick: the pairs whose bounds rank best, and the fastest and cheapest
     for lb, k in ((lb_r0, 2), (lb_wall, 4), (lb_cost, 2), (lb_flops, 1)):
-        first = np.argsort(lb, axis=0, kind="stable")[:k]
+        first = np.argpartition(lb, k - 1, axis=0)[:k] if P > k else np.arange(P)[:, None].repeat(R, axis=1)
         for j in range(first.shape[0]):
             need[first[j], np.arange(R)] = True
     done = np.zeros((P, R), bool)
@@ -611,15 +648,19 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
     d = None
     changed = np.arange(R)
     while True:
-        for i in np.flatnonzero((need & ~done).any(axis=1)):
-            rows = np.flatnonzero(need[i] & ~done[i])
-            sub = _subset(r, rows)
-            p = pairs[i]
-            lo, hi, empty, ivs = _intervals(p, sub)
+        pi, ri = np.nonzero(need & ~done)  # every (pair, row) still to place, in one pass
+        if len(pi):
+            blk = block(pairs, pi)
+            sub = _subset(r, ri)
+            lo, hi, empty, ivs = _intervals(blk, sub)
             cache: dict = {}
-            placed = [_place(p, sub, kind, lo, hi, empty, micro_fixed, divisors, cache) for kind in KINDS]
-            store.put(int(i), rows, lo, hi, ivs, placed)
-            done[i, rows] = True
+            placed = [_place(blk, sub, kind, lo, hi, empty, micro_fixed, divisors, cache) for kind in KINDS]
+            cuts = np.flatnonzero(np.diff(pi)) + 1
+            for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pi)]):
+                part = slice(a, b)
+                store.put(int(pi[a]), ri[part], lo[part], hi[part], {n: tuple(x[part] for x in v) for n, v in ivs.items()},
+                          [Placed(*(getattr(pl, f)[part] for f in Placed.__slots__)) for pl in placed])
+            done[pi, ri] = True
         if d is None:
             d = _choose(pairs, r, store, searched)
         else:  # only the rows that were given more pairs can change their pick
