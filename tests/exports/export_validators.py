@@ -362,23 +362,79 @@ def validate_pytorchjob(text: str, spec: LaunchSpec, tmp: Path) -> None:
 
 # -- SkyPilot ----------------------------------------------------------------------------------
 
+# SkyPilot reads and writes ~/.sky: it runs in a child process with an empty home of its own, so
+# that the test's HOME (and SkyPilot's module-level state) stay untouched. One child serves the
+# whole session — each task file is still parsed by sky.Task.from_yaml, one file per request — as
+# `import sky` takes ~2-3 s and a child per export spent ~30 s of the suite on imports alone.
+_SKY_READER = """\
+import json, sys, traceback
+import sky
+for path in sys.stdin:
+    try:
+        t = sky.Task.from_yaml(path.rstrip("\\n"))
+        (r,) = list(t.resources)
+        answer = {"task": {"name": t.name, "num_nodes": t.num_nodes, "run": t.run, "envs": t.envs,
+                           "accelerators": r.accelerators, "image_id": r.image_id}}
+    except BaseException:
+        answer = {"error": traceback.format_exc()}
+    print("\\0" + json.dumps(answer), flush=True)
+"""
+
+
+class _SkyReader:
+    """The session's SkyPilot child: `read(path)` is sky.Task.from_yaml's reading of that file."""
+
+    def __init__(self) -> None:
+        import atexit
+        import tempfile
+
+        self.home = Path(tempfile.mkdtemp(prefix="budgetdsl-sky-home-"))
+        self.log = (self.home / "stderr.log").open("w+")
+        self.proc = subprocess.Popen([sys.executable, "-c", _SKY_READER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                     env={**os.environ, "HOME": str(self.home)})
+        atexit.register(self.close)
+
+    def read(self, path: Path, timeout: float = 300.0) -> dict:
+        import select
+
+        self.proc.stdin.write(f"{path}\n")
+        self.proc.stdin.flush()
+        while True:  # skip whatever SkyPilot itself prints on stdout
+            ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+            line = self.proc.stdout.readline() if ready else ""
+            if not line:
+                self.log.seek(0)
+                raise AssertionError(f"the SkyPilot reader stopped:\n{self.log.read()[-3000:]}")
+            if line.startswith("\0"):
+                return json.loads(line[1:])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+@cache
+def sky_reader() -> _SkyReader:
+    import importlib.util
+
+    if importlib.util.find_spec("sky") is None:  # found without importing it here
+        _missing("python package 'sky'")
+    return _SkyReader()
+
+
 def validate_skypilot(text: str, spec: LaunchSpec, tmp: Path) -> None:
-    need_module("sky")
     path = tmp / "task.yaml"
     path.write_text(text)
-    home = tmp / "home"
-    home.mkdir(exist_ok=True)
-    # SkyPilot reads and writes ~/.sky: give it an empty home, in a child process so that the
-    # test's own HOME (and SkyPilot's module-level state) stay untouched.
-    code = ("import json, sys, sky\n"
-            "t = sky.Task.from_yaml(sys.argv[1])\n"
-            "(r,) = list(t.resources)\n"
-            "print(json.dumps({'name': t.name, 'num_nodes': t.num_nodes, 'run': t.run, 'envs': t.envs,"
-            " 'accelerators': r.accelerators, 'image_id': r.image_id}))\n")
-    done = run([sys.executable, "-c", code, str(path)], env={**os.environ, "HOME": str(home)},
-               timeout=300)
-    assert done.returncode == 0, f"sky.Task.from_yaml rejected the task:\n{done.stderr[-3000:]}"
-    task = json.loads(done.stdout.strip().splitlines()[-1])
+    answer = sky_reader().read(path)
+    assert "task" in answer, f"sky.Task.from_yaml rejected the task:\n{answer['error'][-3000:]}"
+    task = answer["task"]
     assert task["num_nodes"] == spec.nodes
     assert task["accelerators"] == {spec.accelerator: spec.gpus_per_node}
     assert task["envs"] == dict(spec.env())
