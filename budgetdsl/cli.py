@@ -19,13 +19,17 @@ import importlib
 import os
 import sys
 import textwrap
+import types
 
 from budgetdsl import __version__
 from budgetdsl.commands import COMMANDS
 from budgetdsl.exit_codes import ExitCode
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every command, or with `only`, that command alone (main() passes
+    the command that argv names, so `budgetdsl plan` neither imports nor compiles the modules of
+    calibrate, sweep, tui, ...; the chosen command parses exactly as in the full parser)."""
     parser = argparse.ArgumentParser(
         prog="budgetdsl",
         description="Plan the budget of a training run on the critical-batch frontier.",
@@ -36,15 +40,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"budgetdsl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         module = importlib.import_module(f"budgetdsl.commands.{name}")
         module.register(sub)
     return parser
 
 
+def _without_pydantic_plugins() -> None:
+    """Turn pydantic's plugins off for the command line, before pydantic is imported.
+
+    pydantic looks for plugins (the `pydantic` entry points of every installed distribution) when
+    it builds its first model: importing importlib.metadata and reading each distribution's
+    metadata was ~6 % of a cold `budgetdsl plan` (issue 13, item 4). budgetdsl uses no pydantic
+    plugin, so the command line sets pydantic's documented switch, PYDANTIC_DISABLE_PLUGINS (unless
+    the user set it), and stands in for pydantic's loader module, which would import
+    importlib.metadata only to read that switch. Should pydantic move its loader, the stand-in is
+    never read and the switch still holds. Python code that imports budgetdsl keeps pydantic's own
+    behaviour."""
+    if "pydantic" in sys.modules or os.environ.get("PYDANTIC_DISABLE_PLUGINS") is not None:
+        return
+    os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+    loader = types.ModuleType("pydantic.plugin._loader", "budgetdsl.cli: pydantic plugins are off")
+    loader.get_plugins = tuple  # type: ignore[attr-defined] - no plugins: ()
+    sys.modules.setdefault("pydantic.plugin._loader", loader)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _without_pydantic_plugins()
     try:
-        parser = build_parser()
+        words = sys.argv[1:] if argv is None else argv
+        parser = build_parser(words[0] if words and words[0] in COMMANDS else None)
         args = parser.parse_args(argv)  # usage errors: SystemExit(2) with argparse's message
         return int(args.handler(args))
     except KeyboardInterrupt:

@@ -7,22 +7,21 @@ an image reference with spaces, a partition with a quote, an environment variabl
 not one, or one that the launchers themselves set (RANK, MASTER_ADDR, PET_*, ...).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: see plan_model.py (cold start, issue 13).
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 # OCI image reference: [registry[:port]/]path[:tag][@digest] — letters, digits and . _ - / : @ +
-_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
-_SLURM_NAME = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*")  # partition lists are comma-separated
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_ACCELERATOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_RESOURCE = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9._]*[a-z0-9])?")
-_PATH = re.compile(r"[A-Za-z0-9_./@+=,-]+")
+_IMAGE = r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*"
+_SLURM_NAME = r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*"  # partition lists are comma-separated
+_ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_ACCELERATOR = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_RESOURCE = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9._]*[a-z0-9])?"
+_PATH = r"[A-Za-z0-9_./@+=,-]+"
 
 # Set by torchrun, Slurm, SkyPilot, the Kubeflow operators or the export itself: a plan must not.
 RESERVED_ENV = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
@@ -35,8 +34,8 @@ def _rule(message: str, path: str = "") -> PydanticCustomError:
     return PydanticCustomError("plan_rule", message, {"path": path})
 
 
-def _check(pattern: re.Pattern[str], value: str | None, what: str) -> str | None:
-    if value is not None and not pattern.fullmatch(value):
+def _check(pattern: str, value: str | None, what: str) -> str | None:
+    if value is not None and not re.fullmatch(pattern, value):  # compiled on first use (re's cache)
         raise _rule(f"{value!r} is not {what}")
     return value
 
@@ -132,7 +131,7 @@ class Launch(BaseModel):
     @classmethod
     def _env(cls, v: dict[str, str] | None) -> dict[str, str] | None:
         for name, value in (v or {}).items():
-            if not _ENV_NAME.fullmatch(name):
+            if not re.fullmatch(_ENV_NAME, name):
                 raise _rule(f"{name!r} is not an environment variable name "
                             "(letters, digits and '_', not starting with a digit)", name)
             if name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):

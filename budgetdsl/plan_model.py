@@ -10,8 +10,9 @@ model validators that raise `PlanRuleError` naming the offending path, so the lo
 the exact key in the file.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here (nor in solution.py, launch_model.py): pydantic would
+# compile and evaluate each field's annotation from its text when the class is built, at every cold
+# start (issue 13, item 4); written as objects, they are evaluated once, as the class body runs.
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Union

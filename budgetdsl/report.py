@@ -7,7 +7,6 @@ bytes (no clocks, no terminal widths, no dict-order surprises), numbers for peop
 from __future__ import annotations
 
 from budgetdsl.humanize import data, human, si, significant
-from budgetdsl.markdown_text import code, inline
 from budgetdsl.solution import Constraint, Solution
 
 
@@ -273,6 +272,8 @@ def render_text(sol: Solution) -> str:
 
 
 def _md_escape(text: str) -> str:
+    from budgetdsl.markdown_text import inline  # Markdown only: not imported for text output
+
     return inline(text)  # plan text never becomes a link, an image, HTML or a new row
 
 
@@ -284,6 +285,8 @@ def _md_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]
 
 def render_markdown(sol: Solution) -> str:
     """Markdown for a pull-request comment."""
+    from budgetdsl.markdown_text import code
+
     icon = "✅" if sol.feasible else "❌"
     out = [f"### {icon} {code(sol.plan)}: {sol.status} ({sol.objective})", ""]
     if sol.batch.tokens is not None:

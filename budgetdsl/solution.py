@@ -8,8 +8,7 @@ slack, binding); infeasibility as a status with relaxations, never an exception.
 Units: tokens, sequences, seconds, FLOP, bytes, GPU-hours, US dollars; ratios are plain numbers.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: see plan_model.py (cold start, issue 13).
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,6 +28,13 @@ class Origin(StrEnum):
     derived = "derived"  # computed by a formula of the cost model
     preset = "preset"  # taken from a GPU preset (vendor datasheet)
     default = "default"  # the tool's default, not in the plan
+
+
+def _empty() -> list:
+    """A new empty list, the default of the list fields. (`default_factory=list` has pydantic read the
+    signature of the builtin `list`: the first such read compiles tokenize's regular expressions,
+    ~3 ms of a cold `budgetdsl plan`.)"""
+    return []
 
 
 class _Frozen(BaseModel):
@@ -186,7 +192,7 @@ class Ramp(_Frozen):
     saves_wall_clock_s: float
     closed_form_steps: float | None = Field(None, description="auto: S_min (1 + 1/x), unsnapped.")
     closed_form_tokens: float | None = Field(None, description="auto: E_min (1 + x), unsnapped.")
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=_empty)
 
 
 class PlanWarning(_Frozen):
@@ -220,7 +226,7 @@ class Throughput(_Frozen):
     step_time_s: float
     breakdown: dict[str, float] = Field(description="Seconds per step: compute, recompute, tp_comm, "
                                         "pp_comm, bubble, dp_comm, optimizer, overhead.")
-    stage_layers: list[int] = Field(default_factory=list, description="Transformer layers per "
+    stage_layers: list[int] = Field(default_factory=_empty, description="Transformer layers per "
                                     "pipeline stage (the slowest sets the pace).")
     predicted_mfu: float | None = Field(None, description="Declared mode: the MFU the layout alone "
                                         "would predict, for comparison.")
@@ -258,7 +264,7 @@ class LayoutSearch(_Frozen):
                          "dominate it (exact; the front shown is that of the pairs placed).")
     feasible: int = Field(description="Layouts with a feasible configuration.")
     chosen: LayoutOption | None = None
-    runners_up: list[LayoutOption] = Field(default_factory=list)
+    runners_up: list[LayoutOption] = Field(default_factory=_empty)
     reason: str
 
 
@@ -277,7 +283,7 @@ class FrontPoint(_Frozen):
     gpu_hours: float
     usd: float | None = None
     flops: float
-    objectives: list[str] = Field(default_factory=list, description="The objectives whose pick this is.")
+    objectives: list[str] = Field(default_factory=_empty, description="The objectives whose pick this is.")
     chosen: bool = False
 
 
@@ -298,9 +304,9 @@ class Solution(_Frozen):
     usd: float | None = None
     frontier: FrontierPoint
     constraints: list[Constraint]
-    conflicts: list[str] = Field(default_factory=list, description="Which limits conflict, when infeasible.")
-    relaxations: list[Relaxation] = Field(default_factory=list)
-    memory_remedies: list[MemoryRemedy] = Field(default_factory=list)
+    conflicts: list[str] = Field(default_factory=_empty, description="Which limits conflict, when infeasible.")
+    relaxations: list[Relaxation] = Field(default_factory=_empty)
+    memory_remedies: list[MemoryRemedy] = Field(default_factory=_empty)
     uncertainty: Uncertainty | None = None
     pinned: PinnedComparison | None = None
     gpu_choice: GpuChoice | None = None
@@ -310,10 +316,10 @@ class Solution(_Frozen):
                                           "the launched configuration.")
     layout: LayoutSearch | None = Field(None, description="The layout search, when the plan sets layout "
                                         "keys to auto.")
-    front: list[FrontPoint] = Field(default_factory=list, description="A few points of the Pareto front "
+    front: list[FrontPoint] = Field(default_factory=_empty, description="A few points of the Pareto front "
                                     "(wall clock, cost, FLOPs) and where each objective lands.")
-    notes: list[str] = Field(default_factory=list)
-    warnings: list[PlanWarning] = Field(default_factory=list, description="Located warnings: doubtful "
+    notes: list[str] = Field(default_factory=_empty)
+    warnings: list[PlanWarning] = Field(default_factory=_empty, description="Located warnings: doubtful "
                                         "input the plan still solves with (printed on stderr too).")
 
     def constraint(self, name: str) -> Constraint | None:

@@ -1,6 +1,8 @@
 """`budgetdsl plan`: exit codes, output channels and formats, --list-gpus, a light start."""
 
+import ast
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -76,3 +78,27 @@ def test_plan_starts_light():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr
     assert "HEAVY []" in res.stderr
+
+
+def test_plan_imports_only_what_it_needs():
+    """Cold start (issue 13, item 4): `budgetdsl plan` loads the plan command alone, not the other
+    commands' modules (calibrate, sweep, tui, exports, ...), no Markdown escaping for text output,
+    and not importlib.metadata (pydantic's plugin discovery, off in the command line). A fresh
+    process, as a user runs it; `--format markdown` then does import the Markdown helper."""
+    code = ("import sys\nfrom budgetdsl.cli import main\n"
+            "rc = main(sys.argv[1:])\n"
+            "print('MODULES', sorted(m for m in sys.modules if m.startswith(('budgetdsl.', 'importlib.metadata'))),"
+            " file=sys.stderr)\nsys.exit(rc)")
+    unneeded = {f"budgetdsl.commands.{c}" for c in ("calibrate", "check", "completion", "diff", "export",
+                                                     "schema", "sweep", "tui")}
+    unneeded |= {"budgetdsl.exports", "budgetdsl.markdown_text", "budgetdsl.plan_edit", "budgetdsl.sweep",
+                 "importlib.metadata"}
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    for fmt in ("text", "markdown"):
+        res = subprocess.run([sys.executable, "-c", code, "plan", "--format", fmt, str(REPO / "plans/minimal.yaml")],
+                             capture_output=True, text=True, cwd=REPO, env=env)
+        assert res.returncode == 0, res.stderr
+        modules = set(ast.literal_eval(res.stderr.rsplit("MODULES ", 1)[1]))
+        assert "budgetdsl.commands.plan" in modules and "budgetdsl.solver" in modules
+        loaded = modules & unneeded
+        assert loaded == ({"budgetdsl.markdown_text"} if fmt == "markdown" else set()), loaded
