@@ -137,15 +137,17 @@ def lambdified() -> dict[str, Callable[..., Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Rewrite the generated module (`--check`: exit 1 when the committed copy is stale)."""
+    from budgetdsl.exit_codes import ExitCode
+
     argv = sys.argv[1:] if argv is None else argv
     text = render_module()
     if "--check" in argv:
         stale = not GENERATED.exists() or GENERATED.read_text(encoding="utf-8") != text
         print(f"{GENERATED.name}: {'stale' if stale else 'up to date'}")
-        return 1 if stale else 0
+        return ExitCode.NO if stale else ExitCode.OK
     GENERATED.write_text(text, encoding="utf-8")
     print(f"wrote {GENERATED}")
-    return 0
+    return ExitCode.OK
 
 
 if __name__ == "__main__":

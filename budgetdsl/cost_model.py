@@ -396,7 +396,7 @@ def cost_model_key(plan: "Plan") -> tuple:
         return hit[2]
     key = (model.model_dump_json(), hardware.model_dump_json(exclude=_LAYOUT_KEYS))
     _KEYS[ident] = (model, hardware, key)
-    if len(_KEYS) > 256:
+    if len(_KEYS) > 16:  # a few plans solved in turn; a sweep's rows must not pile up
         del _KEYS[next(iter(_KEYS))]
     return key
 

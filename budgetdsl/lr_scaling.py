@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 
 EXPONENT = {"sqrt": 0.5, "linear": 1.0, "none": 0.0}
+# How an export names each rule beside the lr it derives.
+RULE = {"sqrt": "× √(B/B₀) (Adam)", "linear": "× B/B₀ (Goyal et al. 2017)", "none": "unscaled"}
 
 
 def scale_lr(lr: float, at_batch: float, batch: float, scaling: str) -> float:

@@ -118,7 +118,7 @@ def _entry(plan: "Plan") -> tuple[SearchSpace, "_Bounds"]:
         if len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     _BY_IDENT[ident] = (model, hardware, entry)
-    if len(_BY_IDENT) > 4 * _CACHE_SIZE:
+    if len(_BY_IDENT) > 16:  # a few plans solved in turn; a sweep's rows must not pile up
         del _BY_IDENT[next(iter(_BY_IDENT))]
     return entry
 

@@ -7,6 +7,7 @@ import sys
 
 
 def main(paths: list[str]) -> int:
+    from budgetdsl.exit_codes import ExitCode
     from budgetdsl.exports.spec import ExportError, launch_spec
     from budgetdsl.plan_loader import load_plan
     from budgetdsl.solver import solve
@@ -21,9 +22,9 @@ def main(paths: list[str]) -> int:
             continue  # every format refuses a TPU plan: nothing to schedule either
         nodes, gpus = max(nodes, spec.nodes), max(gpus, spec.gpus_per_node)
     if not nodes:
-        return 1
+        return ExitCode.NO
     print(nodes, gpus)
-    return 0
+    return ExitCode.OK
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from typing import Any
 
 from budgetdsl.launch_model import Launch
 from budgetdsl.layout import launch_problem, nodes_of, stage_layers
-from budgetdsl.lr_scaling import scale_lr  # noqa: F401 - the one definition (also re-exported)
+from budgetdsl.lr_scaling import RULE as LR_RULE, scale_lr  # noqa: F401 - the one definition (also re-exported)
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"  # NGC PyTorch: torch, NCCL, torchrun
 DEFAULT_COMMAND = ("train.py",)
@@ -381,8 +381,7 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
         lr = scale_lr(float(opt.lr), float(opt.at_batch), batch_tokens, scaling)
         warmup = int(opt.warmup_steps)
         ratio = batch_tokens / float(opt.at_batch)
-        rule = {"linear": "× B/B₀ (Goyal et al. 2017)", "sqrt": "× √(B/B₀) (Adam)",
-                "none": "unscaled"}[scaling]
+        rule = LR_RULE[scaling]
         derivation = (f"lr {format_float(lr)} = {format_float(float(opt.lr))} tuned at "
                       f"B₀ = {_tokens(float(opt.at_batch))} tokens, {scaling} {rule}, "
                       f"B = {_tokens(batch_tokens)} tokens (B/B₀ = {ratio:.4g})")
