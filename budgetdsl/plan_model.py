@@ -25,6 +25,8 @@ from budgetdsl.diagnostics import did_you_mean
 from budgetdsl.gpus import PRESETS, find_preset
 from budgetdsl.launch_model import Launch
 from budgetdsl.layout import launch_problem
+from budgetdsl.lr_scaling import EXPONENT as LR_EXPONENT
+from budgetdsl.objectives import OBJECTIVES
 from budgetdsl.units import (BANDWIDTH, BASE_UNIT, DATA, DIMENSIONLESS, EXAMPLES, FLOP, FLOP_RATE,
                              TIME, Dim)
 
@@ -417,17 +419,10 @@ class Run(_Section):
         return self
 
 
-class Objective(StrEnum):
-    balanced = "balanced"
-    min_time = "min_time"
-    min_flops = "min_flops"
-    min_cost = "min_cost"
-
-
-class LrScaling(StrEnum):
-    linear = "linear"
-    sqrt = "sqrt"
-    none = "none"
+# The objectives' and the lr scaling rules' names are defined once, beside what each means
+# (budgetdsl.objectives, budgetdsl.lr_scaling); the plan language takes exactly those.
+Objective = StrEnum("Objective", [(name, name) for name in OBJECTIVES])
+LrScaling = StrEnum("LrScaling", [(name, name) for name in LR_EXPONENT])
 
 
 class Optimizer(_Section):
