@@ -9,7 +9,8 @@ Two paths give the same rows. `iter_sweep(..., full=True)` loads and solves ever
 show a `Summary` of each row) a sweep that changes only limits, the target, B_crit or the
 objective goes through `budgetdsl.sweep_kernel`: each distinct value is loaded once per axis, and
 the rows are placed together, vectorized; every row the kernel cannot decide exactly is solved
-by `solve()` as before (docs/solver.md, "Sweeps"). BUDGETDSL_SWEEP_SCALAR=1 turns the kernel off.
+by `solve()` as before (docs/solver.md, "Sweeps"). BUDGETDSL_SWEEP_SCALAR=1 turns the kernel off;
+without numpy (not a core dependency: the calibrate extra brings it) every row is solved.
 """
 
 from __future__ import annotations
@@ -160,10 +161,13 @@ def iter_sweep(source: MergedSource, settings: list[Setting], full: bool = True)
     `Summary` where the kernel answers them (the kernel works in chunks of rows)."""
     size(settings)
     if not full and not os.environ.get("BUDGETDSL_SWEEP_SCALAR"):
-        from budgetdsl.sweep_kernel import iter_kernel_rows
-
-        yield from iter_kernel_rows(source, settings)
-        return
+        try:  # numpy comes with the calibrate extra; without it every row takes the scalar path
+            from budgetdsl.sweep_kernel import iter_kernel_rows
+        except ImportError:
+            iter_kernel_rows = None
+        if iter_kernel_rows is not None:
+            yield from iter_kernel_rows(source, settings)
+            return
     for combo in itertools.product(*(s.values for s in settings)):
         yield solve_row(source, {s.path: v for s, v in zip(settings, combo)})
 

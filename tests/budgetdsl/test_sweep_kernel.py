@@ -14,6 +14,8 @@ import shutil
 
 import pytest
 
+pytest.importorskip("numpy")  # the kernel's; without it a sweep takes the scalar path (tested below)
+
 from budgetdsl.commands.sweep import render_csv, render_table
 from budgetdsl.plan_loader import load_merged, read_merged
 from budgetdsl.solver import solve
@@ -152,3 +154,14 @@ def test_a_sweep_of_the_hardware_is_left_to_the_scalar_path(tmp_path):
     settings = [Setting("hardware.gpus", ("32", "64")), Setting("budget.deadline", ("1 day",))]
     rows = sweep(read_merged(path), settings, full=False)
     assert all(r.solution is not None for r in rows)  # solved by solve(), whole
+
+
+def test_without_numpy_every_row_takes_the_scalar_path(tmp_path, monkeypatch):
+    import sys
+
+    path = tmp_path / "plan.yaml"
+    path.write_text(MINIMAL)
+    monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` raises ImportError
+    monkeypatch.delitem(sys.modules, "budgetdsl.sweep_kernel", raising=False)
+    rows = sweep(read_merged(path), [Setting("budget.deadline", ("1 day", "2 days"))], full=False)
+    assert [r.solution is not None for r in rows] == [True, True]
