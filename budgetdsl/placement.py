@@ -258,6 +258,14 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
 
     seen: set[int] = set()
     pipeline = cm.split.pipeline_parallel > 1
+    if objective == "balanced":  # score(), inlined: (S/S_min)(E/E_min), the same operations
+        bc = fr.b_crit
+
+        def measure(c: Config) -> float:
+            return (1.0 + bc / c.batch) * (1.0 + c.batch / bc)
+    else:
+        def measure(c: Config) -> float:
+            return score(objective, fr, c)
 
     def consider(n: int) -> bool:
         """Evaluate the configurations near n sequences per replica; True when n itself (exactly)
@@ -280,7 +288,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         for cfg in entry[1]:
             # ties (the batch decides most objectives) go to the faster run, then to fewer
             # accumulation steps: with a pipeline, more micro-batches shrink the bubble
-            key = (score(objective, fr, cfg), cfg.wall, cfg.grad_accum, abs(cfg.batch - clipped))
+            key = (measure(cfg), cfg.wall, cfg.grad_accum, abs(cfg.batch - clipped))
             if best_key is None or key < best_key:
                 best, best_key = cfg, key
         return entry[0]

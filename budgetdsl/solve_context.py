@@ -104,12 +104,13 @@ def candidates(ctx: Context, counts: list[int], micro_fixed: int | None) -> list
     choice is made among (each objective's target, so the front holds the minimum-time, the
     minimum-FLOPs and the balanced batch of every count)."""
     out: list[Placement] = []
-    seen: set = set()
     for g in counts:
+        seen: list = []  # on one count equal configurations are one object (placement's `evals`)
         for objective in OBJECTIVES:
             pl = place_on(ctx, g, objective=objective, micro_fixed=micro_fixed)
-            if pl.feasible and (g, pl.config) not in seen:
-                seen.add((g, pl.config))
+            cfg = pl.config
+            if cfg is not None and not cfg.violated and not any(cfg is c for c in seen):
+                seen.append(cfg)
                 out.append(pl)
     return out
 
