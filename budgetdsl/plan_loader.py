@@ -23,7 +23,6 @@ from typing import Callable
 from pydantic import ValidationError
 
 from budgetdsl.diagnostics import Diagnostic, PlanError
-from budgetdsl.plan_errors import validation_diagnostics
 from budgetdsl.plan_model import Plan
 from budgetdsl.plan_schema import field_info, field_spec, numeric_paths
 from budgetdsl.plan_source import FRAGMENT_KEY, MergedSource, is_fragment, read_merged
@@ -44,6 +43,8 @@ def load_merged(source: MergedSource) -> Plan:
     try:
         plan = Plan.model_validate(data)
     except ValidationError as exc:
+        from budgetdsl.plan_errors import validation_diagnostics  # only a plan that fails needs it
+
         problems.extend(validation_diagnostics(exc, source, data))
         if not problems:  # pragma: no cover - every error maps to a diagnostic
             raise
@@ -70,6 +71,8 @@ def check_fragment(source: MergedSource) -> None:
     try:
         Plan.model_validate(data)
     except ValidationError as exc:
+        from budgetdsl.plan_errors import validation_diagnostics
+
         problems.extend(validation_diagnostics(exc, source, data, partial=True))
     if problems:
         raise PlanError(problems)
