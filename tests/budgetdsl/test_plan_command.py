@@ -92,7 +92,7 @@ def test_plan_imports_only_what_it_needs():
     unneeded = {f"budgetdsl.commands.{c}" for c in ("calibrate", "check", "completion", "diff", "export",
                                                      "schema", "sweep", "tui")}
     unneeded |= {"budgetdsl.exports", "budgetdsl.markdown_text", "budgetdsl.plan_edit", "budgetdsl.sweep",
-                 "importlib.metadata"}
+                 "budgetdsl.plan_errors", "importlib.metadata"}  # plan_errors: only for a plan that fails
     env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
     for fmt in ("text", "markdown"):
         res = subprocess.run([sys.executable, "-c", code, "plan", "--format", fmt, str(REPO / "plans/minimal.yaml")],
@@ -102,3 +102,11 @@ def test_plan_imports_only_what_it_needs():
         assert "budgetdsl.commands.plan" in modules and "budgetdsl.solver" in modules
         loaded = modules & unneeded
         assert loaded == ({"budgetdsl.markdown_text"} if fmt == "markdown" else set()), loaded
+    # `check` validates: no solver, no report, and no other command
+    res = subprocess.run([sys.executable, "-c", code, "check", str(REPO / "plans/minimal.yaml")],
+                         capture_output=True, text=True, cwd=REPO, env=env)
+    assert res.returncode == 0, res.stderr
+    modules = set(ast.literal_eval(res.stderr.rsplit("MODULES ", 1)[1]))
+    unneeded = (unneeded - {"budgetdsl.commands.check"}) | {"budgetdsl.commands.plan", "budgetdsl.solver",
+                                                              "budgetdsl.report"}
+    assert "budgetdsl.commands.check" in modules and not modules & unneeded, modules & unneeded
