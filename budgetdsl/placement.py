@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from budgetdsl import closed_forms_generated as cf
 from budgetdsl.cost_model import CostModel
@@ -62,9 +63,9 @@ class Limits:
         return 3600.0 * self.usd / (self.price * gpus)
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
-    """One launchable configuration, evaluated exactly (integer steps)."""
+class Config(NamedTuple):
+    """One launchable configuration, evaluated exactly (integer steps). A named tuple: immutable,
+    and built ~6x faster than a frozen dataclass (a search evaluates ~100 per solve)."""
 
     gpus: int
     micro_batch: int
@@ -151,25 +152,28 @@ def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int
     dp = cm.data_parallel
     sequences = micro * accum * dp
     batch = float(sequences * cm.seq_len)
-    steps = max(1, math.ceil(fr.steps(batch) * (1.0 - _STEP_TOL)))
+    steps = math.ceil(fr.steps(batch) * (1.0 - _STEP_TOL))
+    if steps < 1:
+        steps = 1
     tokens = steps * batch
     flops = cm.flops_per_token * tokens
     wall = steps * cm.step_time(batch, accum)
     gpu_hours = cm.gpus * wall / 3600.0
-    usd = gpu_hours * limits.price if limits.price else None
-    violated = []
+    price = limits.price
+    usd = gpu_hours * price if price else None
+    violated: tuple[str, ...] = ()
     if micro > micro_max:
-        violated.append("memory")
+        violated += ("memory",)
     if limits.deadline is not None and wall > limits.deadline:
-        violated.append("deadline")
+        violated += ("deadline",)
     if limits.flops is not None and flops > limits.flops:
-        violated.append("flops")
+        violated += ("flops",)
     if limits.gpu_hours is not None and gpu_hours > limits.gpu_hours:
-        violated.append("gpu_hours")
+        violated += ("gpu_hours",)
     if limits.usd is not None and usd is not None and usd > limits.usd:
-        violated.append("usd")
+        violated += ("usd",)
     return Config(cm.gpus, micro, accum, dp, sequences, batch, steps, tokens, flops, wall, gpu_hours,
-                  usd, cm.memory_at(micro), tuple(violated))
+                  usd, cm.memory_at(micro), violated)
 
 
 def largest_divisor_at_most(n: int, cap: int) -> int:
@@ -201,9 +205,8 @@ def _configs_for(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool
     return sorted(out)
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """The answer on one GPU count."""
+class Placement(NamedTuple):
+    """The answer on one GPU count (a named tuple, as `Config`)."""
 
     cm: CostModel
     frontier: Frontier
