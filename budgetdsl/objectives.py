@@ -24,8 +24,9 @@ axis (issue 13):
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 OBJECTIVES = ("balanced", "min_time", "min_cost", "min_flops")
 MEASURE = {"balanced": "(S/S_min)(E/E_min)", "min_time": "wall clock", "min_flops": "FLOPs",
@@ -94,9 +95,13 @@ def _pareto(points: list[tuple[float, ...]]) -> set[int]:
 def _pareto3(points: list[tuple[float, ...]]) -> set[int]:
     """`_pareto` for three axes: dominates(q, p) is q > p·(1 + tol) on no axis and q < p·(1 − tol)
     on one (as `dominates` compares, NaN included)."""
-    up, down = 1.0 + TOLERANCE, 1.0 - TOLERANCE
     order = sorted(range(len(points)), key=points.__getitem__)
-    ordered = [points[i] for i in order]
+    return _pareto3_sorted([points[i] for i in order], order)
+
+
+def _pareto3_sorted(ordered: list[tuple[float, ...]], order: list[int]) -> set[int]:
+    """`_pareto3` of points already sorted: `ordered[k]` is the point of index `order[k]`."""
+    up, down = 1.0 + TOLERANCE, 1.0 - TOLERANCE
     front: list[tuple[float, ...]] = []
     keep: set[int] = set()
     n = len(order)
@@ -170,6 +175,45 @@ def choose_among(objective: str, items: Sequence[T], points: Sequence[tuple[floa
         r = rank(objective, config(i), b_crit)
         return (round(r[0], 12 - _magnitude(r[0])),) + r[1:]
     return min(front, key=key)
+
+
+class Pool(Generic[T]):
+    """A growing set of candidates and the objective's pick among them: `pick()` is
+    `choose(objective, items, config, b_crit)` of the items added so far, with each item's axes
+    and rank computed once, as it is added, and the axes kept sorted (a search picks after every
+    layout it places)."""
+
+    def __init__(self, objective: str, config: Callable[[T], object], b_crit: float):
+        self.objective, self.config, self.b_crit = objective, config, b_crit
+        self.items: list[T] = []
+        self.points: list[tuple[float, float, float]] = []
+        self.keys: list[tuple[float, ...]] = []
+        self.sorted: list[tuple[tuple[float, float, float], int]] = []  # (point, index), as sorted() orders
+        self.nan = False  # NaN has no order: then `choose` itself
+
+    def add(self, new: Sequence[T]) -> None:
+        for item in new:
+            cfg = self.config(item)
+            point = axes(cfg)
+            n = len(self.items)
+            self.items.append(item)
+            self.points.append(point)
+            r = rank(self.objective, cfg, self.b_crit)
+            self.keys.append((round(r[0], 12 - _magnitude(r[0])),) + r[1:])
+            if point[0] != point[0] or point[1] != point[1] or point[2] != point[2]:
+                self.nan = True
+            else:
+                bisect.insort(self.sorted, (point, n))
+
+    def pick(self) -> T | None:
+        if not self.items:
+            return None
+        if self.nan:
+            return choose_among(self.objective, self.items, self.points, self.config, self.b_crit)
+        front = sorted(_pareto3_sorted([p for p, _ in self.sorted], [n for _, n in self.sorted]))
+        if len(front) == 1:
+            return self.items[front[0]]
+        return self.items[min(front, key=self.keys.__getitem__)]
 
 
 def _magnitude(v: float) -> int:

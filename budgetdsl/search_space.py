@@ -21,7 +21,7 @@ from budgetdsl.cost_model import CostModel, Split, cost_model_key
 from budgetdsl.frontier import Frontier
 from budgetdsl.layout_search import LayoutChoice, candidates as layout_candidates, concrete, launches
 from budgetdsl.noise_source import NoiseEstimate
-from budgetdsl.objectives import axes, axis_rank, choose_among, rank
+from budgetdsl.objectives import Pool, axes, axis_rank, rank
 from budgetdsl.placement import Limits, Placement
 from budgetdsl.solve_context import (Context, candidates, closest, cost_model, pick as choose_pick, place_on,
                                      raw_counts, solve_layout)
@@ -296,15 +296,8 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         cands.extend(new)
         return new
 
-    pool: list[Placement] = []
-    points: list[tuple[float, float, float]] = []  # axes of each pool item, computed once
-
-    def grow(new: list[Placement]) -> None:
-        pool.extend(new)
-        points.extend(axes(pl.config) for pl in new)
-
-    def choose_pool() -> Placement | None:
-        return choose_among(objective, pool, points, _config, bc)
+    pool: Pool[Placement] = Pool(objective, _config, bc)  # the candidates placed, and their pick
+    grow, choose_pool = pool.add, pool.pick
 
     best_key = pick = None
     for i in order:
@@ -333,7 +326,7 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         for i in threats:
             grow(place_pair(i))
         pick = choose_pool()
-    if not pool and not all(done):  # nothing feasible: every pair, for the diagnosis
+    if not pool.items and not all(done):  # nothing feasible: every pair, for the diagnosis
         for i in order:
             if not done[i]:
                 place_pair(i)

@@ -34,3 +34,26 @@ def test_the_front_is_the_undominated_points():
         pts = [tuple(round(rng.uniform(1, 9), 1) for _ in range(3)) for _ in range(rng.randint(1, 25))]
         brute = {i for i, p in enumerate(pts) if not any(dominates(q, p) for q in pts)}
         assert _pareto3(pts) == brute
+
+
+def test_a_growing_pool_picks_what_choose_picks():
+    """objectives.Pool (the search's incremental pick) equals choose() of the items added so far,
+    for every objective, with ties and near-ties in the axes and in the batch."""
+    from budgetdsl.objectives import OBJECTIVES, Pool, choose
+    from budgetdsl.placement import Config
+
+    rng = random.Random(7)
+    for _ in range(300):
+        objective = rng.choice(OBJECTIVES)
+        pool = Pool(objective, lambda c: c, 1e6)
+        items: list[Config] = []
+        for _ in range(rng.randint(1, 6)):
+            new = []
+            for _ in range(rng.randint(0, 5)):
+                wall, gpu_hours, flops = _points(rng, 1)[0]
+                batch = rng.choice([5e5, 1e6, 2e6, 1e6 * (1 + TOLERANCE)])
+                usd = None if rng.random() < 0.5 else gpu_hours * 2.0
+                new.append(Config(8, 1, 1, 8, 8, batch, 10, 10 * batch, flops, wall, gpu_hours, usd, 0.0, ()))
+            pool.add(new)
+            items.extend(new)
+            assert pool.pick() is choose(objective, items, lambda c: c, 1e6)
