@@ -61,7 +61,7 @@ def conflicts(pl: Placement) -> list[str]:
         return out
     for name, iv in pl.intervals.items():
         if iv is None:
-            out.append(f"{name}: no global batch meets it on {cm.gpus} GPUs")
+            out.append(f"{name}: no global batch meets it on {cm.gpus:,} GPUs")
     items = [(n, iv) for n, iv in pl.intervals.items() if iv is not None]
     for n, iv in items:
         for m, jv in items:

@@ -187,7 +187,10 @@ def _span_ends(ctx: Context, low: int, high: int, hi_count: int) -> str:
     top = f"{high:,}, the largest launchable count the search tries ({limit})"
     hi_pl = place_on(ctx, high)
     floor = float(hi_pl.cm.data_parallel * hi_pl.cm.seq_len)  # one sequence per replica
-    if hi_pl.hi < floor:
+    if hi_pl.hi <= 0.0 or hi_pl.lo > hi_pl.hi and hi_pl.hi >= floor:
+        # the limits' own intervals do not meet at any batch: nothing to say about replicas
+        top += ": no global batch meets the limits there at all"
+    elif hi_pl.hi < floor:
         dp_max = int(hi_pl.hi // hi_pl.cm.seq_len)
         top += (f": past data parallel {dp_max:,} one sequence per replica is already a larger batch "
                 f"than the limits allow there ({fmt('min_batch', hi_pl.hi)}), so more GPUs only make "

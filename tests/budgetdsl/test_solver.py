@@ -163,6 +163,20 @@ def test_a_hopeless_gpu_search_says_where_its_ends_come_from(tmp_path):
     assert dp_max < high // t
 
 
+def test_a_hopeless_gpu_search_with_no_batch_at_the_top_says_so(tmp_path):
+    """A deadline below S_min × the fixed step time: at the search's top count no batch meets the
+    limits at all, so the message must not speak of a largest data-parallel degree (it said
+    'past data parallel 0 ... (0 tokens)')."""
+    path = tmp_path / "p.yaml"
+    path.write_text(f"extends: {REPO / 'plans' / 'minimal.yaml'}\nbudget: {{deadline: 10 min}}\n")
+    sol = solve(load_plan(path))
+    assert not sol.feasible
+    (g,) = [r for r in sol.relaxations if r.name == "gpus"]
+    assert g.required is None and g.message.startswith("no GPU count in")
+    assert "no global batch meets the limits there at all" in g.message
+    assert "past data parallel" not in g.message and "(0 tokens)" not in g.message
+
+
 def test_memory_infeasible_names_remedies_with_numbers():
     plan = make_plan(model={"params": 70e9, "layers": 80, "d_model": 8192, "heads": 64},
                      hardware={"gpus": 64, "zero": 0}, budget={"deadline": None, "flops": None, "gpu_hours": None})
