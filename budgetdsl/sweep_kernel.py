@@ -154,10 +154,18 @@ def _step_time(p: Block, batch, accum):
     st = p.step
     m = accum
     b = batch / (p.seq_len * p.dp * accum)
-    z3_dp = m * st["dp_per_micro"]
-    total_dp = np.where(p.zero3, z3_dp, st["reduce"] + st["gather"])
-    hidden = np.where(p.zero3, np.minimum(z3_dp, m * b * st["window"]),
-                      np.minimum(st["reduce"], (2.0 / 3.0) * b * st["window"]))
+    z3 = p.zero3.any()
+    if z3:
+        z3_dp = m * st["dp_per_micro"]
+    if p.zero3.all():
+        total_dp, hidden = z3_dp, np.minimum(z3_dp, m * b * st["window"])
+    elif not z3:
+        total_dp = st["reduce"] + st["gather"]
+        hidden = np.minimum(st["reduce"], (2.0 / 3.0) * b * st["window"])
+    else:
+        total_dp = np.where(p.zero3, z3_dp, st["reduce"] + st["gather"])
+        hidden = np.where(p.zero3, np.minimum(z3_dp, m * b * st["window"]),
+                          np.minimum(st["reduce"], (2.0 / 3.0) * b * st["window"]))
     exposed = total_dp * (1.0 - p.overlap) if p.overlap is not None else total_dp - hidden
     return m * b * st["per_sequence"] + st["bubble_k"] * b + np.maximum(0.0, exposed) + st["fixed"]
 
@@ -196,26 +204,30 @@ class Evals:
 
 
 def _evaluate(p: Block, r: Rows, micro, accum, exists, micro_fixed: int | None) -> Evals:
-    """placement.evaluate, elementwise (micro, accum: float arrays of whole numbers)."""
+    """placement.evaluate, elementwise (micro, accum: float arrays of whole numbers). A limit no
+    row has is not compared (NaN, absent, would compare False anyway)."""
     sequences = micro * accum * p.dp
     batch = sequences * p.seq_len
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         steps = np.maximum(1.0, np.ceil(r.em / r.bc * (1.0 + r.bc / batch) * (1.0 - _STEP_TOL)))
-        tokens = steps * batch
-        flops = p.f * tokens
+        flops = p.f * (steps * batch)
         wall = steps * _step_time(p, batch, accum)
         gh = p.gpus * wall / 3600.0
-        has_price = ~np.isnan(r.price)
-        usd = gh * r.price
-        ok = exists.copy()
+        ok = exists & (batch <= EXACT) & (steps <= EXACT) & np.isfinite(wall)
+        big = exists & ~ok
         if micro_fixed is not None:
             ok &= micro <= p.micro_max
-        ok &= ~(wall > r.deadline)  # NaN (absent) compares False
-        ok &= ~(flops > r.flops)
-        ok &= ~(gh > r.gpu_hours)
-        ok &= ~(has_price & (usd > r.usd))
-    big = exists & ((sequences > EXACT) | (batch > EXACT) | (steps > EXACT) | ~np.isfinite(wall))
-    return Evals(micro, accum, ok & ~big, batch, steps, wall, gh, np.where(has_price, usd, gh), flops, big)
+        for value, limit in ((wall, r.deadline), (flops, r.flops), (gh, r.gpu_hours)):
+            if not np.isnan(limit).all():
+                ok &= ~(value > limit)
+        cost = gh
+        has_price = ~np.isnan(r.price)
+        if has_price.any():
+            usd = gh * r.price
+            if not np.isnan(r.usd).all():
+                ok &= ~(has_price & (usd > r.usd))
+            cost = np.where(has_price, usd, gh)
+    return Evals(micro, accum, ok, batch, steps, wall, gh, cost, flops, big)
 
 
 class _Divisors:
@@ -243,9 +255,11 @@ class _Divisors:
         small = (n < self.SIEVE) & (n > cap)  # n ≤ cap divides itself
         d = k0.copy()
         if small.any():
-            for c in np.unique(cap[small]).tolist():
-                m = small & (cap == c)
-                d[m] = self._table(int(c), int(n[m].max()))[n[m]]
+            ns, cs = n[small], cap[small]
+            caps, which = np.unique(cs, return_inverse=True)
+            top = int(ns.max())
+            grid = np.stack([self._table(int(c), top)[:top + 1] for c in caps.tolist()])
+            d[small] = grid[which.reshape(-1), ns]
         big = np.flatnonzero(n >= self.SIEVE)
         if big.size:  # the scan itself: k = min(n, cap) downwards
             nb, k = n[big], k0[big].copy()
@@ -639,10 +653,8 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
     lb_wall, lb_cost, lb_flops, lb_r0 = _bounds(pairs, r)
     need = np.full((P, R), every)
     # a first guess at the pick: the pairs whose bounds rank best, and the fastest and cheapest
-    for lb, k in ((lb_r0, 2), (lb_wall, 4), (lb_cost, 2), (lb_flops, 1)):
-        first = np.argpartition(lb, k - 1, axis=0)[:k] if P > k else np.arange(P)[:, None].repeat(R, axis=1)
-        for j in range(first.shape[0]):
-            need[first[j], np.arange(R)] = True
+    for lb in (lb_r0, lb_wall, lb_cost, lb_flops):
+        need[np.argmin(lb, axis=0), np.arange(R)] = True
     done = np.zeros((P, R), bool)
     apart = np.zeros(R, bool)
     d = None
@@ -710,10 +722,10 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
     cols = [(i, k, st["kinds"][k], st["kinds"][k]["has"]) for i, st in store.pairs.items() for k in range(len(KINDS))]
     unsure = store.unsure.copy()
     C = len(cols)
-    valid = np.stack([c[3] for c in cols], axis=1)  # (R, C)
+    valid = np.ascontiguousarray(np.stack([c[3] for c in cols]).T)  # (R, C)
 
     def stack(attr):
-        return np.stack([c[2][attr] for c in cols], axis=1)
+        return np.ascontiguousarray(np.stack([c[2][attr] for c in cols]).T)
     wall, cost, flops, batch = stack("wall"), stack("cost"), stack("flops"), stack("batch")
     wall = np.where(valid, wall, np.inf)
     cost = np.where(valid, cost, np.inf)
