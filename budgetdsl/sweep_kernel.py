@@ -14,7 +14,11 @@ pair and every row at once this module repeats what `solve()` does on one row:
    violated limits) and the best by `place`'s key;
 3. per row, the objective's pick among the candidates (`objectives.choose`): the non-dominated
    set over (wall clock, cost, FLOPs) with TOLERANCE, then the objective's rank, rounded as
-   `choose` rounds it.
+   `choose` rounds it; an exact tie between layouts (one step time, two ZeRO stages) goes to the
+   pair the search places first (search_space.search_layouts' order).
+
+A pair is placed on a row only where its lower bound can rank with the row's pick or dominate it
+(`decide`), the search's own exact pruning.
 
 min_cost is placed once with min_time: the two share a target, and at one GPU count cost is a
 non-decreasing function of the wall clock, so `place`'s key orders every split alike.
@@ -672,8 +676,8 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
             cuts = np.flatnonzero(np.diff(pi)) + 1
             for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pi)]):
                 part = slice(a, b)
-                store.put(int(pi[a]), ri[part], lo[part], hi[part], {n: tuple(x[part] for x in v) for n, v in ivs.items()},
-                          [Placed(*(getattr(pl, f)[part] for f in Placed.__slots__)) for pl in placed])
+                store.put(int(pi[a]), ri[part], lo[part], hi[part],
+                          {n: tuple(x[part] for x in v) for n, v in ivs.items()}, [Placed(*(getattr(pl, f)[part] for f in Placed.__slots__)) for pl in placed])
             done[pi, ri] = True
         if d is None:
             d = _choose(pairs, r, store, searched)
@@ -820,7 +824,8 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
     chosen = pair_of[pick]
     kind = np.array([_KIND_OF[o] for o in OBJECTIVES])[r.objective]
     lo, hi, target = np.full(R, np.nan), np.full(R, np.nan), np.full(R, np.nan)
-    ivs = {n: (np.full(R, np.nan), np.full(R, np.nan), np.zeros(R, bool)) for n in ("flops", "deadline", "gpu_hours", "usd")}
+    ivs = {n: (np.full(R, np.nan), np.full(R, np.nan), np.zeros(R, bool))
+           for n in ("flops", "deadline", "gpu_hours", "usd")}
     for i in np.unique(chosen):  # the chosen pair's interval and the objective's own target on it
         st = store.pairs[int(i)]
         m = chosen == i
@@ -1025,8 +1030,8 @@ def iter_kernel_rows(source, settings) -> Iterator:
         steps_l = np.where(ok, d.steps, 0).astype(np.int64).tolist()
         batch_l, flops_l, wall_l, gh_l, cost_l, x_l = (a.tolist() for a in (d.batch, d.flops, d.wall, d.gh, d.cost, x))
         price_l = (~np.isnan(r.price)).tolist()
-        shown = [(p.gpus, p.dp, p.split.tensor_parallel, p.split.pipeline_parallel, p.split.zero, str(p.split.recompute))
-                 for p in pairs]
+        shown = [(p.gpus, p.dp, p.split.tensor_parallel, p.split.pipeline_parallel, p.split.zero,
+                  str(p.split.recompute)) for p in pairs]
         paths = [s.path for s in settings]
         ix = [i.tolist() for i in idx]
         for row in range(len(flat)):
