@@ -93,6 +93,7 @@ class CostModel:
     _step: StepCost | None = field(default=None, compare=False)  # T(b, m) in closed form (predicted)
     _describe: Any = field(default=None, compare=False)  # adds the derived coefficients (lazily)
     _memory: dict = field(default_factory=dict, compare=False)  # memory_at by micro-batch (pure; kept)
+    _shown: dict = field(default_factory=dict, compare=False)  # the answer's typed coefficients, built once
 
     @property
     def coefficients(self) -> dict[str, Coef]:

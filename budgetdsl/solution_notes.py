@@ -58,8 +58,12 @@ def throughput(cm: CostModel, cfg: Config | None) -> Throughput | None:
 def assumptions(cm: CostModel, cfg: Config | None) -> dict[str, Coefficient]:
     """Every coefficient the answer rests on, with its origin; at a configuration, the ones derived
     at its micro-batch too."""
-    out = {k: Coefficient(value=c.value, unit=c.unit, origin=c.origin, detail=c.detail)
-           for k, c in cm.coefficients.items()}
+    shown = cm._shown.get("coefficients")  # immutable models: built once per (cached) cost model
+    if shown is None:
+        shown = cm._shown["coefficients"] = {
+            k: Coefficient(value=c.value, unit=c.unit, origin=c.origin, detail=c.detail)
+            for k, c in cm.coefficients.items()}
+    out = dict(shown)
     if cfg is None:
         return out
     declared = cm.mode == "declared"
