@@ -254,10 +254,10 @@ def noise_estimate(plan: "Plan") -> NoiseEstimate:
     """B_crit in tokens and where it came from: the estimate read when the plan was loaded (a
     located PlanError when reading it failed), or, for a plan built in memory or changed since,
     read now. Only a calibration reads a file; a declared b_crit or kaplan_loss is arithmetic."""
+    if plan.noise.calibration is None:  # b_crit or kaplan_loss: arithmetic, nothing was read
+        return _estimate(plan)
     res = getattr(plan, "_noise", None)
     if res is None or not res.matches(plan):
-        if plan.noise.calibration is None:
-            return _estimate(plan)
         res = resolve_noise(plan)
     if res.error is not None:
         raise res.error
