@@ -300,7 +300,14 @@ def _splits(p: Block, n: np.ndarray, micro_fixed: int | None, divisors: _Divisor
            (d.astype(float), (ni // d).astype(float), every)]
     if p.pipeline.any():
         out.append((np.ones(n.shape), n.copy(), np.broadcast_to(p.pipeline, n.shape)))
-    return out
+    kept = out[:1]  # a split that exists nowhere, or only where an earlier one is the same: skipped
+    for m, acc, e in out[1:]:
+        same = ~e
+        for km, ka, ke in kept:
+            same |= ke & (km == m) & (ka == acc)
+        if not same.all():
+            kept.append((m, acc, e))
+    return kept
 
 
 @dataclass(slots=True)
