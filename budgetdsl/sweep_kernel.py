@@ -664,10 +664,13 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
     lb_wall, lb_cost, lb_flops, lb_r0 = _bounds(pairs, r)
     need = np.full((P, R), every)
     # a first guess at the pick: the pairs whose bounds rank best, and the fastest and cheapest
-    for lb, k in ((lb_r0, 1), (lb_wall, 3), (lb_cost, 1), (lb_flops, 1)):
-        first = np.argpartition(lb, k - 1, axis=0)[:k] if P > k else np.argsort(lb, axis=0)[:k]
-        for j in range(first.shape[0]):
-            need[first[j], np.arange(R)] = True
+    every_row = np.arange(R)
+    for lb in (lb_r0, lb_cost, lb_flops):
+        need[np.argmin(lb, axis=0), every_row] = True
+    fastest = np.argpartition(np.ascontiguousarray(lb_wall.T), 2, axis=1)[:, :3] if P > 3 else \
+        np.broadcast_to(np.arange(P), (R, P))
+    for j in range(fastest.shape[1]):
+        need[fastest[:, j], every_row] = True
     done = np.zeros((P, R), bool)
     apart = np.zeros(R, bool)
     d = None
