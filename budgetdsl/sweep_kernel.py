@@ -242,17 +242,25 @@ class _Divisors:
     SIEVE = 1 << 17
 
     def __init__(self) -> None:
-        self.tables: dict[int, np.ndarray] = {}
+        self.tables: dict = {}
 
-    def _table(self, cap: int, top: int) -> np.ndarray:
-        table = self.tables.get(cap)
-        if table is None or len(table) <= top:
-            size = 1 << max(10, int(top).bit_length())
-            table = np.ones(size, dtype=np.int64)
-            for k in range(2, min(cap, size - 1) + 1):
+    def _grid(self, caps: list[int], top: int) -> tuple[np.ndarray, dict[int, int]]:
+        """A table per cap (row) of the largest divisor ≤ cap of every n ≤ top: one sieve pass
+        over k = 2, 3, ... upward, the table copied as k reaches each cap."""
+        have = self.tables.get("grid")
+        if have is not None and have[0].shape[1] > top and all(c in have[1] for c in caps):
+            return have
+        caps = sorted(set(caps) | (set(have[1]) if have is not None else set()))
+        size = 1 << max(10, int(top).bit_length())
+        table = np.ones(size, dtype=np.int64)
+        rows, k = [], 2
+        for c in caps:
+            while k <= min(c, size - 1):
                 table[k::k] = k
-            self.tables[cap] = table
-        return table
+                k += 1
+            rows.append(table.copy())
+        have = self.tables["grid"] = (np.stack(rows), {c: i for i, c in enumerate(caps)})
+        return have
 
     def __call__(self, n: np.ndarray, cap: np.ndarray) -> np.ndarray:
         k0 = np.minimum(n, cap)
@@ -261,9 +269,8 @@ class _Divisors:
         if small.any():
             ns, cs = n[small], cap[small]
             caps, which = np.unique(cs, return_inverse=True)
-            top = int(ns.max())
-            grid = np.stack([self._table(int(c), top)[:top + 1] for c in caps.tolist()])
-            d[small] = grid[which.reshape(-1), ns]
+            grid, row = self._grid(caps.tolist(), int(ns.max()))
+            d[small] = grid[np.array([row[c] for c in caps.tolist()])[which.reshape(-1)], ns]
         big = np.flatnonzero(n >= self.SIEVE)
         if big.size:  # the scan itself: k = min(n, cap) downwards
             nb, k = n[big], k0[big].copy()

@@ -165,3 +165,19 @@ def test_without_numpy_every_row_takes_the_scalar_path(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "budgetdsl.sweep_kernel", raising=False)
     rows = sweep(read_merged(path), [Setting("budget.deadline", ("1 day", "2 days"))], full=False)
     assert [r.solution is not None for r in rows] == [True, True]
+
+
+def test_divisors_equal_the_scalar_scan():
+    """The kernel's largest divisor ≤ cap (sieve for small n, vectorized scan beyond, the scan's
+    reach of _DIVISOR_SCAN) equals placement.largest_divisor_at_most, which _configs_for uses."""
+    import numpy as np
+
+    from budgetdsl.placement import largest_divisor_at_most
+    from budgetdsl.sweep_kernel import _Divisors
+
+    rng = random.Random(3)
+    n = [rng.choice([rng.randint(1, 5000), rng.randint(1, 10 ** 7), 2 * 3 * 5 * 7 * 11 * 13 * 17, 999_983])
+         for _ in range(3000)]
+    cap = [rng.choice([1, 2, 7, 33, 300, 5000, 10_000]) for _ in n]
+    got = _Divisors()(np.array(n), np.array(cap))
+    assert got.tolist() == [largest_divisor_at_most(a, c) for a, c in zip(n, cap)]
