@@ -631,6 +631,7 @@ def _bounds(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
     s_min = r.em / r.bc
     has_price = ~np.isnan(r.price)
     walls, costs, flops, r0 = [], [], [], []
+    present = np.unique(r.objective).tolist()  # the objectives of these rows
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for p in pairs:
             b_min = float(p.dp * p.seq_len)
@@ -644,13 +645,16 @@ def _bounds(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
             gh = p.gpus * w / 3600.0
             c = np.where(has_price, gh * r.price, gh)
             f = ref.flops_per_token * r.em * (1.0 + b_min / r.bc) * (1.0 - 1e-9)
-            n = r.bc / b_min
-            bal = np.minimum(_balance(np.maximum(1.0, np.floor(n)) * b_min, r.bc),
-                             _balance(np.maximum(1.0, np.ceil(n)) * b_min, r.bc))
+            measure = {1: w, 2: c, 3: f}
+            if 0 in present:
+                n = r.bc / b_min
+                measure[0] = np.minimum(_balance(np.maximum(1.0, np.floor(n)) * b_min, r.bc),
+                                        _balance(np.maximum(1.0, np.ceil(n)) * b_min, r.bc))
             walls.append(w)
             costs.append(c)
             flops.append(f)
-            r0.append(np.where(r.objective == 0, bal, np.where(r.objective == 1, w, np.where(r.objective == 2, c, f))))
+            r0.append(measure[present[0]] if len(present) == 1 else
+                      np.select([r.objective == o for o in present], [measure[o] for o in present]))
     return np.array(walls), np.array(costs), np.array(flops), np.array(r0)
 
 
