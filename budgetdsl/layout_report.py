@@ -28,12 +28,12 @@ def layout_report(ctx: Context, results: list[LayoutResult], winner: LayoutResul
 
     def option(r: LayoutResult, pl: Placement) -> LayoutOption:
         c = pl.config
+        ratio = _measure(ctx, c) / _measure(ctx, w) if w is not None and _measure(ctx, w) > 0 else None
         return LayoutOption(tensor_parallel=r.choice.tensor_parallel, pipeline_parallel=r.choice.pipeline_parallel,
-                    zero=r.choice.zero, recompute=r.choice.recompute, gpus=c.gpus, micro_batch=c.micro_batch,
-                    batch_tokens=c.batch, wall_clock_s=c.wall, gpu_hours=c.gpu_hours, flops=c.flops,
-                    step_time_s=pl.cm.step_time(c.batch, c.grad_accum),
-                    objective_ratio=_measure(ctx, c) / _measure(ctx, w) if w is not None and _measure(ctx, w) > 0
-                    else None, dominated=w is not None and r is not winner and dominates(axes(w), axes(c)))
+                            zero=r.choice.zero, recompute=r.choice.recompute, gpus=c.gpus, micro_batch=c.micro_batch,
+                            batch_tokens=c.batch, wall_clock_s=c.wall, gpu_hours=c.gpu_hours, flops=c.flops,
+                            step_time_s=pl.cm.step_time(c.batch, c.grad_accum), objective_ratio=ratio,
+                            dominated=w is not None and r is not winner and dominates(axes(w), axes(c)))
     feasible = sum(1 for r in results if r.chosen.feasible)
     runners = [option(r, pl) for r, pl in best[:3]]
     if w is None:
@@ -56,8 +56,8 @@ def layout_report(ctx: Context, results: list[LayoutResult], winner: LayoutResul
             reason += ("; with a declared MFU every layout that fits runs at that MFU, so the simplest "
                        "layout that fits the chosen micro-batch wins")
     return LayoutSearch(searched=searched, considered=considered, pruned=pruned, bounded=bounded, feasible=feasible,
-                chosen=option(winner, winner.chosen) if w is not None else None,
-                runners_up=runners, reason=reason)
+                        chosen=option(winner, winner.chosen) if w is not None else None,
+                        runners_up=runners, reason=reason)
 
 
 def _measure(ctx: Context, cfg: Config) -> float:
@@ -89,10 +89,10 @@ def front(ctx: Context, candidates: list[Placement], chosen: Placement, points: 
         c = pl.config
         sp = pl.cm.split
         out.append(FrontPoint(gpus=c.gpus, batch_tokens=c.batch, x=c.batch / b, micro_batch=c.micro_batch,
-                        tensor_parallel=sp.tensor_parallel, pipeline_parallel=sp.pipeline_parallel,
-                        zero=sp.zero, recompute=sp.recompute, wall_clock_s=c.wall, gpu_hours=c.gpu_hours,
-                        usd=c.usd, flops=c.flops, objectives=lands.get(id(pl), []),
-                        chosen=pl.config == chosen.config and pl.cm.split == chosen.cm.split))
+                              tensor_parallel=sp.tensor_parallel, pipeline_parallel=sp.pipeline_parallel,
+                              zero=sp.zero, recompute=sp.recompute, wall_clock_s=c.wall, gpu_hours=c.gpu_hours,
+                              usd=c.usd, flops=c.flops, objectives=lands.get(id(pl), []),
+                              chosen=pl.config == chosen.config and pl.cm.split == chosen.cm.split))
     return out
 
 
@@ -115,7 +115,8 @@ def dominated_by_objectives(front: list[FrontPoint], cfg: Config | None, pinned:
             continue
         objs = p.objectives
         names = objs[0] if len(objs) == 1 else ", ".join(objs[:-1]) + " and " + objs[-1]
-        out.append(f"{what} is dominated: {names} pick{'s' if len(objs) == 1 else ''} B = {human('tokens', p.batch_tokens)} on "
+        out.append(f"{what} is dominated: {names} pick{'s' if len(objs) == 1 else ''} "
+                   f"B = {human('tokens', p.batch_tokens)} on "
                    f"{p.gpus:,} GPUs, {human('s', p.wall_clock_s)}, {human(unit, getattr(p, cost))}, "
                    f"{human('FLOP', p.flops)} against this run's {human('s', cfg.wall)}, "
                    f"{human(unit, mine[1])}, {human('FLOP', cfg.flops)}: no worse on any and better on "

@@ -189,6 +189,8 @@ class Pool(Generic[T]):
         self.points: list[tuple[float, float, float]] = []
         self.keys: list[tuple[float, ...]] = []
         self.sorted: list[tuple[tuple[float, float, float], int]] = []  # (point, index), as sorted() orders
+        self.ordered: list[tuple[float, float, float]] = []  # the points of `sorted`, and their indices
+        self.order: list[int] = []
         self.nan = False  # NaN has no order: then `choose` itself
 
     def add(self, new: Sequence[T]) -> None:
@@ -203,14 +205,17 @@ class Pool(Generic[T]):
             if point[0] != point[0] or point[1] != point[1] or point[2] != point[2]:
                 self.nan = True
             else:
-                bisect.insort(self.sorted, (point, n))
+                at = bisect.bisect_right(self.sorted, (point, n))
+                self.sorted.insert(at, (point, n))
+                self.ordered.insert(at, point)
+                self.order.insert(at, n)
 
     def pick(self) -> T | None:
         if not self.items:
             return None
         if self.nan:
             return choose_among(self.objective, self.items, self.points, self.config, self.b_crit)
-        front = sorted(_pareto3_sorted([p for p, _ in self.sorted], [n for _, n in self.sorted]))
+        front = sorted(_pareto3_sorted(self.ordered, self.order))
         if len(front) == 1:
             return self.items[front[0]]
         return self.items[min(front, key=self.keys.__getitem__)]

@@ -42,8 +42,8 @@ def throughput(cm: CostModel, cfg: Config | None) -> Throughput | None:
     if bd is None:  # no shape: declared MFU only
         total = cm.step_time(cfg.batch, cfg.grad_accum)
         return Throughput(source=cm.mode, mfu=cm.mfu, hfu=None, model_tflops_per_gpu=cm.flops_per_token * cfg.batch
-                    / (total * cm.gpus) / 1e12, hardware_tflops_per_gpu=None, step_time_s=total,
-                    breakdown={"compute": total})
+                                / (total * cm.gpus) / 1e12, hardware_tflops_per_gpu=None, step_time_s=total,
+                                breakdown={"compute": total})
     out = dict(source=cm.mode, mfu=bd.mfu, hfu=bd.hfu, model_tflops_per_gpu=bd.model_tflops_per_gpu,
                hardware_tflops_per_gpu=bd.hardware_tflops_per_gpu, step_time_s=bd.total,
                breakdown=bd.seconds(), stage_layers=list(bd.stage_layers))

@@ -168,7 +168,8 @@ def _solve(plan: "Plan") -> Solution:
                if feasible else []),
         notes=[*solution_notes.run_notes(ctx, chosen, status), *([dominated_note] if dominated_note else []),
                *layout_report.dominated_by_objectives(front, cfg, pinned_batch), *noise.notes],
-        warnings=[solution_notes.warning_fields(w) for w in (*noise.warnings, *solution_notes.x_warnings(ctx, x, pinned_batch))],
+        warnings=[solution_notes.warning_fields(w)
+                  for w in (*noise.warnings, *solution_notes.x_warnings(ctx, x, pinned_batch))],
     )
 
 
