@@ -36,7 +36,7 @@ class Setting:
     values: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass of 19 fields takes 6x as long to build
 class Summary:
     """What a sweep's table and CSV show of one row's answer (`summarize(solution)`, or the
     kernel's own numbers, which equal it field for field)."""
