@@ -626,7 +626,15 @@ def _bounds(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
     """search_space.lower_bound of every pair on every row, (P, R) arrays of (wall clock, cost,
     FLOPs) and the row objective's measure of the bound (search_space.bound_rank): no
     configuration of the pair does better on any axis, nor ranks better. Used only to skip a pair
-    for a row, with a margin; exactness does not rest on their last bits."""
+    for a row, with a margin; exactness does not rest on their last bits. A bound reads only
+    B_crit, E_min, the price and the objective: it is computed once per distinct tuple of those
+    (a grid of limits × B_crit has as many as B_crit values) and spread to the rows."""
+    key = np.stack([r.bc.view(np.int64), r.em.view(np.int64), r.price.view(np.int64),
+                    r.objective.astype(np.int64)], axis=1)  # bit patterns: equal inputs, equal bounds
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    if len(first) < len(r):
+        inverse = inverse.reshape(-1)
+        return tuple(a[:, inverse] for a in _bounds(pairs, _subset(r, first)))
     ref = pairs[0].cm
     s_min = r.em / r.bc
     has_price = ~np.isnan(r.price)
@@ -766,11 +774,11 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
     # most its FLOPs (within the tolerance). Walls within the tolerance of each other, or FLOPs
     # within a few tolerances of the bound: the scalar order decides, the row is unsure.
     for g in np.unique(gpus):
-        in_g = gpus == g
-        w = np.where(in_g[None, :] & valid, wall, np.inf)
-        order = np.lexsort((np.where(in_g[None, :] & valid, flops, np.inf), w), axis=1)
+        in_g = np.flatnonzero(gpus == g)  # the group's columns only
+        w = wall[:, in_g]  # invalid candidates are already +inf
+        order = np.lexsort((flops[:, in_g], w), axis=1)
         ws = np.take_along_axis(w, order, axis=1)
-        fs = np.take_along_axis(np.where(in_g[None, :] & valid, flops, np.inf), order, axis=1)
+        fs = np.take_along_axis(flops[:, in_g], order, axis=1)
         fin = np.isfinite(ws)
         # twins: the same (wall clock, FLOPs) as the point before (another layout, one step time);
         # neither dominates the other, and what dominates one dominates both
@@ -787,19 +795,24 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
             close = fin & np.isfinite(before) & (before != fs) & (np.abs(before - fs) <= 4.0 * t * fs)
             band = fin[:, 1:] & ~twin[:, 1:] & (ws[:, :-1] >= ws[:, 1:] * (1.0 - t))
         unsure |= close.any(axis=1) | band.any(axis=1)
-        d = np.zeros((R, C), bool)
+        d = np.zeros((R, len(in_g)), bool)
         d[rows, order] = dom_sorted
-        dominated |= d & in_g[None, :]
+        dominated[:, in_g] |= d
     if len(np.unique(gpus)) > 1:  # across GPU counts: every survivor against every survivor
         alive = valid & ~dominated
-        live = np.flatnonzero(alive.any(axis=0))
-        W, Cc, F, A = wall[:, live], cost[:, live], flops[:, live], alive[:, live]
-        for j in live:
-            wj, cj, fj = wall[:, j:j + 1], cost[:, j:j + 1], flops[:, j:j + 1]
+        # each row's survivors packed to the left (a row has a few of the C columns): (R, K)
+        K = int(alive.sum(axis=1).max(initial=0))
+        order = np.argsort(~alive, axis=1, kind="stable")[:, :K]
+        A = np.take_along_axis(alive, order, axis=1)
+        W, Cc, F = (np.take_along_axis(x, order, axis=1) for x in (wall, cost, flops))
+        dom = np.zeros((R, K), bool)
+        for j in range(K):
+            wj, cj, fj = W[:, j:j + 1], Cc[:, j:j + 1], F[:, j:j + 1]
             with np.errstate(invalid="ignore"):  # objectives.dominates, elementwise
                 no_worse = (W <= wj * (1 + t)) & (Cc <= cj * (1 + t)) & (F <= fj * (1 + t))
                 better = (W < wj * (1 - t)) | (Cc < cj * (1 - t)) | (F < fj * (1 - t))
-            dominated[:, j] |= alive[:, j] & (A & no_worse & better).any(axis=1)
+            dom[:, j] = A[:, j] & (A & no_worse & better).any(axis=1)
+        dominated[rows, order] |= dom
     front = valid & ~dominated
     # the objective's measure of every candidate
     obj = r.objective[:, None]
