@@ -18,12 +18,14 @@ from __future__ import annotations
 import itertools
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from budgetdsl.diagnostics import Diagnostic, Location, PlanError, did_you_mean
 from budgetdsl.plan_loader import MergedSource, field_info, field_spec, load_merged, numeric_paths
 from budgetdsl.plan_model import Plan, QuantitySpec
-from budgetdsl.solution import Solution
+
+if TYPE_CHECKING:  # the solution's models are imported by solve(); a kernel-only sweep never builds one
+    from budgetdsl.solution import Solution
 
 MAX_ROWS = 100_000
 
