@@ -235,42 +235,37 @@ def _evaluate(p: Block, r: Rows, micro, accum, exists, micro_fixed: int | None) 
 
 
 class _Divisors:
-    """placement.largest_divisor_at_most(n, cap) for arrays of n: a sieve per cap for small n, the
+    """placement.largest_divisor_at_most(n, cap) for arrays of n: a sieve for small n, the
     scalar's own downward scan (vectorized) beyond; the scan's reach (_DIVISOR_SCAN candidates
     below min(n, cap)) applied as the scalar scan applies it."""
 
     SIEVE = 1 << 17
 
-    def __init__(self) -> None:
-        self.tables: dict = {}
-
-    def _grid(self, caps: list[int], top: int) -> tuple[np.ndarray, dict[int, int]]:
-        """A table per cap (row) of the largest divisor ≤ cap of every n ≤ top: one sieve pass
-        over k = 2, 3, ... upward, the table copied as k reaches each cap."""
-        have = self.tables.get("grid")
-        if have is not None and have[0].shape[1] > top and all(c in have[1] for c in caps):
-            return have
-        caps = sorted(set(caps) | (set(have[1]) if have is not None else set()))
-        size = 1 << max(10, int(top).bit_length())
+    @staticmethod
+    def _sieved(ns: np.ndarray, cs: np.ndarray) -> np.ndarray:
+        """The largest divisor ≤ cs of each ns (ns < SIEVE): one sieve pass over k = 2, 3, ...
+        upward (table[m] = the largest k so far that divides m), each query read from the table
+        as k reaches its cap; no table kept per cap."""
+        size = 1 << max(10, int(ns.max()).bit_length())
         table = np.ones(size, dtype=np.int64)
-        rows, k = [], 2
-        for c in caps:
+        order = np.argsort(cs, kind="stable")
+        caps, starts = np.unique(cs[order], return_index=True)
+        out = np.empty(len(ns), dtype=np.int64)
+        k = 2
+        for c, a, b in zip(caps.tolist(), starts.tolist(), [*starts[1:].tolist(), len(ns)]):
             while k <= min(c, size - 1):
                 table[k::k] = k
                 k += 1
-            rows.append(table.copy())
-        have = self.tables["grid"] = (np.stack(rows), {c: i for i, c in enumerate(caps)})
-        return have
+            sel = order[a:b]
+            out[sel] = table[ns[sel]]
+        return out
 
     def __call__(self, n: np.ndarray, cap: np.ndarray) -> np.ndarray:
         k0 = np.minimum(n, cap)
         small = (n < self.SIEVE) & (n > cap)  # n ≤ cap divides itself
         d = k0.copy()
         if small.any():
-            ns, cs = n[small], cap[small]
-            caps, which = np.unique(cs, return_inverse=True)
-            grid, row = self._grid(caps.tolist(), int(ns.max()))
-            d[small] = grid[np.array([row[c] for c in caps.tolist()])[which.reshape(-1)], ns]
+            d[small] = self._sieved(n[small], np.broadcast_to(cap, n.shape)[small])
         big = np.flatnonzero(n >= self.SIEVE)
         if big.size:  # the scan itself: k = min(n, cap) downwards
             nb, k = n[big], k0[big].copy()
