@@ -105,6 +105,7 @@ def _fit_ddp(out):
 
 @pytest.mark.slow
 def test_two_gloo_replicas_under_lightning_ddp_measure_the_single_process_numbers(tmp_path):
+    import signal
     import socket
     import subprocess
     import sys
@@ -117,10 +118,18 @@ def test_two_gloo_replicas_under_lightning_ddp_measure_the_single_process_number
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(here), str(here.parents[1]), os.environ.get("PYTHONPATH", "")])}
     out = tmp_path / "ddp.json"
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-                          "--master-addr", "127.0.0.1", "--master-port", str(port), __file__, str(out)],
-                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
+    run = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+                            "--master-addr", "127.0.0.1", "--master-port", str(port), __file__, str(out)],
+                           env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)  # its own process group, ended by the finally below
+    try:  # the single-process reference, here while the launcher starts the replicas
+        ref = linreg_loop(None, steps=STEPS, batch=MICRO * ACCUM, micro=MICRO, seed=SEED)
+        _, err = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    assert run.returncode == 0, err[-3000:]
     cal = load_calibration(out)
     assert (cal.provenance.batch.world_size, cal.provenance.batch.accumulation) == (2, ACCUM // 2)
     assert cal.summary.steps_measured == STEPS
@@ -131,7 +140,6 @@ def test_two_gloo_replicas_under_lightning_ddp_measure_the_single_process_number
     for key, truth in (("grad_sq", G2), ("trace_sigma", TRACE)):
         xs = np.asarray(getattr(cal.raw, key))
         assert abs(xs.mean() - truth) < 4 * xs.std(ddof=1) / np.sqrt(xs.size), key
-    ref = linreg_loop(None, steps=STEPS, batch=MICRO * ACCUM, micro=MICRO, seed=SEED)
     assert ref.summary.ci_low <= cal.summary.b_simple <= ref.summary.ci_high
     assert cal.summary.ci_low <= B_TRUE <= cal.summary.ci_high
 

@@ -4,6 +4,7 @@ two gloo replicas under DDP the same as one process accumulating; a file `budget
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -111,13 +112,21 @@ def test_two_gloo_replicas_under_ddp_measure_what_one_process_accumulating_does(
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     two = tmp_path / "two.json"
-    run = subprocess.run(
+    run = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
          "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
          str(HERE / "gns_loops.py"), str(two), "--steps", "100"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    ddp, one = load_calibration(two), linreg_loop(None, steps=100)
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)  # its own process group: the finally below ends launcher and replicas
+    try:
+        one = linreg_loop(None, steps=100)  # the one process, here while the launcher starts the replicas
+        _, err = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    assert run.returncode == 0, err[-3000:]
+    ddp = load_calibration(two)
     assert ddp.provenance.batch.world_size == 2 and ddp.provenance.batch.accumulation == 8
     assert one.provenance.batch.world_size == 1 and one.provenance.batch.accumulation == 16
     for key in ("grad_sq_small", "grad_sq_big", "grad_sq", "trace_sigma"):
