@@ -428,27 +428,72 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
     # by place's key (score, wall clock, accumulation, distance to the target), lexicographically
     slots = [(nf, go, True), (nc, go & (nc != nf), True), (n_lo, go, False), (n_hi, go, False)]
     evs = [(evaluated(n, act), n, act, nb) for n, act, nb in slots]
-    okk = np.concatenate([ev.ok & act[None, :] for ev, _, act, _ in evs])
+    cand = np.concatenate([ev.ok & act[None, :] for ev, _, act, _ in evs])
     for ev, _, act, _ in evs:
         unsure |= (ev.big & act[None, :]).any(axis=0)
-    keys = [np.concatenate(k) for k in zip(*(key_of(ev) for ev, _, _, _ in evs))]
-    cand = okk.copy()
-    for k in keys:
-        m = np.where(cand, k, np.inf).min(axis=0)
-        cand &= k == m[None, :]
-    has = cand.any(axis=0)
+
+    def key_part(ev, c, which: int):
+        """Component `which` of key_of on the columns c (the same operations)."""
+        if which == 0:
+            if kind == "balanced":
+                batch, bc = ev.batch[:, c], r.bc[c]
+                return (1.0 + bc / batch) * (1.0 + batch / bc)
+            return ev.wall[:, c] if kind == "min_time" else ev.flops[:, c]
+        if which == 1:
+            return ev.wall[:, c]
+        if which == 2:
+            return ev.accum[:, c]
+        return np.abs(ev.batch[:, c] - clipped[c])
+
+    # the lexicographic minimum: the score decides almost every column; the later components are
+    # compared only where several splits share the best score
+    k0 = np.concatenate([key_part(ev, slice(None), 0) for ev, _, _, _ in evs])
+    cand &= k0 == np.where(cand, k0, np.inf).min(axis=0)[None, :]
     pick = np.argmax(cand, axis=0)
     cols = np.arange(R)
-    micro_all = np.concatenate([ev.micro for ev, _, _, _ in evs])
-    accum_all = np.concatenate([ev.accum for ev, _, _, _ in evs])
-    pm, pa = micro_all[pick, cols], accum_all[pick, cols]
-    # two different splits with one key: the scalar order of evaluation decides
-    unsure |= (cand & ((micro_all != pm[None, :]) | (accum_all != pa[None, :]))).any(axis=0)
-    best = []
-    for f in ("micro", "accum", "batch", "steps", "wall", "gh", "cost", "flops"):
-        v = np.concatenate([getattr(ev, f) for ev, _, _, _ in evs])[pick, cols]
-        best.append(np.where(has, v, np.nan))
-    best_key = tuple(np.where(has, k[pick, cols], np.inf) for k in keys)
+    offsets = np.cumsum([0] + [ev.micro.shape[0] for ev, _, _, _ in evs])
+
+    def locate():
+        slot = np.searchsorted(offsets[1:], pick, side="right")
+        return pick - offsets[slot], [np.flatnonzero(slot == i) for i in range(len(evs))]
+    local, in_slot = locate()
+
+    def picked(f):
+        """Field f of each column's picked split (read from its slot, nothing concatenated)."""
+        out = np.empty(R)
+        for (ev, _, _, _), c in zip(evs, in_slot):
+            out[c] = getattr(ev, f)[local[c], c]
+        return out
+    # a split's numbers are a function of (micro, accum): candidates that are all the picked split
+    # share every key component, so the later components matter only where another split ties on
+    # the score
+    pm, pa = picked("micro"), picked("accum")
+    differ = np.zeros(R, bool)
+    for i, (ev, _, _, _) in enumerate(evs):
+        other = (ev.micro != pm[None, :]) | (ev.accum != pa[None, :])
+        differ |= (cand[offsets[i]:offsets[i + 1]] & other).any(axis=0)
+    multi = np.flatnonzero(differ)
+    if multi.size:
+        sub = cand[:, multi]
+        for which in (1, 2, 3):
+            k = np.concatenate([key_part(ev, multi, which) for ev, _, _, _ in evs])
+            sub &= k == np.where(sub, k, np.inf).min(axis=0)[None, :]
+        cand[:, multi] = sub
+        pick[multi] = np.argmax(sub, axis=0)
+        local, in_slot = locate()
+        # two different splits with one key: the scalar order of evaluation decides
+        micro_m = np.concatenate([ev.micro[:, multi] for ev, _, _, _ in evs])
+        accum_m = np.concatenate([ev.accum[:, multi] for ev, _, _, _ in evs])
+        at = np.arange(multi.size)
+        pm_, pa_ = micro_m[pick[multi], at], accum_m[pick[multi], at]
+        unsure[multi] |= (sub & ((micro_m != pm_[None, :]) | (accum_m != pa_[None, :]))).any(axis=0)
+    best = [picked(f) for f in ("micro", "accum", "batch", "steps", "wall", "gh", "cost", "flops")]
+    with np.errstate(invalid="ignore"):
+        # where the candidates are one split, a NaN later key component fails `k == min` for all of
+        # them, as the full comparison does (only the distance to a NaN target can be NaN)
+        lone_nan = ~differ & (np.isnan(best[4]) | np.isnan(best[1]) | np.isnan(np.abs(best[2] - clipped)))
+    has = cand.any(axis=0) & ~lone_nan
+    best = [np.where(has, v, np.nan) for v in best]
     hit = np.zeros(R, bool)
     for ev, n, act, nb in evs:
         if nb:
@@ -478,6 +523,11 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
     # placement.place's outward walk from the target when neither neighbour was launchable
     walk = go & ~hit
     if walk.any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            batch_b, bc = best[2], r.bc
+            score = ((1.0 + bc / batch_b) * (1.0 + batch_b / bc) if kind == "balanced" else
+                     best[4] if kind == "min_time" else best[7])
+            best_key = tuple(np.where(has, k, np.inf) for k in (score, best[4], best[1], np.abs(batch_b - clipped)))
         n0 = np.minimum(np.maximum(np.rint(n_t), n_lo), n_hi)
         for i in range(1, 2 * WALK + 1):
             step = float((i + 1) // 2) * (1.0 if i % 2 else -1.0)
