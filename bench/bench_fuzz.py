@@ -21,7 +21,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "budgetdsl"))
 
-from fuzz_mutations import fuzz  # noqa: E402
+from fuzz_mutations import Findings, fuzz  # noqa: E402
 
 
 def main() -> int:
@@ -30,32 +30,24 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bound", type=float, default=10.0, help="seconds per mutant before it counts as a hang")
     ap.add_argument("--chunk", type=int, default=5_000, help="print progress every CHUNK mutants")
+    ap.add_argument("--full-ranges", action="store_true",
+                    help="mutations also write GPU ranges at the cap (10,000 counts, step 1)")
     ap.add_argument("--out", type=pathlib.Path, default=REPO / "bench" / "fuzz-findings")
     args = ap.parse_args()
-    total = None
+    total = Findings()
     t0 = time.perf_counter()
     done = 0
     while done < args.mutants:  # chunks with derived seeds: same mutants for the same (N, seed, chunk)
         n = min(args.chunk, args.mutants - done)
-        found = fuzz(n, seed=args.seed * 1_000_003 + done, bound_s=args.bound)
-        if total is None:
-            total = found
-        else:
-            total.mutants += found.mutants
-            total.outcomes.update(found.outcomes)
-            total.crashes.update(found.crashes)
-            for k, v in found.examples.items():
-                total.examples.setdefault(k, v)
+        found = fuzz(n, seed=args.seed * 1_000_003 + done, bound_s=args.bound, full_ranges=args.full_ranges)
+        total.merge(found)  # hangs, non-finite and the slowest of every chunk (only of chunks with a finding before)
         for site in found.crashes:  # new sites as they appear, so a long run shows them early
             print(f"  finding: {site} (e.g. {found.examples[site][0]} {'+'.join(found.examples[site][1])})",
                   flush=True)
-            total.hangs += found.hangs
-            total.non_finite += found.non_finite
-            total.slowest = max(total.slowest, found.slowest)
         done += n
         total.seconds = time.perf_counter() - t0
-        print(f"[{done}/{args.mutants}] {total.seconds:.0f} s, findings {total.failures}", flush=True)
-    assert total is not None
+        print(f"[{done}/{args.mutants}] {total.seconds:.0f} s, findings {total.failures}, "
+              f"slowest {total.slowest:.2f} s", flush=True)
     print(total.summary())
     if total.examples:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,47 @@ def test_mutants_are_deterministic_and_varied():
     assert len(set(a)) > 45
     ops = {op for _, o, _ in Fuzzer(7).mutants(400) for op in o}
     assert ops >= {"byte_flip", "token_swap", "value_swap", "extreme_number", "yaml_tag", "deep_nesting",
-                   "long_string"}
+                   "long_string", "gpu_range", "search_key", "search_shape"}
+
+
+def test_search_mutations_write_the_new_forms_where_the_plan_reads_them():
+    """The layout search's forms land under their section, as YAML the loader reads (not as a
+    broken line): a GPU range, `auto` for a layout key, run.micro_batch; at the cap only on demand."""
+    import yaml
+
+    from fuzz_mutations import GPU_FORMS_FULL
+
+    f = Fuzzer(3, full_ranges=True)
+    seen: dict[str, set] = {"gpus": set(), "auto": set()}
+    for name in ("minimal.yaml", "llama2-7b.yaml", "7b-h100-choose-gpus.yaml"):
+        for _ in range(60):
+            for op in (f.gpu_range, f.search_key):
+                doc = yaml.safe_load(op(f.seeds[name]))
+                hw, run = doc.get("hardware") or {}, doc.get("run") or {}
+                if isinstance(hw.get("gpus"), dict):
+                    seen["gpus"].add(hw["gpus"].get("max"))
+                seen["auto"].update(k for k in ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
+                                    if hw.get(k) == "auto")
+                seen["auto"].update({"micro_batch"} if run.get("micro_batch") == "auto" else set())
+    assert 10000 in seen["gpus"] and 64 in seen["gpus"] and 512 in seen["gpus"]
+    assert seen["auto"] == {"tensor_parallel", "pipeline_parallel", "zero", "recompute", "micro_batch"}
+    assert not any(form in t for _, _, t in Fuzzer(3).mutants(400) for form in GPU_FORMS_FULL[:5])
+
+
+def test_findings_of_chunks_add_up():
+    """bench_fuzz adds its chunks' findings: the slowest mutant, hangs and non-finite answers of a
+    chunk count even when it raised nothing else (they were added only for chunks with a crash)."""
+    from fuzz_mutations import Findings
+
+    total = Findings()
+    a = Findings(mutants=10, slowest=0.2, seconds=1.0)
+    b = Findings(mutants=5, slowest=3.5, hangs=1, seconds=2.0)
+    b.crashes["hang"] += 1
+    b.examples["hang"] = ("minimal.yaml", ("gpu_range",), "text")
+    c = Findings(mutants=5, slowest=7.0, seconds=1.0)
+    for part in (a, b, c):
+        total.merge(part)
+    assert (total.mutants, total.slowest, total.hangs, total.failures, total.seconds) == (20, 7.0, 1, 1, 4.0)
 
 
 def test_no_mutant_crashes_hangs_or_prints_non_finite_json():

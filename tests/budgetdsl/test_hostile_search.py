@@ -1,0 +1,163 @@
+"""Hostile plans for the layout search and the sweep (issue 13's new forms, the promise of issue 14):
+no input crashes the tool (exit 0, 1 or 2 with located messages, never 3) or hangs it (work
+bounded whatever the plan asks: a GPU range up to the cap of 10,000 counts with every layout key
+`auto`, odd node sizes, shape extremes, every objective). A sweep's rows are identical on the
+vectorized kernel and on the scalar path (BUDGETDSL_SWEEP_SCALAR=1), hostile values included.
+
+Tests marked xfail(strict=True) are open findings (H1-H3: the search's work, S1: the sweep's
+options); each flips to a failure the day its fix lands, and the mark goes then.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PLANS = REPO / "plans"
+MINIMAL = (PLANS / "minimal.yaml").read_text()
+
+# CPU seconds that load + solve of one plan may take, whatever it asks (the search of a full GPU
+# range included): issue 13 asks 0.5 s cold for the example plans; "seconds for a plan a user could
+# write" is a hang. The child process enforces it with a CPU timer (immune to a loaded machine).
+SOLVE_CPU_BOUND_S = 1.5
+WALL_TIMEOUT_S = 120.0  # backstop only; the CPU timer ends a hanging child first
+
+_CHILD = textwrap.dedent("""
+    import pathlib, signal, sys, time
+    from budgetdsl.diagnostics import PlanError
+    from budgetdsl.plan_loader import load_plan
+    from budgetdsl.solver import solve
+    def over(*_):
+        print(f"OVER {time.process_time() - t0:.2f}"); sys.stdout.flush(); raise SystemExit(9)
+    signal.signal(signal.SIGVTALRM, over)
+    t0 = time.process_time()
+    signal.setitimer(signal.ITIMER_VIRTUAL, float(sys.argv[2]))
+    try:
+        sol = solve(load_plan(pathlib.Path(sys.argv[1])))
+        outcome = "feasible" if sol.feasible else "infeasible"
+    except PlanError as exc:
+        outcome = "located " + exc.diagnostics[0].format()
+    signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+    print(f"DONE {time.process_time() - t0:.2f} {outcome}")
+""")
+
+
+def plan_with(tmp_path: pathlib.Path, hardware: str = "", top: str = "", model: str = "",
+              gpus: str = "64") -> pathlib.Path:
+    """minimal.yaml with `gpus` replaced, lines added under hardware/model, and top-level lines."""
+    text = MINIMAL.replace("  gpus: 64", f"  gpus: {gpus}" + "".join(f"\n  {h}" for h in hardware.split(";") if h))
+    for m in filter(None, model.split(";")):
+        key = m.split(":")[0]
+        lines = [ln for ln in text.splitlines() if not ln.startswith(f"  {key}:")]
+        text = "\n".join(lines).replace("model:", f"model:\n  {m}", 1) + "\n"
+    text += "".join(f"{t}\n" for t in top.split(";") if t)
+    path = tmp_path / "plans" / "hostile.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def solve_cpu(path: pathlib.Path, bound: float = SOLVE_CPU_BOUND_S) -> tuple[str, float, str]:
+    """('DONE' or 'OVER', CPU seconds, outcome) of load + solve in a fresh process."""
+    p = subprocess.run([sys.executable, "-c", _CHILD, str(path), str(bound)], capture_output=True, text=True,
+                       timeout=WALL_TIMEOUT_S, cwd=REPO)
+    assert p.returncode in (0, 9), p.stderr[-2000:]  # a traceback is a crash
+    word, cpu, *rest = p.stdout.split(" ", 2)
+    return word, float(cpu), (rest[0].strip() if rest else "")
+
+
+# -- the search: bounded work -------------------------------------------------------------------
+# CPU seconds of load + solve, measured at commit 967f46f (with the search's files being edited), in
+# the comments.
+
+def test_a_small_searched_range_is_quick(tmp_path):
+    """The bound is not too tight for the search itself: a range of 64 counts, every key auto."""
+    word, cpu, outcome = solve_cpu(plan_with(tmp_path, gpus="{max: 64}"))
+    assert word == "DONE", f"{cpu} s"
+    assert outcome == "feasible"
+
+
+_SLOW = "open finding: the layout search's work is not bounded to a second"
+
+
+@pytest.mark.parametrize("args", [
+    # H1: short sequences on a modest range: seq_len 128 (BERT-sized) on {max: 512}: > 30 s CPU
+    # (the suite fuzzer's seq_len: 1 + gpus_per_node: 12 + {max: 512} took 23 s); the pool of
+    # candidates grows to many batch sizes and objectives.Pool.pick rescans its front after each pair
+    pytest.param(dict(gpus="{max: 512}", model="seq_len: 128"), id="seq_len-128-max-512",
+                 marks=pytest.mark.xfail(strict=True, reason=_SLOW)),
+    # H1: min_time on {max: 10000}: > 60 s CPU, the same rescan
+    pytest.param(dict(gpus="{max: 10000}", top="objective: min_time"), id="min_time-max-10000",
+                 marks=pytest.mark.xfail(strict=True, reason=_SLOW)),
+    # H2: an odd node size on the full range: > 60 s CPU
+    pytest.param(dict(gpus="{max: 10000}", hardware="gpus_per_node: 997"), id="gpus_per_node-997",
+                 marks=pytest.mark.xfail(strict=True, reason=_SLOW)),
+    # H3: seq_len 1 on the full range: > 60 s CPU
+    pytest.param(dict(gpus="{max: 10000}", model="seq_len: 1"), id="seq_len-1",
+                 marks=pytest.mark.xfail(strict=True, reason=_SLOW)),
+])
+def test_a_full_range_search_ends_within_the_bound(tmp_path, args):
+    word, cpu, outcome = solve_cpu(plan_with(tmp_path, **args))
+    assert word == "DONE", f"load + solve past {SOLVE_CPU_BOUND_S} s CPU ({cpu} s when stopped)"
+
+
+# -- the sweep: hostile --set values, kernel == scalar ---------------------------------------------
+
+def cli(argv: list[str], capsys, monkeypatch, scalar: bool) -> tuple[int, str, str]:
+    from budgetdsl.cli import main
+
+    if scalar:
+        monkeypatch.setenv("BUDGETDSL_SWEEP_SCALAR", "1")
+    else:
+        monkeypatch.delenv("BUDGETDSL_SWEEP_SCALAR", raising=False)
+    rc = main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+HOSTILE_SETS = [
+    ["--set", "budget.deadline=1e10 s,1e11 s,1 s,0.5 s,1e400,-1 d,.inf,nan,2**1023 s"],
+    ["--set", "noise.b_crit=1e-320,1,1e15,1e16,(1e154)^2,1M/0,$(id)"],
+    ["--set", "target.tokens=1,1e18,1e19,-5,abc", "--set", "objective=balanced,min_time,min_cost,min_flops,bogus"],
+    ["--set", "hardware.tensor_parallel=auto,1,3,8,0", "--set", "run.micro_batch=auto,1,1000000"],
+    ["--set", "run.batch=1,1e15,4Mi,auto", "--set", "hardware.zero=0,3,4,auto"],
+]
+
+
+@pytest.mark.parametrize("settings", HOSTILE_SETS, ids=["deadline", "b_crit", "tokens-objective", "layout",
+                                                        "batch-zero"])
+@pytest.mark.parametrize("fmt", ["csv", "text", "json"])
+def test_hostile_sweeps_are_identical_on_the_kernel_and_the_scalar_path(settings, fmt, capsys, monkeypatch):
+    pytest.importorskip("numpy")
+    argv = ["sweep", str(PLANS / "minimal.yaml"), *settings, "--format", fmt]
+    kernel = cli(argv, capsys, monkeypatch, scalar=False)
+    scalar = cli(argv, capsys, monkeypatch, scalar=True)
+    assert kernel == scalar
+    rc, out, err = kernel
+    assert rc in (0, 1, 2), err
+    assert "Traceback" not in err and "internal error" not in err
+    if fmt == "json" and out.strip():
+        json.loads(out, parse_constant=lambda c: pytest.fail(f"non-finite JSON {c}"))
+
+
+def test_a_sweep_past_max_rows_is_refused_before_solving(capsys, monkeypatch):
+    from budgetdsl.sweep import MAX_ROWS
+
+    values = ",".join(f"{d} d" for d in range(1, 318))  # 317 × 317 = 100,489 > MAX_ROWS
+    rc, out, err = cli(["sweep", str(PLANS / "minimal.yaml"), "--set", f"budget.deadline={values}",
+                        "--set", f"budget.usd={values.replace(' d', 'k')}"], capsys, monkeypatch, scalar=False)
+    assert rc == 2 and f"{MAX_ROWS:,}" in err and "too-large" in err
+
+
+@pytest.mark.xfail(strict=True, reason="open finding S1: a path given "
+                   "twice silently keeps the last value, and every row repeats it")
+def test_a_path_set_twice_is_a_usage_error(capsys, monkeypatch):
+    rc, out, err = cli(["sweep", str(PLANS / "minimal.yaml"), "--set", "budget.deadline=1 d,2 d",
+                        "--set", "budget.deadline=30 d", "--format", "csv"], capsys, monkeypatch, scalar=True)
+    assert rc == 2 and "budget.deadline" in err
