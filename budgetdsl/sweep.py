@@ -10,7 +10,7 @@ show a `Summary` of each row) a sweep that changes only limits, the target, B_cr
 objective goes through `budgetdsl.sweep_kernel`: each distinct value is loaded once per axis, and
 the rows are placed together, vectorized; every row the kernel cannot decide exactly is solved
 by `solve()` as before (docs/solver.md, "Sweeps"). BUDGETDSL_SWEEP_SCALAR=1 turns the kernel off;
-without numpy (not a core dependency: the calibrate extra brings it) every row is solved.
+without numpy (a core dependency, imported by the sweep command only) every row is solved.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def iter_sweep(source: MergedSource, settings: list[Setting], full: bool = True)
     `Summary` where the kernel answers them (the kernel works in chunks of rows)."""
     size(settings)
     if not full and not os.environ.get("BUDGETDSL_SWEEP_SCALAR"):
-        try:  # numpy comes with the calibrate extra; without it every row takes the scalar path
+        try:  # numpy is a core dependency; an install without it takes the scalar path
             from budgetdsl.sweep_kernel import iter_kernel_rows
         except ImportError:
             iter_kernel_rows = None
