@@ -758,25 +758,29 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
         else:  # only the rows that were given more pairs can change their pick
             _merge(d, _choose(pairs, _subset(r, changed), store.view(changed), searched), changed)
         margin = 1e-8
-        pw, pc, pf = d.wall, d.cost, d.flops
+        # only the rows given more pairs can want more: the others' picks and placements are as
+        # they were when they wanted nothing
+        c = slice(None) if len(changed) == R else changed
+        pw, pc, pf = d.wall[c], d.cost[c], d.flops[c]
+        lw, lc = lb_wall[:, c], lb_cost[:, c]
         with np.errstate(invalid="ignore"):
-            threat = ((lb_wall <= pw[None, :] * (1 + margin)) & (lb_cost <= pc[None, :] * (1 + margin))
-                      & (lb_flops <= pf[None, :] * (1 + margin)))
-            better = lb_r0 <= d.measure[None, :] * (1 + margin)
+            threat = ((lw <= pw[None, :] * (1 + margin)) & (lc <= pc[None, :] * (1 + margin))
+                      & (lb_flops[:, c] <= pf[None, :] * (1 + margin)))
+            better = lb_r0[:, c] <= d.measure[c][None, :] * (1 + margin)
             # balanced below x = 1 (search_space.search_layouts): a pair whose bound is no faster
             # and no cheaper than the pick holds no configuration that ranks better and is not
             # dominated by (or a twin of) the pick; twins are threats
-            below = (r.objective == 0) & (d.batch <= r.bc)
-            better &= ~(below[None, :] & (lb_wall >= pw[None, :]) & (lb_cost >= pc[None, :]))
-            wanted = ~done & (~d.any[None, :] | better | threat) & ~apart[None, :]
-        heavy = (not every) & ~apart & ((need | wanted).sum(axis=0) > HEAVY)
+            below = (r.objective[c] == 0) & (d.batch[c] <= r.bc[c])
+            better &= ~(below[None, :] & (lw >= pw[None, :]) & (lc >= pc[None, :]))
+            wanted = ~done[:, c] & (~d.any[c][None, :] | better | threat) & ~apart[c][None, :]
+        heavy = (not every) & ~apart[c] & ((need[:, c] | wanted).sum(axis=0) > HEAVY)
         if heavy.any():
-            apart |= heavy
+            apart[c] |= heavy
             wanted &= ~heavy[None, :]
         if not wanted.any():
             break
-        need |= wanted
-        changed = np.flatnonzero(wanted.any(axis=0))
+        need[:, c] |= wanted
+        changed = np.arange(R)[c][wanted.any(axis=0)]
     if apart.any():  # merge the rows placed apart
         rows = np.flatnonzero(apart)
         _merge(d, decide(pairs, _subset(r, rows), micro_fixed, divisors, searched, every=True), rows)
