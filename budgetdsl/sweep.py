@@ -134,7 +134,15 @@ def variant(source: MergedSource, values: dict[str, str]) -> Plan:
 
 
 def size(settings: list[Setting]) -> int:
-    """The number of combinations; PlanError above MAX_ROWS."""
+    """The number of combinations; PlanError above MAX_ROWS, or for a path given twice (each row
+    would silently take the last value, and every row would repeat)."""
+    seen: set[str] = set()
+    for s in settings:
+        if s.path in seen:
+            raise PlanError([Diagnostic(Location(f"--set {s.path}=..."), "usage",
+                                        f"{s.path} is set twice", "give all its values in one "
+                                        f"--set {s.path}=V1,V2,...")])
+        seen.add(s.path)
     n = 1
     for s in settings:
         n *= len(s.values)

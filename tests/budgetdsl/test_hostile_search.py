@@ -155,8 +155,6 @@ def test_a_sweep_past_max_rows_is_refused_before_solving(capsys, monkeypatch):
     assert rc == 2 and f"{MAX_ROWS:,}" in err and "too-large" in err
 
 
-@pytest.mark.xfail(strict=True, reason="open finding S1: a path given "
-                   "twice silently keeps the last value, and every row repeats it")
 def test_a_path_set_twice_is_a_usage_error(capsys, monkeypatch):
     rc, out, err = cli(["sweep", str(PLANS / "minimal.yaml"), "--set", "budget.deadline=1 d,2 d",
                         "--set", "budget.deadline=30 d", "--format", "csv"], capsys, monkeypatch, scalar=True)
