@@ -103,3 +103,23 @@ def test_mutants_through_the_command_line_never_exit_3(tmp_path, capsys, monkeyp
                 check_markdown(out)
         path.unlink()
     assert not bad, bad[:5]
+
+
+def test_the_time_bound_is_cpu_time_with_a_wall_clock_backstop():
+    """A mutant is a hang when it burns `bound` CPU seconds (a loaded machine stretches wall time:
+    a 2 s mutant read as a 10 s hang in bench_fuzz), or sleeps/blocks past wall_factor × bound."""
+    import time
+
+    import pytest
+
+    from fuzz_mutations import Hang, time_bound
+
+    with pytest.raises(Hang, match="CPU"):
+        with time_bound(0.2, wall_factor=50):
+            while True:
+                pass
+    with pytest.raises(Hang, match="wall clock"):
+        with time_bound(0.05, wall_factor=4):
+            time.sleep(5)
+    with time_bound(0.2):
+        time.sleep(0.3)  # past the CPU bound in wall time, but idle: not a hang
