@@ -25,6 +25,7 @@ axis (issue 13):
 from __future__ import annotations
 
 import bisect
+from math import floor as _floor, inf as _INF, isfinite as _isfinite, log10 as _log10
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -222,6 +223,7 @@ class Pool(Generic[T]):
 
 
 def _magnitude(v: float) -> int:
-    import math
+    if 0.0 < v < _INF:  # the common case: floor(log10(v)) is already an int
+        return _floor(_log10(v))
+    return 0 if v == 0 or not _isfinite(v) else int(_floor(_log10(abs(v))))
 
-    return 0 if v == 0 or not math.isfinite(v) else int(math.floor(math.log10(abs(v))))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from budgetdsl import closed_forms_generated as cf
-from budgetdsl.cost_model import CostModel
+from budgetdsl.cost_model import DECLARED, CostModel
 from budgetdsl.frontier import Frontier
 
 INF = math.inf
@@ -152,12 +152,17 @@ def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int
     dp = cm.data_parallel
     sequences = micro * accum * dp
     batch = float(sequences * cm.seq_len)
-    steps = math.ceil(fr.steps(batch) * (1.0 - _STEP_TOL))
+    bc = fr.b_crit
+    steps = math.ceil(fr.e_min / bc * (1.0 + bc / batch) * (1.0 - _STEP_TOL))  # Frontier.steps
     if steps < 1:
         steps = 1
     tokens = steps * batch
     flops = cm.flops_per_token * tokens
-    wall = steps * cm.step_time(batch, accum)
+    step = cm._step
+    if step is not None and cm.mode != DECLARED:  # CostModel.step_time, its closed form inlined
+        wall = steps * step.total(batch / (cm.seq_len * dp * accum), accum)
+    else:
+        wall = steps * cm.step_time(batch, accum)
     gpu_hours = cm.gpus * wall / 3600.0
     price = limits.price
     usd = gpu_hours * price if price else None

@@ -21,11 +21,11 @@ from budgetdsl.cost_model import CostModel, Split, cost_model_key
 from budgetdsl.frontier import Frontier
 from budgetdsl.layout_search import LayoutChoice, candidates as layout_candidates, concrete, launches
 from budgetdsl.noise_source import NoiseEstimate
-from budgetdsl.objectives import Pool, axes, axis_rank, rank
+from budgetdsl.objectives import Pool, axes, rank
 from budgetdsl.placement import Limits, Placement
 from budgetdsl.solve_context import (Context, candidates, closest, cost_model, pick as choose_pick, place_on,
                                      raw_counts, solve_layout)
-from budgetdsl.throughput import Layout, StepCost, step_cost
+from budgetdsl.throughput import Layout, StepCost, step_costs
 from budgetdsl.diagnostics import PlanError
 
 if TYPE_CHECKING:
@@ -126,26 +126,30 @@ def _entry(plan: "Plan") -> tuple[SearchSpace, "_Bounds"]:
 @dataclass(frozen=True, slots=True)
 class _Bounds:
     """What `lower_bound` reads of each pair, computed once per search space: the plan's tokens per
-    sequence and FLOPs per token, and per pair (a, c0, smallest batch) of T(B) ≥ a·B + c0."""
+    sequence and FLOPs per token, and per pair (a, c0, smallest batch, GPU count) of T(B) ≥ a·B + c0.
+    `natural`: the pairs' own order is the search's tie order (simplicity, then GPU count)."""
 
     seq_len: int
     flops_per_token: float
-    per_pair: tuple[tuple[float, float, float], ...]  # (a, c0, b_min), in `SearchSpace.pairs` order
+    per_pair: tuple[tuple[float, float, float, int], ...]  # (a, c0, b_min, gpus), in `SearchSpace.pairs` order
+    natural: bool
 
 
 def _bounds_of(plan: "Plan", key: tuple, space: SearchSpace) -> _Bounds:
     if not space.pairs:
-        return _Bounds(0, 0.0, ())
+        return _Bounds(0, 0.0, (), True)
     first = space.pairs[0]
     ref = cost_model(Context(plan, None, None, None, "", key=key), first.gpus, first.split)  # type: ignore[arg-type]
     rows = []
     for pr in space.pairs:  # lower_bound's a and c0, term for term
         b_min = float(pr.data_parallel * ref.seq_len)
         if pr.step is not None:
-            rows.append((pr.step.per_sequence / b_min, pr.step.bubble_k + pr.step.fixed, b_min))
+            rows.append((pr.step.per_sequence / b_min, pr.step.bubble_k + pr.step.fixed, b_min, pr.gpus))
         else:
-            rows.append((ref.flops_per_token / (pr.gpus * ref.peak_flops * ref.mfu), 0.0, b_min))
-    return _Bounds(ref.seq_len, ref.flops_per_token, tuple(rows))
+            rows.append((ref.flops_per_token / (pr.gpus * ref.peak_flops * ref.mfu), 0.0, b_min, pr.gpus))
+    ties = [(pr.layout.sort_key(), pr.gpus) for pr in space.pairs]
+    natural = all(ties[i] < ties[i + 1] for i in range(len(ties) - 1))
+    return _Bounds(ref.seq_len, ref.flops_per_token, tuple(rows), natural)
 
 
 def _build(plan: "Plan", key: tuple, layouts: tuple[LayoutChoice, ...], counts: tuple[int, ...]) -> SearchSpace:
@@ -153,28 +157,47 @@ def _build(plan: "Plan", key: tuple, layouts: tuple[LayoutChoice, ...], counts: 
     flash = plan.hardware.flash_attention
     probe = Context(plan, None, None, None, "", key=key)  # type: ignore[arg-type]  # cost models only
     considered = pruned = 0
-    micro_max: dict[tuple[LayoutChoice, int], int] = {}
+    # The counts that launch a t·p split (layout.launch_problem is None: at least one GPU, whole
+    # t·p groups, whole nodes above one node), once per split rather than per layout and count.
+    by_split: dict[int, list[int]] = {}
+    micro_max: dict[LayoutChoice, dict[int, int]] = {}  # each layout's micro-batch room per count
     pairs: list[Pair] = []
     for choice in layouts:
         t, p = choice.tensor_parallel, choice.pipeline_parallel
-        family = None
-        for g in counts:
-            if not launches(choice, g, gpn):
-                continue
-            considered += 1
-            if family is None:  # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
-                family = cost_model(probe, t * p, Split(0, t, p, choice.recompute, flash))
-            mm, dp = _quick(family, choice, g)
-            micro_max[(choice, g)] = mm
-            if any(micro_max.get((s, g), -1) >= mm for s in choice.simpler()):
-                pruned += 1
-                continue
-            fl = family.layout
-            step = None if family._step is None else step_cost(
-                family.shape, family.device, Layout(g, t, p, fl.virtual_stages, choice.zero, choice.recompute,
-                                                    fl.flash_attention, fl.sequence_parallel, fl.grad_bytes,
-                                                    fl.overlap), family.step_overhead)
-            pairs.append(Pair(choice, g, Split(choice.zero, t, p, choice.recompute, flash), mm, dp, step))
+        tp = t * p
+        launch = by_split.get(tp)
+        if launch is None:
+            launch = by_split[tp] = [g for g in counts if g >= 1 and not g % tp and not (g > gpn and g % gpn)]
+        room = micro_max[choice] = {}
+        if not launch:
+            continue
+        considered += len(launch)
+        # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
+        family = cost_model(probe, tp, Split(0, t, p, choice.recompute, flash))
+        simpler = [micro_max[s] for s in choice.simpler() if s in micro_max]
+        split = Split(choice.zero, t, p, choice.recompute, flash)
+        fl = family.layout
+        closed = family._step is not None
+        kept = []
+        for g, (mm, dp) in zip(launch, _quick_all(family, choice, launch)):
+            room[g] = mm
+            for r in simpler:
+                if r.get(g, -1) >= mm:
+                    pruned += 1
+                    break
+            else:
+                kept.append((g, mm, dp))
+        if not kept:
+            continue
+        if closed:  # throughput.step_cost per count, what the counts share computed once
+            steps: list[StepCost | None] = list(step_costs(
+                family.shape, family.device, Layout(kept[0][0], t, p, fl.virtual_stages, choice.zero,
+                                                    choice.recompute, fl.flash_attention, fl.sequence_parallel,
+                                                    fl.grad_bytes, fl.overlap),
+                [g for g, _, _ in kept], family.step_overhead))
+        else:
+            steps = [None] * len(kept)
+        pairs.extend(Pair(choice, g, split, mm, dp, step) for (g, mm, dp), step in zip(kept, steps))
     return SearchSpace(tuple(pairs), considered, pruned, layouts, counts)
 
 
@@ -184,20 +207,33 @@ def _quick(family: CostModel, choice: LayoutChoice, gpus: int) -> tuple[int, int
     gradients and optimizer state by dp (memory_model.stage_memory). With the step in closed form
     (throughput.step_cost, whose stage shares do not depend on the GPU count) no cost model is
     built for a pair the search prunes."""
-    dp = gpus // (choice.tensor_parallel * choice.pipeline_parallel)
+    return _quick_all(family, choice, [gpus])[0]
+
+
+def _quick_all(family: CostModel, choice: LayoutChoice, counts: list[int]) -> list[tuple[int, int]]:
+    """`_quick` on each of `counts` (memory_model.micro_batch_max with the statics sharded), the
+    same float operations per count, the stages' numbers read once."""
+    tp = choice.tensor_parallel * choice.pipeline_parallel
     z = choice.zero
     free = family.memory_per_device - family.reserve_bytes
-    best = math.inf
-    for st in family.stages:  # memory_model.micro_batch_max with the statics sharded
-        static = (st.weights / (dp if z >= 3 else 1) + st.grads / (dp if z >= 2 else 1)
-                  + st.optimizer / (dp if z >= 1 else 1))
-        room = free - static
-        if room <= 0:
-            best = 0
-            break
-        if st.per_sequence > 0:
-            best = min(best, math.floor(room / st.per_sequence * (1 + 1e-12)))
-    return (0 if best is math.inf else max(0, int(best))), dp
+    stages = [(st.weights, st.grads, st.optimizer, st.per_sequence) for st in family.stages]
+    floor, inf = math.floor, math.inf
+    out = []
+    for gpus in counts:
+        dp = gpus // tp
+        d3, d2, d1 = (dp if z >= 3 else 1), (dp if z >= 2 else 1), (dp if z >= 1 else 1)
+        best = inf
+        for w, gr, o, ps in stages:
+            room = free - (w / d3 + gr / d2 + o / d1)
+            if room <= 0:
+                best = 0
+                break
+            if ps > 0:
+                v = floor(room / ps * (1 + 1e-12))
+                if v < best:
+                    best = v
+        out.append(((0 if best is inf else max(0, int(best))), dp))
+    return out
 
 
 # -- bound and prune --------------------------------------------------------------------------------
@@ -233,9 +269,9 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
             cctx = ctxs[choice] = Context(base, noise, fr, limits, objective, split=split, key=key)
         return cctx
 
-    splits = {pr.layout: pr.split for pr in space.pairs}
     results: list[LayoutResult] = []
     if pinned_batch:
+        splits = {pr.layout: pr.split for pr in space.pairs}
         by_choice: dict[LayoutChoice, list[int]] = {}
         for pr in space.pairs:
             by_choice.setdefault(pr.layout, []).append(pr.gpus)
@@ -253,37 +289,57 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     # axis), which would take the pick off the front. Pairs go in the order of their bound.
     # (`lower_bound`, `bound_rank` and `rank_key`, computed inline over the space's constants.)
     bc, s_min, e_min, price = fr.b_crit, fr.s_min, fr.e_min, limits.price
-    f = consts.flops_per_token
+    fe = consts.flops_per_token * e_min
     shrink = 1.0 - 1e-9
     balanced = objective == "balanced"
     space_pairs = space.pairs
-    bounds: list[tuple[float, float, float]] = []
+    walls: list[float] = []
+    costs: list[float] = []
+    flops: list[float] = []
     keys: list[tuple[float, ...]] = []
-    sqrt, floor, ceil, log10 = math.sqrt, math.floor, math.ceil, math.log10
-    for pr, (a, c0, b_min) in zip(space_pairs, consts.per_pair):  # pairs by index into the space
+    sqrt, floor, ceil, log10, isfinite, inf = math.sqrt, math.floor, math.ceil, math.log10, math.isfinite, math.inf
+    first = 0 if balanced else {"min_time": 0, "min_cost": 1, "min_flops": 2}.get(objective)
+    if first is None and space_pairs:
+        raise ValueError(f"unknown objective {objective!r}")
+    for a, c0, b_min, g in consts.per_pair:  # pairs by index into the space
         b = b_min
         if a > 0:
             b_star = sqrt(bc * c0 / a)
             if b_star > b_min:
                 b = b_star
         wall = s_min * (a * b + c0 + a * bc + bc * c0 / b) * shrink
-        gpu_hours = pr.gpus * wall / 3600.0
+        gpu_hours = g * wall / 3600.0
         cost = gpu_hours * price if price else gpu_hours
-        bound = (wall, cost, f * e_min * (1.0 + b_min / bc) * shrink)
-        bounds.append(bound)
+        fl = fe * (1.0 + b_min / bc) * shrink
+        walls.append(wall)
+        costs.append(cost)
+        flops.append(fl)
         if balanced:  # balance() at the pair's batches nearest B_crit (bound_rank)
             n = bc / b_min
             k0, k1 = floor(n), ceil(n)
             x0, x1 = (k0 if k0 > 1 else 1) * b_min / bc, (k1 if k1 > 1 else 1) * b_min / bc
             v0, v1 = (1.0 + 1.0 / x0) * (1.0 + x0), (1.0 + 1.0 / x1) * (1.0 + x1)
-            r = (v1 if v1 < v0 else v0, cost, wall)
+            r0 = v1 if v1 < v0 else v0
+        else:  # axis_rank's first axis
+            r0 = wall if first == 0 else cost if first == 1 else fl
+        # rank_key: the first measure rounded as objectives.choose rounds it (objectives._magnitude)
+        if 0.0 < r0 < inf:
+            r0 = round(r0, 12 - floor(log10(r0)))
         else:
-            r = axis_rank(objective, *bound)
-        r0 = r[0]  # rank_key: the first measure rounded as objectives.choose rounds it
-        m = 0 if r0 == 0 or not math.isfinite(r0) else int(floor(log10(abs(r0))))
-        keys.append((round(r0, 12 - m),) + r[1:])
-    simple = [pr.layout.sort_key() for pr in space_pairs]
-    order = sorted(range(len(space_pairs)), key=lambda i: (keys[i], simple[i], space_pairs[i].gpus))
+            r0 = round(r0, 12 - (0 if r0 == 0 or not isfinite(r0) else int(floor(log10(abs(r0))))))
+        if balanced:
+            keys.append((r0, cost, wall))
+        elif first == 0:
+            keys.append((r0, cost, fl))
+        elif first == 1:
+            keys.append((r0, wall, fl))
+        else:
+            keys.append((r0, wall, cost))
+    if consts.natural:  # a stable sort by key: ties in the pairs' order, simplest layout then fewest GPUs
+        order = sorted(range(len(space_pairs)), key=keys.__getitem__)
+    else:
+        simple = [pr.layout.sort_key() for pr in space_pairs]
+        order = sorted(range(len(space_pairs)), key=lambda i: (keys[i], simple[i], space_pairs[i].gpus))
     placed: dict[LayoutChoice, tuple[list[Placement], list[Placement]]] = {}
     done = [False] * len(space_pairs)
     def place_pair(i: int) -> list[Placement]:
@@ -307,9 +363,8 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
             # balanced below x = 1: a smaller batch ranks worse; the pair's configurations at the
             # pick's batch or above spend at least its FLOPs (E grows with B), and if its bound is
             # no faster and no cheaper the pick dominates (or ties) every one of them
-            w, c, _ = bounds[i]
             pw, pc, _ = axes(pick.config)
-            if w >= pw and c >= pc:
+            if walls[i] >= pw and costs[i] >= pc:
                 continue
         new = place_pair(i)
         if new or pick is None:  # the pick of an unchanged pool is the same pick
@@ -319,8 +374,7 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     while pick is not None:  # the pick must stay on the front: place every pair that could dominate it
         pw, pc, pf = axes(pick.config)
         pw, pc, pf = pw * (1.0 + 1e-9), pc * (1.0 + 1e-9), pf * (1.0 + 1e-9)
-        threats = [i for i in order if not done[i] and bounds[i][0] <= pw and bounds[i][1] <= pc
-                   and bounds[i][2] <= pf]
+        threats = [i for i in order if walls[i] <= pw and not done[i] and costs[i] <= pc and flops[i] <= pf]
         if not threats:
             break
         for i in threats:

@@ -318,6 +318,43 @@ def step_cost(shape: Shape, device: Device, layout: Layout, step_overhead: float
                     reduce, gather, layout.overlap, optimizer + step_overhead)
 
 
+def step_costs(shape: Shape, device: Device, layout: Layout, counts: list[int],
+               step_overhead: float = 0.0) -> list[StepCost]:
+    """`step_cost` of `layout` on each GPU count of `counts` (a layout search's many counts of one
+    layout): the same float operations as `_unit_step` and `step_cost` per count, with what does
+    not depend on the count (the stage shares, the slowest stage's parameters) computed once."""
+    t, p = layout.tensor_parallel, layout.pipeline_parallel
+    tp = t * p
+    d = float(shape.d_model)
+    stages, slow, (c1, r1, tp1) = _stage_shares(shape, device, Layout(
+        tp, t, p, layout.virtual_stages, 0, layout.recompute, layout.flash_attention, layout.sequence_parallel))
+    n_slow = stages[slow]
+    local = (n_slow * shape.layer_params + (shape.embedding_params if slow == 0 or slow == p - 1 else 0.0)) / t
+    grads = layout.grad_bytes * local
+    zero, gpn = layout.zero, device.gpus_per_node
+    v = max(1, layout.virtual_stages)
+    crt = c1 + r1 + tp1
+    fixed_bytes = layout.grad_bytes + ADAM_BYTES
+    out = []
+    for gpus in counts:
+        dp = gpus // tp
+        pp_link = device.intra_node if t * dp < gpn else device.network
+        pp1 = 2.0 * shape.seq_len * d * BF16 / t / pp_link if p > 1 else 0.0
+        if zero >= 3:
+            per_micro, reduce, gather = (2 * dp_collective_time(BF16 * local, dp, t, device, "all_gather")
+                                         + dp_collective_time(grads, dp, t, device, "reduce_scatter"), 0.0, 0.0)
+        elif zero >= 1:
+            per_micro, reduce, gather = (0.0, dp_collective_time(grads, dp, t, device, "reduce_scatter"),
+                                         dp_collective_time(BF16 * local, dp, t, device, "all_gather"))
+        else:
+            per_micro, reduce, gather = 0.0, dp_collective_time(grads, dp, t, device, "all_reduce"), 0.0
+        optimizer = fixed_bytes * (local / (dp if zero >= 1 else 1)) / device.hbm_bandwidth
+        k = c1 + r1 + tp1 + pp1
+        out.append(StepCost(k, crt, (p - 1) / v * k if p > 1 else 0.0, zero >= 3, per_micro, reduce, gather,
+                            layout.overlap, optimizer + step_overhead))
+    return out
+
+
 def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, global_batch: float,
               step_overhead: float = 0.0) -> Breakdown:
     """The predicted step of `global_batch` sequences in micro-batches of `micro_batch` sequences
@@ -376,6 +413,6 @@ def linearised(shape: Shape, device: Device, layout: Layout, micro_batch: float,
     return per_token, t1 - per_token * b1 * shape.seq_len
 
 
-__all__ = ["Shape", "Device", "Layout", "Breakdown", "COMPONENTS", "StepCost", "step_cost", "step_time", "declared_step",
+__all__ = ["Shape", "Device", "Layout", "Breakdown", "COMPONENTS", "StepCost", "step_cost", "step_costs", "step_time", "declared_step",
            "linearised", "dp_collective_time", "recompute_flops_per_token"]
 
