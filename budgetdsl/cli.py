@@ -19,7 +19,6 @@ import importlib
 import os
 import sys
 import textwrap
-import types
 
 from budgetdsl import __version__
 from budgetdsl.commands import COMMANDS
@@ -50,19 +49,15 @@ def _without_pydantic_plugins() -> None:
     """Turn pydantic's plugins off for the command line, before pydantic is imported.
 
     pydantic looks for plugins (the `pydantic` entry points of every installed distribution) when
-    it builds its first model: importing importlib.metadata and reading each distribution's
-    metadata was ~6 % of a cold `budgetdsl plan` (issue 13, item 4). budgetdsl uses no pydantic
-    plugin, so the command line sets pydantic's documented switch, PYDANTIC_DISABLE_PLUGINS (unless
-    the user set it), and stands in for pydantic's loader module, which would import
-    importlib.metadata only to read that switch. Should pydantic move its loader, the stand-in is
-    never read and the switch still holds. Python code that imports budgetdsl keeps pydantic's own
-    behaviour."""
+    it builds its first model: reading each distribution's metadata was ~6 % of a cold
+    `budgetdsl plan` (issue 13, item 4). budgetdsl uses no pydantic plugin, so the command line
+    sets pydantic's documented switch, PYDANTIC_DISABLE_PLUGINS (unless the user set it). Only the
+    documented switch: standing in for pydantic's private loader module would also save importing
+    importlib.metadata (~20 ms), at the price of breaking whenever pydantic changes that module.
+    Python code that imports budgetdsl keeps pydantic's own behaviour."""
     if "pydantic" in sys.modules or os.environ.get("PYDANTIC_DISABLE_PLUGINS") is not None:
         return
     os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
-    loader = types.ModuleType("pydantic.plugin._loader", "budgetdsl.cli: pydantic plugins are off")
-    loader.get_plugins = tuple  # type: ignore[attr-defined] - no plugins: ()
-    sys.modules.setdefault("pydantic.plugin._loader", loader)
 
 
 def main(argv: list[str] | None = None) -> int:
