@@ -219,6 +219,10 @@ def _quick_all(family: CostModel, choice: LayoutChoice, counts: list[int]) -> li
     stages = [(st.weights, st.grads, st.optimizer, st.per_sequence) for st in family.stages]
     floor, inf = math.floor, math.inf
     out = []
+    if z == 0 and counts:  # nothing sharded: the room is the same on every count
+        mm = _quick_all(family, choice, counts[:1])[0][0] if len(counts) > 1 else None
+        if mm is not None:
+            return [(mm, gpus // tp) for gpus in counts]
     for gpus in counts:
         dp = gpus // tp
         d3, d2, d1 = (dp if z >= 3 else 1), (dp if z >= 2 else 1), (dp if z >= 1 else 1)
