@@ -30,7 +30,7 @@ demo: $(VENV)/.core
 	$(BIN)/budgetdsl plan plans/*.yaml
 
 test: $(VENV)/.full
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=20
 
 bench: $(VENV)/.full
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
