@@ -105,31 +105,16 @@ def _fit_ddp(out):
 
 @pytest.mark.slow
 def test_two_gloo_replicas_under_lightning_ddp_measure_the_single_process_numbers(tmp_path):
-    import signal
-    import socket
-    import subprocess
-    import sys
     from pathlib import Path
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from ddp_launch import gloo_env, two_replicas_beside
+
     here = Path(__file__).parent
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(here), str(here.parents[1]), os.environ.get("PYTHONPATH", "")])}
     out = tmp_path / "ddp.json"
-    run = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-                            "--master-addr", "127.0.0.1", "--master-port", str(port), __file__, str(out)],
-                           env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)  # its own process group, ended by the finally below
-    try:  # the single-process reference, here while the launcher starts the replicas
-        ref = linreg_loop(None, steps=STEPS, batch=MICRO * ACCUM, micro=MICRO, seed=SEED)
-        _, err = run.communicate(timeout=600)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.wait()
-    assert run.returncode == 0, err[-3000:]
+    # the single-process reference, here while the launcher starts the replicas
+    ref = two_replicas_beside([__file__, str(out)],
+                              lambda: linreg_loop(None, steps=STEPS, batch=MICRO * ACCUM, micro=MICRO, seed=SEED),
+                              env=gloo_env(here, here.parents[1]), cwd=tmp_path, timeout=600)
     cal = load_calibration(out)
     assert (cal.provenance.batch.world_size, cal.provenance.batch.accumulation) == (2, ACCUM // 2)
     assert cal.summary.steps_measured == STEPS

@@ -3,9 +3,6 @@ calibrate` on the same model, data and seed; the closed-form truth of the linear
 two gloo replicas under DDP the same as one process accumulating; a file `budgetdsl plan` reads."""
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -99,33 +96,16 @@ def test_one_batch_size_is_refused_and_close_removes_the_hooks():
     assert gns.step == 0 and not gns._pending
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_gloo_replicas_under_ddp_measure_what_one_process_accumulating_does(tmp_path):
     """DDP: each replica's micro-batch gradients are read before the all-reduce, `.grad` after
     it. Same global data order, so the same per-step numbers up to reduction order."""
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    from ddp_launch import gloo_env, two_replicas_beside
+
     two = tmp_path / "two.json"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-         "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
-         str(HERE / "gns_loops.py"), str(two), "--steps", "100"],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)  # its own process group: the finally below ends launcher and replicas
-    try:
-        one = linreg_loop(None, steps=100)  # the one process, here while the launcher starts the replicas
-        _, err = run.communicate(timeout=300)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.wait()
-    assert run.returncode == 0, err[-3000:]
+    # the one process runs here while the launcher starts the replicas
+    one = two_replicas_beside([str(HERE / "gns_loops.py"), str(two), "--steps", "100"],
+                              lambda: linreg_loop(None, steps=100), env=gloo_env(REPO), cwd=tmp_path)
     ddp = load_calibration(two)
     assert ddp.provenance.batch.world_size == 2 and ddp.provenance.batch.accumulation == 8
     assert one.provenance.batch.world_size == 1 and one.provenance.batch.accumulation == 16
