@@ -253,6 +253,38 @@ class LayoutResult:
     candidates: list[Placement]
 
 
+def _pinned_problem(plan: "Plan", space: SearchSpace) -> PlanError | None:
+    """Why a pinned run.batch with a pinned run.micro_batch forms on no searched layout, when the
+    reason is the micro-batch (it divides the sequences per replica of no pair): located at
+    run.micro_batch rather than at the GPU count, which is not what is wrong."""
+    from budgetdsl.noise_source import plan_error
+
+    run = plan.run
+    if run is None or run.batch is None or not isinstance(run.micro_batch, int):
+        return None
+    s = plan.model.seq_len
+    sequences = run.batch / s
+    if abs(sequences - round(sequences)) > 1e-9 * max(1.0, sequences):
+        return None  # not whole sequences: every layout's own error says so
+    sequences = round(sequences)
+    per_replica = set()
+    for pr in space.pairs:
+        dp = pr.gpus // (pr.split.tensor_parallel * pr.split.pipeline_parallel)
+        if sequences % dp == 0:
+            per_replica.add(sequences // dp)
+    micro = run.micro_batch
+    if not per_replica or any(n % micro == 0 for n in per_replica):
+        return None
+    shown = sorted(per_replica)
+    listed = ", ".join(f"{n:,}" for n in shown[:8]) + (", …" if len(shown) > 8 else "")
+    fits = sorted({d for n in shown for d in range(1, min(n, micro) + 1) if n % d == 0}, reverse=True)[:3]
+    return plan_error(plan, ("run", "micro_batch"), "run-batch",
+                      f"run.micro_batch ({micro}) divides the sequences per replica on no searched layout: "
+                      f"run.batch of {sequences:,} sequences gives {listed} per data-parallel replica",
+                      f"make run.micro_batch divide them (e.g. {' or '.join(map(str, fits))}), "
+                      "or write run.micro_batch: auto")
+
+
 def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Limits, objective: str,
                    pinned_batch: bool, micro_fixed: int | None) -> tuple[list[LayoutResult], int, int, int]:
     """Every candidate layout's own answer on the pairs of `search_space(plan)`, placing a pair only
@@ -277,15 +309,19 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     if pinned_batch:
         splits = {pr.layout: pr.split for pr in space.pairs}
         by_choice: dict[LayoutChoice, list[int]] = {}
+        first: PlanError | None = None
         for pr in space.pairs:
             by_choice.setdefault(pr.layout, []).append(pr.gpus)
         for choice, keep in by_choice.items():
             cctx = ctx_of(choice, splits[choice])
             try:
                 chosen, placements, cands = solve_layout(cctx, True, micro_fixed, keep)
-            except PlanError:
+            except PlanError as exc:
+                first = first or exc
                 continue  # a pinned batch that does not divide over this layout's replicas
             results.append(LayoutResult(choice, cctx, chosen, placements, cands))
+        if not results and first is not None:
+            raise _pinned_problem(base, space) or first
         return results, considered, pruned, 0
     # Bound-and-prune for the objective (exact): every configuration of a pair ranks no better
     # than its bound, so a pair whose bound ranks below the best pick so far cannot supply the

@@ -167,3 +167,32 @@ def test_a_path_set_twice_is_a_usage_error(capsys, monkeypatch):
     rc, out, err = cli(["sweep", str(PLANS / "minimal.yaml"), "--set", "budget.deadline=1 d,2 d",
                         "--set", "budget.deadline=30 d", "--format", "csv"], capsys, monkeypatch, scalar=True)
     assert rc == 2 and "budget.deadline" in err
+
+
+def _llama_micro_3(tmp_path: pathlib.Path) -> pathlib.Path:
+    """plans/llama2-7b.yaml (run.batch pinned at 1,024 sequences) with run.micro_batch 3 and the layout
+    searched: no data-parallel degree leaves a multiple of 3 sequences per replica."""
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "a100-cluster.yaml").write_text((PLANS / "base" / "a100-cluster.yaml").read_text())
+    text = (PLANS / "llama2-7b.yaml").read_text()
+    assert "  micro_batch: 1 " in text and "\n  mfu: 0.45" in text
+    text = text.replace("  micro_batch: 1 ", "  micro_batch: 3 ").replace(
+        "\n  mfu: 0.45", "\n  zero: auto\n  tensor_parallel: auto\n  mfu: 0.45", 1)
+    path = tmp_path / "llama2-7b-micro3.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_pinned_micro_batch_no_layout_divides_is_located_at_run_micro_batch(tmp_path, capsys, monkeypatch):
+    """Hostile-input finding (minor): the error was `no-layout` at hardware.gpus ("no searched layout
+    launches"), though every layout launches; the micro-batch is what divides no replica's share.
+    Exit 2: run.batch and run.micro_batch contradict each other on every layout (invalid input, as
+    the same plan with the layout pinned), not a limit the plan misses (1)."""
+    path = _llama_micro_3(tmp_path)
+    lines = path.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines, 1) if line.startswith("  micro_batch: 3"))
+    rc, out, err = cli(["plan", str(path)], capsys, monkeypatch, scalar=True)
+    assert rc == 2, err
+    assert f"{path.name}:{row}:" in err and "run.micro_batch (3)" in err and "1,024 sequences" in err
+    assert "no-layout" not in err and "launches on the plan's GPU counts" not in err
+    assert "run.micro_batch: auto" in err  # the hint
