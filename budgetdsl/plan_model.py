@@ -276,16 +276,45 @@ class Hardware(_Section):
                                     "e.g. gpu: H100-SXM5-80GB")
         split = _degree(self.tensor_parallel) * _degree(self.pipeline_parallel)
         if isinstance(self.gpus, GpuRange):
-            for key in ("min", "step"):
-                if getattr(self.gpus, key) % split:
-                    raise PlanRuleError(f"gpus.{key}", f"gpus.{key} ({getattr(self.gpus, key)}) must be "
-                                        f"a multiple of tensor_parallel × pipeline_parallel ({split})")
+            _range_split(self.gpus, split, self.tensor_parallel, self.pipeline_parallel)
         else:
             problem = launch_problem(self.gpus, _degree(self.tensor_parallel), _degree(self.pipeline_parallel),
                                      self.gpus_per_node)
             if problem:
                 raise PlanRuleError("gpus", problem)
         return self
+
+
+def _range_split(gpus: GpuRange, split: int, tp: int | str, pp: int | str) -> None:
+    """A range's counts are min, min + step, …: each must split into t·p groups, so min and step
+    are multiples of t·p. An unwritten min (1) or step (1) is named as the default it is, and the
+    error is located at a key the user wrote (hostile-input finding: `{max: 64}` beside
+    tensor_parallel 64 was refused over "gpus.min (1)", a value nobody wrote)."""
+    written = gpus.model_fields_set
+    what = f"tensor_parallel × pipeline_parallel ({_degree(tp)} × {_degree(pp)} = {split})"
+    shown = "{" + ", ".join(f"{k}: {getattr(gpus, k)}" for k in ("min", "max", "step") if k in written) + "}"
+    at = "gpus.max" if "max" in written else "gpus"
+    for key in ("min", "step"):
+        value = getattr(gpus, key)
+        if value % split and key in written:
+            raise PlanRuleError(f"gpus.{key}", f"gpus.{key} ({value}) must be a multiple of {what}",
+                                f"e.g. gpus.{key}: {max(split, value // split * split)}")
+    if gpus.min % split and gpus.max < split:
+        raise PlanRuleError(at, f"no GPU count in gpus {shown} splits into {what}: it needs at least "
+                            f"{split} GPUs", f"raise gpus.max to {split} or more, or lower the parallel degrees")
+    unwritten = [k for k in ("min", "step") if getattr(gpus, k) % split]
+    if not unwritten:
+        return
+    told = " and ".join(f"{'starts at' if k == 'min' else 'steps by'} {getattr(gpus, k)}" for k in unwritten)
+    first = -(-gpus.min // split) * split
+    last = gpus.max // split * split
+    fix = {"min": first, "max": gpus.max, "step": split if "step" in unwritten else gpus.step}
+    hint = f"write gpus: {{min: {fix['min']}, max: {fix['max']}, step: {fix['step']}}}"
+    if first == last:
+        hint = f"write gpus: {first} (the one count in the range that splits), or " + hint.removeprefix("write ")
+    raise PlanRuleError(at, f"gpus {shown} {told} (the default{'s' if len(unwritten) > 1 else ''} "
+                        f"{' and '.join(unwritten)}), and a range's counts (min, min + step, …) must be "
+                        f"multiples of {what}", hint)
 
 
 def _degree(value: int | str) -> int:

@@ -196,3 +196,28 @@ def test_a_pinned_micro_batch_no_layout_divides_is_located_at_run_micro_batch(tm
     assert f"{path.name}:{row}:" in err and "run.micro_batch (3)" in err and "1,024 sequences" in err
     assert "no-layout" not in err and "launches on the plan's GPU counts" not in err
     assert "run.micro_batch: auto" in err  # the hint
+
+
+@pytest.mark.parametrize("gpus, told, hint", [
+    ("{max: 64}", "starts at 1 and steps by 1", "gpus: 64"),
+    ("{min: 64, max: 128}", "steps by 1", "step: 64"),
+    ("{max: 32}", "it needs at least 64 GPUs", "gpus.max to 64"),
+])
+def test_a_gpu_range_beside_a_large_split_names_what_the_user_wrote(gpus, told, hint, tmp_path, capsys,
+                                                                     monkeypatch):
+    """Hostile-input finding (minor): `gpus: {max: 64}` beside tensor_parallel 64 was refused over
+    "gpus.min (1) must be a multiple of …", a key and value the user never wrote. The error now shows
+    the range as written, calls the unwritten min/step the defaults they are, and sits on the written
+    max. Exit 2: a range whose counts do not split into t·p groups is an invalid plan (a language rule,
+    checked before any solving), not a plan that misses a limit (1)."""
+    path = tmp_path / "range.yaml"
+    assert "\n  gpus: 64\n" in MINIMAL
+    path.write_text(MINIMAL.replace("\n  gpus: 64\n", f"\n  gpus: {gpus}\n  tensor_parallel: 64\n"))
+    row, line = next((i, ln) for i, ln in enumerate(path.read_text().splitlines(), 1) if ln.startswith("  gpus:"))
+    rc, out, err = cli(["plan", str(path)], capsys, monkeypatch, scalar=True)
+    assert rc == 2, err
+    assert f"range.yaml:{row}:{line.index('max') + 1}:" in err  # at the written max
+    assert f"gpus {gpus}" in err and told in err and hint in err and "(64 × 1 = 64)" in err
+    assert "gpus.min (1)" not in err and "gpus.step (1)" not in err
+    if "starts at" in told or "steps by" in told:
+        assert "default" in err
