@@ -193,6 +193,7 @@ class Pool(Generic[T]):
         self.ordered: list[tuple[float, float, float]] = []  # the points of `sorted`, and their indices
         self.order: list[int] = []
         self.nan = False  # NaN has no order: then `choose` itself
+        self.min_key: tuple[float, ...] | None = None  # the least rank of any item: no pick ranks before it
 
     def add(self, new: Sequence[T]) -> None:
         for item in new:
@@ -202,7 +203,10 @@ class Pool(Generic[T]):
             self.items.append(item)
             self.points.append(point)
             r = rank(self.objective, cfg, self.b_crit)
-            self.keys.append((round(r[0], 12 - _magnitude(r[0])),) + r[1:])
+            key = (round(r[0], 12 - _magnitude(r[0])),) + r[1:]
+            self.keys.append(key)
+            if self.min_key is None or key < self.min_key:
+                self.min_key = key
             if point[0] != point[0] or point[1] != point[1] or point[2] != point[2]:
                 self.nan = True
             else:

@@ -396,8 +396,19 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     grow, choose_pool = pool.add, pool.pick
 
     best_key = pick = None
+    # Outside `balanced` (whose skip below reads the pick for every pair) the pick is chosen only
+    # when the break test needs it: the pick is a pool item, so its key is no less than the least
+    # key in the pool, and a pair whose bound key is no greater than that cannot trigger the break
+    # whatever the pick is. Choosing the pick is a scan of the pool's front, which is most of the
+    # pool: chosen after every placed pair it made a long search quadratic (min_time on
+    # `gpus: {max: 10000}`: > 60 s). The pairs placed, and so every answer, are the same.
+    stale = False  # the pool grew since `pick` was chosen
     for i in order:
-        if best_key is not None and keys[i] > best_key:
+        if stale and (pool.nan or pool.min_key is None or keys[i] > pool.min_key):
+            pick = choose_pool()
+            best_key = None if pick is None else rank_key(objective, rank(objective, pick.config, bc))
+            stale = False
+        if not stale and best_key is not None and keys[i] > best_key:
             break  # sorted: no later pair can supply the pick either
         if pick is not None and balanced and pick.config.batch <= bc:
             # balanced below x = 1: a smaller batch ranks worse; the pair's configurations at the
@@ -409,8 +420,13 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         new = place_pair(i)
         if new or pick is None:  # the pick of an unchanged pool is the same pick
             grow(new)
-            pick = choose_pool()
-            best_key = None if pick is None else rank_key(objective, rank(objective, pick.config, bc))
+            if balanced:
+                pick = choose_pool()
+                best_key = None if pick is None else rank_key(objective, rank(objective, pick.config, bc))
+            else:
+                stale = True
+    if stale:
+        pick = choose_pool()
     while pick is not None:  # the pick must stay on the front: place every pair that could dominate it
         pw, pc, pf = axes(pick.config)
         pw, pc, pf = pw * (1.0 + 1e-9), pc * (1.0 + 1e-9), pf * (1.0 + 1e-9)

@@ -87,6 +87,11 @@ _SLOW = "open finding: the layout search's work is not bounded to a second"
 
 
 @pytest.mark.parametrize("args", [
+    # min_time on ranges of a thousand counts or so: the pick was re-chosen (a scan of the pool's
+    # front) after every placed pair, > 4 s CPU each; chosen only when the break test needs it, < 1 s
+    pytest.param(dict(gpus="{max: 1024}", model="seq_len: 512", top="objective: min_time"),
+                 id="min_time-seq_len-512-max-1024"),
+    pytest.param(dict(gpus="{min: 8, max: 2048, step: 8}", top="objective: min_time"), id="min_time-8-2048-step-8"),
     # H1: short sequences on a modest range: seq_len 128 (BERT-sized) on {max: 512}: > 30 s CPU
     # (the suite fuzzer's seq_len: 1 + gpus_per_node: 12 + {max: 512} took 23 s); the pool of
     # candidates grows to many batch sizes and objectives.Pool.pick rescans its front after each pair
