@@ -194,6 +194,7 @@ class Pool(Generic[T]):
         self.order: list[int] = []
         self.nan = False  # NaN has no order: then `choose` itself
         self.min_key: tuple[float, ...] | None = None  # the least rank of any item: no pick ranks before it
+        self.min_wall = self.min_cost = _INF  # the least wall clock and cost of any item
 
     def add(self, new: Sequence[T]) -> None:
         for item in new:
@@ -207,6 +208,10 @@ class Pool(Generic[T]):
             self.keys.append(key)
             if self.min_key is None or key < self.min_key:
                 self.min_key = key
+            if point[0] < self.min_wall:
+                self.min_wall = point[0]
+            if point[1] < self.min_cost:
+                self.min_cost = point[1]
             if point[0] != point[0] or point[1] != point[1] or point[2] != point[2]:
                 self.nan = True
             else:

@@ -396,35 +396,34 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     grow, choose_pool = pool.add, pool.pick
 
     best_key = pick = None
-    # Outside `balanced` (whose skip below reads the pick for every pair) the pick is chosen only
-    # when the break test needs it: the pick is a pool item, so its key is no less than the least
-    # key in the pool, and a pair whose bound key is no greater than that cannot trigger the break
-    # whatever the pick is. Choosing the pick is a scan of the pool's front, which is most of the
-    # pool: chosen after every placed pair it made a long search quadratic (min_time on
-    # `gpus: {max: 10000}`: > 60 s). The pairs placed, and so every answer, are the same.
+    # The pick is chosen only when a test needs it. It is a pool item, so its key is no less than
+    # the least key in the pool and its wall clock and cost no less than the pool's least: a pair
+    # whose bound key is no greater than that key cannot trigger the break, and (balanced) a pair
+    # faster or cheaper than every item cannot be skipped, whatever the pick is. Choosing the pick
+    # scans the pool's front, which is most of the pool: chosen after every placed pair it made a
+    # long search quadratic (min_time on `gpus: {max: 10000}`: > 60 s). The pairs placed, and so
+    # every answer, are the same.
     stale = False  # the pool grew since `pick` was chosen
     for i in order:
-        if stale and (pool.nan or pool.min_key is None or keys[i] > pool.min_key):
+        if stale and (pool.nan or pool.min_key is None or keys[i] > pool.min_key
+                      or (balanced and walls[i] >= pool.min_wall and costs[i] >= pool.min_cost)):
             pick = choose_pool()
             best_key = None if pick is None else rank_key(objective, rank(objective, pick.config, bc))
             stale = False
-        if not stale and best_key is not None and keys[i] > best_key:
-            break  # sorted: no later pair can supply the pick either
-        if pick is not None and balanced and pick.config.batch <= bc:
-            # balanced below x = 1: a smaller batch ranks worse; the pair's configurations at the
-            # pick's batch or above spend at least its FLOPs (E grows with B), and if its bound is
-            # no faster and no cheaper the pick dominates (or ties) every one of them
-            pw, pc, _ = axes(pick.config)
-            if walls[i] >= pw and costs[i] >= pc:
-                continue
+        if not stale:
+            if best_key is not None and keys[i] > best_key:
+                break  # sorted: no later pair can supply the pick either
+            if pick is not None and balanced and pick.config.batch <= bc:
+                # balanced below x = 1: a smaller batch ranks worse; the pair's configurations at
+                # the pick's batch or above spend at least its FLOPs (E grows with B), and if its
+                # bound is no faster and no cheaper the pick dominates (or ties) every one of them
+                pw, pc, _ = axes(pick.config)
+                if walls[i] >= pw and costs[i] >= pc:
+                    continue
         new = place_pair(i)
         if new or pick is None:  # the pick of an unchanged pool is the same pick
             grow(new)
-            if balanced:
-                pick = choose_pool()
-                best_key = None if pick is None else rank_key(objective, rank(objective, pick.config, bc))
-            else:
-                stale = True
+            stale = True
     if stale:
         pick = choose_pool()
     while pick is not None:  # the pick must stay on the front: place every pair that could dominate it
