@@ -201,18 +201,12 @@ def _build(plan: "Plan", key: tuple, layouts: tuple[LayoutChoice, ...], counts: 
     return SearchSpace(tuple(pairs), considered, pruned, layouts, counts)
 
 
-def _quick(family: CostModel, choice: LayoutChoice, gpus: int) -> tuple[int, int]:
-    """(largest micro-batch, data-parallel degree) of `choice` on `gpus`, from its family's cost
-    model (same t, p and recomputation on dp = 1 without ZeRO): ZeRO only divides the weights,
-    gradients and optimizer state by dp (memory_model.stage_memory). With the step in closed form
-    (throughput.step_cost, whose stage shares do not depend on the GPU count) no cost model is
-    built for a pair the search prunes."""
-    return _quick_all(family, choice, [gpus])[0]
-
-
 def _quick_all(family: CostModel, choice: LayoutChoice, counts: list[int]) -> list[tuple[int, int]]:
-    """`_quick` on each of `counts` (memory_model.micro_batch_max with the statics sharded), the
-    same float operations per count, the stages' numbers read once."""
+    """(largest micro-batch, data-parallel degree) of `choice` on each of `counts`, from its
+    family's cost model (same t, p and recomputation on dp = 1 without ZeRO): ZeRO only divides the
+    weights, gradients and optimizer state by dp (memory_model.stage_memory), so this is
+    memory_model.micro_batch_max with the statics sharded, the stages' numbers read once. With the
+    step in closed form (throughput.step_cost) no cost model is built for a pair the search prunes."""
     tp = choice.tensor_parallel * choice.pipeline_parallel
     z = choice.zero
     free = family.memory_per_device - family.reserve_bytes
