@@ -120,12 +120,10 @@ def main() -> None:
     # warm-up: one row fills the bytecode cache of the sweep's modules (numpy's too)
     subprocess.run([*args[:-4], "--set", "budget.deadline=5d"], cwd=REPO, check=False, capture_output=True, env=ENV)
     for label, env in (("kernel", {}), ("scalar", {"BUDGETDSL_SWEEP_SCALAR": "1"})):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
+        c, t = cpu_children(), time.perf_counter()
         done = subprocess.run(args, cwd=REPO, check=False, capture_output=True, env={**ENV, **env})
         times = outputs[label] = (time.perf_counter() - t, done.stdout)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime  # less load-bound than wall
+        cpu = cpu_children() - c  # less load-bound than wall
         print(f"sweep     budgetdsl sweep plans/minimal.yaml, 100 deadlines × 100 B_crit = 10,000 rows, "
               f"{label} path{' (BUDGETDSL_SWEEP_SCALAR=1, solve() per row)' if env else ''}: {times[0]:.2f} s "
               f"wall, {cpu:.2f} s CPU ({times[0] / base:.0f}x python -c pass)")
@@ -136,12 +134,9 @@ def main() -> None:
     # infeasible row to solve() (its diagnosis): the cost of those fallback rows, kernel path only
     hours = ",".join(f"{h}h" for h in range(1, 101))
     near = [*args[:-3], f"budget.deadline={hours}", *args[-2:]]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
+    c, t = cpu_children(), time.perf_counter()
     done = subprocess.run(near, cwd=REPO, check=False, capture_output=True, env=ENV)
-    t = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    t, cpu = time.perf_counter() - t, cpu_children() - c
     infeasible = sum(line.split(b",")[2] == b"False" for line in done.stdout.splitlines()[1:])
     print(f"sweep     the same with 100 deadlines of 1-100 hours, kernel path: {t:.2f} s wall, {cpu:.2f} s CPU; "
           f"{infeasible} infeasible rows, each solved by solve()")
