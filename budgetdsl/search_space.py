@@ -131,7 +131,7 @@ class _Bounds:
 
     seq_len: int
     flops_per_token: float
-    per_pair: tuple[tuple[float, float, float, int], ...]  # (a, c0, b_min, gpus), in `SearchSpace.pairs` order
+    per_pair: tuple[tuple[tuple, float, int], ...]  # (step_bound lines, b_min, gpus), in `SearchSpace.pairs` order
     natural: bool
 
 
@@ -143,10 +143,8 @@ def _bounds_of(plan: "Plan", key: tuple, space: SearchSpace) -> _Bounds:
     rows = []
     for pr in space.pairs:  # lower_bound's a and c0, term for term
         b_min = float(pr.data_parallel * ref.seq_len)
-        if pr.step is not None:
-            rows.append((pr.step.per_sequence / b_min, pr.step.bubble_k + pr.step.fixed, b_min, pr.gpus))
-        else:
-            rows.append((ref.flops_per_token / (pr.gpus * ref.peak_flops * ref.mfu), 0.0, b_min, pr.gpus))
+        linear = 0.0 if pr.step is not None else ref.flops_per_token / (pr.gpus * ref.peak_flops * ref.mfu)
+        rows.append((step_bound(pr.step, pr.micro_batch_max, b_min, linear), b_min, pr.gpus))
     ties = [(pr.layout.sort_key(), pr.gpus) for pr in space.pairs]
     natural = all(ties[i] < ties[i + 1] for i in range(len(ties) - 1))
     return _Bounds(ref.seq_len, ref.flops_per_token, tuple(rows), natural)
@@ -335,13 +333,8 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     first = 0 if balanced else {"min_time": 0, "min_cost": 1, "min_flops": 2}.get(objective)
     if first is None and space_pairs:
         raise ValueError(f"unknown objective {objective!r}")
-    for a, c0, b_min, g in consts.per_pair:  # pairs by index into the space
-        b = b_min
-        if a > 0:
-            b_star = sqrt(bc * c0 / a)
-            if b_star > b_min:
-                b = b_star
-        wall = s_min * (a * b + c0 + a * bc + bc * c0 / b) * shrink
+    for lines, b_min, g in consts.per_pair:  # pairs by index into the space
+        wall = wall_bound(lines, b_min, bc, s_min) * shrink
         gpu_hours = g * wall / 3600.0
         cost = gpu_hours * price if price else gpu_hours
         fl = fe * (1.0 + b_min / bc) * shrink
@@ -398,37 +391,54 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     # long search quadratic (min_time on `gpus: {max: 10000}`: > 60 s). The pairs placed, and so
     # every answer, are the same.
     stale = False  # the pool grew since `pick` was chosen
-    for i in order:
-        if stale and (pool.nan or pool.min_key is None or keys[i] > pool.min_key
-                      or (balanced and walls[i] >= pool.min_wall and costs[i] >= pool.min_cost)):
+    start, n_order = 0, len(order)
+    while True:
+        stop = n_order  # where the walk broke off
+        for pos in range(start, n_order):
+            i = order[pos]
+            if done[i]:
+                continue
+            if stale and (pool.nan or pool.min_key is None or keys[i] > pool.min_key
+                          or (balanced and walls[i] >= pool.min_wall and costs[i] >= pool.min_cost)):
+                pick = choose_pool()
+                best_key = None if pick is None else rank_key(objective, rank(objective, pick.config, bc))
+                stale = False
+            if not stale:
+                if best_key is not None and keys[i] > best_key:
+                    stop = pos
+                    break  # sorted: no later pair can supply the pick either
+                if pick is not None and balanced and pick.config.batch <= bc:
+                    # balanced below x = 1: a smaller batch ranks worse; the pair's configurations at
+                    # the pick's batch or above spend at least its FLOPs (E grows with B), and if its
+                    # bound is no faster and no cheaper the pick dominates (or ties) every one of them
+                    pw, pc, _ = axes(pick.config)
+                    if walls[i] >= pw and costs[i] >= pc:
+                        continue
+            new = place_pair(i)
+            if new or pick is None:  # the pick of an unchanged pool is the same pick
+                grow(new)
+                stale = True
+        if stale:
             pick = choose_pool()
-            best_key = None if pick is None else rank_key(objective, rank(objective, pick.config, bc))
             stale = False
-        if not stale:
-            if best_key is not None and keys[i] > best_key:
-                break  # sorted: no later pair can supply the pick either
-            if pick is not None and balanced and pick.config.batch <= bc:
-                # balanced below x = 1: a smaller batch ranks worse; the pair's configurations at
-                # the pick's batch or above spend at least its FLOPs (E grows with B), and if its
-                # bound is no faster and no cheaper the pick dominates (or ties) every one of them
-                pw, pc, _ = axes(pick.config)
-                if walls[i] >= pw and costs[i] >= pc:
-                    continue
-        new = place_pair(i)
-        if new or pick is None:  # the pick of an unchanged pool is the same pick
-            grow(new)
-            stale = True
-    if stale:
-        pick = choose_pool()
-    while pick is not None:  # the pick must stay on the front: place every pair that could dominate it
-        pw, pc, pf = axes(pick.config)
-        pw, pc, pf = pw * (1.0 + 1e-9), pc * (1.0 + 1e-9), pf * (1.0 + 1e-9)
-        threats = [i for i in order if walls[i] <= pw and not done[i] and costs[i] <= pc and flops[i] <= pf]
-        if not threats:
+        while pick is not None:  # the pick must stay on the front: place every pair that could dominate it
+            pw, pc, pf = axes(pick.config)
+            pw, pc, pf = pw * (1.0 + 1e-9), pc * (1.0 + 1e-9), pf * (1.0 + 1e-9)
+            threats = [i for i in order if walls[i] <= pw and not done[i] and costs[i] <= pc and flops[i] <= pf]
+            if not threats:
+                break
+            for i in threats:
+                grow(place_pair(i))
+            pick = choose_pool()
+        if pick is None or stop == n_order:
             break
-        for i in threats:
-            grow(place_pair(i))
-        pick = choose_pool()
+        best_key = rank_key(objective, rank(objective, pick.config, bc))
+        if keys[order[stop]] > best_key:
+            break
+        # A pair placed as a threat took the pick off the front, and the new pick ranks after the
+        # pair the walk broke off at: that pair and the ones after it may supply it (issue 13: the
+        # search stopped there and missed the pick of the whole space). The walk goes on from there.
+        start = stop
     if not pool.items and not all(done):  # nothing feasible: every pair, for the diagnosis
         for i in order:
             if not done[i]:
@@ -465,27 +475,80 @@ def bound_rank(objective: str, bound: tuple[float, float, float], dp: int, ref: 
 
 
 def lower_bound(ref: CostModel, gpus: int, dp: int, step: StepCost | None, fr: Frontier,
-                limits: Limits) -> tuple[float, float, float]:
+                limits: Limits, micro_max: int = 1) -> tuple[float, float, float]:
     """No configuration of this layout on `gpus` does better than this on any axis (wall clock,
-    cost, FLOPs), each bound taken on its own. With T(B) ≥ a·B + c0 for every micro-batch split
-    (a: the batch-proportional seconds per token, c0: the bubble of one-sequence micro-batches,
-    the optimizer step and the overhead; the exposed data-parallel time ≥ 0, throughput.StepCost;
-    declared MFU: a = f/(G·P·u), c0 = 0) and S(B) = S_min(1 + B_crit/B):
-    W(B) ≥ S_min(a·B + c0 + a·B_crit + B_crit·c0/B), least at B = √(B_crit·c0/a) or at the
-    smallest batch, one sequence per replica; FLOPs ≥ f·E_min(1 + B/B_crit) at the smallest batch.
-    Steps are rounded up, so the continuous frontier bounds them."""
+    cost, FLOPs), each bound taken on its own. The step: T ≥ max of two lines in B for every
+    micro-batch split that fits (`step_bound`: the per-sequence work, the least bubble, the
+    optimizer and overhead, and the least exposed data-parallel time); declared MFU: T(B) =
+    f·B/(G·P·u) exactly. With S(B) = S_min(1 + B_crit/B) the wall clock's least is `wall_bound`;
+    FLOPs ≥ f·E_min(1 + B/B_crit) at the smallest batch, one sequence per replica. Steps are
+    rounded up, so the continuous frontier bounds them."""
     b_min = float(dp * ref.seq_len)
-    if step is not None:
-        a = step.per_sequence / b_min
-        c0 = step.bubble_k + step.fixed
-    else:
-        a, c0 = ref.flops_per_token / (gpus * ref.peak_flops * ref.mfu), 0.0
+    linear = 0.0 if step is not None else ref.flops_per_token / (gpus * ref.peak_flops * ref.mfu)
     bc = fr.b_crit
-    b = max(b_min, math.sqrt(bc * c0 / a)) if a > 0 else b_min
-    wall = fr.s_min * (a * b + c0 + a * bc + bc * c0 / b) * (1.0 - 1e-9)
+    wall = wall_bound(step_bound(step, micro_max, b_min, linear), b_min, bc, fr.s_min) * (1.0 - 1e-9)
     gpu_hours = gpus * wall / 3600.0
     flops = ref.flops_per_token * fr.e_min * (1.0 + b_min / bc) * (1.0 - 1e-9)
     return (wall, gpu_hours * limits.price if limits.price else gpu_hours, flops)
+
+
+def step_bound(step: StepCost | None, micro_max: int, b_min: float,
+               linear: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Two lines (a1, c1), (a2, c2) with T ≥ max(a1·B + c1, a2·B + c2) for every configuration of a
+    pair that fits in memory: B = n·b_min tokens, n = m·b sequences per replica in m micro-batches of
+    b ≤ min(micro_max, n) sequences (`throughput.StepCost.total`, term for term): n·K; the bubble
+    bubble_k·b ≥ bubble_k (b ≥ 1); the optimizer and overhead; and the exposed data-parallel time at
+    its least, the most compute hiding it (b at its largest):
+    - ZeRO 0–2: reduce + gather − min(reduce, ⅔·b·window) ≥ that at b = micro_max (line 1: a
+      constant) and ≥ reduce + gather − ⅔·n·window (line 2: b ≤ n; what binds at small batches);
+    - ZeRO-3: m·max(0, dp_per_micro − b·window) = n·max(0, dp_per_micro/b − window) ≥
+      n·max(0, dp_per_micro/micro_max − window) (line 1) and ≥ dp_per_micro − n·window (line 2);
+    - `overlap` declared: the exposed part is total·(1 − overlap), exact for ZeRO 0–2; for ZeRO-3
+      m·dp_per_micro with m ≥ n/micro_max (line 1) and m ≥ 1 (line 2).
+    `step` None (a declared MFU): T(B) = B·`linear` exactly (cost_model.CostModel.step_time)."""
+    if step is None:
+        return (linear, 0.0), (linear, 0.0)
+    mm = float(max(1, micro_max))
+    k, w, const = step.per_sequence, step.window, step.bubble_k + step.fixed
+    if step.zero3:
+        d = step.dp_per_micro
+        if step.overlap is not None:
+            d *= 1.0 - step.overlap
+            line1, line2 = (k + d / mm, const), (k, const + d)
+        else:
+            line1, line2 = (k + max(0.0, d / mm - w), const), (k - w, const + d)
+    else:
+        total = step.reduce + step.gather
+        if step.overlap is not None:
+            exposed = max(0.0, total * (1.0 - step.overlap))
+            line1 = line2 = (k, const + exposed)
+        else:
+            line1 = (k, const + max(0.0, total - min(step.reduce, (2.0 / 3.0) * mm * w)))
+            line2 = (k - (2.0 / 3.0) * w, const + total)
+    return (line1[0] / b_min, line1[1]), (max(0.0, line2[0]) / b_min, line2[1])
+
+
+def wall_bound(lines: tuple[tuple[float, float], tuple[float, float]], b_min: float, b_crit: float,
+               s_min: float) -> float:
+    """The least of W(B) ≥ S_min(1 + B_crit/B)·max(a1·B + c1, a2·B + c2) over B ≥ b_min (steps from
+    the continuous frontier, McCandlish et al. 2018 eq. 2.11; integer steps only add). Each
+    S_min(1 + B_crit/B)(a·B + c) is convex in B (c ≥ 0), so is their maximum, and its least on
+    [b_min, ∞) lies at b_min, at a line's own least √(B_crit·c/a), or where the lines cross: the
+    least of the maximum at those points is exact."""
+    (a1, c1), (a2, c2) = lines
+    points = [b_min]
+    for a, c in lines:
+        if a > 0.0 and c > 0.0:
+            points.append(math.sqrt(b_crit * c / a))
+    if a1 != a2:
+        points.append((c2 - c1) / (a1 - a2))
+    best = math.inf
+    for b in points:
+        if b >= b_min:
+            v = (1.0 + b_crit / b) * max(a1 * b + c1, a2 * b + c2)
+            if v < best:
+                best = v
+    return s_min * best
 
 
 def _config(pl: Placement):

@@ -603,7 +603,7 @@ def _search_order(pairs: list[Pair], searched: bool, r: Rows, pair_of, kind_of):
         keyed = []
         for j in tied:
             p = pairs[int(pair_of[j])]
-            b = lower_bound(ref, p.gpus, p.dp, p.cm._step, fr, limits)
+            b = lower_bound(ref, p.gpus, p.dp, p.cm._step, fr, limits, p.micro_max)
             choice = (p.split.tensor_parallel * p.split.pipeline_parallel, p.split.pipeline_parallel, p.split.zero,
                       ("none", "selective", "full").index(p.split.recompute))
             keyed.append(((rank_key(objective, bound_rank(objective, b, p.dp, ref, fr)), choice, p.gpus,
@@ -680,6 +680,8 @@ def _bounds(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
     if len(first) < len(r):
         inverse = inverse.reshape(-1)
         return tuple(a[:, inverse] for a in _bounds(pairs, _subset(r, first)))
+    from budgetdsl.search_space import step_bound
+
     ref = pairs[0].cm
     s_min = r.em / r.bc
     has_price = ~np.isnan(r.price)
@@ -689,12 +691,8 @@ def _bounds(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
         for p in pairs:
             b_min = float(p.dp * p.seq_len)
             st = p.cm._step
-            if st is not None:
-                a, c0 = st.per_sequence / b_min, st.bubble_k + st.fixed
-            else:
-                a, c0 = ref.flops_per_token / (p.gpus * ref.peak_flops * ref.mfu), 0.0
-            b = np.maximum(b_min, np.sqrt(r.bc * c0 / a)) if a > 0 else np.full(len(r), b_min)
-            w = s_min * (a * b + c0 + a * r.bc + r.bc * c0 / b) * (1.0 - 1e-9)
+            linear = 0.0 if st is not None else ref.flops_per_token / (p.gpus * ref.peak_flops * ref.mfu)
+            w = _wall_bound(step_bound(st, p.micro_max, b_min, linear), b_min, r.bc, s_min) * (1.0 - 1e-9)
             gh = p.gpus * w / 3600.0
             c = np.where(has_price, gh * r.price, gh)
             f = ref.flops_per_token * r.em * (1.0 + b_min / r.bc) * (1.0 - 1e-9)
@@ -709,6 +707,26 @@ def _bounds(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
             r0.append(measure[present[0]] if len(present) == 1 else
                       np.select([r.objective == o for o in present], [measure[o] for o in present]))
     return np.array(walls), np.array(costs), np.array(flops), np.array(r0)
+
+
+def _wall_bound(lines, b_min: float, bc: np.ndarray, s_min: np.ndarray) -> np.ndarray:
+    """search_space.wall_bound on every row (B_crit and S_min per row): the least of the convex
+    S_min(1 + B_crit/B)·max(a1·B + c1, a2·B + c2) over B ≥ b_min, at b_min, each line's own least
+    and the lines' crossing."""
+    (a1, c1), (a2, c2) = lines
+
+    def at(b):
+        return (1.0 + bc / b) * np.maximum(a1 * b + c1, a2 * b + c2)
+    best = at(np.full(len(bc), b_min))
+    for a, c in lines:
+        if a > 0.0 and c > 0.0:
+            b = np.sqrt(bc * c / a)
+            best = np.where(b >= b_min, np.minimum(best, at(np.maximum(b, b_min))), best)
+    if a1 != a2:
+        x = (c2 - c1) / (a1 - a2)
+        if x >= b_min:
+            best = np.minimum(best, at(np.full(len(bc), x)))
+    return s_min * best
 
 
 HEAVY = 24  # a row that needs more pairs than this is placed with its like, on every pair
