@@ -120,17 +120,88 @@ def _scalar(value: str) -> Any:
 
 
 def variant(source: MergedSource, values: dict[str, str]) -> Plan:
-    """The plan with `values` set (path -> text in the plan language), validated."""
+    """The plan with `values` set (path -> text in the plan language), validated. A problem at a
+    set path, found by the loader or by `solve()` (the plan keeps this source), points at the
+    option: the path's value and key, and whatever the file wrote below it, stand at `--set`."""
+    if not values:
+        return load_merged(source)
     data = source.data
     for path, value in values.items():
         data = _with(data, path, value)
-    positions = dict(source.values)
-    for path, value in values.items():  # problems with a set value point at the option
-        positions[tuple(path.split("."))] = Location(f"--set {path}={value}")
-    plan = load_merged(MergedSource(data, positions, source.keys, source.files, source.spans,
-                                    source.key_spans, source.texts, source.paths, source.opener))
-    plan._source = source
-    return plan
+    at = {tuple(path.split(".")): Location(f"--set {path}={value}") for path, value in values.items()}
+
+    def kept(table: dict) -> dict:
+        return {k: v for k, v in table.items() if not any(k[:len(s)] == s for s in at)}
+    return load_merged(MergedSource(data, kept(source.values) | at, kept(source.keys) | at, source.files,
+                                    kept(source.spans), source.key_spans, source.texts, source.paths,
+                                    source.opener))
+
+
+class Blame:
+    """Where a sweep row's problems are reported. A problem the plan file alone has stays at its
+    line; one that only the row's --set values bring (a cross-field rule, an expression of the file
+    that reads a set path, a `solve()` error at a path the set values reach) is reported at the
+    --set that causes it, with the line it was found at as a note. The cause: each --set of the row
+    that brings the problem alone; else each whose removal takes it away; else all of them. A
+    problem is its (code, message); each variant is loaded (and solved) once per sweep."""
+
+    def __init__(self, source: MergedSource) -> None:
+        self.source = source
+        self.seen: dict[tuple[frozenset, bool], frozenset[tuple[str, str]]] = {}
+        self.paths: dict[Location, tuple] | None = None  # where -> the file's path written there
+
+    def problems(self, values: dict[str, str], solved: bool) -> frozenset[tuple[str, str]]:
+        """The problems of the plan with `values` set: of loading it, and with `solved`, of
+        solving it when it loads."""
+        key = (frozenset(values.items()), solved)
+        found = self.seen.get(key)
+        if found is None:
+            from budgetdsl.solver import solve
+
+            found = frozenset()
+            try:
+                plan = variant(self.source, values)
+                if solved:
+                    solve(plan)
+            except PlanError as exc:
+                found = frozenset((d.code, d.message) for d in exc.diagnostics)
+            self.seen[key] = found
+        return found
+
+    def located(self, values: dict[str, str], exc: PlanError, solved: bool) -> PlanError:
+        """The row's error (`solved`: raised by solve(), else by loading), each problem located."""
+        mine = frozenset((d.code, d.message) for d in exc.diagnostics)
+        self.seen[(frozenset(values.items()), solved)] = mine
+        if not solved:
+            self.seen[(frozenset(values.items()), True)] = mine
+        out: list[Diagnostic] = []
+        for d in exc.diagnostics:
+            if not values or (d.code, d.message) in self.problems({}, solved):
+                out.append(d)  # the plan file's own
+                continue
+            causes = self._causes(values, (d.code, d.message), solved)
+            where = Location(" ".join(f"--set {p}={values[p]}" for p in causes))
+            out.append(Diagnostic(where, d.code, d.message, d.hint, d.severity))
+            path = self._path_at(d.location)
+            if path:  # the line of the file it was found at (a --set one is on the command line)
+                out.append(Diagnostic(d.location, d.code, f"found at {path}, written here; the plan file "
+                                      "alone has no such problem", severity="note"))
+        return PlanError(out)
+
+    def _causes(self, values: dict[str, str], problem: tuple[str, str], solved: bool) -> list[str]:
+        alone = [p for p in values if problem in self.problems({p: values[p]}, solved)]
+        if alone:
+            return alone
+        needed = [p for p in values
+                  if problem not in self.problems({q: v for q, v in values.items() if q != p}, solved)]
+        return needed or list(values)
+
+    def _path_at(self, where: Location) -> str | None:
+        """The path the plan file writes at `where`; None for the top level, or off the file."""
+        if self.paths is None:
+            self.paths = {**{loc: path for path, loc in self.source.values.items()},
+                          **{loc: path for path, loc in self.source.keys.items()}}
+        return ".".join(map(str, self.paths.get(where, ()))) or None
 
 
 def size(settings: list[Setting]) -> int:
@@ -152,16 +223,19 @@ def size(settings: list[Setting]) -> int:
     return n
 
 
-def solve_row(source: MergedSource, values: dict[str, str]) -> SweepRow:
-    """One combination through the plan language and `solve()`: the scalar path."""
+def solve_row(source: MergedSource, values: dict[str, str], blame: Blame | None = None) -> SweepRow:
+    """One combination through the plan language and `solve()`: the scalar path. Every invalid
+    row of a sweep passes here; `blame` (one per sweep) locates its problems."""
     from budgetdsl.solver import solve
 
+    solved = False
     try:  # an invalid combination is a row that says so; the sweep goes on (issue 13 item 7)
         plan = variant(source, values)
+        solved = True
         solution = solve(plan)
         return SweepRow(values, plan, solution, summary=summarize(solution))
     except PlanError as exc:
-        return SweepRow(values, None, None, exc)
+        return SweepRow(values, None, None, (blame or Blame(source)).located(values, exc, solved))
 
 
 def iter_sweep(source: MergedSource, settings: list[Setting], full: bool = True) -> Iterator[SweepRow]:
@@ -178,8 +252,9 @@ def iter_sweep(source: MergedSource, settings: list[Setting], full: bool = True)
         if iter_kernel_rows is not None:
             yield from iter_kernel_rows(source, settings)
             return
+    blame = Blame(source)
     for combo in itertools.product(*(s.values for s in settings)):
-        yield solve_row(source, {s.path: v for s, v in zip(settings, combo)})
+        yield solve_row(source, {s.path: v for s, v in zip(settings, combo)}, blame)
 
 
 def sweep(source: MergedSource, settings: list[Setting], full: bool = True) -> list[SweepRow]:

@@ -1100,13 +1100,14 @@ def _bindings(pairs: list[Pair], r: Rows, d: Decided, ok: np.ndarray) -> list:
 
 def iter_kernel_rows(source, settings) -> Iterator:
     """The sweep's rows (sweep.SweepRow, in order), the decidable ones from the kernel."""
-    from budgetdsl.sweep import SweepRow, Summary, solve_row
+    from budgetdsl.sweep import Blame, SweepRow, Summary, solve_row
 
+    blame = Blame(source)  # where the invalid rows' problems are reported, shared by the sweep
     prepared = prepare(source, settings)
     combos = itertools.product(*(s.values for s in settings))
     if prepared is None:
         for combo in combos:
-            yield solve_row(source, {s.path: v for s, v in zip(settings, combo)})
+            yield solve_row(source, {s.path: v for s, v in zip(settings, combo)}, blame)
         return
     base, pairs, axes = prepared
     run = base.run
@@ -1138,7 +1139,7 @@ def iter_kernel_rows(source, settings) -> Iterator:
         for row in range(len(flat)):
             values = {path: s.values[i[row]] for path, s, i in zip(paths, settings, ix)}
             if not okl[row]:
-                yield solve_row(source, values)
+                yield solve_row(source, values, blame)
                 continue
             gpus, dp, tp, pp, zero, recompute = shown[pair_l[row]]
             steps, batch = steps_l[row], batch_l[row]

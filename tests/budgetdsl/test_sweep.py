@@ -77,3 +77,81 @@ def test_an_invalid_combination_is_a_row_and_the_sweep_goes_on(capsys):
     assert code == 2 and len(rows) == 2
     assert rows[0].startswith("3,invalid,") and rows[1].startswith("1,True,")
     assert "tensor_parallel × pipeline_parallel = 3" in err
+
+
+# -- where an invalid row's problems are reported ----------------------------------------------------
+
+def _line_of(path: pathlib.Path, start: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith(start))
+
+
+@pytest.mark.parametrize("scalar", [False, True], ids=["kernel", "scalar"])
+@pytest.mark.parametrize("extra, sets, first, note", [
+    # a cross-field rule: the file's 64 GPUs are valid; the --set tensor_parallel is what fails the rule,
+    # which pydantic locates at hardware.gpus (the note)
+    ("", ["hardware.tensor_parallel=3"],
+     "--set hardware.tensor_parallel=3: error[plan-rule]: 64 GPUs cannot be split into "
+     "tensor_parallel × pipeline_parallel = 3 groups", ("  gpus: 64", "gpus", "plan-rule", "hardware.gpus")),
+    # the rule's own path is set, but the cause is the other --set: 64 GPUs split into 2 or 8 groups
+    ("", ["hardware.gpus=64", "hardware.tensor_parallel=3"],
+     "--set hardware.tensor_parallel=3: error[plan-rule]: 64 GPUs cannot be split into "
+     "tensor_parallel × pipeline_parallel = 3 groups", None),
+    # neither --set alone fails the rule (63 GPUs with the file's tensor_parallel 1; 64 GPUs in 2
+    # groups): both are named; a third --set that changes nothing of it is not
+    ("", ["hardware.gpus=63", "hardware.tensor_parallel=2", "budget.deadline=30d"],
+     "--set hardware.gpus=63 --set hardware.tensor_parallel=2: error[plan-rule]: 63 GPUs cannot be split "
+     "into tensor_parallel × pipeline_parallel = 2 groups", None),
+    # a PlanError of solve() at the set path itself (the plan has no run: section to point at)
+    ("", ["run.batch=3M"],
+     "--set run.batch=3M: error[run-batch]: run.batch (3e+06 tokens) is not a whole number of "
+     "2048-token sequences", None),
+    # a PlanError of solve() at a path of the file that the set value makes wrong
+    ("run:\n  micro_batch: 3\n", ["run.batch=4Mi"],
+     "--set run.batch=4Mi: error[run-batch]: run.micro_batch (3) divides the sequences per replica on "
+     "no searched layout", ("  micro_batch: 3", "3", "run-batch", "run.micro_batch")),
+    # out of range at the set path
+    ("", ["hardware.mfu=2"], "--set hardware.mfu=2: error[out-of-range]: must be at most 1, got 2", None),
+    # out of range in an expression of the file that reads the set path (tokens: 20 * model.params)
+    ("", ["model.params=-5"], "--set model.params=-5: error[out-of-range]: must be at least 1, got -100",
+     ("  tokens: 20 * model.params", "20", "out-of-range", "target.tokens")),
+])
+def test_a_problem_the_set_values_bring_is_reported_at_the_set(extra, sets, first, note, tmp_path, capsys,
+                                                                 monkeypatch, scalar):
+    """A problem the plan file alone does not have names the --set that causes it (not the line of
+    the file where the rule or the solver found it; that line comes as a note). The row is invalid,
+    the sweep goes on, the exit code is 2, on the kernel's path and the scalar path alike."""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text((REPO / "plans" / "minimal.yaml").read_text() + extra)
+    monkeypatch.chdir(tmp_path)
+    if scalar:
+        monkeypatch.setenv("BUDGETDSL_SWEEP_SCALAR", "1")
+    else:
+        monkeypatch.delenv("BUDGETDSL_SWEEP_SCALAR", raising=False)
+    assert main(["sweep", "plan.yaml", *[a for s in sets for a in ("--set", s)], "--format", "csv"]) == 2
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert lines[0].startswith(first), err
+    assert ",invalid," in out.splitlines()[1]
+    notes = [line for line in lines if ": note[" in line]
+    assert not any(line.startswith("plan.yaml") and ": error[" in line for line in lines), err
+    if note is None:
+        assert not notes, err
+    else:
+        start, token, code, path = note  # the note stands where the problem was found: a key or a value
+        row = _line_of(plan, start)
+        col = plan.read_text().splitlines()[row - 1].index(token) + 1
+        assert notes == [f"plan.yaml:{row}:{col}: note[{code}]: found at {path}, written here; "
+                         "the plan file alone has no such problem"], err
+
+
+def test_a_problem_of_the_plan_file_itself_stays_at_its_line(tmp_path, capsys, monkeypatch):
+    """tensor_parallel 3 on 64 GPUs is the file's own: every row has it, whatever the --set."""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text((REPO / "plans" / "minimal.yaml").read_text().replace(
+        "  gpus: 64", "  gpus: 64\n  tensor_parallel: 3"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "plan.yaml", "--set", "budget.deadline=1d,30d", "--format", "csv"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    row = _line_of(plan, "  gpus: 64")
+    assert err == [f"plan.yaml:{row}:3: error[plan-rule]: 64 GPUs cannot be split into "
+                   "tensor_parallel × pipeline_parallel = 3 groups"] * 2
