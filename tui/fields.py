@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from budgetdsl.expressions import ExpressionError, Quantity, evaluate
 from budgetdsl.humanize import si
+from budgetdsl.objectives import OBJECTIVES
 from budgetdsl.units import DIMENSIONLESS, EXAMPLES, FLOP, TIME, Dim, dim_name
 
 if TYPE_CHECKING:
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 
     from budgetdsl.tui.state import WhatIf
 
-OBJECTIVES = ("balanced", "min_time", "min_flops", "min_cost")
 _LADDER = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)  # nice mantissas, ~20 % apart
 _NOISE_KEYS = ("noise.kaplan_loss", "noise.calibration", "noise.at_loss", "noise.extrapolate",
                "noise.source")
@@ -219,5 +219,7 @@ def stepped(field: Field, state: "WhatIf", solution: "Solution | None", directio
 
 
 def next_objective(current: str, direction: int) -> str:
+    """The objective after (direction 1) or before (-1) `current`, in the order of
+    `budgetdsl.objectives.OBJECTIVES` (the one list of objective names), wrapping around."""
     i = OBJECTIVES.index(current) if current in OBJECTIVES else 0
     return OBJECTIVES[(i + direction) % len(OBJECTIVES)]

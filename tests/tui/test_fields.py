@@ -109,6 +109,14 @@ def test_a_gpu_range_is_fixed_as_min_equal_max(plans):
     assert solve(fixed.plan).gpus == 1024
 
 
-def test_objectives_cycle():
-    assert next_objective("balanced", 1) == "min_time"
-    assert next_objective("balanced", -1) == "min_cost"
+def test_objectives_cycle_through_the_solvers_own_list():
+    from budgetdsl.objectives import OBJECTIVES
+
+    seen, current = [], "balanced"
+    for _ in OBJECTIVES:  # `+` visits every objective the solver knows, once, and comes back
+        seen.append(current)
+        current = next_objective(current, 1)
+    assert seen == list(OBJECTIVES) and current == "balanced"
+    assert next_objective("balanced", -1) == OBJECTIVES[-1]
+    for name in OBJECTIVES:
+        assert next_objective(next_objective(name, 1), -1) == name

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.binding import Binding
 from textual.widgets import Select
 
-from budgetdsl.tui.fields import OBJECTIVES
+from budgetdsl.objectives import OBJECTIVES
 from budgetdsl.tui.messages import StepRequested
 
 
