@@ -64,11 +64,13 @@ def _measure(ctx: Context, cfg: Config) -> float:
     return rank(ctx.objective, cfg, ctx.frontier.b_crit)[0]
 
 
-def front(ctx: Context, candidates: list[Placement], chosen: Placement, points: int = 5) -> list[FrontPoint]:
+def front(ctx: Context, candidates: list[Placement], chosen: Placement, points: int = 5,
+          on_front: list[Placement] | None = None) -> list[FrontPoint]:
     """A few points of the Pareto front over (wall clock, cost, FLOPs) of the evaluated candidates,
-    each with the objectives that land on it (always including every objective's own point)."""
+    each with the objectives that land on it (always including every objective's own point).
+    `on_front`: the candidates' front when the caller has it already (the search's pool)."""
     b = ctx.frontier.b_crit
-    front = pareto(candidates, lambda pl: axes(pl.config))
+    front = list(on_front) if on_front is not None else pareto(candidates, lambda pl: axes(pl.config))
     if not front:
         return []
     front.sort(key=lambda pl: (pl.config.wall, pl.config.gpu_hours))

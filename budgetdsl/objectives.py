@@ -24,7 +24,7 @@ axis (issue 13):
 
 from __future__ import annotations
 
-import bisect
+import heapq
 from math import floor as _floor, inf as _INF, isfinite as _isfinite, log10 as _log10
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
@@ -59,11 +59,14 @@ def dominates(a: Sequence[float], b: Sequence[float], tol: float = TOLERANCE) ->
 def pareto(items: Sequence[T], key: Callable[[T], Sequence[float]]) -> list[T]:
     """The items no other item dominates, in their given order.
 
-    Sorted by the axes, a point can only be dominated by one that sorts before it or lies within
-    TOLERANCE of it on the first axis; and a point that another dominates is dominated by a point of
-    the front too (dominance is a strict order up to TOLERANCE). So each point is checked against the
-    front found so far plus the tied points: O(n·|front|) instead of O(n²). Three axes (the solver's
-    wall clock, cost, FLOPs) take an inlined `dominates`, the same comparisons term for term."""
+    Sorted by the axes, only a point before p, or one after it within TOLERANCE on the first axis,
+    can dominate p. Each point is checked against the front found so far first (what usually
+    settles it), and only a point no front point dominates against the dominated points too:
+    dominance within TOLERANCE is not transitive (a ~ b ~ c with a ≻ c not holding), so a point
+    can be dominated by a point that is itself off the front, and then it is off the front as
+    well (issue 13: never recommend a run another candidate beats on every axis).
+    O(n·|front|). Three axes (the solver's wall clock, cost, FLOPs) take an inlined `dominates`,
+    the same comparisons term for term."""
     points = [tuple(key(i)) for i in items]
     if points and all(len(p) == 3 for p in points):
         kept = _pareto3(points)
@@ -73,24 +76,8 @@ def pareto(items: Sequence[T], key: Callable[[T], Sequence[float]]) -> list[T]:
 
 
 def _pareto(points: list[tuple[float, ...]]) -> set[int]:
-    order = sorted(range(len(points)), key=points.__getitem__)
-    keep: list[int] = []
-    for pos, i in enumerate(order):
-        p = points[i]
-        if any(dominates(points[j], p) for j in keep):
-            continue
-        # a later point within tolerance on the first axis may still dominate p
-        k = pos + 1
-        limit = p[0] * (1.0 + TOLERANCE) if p[0] >= 0 else p[0] * (1.0 - TOLERANCE)
-        dominated = False
-        while k < len(order) and points[order[k]][0] <= limit:
-            if dominates(points[order[k]], p):
-                dominated = True
-                break
-            k += 1
-        if not dominated:
-            keep.append(i)
-    return set(keep)
+    """The indices of the points no other point dominates (any number of axes), by brute force."""
+    return {i for i, p in enumerate(points) if not any(dominates(q, p) for q in points)}
 
 
 def _pareto3(points: list[tuple[float, ...]]) -> set[int]:
@@ -104,6 +91,7 @@ def _pareto3_sorted(ordered: list[tuple[float, ...]], order: list[int]) -> set[i
     """`_pareto3` of points already sorted: `ordered[k]` is the point of index `order[k]`."""
     up, down = 1.0 + TOLERANCE, 1.0 - TOLERANCE
     front: list[tuple[float, ...]] = []
+    behind: list[tuple[float, ...]] = []  # the dominated points so far
     keep: set[int] = set()
     n = len(order)
     for pos in range(n):
@@ -114,17 +102,23 @@ def _pareto3_sorted(ordered: list[tuple[float, ...]], order: list[int]) -> set[i
             if not (q0 > u0 or q1 > u1 or q2 > u2) and (q0 < d0 or q1 < d1 or q2 < d2):
                 dominated = True
                 break
-        if dominated:
-            continue
-        limit = u0 if p0 >= 0 else d0  # a later point within tolerance on the first axis
-        k = pos + 1
-        while k < n and ordered[k][0] <= limit:
-            q0, q1, q2 = ordered[k]
-            if not (q0 > u0 or q1 > u1 or q2 > u2) and (q0 < d0 or q1 < d1 or q2 < d2):
-                dominated = True
-                break
-            k += 1
         if not dominated:
+            limit = u0 if p0 >= 0 else d0  # a later point within tolerance on the first axis
+            k = pos + 1
+            while k < n and ordered[k][0] <= limit:
+                q0, q1, q2 = ordered[k]
+                if not (q0 > u0 or q1 > u1 or q2 > u2) and (q0 < d0 or q1 < d1 or q2 < d2):
+                    dominated = True
+                    break
+                k += 1
+        if not dominated:
+            for q0, q1, q2 in behind:
+                if not (q0 > u0 or q1 > u1 or q2 > u2) and (q0 < d0 or q1 < d1 or q2 < d2):
+                    dominated = True
+                    break
+        if dominated:
+            behind.append(ordered[pos])
+        else:
             front.append(ordered[pos])
             keep.add(order[pos])
     return keep
@@ -168,7 +162,7 @@ def choose_among(objective: str, items: Sequence[T], points: Sequence[tuple[floa
     if not items:
         return None
     kept = _pareto3(points) if len(points[0]) == 3 and all(len(p) == 3 for p in points) else _pareto(points)
-    front = [items[n] for n in sorted(kept)]
+    front = [items[n] for n in sorted(kept)] or list(items)  # none: a cycle of near-ties, all alike
     if len(front) == 1:
         return front[0]
 
@@ -180,18 +174,26 @@ def choose_among(objective: str, items: Sequence[T], points: Sequence[tuple[floa
 
 class Pool(Generic[T]):
     """A growing set of candidates and the objective's pick among them: `pick()` is
-    `choose(objective, items, config, b_crit)` of the items added so far, with each item's axes
-    and rank computed once, as it is added, and the axes kept sorted (a search picks after every
-    layout it places)."""
+    `choose(objective, items, config, b_crit)` of the items added so far.
+
+    The search adds a layout's candidates and asks for the pick thousands of times on a large space
+    (a GPU range of thousands of counts: a pool of tens of thousands of configurations, most of them
+    on the front). Dominance by a pool item is for good (the pool only grows), so each item's
+    "dominated" flag is kept up to date as items arrive — a new item is compared once with the
+    pool, both ways — and the pick is the least key among the items never dominated (a heap, the
+    dominated items dropped from its top as met). Each `add` is O(pool), with numpy once the pool
+    is large (imported only then: `budgetdsl plan` on an example plan never gets there)."""
+
+    _VECTOR = 256  # pool size from which the comparisons run in numpy
 
     def __init__(self, objective: str, config: Callable[[T], object], b_crit: float):
         self.objective, self.config, self.b_crit = objective, config, b_crit
         self.items: list[T] = []
         self.points: list[tuple[float, float, float]] = []
         self.keys: list[tuple[float, ...]] = []
-        self.sorted: list[tuple[tuple[float, float, float], int]] = []  # (point, index), as sorted() orders
-        self.ordered: list[tuple[float, float, float]] = []  # the points of `sorted`, and their indices
-        self.order: list[int] = []
+        self.dominated: list[bool] = []
+        self._heap: list[tuple[tuple[float, ...], int]] = []  # (key, index): the least key first, ties to the first added
+        self._array = None  # numpy (capacity, 3) of the points, once the pool is large
         self.nan = False  # NaN has no order: then `choose` itself
         self.min_key: tuple[float, ...] | None = None  # the least rank of any item: no pick ranks before it
         self.min_wall = self.min_cost = _INF  # the least wall clock and cost of any item
@@ -214,21 +216,71 @@ class Pool(Generic[T]):
                 self.min_cost = point[1]
             if point[0] != point[0] or point[1] != point[1] or point[2] != point[2]:
                 self.nan = True
-            else:
-                at = bisect.bisect_right(self.sorted, (point, n))
-                self.sorted.insert(at, (point, n))
-                self.ordered.insert(at, point)
-                self.order.insert(at, n)
+            self.dominated.append(self._compare(point, n))
+            heapq.heappush(self._heap, (key, n))
+
+    def _compare(self, p: tuple[float, float, float], n: int) -> bool:
+        """Whether a pool item (of the first n) dominates p; marks the items p dominates."""
+        up, down = 1.0 + TOLERANCE, 1.0 - TOLERANCE
+        p0, p1, p2 = p
+        u0, u1, u2, d0, d1, d2 = p0 * up, p1 * up, p2 * up, p0 * down, p1 * down, p2 * down
+        if n >= self._VECTOR:
+            return self._compare_array(p, n, (u0, u1, u2), (d0, d1, d2))
+        dominated, flags = False, self.dominated
+        for j in range(n):
+            q0, q1, q2 = self.points[j]
+            if not dominated and not (q0 > u0 or q1 > u1 or q2 > u2) and (q0 < d0 or q1 < d1 or q2 < d2):
+                dominated = True
+            if not flags[j] and not (p0 > q0 * up or p1 > q1 * up or p2 > q2 * up) and \
+                    (p0 < q0 * down or p1 < q1 * down or p2 < q2 * down):
+                flags[j] = True
+        return dominated
+
+    def _compare_array(self, p, n, u, d) -> bool:
+        import numpy as np
+
+        a = self._array
+        if a is None or len(a) < n + 1:  # grow by doubling, the points so far copied in
+            grown = np.empty((max(2 * self._VECTOR, 2 * (n + 1)), 3))
+            grown[:n] = self.points[:n] if a is None else a[:n]
+            a = self._array = grown
+        q = a[:n]
+        up, down = 1.0 + TOLERANCE, 1.0 - TOLERANCE
+        with np.errstate(invalid="ignore"):
+            # q dominates p: q > p·(1 + tol) on no axis, q < p·(1 − tol) on one (NaN: never)
+            by = ~((q[:, 0] > u[0]) | (q[:, 1] > u[1]) | (q[:, 2] > u[2])) & \
+                ((q[:, 0] < d[0]) | (q[:, 1] < d[1]) | (q[:, 2] < d[2]))
+            # p dominates q, compared as `dominates(p, q)`: against q·(1 ± tol)
+            over = ~((p[0] > q[:, 0] * up) | (p[1] > q[:, 1] * up) | (p[2] > q[:, 2] * up)) & \
+                ((p[0] < q[:, 0] * down) | (p[1] < q[:, 1] * down) | (p[2] < q[:, 2] * down))
+        flags = self.dominated
+        for j in np.flatnonzero(over).tolist():
+            flags[j] = True
+        a[n] = p
+        return bool(by.any())
 
     def pick(self) -> T | None:
         if not self.items:
             return None
         if self.nan:
             return choose_among(self.objective, self.items, self.points, self.config, self.b_crit)
-        front = sorted(_pareto3_sorted(self.ordered, self.order))
-        if len(front) == 1:
-            return self.items[front[0]]
-        return self.items[min(front, key=self.keys.__getitem__)]
+        heap, flags = self._heap, self.dominated
+        while heap and flags[heap[0][1]]:
+            heapq.heappop(heap)
+        if not heap:  # every item dominated by another: a cycle of near-ties (TOLERANCE)
+            return choose_among(self.objective, self.items, self.points, self.config, self.b_crit)
+        return self.items[heap[0][1]]
+
+    def tied(self, item: T) -> list[T]:
+        """The items on the front whose key equals `item`'s (the pick's exact ties), in the order added."""
+        n = next(i for i, other in enumerate(self.items) if other is item)
+        return [self.items[i] for i, k in enumerate(self.keys) if k == self.keys[n] and not self.dominated[i]]
+
+    def front(self) -> list[T]:
+        """The items no pool item dominates, in the order they were added (`pareto` of the items)."""
+        if self.nan:
+            return pareto(self.items, lambda i: axes(self.config(i)))
+        return [item for item, off in zip(self.items, self.dominated) if not off]
 
 
 def _magnitude(v: float) -> int:

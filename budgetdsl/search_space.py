@@ -278,13 +278,15 @@ def _pinned_problem(plan: "Plan", space: SearchSpace) -> PlanError | None:
 
 
 def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Limits, objective: str,
-                   pinned_batch: bool, micro_fixed: int | None) -> tuple[list[LayoutResult], int, int, int]:
+                   pinned_batch: bool, micro_fixed: int | None
+                   ) -> tuple[list[LayoutResult], int, int, int, "Pool[Placement] | None"]:
     """Every candidate layout's own answer on the pairs of `search_space(plan)`, placing a pair only
     when it can matter: a layout × GPU-count pair whose best conceivable point (`lower_bound`) is
     dominated by a configuration already found is never placed — none of its configurations can
     reach the front, so no objective can pick one. Pairs are placed in the order of their bound's
     rank for the objective, so the good configurations found first prune the rest.
-    Returns (results, pairs considered, pruned as dominated by a simpler layout, pruned by bound)."""
+    Returns (results, pairs considered, pruned as dominated by a simpler layout, pruned by bound,
+    the pool of every placed candidate with its pick and front; None with a pinned batch)."""
     space, consts = _entry(plan)
     considered, pruned = space.considered, space.pruned
     base = concrete(plan, None)  # run.micro_batch: auto read as omitted; the layout stays `auto`
@@ -314,7 +316,7 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
             results.append(LayoutResult(choice, cctx, chosen, placements, cands))
         if not results and first is not None:
             raise _pinned_problem(base, space) or first
-        return results, considered, pruned, 0
+        return results, considered, pruned, 0, None
     # Bound-and-prune for the objective (exact): every configuration of a pair ranks no better
     # than its bound, so a pair whose bound ranks below the best pick so far cannot supply the
     # pick; it is placed only if it could still dominate the pick (its bound no worse on every
@@ -447,7 +449,7 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     for choice, (pls, cands) in placed.items():
         cctx = ctxs[choice]
         results.append(LayoutResult(choice, cctx, choose_pick(cctx, cands) or closest(pls), pls, cands))
-    return results, considered, pruned, bounded
+    return results, considered, pruned, bounded, pool
 
 
 def rank_key(objective: str, r: tuple[float, ...]) -> tuple[float, ...]:

@@ -72,16 +72,23 @@ def _solve(plan: "Plan") -> Solution:
     micro_fixed = run.micro_batch if run is not None and not pinned_batch and run.micro_batch != "auto" else None
     gpu_choice: GpuChoice | None = None
     layout_fields = None
+    found = None
 
     if plan.hardware.searched():
-        results, considered, pruned, bounded = search_layouts(plan, noise, fr0, limits, objective,
-                                                               pinned_batch, micro_fixed)
+        results, considered, pruned, bounded, found = search_layouts(plan, noise, fr0, limits, objective,
+                                                                      pinned_batch, micro_fixed)
         if not results:
             raise plan_error(plan, ("hardware",), "no-layout",
                              "no searched layout launches on the plan's GPU counts",
                              "give hardware.gpus a count that fills whole nodes")
-        probe = Context(plan, noise, fr0, limits, objective)
-        best = pick(probe, [pl for r in results for pl in r.candidates])
+        pool = [pl for r in results for pl in r.candidates]
+        if found is not None:  # the search's own pool: its pick, an exact tie to the first in `pool`
+            best = found.pick()
+            if best is not None:
+                tied = {id(pl) for pl in found.tied(best)}
+                best = next(pl for pl in pool if id(pl) in tied) if len(tied) > 1 else best
+        else:
+            best = pick(Context(plan, noise, fr0, limits, objective), pool)
         if best is not None:
             winner = next(r for r in results if contains(best, r.candidates))
             winner.chosen = best
@@ -95,7 +102,6 @@ def _solve(plan: "Plan") -> Solution:
             gpn = int(plan.hardware.gpus_per_node)
             placements = [place_on(ctx, g, micro_fixed=micro_fixed) for g in raw_counts(plan)
                           if launches(winner.choice, g, gpn)]
-        pool = [pl for r in results for pl in r.candidates]
         layout_fields = layout_report.layout_report(ctx, results, winner, considered, pruned, bounded,
                                                      list(plan.hardware.searched()))
     else:
@@ -164,13 +170,20 @@ def _solve(plan: "Plan") -> Solution:
         throughput=solution_notes.throughput(cm, cfg),
         layout=layout_fields,
         front=(front := layout_report.front(ctx, pool if not pinned_batch else
-                               [*candidates(ctx, gpu_counts(ctx.plan), None), chosen], chosen)
+                               [*candidates(ctx, gpu_counts(ctx.plan), None), chosen], chosen,
+                               on_front=_front_of(found, pool) if found is not None else None)
                if feasible else []),
         notes=[*solution_notes.run_notes(ctx, chosen, status), *([dominated_note] if dominated_note else []),
                *layout_report.dominated_by_objectives(front, cfg, pinned_batch), *noise.notes],
         warnings=[solution_notes.warning_fields(w)
                   for w in (*noise.warnings, *solution_notes.x_warnings(ctx, x, pinned_batch))],
     )
+
+
+def _front_of(found, pool: list[Placement]) -> list[Placement]:
+    """The search pool's front (`objectives.Pool.front`), in the order of `pool`."""
+    on = {id(pl) for pl in found.front()}
+    return [pl for pl in pool if id(pl) in on]
 
 
 def _not_finite(plan: "Plan", exc: ValidationError) -> PlanError | None:

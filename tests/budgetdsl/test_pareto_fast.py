@@ -57,3 +57,26 @@ def test_a_growing_pool_picks_what_choose_picks():
             pool.add(new)
             items.extend(new)
             assert pool.pick() is choose(objective, items, lambda c: c, 1e6)
+
+
+def test_a_large_pool_picks_what_choose_picks():
+    """Past objectives.Pool._VECTOR items the comparisons run in numpy: the same flags, the same
+    pick and front as choose() and pareto(), near-ties within TOLERANCE included."""
+    from budgetdsl.objectives import OBJECTIVES, Pool, choose, pareto, axes
+    from budgetdsl.placement import Config
+
+    rng = random.Random(11)
+    for objective in OBJECTIVES:
+        pool = Pool(objective, lambda c: c, 1e6)
+        items: list[Config] = []
+        while len(items) < Pool._VECTOR + 150:
+            new = []
+            for _ in range(rng.randint(1, 40)):
+                wall, gpu_hours, flops = _points(rng, 1)[0]
+                batch = rng.choice([5e5, 1e6, 2e6, 1e6 * (1 + TOLERANCE)])
+                new.append(Config(8, 1, 1, 8, 8, batch, 10, 10 * batch, flops, wall, gpu_hours, None, 0.0, ()))
+            pool.add(new)
+            items.extend(new)
+            assert pool.pick() is choose(objective, items, lambda c: c, 1e6)
+        assert pool._array is not None  # the numpy path ran
+        assert [id(c) for c in pool.front()] == [id(c) for c in pareto(items, axes)]
