@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Iterator
 
 import numpy as np
@@ -192,18 +192,28 @@ class Rows:
 
 
 @dataclass(slots=True)
-class Evals:
-    """Configurations evaluated elementwise: (micro, accum) and their exact numbers."""
+class Config:
+    """Configurations elementwise: the split (micro-batch, accumulation) and its exact numbers
+    (placement.evaluate's). What an evaluation, a placement and a row's pick have in common."""
 
     micro: np.ndarray
     accum: np.ndarray
-    ok: np.ndarray  # the split exists (1 ≤ micro ≤ cap) and is feasible
     batch: np.ndarray
     steps: np.ndarray
     wall: np.ndarray
     gh: np.ndarray
     cost: np.ndarray  # usd with a price, else GPU-hours
     flops: np.ndarray
+
+
+CONFIG = tuple(f.name for f in fields(Config))
+
+
+@dataclass(slots=True)
+class Evals(Config):
+    """Configurations evaluated elementwise."""
+
+    ok: np.ndarray  # the split exists (1 ≤ micro ≤ cap) and is feasible
     big: np.ndarray  # beyond the exact integer range: the row goes to the scalar path
 
 
@@ -231,7 +241,7 @@ def _evaluate(p: Block, r: Rows, micro, accum, exists, micro_fixed: int | None) 
             if not np.isnan(r.usd).all():
                 ok &= ~(has_price & (usd > r.usd))
             cost = np.where(has_price, usd, gh)
-    return Evals(micro, accum, ok, batch, steps, wall, gh, cost, flops, big)
+    return Evals(micro, accum, batch, steps, wall, gh, cost, flops, ok=ok, big=big)
 
 
 class _Divisors:
@@ -313,20 +323,16 @@ def _splits(p: Block, n: np.ndarray, micro_fixed: int | None, divisors: _Divisor
 
 
 @dataclass(slots=True)
-class Placed:
-    """One pair's placement for one objective, elementwise."""
+class Placed(Config):
+    """One pair's placement for one objective, elementwise: the best configuration found."""
 
     has: np.ndarray  # a feasible configuration was found
-    micro: np.ndarray
-    accum: np.ndarray
-    batch: np.ndarray
-    steps: np.ndarray
-    wall: np.ndarray
-    gh: np.ndarray
-    cost: np.ndarray
-    flops: np.ndarray
     unsure: np.ndarray  # the kernel cannot decide this row exactly
     target: np.ndarray
+
+    def part(self, part) -> "Placed":
+        """The same placement on the elements `part` (a slice or an index array)."""
+        return Placed(**{f.name: getattr(self, f.name)[part] for f in fields(self)})
 
 
 def _intervals(p: Block, r: Rows):
@@ -487,7 +493,7 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
         at = np.arange(multi.size)
         pm_, pa_ = micro_m[pick[multi], at], accum_m[pick[multi], at]
         unsure[multi] |= (sub & ((micro_m != pm_[None, :]) | (accum_m != pa_[None, :]))).any(axis=0)
-    best = [picked(f) for f in ("micro", "accum", "batch", "steps", "wall", "gh", "cost", "flops")]
+    best = [picked(f) for f in CONFIG]
     with np.errstate(invalid="ignore"):
         # where the candidates are one split, a NaN later key component fails `k == min` for all of
         # them, as the full comparison does (only the distance to a NaN target can be NaN)
@@ -513,8 +519,7 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
             had = ~np.isnan(best[0])
             take = okk & (~had | less)
             unsure |= okk & had & equal & ((ev.micro != best[0]) | (ev.accum != best[1]))
-            vals = (ev.micro, ev.accum, ev.batch, ev.steps, ev.wall, ev.gh, ev.cost, ev.flops)
-            best = [np.where(take, v, b) for v, b in zip(vals, best)]
+            best = [np.where(take, getattr(ev, f), b) for f, b in zip(CONFIG, best)]
             best_key = tuple(np.where(take, k, b) for k, b in zip(key, best_key))
             if neighbour:
                 exact |= okk & (ev.micro * ev.accum == n)
@@ -541,27 +546,19 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
             walk &= ~((n0 + k > n_hi) & (n0 - k < n_lo))  # the interval is exhausted both ways
         unsure |= walk
     has = ~np.isnan(best[0]) & go
-    return Placed(has, *best, unsure=unsure, target=target)
+    return Placed(*best, has=has, unsure=unsure, target=target)
 
 
 # -- choosing per row ----------------------------------------------------------------------------
 
 @dataclass(slots=True)
-class Decided:
-    """The kernel's rows: `ok` where decided; the chosen pair, split and numbers."""
+class Decided(Config):
+    """The kernel's rows: `ok` where decided; the chosen pair, its split and numbers."""
 
     ok: np.ndarray
     any: np.ndarray  # a feasible candidate among those placed
     pair: np.ndarray
     kind: np.ndarray
-    micro: np.ndarray
-    accum: np.ndarray
-    batch: np.ndarray
-    steps: np.ndarray
-    wall: np.ndarray
-    gh: np.ndarray
-    cost: np.ndarray
-    flops: np.ndarray
     measure: np.ndarray  # the objective's measure of the pick
     lo: np.ndarray  # the chosen pair's feasible interval of B
     hi: np.ndarray
@@ -615,9 +612,6 @@ def _search_order(pairs: list[Pair], searched: bool, r: Rows, pair_of, kind_of):
     return order_of
 
 
-_FIELDS = ("micro", "accum", "batch", "steps", "wall", "gh", "cost", "flops")
-
-
 class _Store:
     """Each pair's placements, kept as arrays over all the chunk's rows (placed on a subset)."""
 
@@ -634,7 +628,7 @@ class _Store:
             st = self.pairs[i] = dict(
                 lo=nan(), hi=nan(), ivs={n: (nan(), nan(), np.zeros(R, bool), np.zeros(R, bool)) for n in ivs},
                 targets=[nan() for _ in KINDS], done=np.zeros(R, bool),
-                kinds=[dict(has=np.zeros(R, bool), **{f: nan() for f in _FIELDS}) for _ in KINDS])
+                kinds=[dict(has=np.zeros(R, bool), **{f: nan() for f in CONFIG}) for _ in KINDS])
         st["done"][rows] = True
         st["lo"][rows], st["hi"][rows] = lo, hi
         for n, parts in ivs.items():
@@ -647,7 +641,7 @@ class _Store:
             for j in range(k):  # one configuration from two objectives is one candidate
                 has &= ~(placed[j].has & (placed[j].micro == pl.micro) & (placed[j].accum == pl.accum))
             st["kinds"][k]["has"][rows] = has
-            for f in _FIELDS:
+            for f in CONFIG:
                 st["kinds"][k][f][rows] = getattr(pl, f)
 
 
@@ -664,7 +658,7 @@ class _Store:
 
 
 def _subset(r: Rows, rows: np.ndarray) -> Rows:
-    return Rows(*(getattr(r, f)[rows] for f in Rows.__slots__))
+    return Rows(**{f.name: getattr(r, f.name)[rows] for f in fields(Rows)})
 
 
 def _bounds(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
@@ -769,7 +763,7 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
             for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pi)]):
                 part = slice(a, b)
                 store.put(int(pi[a]), ri[part], lo[part], hi[part],
-                          {n: tuple(x[part] for x in v) for n, v in ivs.items()}, [Placed(*(getattr(pl, f)[part] for f in Placed.__slots__)) for pl in placed])
+                          {n: tuple(x[part] for x in v) for n, v in ivs.items()}, [pl.part(part) for pl in placed])
             done[pi, ri] = True
         if d is None:
             d = _choose(pairs, r, store, searched)
@@ -807,8 +801,8 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
 
 def _merge(d: "Decided", other: "Decided", rows: np.ndarray) -> None:
     """`other`'s rows (answers for the chunk's `rows`) written into `d`."""
-    for f in Decided.__slots__:
-        a, b = getattr(d, f), getattr(other, f)
+    for f in fields(Decided):
+        a, b = getattr(d, f.name), getattr(other, f.name)
         if isinstance(a, dict):
             for name in a:
                 for x, y in zip(a[name], b[name]):
@@ -936,8 +930,9 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
             target[mk] = st["targets"][k][mk]
         for n, (ilo, ihi, iok) in ivs.items():
             ilo[m], ihi[m], iok[m] = st["ivs"][n][0][m], st["ivs"][n][1][m], st["ivs"][n][3][m]
-    return Decided(ok, feasible, chosen, kind_of[pick], at(micro), at(accum), at(batch), at(stack("steps")),
-                   at(wall), at(stack("gh")), at(cost), at(flops), at(measure), lo, hi, target, ivs)
+    return Decided(at(micro), at(accum), at(batch), at(stack("steps")), at(wall), at(stack("gh")), at(cost),
+                   at(flops), ok=ok, any=feasible, pair=chosen, kind=kind_of[pick], measure=at(measure), lo=lo,
+                   hi=hi, target=target, ivs=ivs)
 
 
 # -- rows: values per axis, chunks, summaries ------------------------------------------------------
