@@ -11,6 +11,10 @@ objective goes through `budgetdsl.sweep_kernel`: each distinct value is loaded o
 the rows are placed together, vectorized; every row the kernel cannot decide exactly is solved
 by `solve()` as before (docs/solver.md, "Sweeps"). BUDGETDSL_SWEEP_SCALAR=1 turns the kernel off;
 without numpy (a core dependency, imported by the sweep command only) every row is solved.
+
+An invalid combination is a row that says so, and the sweep goes on; every such row passes through
+`solve_row`, where `Blame` reports each problem at the --set that causes it (the file's line where
+the problem was found follows as a note) unless the plan file alone has it.
 """
 
 from __future__ import annotations
