@@ -59,6 +59,8 @@ async def measure(size: tuple[int, int], plan: pathlib.Path = PLAN,
     app = make_app(plan)
     samples: dict[str, list[float]] = {}
     async with app.run_test(size=size) as pilot:
+        if hasattr(app, "wait_solved"):  # the first solve runs in the app's worker
+            await app.wait_solved()
         await pilot.pause()
         frame = asyncio.Event()
         stamp: list[float] = []

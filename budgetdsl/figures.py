@@ -163,6 +163,7 @@ def tui_screenshot(plan: str, path: str, size: tuple[int, int] = TUI_SIZE) -> No
     async def shoot() -> str:
         app = make_app(plan, keymap={})
         async with app.run_test(size=size) as pilot:
+            await app.wait_solved()  # the first solve runs in the app's worker
             await pilot.pause()
             return app.export_screenshot(title=f"budgetdsl tui {os.path.relpath(plan)}")
 

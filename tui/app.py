@@ -1,22 +1,25 @@
 """`budgetdsl tui PLAN`: move a run along the critical-batch frontier and see the price at once.
 
 The app holds a `WhatIf` (the plan files plus unsaved changes) and the `Solution` of its plan;
-every accepted change re-solves with `budgetdsl.solver.solve` and redraws every panel. A solve
-that searches the layout can take from tens to hundreds of milliseconds: once one has taken longer
-than `SOLVE_INLINE_S`, the next runs in a worker thread (the controls and the status bar follow
-the key at once; only the newest request is solved next, and only its answer is drawn). A change
-the plan language or the solver rejects is not applied: the control gets the `error` class and a
-notification says why (the loader's or the solver's own message and hint). Save writes the changes
-with `budgetdsl.plan_edit` as a minimal in-place diff and re-reads the files.
+every accepted change re-solves with `budgetdsl.solver.solve` and redraws the panels whose text
+changed. A solve that searches the layout can take from tens to hundreds of milliseconds (a second
+on a large GPU range): the first solve at launch, the one after save or reset, and every re-solve
+once one has taken longer than `SOLVE_INLINE_S` run in a worker thread (the controls and the status
+bar, `solving…`, follow the keys at once; only the newest request is solved next, and only its
+answer is drawn). A change the plan language or the solver rejects is not applied: the control gets
+the `error` class and a notification says why (the loader's or the solver's own message and hint).
+Save writes the changes with `budgetdsl.plan_edit` as a minimal in-place diff and re-reads the files.
+`await app.wait_solved()` returns once no solve is under way (tests, screenshots).
 
 `make_app(path)` is the one factory, shared by the CLI and the tests.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from typing import Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -55,6 +58,18 @@ def _first_problem(exc: PlanError) -> tuple[str, str | None]:
     return message, next((d.hint for d in ds if d.hint), None)
 
 
+class _Request(NamedTuple):
+    """A solve for the worker: the state, the control that asked (marked when refused), the
+    notification title of a refusal, its generation (only the newest is drawn), and for a re-read
+    (save, reset) what to notify once it is drawn."""
+
+    state: WhatIf
+    widget: Widget | None
+    title: str
+    generation: int
+    done: str | None = None
+
+
 def _display(path: str) -> str:
     """A path relative to the working directory when it lies below it."""
     rel = os.path.relpath(path)
@@ -89,16 +104,20 @@ class BudgetApp(App[None]):
     # than this; past it, in a worker thread (bench/bench_tui.py measures both, docs/tui.md).
     SOLVE_INLINE_S = 0.05
 
-    def __init__(self, state: WhatIf, solution: Solution, markers: str = "braille",
+    def __init__(self, state: WhatIf, solution: Solution | None = None, markers: str = "braille",
                  keymap: dict[str, str] | None = None, solve_s: float = 0.0) -> None:
         super().__init__()
         self.state = state  # the state the shown solution belongs to
-        self.solution = solution
+        # None until the first solve (in the worker, from on_mount) has come back
+        self.solution: Solution | None = solution
         self._solve_s = solve_s  # how long the last solve took
-        # A request waiting for (or in) the worker: (state, widget, title, generation)
-        self._pending: tuple[WhatIf, Widget | None, str, int] | None = None
+        self._pending: _Request | None = None  # the newest request, waiting for (or in) the worker
         self._generation = 0
         self._worker_busy = False
+        # Steps that start from the solution's own figures, pressed before the first solution came
+        self._deferred: list[Callable[[], None]] = []
+        # The solver's refusal of the plan as loaded: the app exits and `budgetdsl tui` reports it
+        self.launch_error: PlanError | None = None
         self._markers = markers if markers in MARKERS else "braille"
         self._keymap_problems: list[str] = []
         if keymap is None:
@@ -136,6 +155,8 @@ class BudgetApp(App[None]):
         self.query_one("#limits-box").border_title = "limits"
         self.query_one("#layout-box").border_title = "layout & Pareto front"
         self._lower_titles()
+        if self.solution is None:  # the first solve: in the worker, the panels say `solving…`
+            self._request(_Request(self.state, None, "cannot solve the plan", 0))
         self._show()
         self.query_one("#gpus", QuantityInput).focus()
         for problem in self._keymap_problems:
@@ -144,15 +165,22 @@ class BudgetApp(App[None]):
     @property
     def latest(self) -> WhatIf:
         """The newest values: those being solved, else the shown state."""
-        return self._pending[0] if self._pending is not None else self.state
+        return self._pending.state if self._pending is not None else self.state
 
     @property
     def solving(self) -> bool:
         """A re-solve is under way in the worker; the panels still show the previous solution."""
         return self._pending is not None
 
+    async def wait_solved(self) -> None:
+        """Return once no solve is under way and the newest answer is drawn (or refused)."""
+        while self.solving:
+            await self.workers.wait_for_complete()
+            await asyncio.sleep(0)
+
     def _show(self) -> None:
-        """Redraw every panel: the controls from the newest values, the rest from the solution."""
+        """Show the controls from the newest values and the rest from the solution (None: each
+        panel says `solving…`); a panel whose text is unchanged is not redrawn."""
         self._show_controls()
         sol = self.solution
         self.query_one(MetricsPanel).show(sol)
@@ -166,7 +194,7 @@ class BudgetApp(App[None]):
         notes = {}
         if state.raw("noise.b_crit") is None:
             notes["b_crit"] = " (from plan)"
-        if isinstance(state.raw("hardware.gpus"), dict) and texts["gpus"] == str(sol.gpus):
+        if isinstance(state.raw("hardware.gpus"), dict) and sol is not None and texts["gpus"] == str(sol.gpus):
             notes["gpus"] = " (range)"
         self.query_one(ControlsPanel).show(texts, str(state.plan.objective), notes)
         self.query_one(StatusBar).show((state.plan.name, state.path, sol, state.changed_keys(), self.solving))
@@ -193,7 +221,7 @@ class BudgetApp(App[None]):
         try:
             state = self.latest.with_changes(changes)
             if self._pending is not None or self._solve_s >= self.SOLVE_INLINE_S:
-                self._request(state, widget, title)
+                self._request(_Request(state, widget, title, 0))
                 return True
             solution = self._solve(state)
         except PlanError as exc:
@@ -208,20 +236,19 @@ class BudgetApp(App[None]):
             widget.remove_class("error")
         self._show()
 
-    def _request(self, state: WhatIf, widget: Widget | None, title: str) -> None:
-        """Solve `state` in the worker: at once when it is idle, else after the solve under way
-        (whose answer is then dropped: only the newest request is drawn)."""
+    def _request(self, request: _Request) -> None:
+        """Solve `request.state` in the worker: at once when it is idle, else after the solve
+        under way (whose answer is then dropped: only the newest request is drawn)."""
         self._generation += 1
-        self._pending = (state, widget, title, self._generation)
+        self._pending = request._replace(generation=self._generation)
         self._show_controls()
         if not self._worker_busy:
             self._start_worker()
 
     def _start_worker(self) -> None:
         assert self._pending is not None
-        state, _, _, generation = self._pending
         self._worker_busy = True
-        self._solve_in_thread(state, generation)
+        self._solve_in_thread(self._pending.state, self._pending.generation)
 
     @work(thread=True, group="solve")
     def _solve_in_thread(self, state: WhatIf, generation: int) -> None:
@@ -235,20 +262,34 @@ class BudgetApp(App[None]):
     def _solved(self, generation: int, solution: Solution | None, error: PlanError | None,
                 seconds: float) -> None:
         self._worker_busy = False
-        self._solve_s = seconds
-        if self._pending is None:  # dropped (a reset, a save)
+        if self.solution is not None:  # the first solve pays for the solver's imports: not timed
+            self._solve_s = seconds
+        if self._pending is None:
             return
-        state, widget, title, newest = self._pending
+        state, widget, title, newest, done = self._pending
         if generation != newest:  # a newer request came while this one was solved
             self._start_worker()
             return
         self._pending = None
         if error is not None:
+            if self.solution is None:  # the plan as loaded: nothing to show
+                self._deferred.clear()
+                self.launch_error = error
+                self.exit(return_code=2)
+                return
             self._show_controls()  # back to the values the shown solution belongs to
             self._reject(widget, title, *_first_problem(error))
             return
         assert solution is not None
+        if done is not None:  # a re-read: every refusal shown before is moot
+            for marked in self.query(".error"):
+                marked.remove_class("error")
         self._commit(state, solution, widget)
+        if done is not None:
+            self.notify(done, timeout=4, markup=False)
+        deferred, self._deferred = self._deferred, []
+        for step in deferred:
+            step()
 
     def apply_text(self, key: str, text: str) -> bool:
         """Set control `key` to the typed `text` (plan language); True when it was applied."""
@@ -277,8 +318,14 @@ class BudgetApp(App[None]):
             select = self.query_one(ObjectiveSelect)
             select.value = next_objective(str(select.value), event.direction)  # posts Changed
             return
+        field = FIELDS[event.field]
+        if self.solution is None and not shown_text(field, self.latest, None).strip():
+            # It steps from the solution's own figure (the optimized batch, the chosen GPU count):
+            # taken once the first solution is here, not lost.
+            self._deferred.append(lambda: self._step(event))
+            return
         try:
-            text = stepped(FIELDS[event.field], self.latest, self.solution, event.direction)
+            text = stepped(field, self.latest, self.solution, event.direction)
         except FieldError as exc:
             self._reject(event.widget, f"{FIELDS[event.field].label} not stepped", exc.message, exc.hint)
             return
@@ -329,6 +376,8 @@ class BudgetApp(App[None]):
         run = self.latest.plan.run
         if run is not None and run.batch is not None:
             self.apply_text("batch", "")
+        elif self.solution is None:  # pinned at the optimized batch once it is known
+            self._deferred.append(self.action_toggle_batch)
         elif self.solution.batch.sequences:
             self.apply_text("batch", f"{self.solution.batch.sequences} * model.seq_len")
         else:
@@ -365,20 +414,16 @@ class BudgetApp(App[None]):
         return True
 
     def _reload(self, done: str) -> None:
-        self._pending = None  # a solve under way is dropped when it comes back
+        """Re-read the files; the plan is solved in the worker (a solve under way is dropped when
+        it comes back), and `done` is notified once its answer is drawn."""
         try:
             state = self.state.reset()
-            solution = self._solve(state)
         except (PlanError, OSError) as exc:
             message = _first_problem(exc)[0] if isinstance(exc, PlanError) else str(exc)
             self.notify(message, title="cannot re-read the plan", severity="error", timeout=10,
                         markup=False)
             return
-        self.state, self.solution = state, solution
-        for widget in self.query(".error"):
-            widget.remove_class("error")
-        self._show()
-        self.notify(done, timeout=4, markup=False)
+        self._request(_Request(state, None, "cannot re-read the plan", 0, done))
 
     def _resolve_conflict(self, choice: str | None) -> None:
         if choice == "overwrite":
@@ -424,12 +469,11 @@ class BudgetApp(App[None]):
 
 def make_app(path: str | os.PathLike[str], markers: str = "braille",
              keymap: dict[str, str] | None = None) -> BudgetApp:
-    """The app on plan file `path`. Raises PlanError (located) or OSError when it cannot be read
-    or solved, before any terminal is touched. `keymap` maps binding ids to keys; without it the
-    keymap file is read (budgetdsl.tui.keymap)."""
-    state = WhatIf.load(path)
-    # The first solve is not timed: it pays for the imports, which a re-solve does not.
-    return BudgetApp(state, solve(state.plan), markers, keymap)
+    """The app on plan file `path`. Raises PlanError (located) or OSError when it cannot be read,
+    before any terminal is touched; the plan is solved in the app's worker once it runs (when the
+    solver refuses it, the app exits with `launch_error` set). `keymap` maps binding ids to keys;
+    without it the keymap file is read (budgetdsl.tui.keymap)."""
+    return BudgetApp(WhatIf.load(path), None, markers, keymap)
 
 
 def binding_ids() -> dict[str, str]:

@@ -1,8 +1,10 @@
 """`budgetdsl tui PLAN`: the terminal UI (the `tui` package, Textual) on one plan file.
 
 Textual is an extra (`tui`) and is imported only here, inside the handler,
-so the other commands never pay for it. A plan that cannot be read or solved is reported like
-`budgetdsl check` does (located diagnostics on stderr, exit 2) before the terminal is taken over.
+so the other commands never pay for it. A plan that cannot be read is reported like `budgetdsl
+check` does (located diagnostics on stderr, exit 2) before the terminal is taken over; the plan is
+solved in the app's worker thread (a full layout search can take a second), and when the solver
+refuses it the app exits at once and the same report follows, once the terminal is given back.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.plan}: error[io]: {exc.strerror or exc}", file=sys.stderr)
         return ExitCode.INVALID
     app.run()
+    refused = getattr(app, "launch_error", None)  # the solver refused the plan as loaded
+    if refused is not None:
+        refused.report()
+        return ExitCode.INVALID
     if app.return_code:  # Textual caught an exception, left the terminal and drew its traceback
         error = getattr(app, "_exception", None)
         if isinstance(error, Exception):

@@ -16,7 +16,7 @@ from budgetdsl.tui.widgets.controls.quantity_input import QuantityInput
 from budgetdsl.tui.widgets.frontier.plot import FrontierPlot
 from budgetdsl.tui.widgets.screens.help_screen import HelpScreen
 from budgetdsl.tui.widgets.screens.quit_screen import QuitScreen
-from tui_helpers import PLAN, headless, notifications, shown, type_into
+from tui_helpers import PLAN, headless, notifications, ready, shown, type_into
 
 
 
@@ -38,6 +38,7 @@ async def test_change_gpus_deadline_and_batch_then_save_and_reload(plans):
     before, base_before = path.read_text(), (plans / "base" / "a100-cluster.yaml").read_text()
     app = make_app(path)
     async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         await pilot.pause()
         assert app.focused.id == "gpus"
         await pilot.press("minus")  # 1024 -> 512 GPUs
@@ -84,6 +85,7 @@ async def test_a_value_from_the_base_is_saved_in_the_base(plans):
     before, base_before = path.read_text(), base.read_text()
     app = make_app(path)
     async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         app.query_one("#objective").focus()
         await pilot.press("plus")  # balanced -> min_time
         await pilot.pause()
@@ -99,6 +101,7 @@ async def test_a_value_from_the_base_is_saved_in_the_base(plans):
 async def test_invalid_input_is_refused_with_a_reason_never_a_crash(plans):
     app = make_app(plans / "llama2-7b.yaml")
     async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
         solution = app.solution
         await type_into(pilot, "deadline", "14 GiB")
         deadline = app.query_one("#deadline", QuantityInput)
@@ -130,6 +133,7 @@ async def test_invalid_input_is_refused_with_a_reason_never_a_crash(plans):
 async def test_plus_types_a_character_while_editing(plans):
     app = make_app(plans / "llama2-7b.yaml")
     async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
         app.query_one("#deadline").focus()
         await pilot.press("end", "space", "plus", "space", "1", "2", "h", "enter")
         await pilot.pause()
@@ -141,6 +145,7 @@ async def test_plus_types_a_character_while_editing(plans):
 async def test_infeasible_shows_the_relaxations(plans):
     app = make_app(plans / "llama2-7b.yaml")
     async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
         await type_into(pilot, "deadline", "5 days")
         assert not app.solution.feasible
         assert "INFEASIBLE" in shown(app.query_one("#status"))
@@ -152,6 +157,7 @@ async def test_infeasible_shows_the_relaxations(plans):
 async def test_pin_and_unpin_the_batch(plans):
     app = make_app(plans / "llama2-7b.yaml")
     async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
         await pilot.press("ctrl+b")
         await pilot.pause()
         assert app.state.changes == {"run.batch": None}
@@ -167,6 +173,7 @@ async def test_pin_and_unpin_the_batch(plans):
 async def test_reset_drops_the_changes(plans):
     app = make_app(plans / "llama2-7b.yaml")
     async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
         await type_into(pilot, "flops", "1.5e23")
         assert app.state.dirty
         await pilot.press("ctrl+r")
@@ -181,6 +188,7 @@ async def test_quit_asks_about_unsaved_changes(plans):
     before = path.read_text()
     app = make_app(path)
     async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
         await type_into(pilot, "b_crit", "4M")
         await pilot.press("ctrl+q")
         await pilot.pause()
@@ -204,6 +212,7 @@ async def test_quit_discarding(plans):
     before = path.read_text()
     app = make_app(path)
     async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
         await type_into(pilot, "gpus", "512")
         await pilot.press("ctrl+q")
         await pilot.pause()
@@ -216,6 +225,7 @@ async def test_quit_discarding(plans):
 async def test_help_and_plot_toggles():
     app = make_app(PLAN)
     async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         await pilot.press("f1")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
@@ -238,7 +248,8 @@ async def test_help_and_plot_toggles():
 @headless
 async def test_command_palette_offers_the_app_commands():
     app = make_app(PLAN)
-    async with app.run_test(size=(100, 30)):
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         titles = [c.title for c in app.get_system_commands(app.screen)]
         for title in ("Save plan", "Reset from file", "Pin / optimize batch", "Plot: steps / wall clock",
                       "Plot: tokens / FLOPs", "Plot: braille / ASCII markers", "Help"):

@@ -9,7 +9,7 @@ from budgetdsl.tui.keymap import load_keymap
 from budgetdsl.tui.widgets.controls.quantity_input import QuantityInput
 from budgetdsl.tui.widgets.frontier.plot import FrontierPlot
 from budgetdsl.tui.widgets.screens.quit_screen import QuitScreen
-from tui_helpers import PLAN, headless, notifications
+from tui_helpers import PLAN, headless, notifications, ready
 
 from textual.keys import _character_to_key
 
@@ -22,6 +22,7 @@ def keys(text: str) -> list[str]:
 async def test_escape_leaves_the_input_and_q_then_quits_through_the_unsaved_dialog(plans):
     app = make_app(plans / "llama2-7b.yaml", keymap={})
     async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         await pilot.pause()
         await pilot.press("minus")  # 1024 -> 512 GPUs: an unsaved change
         await pilot.pause()
@@ -49,6 +50,7 @@ async def test_escape_leaves_the_input_and_q_then_quits_through_the_unsaved_dial
 async def test_q_quits_at_once_from_the_plot_without_changes():
     app = make_app(PLAN, keymap={})
     async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         await pilot.pause()
         await pilot.press("escape", "q")
         await pilot.pause()
@@ -59,6 +61,7 @@ async def test_q_quits_at_once_from_the_plot_without_changes():
 async def test_the_footer_says_esc_leaves_a_field():
     app = make_app(PLAN, keymap={})
     async with app.run_test(size=(120, 30)) as pilot:
+        await ready(pilot)
         await pilot.pause()
         shown = {b.binding.key: b.binding.description for b in app.screen.active_bindings.values()
                  if b.binding.show}
@@ -75,6 +78,7 @@ async def test_the_footer_says_esc_leaves_a_field():
 async def test_typing_into_a_field_replaces_its_value(control, typed, expected):
     app = make_app(PLAN, keymap={})
     async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         await pilot.pause()
         app.query_one(FrontierPlot).focus()
         await pilot.pause()
@@ -106,6 +110,7 @@ def test_every_binding_has_an_id_and_the_ids_are_documented():
 async def test_a_keymap_moves_a_binding(plans):
     app = make_app(plans / "llama2-7b.yaml", keymap={"plot.x-axis": "f6", "quit": "ctrl+x"})
     async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         await pilot.pause()
         plot = app.query_one(FrontierPlot)
         await pilot.press("f2")  # no longer bound
@@ -126,6 +131,7 @@ async def test_a_keymap_moves_a_binding(plans):
 async def test_a_keymap_moves_a_field_binding_too():
     app = make_app(PLAN, keymap={"field.leave": "ctrl+g"})
     async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         await pilot.pause()
         await pilot.press("escape")  # no longer leaves the field
         await pilot.pause()
@@ -145,6 +151,7 @@ async def test_the_keymap_file_is_read_and_a_bad_entry_is_named(tmp_path, monkey
     assert any("'no-such-binding'" in p for p in problems) and any("help:" in p for p in problems)
     app = make_app(PLAN)
     async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         await pilot.pause()
         await pilot.press("f7")
         await pilot.pause()

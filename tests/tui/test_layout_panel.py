@@ -13,20 +13,15 @@ from budgetdsl.solver import solve
 from budgetdsl.tui.app import make_app
 from budgetdsl.tui.widgets.frontier.canvas import render_plot
 from budgetdsl.tui.widgets.frontier.curve import plot_data
-from tui_helpers import PLAN, REPO, headless, notifications, shown, type_into
+from tui_helpers import PLAN, REPO, headless, notifications, ready, shown, type_into
 
 MINIMAL = REPO / "plans" / "minimal.yaml"  # silent layout: searched
 
 
 async def settle(pilot) -> None:
     """Until every re-solve (inline or in the worker) is drawn."""
-    app = pilot.app
     await pilot.pause()
-    while True:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        if not app.solving:
-            return
+    await ready(pilot)
 
 
 def plan_with(path, tmp_path, old: str, new: str):
@@ -131,6 +126,7 @@ async def test_a_pinned_key_stays_pinned_when_the_gpus_change(tmp_path):
     path = plan_with(MINIMAL, tmp_path, "  gpus: 64\n", "  gpus: 64\n  tensor_parallel: 2\n")
     app = make_app(path)
     async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
         await pilot.pause()
         await type_into(pilot, "gpus", "4096")
         await settle(pilot)
@@ -184,7 +180,9 @@ async def test_a_slow_solve_moves_to_the_worker_and_only_the_newest_request_is_d
     monkeypatch.setattr(app_module, "solve", slow)
     app.SOLVE_INLINE_S = 0.0  # every re-solve in the worker thread
     async with app.run_test(size=(100, 32)) as pilot:
-        await pilot.pause()
+        await ready(pilot)
+        assert solved == [64]  # the plan as loaded, solved in the worker at launch
+        solved.clear()
         await pilot.press("plus", "plus", "plus")  # 64 -> 512
         assert app.query_one("#gpus").value == "512"  # the control follows the keys at once
         assert "solving…" in shown(app.query_one("#status"))
@@ -231,9 +229,9 @@ async def test_a_solve_the_solver_refuses_in_the_worker_is_not_applied(plans, mo
     monkeypatch.setattr(app_module, "solve", refusing)
     app = make_app(plans / "minimal.yaml")
     app.SOLVE_INLINE_S = 0.0
-    shown_before = app.solution
     async with app.run_test(size=(100, 32)) as pilot:
-        await pilot.pause()
+        await ready(pilot)
+        shown_before = app.solution
         await pilot.press("plus")
         await settle(pilot)
         assert "no run on 128 GPUs" in notifications(app)[-1]

@@ -11,7 +11,7 @@ from budgetdsl.tui.widgets.frontier.canvas import render_plot
 from budgetdsl.tui.widgets.frontier.curve import plot_data
 from budgetdsl.tui.widgets.frontier.plot import FrontierPlot
 from budgetdsl.tui.widgets.frontier.ticks import ticks
-from tui_helpers import PLAN, REPO, headless
+from tui_helpers import PLAN, REPO, headless, ready
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +83,7 @@ async def test_the_app_under_no_color_draws_them_apart(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     app = make_app(PLAN, keymap={})
     async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         await pilot.pause()
         assert app.no_color
         text = app.query_one(FrontierPlot).render().plain  # what the widget draws, legend included

@@ -8,7 +8,7 @@ import os
 
 from budgetdsl.tui.app import make_app
 from budgetdsl.tui.widgets.screens.conflict_screen import ConflictScreen
-from tui_helpers import headless, notifications
+from tui_helpers import headless, notifications, ready
 
 
 async def _change_gpus_then(app, pilot, edit_on_disk) -> None:
@@ -27,6 +27,7 @@ async def test_a_value_changed_on_disk_is_not_overwritten_and_reload_shows_it(pl
     path = plans / "llama2-7b.yaml"
     app = make_app(path)
     async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         edited = path.read_text().replace("deadline: 21 days", "deadline: 30 days")
         await _change_gpus_then(app, pilot, lambda: path.write_text(edited))
         assert isinstance(app.screen, ConflictScreen)
@@ -43,6 +44,7 @@ async def test_a_key_deleted_on_disk_is_not_re_added_unless_overwritten(plans):
     path = plans / "llama2-7b.yaml"
     app = make_app(path)
     async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         edited = path.read_text().replace("  uncertainty: 30%\n", "")
         await _change_gpus_then(app, pilot, lambda: path.write_text(edited))
         assert isinstance(app.screen, ConflictScreen) and "uncertainty" not in path.read_text()
@@ -60,6 +62,7 @@ async def test_saving_through_a_symlink_writes_its_target(plans):
     os.symlink("llama2-7b.yaml", link)
     app = make_app(link)
     async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
         await _change_gpus_then(app, pilot, lambda: None)
         assert not isinstance(app.screen, ConflictScreen) and not app.state.dirty
     assert os.path.islink(link) and "  gpus: 512" in target.read_text()

@@ -10,16 +10,18 @@ import pytest
 from textual.widgets import Input
 
 from budgetdsl.tui.app import make_app
-from tui_helpers import PLAN, type_into
+from tui_helpers import PLAN, ready, type_into
 
 pytest.importorskip("pytest_textual_snapshot")
 
 
-def steady_cursor(pilot):
+async def steady_cursor(pilot):
     """The focused input's cursor blinks every 0.5 s, so on a busy machine (a slow start, a loaded
-    CPU) the picture could catch it off. A steady cursor is shown, as at the blink's start."""
+    CPU) the picture could catch it off. A steady cursor is shown, as at the blink's start. And
+    the first solve (in the app's worker) has drawn its answer."""
     for field in pilot.app.query(Input):
         field.cursor_blink = False
+    await ready(pilot)
 
 
 class TestLayout:
@@ -39,7 +41,7 @@ class TestPlot:
 class TestInfeasible:
     def test_relaxations_and_error_on_input(self, snap_compare):
         async def five_days_then_a_bad_value(pilot):
-            steady_cursor(pilot)
+            await steady_cursor(pilot)
             await type_into(pilot, "deadline", "5 days")
             pilot.app.clear_notifications()
             await type_into(pilot, "flops", "1e23 GiB")

@@ -23,14 +23,21 @@ def shown(widget: Widget) -> str:
     return "\n".join(strip.text.rstrip() for strip in widget.render_lines(Region(0, 0, width, height)))
 
 
+async def ready(pilot) -> None:
+    """Wait until the app has drawn the answer of every solve asked for (the first solve at
+    launch and the one after save run in the app's worker thread)."""
+    await pilot.app.wait_solved()
+    await pilot.pause()
+
+
 async def type_into(pilot, control_id: str, text: str) -> None:
-    """Focus a control, clear it and type `text`, then Enter, key by key."""
+    """Focus a control, clear it and type `text`, then Enter, key by key; wait for the answer."""
     pilot.app.query_one(f"#{control_id}").focus()
     await pilot.pause()
     await pilot.press("end", "ctrl+u")
     await pilot.press(*[_character_to_key(c) for c in text])
     await pilot.press("enter")
-    await pilot.pause()
+    await ready(pilot)
 
 
 def notifications(app) -> list[str]:

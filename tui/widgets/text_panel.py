@@ -1,9 +1,12 @@
-"""A panel of text that redraws without a relayout unless its line count changes.
+"""A panel of text that redraws only when its text changes, and relayouts only when its line
+count changes.
 
 `Static.update` asks for a relayout of the whole screen on every call (its size may change);
 re-solving on every keypress updates three such panels, and the relayout was most of the
-keypress-to-redraw time. A TextPanel builds its text in `render` from the last value it was
-shown (so it can use its width) and relayouts only when the number of lines changes.
+keypress-to-redraw time. A TextPanel builds its lines from the last value it was shown (so it can
+use its width), once per value and width: `show` compares them with the lines on screen and does
+nothing when they are the same (a deadline step leaves the layout box as it was), `render` and
+`get_content_height` reuse them. Before its first value it shows `PLACEHOLDER` (`solving…`).
 """
 
 from __future__ import annotations
@@ -14,27 +17,46 @@ from rich.text import Text
 from textual.widget import Widget
 
 
+def _same(a: list[Text], b: list[Text]) -> bool:
+    """The same text, spans and base styles, line by line (Rich's `==` ignores the base style)."""
+    return len(a) == len(b) and all(x.plain == y.plain and x.style == y.style and x.spans == y.spans
+                                    for x, y in zip(a, b))
+
+
 class TextPanel(Widget):
     """Subclasses implement `lines(value, width) -> list[Text]`."""
+
+    PLACEHOLDER = ""  # shown while the value is None (the first solve under way)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._value: Any = None
+        self._lines: list[Text] | None = None  # the lines of _value at _width
+        self._width = -1
         self._count = -1
 
     def lines(self, value: Any, width: int) -> list[Text]:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _lines_at(self, width: int) -> list[Text]:
+        if self._lines is None or width != self._width:
+            self._lines = (self.lines(self._value, width) if self._value is not None
+                           else [Text(self.PLACEHOLDER, style="italic bright_black")])
+            self._width = width
+        return self._lines
+
     def show(self, value: Any) -> None:
-        self._value = value
-        count = len(self.lines(value, max(self.content_size.width, 1)))
-        self.refresh(layout=count != self._count)
-        self._count = count
+        width = max(self.content_size.width, 1)
+        before = self._lines if width == self._width else None
+        self._value, self._lines = value, None
+        lines = self._lines_at(width)
+        if before is not None and _same(before, lines):
+            return  # nothing on screen changes: no redraw
+        self.refresh(layout=len(lines) != self._count)
+        self._count = len(lines)
 
     def render(self) -> Text:
-        if self._value is None:
-            return Text("")
-        return Text("\n").join(self.lines(self._value, max(self.content_size.width, 1)))
+        return Text("\n").join(self._lines_at(max(self.content_size.width, 1)))
 
     def get_content_height(self, container, viewport, width: int) -> int:
-        return len(self.lines(self._value, width)) if self._value is not None else 1
+        return len(self._lines_at(width))

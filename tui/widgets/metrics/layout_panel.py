@@ -168,6 +168,8 @@ def front_lines(sol: Solution, width: int) -> list[Text]:
 
 
 class LayoutPanel(TextPanel):
+    PLACEHOLDER = "solving…"
+
     def lines(self, sol: Solution, width: int) -> list[Text]:
         out = chosen_lines(sol, width)
         out += runner_up_lines(sol, width)

@@ -59,6 +59,8 @@ def _wrapped(text: str, width: int, style: str = "", bullet: str = "") -> list[T
 
 
 class LimitsPanel(TextPanel):
+    PLACEHOLDER = "solving…"
+
     def lines(self, sol: Solution, width: int) -> list[Text]:
         out = limit_table(sol, width)
         if sol.conflicts:

@@ -51,6 +51,8 @@ def headline(sol: Solution) -> Text:
 
 
 class MetricsPanel(TextPanel):
+    PLACEHOLDER = "solving…"
+
     def lines(self, sol: Solution, width: int) -> list[Text]:
         out = [headline(sol)]
         for name, value in metric_rows(sol):
