@@ -194,6 +194,7 @@ class Pool(Generic[T]):
         self.dominated: list[bool] = []
         self._heap: list[tuple[tuple[float, ...], int]] = []  # (key, index): the least key first, ties to the first added
         self._array = None  # numpy (capacity, 3) of the points, once the pool is large
+        self._front = None  # then the unflagged items' points and indices, packed, and their count
         self.nan = False  # NaN has no order: then `choose` itself
         self.min_key: tuple[float, ...] | None = None  # the least rank of any item: no pick ranks before it
         self.min_wall = self.min_cost = _INF  # the least wall clock and cost of any item
@@ -237,6 +238,8 @@ class Pool(Generic[T]):
         return dominated
 
     def _compare_array(self, p, n, u, d) -> bool:
+        """`_compare` in numpy: p against the front (the unflagged items, kept packed), and only
+        when no front item dominates p, against every item (a flagged one may, near a tie)."""
         import numpy as np
 
         a = self._array
@@ -244,20 +247,44 @@ class Pool(Generic[T]):
             grown = np.empty((max(2 * self._VECTOR, 2 * (n + 1)), 3))
             grown[:n] = self.points[:n] if a is None else a[:n]
             a = self._array = grown
-        q = a[:n]
+        if self._front is None:  # the unflagged items: (points, indices), packed, and how many
+            idx = [j for j in range(n) if not self.dominated[j]]
+            pts = np.empty((max(2 * self._VECTOR, 2 * len(idx)), 3))
+            ids = np.empty(len(pts), dtype=np.int64)
+            pts[:len(idx)], ids[:len(idx)] = a[idx], idx
+            self._front = [pts, ids, len(idx)]
+        pts, ids, f = self._front
         up, down = 1.0 + TOLERANCE, 1.0 - TOLERANCE
         with np.errstate(invalid="ignore"):
+            q = pts[:f]
             # q dominates p: q > p·(1 + tol) on no axis, q < p·(1 − tol) on one (NaN: never)
             by = ~((q[:, 0] > u[0]) | (q[:, 1] > u[1]) | (q[:, 2] > u[2])) & \
                 ((q[:, 0] < d[0]) | (q[:, 1] < d[1]) | (q[:, 2] < d[2]))
             # p dominates q, compared as `dominates(p, q)`: against q·(1 ± tol)
             over = ~((p[0] > q[:, 0] * up) | (p[1] > q[:, 1] * up) | (p[2] > q[:, 2] * up)) & \
                 ((p[0] < q[:, 0] * down) | (p[1] < q[:, 1] * down) | (p[2] < q[:, 2] * down))
-        flags = self.dominated
-        for j in np.flatnonzero(over).tolist():
-            flags[j] = True
+            dominated = bool(by.any())
+            if not dominated:  # an item off the front may still dominate p (TOLERANCE is not transitive)
+                q = a[:n]
+                dominated = bool((~((q[:, 0] > u[0]) | (q[:, 1] > u[1]) | (q[:, 2] > u[2]))
+                                  & ((q[:, 0] < d[0]) | (q[:, 1] < d[1]) | (q[:, 2] < d[2]))).any())
+        if over.any():
+            flags = self.dominated
+            for j in ids[:f][over].tolist():
+                flags[j] = True
+            keep = ~over
+            m = int(keep.sum())
+            pts[:m], ids[:m] = pts[:f][keep], ids[:f][keep]
+            f = m
         a[n] = p
-        return bool(by.any())
+        if not dominated:
+            if f == len(pts):
+                pts = np.concatenate([pts, np.empty_like(pts)])
+                ids = np.concatenate([ids, np.empty_like(ids)])
+            pts[f], ids[f] = p, n
+            f += 1
+        self._front = [pts, ids, f]
+        return dominated
 
     def pick(self) -> T | None:
         if not self.items:

@@ -343,22 +343,16 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         walls.append(wall)
         costs.append(cost)
         flops.append(fl)
-        if balanced:  # balance() at the pair's batches nearest B_crit (bound_rank)
-            n = bc / b_min
-            k0, k1 = floor(n), ceil(n)
-            x0, x1 = (k0 if k0 > 1 else 1) * b_min / bc, (k1 if k1 > 1 else 1) * b_min / bc
-            v0, v1 = (1.0 + 1.0 / x0) * (1.0 + x0), (1.0 + 1.0 / x1) * (1.0 + x1)
-            r0 = v1 if v1 < v0 else v0
-        else:  # axis_rank's first axis
-            r0 = wall if first == 0 else cost if first == 1 else fl
+        if balanced:
+            keys.append(balanced_key(lines, b_min, g, bc, s_min, price))
+            continue
+        r0 = wall if first == 0 else cost if first == 1 else fl  # axis_rank's first axis
         # rank_key: the first measure rounded as objectives.choose rounds it (objectives._magnitude)
         if 0.0 < r0 < inf:
             r0 = round(r0, 12 - floor(log10(r0)))
         else:
             r0 = round(r0, 12 - (0 if r0 == 0 or not isfinite(r0) else int(floor(log10(abs(r0))))))
-        if balanced:
-            keys.append((r0, cost, wall))
-        elif first == 0:
+        if first == 0:
             keys.append((r0, cost, fl))
         elif first == 1:
             keys.append((r0, wall, fl))
@@ -410,11 +404,19 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
                     stop = pos
                     break  # sorted: no later pair can supply the pick either
                 if pick is not None and balanced and pick.config.batch <= bc:
-                    # balanced below x = 1: a smaller batch ranks worse; the pair's configurations at
-                    # the pick's batch or above spend at least its FLOPs (E grows with B), and if its
-                    # bound is no faster and no cheaper the pick dominates (or ties) every one of them
+                    # balanced below x = 1: a batch below the pick's, or above B_crit²/its, ranks
+                    # worse; the pair's configurations between spend at least its FLOPs (E grows
+                    # with B), and if its bound there is no faster and no cheaper the pick
+                    # dominates (or ties) every one of them
                     pw, pc, _ = axes(pick.config)
                     if walls[i] >= pw and costs[i] >= pc:
+                        continue
+                    lines, b_min, g = consts.per_pair[i]
+                    pb = pick.config.batch
+                    lo = pb if pb > b_min else b_min
+                    wall = wall_bound(lines, lo, bc, s_min, max(lo, bc * bc / pb)) * shrink
+                    gpu_hours = g * wall / 3600.0
+                    if wall >= pw and (gpu_hours * price if price else gpu_hours) >= pc:
                         continue
             new = place_pair(i)
             if new or pick is None:  # the pick of an unchanged pool is the same pick
@@ -426,7 +428,8 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         while pick is not None:  # the pick must stay on the front: place every pair that could dominate it
             pw, pc, pf = axes(pick.config)
             pw, pc, pf = pw * (1.0 + 1e-9), pc * (1.0 + 1e-9), pf * (1.0 + 1e-9)
-            threats = [i for i in order if walls[i] <= pw and not done[i] and costs[i] <= pc and flops[i] <= pf]
+            threats = [i for i in order if walls[i] <= pw and not done[i] and costs[i] <= pc and flops[i] <= pf
+                       and _threat(consts.per_pair[i], pw, pc, pf, fe, bc, s_min, price)]
             if not threats:
                 break
             for i in threats:
@@ -452,6 +455,21 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     return results, considered, pruned, bounded, pool
 
 
+def _threat(bounds: tuple, pw: float, pc: float, pf: float, fe: float, bc: float, s_min: float,
+            price: float | None) -> bool:
+    """Whether a pair may hold a configuration no worse than (pw, pc, pf) on every axis (the pick,
+    with the tolerance added), once its batch is held to what spends no more than pf FLOPs:
+    f·E_min(1 + B/B_crit) ≤ pf, so B ≤ B_crit(pf/(f·E_min) − 1), and there the least wall clock
+    and cost (`wall_bound` on that interval) must be no more than the pick's."""
+    lines, b_min, g = bounds
+    b_max = bc * (pf / (fe * (1.0 - 1e-9)) - 1.0)
+    if b_max < b_min:
+        return False
+    wall = wall_bound(lines, b_min, bc, s_min, b_max) * (1.0 - 1e-9)
+    gpu_hours = g * wall / 3600.0
+    return wall <= pw and (gpu_hours * price if price else gpu_hours) <= pc
+
+
 def rank_key(objective: str, r: tuple[float, ...]) -> tuple[float, ...]:
     """An objective's rank with the first measure rounded as `objectives.choose` rounds it."""
     from budgetdsl.objectives import _magnitude
@@ -460,20 +478,18 @@ def rank_key(objective: str, r: tuple[float, ...]) -> tuple[float, ...]:
 
 
 def bound_rank(objective: str, bound: tuple[float, float, float], dp: int, ref: CostModel,
-               fr: Frontier) -> tuple[float, ...]:
-    """The objective's rank of a pair's bound (objectives.rank's order): no configuration of the
-    pair ranks before it. balanced: (1 + 1/x)(1 + x) at the pair's batch nearest B_crit (its
-    batches are whole sequences per replica, multiples of dp·s)."""
+               fr: Frontier, lines: tuple | None = None, gpus: int = 0,
+               price: float | None = None) -> tuple[float, ...]:
+    """The objective's rank of a pair's bound (objectives.rank's order), the first measure rounded
+    as `choose` rounds it: no configuration of the pair ranks before it. balanced: `balanced_key`
+    (the pair's step_bound `lines`, GPU count and the price needed)."""
     wall, cost, flops = bound
-    from budgetdsl.objectives import axis_rank, balance
-
     if objective != "balanced":
-        return axis_rank(objective, wall, cost, flops)
+        from budgetdsl.objectives import axis_rank
 
-    unit = float(dp * ref.seq_len)
-    n = fr.b_crit / unit
-    best = min(balance(max(1, k) * unit / fr.b_crit) for k in (math.floor(n), math.ceil(n)))
-    return (best, cost, wall)
+        return rank_key(objective, axis_rank(objective, wall, cost, flops))
+    assert lines is not None
+    return balanced_key(lines, float(dp * ref.seq_len), gpus, fr.b_crit, fr.s_min, price)
 
 
 def lower_bound(ref: CostModel, gpus: int, dp: int, step: StepCost | None, fr: Frontier,
@@ -501,8 +517,10 @@ def step_bound(step: StepCost | None, micro_max: int, b_min: float,
     b ≤ min(micro_max, n) sequences (`throughput.StepCost.total`, term for term): n·K; the bubble
     bubble_k·b ≥ bubble_k (b ≥ 1); the optimizer and overhead; and the exposed data-parallel time at
     its least, the most compute hiding it (b at its largest):
-    - ZeRO 0–2: reduce + gather − min(reduce, ⅔·b·window) ≥ that at b = micro_max (line 1: a
-      constant) and ≥ reduce + gather − ⅔·n·window (line 2: b ≤ n; what binds at small batches);
+    - ZeRO 0–2: the bubble and the exposed time together, bubble_k·b + reduce + gather −
+      min(reduce, ⅔·b·window), piecewise linear in b: least at b = 1 when the bubble grows faster
+      than the hidden reduction (a pipeline), else at b_c = min(1.5·reduce/window, micro_max) —
+      or at b = n when n < b_c (line 2: its value at b = n, a line in n; line 1: the constant);
     - ZeRO-3: m·max(0, dp_per_micro − b·window) = n·max(0, dp_per_micro/b − window) ≥
       n·max(0, dp_per_micro/micro_max − window) (line 1) and ≥ dp_per_micro − n·window (line 2);
     - `overlap` declared: the exposed part is total·(1 − overlap), exact for ZeRO 0–2; for ZeRO-3
@@ -525,20 +543,30 @@ def step_bound(step: StepCost | None, micro_max: int, b_min: float,
             exposed = max(0.0, total * (1.0 - step.overlap))
             line1 = line2 = (k, const + exposed)
         else:
-            line1 = (k, const + max(0.0, total - min(step.reduce, (2.0 / 3.0) * mm * w)))
-            line2 = (k - (2.0 / 3.0) * w, const + total)
+            # bubble + exposed = g(b) = bubble_k·b + total − min(reduce, ⅔·b·window): slope
+            # bubble_k − ⅔·window until the reduction is hidden (b = 1.5·reduce/window), bubble_k after
+            bk, fixed = step.bubble_k, step.fixed
+            slope = bk - (2.0 / 3.0) * w
+            if slope >= 0.0:  # least at b = 1 whatever n
+                line1 = line2 = (k, fixed + bk + total - min(step.reduce, (2.0 / 3.0) * w))
+            else:  # least at b_c = min(1.5·reduce/window, micro_max), or at b = n below it
+                b_c = max(1.0, min(1.5 * step.reduce / w, mm))
+                line1 = (k, fixed + bk * b_c + total - min(step.reduce, (2.0 / 3.0) * b_c * w))
+                line2 = (k + slope, fixed + total)
     return (line1[0] / b_min, line1[1]), (max(0.0, line2[0]) / b_min, line2[1])
 
 
 def wall_bound(lines: tuple[tuple[float, float], tuple[float, float]], b_min: float, b_crit: float,
-               s_min: float) -> float:
-    """The least of W(B) ≥ S_min(1 + B_crit/B)·max(a1·B + c1, a2·B + c2) over B ≥ b_min (steps from
-    the continuous frontier, McCandlish et al. 2018 eq. 2.11; integer steps only add). Each
-    S_min(1 + B_crit/B)(a·B + c) is convex in B (c ≥ 0), so is their maximum, and its least on
-    [b_min, ∞) lies at b_min, at a line's own least √(B_crit·c/a), or where the lines cross: the
-    least of the maximum at those points is exact."""
+               s_min: float, b_max: float = math.inf) -> float:
+    """The least of W(B) ≥ S_min(1 + B_crit/B)·max(a1·B + c1, a2·B + c2) over b_min ≤ B ≤ b_max
+    (steps from the continuous frontier, McCandlish et al. 2018 eq. 2.11; integer steps only add).
+    Each S_min(1 + B_crit/B)(a·B + c) is convex in B (c ≥ 0), so is their maximum, and its least
+    on [b_min, b_max] lies at an end, at a line's own least √(B_crit·c/a), or where the lines
+    cross: the least of the maximum at those points is exact."""
     (a1, c1), (a2, c2) = lines
     points = [b_min]
+    if b_max < math.inf:
+        points.append(b_max)
     for a, c in lines:
         if a > 0.0 and c > 0.0:
             points.append(math.sqrt(b_crit * c / a))
@@ -546,11 +574,33 @@ def wall_bound(lines: tuple[tuple[float, float], tuple[float, float]], b_min: fl
         points.append((c2 - c1) / (a1 - a2))
     best = math.inf
     for b in points:
-        if b >= b_min:
+        if b_min <= b <= b_max:
             v = (1.0 + b_crit / b) * max(a1 * b + c1, a2 * b + c2)
             if v < best:
                 best = v
     return s_min * best
+
+
+def balanced_key(lines: tuple[tuple[float, float], tuple[float, float]], b_min: float, gpus: int,
+                 b_crit: float, s_min: float, price: float | None) -> tuple[float, float, float]:
+    """No configuration of a pair ranks before this for `balanced` (objectives.rank: (balance,
+    cost, wall), the balance rounded as `choose` rounds it). The balance (1 + 1/x)(1 + x) is least
+    at the pair's batch nearest B_crit (whole sequences per replica: multiples of b_min); a
+    configuration that ties it after rounding has a balance within 1e-11 of it, so its batch lies
+    where (1 + 1/x)(1 + x) ≤ that (x + 1/x ≤ V − 2), and its cost and wall clock are no less than
+    their bounds on that interval of B (`wall_bound`)."""
+    n = b_crit / b_min
+    k0, k1 = math.floor(n), math.ceil(n)
+    x0, x1 = (k0 if k0 > 1 else 1) * b_min / b_crit, (k1 if k1 > 1 else 1) * b_min / b_crit
+    v0, v1 = (1.0 + 1.0 / x0) * (1.0 + x0), (1.0 + 1.0 / x1) * (1.0 + x1)
+    v = v1 if v1 < v0 else v0
+    t = 0.5 * (v * (1.0 + 1e-11) - 2.0)  # x + 1/x ≤ 2t
+    root = math.sqrt(t * t - 1.0) if t > 1.0 else 0.0
+    lo, hi = max(b_min, (t - root) * b_crit), (t + root) * b_crit
+    wall = wall_bound(lines, lo, b_crit, s_min, max(lo, hi)) * (1.0 - 1e-9)
+    gpu_hours = gpus * wall / 3600.0
+    r0 = round(v, 12 - math.floor(math.log10(v)))  # v ≥ 4: objectives._magnitude
+    return (r0, gpu_hours * price if price else gpu_hours, wall)
 
 
 def _config(pl: Placement):

@@ -592,7 +592,7 @@ def _search_order(pairs: list[Pair], searched: bool, r: Rows, pair_of, kind_of):
     def order_of(tied, row, objective, price):
         if not searched:
             return None
-        from budgetdsl.search_space import bound_rank, lower_bound, rank_key
+        from budgetdsl.search_space import bound_rank, lower_bound, step_bound
 
         fr = Frontier(float(r.bc[row]), float(r.em[row]))
         limits = Limits(price=price)
@@ -603,7 +603,10 @@ def _search_order(pairs: list[Pair], searched: bool, r: Rows, pair_of, kind_of):
             b = lower_bound(ref, p.gpus, p.dp, p.cm._step, fr, limits, p.micro_max)
             choice = (p.split.tensor_parallel * p.split.pipeline_parallel, p.split.pipeline_parallel, p.split.zero,
                       ("none", "selective", "full").index(p.split.recompute))
-            keyed.append(((rank_key(objective, bound_rank(objective, b, p.dp, ref, fr)), choice, p.gpus,
+            b_min = float(p.dp * ref.seq_len)
+            linear = 0.0 if p.cm._step is not None else ref.flops_per_token / (p.gpus * ref.peak_flops * ref.mfu)
+            lines = step_bound(p.cm._step, p.micro_max, b_min, linear)
+            keyed.append(((bound_rank(objective, b, p.dp, ref, fr, lines, p.gpus, price), choice, p.gpus,
                            int(kind_of[j])), j))
         keyed.sort(key=lambda kj: kj[0])
         if keyed[0][0][:3] == keyed[1][0][:3]:
