@@ -365,9 +365,29 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         order = sorted(range(len(space_pairs)), key=lambda i: (keys[i], simple[i], space_pairs[i].gpus))
     placed: dict[LayoutChoice, tuple[list[Placement], list[Placement]]] = {}
     done = [False] * len(space_pairs)
+    # A pair with no micro-batch room (not even run.micro_batch, or one sequence, fits) has no
+    # configuration (placement.place: empty for memory) on any count: it violates memory alone.
+    # Of a layout's such pairs only the largest count can be its closest (solve_context.closest:
+    # the fewest violated limits, ties to the most GPUs), so the first one met places that one and
+    # the others need no cost model each (an infeasible space of 10,000 counts: ~100,000 pairs).
+    least = max(1, micro_fixed or 1)
+    roomless: dict[LayoutChoice, int | None] = {}  # layout -> its largest roomless pair, None once placed
+    for i, pr in enumerate(space_pairs):
+        if pr.micro_batch_max < least:
+            j = roomless.get(pr.layout)
+            if j is None or pr.gpus > space_pairs[j].gpus:
+                roomless[pr.layout] = i
+
     def place_pair(i: int) -> list[Placement]:
         done[i] = True
         pr = space_pairs[i]
+        if pr.micro_batch_max < least:
+            j = roomless[pr.layout]
+            if j is None:
+                return []
+            roomless[pr.layout] = None
+            done[j] = True
+            pr = space_pairs[j]
         cctx = ctx_of(pr.layout, pr.split)
         pls, cands = placed.setdefault(pr.layout, ([], []))
         pls.append(place_on(cctx, pr.gpus, micro_fixed=micro_fixed))
