@@ -65,20 +65,23 @@ def _measure(ctx: Context, cfg: Config) -> float:
 
 
 def front(ctx: Context, candidates: list[Placement], chosen: Placement, points: int = 5,
-          on_front: list[Placement] | None = None) -> list[FrontPoint]:
+          on_front: list[Placement] | None = None, picks: dict[str, Placement] | None = None) -> list[FrontPoint]:
     """A few points of the Pareto front over (wall clock, cost, FLOPs) of the evaluated candidates,
     each with the objectives that land on it (always including every objective's own point).
-    `on_front`: the candidates' front when the caller has it already (the search's pool)."""
+    `on_front`: the candidates' front when the caller has it already (the search's pool);
+    `picks`: each objective's own pick when the candidates were placed for one objective (a
+    layout search prunes what no objective's pick needs: the least measure among them is not
+    another objective's answer)."""
     b = ctx.frontier.b_crit
     front = list(on_front) if on_front is not None else pareto(candidates, lambda pl: axes(pl.config))
     if not front:
         return []
     front.sort(key=lambda pl: (pl.config.wall, pl.config.gpu_hours))
-    lands: dict[int, list[str]] = {}
+    lands: dict[tuple, list[str]] = {}  # by the point's axes: equal points are shown once
     for objective in OBJECTIVES:
-        pick = min(front, key=lambda pl: rank(objective, pl.config, b))
-        lands.setdefault(id(pick), []).append(objective)
-    keep = {id(pl) for pl in front if id(pl) in lands}
+        pick = picks[objective] if picks else min(front, key=lambda pl: rank(objective, pl.config, b))
+        lands.setdefault(axes(pick.config), []).append(objective)
+    keep = {id(pl) for pl in front if axes(pl.config) in lands}
     if len(front) > 1:
         for i in range(points):
             keep.add(id(front[round(i * (len(front) - 1) / max(1, points - 1))]))
@@ -93,7 +96,7 @@ def front(ctx: Context, candidates: list[Placement], chosen: Placement, points: 
         out.append(FrontPoint(gpus=c.gpus, batch_tokens=c.batch, x=c.batch / b, micro_batch=c.micro_batch,
                               tensor_parallel=sp.tensor_parallel, pipeline_parallel=sp.pipeline_parallel,
                               zero=sp.zero, recompute=sp.recompute, wall_clock_s=c.wall, gpu_hours=c.gpu_hours,
-                              usd=c.usd, flops=c.flops, objectives=lands.get(id(pl), []),
+                              usd=c.usd, flops=c.flops, objectives=lands.get(axes(c), []),
                               chosen=pl.config == chosen.config and pl.cm.split == chosen.cm.split))
     return out
 

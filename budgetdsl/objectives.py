@@ -186,17 +186,20 @@ class Pool(Generic[T]):
 
     _VECTOR = 256  # pool size from which the comparisons run in numpy
 
-    def __init__(self, objective: str, config: Callable[[T], object], b_crit: float):
+    def __init__(self, objective: str, config: Callable[[T], object], b_crit: float, others: Sequence[str] = ()):
         self.objective, self.config, self.b_crit = objective, config, b_crit
+        self.objectives = (objective, *others)  # `others`: objectives picked from the same items too
         self.items: list[T] = []
         self.points: list[tuple[float, float, float]] = []
-        self.keys: list[tuple[float, ...]] = []
+        self.keys: list[tuple[float, ...]] = []  # the objective's key of each item
         self.dominated: list[bool] = []
-        self._heap: list[tuple[tuple[float, ...], int]] = []  # (key, index): the least key first, ties to the first added
+        # per objective: (key, index) heaps, the least key first, ties to the first added
+        self._heaps: dict[str, list[tuple[tuple[float, ...], int]]] = {o: [] for o in self.objectives}
+        self.min_key: dict[str, tuple[float, ...] | None] = {o: None for o in self.objectives}
         self._array = None  # numpy (capacity, 3) of the points, once the pool is large
         self._front = None  # then the unflagged items' points and indices, packed, and their count
         self.nan = False  # NaN has no order: then `choose` itself
-        self.min_key: tuple[float, ...] | None = None  # the least rank of any item: no pick ranks before it
+        # min_key: the least key of any item, per objective: no pick ranks before it
         self.min_wall = self.min_cost = _INF  # the least wall clock and cost of any item
 
     def add(self, new: Sequence[T]) -> None:
@@ -206,11 +209,15 @@ class Pool(Generic[T]):
             n = len(self.items)
             self.items.append(item)
             self.points.append(point)
-            r = rank(self.objective, cfg, self.b_crit)
-            key = (round(r[0], 12 - _magnitude(r[0])),) + r[1:]
-            self.keys.append(key)
-            if self.min_key is None or key < self.min_key:
-                self.min_key = key
+            for o in self.objectives:
+                r = rank(o, cfg, self.b_crit)
+                key = (round(r[0], 12 - _magnitude(r[0])),) + r[1:]
+                if o is self.objective:
+                    self.keys.append(key)
+                least = self.min_key[o]
+                if least is None or key < least:
+                    self.min_key[o] = key
+                heapq.heappush(self._heaps[o], (key, n))
             if point[0] < self.min_wall:
                 self.min_wall = point[0]
             if point[1] < self.min_cost:
@@ -218,7 +225,6 @@ class Pool(Generic[T]):
             if point[0] != point[0] or point[1] != point[1] or point[2] != point[2]:
                 self.nan = True
             self.dominated.append(self._compare(point, n))
-            heapq.heappush(self._heap, (key, n))
 
     def _compare(self, p: tuple[float, float, float], n: int) -> bool:
         """Whether a pool item (of the first n) dominates p; marks the items p dominates."""
@@ -286,16 +292,18 @@ class Pool(Generic[T]):
         self._front = [pts, ids, f]
         return dominated
 
-    def pick(self) -> T | None:
+    def pick(self, objective: str | None = None) -> T | None:
+        """`choose(objective, items, ...)`: the pool's objective, or one of `others`."""
+        objective = objective or self.objective
         if not self.items:
             return None
         if self.nan:
-            return choose_among(self.objective, self.items, self.points, self.config, self.b_crit)
-        heap, flags = self._heap, self.dominated
+            return choose_among(objective, self.items, self.points, self.config, self.b_crit)
+        heap, flags = self._heaps[objective], self.dominated
         while heap and flags[heap[0][1]]:
             heapq.heappop(heap)
         if not heap:  # every item dominated by another: a cycle of near-ties (TOLERANCE)
-            return choose_among(self.objective, self.items, self.points, self.config, self.b_crit)
+            return choose_among(objective, self.items, self.points, self.config, self.b_crit)
         return self.items[heap[0][1]]
 
     def tied(self, item: T) -> list[T]:

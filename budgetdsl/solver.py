@@ -171,7 +171,9 @@ def _solve(plan: "Plan") -> Solution:
         layout=layout_fields,
         front=(front := layout_report.front(ctx, pool if not pinned_batch else
                                [*candidates(ctx, gpu_counts(ctx.plan), None), chosen], chosen,
-                               on_front=_front_of(found, pool) if found is not None else None)
+                               on_front=_front_of(found, pool) if found is not None else None,
+                               picks=None if found is None else
+                               {o: chosen if o == ctx.objective else found.pick(o) for o in found.objectives})
                if feasible else []),
         notes=[*solution_notes.run_notes(ctx, chosen, status), *([dominated_note] if dominated_note else []),
                *layout_report.dominated_by_objectives(front, cfg, pinned_batch), *noise.notes],
