@@ -161,15 +161,35 @@ def choose_among(objective: str, items: Sequence[T], points: Sequence[tuple[floa
     its pool computes each point once."""
     if not items:
         return None
-    kept = _pareto3(points) if len(points[0]) == 3 and all(len(p) == 3 for p in points) else _pareto(points)
-    front = [items[n] for n in sorted(kept)] or list(items)  # none: a cycle of near-ties, all alike
-    if len(front) == 1:
-        return front[0]
 
     def key(i: T) -> tuple[float, ...]:
         r = rank(objective, config(i), b_crit)
         return (round(r[0], 12 - _magnitude(r[0])),) + r[1:]
+    if all(len(p) == 3 and p[0] == p[0] and p[1] == p[1] and p[2] == p[2] for p in points):
+        # The least key whose point no point dominates (ties to the first item): the items in
+        # key order, each checked until one is on the front — no front of them all is built.
+        keys = [key(i) for i in items]
+        ranked = sorted(range(len(items)), key=lambda n: (keys[n], n))
+        for n in ranked:
+            if not _dominated(points[n], points):
+                return items[n]
+        return items[ranked[0]]  # every point dominated: a cycle of near-ties (TOLERANCE), all alike
+    kept = _pareto3(points) if len(points[0]) == 3 and all(len(p) == 3 for p in points) else _pareto(points)
+    front = [items[n] for n in sorted(kept)] or list(items)  # none: a cycle of near-ties, all alike
+    if len(front) == 1:
+        return front[0]
     return min(front, key=key)
+
+
+def _dominated(p: tuple[float, ...], points: Sequence[tuple[float, ...]]) -> bool:
+    """Whether a point of `points` dominates p (three axes, `dominates` term by term)."""
+    up, down = 1.0 + TOLERANCE, 1.0 - TOLERANCE
+    p0, p1, p2 = p
+    u0, u1, u2, d0, d1, d2 = p0 * up, p1 * up, p2 * up, p0 * down, p1 * down, p2 * down
+    for q0, q1, q2 in points:
+        if not (q0 > u0 or q1 > u1 or q2 > u2) and (q0 < d0 or q1 < d1 or q2 < d2):
+            return True
+    return False
 
 
 class Pool(Generic[T]):

@@ -338,7 +338,9 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         walls: list[float] = []
         costs: list[float] = []
         flops: list[float] = []
-        for lines, b_min, g in consts.per_pair:  # pairs by index into the space
+        if len(consts.per_pair) >= _VECTOR_PAIRS:
+            walls, costs, flops = _axes_bounds(consts, bc, s_min, fe, price)
+        for lines, b_min, g in ([] if walls else consts.per_pair):  # pairs by index into the space
             wall = wall_bound(lines, b_min, bc, s_min) * shrink
             gpu_hours = g * wall / 3600.0
             walls.append(wall)
@@ -360,7 +362,8 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         floor, log10, isfinite, inf = math.floor, math.log10, math.isfinite, math.inf
         keys: list[tuple[float, ...]] = []
         if obj == "balanced":
-            keys = [balanced_key(lines, b_min, g, bc, s_min, price) for lines, b_min, g in consts.per_pair]
+            keys = (_balanced_keys(consts, bc, s_min, price) if len(consts.per_pair) >= _VECTOR_PAIRS else
+                    [balanced_key(lines, b_min, g, bc, s_min, price) for lines, b_min, g in consts.per_pair])
         else:
             first = {"min_time": 0, "min_cost": 1, "min_flops": 2}[obj]
             for wall, cost, fl in zip(walls, costs, flops):
@@ -513,6 +516,80 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         cctx = ctxs[choice]
         results.append(LayoutResult(choice, cctx, choose_pick(cctx, cands) or closest(pls), pls, cands))
     return results, considered, pruned, bounded, pool
+
+
+# A space of this many pairs has its bounds computed in numpy (imported then only): the same float
+# operations in the same order as `wall_bound` and `balanced_key`, so the same numbers.
+_VECTOR_PAIRS = 2048
+
+
+def _columns(consts: "_Bounds"):
+    """The step_bound lines, smallest batch and GPU count of every pair, as numpy columns (kept)."""
+    import numpy as np
+
+    hit = _WALK_MEMO.get(("columns", id(consts)))
+    if hit is not None and hit[0] is consts:
+        return hit[1]
+    rows = [(l1[0], l1[1], l2[0], l2[1], b_min, g) for (l1, l2), b_min, g in consts.per_pair]
+    cols = tuple(np.array(c, dtype=float) for c in zip(*rows))
+    _WALK_MEMO[("columns", id(consts))] = (consts, cols)
+    return cols
+
+
+def _wall_bounds(cols, lo, bc: float, s_min: float, hi=None):
+    """`wall_bound` of every pair (numpy): the least of S_min(1 + B_crit/B)·max of the two lines
+    on [lo, hi] (hi None: no upper end), at the ends, each line's own least and their crossing."""
+    import numpy as np
+
+    a1, c1, a2, c2 = cols[:4]
+
+    def at(b):
+        return (1.0 + bc / b) * np.maximum(a1 * b + c1, a2 * b + c2)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        best = at(lo)
+        if hi is not None:
+            best = np.minimum(best, at(hi))
+        candidates = [np.where((a > 0.0) & (c > 0.0), np.sqrt(bc * c / a), np.nan) for a, c in ((a1, c1), (a2, c2))]
+        candidates.append(np.where(a1 != a2, (c2 - c1) / (a1 - a2), np.nan))
+        for b in candidates:
+            inside = (b >= lo) & (b <= hi) if hi is not None else (b >= lo)
+            best = np.where(inside, np.minimum(best, at(np.where(inside, b, lo))), best)
+    return s_min * best
+
+
+def _axes_bounds(consts: "_Bounds", bc: float, s_min: float, fe: float, price: float | None):
+    """Each pair's (wall clock, cost, FLOPs) bound, as `search_layouts` computes them one by one."""
+    cols = _columns(consts)
+    b_min, g = cols[4], cols[5]
+    wall = _wall_bounds(cols, b_min, bc, s_min) * (1.0 - 1e-9)
+    gpu_hours = g * wall / 3600.0
+    cost = gpu_hours * price if price else gpu_hours
+    fl = fe * (1.0 + b_min / bc) * (1.0 - 1e-9)
+    return wall.tolist(), cost.tolist(), fl.tolist()
+
+
+def _balanced_keys(consts: "_Bounds", bc: float, s_min: float, price: float | None) -> list[tuple]:
+    """`balanced_key` of every pair (numpy, the same operations; the balance rounded in Python)."""
+    import numpy as np
+
+    cols = _columns(consts)
+    b_min, g = cols[4], cols[5]
+    n = bc / b_min
+    k0, k1 = np.floor(n), np.ceil(n)
+    x0 = np.where(k0 > 1, k0, 1.0) * b_min / bc
+    x1 = np.where(k1 > 1, k1, 1.0) * b_min / bc
+    v0, v1 = (1.0 + 1.0 / x0) * (1.0 + x0), (1.0 + 1.0 / x1) * (1.0 + x1)
+    v = np.where(v1 < v0, v1, v0)
+    t = 0.5 * (v * (1.0 + 1e-11) - 2.0)
+    with np.errstate(invalid="ignore"):
+        root = np.where(t > 1.0, np.sqrt(t * t - 1.0), 0.0)
+    lo = np.maximum(b_min, (t - root) * bc)
+    hi = np.maximum(lo, (t + root) * bc)
+    wall = _wall_bounds(cols, lo, bc, s_min, hi) * (1.0 - 1e-9)
+    gpu_hours = g * wall / 3600.0
+    cost = gpu_hours * price if price else gpu_hours
+    floor, log10 = math.floor, math.log10
+    return [(round(x, 12 - floor(log10(x))), c, w) for x, c, w in zip(v.tolist(), cost.tolist(), wall.tolist())]
 
 
 def _threat(bounds: tuple, pw: float, pc: float, pf: float, fe: float, bc: float, s_min: float,

@@ -211,3 +211,24 @@ def test_the_front_shows_each_objective_where_it_lands(name, over):
             own = answers[o]
             assert (point.gpus, point.batch_tokens, point.wall_clock_s, point.flops) == \
                 (own.gpus, own.batch.tokens, own.wall_clock_s, own.flops), (objective, o)
+
+
+def test_a_large_space_has_the_same_bounds_in_numpy():
+    """Past search_space._VECTOR_PAIRS pairs the walk's bounds are computed in numpy: the same
+    numbers, bit for bit, as wall_bound and balanced_key one pair at a time (the walk's order and
+    the sweep kernel's tie order rest on them)."""
+    pytest.importorskip("numpy")
+    plan = _plan(hardware={"overlap": None, "gpus": {"min": 8, "max": 4096, "step": 8}},
+                 model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 512})
+    space, consts = ss._entry(plan)
+    assert len(consts.per_pair) >= ss._VECTOR_PAIRS
+    bc, s_min, fe = 3e6, 1e5, 6.0 * 1.3e9 * 3e11
+    for price in (None, 2.5):
+        walls, costs, flops = ss._axes_bounds(consts, bc, s_min, fe, price)
+        keys = ss._balanced_keys(consts, bc, s_min, price)
+        for i, (lines, b_min, g) in enumerate(consts.per_pair):
+            wall = ss.wall_bound(lines, b_min, bc, s_min) * (1.0 - 1e-9)
+            gpu_hours = g * wall / 3600.0
+            assert walls[i] == wall and costs[i] == (gpu_hours * price if price else gpu_hours)
+            assert flops[i] == fe * (1.0 + b_min / bc) * (1.0 - 1e-9)
+            assert keys[i] == ss.balanced_key(lines, b_min, g, bc, s_min, price)
