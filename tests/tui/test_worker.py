@@ -94,6 +94,22 @@ async def test_a_step_from_the_solutions_own_figure_waits_for_the_first_solution
 
 
 @headless
+async def test_a_change_refused_before_the_first_answer_falls_back_to_the_plan_as_loaded(plans, gate):
+    path = plans / "llama2-7b.yaml"
+    app = make_app(path)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.pause()
+        await pilot.press("plus")  # GPUs 1024 -> 2048, where the pinned 1024 sequences do not divide
+        assert app.query_one("#gpus").value == "2048"
+        gate.set()
+        await ready(pilot)
+        assert app.is_running and app.launch_error is None
+        assert "does not divide over 2048 data-parallel replicas" in notifications(app)[-1]
+        assert app.query_one("#gpus").value == "1024"  # the values of the answer drawn
+        assert not app.state.dirty and app.solution == solve(load_plan(path))
+
+
+@headless
 async def test_save_re_reads_the_plan_in_the_worker(plans, gate):
     path = plans / "llama2-7b.yaml"
     app = make_app(path)
