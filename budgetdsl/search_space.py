@@ -12,27 +12,31 @@ Two exact prunings (docs/solver.md, Layout search):
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import gc
 import math
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from budgetdsl.cost_model import CostModel, Split, cost_model_key
+from budgetdsl.cost_model import DECLARED, CostModel, Split, cost_model_key
 from budgetdsl.frontier import Frontier
 from budgetdsl.layout_search import LayoutChoice, candidates as layout_candidates, concrete, launches
 from budgetdsl.noise_source import NoiseEstimate
-from budgetdsl.objectives import OBJECTIVES, Pool, axes, rank
-from budgetdsl.placement import Limits, Placement
-from budgetdsl.solve_context import (Context, candidates, closest, cost_model, pick as choose_pick, place_on,
-                                     raw_counts, solve_layout)
-from budgetdsl.throughput import Layout, StepCost, step_costs
+from budgetdsl.objectives import OBJECTIVES, Pool, axes, choose, pareto, rank
+from budgetdsl.placement import Limits, Placement, evaluate
+from budgetdsl.solve_context import (Context, candidates, closest, cost_model, pick as choose_pick, pinned_division,
+                                     pinned_error, pinned_placement, pinned_problem, pinned_sequences, place_on,
+                                     raw_counts)
+from budgetdsl.throughput import Layout, StepCost, step_cost_columns
 from budgetdsl.diagnostics import PlanError
 
 if TYPE_CHECKING:
     from budgetdsl.plan_model import Plan
 
 
-@dataclass(frozen=True, slots=True)
 class Pair:
     """One layout on one GPU count that launches and that no simpler layout dominates.
 
@@ -45,14 +49,155 @@ class Pair:
     data_parallel    dp = gpus / (t·p)
     step             the step time in closed form (`throughput.StepCost`: T(micro, accumulation));
                      None with a declared MFU (T(B) = f·B/(G·P·u), `cost_model.CostModel.step_time`)
-    """
 
-    layout: LayoutChoice
-    gpus: int
-    split: Split
-    micro_batch_max: int
-    data_parallel: int
-    step: StepCost | None
+    Immutable, compared and hashed by these fields; a view of its layout's columns (`_Block`), so
+    reading every pair of a space builds no `StepCost` until `step` is read."""
+
+    __slots__ = ("_block", "_k")
+    _FIELDS = ("layout", "gpus", "split", "micro_batch_max", "data_parallel", "step")
+
+    def __init__(self, block: "_Block", k: int):
+        object.__setattr__(self, "_block", block)
+        object.__setattr__(self, "_k", k)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Pair is immutable: cannot set {name}")
+
+    @property
+    def layout(self) -> LayoutChoice:
+        return self._block.layout
+
+    @property
+    def gpus(self) -> int:
+        return self._block.gpus[self._k]
+
+    @property
+    def split(self) -> Split:
+        return self._block.split
+
+    @property
+    def micro_batch_max(self) -> int:
+        return self._block.micro[self._k]
+
+    @property
+    def data_parallel(self) -> int:
+        return self._block.dp[self._k]
+
+    @property
+    def step(self) -> StepCost | None:
+        return self._block.step(self._k)
+
+    def _fields(self) -> tuple:
+        return (self.layout, self.gpus, self.split, self.micro_batch_max, self.data_parallel, self.step)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Pair):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return "Pair(" + ", ".join(f"{n}={v!r}" for n, v in zip(self._FIELDS, self._fields())) + ")"
+
+
+class _Block:
+    """One layout's pairs as columns (a space holds ~100,000 pairs; the search reads a few of them
+    as `Pair`s): GPU counts ascending, micro-batch room, dp, and the step's fields
+    (`throughput.step_cost_columns`, None with a declared MFU)."""
+
+    __slots__ = ("layout", "split", "gpus", "micro", "dp", "step_columns", "_steps")
+
+    def __init__(self, layout: LayoutChoice, split: Split, gpus: list[int], micro: list[int], dp: list[int],
+                 step_columns: tuple | None):
+        self.layout, self.split, self.gpus, self.micro, self.dp = layout, split, gpus, micro, dp
+        self.step_columns = step_columns
+        self._steps: list | None = None
+
+    def step(self, k: int) -> StepCost | None:
+        """The `StepCost` of the block's k-th count (built once, on first read)."""
+        if self.step_columns is None:
+            return None
+        steps = self._steps
+        if steps is None:
+            steps = self._steps = [None] * len(self.gpus)
+        st = steps[k]
+        if st is None:
+            ks, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed = self.step_columns
+            st = steps[k] = StepCost(ks[k], window, bubble[k], zero3, per_micro[k], reduce[k], gather[k],
+                                     overlap, fixed[k])
+        return st
+
+    def steps(self) -> list[StepCost | None]:
+        """Every count's `StepCost` (built once)."""
+        if self.step_columns is None:
+            return [None] * len(self.gpus)
+        if self._steps is None:
+            ks, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed = self.step_columns
+            self._steps = [StepCost(k, window, bk, zero3, pm, r, ga, overlap, fx)
+                           for k, bk, pm, r, ga, fx in zip(ks, bubble, per_micro, reduce, gather, fixed)]
+        elif any(st is None for st in self._steps):
+            self._steps = [self.step(k) for k in range(len(self.gpus))]
+        return self._steps
+
+    def _key(self) -> tuple:
+        return (self.layout, self.split, self.gpus, self.micro, self.dp, self.step_columns)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Block) and self._key() == other._key()
+
+
+class Pairs(Sequence):
+    """The pairs of a search space, in order, built as `Pair`s only when read (`SearchSpace.pairs`):
+    a sequence of `Pair` (index, slice, iterate, len, compare), held as one `_Block` per layout."""
+
+    __slots__ = ("blocks", "_starts", "_n")
+
+    def __init__(self, blocks: list[_Block]):
+        self.blocks = tuple(blocks)
+        starts, n = [], 0
+        for b in self.blocks:
+            starts.append(n)
+            n += len(b.gpus)
+        self._starts, self._n = starts, n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _pair(self, b: _Block, k: int) -> Pair:
+        return Pair(b, k)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(self._n)))
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("pair index out of range")
+        at = bisect.bisect_right(self._starts, i) - 1
+        return self._pair(self.blocks[at], i - self._starts[at])
+
+    def __iter__(self):
+        for b in self.blocks:
+            for k in range(len(b.gpus)):
+                yield self._pair(b, k)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Pairs):
+            return self.blocks == other.blocks
+        if isinstance(other, (tuple, list)):
+            return len(other) == self._n and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple((b.layout, tuple(b.gpus)) for b in self.blocks))
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+    def __repr__(self) -> str:
+        return f"Pairs({self._n} pairs in {len(self.blocks)} layouts)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +205,8 @@ class SearchSpace:
     """The layout × GPU-count pairs of a plan's search (`search_space`).
 
     pairs       the pairs that launch and that no simpler layout dominates, layouts simplest first
-                (`LayoutChoice.sort_key`), each layout's GPU counts ascending
+                (`LayoutChoice.sort_key`), each layout's GPU counts ascending (`Pairs`: a sequence
+                of `Pair`, kept as one block of columns per layout)
     considered  how many layout × GPU-count pairs launch (before the simpler-layout pruning)
     pruned      how many of those were skipped: a simpler layout on the same count fits a
                 micro-batch at least as large (so `considered - pruned == len(pairs)`)
@@ -68,7 +214,7 @@ class SearchSpace:
     counts      the GPU counts the plan names (a range listed), launchable or not
     """
 
-    pairs: tuple[Pair, ...]
+    pairs: Pairs
     considered: int
     pruned: int
     layouts: tuple[LayoutChoice, ...]
@@ -77,8 +223,9 @@ class SearchSpace:
 
 # The search space of a plan: a pure function of its model and hardware, kept across solves (a
 # sweep of limits, objectives or targets, or a warm re-solve, reuses it). Bounded, least recently
-# used out. Each entry also holds what the bounds need of each pair (`_Bounds`), and the entries
-# are found first by the identity of the plan's (frozen) model and hardware sections.
+# used out. Each entry also holds what the bounds need of each pair (`_Bounds`, computed when the
+# free-batch walk first reads it), and the entries are found first by the identity of the plan's
+# (frozen) model and hardware sections.
 _CACHE: "OrderedDict[tuple, tuple[SearchSpace, _Bounds]]" = OrderedDict()
 _CACHE_SIZE = 64
 _WALK_MEMO: dict[tuple, tuple] = {}  # (id bounds, B_crit, S_min, f·E_min, price) -> the walk's bounds and orders
@@ -115,8 +262,9 @@ def _entry(plan: "Plan") -> tuple[SearchSpace, "_Bounds"]:
     if entry is not None:
         _CACHE.move_to_end(memo_key)
     else:
-        space = _build(plan, key, layouts, counts)
-        entry = _CACHE[memo_key] = (space, _bounds_of(plan, key, space))
+        with _no_gc():
+            space = _build(plan, key, layouts, counts)
+        entry = _CACHE[memo_key] = (space, _Bounds(plan, key, space))
         if len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     _BY_IDENT[ident] = (model, hardware, entry)
@@ -125,31 +273,99 @@ def _entry(plan: "Plan") -> tuple[SearchSpace, "_Bounds"]:
     return entry
 
 
-@dataclass(frozen=True, slots=True)
+@contextlib.contextmanager
+def _no_gc():
+    """The cyclic garbage collector paused while a space is built: ~100,000 pairs' columns and
+    bound rows are acyclic (lists and tuples of numbers), yet each allocation counts toward a
+    collection that traverses them all again (it doubled the build's time)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class _Bounds:
-    """What `lower_bound` reads of each pair, computed once per search space: the plan's tokens per
-    sequence and FLOPs per token, and per pair (a, c0, smallest batch, GPU count) of T(B) ≥ a·B + c0.
-    `natural`: the pairs' own order is the search's tie order (simplicity, then GPU count)."""
+    """What `lower_bound` reads of each pair, computed once per search space, when first read (a
+    pinned batch's search never reads it): the plan's tokens per sequence and FLOPs per token, and
+    per pair (a, c0, smallest batch, GPU count) of T(B) ≥ a·B + c0. `natural`: the pairs' own order
+    is the search's tie order (simplicity, then GPU count). The values are `_bounds_of`'s."""
 
-    seq_len: int
-    flops_per_token: float
-    per_pair: tuple[tuple[tuple, float, int], ...]  # (step_bound lines, b_min, gpus), in `SearchSpace.pairs` order
-    natural: bool
+    __slots__ = ("_source", "_values")
+
+    def __init__(self, plan: "Plan", key: tuple, space: SearchSpace):
+        self._source: tuple | None = (plan, key, space)
+        self._values: tuple | None = None
+
+    def _get(self) -> tuple:
+        if self._values is None:
+            assert self._source is not None
+            with _no_gc():
+                self._values = _bounds_of(*self._source)
+            self._source = None
+        return self._values
+
+    @property
+    def seq_len(self) -> int:
+        return self._get()[0]
+
+    @property
+    def flops_per_token(self) -> float:
+        return self._get()[1]
+
+    @property
+    def per_pair(self) -> tuple[tuple[tuple, float, int], ...]:  # (step_bound lines, b_min, gpus), in pairs order
+        return self._get()[2]
+
+    @property
+    def natural(self) -> bool:
+        return self._get()[3]
 
 
-def _bounds_of(plan: "Plan", key: tuple, space: SearchSpace) -> _Bounds:
-    if not space.pairs:
-        return _Bounds(0, 0.0, (), True)
-    first = space.pairs[0]
-    ref = cost_model(Context(plan, None, None, None, "", key=key), first.gpus, first.split)  # type: ignore[arg-type]
-    rows = []
-    for pr in space.pairs:  # lower_bound's a and c0, term for term
-        b_min = float(pr.data_parallel * ref.seq_len)
-        linear = 0.0 if pr.step is not None else ref.flops_per_token / (pr.gpus * ref.peak_flops * ref.mfu)
-        rows.append((step_bound(pr.step, pr.micro_batch_max, b_min, linear), b_min, pr.gpus))
-    ties = [(pr.layout.sort_key(), pr.gpus) for pr in space.pairs]
-    natural = all(ties[i] < ties[i + 1] for i in range(len(ties) - 1))
-    return _Bounds(ref.seq_len, ref.flops_per_token, tuple(rows), natural)
+class _StepView:
+    """A pair's `throughput.StepCost` fields, by the same names: what `step_bound` reads of a step.
+    One view per layout is refilled for each of its pairs (`step_bound` keeps no reference to it),
+    so the bounds of ~100,000 pairs build no `StepCost` each (the frozen dataclass takes longer to
+    build than `step_bound` takes to run)."""
+
+    __slots__ = ("per_sequence", "window", "bubble_k", "zero3", "dp_per_micro", "reduce", "gather", "overlap",
+                 "fixed")
+
+
+def _bounds_of(plan: "Plan", key: tuple, space: SearchSpace) -> tuple[int, float, tuple, bool]:
+    """(seq_len, flops_per_token, per pair (step_bound lines, b_min, gpus), natural) of `_Bounds`:
+    lower_bound's a and c0, term for term (`step_bound` of each pair's step, micro-batch room,
+    smallest batch dp·s, and with a declared MFU f/(G·P·u))."""
+    blocks = space.pairs.blocks
+    if not blocks:
+        return (0, 0.0, (), True)
+    first = blocks[0]
+    ref = cost_model(Context(plan, None, None, None, "", key=key), first.gpus[0], first.split)  # type: ignore[arg-type]
+    s, f = ref.seq_len, ref.flops_per_token
+    rows: list[tuple] = []
+    for b in blocks:
+        if b.step_columns is None:
+            peak, mfu = ref.peak_flops, ref.mfu
+            rows += [(step_bound(None, mm, b_min, f / (g * peak * mfu)), b_min, g)
+                     for g, mm, b_min in zip(b.gpus, b.micro, [float(dp * s) for dp in b.dp])]
+        else:
+            ks, bubble, per_micro, reduce, gather, fixed = (b.step_columns[i] for i in (0, 2, 4, 5, 6, 8))
+            view = _StepView()
+            view.window, view.zero3, view.overlap = b.step_columns[1], b.step_columns[3], b.step_columns[7]
+            add = rows.append
+            for g, mm, dp, k, bk, pm, r, ga, fx in zip(b.gpus, b.micro, b.dp, ks, bubble, per_micro, reduce,
+                                                       gather, fixed):
+                view.per_sequence, view.bubble_k, view.dp_per_micro, view.reduce, view.gather, view.fixed = \
+                    k, bk, pm, r, ga, fx
+                b_min = float(dp * s)
+                add((step_bound(view, mm, b_min, 0.0), b_min, g))  # type: ignore[arg-type]
+    # the tie order (simplicity, then GPU count): each block's counts ascend, so the order is
+    # natural when each block's last pair ties before the next block's first
+    natural = all((a.layout.sort_key(), a.gpus[-1]) < (c.layout.sort_key(), c.gpus[0])
+                  for a, c in zip(blocks, blocks[1:]))
+    return (s, f, tuple(rows), natural)
 
 
 def _build(plan: "Plan", key: tuple, layouts: tuple[LayoutChoice, ...], counts: tuple[int, ...]) -> SearchSpace:
@@ -160,65 +376,66 @@ def _build(plan: "Plan", key: tuple, layouts: tuple[LayoutChoice, ...], counts: 
     # The counts that launch a t·p split (layout.launch_problem is None: at least one GPU, whole
     # t·p groups, whole nodes above one node), once per split rather than per layout and count.
     by_split: dict[int, list[int]] = {}
-    micro_max: dict[LayoutChoice, dict[int, int]] = {}  # each layout's micro-batch room per count
-    pairs: list[Pair] = []
+    # each layout's micro-batch room on each count of its split's launch list (index-aligned: the
+    # layouts simpler than one have its t and p, so the same list)
+    micro_max: dict[LayoutChoice, list[int]] = {}
+    shared: dict = {}  # the data-parallel collectives by (bytes, t, device), for every layout
+    blocks: list[_Block] = []
     for choice in layouts:
         t, p = choice.tensor_parallel, choice.pipeline_parallel
         tp = t * p
         launch = by_split.get(tp)
         if launch is None:
             launch = by_split[tp] = [g for g in counts if g >= 1 and not g % tp and not (g > gpn and g % gpn)]
-        room = micro_max[choice] = {}
         if not launch:
+            micro_max[choice] = []
             continue
         considered += len(launch)
         # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
         family = cost_model(probe, tp, Split(0, t, p, choice.recompute, flash))
+        dps = [g // tp for g in launch]
+        room = micro_max[choice] = _quick_all(family, choice, dps)
         simpler = [micro_max[s] for s in choice.simpler() if s in micro_max]
-        split = Split(choice.zero, t, p, choice.recompute, flash)
-        fl = family.layout
-        closed = family._step is not None
-        kept = []
-        for g, (mm, dp) in zip(launch, _quick_all(family, choice, launch)):
-            room[g] = mm
-            for r in simpler:
-                if r.get(g, -1) >= mm:
-                    pruned += 1
-                    break
-            else:
-                kept.append((g, mm, dp))
+        simpler = [r for r in simpler if len(r) == len(room)]  # same t and p: the same launch list
+        if simpler:  # pruned where a simpler layout fits a micro-batch at least as large
+            most = simpler[0] if len(simpler) == 1 else list(map(max, *simpler))
+            kept = [i for i, (mm, r) in enumerate(zip(room, most)) if mm > r]
+        else:
+            kept = list(range(len(launch)))
+        pruned += len(launch) - len(kept)
         if not kept:
             continue
-        if closed:  # throughput.step_cost per count, what the counts share computed once
-            steps: list[StepCost | None] = list(step_costs(
-                family.shape, family.device, Layout(kept[0][0], t, p, fl.virtual_stages, choice.zero,
+        gpus = [launch[i] for i in kept]
+        fl = family.layout
+        columns = None
+        if family._step is not None:  # throughput.step_cost per count, what the counts share computed once
+            columns = step_cost_columns(
+                family.shape, family.device, Layout(gpus[0], t, p, fl.virtual_stages, choice.zero,
                                                     choice.recompute, fl.flash_attention, fl.sequence_parallel,
                                                     fl.grad_bytes, fl.overlap),
-                [g for g, _, _ in kept], family.step_overhead))
-        else:
-            steps = [None] * len(kept)
-        pairs.extend(Pair(choice, g, split, mm, dp, step) for (g, mm, dp), step in zip(kept, steps))
-    return SearchSpace(tuple(pairs), considered, pruned, layouts, counts)
+                gpus, family.step_overhead, shared)
+        blocks.append(_Block(choice, Split(choice.zero, t, p, choice.recompute, flash), gpus,
+                             [room[i] for i in kept], [dps[i] for i in kept], columns))
+    return SearchSpace(Pairs(blocks), considered, pruned, layouts, counts)
 
 
-def _quick_all(family: CostModel, choice: LayoutChoice, counts: list[int]) -> list[tuple[int, int]]:
-    """(largest micro-batch, data-parallel degree) of `choice` on each of `counts`, from its
-    family's cost model (same t, p and recomputation on dp = 1 without ZeRO): ZeRO only divides the
-    weights, gradients and optimizer state by dp (memory_model.stage_memory), so this is
+def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int]) -> list[int]:
+    """The largest micro-batch of `choice` at each data-parallel degree of `dps` (ascending), from
+    its family's cost model (same t, p and recomputation on dp = 1 without ZeRO): ZeRO only divides
+    the weights, gradients and optimizer state by dp (memory_model.stage_memory), so this is
     memory_model.micro_batch_max with the statics sharded, the stages' numbers read once. With the
-    step in closed form (throughput.step_cost) no cost model is built for a pair the search prunes."""
-    tp = choice.tensor_parallel * choice.pipeline_parallel
+    step in closed form (throughput.step_cost) no cost model is built for a pair the search prunes.
+
+    The room is a non-decreasing function of dp, in floating point too (w/dp falls as dp grows,
+    and rounded sums, differences, quotients and floor keep the order), so where it is equal at
+    both ends of a run of degrees it is equal on the whole run: the degrees are split in halves
+    until each run's ends agree, and each distinct room costs a few evaluations, not one per count."""
     z = choice.zero
     free = family.memory_per_device - family.reserve_bytes
     stages = [(st.weights, st.grads, st.optimizer, st.per_sequence) for st in family.stages]
     floor, inf = math.floor, math.inf
-    out = []
-    if z == 0 and counts:  # nothing sharded: the room is the same on every count
-        mm = _quick_all(family, choice, counts[:1])[0][0] if len(counts) > 1 else None
-        if mm is not None:
-            return [(mm, gpus // tp) for gpus in counts]
-    for gpus in counts:
-        dp = gpus // tp
+
+    def at(dp: int) -> int:
         d3, d2, d1 = (dp if z >= 3 else 1), (dp if z >= 2 else 1), (dp if z >= 1 else 1)
         best = inf
         for w, gr, o, ps in stages:
@@ -230,7 +447,28 @@ def _quick_all(family: CostModel, choice: LayoutChoice, counts: list[int]) -> li
                 v = floor(room / ps * (1 + 1e-12))
                 if v < best:
                     best = v
-        out.append(((0 if best is inf else max(0, int(best))), dp))
+        return 0 if best is inf else max(0, int(best))
+
+    n = len(dps)
+    if not n:
+        return []
+    if z == 0:  # nothing sharded: the room is the same on every count
+        return [at(dps[0])] * n
+    out = [0] * n
+    lo_v, hi_v = at(dps[0]), at(dps[-1])
+    stack = [(0, n - 1, lo_v, hi_v)]
+    while stack:
+        lo, hi, a, b = stack.pop()
+        if a == b:
+            out[lo:hi + 1] = [a] * (hi - lo + 1)
+            continue
+        out[lo], out[hi] = a, b
+        if hi - lo <= 1:
+            continue
+        mid = (lo + hi) // 2
+        m = at(dps[mid])
+        stack.append((lo, mid, a, m))
+        stack.append((mid, hi, m, b))
     return out
 
 
@@ -261,11 +499,7 @@ def _pinned_problem(plan: "Plan", space: SearchSpace) -> PlanError | None:
     if abs(sequences - round(sequences)) > 1e-9 * max(1.0, sequences):
         return None  # not whole sequences: every layout's own error says so
     sequences = round(sequences)
-    per_replica = set()
-    for pr in space.pairs:
-        dp = pr.gpus // (pr.split.tensor_parallel * pr.split.pipeline_parallel)
-        if sequences % dp == 0:
-            per_replica.add(sequences // dp)
+    per_replica = {sequences // dp for b in space.pairs.blocks for dp in b.dp if sequences % dp == 0}
     micro = run.micro_batch
     if not per_replica or any(n % micro == 0 for n in per_replica):
         return None
@@ -277,6 +511,108 @@ def _pinned_problem(plan: "Plan", space: SearchSpace) -> PlanError | None:
                       f"run.batch of {sequences:,} sequences gives {listed} per data-parallel replica",
                       f"make run.micro_batch divide them (e.g. {' or '.join(map(str, fits))}), "
                       "or write run.micro_batch: auto")
+
+
+class _PairModel:
+    """What `placement.evaluate` reads of a cost model, for one pair of the space, without
+    building it (`_search_pinned`): its GPU count, dp, tokens per sequence, FLOPs per token, the
+    step in closed form (`Pair.step`) or the declared MFU's rate (`CostModel.step_time`, the same
+    function). The memory at a micro-batch is not modelled here (0): the configurations these
+    give are compared, never reported — the reported ones are evaluated on the pair's cost model."""
+
+    __slots__ = ("gpus", "data_parallel", "seq_len", "flops_per_token", "mode", "rate", "fixed_time", "_step")
+
+    step_time = CostModel.step_time
+
+    def __init__(self, gpus: int, dp: int, ref: CostModel, step: StepCost | None):
+        self.gpus, self.data_parallel, self.seq_len, self.flops_per_token = gpus, dp, ref.seq_len, ref.flops_per_token
+        self.mode, self._step = ref.mode, step
+        # declared: T(B) = f·B/(G·P·u), as build_cost_model sets rate and fixed_time
+        self.rate = gpus * ref.peak_flops * ref.mfu if ref.mode == DECLARED else 0.0
+        self.fixed_time = 0.0
+
+    def memory_at(self, micro_batch: int) -> float:
+        return 0.0
+
+
+def _search_pinned(space: SearchSpace, base: "Plan", ctx_of, fr: Frontier, limits: Limits,
+                   objective: str) -> list[LayoutResult]:
+    """A pinned run.batch on every layout × GPU count of the space: each pair has one configuration
+    (`solve_context.pinned_division`), evaluated from the pair's own numbers (`_PairModel`: the step
+    in closed form, micro-batch room, dp) with `placement.evaluate`, no cost model built per pair.
+    The choices are `solve_layout`'s (each layout's pick among its feasible configurations, else
+    its closest) and the solver's (the pick of every layout's feasible configurations, else the
+    layout with the fewest violated limits), made on those numbers; placements on cost models
+    (`solve_context.pinned_placement`) are built only for what the answer reads:
+    - each layout's chosen configuration (the report's runners-up);
+    - every count of the layout that wins (the GPU-count choice);
+    - as candidates, the feasible configurations on the Pareto front of all of them: the solver's
+      pick among those is its pick among all (a point on the whole front is on the front of any
+      part that holds it, and the pick is the front's least rank, ties to the first).
+    Raises the first layout's located error when the batch forms on no layout (as `solve_layout`)."""
+    run = base.run
+    blocks = space.pairs.blocks
+    ref: CostModel | None = None
+    bc = fr.b_crit
+    first_problem: tuple[_Block, str | None] | None = None
+    per_layout: list[tuple[_Block, list[int], list[int], int]] = []  # (block, options, feasible, chosen)
+    configs: dict[tuple[int, int], object] = {}  # (block index, k) -> Config
+    everything: list[tuple[int, int]] = []  # every feasible configuration, in the solver's order
+    s = base.model.seq_len
+    sequences = pinned_sequences(run, s)
+    for bi, b in enumerate(blocks):
+        options: list[int] = []
+        # a dp the sequences are no multiple of never divides (`pinned_problem`): skipped unread
+        for k in ([] if sequences is None else [k for k, dp in enumerate(b.dp) if not sequences % dp]):
+            split = pinned_division(run, s, b.dp[k], b.layout.pipeline_parallel > 1, b.micro[k])
+            if isinstance(split, str):
+                continue
+            if ref is None:
+                ref = cost_model(ctx_of(b.layout, b.split), b.gpus[k])
+            configs[(bi, k)] = evaluate(_PairModel(b.gpus[k], b.dp[k], ref, b.step(k)), fr, limits,  # type: ignore[arg-type]
+                                        split[0], split[1], b.micro[k])
+            options.append(k)
+        if not options:
+            if first_problem is None:  # solve_layout's error: the first count's reason
+                first_problem = (b, pinned_problem(run, s, b.dp[0]))
+            continue
+        feasible = [k for k in options if not configs[(bi, k)].violated]
+        chosen = choose(objective, feasible, lambda k: configs[(bi, k)], bc)
+        if chosen is None:  # solve_context.closest: the fewest violated limits, ties to the most GPUs
+            chosen = min(options, key=lambda k: (len(configs[(bi, k)].violated), -b.gpus[k]))
+        per_layout.append((b, options, feasible, chosen))
+        everything += [(bi, k) for k in feasible]
+    if not per_layout:
+        b0, problem = first_problem  # type: ignore[misc]
+        raise _pinned_problem(base, space) or pinned_error(base, problem)
+    best = choose(objective, everything, configs.__getitem__, bc)
+    index = {id(b): bi for bi, b in enumerate(blocks)}
+    if best is not None:
+        front = set(pareto(everything, lambda e: axes(configs[e])))
+        win = best[0]
+    else:  # the solver's `min` over the layouts' chosen configurations: the first with the fewest
+        win = index[id(min(per_layout, key=lambda e: len(configs[(index[id(e[0])], e[3])].violated))[0])]
+        front = set()
+    built: dict[tuple[int, int], Placement] = {}
+
+    def placement(bi: int, k: int) -> Placement:
+        pl = built.get((bi, k))
+        if pl is None:
+            b = blocks[bi]
+            res = pinned_placement(ctx_of(b.layout, b.split), cost_model(ctx_of(b.layout, b.split), b.gpus[k]))
+            assert not isinstance(res, str) and res.config == configs[(bi, k)]._replace(memory=res.config.memory)
+            pl = built[(bi, k)] = res
+        return pl
+
+    results = []
+    for b, options, feasible, chosen in per_layout:
+        bi = index[id(b)]
+        cctx = ctx_of(b.layout, b.split)
+        chosen_pl = placement(bi, chosen)
+        placements = [placement(bi, k) for k in options] if bi == win else [chosen_pl]
+        cands = [placement(bi, k) for k in feasible if (bi, k) in front]
+        results.append(LayoutResult(b.layout, cctx, chosen_pl, placements, cands))
+    return results
 
 
 def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Limits, objective: str,
@@ -303,22 +639,7 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
 
     results: list[LayoutResult] = []
     if pinned_batch:
-        splits = {pr.layout: pr.split for pr in space.pairs}
-        by_choice: dict[LayoutChoice, list[int]] = {}
-        first: PlanError | None = None
-        for pr in space.pairs:
-            by_choice.setdefault(pr.layout, []).append(pr.gpus)
-        for choice, keep in by_choice.items():
-            cctx = ctx_of(choice, splits[choice])
-            try:
-                chosen, placements, cands = solve_layout(cctx, True, micro_fixed, keep)
-            except PlanError as exc:
-                first = first or exc
-                continue  # a pinned batch that does not divide over this layout's replicas
-            results.append(LayoutResult(choice, cctx, chosen, placements, cands))
-        if not results and first is not None:
-            raise _pinned_problem(base, space) or first
-        return results, considered, pruned, 0, None
+        return _search_pinned(space, base, ctx_of, fr, limits, objective), considered, pruned, 0, None
     # Bound-and-prune for the objective (exact): every configuration of a pair ranks no better
     # than its bound, so a pair whose bound ranks below the best pick so far cannot supply the
     # pick; it is placed only if it could still dominate the pick (its bound no worse on every

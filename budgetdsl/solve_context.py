@@ -135,28 +135,53 @@ def contains(pl: Placement, items: list[Placement]) -> bool:
 
 # -- pinned configurations ----------------------------------------------------------------------
 
-def pinned_micro_accum(ctx: Context, cm: CostModel) -> tuple[int, int] | str:
-    """(micro, accum) of `run.batch` on this GPU count, or why it does not divide."""
-    run, s, dp = ctx.plan.run, cm.seq_len, cm.data_parallel
+def pinned_sequences(run, seq_len: int) -> int | None:
+    """The sequences of `run.batch`, or None when it is not a whole number of them."""
     assert run is not None and run.batch is not None
-    sequences = run.batch / s
+    sequences = run.batch / seq_len
     if abs(sequences - round(sequences)) > 1e-9 * max(1.0, sequences):
+        return None
+    return round(sequences)
+
+
+def pinned_problem(run, seq_len: int, dp: int) -> str | None:
+    """Why `run.batch` (and `run.micro_batch`) does not split over `dp` data-parallel replicas of
+    `seq_len`-token sequences, or None when it does. Past a whole number of sequences, a dp the
+    sequences are not a multiple of never splits (what a search of many counts checks first)."""
+    s = seq_len
+    sequences = pinned_sequences(run, s)
+    if sequences is None:
         return f"run.batch ({run.batch:g} tokens) is not a whole number of {s}-token sequences"
-    sequences = round(sequences)
     if sequences % dp:
         return (f"run.batch ({sequences} sequences) does not divide over {dp} data-parallel replicas")
-    per_replica = sequences // dp
+    if run.micro_batch is not None and (sequences // dp) % run.micro_batch:
+        return (f"run.micro_batch ({run.micro_batch}) does not divide the {sequences // dp} sequences "
+                f"per replica of run.batch")
+    return None
+
+
+def pinned_division(run, seq_len: int, dp: int, pipeline: bool, micro_max: int) -> tuple[int, int] | str:
+    """(micro, accum) of `run.batch` over `dp` replicas, or why it does not divide: run.micro_batch
+    when pinned; else one sequence per micro-batch with a pipeline (the most micro-batches, the
+    smallest bubble, budgetdsl.throughput), the largest divisor that fits (`micro_max`) without."""
+    problem = pinned_problem(run, seq_len, dp)
+    if problem is not None:
+        return problem
+    per_replica = pinned_sequences(run, seq_len) // dp  # type: ignore[operator]
     if run.micro_batch is not None:
-        if per_replica % run.micro_batch:
-            return (f"run.micro_batch ({run.micro_batch}) does not divide the {per_replica} sequences "
-                    f"per replica of run.batch")
         return run.micro_batch, per_replica // run.micro_batch
     from budgetdsl.placement import largest_divisor_at_most
 
-    if cm.split.pipeline_parallel > 1:  # one sequence per micro-batch: the most micro-batches,
-        return 1, per_replica            # the smallest pipeline bubble (budgetdsl.throughput)
-    micro = largest_divisor_at_most(per_replica, max(1, cm.micro_batch_max))
+    if pipeline:
+        return 1, per_replica
+    micro = largest_divisor_at_most(per_replica, max(1, micro_max))
     return micro, per_replica // micro
+
+
+def pinned_micro_accum(ctx: Context, cm: CostModel) -> tuple[int, int] | str:
+    """(micro, accum) of `run.batch` on this GPU count, or why it does not divide."""
+    return pinned_division(ctx.plan.run, cm.seq_len, cm.data_parallel, cm.split.pipeline_parallel > 1,
+                           cm.micro_batch_max)
 
 
 def pinned_placement(ctx: Context, cm: CostModel) -> Placement | str:
@@ -170,6 +195,13 @@ def pinned_placement(ctx: Context, cm: CostModel) -> Placement | str:
                      cfg, cm.micro_batch_max, None)
 
 
+def pinned_error(plan: "Plan", problem: str | None):
+    """The located error of a pinned run.batch that forms on no GPU count of a layout (`problem`:
+    the first count's reason)."""
+    return plan_error(plan, ("run", "batch"), "run-batch", problem or "run.batch does not fit",
+                      "run.batch = micro_batch × accumulation × data-parallel replicas × seq_len")
+
+
 # -- one layout ------------------------------------------------------------------------------------
 
 def solve_layout(ctx: Context, pinned_batch: bool, micro_fixed: int | None,
@@ -179,15 +211,18 @@ def solve_layout(ctx: Context, pinned_batch: bool, micro_fixed: int | None,
     if pinned_batch:
         options: list[Placement] = []
         problem = None
-        for g in counts:
-            res = pinned_placement(ctx, cost_model(ctx, g))
+        split = ctx.split or plan_split(ctx.plan)
+        tp, run, s = split.tensor_parallel * split.pipeline_parallel, ctx.plan.run, ctx.plan.model.seq_len
+        for i, g in enumerate(counts):
+            # past the first count (whose cost model reports a missing shape), a count the batch
+            # does not divide over is refused before its cost model is built
+            res = (i and pinned_problem(run, s, g // tp)) or pinned_placement(ctx, cost_model(ctx, g))
             if isinstance(res, str):
                 problem = problem or res
             else:
                 options.append(res)
         if not options:
-            raise plan_error(ctx.plan, ("run", "batch"), "run-batch", problem or "run.batch does not fit",
-                             "run.batch = micro_batch × accumulation × data-parallel replicas × seq_len")
+            raise pinned_error(ctx.plan, problem)
         feasible = [o for o in options if o.feasible]
         return (pick(ctx, feasible) or closest(options)), options, feasible
     if not counts:

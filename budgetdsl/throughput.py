@@ -319,10 +319,27 @@ def step_cost(shape: Shape, device: Device, layout: Layout, step_overhead: float
 
 
 def step_costs(shape: Shape, device: Device, layout: Layout, counts: list[int],
-               step_overhead: float = 0.0) -> list[StepCost]:
+               step_overhead: float = 0.0, shared: dict | None = None) -> list[StepCost]:
     """`step_cost` of `layout` on each GPU count of `counts` (a layout search's many counts of one
     layout): the same float operations as `_unit_step` and `step_cost` per count, with what does
-    not depend on the count (the stage shares, the slowest stage's parameters) computed once."""
+    not depend on the count computed once (`step_cost_columns`)."""
+    k, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed = step_cost_columns(
+        shape, device, layout, counts, step_overhead, shared)
+    return [StepCost(k[i], window, bubble[i], zero3, per_micro[i], reduce[i], gather[i], overlap, fixed[i])
+            for i in range(len(counts))]
+
+
+def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list[int],
+                      step_overhead: float = 0.0, shared: dict | None = None) -> tuple:
+    """The fields of `step_costs(...)` as columns, one entry per count (what a search of many counts
+    keeps instead of one `StepCost` per count): (per_sequence, window, bubble_k, zero3, dp_per_micro,
+    reduce, gather, overlap, fixed), `window`, `zero3` and `overlap` one value for every count.
+    What does not depend on the count is computed once: the stage shares, the slowest stage's
+    parameters, the two pipeline links (within a node or not). The data-parallel collectives depend
+    only on the bytes, dp, t and the device (`dp_collective_time`; a reduce-scatter or all-gather is
+    half an all-reduce, `0.5·t_ar` as there): `shared`, a dict a search passes to every layout, keeps
+    each all-reduce column by (bytes, t, device), so the layouts of one t and p (every ZeRO stage
+    and recomputation whose slowest stage is the same) compute them once."""
     t, p = layout.tensor_parallel, layout.pipeline_parallel
     tp = t * p
     d = float(shape.d_model)
@@ -335,24 +352,52 @@ def step_costs(shape: Shape, device: Device, layout: Layout, counts: list[int],
     v = max(1, layout.virtual_stages)
     crt = c1 + r1 + tp1
     fixed_bytes = layout.grad_bytes + ADAM_BYTES
-    out = []
-    for gpus in counts:
-        dp = gpus // tp
-        pp_link = device.intra_node if t * dp < gpn else device.network
+    hbm = device.hbm_bandwidth
+    # the two pipeline links: t·dp < GPUs per node (NVLink) or not (the NIC)
+    kb = []
+    for pp_link in (device.intra_node, device.network):
         pp1 = 2.0 * shape.seq_len * d * BF16 / t / pp_link if p > 1 else 0.0
-        if zero >= 3:
-            per_micro, reduce, gather = (2 * dp_collective_time(BF16 * local, dp, t, device, "all_gather")
-                                         + dp_collective_time(grads, dp, t, device, "reduce_scatter"), 0.0, 0.0)
-        elif zero >= 1:
-            per_micro, reduce, gather = (0.0, dp_collective_time(grads, dp, t, device, "reduce_scatter"),
-                                         dp_collective_time(BF16 * local, dp, t, device, "all_gather"))
-        else:
-            per_micro, reduce, gather = 0.0, dp_collective_time(grads, dp, t, device, "all_reduce"), 0.0
-        optimizer = fixed_bytes * (local / (dp if zero >= 1 else 1)) / device.hbm_bandwidth
         k = c1 + r1 + tp1 + pp1
-        out.append(StepCost(k, crt, (p - 1) / v * k if p > 1 else 0.0, zero >= 3, per_micro, reduce, gather,
-                            layout.overlap, optimizer + step_overhead))
-    return out
+        kb.append((k, (p - 1) / v * k if p > 1 else 0.0))
+    (k_in, b_in), (k_out, b_out) = kb
+    dps = [gpus // tp for gpus in counts]
+    inside = [t * dp < gpn for dp in dps]
+    ks = [k_in if i else k_out for i in inside]
+    bubbles = [b_in if i else b_out for i in inside]
+
+    def all_reduce(nbytes: float) -> list[float]:
+        memo = None
+        if shared is not None:
+            memo = shared.get((nbytes, t, device))
+            if memo is None:
+                memo = shared[(nbytes, t, device)] = {}
+        out = []
+        for dp in dps:
+            ar = memo.get(dp) if memo is not None else None
+            if ar is None:
+                ar = dp_collective_time(nbytes, dp, t, device, "all_reduce")
+                if memo is not None:
+                    memo[dp] = ar
+            out.append(ar)
+        return out
+
+    zeros = [0.0] * len(dps)
+    if zero >= 3:
+        ag, rs = all_reduce(BF16 * local), all_reduce(grads)
+        per_micro, reduce, gather = [2 * (0.5 * a if a else 0.0) + (0.5 * r if r else 0.0)
+                                     for a, r in zip(ag, rs)], zeros, zeros
+    elif zero >= 1:
+        per_micro = zeros
+        reduce = [0.5 * r if r else 0.0 for r in all_reduce(grads)]
+        gather = [0.5 * a if a else 0.0 for a in all_reduce(BF16 * local)]
+    else:
+        per_micro, reduce, gather = zeros, all_reduce(grads), zeros
+    if zero >= 1:
+        fixed = [fixed_bytes * (local / dp) / hbm + step_overhead for dp in dps]
+    else:
+        f0 = fixed_bytes * (local / 1) / hbm + step_overhead
+        fixed = [f0] * len(dps)
+    return ks, crt, bubbles, zero >= 3, per_micro, reduce, gather, layout.overlap, fixed
 
 
 def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, global_batch: float,
@@ -413,6 +458,6 @@ def linearised(shape: Shape, device: Device, layout: Layout, micro_batch: float,
     return per_token, t1 - per_token * b1 * shape.seq_len
 
 
-__all__ = ["Shape", "Device", "Layout", "Breakdown", "COMPONENTS", "StepCost", "step_cost", "step_costs", "step_time", "declared_step",
+__all__ = ["Shape", "Device", "Layout", "Breakdown", "COMPONENTS", "StepCost", "step_cost", "step_costs", "step_cost_columns", "step_time", "declared_step",
            "linearised", "dp_collective_time", "recompute_flops_per_token"]
 

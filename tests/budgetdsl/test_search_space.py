@@ -232,3 +232,63 @@ def test_a_large_space_has_the_same_bounds_in_numpy():
             assert walls[i] == wall and costs[i] == (gpu_hours * price if price else gpu_hours)
             assert flops[i] == fe * (1.0 + b_min / bc) * (1.0 - 1e-9)
             assert keys[i] == ss.balanced_key(lines, b_min, g, bc, s_min, price)
+
+
+# -- a pinned batch --------------------------------------------------------------------------------
+# With run.batch pinned each pair has one configuration; the search evaluates it from the pair's
+# own numbers (search_space._search_pinned) rather than from a cost model per pair. Brute force:
+# solve_context.solve_layout on every layout's cost models, count by count.
+
+PINNED_PLANS = {
+    "predicted": dict(hardware={"overlap": None}, run={"batch": 4 * 2**20}),
+    "micro-2": dict(hardware={"overlap": None}, run={"batch": 4 * 2**20, "micro_batch": 2}),
+    "declared-mfu": dict(hardware={"mfu": 0.42}, run={"batch": 3 * 2**20}),
+    "priced-short": dict(hardware={"overlap": None, "gpus": {"min": 8, "max": 512, "step": 8}},
+                         model={"seq_len": 1024}, budget={"usd_per_gpu_hour": 2.0}, run={"batch": 1536 * 1024}),
+    "infeasible": dict(hardware={"overlap": None}, budget={"deadline": 86400.0}, run={"batch": 4 * 2**20}),
+    "divides-nowhere": dict(hardware={"overlap": None}, run={"batch": 3 * 4096}),
+}
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+@pytest.mark.parametrize("name", sorted(PINNED_PLANS))
+def test_a_pinned_batch_matches_every_layouts_own_solve(name, objective):
+    from budgetdsl.diagnostics import PlanError
+    from budgetdsl.frontier import frontier_from_target
+    from budgetdsl.layout_search import concrete
+    from budgetdsl.noise_source import noise_estimate
+    from budgetdsl.solve_context import Context, pick, plan_limits, solve_layout
+
+    plan = _plan(**PINNED_PLANS[name], objective=objective)
+    ss.clear_cache()
+    noise = noise_estimate(plan)
+    fr = frontier_from_target(plan.target, noise.b_crit)
+    limits, base, key = plan_limits(plan), concrete(plan, None), ss.cost_model_key(plan)
+    by_layout: dict = {}
+    for pair in ss.search_space(plan).pairs:
+        by_layout.setdefault(pair.layout, (pair.split, []))[1].append(pair.gpus)
+    brute, first = {}, None
+    for layout, (split, counts) in by_layout.items():
+        ctx = Context(base, noise, fr, limits, objective, split=split, key=key)
+        try:
+            brute[layout] = solve_layout(ctx, True, None, counts)
+        except PlanError as exc:
+            first = first or exc
+    try:
+        results = ss.search_layouts(plan, noise, fr, limits, objective, True, None)[0]
+    except PlanError as exc:
+        assert not brute and first is not None
+        assert exc.diagnostics[0].format() == first.diagnostics[0].format()
+        return
+    assert [r.choice for r in results] == list(brute)
+    for r in results:  # each layout's own choice: the same configuration on the same count
+        assert r.chosen.config == brute[r.choice][0].config and r.chosen.cm.gpus == brute[r.choice][0].cm.gpus
+    probe = Context(plan, noise, fr, limits, objective)
+    want = pick(probe, [pl for b in brute.values() for pl in b[2]])
+    got = pick(probe, [pl for r in results for pl in r.candidates])
+    assert (want is None) == (got is None)
+    if want is not None:  # the solver's pick of every layout's candidates, and its layout's every count
+        assert got.config == want.config and got.cm.split == want.cm.split
+        winner = next(r for r in results if any(pl is got for pl in r.candidates))
+        assert [pl.config for pl in winner.placements] == [pl.config for pl in brute[winner.choice][1]]
+    assert name != "infeasible" or want is None
