@@ -162,8 +162,9 @@ def test_the_cli_reports_the_solvers_refusal_at_launch(plans, monkeypatch, capsy
 
 @headless
 async def test_a_picture_drawn_again_is_the_one_for_the_values_shown(plans):
-    """The plot keeps its last drawings by their inputs: stepping back shows the first picture
-    again, and a new value never shows a kept one."""
+    """The plot keeps its last drawings by their inputs and redraws only the rows that changed, the
+    panels only the lines that changed: stepping back shows the first picture again, and what a new
+    value shows is what an app opened on it shows."""
     path = plans / "llama2-7b.yaml"
     app = make_app(path)
     async with app.run_test(size=(120, 36)) as pilot:
@@ -174,6 +175,7 @@ async def test_a_picture_drawn_again_is_the_one_for_the_values_shown(plans):
         await pilot.press("plus")  # 2048 sequences: the run moves along the frontier
         await ready(pilot)
         moved = shown(plot)
+        panels = {name: shown(app.query_one(name)) for name in ("#metrics", "#limits", "#layout")}
         await pilot.press("minus")  # 1024 again
         await ready(pilot)
         assert shown(plot) == first != moved and not app.state.dirty
@@ -187,3 +189,4 @@ async def test_a_picture_drawn_again_is_the_one_for_the_values_shown(plans):
     async with fresh.run_test(size=(120, 36)) as pilot:
         await ready(pilot)
         assert shown(fresh.query_one(FrontierPlot)) == moved
+        assert {name: shown(fresh.query_one(name)) for name in panels} == panels

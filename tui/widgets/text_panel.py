@@ -5,8 +5,9 @@ count changes.
 re-solving on every keypress updates three such panels, and the relayout was most of the
 keypress-to-redraw time. A TextPanel builds its lines from the last value it was shown (so it can
 use its width), once per value and width: `show` compares them with the lines on screen and does
-nothing when they are the same (a deadline step leaves the layout box as it was), `render` and
-`get_content_height` reuse them. Before its first value it shows `PLACEHOLDER` (`solving…`).
+nothing when they are the same (a deadline step leaves the layout box as it was), redraws only the
+lines that differ when their count is the same, and `render` and `get_content_height` reuse them.
+Before its first value it shows `PLACEHOLDER` (`solving…`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from textual.geometry import Region
 from textual.widget import Widget
 
 
-def _same(a: list[Text], b: list[Text]) -> bool:
-    """The same text, spans and base styles, line by line (Rich's `==` ignores the base style)."""
-    return len(a) == len(b) and all(x.plain == y.plain and x.style == y.style and x.spans == y.spans
-                                    for x, y in zip(a, b))
+def _same(x: Text, y: Text) -> bool:
+    """The same text, spans and base style (Rich's `==` ignores the base style)."""
+    return x.plain == y.plain and x.style == y.style and x.spans == y.spans
 
 
 class TextPanel(Widget):
@@ -50,8 +51,12 @@ class TextPanel(Widget):
         before = self._lines if width == self._width else None
         self._value, self._lines = value, None
         lines = self._lines_at(width)
-        if before is not None and _same(before, lines):
-            return  # nothing on screen changes: no redraw
+        if (before is not None and len(before) == len(lines) == self._count
+                and all(line.cell_len <= width for line in lines)):  # one row per line
+            rows = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(before, lines)) if not _same(a, b)]
+            if rows:  # none: nothing on screen changes, no redraw
+                self.refresh(*rows)
+            return
         self.refresh(layout=len(lines) != self._count)
         self._count = len(lines)
 

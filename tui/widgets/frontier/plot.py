@@ -2,7 +2,8 @@
 
 Drawing the plot and turning its text into terminal lines took most of a keypress (about 15 ms of
 a 30 ms redraw at 160×48). So the widget redraws only when what it shows changes (`PlotData`, its
-size, the markers, NO_COLOR), and keeps the last few drawings by those inputs: toggling an axis
+size, the markers, NO_COLOR), and then only the rows that differ (a run that moves along the curve
+changes two or three rows); and it keeps the last few drawings by those inputs: toggling an axis
 back, or stepping a value back to where it was, reuses the lines drawn then.
 """
 
@@ -14,6 +15,7 @@ from collections import OrderedDict
 
 from rich.text import Text
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.visual import Visual, visualize
@@ -61,9 +63,18 @@ class FrontierPlot(Widget, can_focus=True):
         if self._plan is not None and self._solution is not None:
             data = plot_data(self._plan, self._solution, self.x_axis, self.y_axis)
         self._title()
-        if data != self._data or data is None:
-            self._data = data
+        if data is not None and data == self._data:
+            return
+        before = self._drawing() if self.size.area else None
+        self._data = data
+        after = self._drawing() if before is not None else None
+        if before is None or after is None or len(before) != len(after):
             self.refresh()
+            return
+        width = self.size.width  # only the rows that changed are drawn again
+        rows = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(before, after)) if a != b]
+        if rows:
+            self.refresh(*rows)
 
     def _title(self) -> None:
         # Each assignment redraws the border, even with the same text: only when it changes.
@@ -95,10 +106,18 @@ class FrontierPlot(Widget, can_focus=True):
         return render_plot(self._data, size.width, size.height, self.markers, self.app.no_color)
 
     def render_line(self, y: int) -> Strip:
-        """Line `y` of the drawing for the current inputs: drawn as `Widget` draws a `render`
-        (the same text, made into the same strips), or taken from a drawing kept by its inputs."""
-        if self._data is None or self.text_selection is not None:
+        """Line `y` of the drawing for the current inputs."""
+        strips = self._drawing() if self.text_selection is None else None
+        if strips is None:
             return super().render_line(y)
+        return strips[y] if y < len(strips) else Strip.blank(self.size.width, self.visual_style.rich_style)
+
+    def _drawing(self) -> list[Strip] | None:
+        """The drawing for the current inputs, as strips: made as `Widget` makes them from
+        `render` (the same text, the same strips), or one kept by its inputs. None while there
+        is nothing to plot."""
+        if self._data is None:
+            return None
         key = (self._data, self.size, self.markers, self.app.no_color, self.visual_style)
         strips = self._drawn.get(key)
         if strips is None:
@@ -110,4 +129,4 @@ class FrontierPlot(Widget, can_focus=True):
                 self._drawn.popitem(last=False)
         else:
             self._drawn.move_to_end(key)
-        return strips[y] if y < len(strips) else Strip.blank(self.size.width, self.visual_style.rich_style)
+        return strips
