@@ -380,13 +380,16 @@ def _build(plan: "Plan", key: tuple, layouts: tuple[LayoutChoice, ...], counts: 
     # layouts simpler than one have its t and p, so the same list)
     micro_max: dict[LayoutChoice, list[int]] = {}
     shared: dict = {}  # the data-parallel collectives by (bytes, t, device), for every layout
+    binding: dict[Split, list] = {}  # each family's stages that can bind the micro-batch room
+    top = max(counts, default=0)  # no count launches a t·p above it
     blocks: list[_Block] = []
     for choice in layouts:
         t, p = choice.tensor_parallel, choice.pipeline_parallel
         tp = t * p
         launch = by_split.get(tp)
         if launch is None:
-            launch = by_split[tp] = [g for g in counts if g >= 1 and not g % tp and not (g > gpn and g % gpn)]
+            launch = by_split[tp] = [] if tp > top else \
+                [g for g in counts if g >= 1 and not g % tp and not (g > gpn and g % gpn)]
         if not launch:
             micro_max[choice] = []
             continue
@@ -394,7 +397,10 @@ def _build(plan: "Plan", key: tuple, layouts: tuple[LayoutChoice, ...], counts: 
         # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
         family = cost_model(probe, tp, Split(0, t, p, choice.recompute, flash))
         dps = [g // tp for g in launch]
-        room = micro_max[choice] = _quick_all(family, choice, dps)
+        stages = binding.get(family.split)
+        if stages is None:
+            stages = binding[family.split] = _binding_stages(family)
+        room = micro_max[choice] = _quick_all(family, choice, dps, stages)
         simpler = [micro_max[s] for s in choice.simpler() if s in micro_max]
         simpler = [r for r in simpler if len(r) == len(room)]  # same t and p: the same launch list
         if simpler:  # pruned where a simpler layout fits a micro-batch at least as large
@@ -419,7 +425,22 @@ def _build(plan: "Plan", key: tuple, layouts: tuple[LayoutChoice, ...], counts: 
     return SearchSpace(Pairs(blocks), considered, pruned, layouts, counts)
 
 
-def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int]) -> list[int]:
+def _binding_stages(family: CostModel) -> list[tuple[float, float, float, float]]:
+    """(weights, grads, optimizer, per sequence) of the family's pipeline stages that can bind the
+    micro-batch room: a stage that another matches or exceeds in all four has at least its room on
+    every dp and ZeRO stage (the same divisions of each), so it never sets the least (p stages:
+    up to 65,536). Sorted by per-sequence bytes, largest first, so a stage's dominators come before it."""
+    rows = sorted({(st.weights, st.grads, st.optimizer, st.per_sequence) for st in family.stages},
+                  key=lambda r: (r[3], r[0], r[1], r[2]), reverse=True)
+    kept: list[tuple[float, float, float, float]] = []
+    for r in rows:
+        if not any(k[0] >= r[0] and k[1] >= r[1] and k[2] >= r[2] and k[3] >= r[3] for k in kept):
+            kept.append(r)
+    return kept
+
+
+def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
+               stages: list[tuple[float, float, float, float]] | None = None) -> list[int]:
     """The largest micro-batch of `choice` at each data-parallel degree of `dps` (ascending), from
     its family's cost model (same t, p and recomputation on dp = 1 without ZeRO): ZeRO only divides
     the weights, gradients and optimizer state by dp (memory_model.stage_memory), so this is
@@ -429,10 +450,12 @@ def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int]) -> list[
     The room is a non-decreasing function of dp, in floating point too (w/dp falls as dp grows,
     and rounded sums, differences, quotients and floor keep the order), so where it is equal at
     both ends of a run of degrees it is equal on the whole run: the degrees are split in halves
-    until each run's ends agree, and each distinct room costs a few evaluations, not one per count."""
+    until each run's ends agree, and each distinct room costs a few evaluations, not one per count.
+    `stages`: the family's `_binding_stages` (the least over them is the least over all stages)."""
     z = choice.zero
     free = family.memory_per_device - family.reserve_bytes
-    stages = [(st.weights, st.grads, st.optimizer, st.per_sequence) for st in family.stages]
+    if stages is None:
+        stages = _binding_stages(family)
     floor, inf = math.floor, math.inf
 
     def at(dp: int) -> int:
