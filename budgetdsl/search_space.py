@@ -608,10 +608,13 @@ def _search_pinned(space: SearchSpace, base: "Plan", ctx_of, fr: Frontier, limit
     if not per_layout:
         b0, problem = first_problem  # type: ignore[misc]
         raise _pinned_problem(base, space) or pinned_error(base, problem)
-    best = choose(objective, everything, configs.__getitem__, bc)
+    # the front of every feasible configuration, scanned once; the pick among it is the pick among
+    # all, and the solver's (it picks among the candidates below, this front)
+    on_front = pareto(everything, lambda e: axes(configs[e]))
+    best = choose(objective, on_front, configs.__getitem__, bc)
     index = {id(b): bi for bi, b in enumerate(blocks)}
     if best is not None:
-        front = set(pareto(everything, lambda e: axes(configs[e])))
+        front = set(on_front)
         win = best[0]
     else:  # the solver's `min` over the layouts' chosen configurations: the first with the fewest
         win = index[id(min(per_layout, key=lambda e: len(configs[(index[id(e[0])], e[3])].violated))[0])]
