@@ -39,7 +39,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 PLAN = REPO / "plans" / "llama2-7b.yaml"
 ROUNDS = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--rounds=")), 12)  # per key
 # The keys step back and forth, so from the second round each picture was drawn before: the plot
-# keeps its last drawings by their inputs. `--cold` drops them before each key (a value never seen).
+# keeps its last drawings by their inputs. `--cold` drops them before each key, all but the one on
+# screen (as for a value never seen).
 COLD = "--cold" in sys.argv
 KEYS = (("deadline", "plus"), ("deadline", "minus"), ("batch", "plus"), ("batch", "minus"),
         (None, "f2"), (None, "ctrl+b"))
@@ -91,8 +92,9 @@ async def measure(size: tuple[int, int], plan: pathlib.Path = PLAN,
                     await pilot.pause()
                 await pilot.pause()
                 await asyncio.sleep(0.03)  # let the previous frame settle
-                if COLD:  # nothing drawn before is kept: every key draws the plot afresh
-                    getattr(app.query_one("#plot"), "_drawn", {}).clear()
+                kept = getattr(app.query_one("#plot"), "_drawn", None)
+                while COLD and kept and len(kept) > 1:  # only the drawing on screen is kept
+                    kept.popitem(last=False)
                 frame.clear()
                 stamp.clear()
                 start = (time.perf_counter(), time.thread_time())
