@@ -706,6 +706,10 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         return out
 
     def _order_for(obj: str) -> tuple[list[tuple[float, ...]], list[int]]:
+        if len(consts.per_pair) >= _VECTOR_PAIRS and consts.natural:
+            vector = _vector_order(obj)
+            if vector is not None:
+                return vector
         floor, log10, isfinite, inf = math.floor, math.log10, math.isfinite, math.inf
         keys: list[tuple[float, ...]] = []
         if obj == "balanced":
@@ -725,6 +729,25 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
             return keys, sorted(range(len(space_pairs)), key=keys.__getitem__)
         simple = [pr.layout.sort_key() for pr in space_pairs]
         return keys, sorted(range(len(space_pairs)), key=lambda i: (keys[i], simple[i], space_pairs[i].gpus))
+
+    def _vector_order(obj: str):
+        """`_order_for` from numpy columns (a large space whose ties go by index); None when a
+        measure is not positive and finite (then one by one)."""
+        import numpy as np
+
+        if obj == "balanced":
+            measure, second, third = _balanced_keys(consts, bc, s_min, price, columns=True)
+        else:
+            hit = _WALK_MEMO.get(("axes", id(consts)))
+            if hit is None or hit[0] is not consts or hit[1] != (bc, s_min, fe, price):
+                wall, cost, fl = (np.array(walls), np.array(costs), np.array(flops))
+            else:
+                wall, cost, fl = hit[2]
+            measure, second, third = {"min_time": (wall, cost, fl), "min_cost": (cost, wall, fl),
+                                      "min_flops": (fl, wall, cost)}[obj]
+        if not (np.isfinite(measure).all() and (measure > 0).all()):
+            return None
+        return _sorted_keys(measure, second, third)
 
     placed: dict[LayoutChoice, tuple[list[Placement], list[Placement]]] = {}
     done = [False] * len(space_pairs)
@@ -912,11 +935,13 @@ def _axes_bounds(consts: "_Bounds", bc: float, s_min: float, fe: float, price: f
     gpu_hours = g * wall / 3600.0
     cost = gpu_hours * price if price else gpu_hours
     fl = fe * (1.0 + b_min / bc) * (1.0 - 1e-9)
+    _WALK_MEMO[("axes", id(consts))] = (consts, (bc, s_min, fe, price), (wall, cost, fl))  # the columns, for the order
     return wall.tolist(), cost.tolist(), fl.tolist()
 
 
-def _balanced_keys(consts: "_Bounds", bc: float, s_min: float, price: float | None) -> list[tuple]:
-    """`balanced_key` of every pair (numpy, the same operations; the balance rounded in Python)."""
+def _balanced_keys(consts: "_Bounds", bc: float, s_min: float, price: float | None, columns: bool = False):
+    """`balanced_key` of every pair (numpy, the same operations; the balance rounded in Python);
+    `columns`: the (balance, cost, wall clock) columns instead, unrounded."""
     import numpy as np
 
     cols = _columns(consts)
@@ -935,8 +960,56 @@ def _balanced_keys(consts: "_Bounds", bc: float, s_min: float, price: float | No
     wall = _wall_bounds(cols, lo, bc, s_min, hi) * (1.0 - 1e-9)
     gpu_hours = g * wall / 3600.0
     cost = gpu_hours * price if price else gpu_hours
-    floor, log10 = math.floor, math.log10
-    return [(round(x, 12 - floor(log10(x))), c, w) for x, c, w in zip(v.tolist(), cost.tolist(), wall.tolist())]
+    if not columns:
+        floor, log10 = math.floor, math.log10
+        return [(round(x, 12 - floor(log10(x))), c, w) for x, c, w in zip(v.tolist(), cost.tolist(), wall.tolist())]
+    return v, cost, wall
+
+
+def _round12(x: float) -> float:
+    """x rounded as objectives.choose rounds a measure (12 significant digits, `_magnitude`)."""
+    if 0.0 < x < math.inf:
+        return round(x, 12 - math.floor(math.log10(x)))
+    return round(x, 12 - (0 if x == 0 or not math.isfinite(x) else int(math.floor(math.log10(abs(x))))))
+
+
+class _LazyKeys:
+    """The walk's bound keys (measure rounded, then the two tie-breaks), each built when first
+    read: a walk reads a few hundred of a space's 100,000."""
+
+    __slots__ = ("measure", "second", "third", "built")
+
+    def __init__(self, measure: list[float], second: list[float], third: list[float]):
+        self.measure, self.second, self.third = measure, second, third
+        self.built: dict[int, tuple[float, float, float]] = {}
+
+    def __getitem__(self, i: int) -> tuple[float, float, float]:
+        key = self.built.get(i)
+        if key is None:
+            key = self.built[i] = (_round12(self.measure[i]), self.second[i], self.third[i])
+        return key
+
+
+def _sorted_keys(measure, second, third) -> tuple[_LazyKeys, list[int]]:
+    """The pairs in the order of their keys (measure rounded, second, third, then index), as
+    `sorted` orders the built tuples, from numpy columns: sorted by the raw measure first (rounding
+    keeps order), then each run of measures that may round alike (within 1e-11 of each other:
+    rounding moves a value by at most 5e-13 of it) re-sorted by the built keys."""
+    import numpy as np
+
+    n = len(measure)
+    order = np.lexsort((np.arange(n), third, second, measure))
+    m = measure[order]
+    near = m[1:] <= m[:-1] * (1.0 + 1e-11)  # may round alike with the next (all measures > 0)
+    keys = _LazyKeys(measure.tolist(), second.tolist(), third.tolist())
+    out = order.tolist()
+    if near.any():
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], near.astype(np.int8), [0]))))
+        for a, b in zip(edges[0::2].tolist(), (edges[1::2] + 1).tolist()):  # runs [a, b) of `order`
+            if m[a] == m[b - 1]:
+                continue  # one measure: already ordered by the tie-breaks, then the index
+            out[a:b] = sorted(out[a:b], key=lambda i: (keys[i], i))
+    return keys, out
 
 
 def _threat(bounds: tuple, pw: float, pc: float, pf: float, fe: float, bc: float, s_min: float,

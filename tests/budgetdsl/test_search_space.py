@@ -232,6 +232,15 @@ def test_a_large_space_has_the_same_bounds_in_numpy():
             assert walls[i] == wall and costs[i] == (gpu_hours * price if price else gpu_hours)
             assert flops[i] == fe * (1.0 + b_min / bc) * (1.0 - 1e-9)
             assert keys[i] == ss.balanced_key(lines, b_min, g, bc, s_min, price)
+        # the walk's order from the columns: the order `sorted` gives the built keys, ties by index
+        import numpy as np
+
+        lazy, order = ss._sorted_keys(*ss._balanced_keys(consts, bc, s_min, price, columns=True))
+        assert order == sorted(range(len(keys)), key=keys.__getitem__)
+        assert all(lazy[i] == keys[i] for i in order[:500])
+        built = [(ss._round12(w), c, f) for w, c, f in zip(walls, costs, flops)]
+        lazy, order = ss._sorted_keys(np.array(walls), np.array(costs), np.array(flops))
+        assert order == sorted(range(len(built)), key=built.__getitem__)
 
 
 # -- a pinned batch --------------------------------------------------------------------------------
