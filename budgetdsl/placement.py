@@ -92,6 +92,9 @@ class Config(NamedTuple):
                 "min_batch": self.batch}[name]
 
 
+_new_config = tuple.__new__  # Config(*fields) without binding 14 keyword-capable arguments
+
+
 def quadratic_interval(a2: float, a1: float, a0: float) -> tuple[float, float] | None:
     """{B > 0 : a2·B² + a1·B + a0 ≤ 0} for a2 > 0, a0 ≥ 0, or None when empty.
 
@@ -150,8 +153,9 @@ def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int
              micro_max: int) -> Config:
     """A configuration's exact numbers and the limits it violates."""
     dp = cm.data_parallel
+    seq_len = cm.seq_len
     sequences = micro * accum * dp
-    batch = float(sequences * cm.seq_len)
+    batch = float(sequences * seq_len)
     bc = fr.b_crit
     steps = math.ceil(fr.e_min / bc * (1.0 + bc / batch) * (1.0 - _STEP_TOL))  # Frontier.steps
     if steps < 1:
@@ -160,7 +164,7 @@ def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int
     flops = cm.flops_per_token * tokens
     step = cm._step
     if step is not None and cm.mode != DECLARED:  # CostModel.step_time, its closed form inlined
-        wall = steps * step.total(batch / (cm.seq_len * dp * accum), accum)
+        wall = steps * step.total(batch / (seq_len * dp * accum), accum)
     else:
         wall = steps * cm.step_time(batch, accum)
     gpu_hours = cm.gpus * wall / 3600.0
@@ -168,8 +172,9 @@ def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int
     usd = gpu_hours * price if price else None
     violated: tuple[str, ...] = ()
     if micro > micro_max:
-        violated += ("memory",)
-    if limits.deadline is not None and wall > limits.deadline:
+        violated = ("memory",)
+    deadline = limits.deadline
+    if deadline is not None and wall > deadline:
         violated += ("deadline",)
     if limits.flops is not None and flops > limits.flops:
         violated += ("flops",)
@@ -177,19 +182,23 @@ def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int
         violated += ("gpu_hours",)
     if limits.usd is not None and usd is not None and usd > limits.usd:
         violated += ("usd",)
-    return Config(cm.gpus, micro, accum, dp, sequences, batch, steps, tokens, flops, wall, gpu_hours,
-                  usd, cm.memory_at(micro), violated)
+    return _new_config(Config, (cm.gpus, micro, accum, dp, sequences, batch, steps, tokens, flops, wall,
+                                gpu_hours, usd, cm.memory_at(micro), violated))
 
 
 def largest_divisor_at_most(n: int, cap: int) -> int:
     """The largest divisor of n that is ≤ cap (1 always divides; the scan is bounded)."""
     k = min(n, cap)
-    for _ in range(_DIVISOR_SCAN):
+    if k <= 1:
+        return 1
+    if n % k == 0:  # the common case: the cap (or n itself) divides
+        return k
+    for _ in range(_DIVISOR_SCAN - 1):
+        k -= 1
         if k <= 1:
             return 1
         if n % k == 0:
             return k
-        k -= 1
     return 1
 
 
@@ -197,17 +206,36 @@ def _configs_for(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool
     """(micro, accum) pairs near n sequences per replica: the fewest accumulation steps, and n
     exactly; with a pipeline also micro-batches of one sequence, the most micro-batches per step
     and so the smallest bubble."""
+    return list(_pairs_near(n, micro_max, micro_fixed, pipeline))
+
+
+# `_configs_for` is a pure function of four integers, and a solve asks it for the same few sequence
+# counts on every layout, objective and re-solve: its answers are kept (bounded; cleared when full).
+_PAIRS: dict[tuple, tuple[tuple[int, int], ...]] = {}
+_PAIRS_SIZE = 1 << 16
+
+
+def _pairs_near(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool) -> tuple[tuple[int, int], ...]:
+    key = (n, micro_max, micro_fixed, pipeline)
+    hit = _PAIRS.get(key)
+    if hit is not None:
+        return hit
     if micro_fixed is not None:
         a = max(1, n // micro_fixed)
-        return [(micro_fixed, a), (micro_fixed, a + 1)] if a * micro_fixed < n else [(micro_fixed, a)]
-    cap = max(1, micro_max)
-    a = -(-n // cap)
-    out = {(m, a) for m in (n // a, -(-n // a)) if 1 <= m <= cap}
-    m = largest_divisor_at_most(n, cap)
-    out.add((m, n // m))
-    if pipeline:
-        out.add((1, n))
-    return sorted(out)
+        out = ((micro_fixed, a), (micro_fixed, a + 1)) if a * micro_fixed < n else ((micro_fixed, a),)
+    else:
+        cap = max(1, micro_max)
+        a = -(-n // cap)
+        pairs = {(m, a) for m in (n // a, -(-n // a)) if 1 <= m <= cap}
+        m = largest_divisor_at_most(n, cap)
+        pairs.add((m, n // m))
+        if pipeline:
+            pairs.add((1, n))
+        out = tuple(sorted(pairs))
+    if len(_PAIRS) >= _PAIRS_SIZE:
+        _PAIRS.clear()
+    _PAIRS[key] = out
+    return out
 
 
 class Placement(NamedTuple):
@@ -247,74 +275,115 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
                 lo, hi = INF, 0.0
                 break
             lo, hi = max(lo, iv[0]), min(hi, iv[1])
-        shared = evals["intervals"] = (intervals, lo, hi)
-    intervals, lo, hi = shared
+        per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
+        n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12))) if lo <= hi and lo < INF else None
+        n_hi = math.floor(hi / per * (1.0 + 1e-12)) if n_lo is not None and hi < INF else None
+        # what every objective of this cost model, frontier and limits shares: the interval, its
+        # integer ends, the configurations by (micro, accum) and the feasible ones of each count
+        shared = evals["intervals"] = (intervals, lo, hi, per, n_lo, n_hi, {}, {})
+    intervals, lo, hi, per, n_lo, n_hi, configs, counts = shared
     target = objective_target(objective, cm, fr)
     if micro_max < 1 or (micro_fixed is not None and micro_fixed > micro_max):
         return Placement(cm, fr, intervals, lo, hi, target, None, None, micro_max, "memory")
     if lo > hi:
         return Placement(cm, fr, intervals, lo, hi, target, None, None, micro_max, "interval")
-    clipped = min(max(target, lo), hi)
-    per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
+    clipped = lo if lo > target else target  # min(max(target, lo), hi), as the builtins order ties
+    if hi < clipped:
+        clipped = hi
     n_t = clipped / per
-    n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12)))
-    n_hi = math.floor(hi / per * (1.0 + 1e-12)) if hi < INF else max(n_lo, math.ceil(n_t)) + 1
+    if n_lo is None:
+        n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12)))
+    if n_hi is None:
+        c = math.ceil(n_t)
+        n_hi = (n_lo if n_lo > c else c) + 1
     if n_lo > n_hi:
         return Placement(cm, fr, intervals, lo, hi, target, clipped, None, micro_max, "integer")
+    entries = counts.get(micro_fixed)
+    if entries is None:
+        entries = counts[micro_fixed] = {}
+    pipeline = cm.split.pipeline_parallel > 1
+    # the objective's measure (`score`, inlined; balanced: (S/S_min)(E/E_min), the same operations)
+    kind = (0 if objective == "balanced" else 1 if objective == "min_time" else 2 if objective == "min_flops"
+            else 3)
+    bc = fr.b_crit
     best: Config | None = None
     best_key: tuple[float, int, float] | None = None
 
-    seen: set[int] = set()
-    pipeline = cm.split.pipeline_parallel > 1
-    if objective == "balanced":  # score(), inlined: (S/S_min)(E/E_min), the same operations
-        bc = fr.b_crit
-
-        def measure(c: Config) -> float:
-            return (1.0 + bc / c.batch) * (1.0 + c.batch / bc)
-    else:
-        def measure(c: Config) -> float:
-            return score(objective, fr, c)
-
-    def consider(n: int) -> bool:
-        """Evaluate the configurations near n sequences per replica; True when n itself (exactly)
-        has a feasible configuration. The feasible ones of each n are kept in `evals`: every
-        objective of a pair asks for the interval's ends, and the neighbours overlap."""
-        nonlocal best, best_key
-        seen.add(n)
-        entry = evals.get(("n", n, micro_fixed))
+    # The neighbours of the target, and the interval's ends (the objective may prefer either);
+    # each count's feasible configurations are kept (every objective asks for the ends, and the
+    # neighbours overlap). Ties (the batch decides most objectives) go to the faster run, then to
+    # fewer accumulation steps (with a pipeline, more micro-batches shrink the bubble).
+    f, c = math.floor(n_t), math.ceil(n_t)
+    f = n_lo if n_lo > f else (n_hi if f > n_hi else f)
+    c = n_lo if n_lo > c else (n_hi if c > n_hi else c)
+    order = (f,) if f == c else (f, c)
+    neighbours = len(order)
+    if n_lo not in order:
+        order += (n_lo,)
+    if n_hi not in order:
+        order += (n_hi,)
+    hit = False
+    for i, n in enumerate(order):
+        entry = entries.get(n)
         if entry is None:
-            exact, feasible = False, []
-            for micro, accum in _configs_for(n, micro_max, micro_fixed, pipeline):
-                cfg = evals.get((micro, accum))
-                if cfg is None:
-                    cfg = evals[(micro, accum)] = evaluate(cm, fr, limits, micro, accum, micro_max)
-                if cfg.violated:
-                    continue
-                exact = exact or micro * accum == n
-                feasible.append(cfg)
-            entry = evals[("n", n, micro_fixed)] = (exact, feasible)
+            entry = entries[n] = _feasible_at(cm, fr, limits, n, micro_max, micro_fixed, pipeline, configs)
+        if i < neighbours:  # the target's neighbours: whether either launches exactly
+            hit = entry[0] or hit
         for cfg in entry[1]:
-            # ties (the batch decides most objectives) go to the faster run, then to fewer
-            # accumulation steps: with a pipeline, more micro-batches shrink the bubble
-            key = (measure(cfg), cfg.wall, cfg.grad_accum, abs(cfg.batch - clipped))
+            b = cfg.batch
+            if kind == 0:
+                m = (1.0 + bc / b) * (1.0 + b / bc)
+            elif kind == 1:
+                m = cfg.wall
+            elif kind == 2:
+                m = cfg.flops
+            else:
+                m = cfg.usd if cfg.usd is not None else cfg.gpu_hours
+            key = (m, cfg.wall, cfg.grad_accum, abs(b - clipped))
             if best_key is None or key < best_key:
                 best, best_key = cfg, key
-        return entry[0]
-
-    # The neighbours of the target, and the interval's ends (the objective may prefer either).
-    hit = False
-    for n in sorted({min(max(n, n_lo), n_hi) for n in (math.floor(n_t), math.ceil(n_t))}):
-        hit = consider(n) or hit
-    for n in (n_lo, n_hi):
-        if n not in seen:
-            consider(n)
     if not hit:
         # Integer steps pushed the target's neighbours over a limit: walk outward from the target
         # to the nearest launchable batch, so the answer stays next to the objective's choice.
+        seen = set(order)
         n0 = min(max(round(n_t), n_lo), n_hi)
         for i in range(1, _FALLBACK_SCAN):
             n = n0 + ((i + 1) // 2) * (1 if i % 2 else -1)
-            if n_lo <= n <= n_hi and n not in seen and consider(n):
-                break
+            if n_lo <= n <= n_hi and n not in seen:
+                seen.add(n)
+                entry = entries.get(n)
+                if entry is None:
+                    entry = entries[n] = _feasible_at(cm, fr, limits, n, micro_max, micro_fixed, pipeline, configs)
+                for cfg in entry[1]:
+                    b = cfg.batch
+                    if kind == 0:
+                        m = (1.0 + bc / b) * (1.0 + b / bc)
+                    elif kind == 1:
+                        m = cfg.wall
+                    elif kind == 2:
+                        m = cfg.flops
+                    else:
+                        m = cfg.usd if cfg.usd is not None else cfg.gpu_hours
+                    key = (m, cfg.wall, cfg.grad_accum, abs(b - clipped))
+                    if best_key is None or key < best_key:
+                        best, best_key = cfg, key
+                if entry[0]:
+                    break
     return Placement(cm, fr, intervals, lo, hi, target, clipped, best, micro_max,
                      None if best is not None else "integer")
+
+
+def _feasible_at(cm: CostModel, fr: Frontier, limits: Limits, n: int, micro_max: int, micro_fixed: int | None,
+                 pipeline: bool, configs: dict) -> tuple[bool, tuple[Config, ...]]:
+    """(whether n sequences per replica exactly have a feasible configuration, the feasible
+    configurations near n), each configuration evaluated once per (micro, accum) in `configs`."""
+    exact, feasible = False, []
+    for pair in _pairs_near(n, micro_max, micro_fixed, pipeline):
+        cfg = configs.get(pair)
+        if cfg is None:
+            cfg = configs[pair] = evaluate(cm, fr, limits, pair[0], pair[1], micro_max)
+        if cfg.violated:
+            continue
+        exact = exact or pair[0] * pair[1] == n
+        feasible.append(cfg)
+    return exact, tuple(feasible)
