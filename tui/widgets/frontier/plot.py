@@ -50,6 +50,7 @@ class FrontierPlot(Widget, can_focus=True):
         self._solution: Solution | None = None
         self._data: PlotData | None = None
         self._drawn: OrderedDict[tuple, list[Strip]] = OrderedDict()
+        self._last: tuple[tuple, list[Strip]] | None = None  # the drawing asked for last, by its inputs
         self.set_reactive(FrontierPlot.markers, markers if markers in MARKERS else "braille")
         self._title()
 
@@ -119,6 +120,9 @@ class FrontierPlot(Widget, can_focus=True):
         if self._data is None:
             return None
         key = (self._data, self.size, self.markers, self.app.no_color, self.visual_style)
+        last = self._last  # each of the widget's lines asks: no hash of the 480 points per line
+        if last is not None and last[0][0] is key[0] and last[0][1:] == key[1:]:
+            return last[1]
         strips = self._drawn.get(key)
         if strips is None:
             width, height = self.size
@@ -129,4 +133,5 @@ class FrontierPlot(Widget, can_focus=True):
                 self._drawn.popitem(last=False)
         else:
             self._drawn.move_to_end(key)
+        self._last = (key, strips)
         return strips
