@@ -78,25 +78,67 @@ def gpu_counts(plan: "Plan") -> list[int]:
 def place_on(ctx: Context, gpus: int, limits: Limits | None = None, objective: str | None = None,
              micro_fixed: int | None = None) -> Placement:
     """`placement.place` on `gpus`, memoized within one solve (the pinned comparison and the
-    relaxations ask for the same placements again)."""
+    relaxations ask for the same placements again) and kept across solves (`_shared`)."""
     own = limits is None or limits is ctx.limits  # the context's own limits: keyed without hashing them
     limits = ctx.limits if limits is None else limits
     objective = ctx.objective if objective is None else objective
     key = ("place", gpus, None if own else limits, objective, micro_fixed)
     pl = ctx.memo.get(key)
-    if pl is None and objective == "min_cost":
+    if pl is not None:
+        return pl
+    if objective == "min_cost":
         # On one GPU count cost is G·W/3600 (× price): a non-decreasing function of the wall clock,
         # and min_cost aims at min_time's batch. Its key (cost, wall, accumulation, distance) then
         # orders every configuration as min_time's (wall, cost, …) does, so the placement is
         # min_time's, term for term.
         pl = ctx.memo[key] = place_on(ctx, gpus, limits, "min_time", micro_fixed)
+        return pl
+    evals_key = ("evals", gpus, None if own else limits)
+    group = ctx.memo.get(evals_key)
+    if group is None:  # held by this solve's memo: its objectives share one `evals` to the end
+        group = ctx.memo[evals_key] = _shared(cost_model(ctx, gpus), ctx.frontier, limits, own)
+    placed = group[2]
+    pk = (objective, micro_fixed)
+    pl = placed.get(pk)
     if pl is None:
-        evals_key = ("evals", gpus, None if own else limits)
-        evals = ctx.memo.get(evals_key)
-        if evals is None:
-            evals = ctx.memo[evals_key] = {}
-        pl = ctx.memo[key] = place(cost_model(ctx, gpus), ctx.frontier, limits, objective, micro_fixed, evals)
+        pl = placed[pk] = place(group[0], ctx.frontier, limits, objective, micro_fixed, group[1])
+    ctx.memo[key] = pl
     return pl
+
+
+# A placement is a pure function of (cost model, frontier, limits, objective, micro_fixed): the
+# placements of one cost model, frontier and limits, with what their objectives share (`evals`:
+# the interval, the configurations evaluated), are kept across solves, as the cost models are
+# (`cost_model.cached_cost_model`), so a warm re-solve places nothing again. Keyed by the cost
+# model's identity (held in the entry, so the id stays its own); `own` apart, as within a solve
+# (the context's own limits and an equal copy are placed apart there). Few are kept: two
+# generations of _SHARED_SIZE, the older dropped when the newer fills (a solve holds its own
+# entries in its memo to its end). Kept many, they cost more than they save: a sweep's rows, each
+# with new limits, slowed by a quarter with 4,096 kept (memory the new ones no longer reuse).
+_SHARED: list[dict[tuple, tuple[CostModel, dict, dict]]] = [{}, {}]  # [newer, older]
+_SHARED_SIZE = 64
+
+
+def _shared(cm: CostModel, fr: Frontier, limits: Limits, own: bool) -> tuple[CostModel, dict, dict]:
+    """(cm, the `evals` its placements share, the placements by (objective, micro_fixed))."""
+    key = (id(cm), fr, limits, own)
+    newer = _SHARED[0]
+    group = newer.get(key)
+    if group is not None and group[0] is cm:
+        return group
+    group = _SHARED[1].pop(key, None)
+    if group is None or group[0] is not cm:
+        group = (cm, {}, {})
+    if len(newer) >= _SHARED_SIZE:
+        newer = {}
+        _SHARED[:] = [newer, _SHARED[0]]
+    newer[key] = group
+    return group
+
+
+def clear_cache() -> None:
+    """Forget the placements kept across solves (a cold solve, for a benchmark)."""
+    _SHARED[:] = [{}, {}]
 
 
 def candidates(ctx: Context, counts: list[int], micro_fixed: int | None) -> list[Placement]:
@@ -104,14 +146,21 @@ def candidates(ctx: Context, counts: list[int], micro_fixed: int | None) -> list
     choice is made among (each objective's target, so the front holds the minimum-time, the
     minimum-FLOPs and the balanced batch of every count)."""
     out: list[Placement] = []
+    memo = ctx.memo
     for g in counts:
         seen: list = []  # on one count equal configurations are one object (placement's `evals`)
         for objective in OBJECTIVES:
-            pl = place_on(ctx, g, objective=objective, micro_fixed=micro_fixed)
+            pl = memo.get(("place", g, None, objective, micro_fixed))
+            if pl is None:
+                pl = place_on(ctx, g, objective=objective, micro_fixed=micro_fixed)
             cfg = pl.config
-            if cfg is not None and not cfg.violated and not any(cfg is c for c in seen):
-                seen.append(cfg)
-                out.append(pl)
+            if cfg is not None and not cfg.violated:
+                for c in seen:
+                    if cfg is c:
+                        break
+                else:
+                    seen.append(cfg)
+                    out.append(pl)
     return out
 
 
