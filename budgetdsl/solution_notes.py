@@ -33,11 +33,27 @@ def gpu_choice_reason(ctx: Context, chosen: Placement, placements: list[Placemen
     return why
 
 
+# What `throughput` and `assumptions` build at a configuration is a pure function of the (cached,
+# frozen) cost model and the configuration's numbers: kept in the cost model's `_shown`, a few per
+# cost model (a warm re-solve launches the same configuration; a sweep's rows many).
+_SHOWN_AT_MOST = 64
+
+
 def throughput(cm: CostModel, cfg: Config | None) -> Throughput | None:
     """Utilization and seconds per step by cause at the launched
     configuration (declared: the modelled shares scaled inside the declared MFU)."""
     if cfg is None:
         return None
+    key = ("throughput", cfg.batch, cfg.grad_accum, cfg.micro_batch, cfg.sequences)
+    out = cm._shown.get(key)
+    if out is None:
+        out = _throughput(cm, cfg)
+        if len(cm._shown) < _SHOWN_AT_MOST:
+            cm._shown[key] = out
+    return out
+
+
+def _throughput(cm: CostModel, cfg: Config) -> Throughput:
     bd = cm.breakdown(cfg.batch, cfg.grad_accum)
     if bd is None:  # no shape: declared MFU only
         total = cm.step_time(cfg.batch, cfg.grad_accum)
@@ -63,9 +79,20 @@ def assumptions(cm: CostModel, cfg: Config | None) -> dict[str, Coefficient]:
         shown = cm._shown["coefficients"] = {
             k: Coefficient(value=c.value, unit=c.unit, origin=c.origin, detail=c.detail)
             for k, c in cm.coefficients.items()}
-    out = dict(shown)
     if cfg is None:
-        return out
+        return dict(shown)
+    key = ("assumptions", cfg.batch, cfg.grad_accum, cfg.micro_batch, cfg.memory)
+    at = cm._shown.get(key)
+    if at is None:
+        at = _at_configuration(cm, cfg)
+        if len(cm._shown) < _SHOWN_AT_MOST:
+            cm._shown[key] = at
+    return {**shown, **at}
+
+
+def _at_configuration(cm: CostModel, cfg: Config) -> dict[str, Coefficient]:
+    """The coefficients derived at the configuration's micro-batch (`assumptions`)."""
+    out: dict[str, Coefficient] = {}
     declared = cm.mode == "declared"
     at_micro = "" if declared else f" at micro-batch {cfg.micro_batch}"
     rate, fixed = cm.linear_at(cfg.micro_batch)  # T(B) = f·B/rate + c at the launched micro-batch
