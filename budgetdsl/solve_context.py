@@ -45,10 +45,15 @@ def plan_limits(plan: "Plan") -> Limits:
 def cost_model(ctx: Context, gpus: int, split: Split | None = None) -> CostModel:
     """The cost model of the context's layout (or `split`) on `gpus`, kept across solves
     (`cost_model.cached_cost_model`); a missing shape is a located error."""
-    split = split or ctx.split or plan_split(ctx.plan)
+    if split is None:  # the context's layout: keyed by the count alone (no Split hashed)
+        cm = ctx.memo.get(("cm", gpus))
+        if cm is None:
+            cm = ctx.memo[("cm", gpus)] = cost_model(ctx, gpus, ctx.split or plan_split(ctx.plan))
+        return cm
     key = ("cm", gpus, split)
-    if key in ctx.memo:
-        return ctx.memo[key]
+    cm = ctx.memo.get(key)
+    if cm is not None:
+        return cm
     try:
         cm = ctx.memo[key] = cached_cost_model(ctx.key, ctx.plan, gpus, split)
         return cm
@@ -96,7 +101,7 @@ def place_on(ctx: Context, gpus: int, limits: Limits | None = None, objective: s
     evals_key = ("evals", gpus, None if own else limits)
     group = ctx.memo.get(evals_key)
     if group is None:  # held by this solve's memo: its objectives share one `evals` to the end
-        group = ctx.memo[evals_key] = _shared(cost_model(ctx, gpus), ctx.frontier, limits, own)
+        group = ctx.memo[evals_key] = _shared(cost_model(ctx, gpus), _values(ctx, limits, own), own)
     placed = group[2]
     pk = (objective, micro_fixed)
     pl = placed.get(pk)
@@ -119,9 +124,24 @@ _SHARED: list[dict[tuple, tuple[CostModel, dict, dict]]] = [{}, {}]  # [newer, o
 _SHARED_SIZE = 64
 
 
-def _shared(cm: CostModel, fr: Frontier, limits: Limits, own: bool) -> tuple[CostModel, dict, dict]:
-    """(cm, the `evals` its placements share, the placements by (objective, micro_fixed))."""
-    key = (id(cm), fr, limits, own)
+def _values(ctx: Context, limits: Limits, own: bool) -> tuple:
+    """The frontier's and the limits' numbers, as their (dataclass) equality compares them; the
+    context's own computed once per solve."""
+    if own:
+        hit = ctx.memo.get("values")
+        if hit is not None:
+            return hit
+    fr = ctx.frontier
+    out = (fr.b_crit, fr.e_min, limits.deadline, limits.flops, limits.gpu_hours, limits.usd, limits.price)
+    if own:
+        ctx.memo["values"] = out
+    return out
+
+
+def _shared(cm: CostModel, values: tuple, own: bool) -> tuple[CostModel, dict, dict]:
+    """(cm, the `evals` its placements share, the placements by (objective, micro_fixed));
+    `values`: the frontier's and limits' numbers (`_values`)."""
+    key = (id(cm), values, own)
     newer = _SHARED[0]
     group = newer.get(key)
     if group is not None and group[0] is cm:
@@ -147,20 +167,23 @@ def candidates(ctx: Context, counts: list[int], micro_fixed: int | None) -> list
     minimum-FLOPs and the balanced batch of every count)."""
     out: list[Placement] = []
     memo = ctx.memo
+    ckey = ("candidates", micro_fixed)
     for g in counts:
-        seen: list = []  # on one count equal configurations are one object (placement's `evals`)
-        for objective in OBJECTIVES:
-            pl = memo.get(("place", g, None, objective, micro_fixed))
-            if pl is None:
+        group = memo.get(("evals", g, None))
+        found = None if group is None else group[2].get(ckey)  # kept with the placements
+        if found is None:
+            found = []
+            seen: list = []  # on one count equal configurations are one object (placement's `evals`)
+            for objective in OBJECTIVES:
                 pl = place_on(ctx, g, objective=objective, micro_fixed=micro_fixed)
-            cfg = pl.config
-            if cfg is not None and not cfg.violated:
-                for c in seen:
-                    if cfg is c:
-                        break
-                else:
+                cfg = pl.config
+                if cfg is not None and not cfg.violated and not any(cfg is c for c in seen):
                     seen.append(cfg)
-                    out.append(pl)
+                    found.append(pl)
+            group = memo.get(("evals", g, None))
+            if group is not None:
+                group[2][ckey] = tuple(found)
+        out.extend(found)
     return out
 
 
