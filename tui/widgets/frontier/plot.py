@@ -9,9 +9,8 @@ back, or stepping a value back to where it was, reuses the lines drawn then.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.binding import Binding
