@@ -301,3 +301,25 @@ def test_a_pinned_batch_matches_every_layouts_own_solve(name, objective):
         winner = next(r for r in results if any(pl is got for pl in r.candidates))
         assert [pl.config for pl in winner.placements] == [pl.config for pl in brute[winner.choice][1]]
     assert name != "infeasible" or want is None
+
+
+def test_issue_13s_13b_case_is_no_worse_than_min_time_was():
+    """Issue 13's measured case: 13B (40 layers, d 5120, seq 4096), 1T tokens at a 4Mi batch, 256
+    H100, B_crit 4M tokens, 14 days. `balanced` recommended 10.6 days / 65.4k GPU-hours at the time,
+    dominated by min_time's 7.61 days / 46.8k; with the layout searched it must do no worse than
+    that, and no objective's answer may dominate it."""
+    from budgetdsl.plan_model import Plan
+    from budgetdsl.solver import solve
+
+    base = {"name": "issue-13b", "model": {"params": 13e9, "layers": 40, "d_model": 5120, "heads": 40,
+                                           "seq_len": 4096},
+            "hardware": {"gpu": "H100-SXM5-80GB", "gpus": 256}, "target": {"tokens": 1e12, "at_batch": 2.0**22},
+            "noise": {"b_crit": 2.0**22}, "budget": {"deadline": 14 * 86400.0}}
+    answers = {o: solve(Plan.model_validate({**base, "objective": o})) for o in OBJECTIVES}
+    balanced = answers["balanced"]
+    assert balanced.feasible and balanced.layout is not None
+    assert balanced.wall_clock_s <= 7.61 * 86400 and balanced.gpu_hours <= 46.8e3
+    mine = (balanced.wall_clock_s, balanced.gpu_hours, balanced.flops)
+    from budgetdsl.objectives import dominates
+
+    assert not any(dominates((a.wall_clock_s, a.gpu_hours, a.flops), mine) for a in answers.values())
