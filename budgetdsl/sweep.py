@@ -247,8 +247,8 @@ def iter_sweep(source: MergedSource, settings: list[Setting], full: bool = True)
     fastest): a caller that writes each row and drops it holds one row in memory, however many
     points the sweep has (a list of 40,000 rows held 3.2 GB). `full=False`: rows carry only their
     `Summary` where the kernel answers them (the kernel works in chunks of rows)."""
-    size(settings)
-    if not full and not os.environ.get("BUDGETDSL_SWEEP_SCALAR"):
+    rows = size(settings)
+    if not full and _use_kernel(rows):
         try:  # numpy is a core dependency; an install without it takes the scalar path
             from budgetdsl.sweep_kernel import iter_kernel_rows
         except ImportError:
@@ -259,6 +259,21 @@ def iter_sweep(source: MergedSource, settings: list[Setting], full: bool = True)
     blame = Blame(source)
     for combo in itertools.product(*(s.values for s in settings)):
         yield solve_row(source, {s.path: v for s, v in zip(settings, combo)}, blame)
+
+
+# The kernel builds every layout × GPU-count pair's numbers before its first row: a few
+# milliseconds on a fixed layout, seconds for a searched GPU range of thousands of pairs (a 7B plan
+# on 64–2048 GPUs with every layout key auto: 3,925 pairs, 1 row in 2.6 s against 1.5 s with
+# solve()). Fewer rows than this go through solve(), row for row the same answers.
+KERNEL_MIN_ROWS = 32
+
+
+def _use_kernel(rows: int) -> bool:
+    """BUDGETDSL_SWEEP_SCALAR=1: never (solve() per row); =0: always; unset: from KERNEL_MIN_ROWS rows."""
+    forced = os.environ.get("BUDGETDSL_SWEEP_SCALAR")
+    if forced:
+        return forced.strip() == "0"
+    return rows >= KERNEL_MIN_ROWS
 
 
 def sweep(source: MergedSource, settings: list[Setting], full: bool = True) -> list[SweepRow]:

@@ -132,7 +132,7 @@ def cli(argv: list[str], capsys, monkeypatch, scalar: bool) -> tuple[int, str, s
     if scalar:
         monkeypatch.setenv("BUDGETDSL_SWEEP_SCALAR", "1")
     else:
-        monkeypatch.delenv("BUDGETDSL_SWEEP_SCALAR", raising=False)
+        monkeypatch.setenv("BUDGETDSL_SWEEP_SCALAR", "0")  # the kernel, however few the rows
     rc = main(argv)
     out = capsys.readouterr()
     return rc, out.out, out.err
