@@ -152,6 +152,12 @@ def score(objective: str, fr: Frontier, cfg: Config) -> float:
 def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int,
              micro_max: int) -> Config:
     """A configuration's exact numbers and the limits it violates."""
+    return _config(cm, limits, micro, accum, micro_max, _numbers(cm, fr, micro, accum))
+
+
+def _numbers(cm: CostModel, fr: Frontier, micro: int, accum: int) -> tuple:
+    """What `evaluate` computes before the limits: (sequences, batch, steps, tokens, flops, wall,
+    GPU-hours, memory), a pure function of the cost model, the frontier, micro and accum."""
     dp = cm.data_parallel
     seq_len = cm.seq_len
     sequences = micro * accum * dp
@@ -167,7 +173,12 @@ def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int
         wall = steps * step.total(batch / (seq_len * dp * accum), accum)
     else:
         wall = steps * cm.step_time(batch, accum)
-    gpu_hours = cm.gpus * wall / 3600.0
+    return sequences, batch, steps, tokens, flops, wall, cm.gpus * wall / 3600.0, cm.memory_at(micro)
+
+
+def _config(cm: CostModel, limits: Limits, micro: int, accum: int, micro_max: int, numbers: tuple) -> Config:
+    """`evaluate` from its `_numbers`: the price, the limits violated, the Config."""
+    sequences, batch, steps, tokens, flops, wall, gpu_hours, memory = numbers
     price = limits.price
     usd = gpu_hours * price if price else None
     violated: tuple[str, ...] = ()
@@ -182,8 +193,31 @@ def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int
         violated += ("gpu_hours",)
     if limits.usd is not None and usd is not None and usd > limits.usd:
         violated += ("usd",)
-    return _new_config(Config, (cm.gpus, micro, accum, dp, sequences, batch, steps, tokens, flops, wall,
-                                gpu_hours, usd, cm.memory_at(micro), violated))
+    return _new_config(Config, (cm.gpus, micro, accum, cm.data_parallel, sequences, batch, steps, tokens, flops,
+                                wall, gpu_hours, usd, memory, violated))
+
+
+# `_numbers` of one cost model and frontier, kept across solves by (micro, accum): a solve with
+# other limits (a sweep's row, an edit in the TUI) evaluates the same configurations again. Keyed
+# by the cost model's identity (held in the entry); two generations of _NUMBERS_SIZE.
+_NUMBERS: list[dict[tuple, tuple[CostModel, dict]]] = [{}, {}]  # [newer, older]
+_NUMBERS_SIZE = 64
+
+
+def _numbers_kept(cm: CostModel, fr: Frontier) -> dict:
+    key = (id(cm), fr.b_crit, fr.e_min)
+    newer = _NUMBERS[0]
+    entry = newer.get(key)
+    if entry is not None and entry[0] is cm:
+        return entry[1]
+    entry = _NUMBERS[1].pop(key, None)
+    if entry is None or entry[0] is not cm:
+        entry = (cm, {})
+    if len(newer) >= _NUMBERS_SIZE:
+        newer = {}
+        _NUMBERS[:] = [newer, _NUMBERS[0]]
+    newer[key] = entry
+    return entry[1]
 
 
 def largest_divisor_at_most(n: int, cap: int) -> int:
@@ -280,7 +314,8 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         n_hi = math.floor(hi / per * (1.0 + 1e-12)) if n_lo is not None and hi < INF else None
         # what every objective of this cost model, frontier and limits shares: the interval, its
         # integer ends, the configurations by (micro, accum) and the feasible ones of each count
-        shared = evals["intervals"] = (intervals, lo, hi, per, n_lo, n_hi, {}, {})
+        configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
+        shared = evals["intervals"] = (intervals, lo, hi, per, n_lo, n_hi, configs, {})
     intervals, lo, hi, per, n_lo, n_hi, configs, counts = shared
     target = objective_target(objective, cm, fr)
     if micro_max < 1 or (micro_fixed is not None and micro_fixed > micro_max):
@@ -381,7 +416,13 @@ def _feasible_at(cm: CostModel, fr: Frontier, limits: Limits, n: int, micro_max:
     for pair in _pairs_near(n, micro_max, micro_fixed, pipeline):
         cfg = configs.get(pair)
         if cfg is None:
-            cfg = configs[pair] = evaluate(cm, fr, limits, pair[0], pair[1], micro_max)
+            kept = configs["numbers"]
+            numbers = kept.get(pair)
+            if numbers is None:
+                numbers = _numbers(cm, fr, pair[0], pair[1])
+                if len(kept) < 4096:
+                    kept[pair] = numbers
+            cfg = configs[pair] = _config(cm, limits, pair[0], pair[1], micro_max, numbers)
         if cfg.violated:
             continue
         exact = exact or pair[0] * pair[1] == n
