@@ -159,6 +159,7 @@ def _shared(cm: CostModel, values: tuple, own: bool) -> tuple[CostModel, dict, d
 def clear_cache() -> None:
     """Forget the placements kept across solves (a cold solve, for a benchmark)."""
     _SHARED[:] = [{}, {}]
+    _PICKS.clear()
 
 
 def candidates(ctx: Context, counts: list[int], micro_fixed: int | None) -> list[Placement]:
@@ -188,8 +189,25 @@ def candidates(ctx: Context, counts: list[int], micro_fixed: int | None) -> list
 
 
 def pick(ctx: Context, items: list[Placement]) -> Placement | None:
-    """The objective's pick from the non-dominated candidates (budgetdsl.objectives)."""
-    return choose(ctx.objective, items, lambda pl: pl.config, ctx.frontier.b_crit)
+    """The objective's pick from the non-dominated candidates (budgetdsl.objectives). A pure
+    function of the objective, B_crit and the (immutable) placements in order: kept for the same
+    placements, which a re-solve finds again (`_shared`)."""
+    key = (ctx.objective, ctx.frontier.b_crit, *map(id, items))
+    hit = _PICKS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], items)):  # held: the ids are theirs
+        return hit[1]
+    out = choose(ctx.objective, items, _config_of, ctx.frontier.b_crit)
+    if len(_PICKS) >= 256:
+        _PICKS.clear()
+    _PICKS[key] = (tuple(items), out)
+    return out
+
+
+_PICKS: dict[tuple, tuple[tuple[Placement, ...], Placement | None]] = {}
+
+
+def _config_of(pl: Placement):
+    return pl.config
 
 
 def closest(placements: list[Placement]) -> Placement:
