@@ -291,6 +291,9 @@ class Placement(NamedTuple):
         return self.config is not None and self.config.feasible
 
 
+_new_placement = tuple.__new__  # Placement(*fields), as `_new_config`
+
+
 def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
           micro_fixed: int | None = None, evals: dict | None = None) -> Placement:
     """The objective's best launchable configuration on `cm.gpus` GPUs, or why there is none.
@@ -319,9 +322,9 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     intervals, lo, hi, per, n_lo, n_hi, configs, counts = shared
     target = objective_target(objective, cm, fr)
     if micro_max < 1 or (micro_fixed is not None and micro_fixed > micro_max):
-        return Placement(cm, fr, intervals, lo, hi, target, None, None, micro_max, "memory")
+        return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, None, None, micro_max, "memory"))
     if lo > hi:
-        return Placement(cm, fr, intervals, lo, hi, target, None, None, micro_max, "interval")
+        return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, None, None, micro_max, "interval"))
     clipped = lo if lo > target else target  # min(max(target, lo), hi), as the builtins order ties
     if hi < clipped:
         clipped = hi
@@ -332,7 +335,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         c = math.ceil(n_t)
         n_hi = (n_lo if n_lo > c else c) + 1
     if n_lo > n_hi:
-        return Placement(cm, fr, intervals, lo, hi, target, clipped, None, micro_max, "integer")
+        return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, None, micro_max, "integer"))
     entries = counts.get(micro_fixed)
     if entries is None:
         entries = counts[micro_fixed] = {}
@@ -404,8 +407,8 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
                         best, best_key = cfg, key
                 if entry[0]:
                     break
-    return Placement(cm, fr, intervals, lo, hi, target, clipped, best, micro_max,
-                     None if best is not None else "integer")
+    return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, best, micro_max,
+                                      None if best is not None else "integer"))
 
 
 def _feasible_at(cm: CostModel, fr: Frontier, limits: Limits, n: int, micro_max: int, micro_fixed: int | None,
