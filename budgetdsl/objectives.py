@@ -229,9 +229,17 @@ class Pool(Generic[T]):
             n = len(self.items)
             self.items.append(item)
             self.points.append(point)
-            for o in self.objectives:
-                r = rank(o, cfg, self.b_crit)
-                key = (round(r[0], 12 - _magnitude(r[0])),) + r[1:]
+            wall, cost, flops = point
+            for o in self.objectives:  # rank(o, cfg, b_crit), its measure rounded as `choose` rounds it
+                if o == "min_time":
+                    key = (round(wall, 12 - _magnitude(wall)), cost, flops)
+                elif o == "min_cost":
+                    key = (round(cost, 12 - _magnitude(cost)), wall, flops)
+                elif o == "min_flops":
+                    key = (round(flops, 12 - _magnitude(flops)), wall, cost)
+                else:
+                    r0 = balance(cfg.batch / self.b_crit)
+                    key = (round(r0, 12 - _magnitude(r0)), cost, wall)
                 if o is self.objective:
                     self.keys.append(key)
                 least = self.min_key[o]

@@ -757,12 +757,17 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     # the fewest violated limits, ties to the most GPUs), so the first one met places that one and
     # the others need no cost model each (an infeasible space of 10,000 counts: ~100,000 pairs).
     least = max(1, micro_fixed or 1)
-    roomless: dict[LayoutChoice, int | None] = {}  # layout -> its largest roomless pair, None once placed
-    for i, pr in enumerate(space_pairs):
-        if pr.micro_batch_max < least:
-            j = roomless.get(pr.layout)
-            if j is None or pr.gpus > space_pairs[j].gpus:
-                roomless[pr.layout] = i
+    # layout -> its largest roomless pair, None once placed (the first part kept with the bounds)
+    largest = _WALK_MEMO.get(("roomless", id(consts), least))
+    if largest is None or largest[0] is not consts:
+        found: dict[LayoutChoice, int] = {}
+        for i, pr in enumerate(space_pairs):
+            if pr.micro_batch_max < least:
+                j = found.get(pr.layout)
+                if j is None or pr.gpus > space_pairs[j].gpus:
+                    found[pr.layout] = i
+        largest = _WALK_MEMO[("roomless", id(consts), least)] = (consts, found)
+    roomless: dict[LayoutChoice, int | None] = dict(largest[1])
 
     def place_pair(i: int) -> list[Placement]:
         done[i] = True
