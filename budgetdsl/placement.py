@@ -367,19 +367,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
             entry = entries[n] = _feasible_at(cm, fr, limits, n, micro_max, micro_fixed, pipeline, configs)
         if i < neighbours:  # the target's neighbours: whether either launches exactly
             hit = entry[0] or hit
-        for cfg in entry[1]:
-            b = cfg.batch
-            if kind == 0:
-                m = (1.0 + bc / b) * (1.0 + b / bc)
-            elif kind == 1:
-                m = cfg.wall
-            elif kind == 2:
-                m = cfg.flops
-            else:
-                m = cfg.usd if cfg.usd is not None else cfg.gpu_hours
-            key = (m, cfg.wall, cfg.grad_accum, abs(b - clipped))
-            if best_key is None or key < best_key:
-                best, best_key = cfg, key
+        best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
     if not hit:
         # Integer steps pushed the target's neighbours over a limit: walk outward from the target
         # to the nearest launchable batch, so the answer stays next to the objective's choice.
@@ -392,23 +380,32 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
                 entry = entries.get(n)
                 if entry is None:
                     entry = entries[n] = _feasible_at(cm, fr, limits, n, micro_max, micro_fixed, pipeline, configs)
-                for cfg in entry[1]:
-                    b = cfg.batch
-                    if kind == 0:
-                        m = (1.0 + bc / b) * (1.0 + b / bc)
-                    elif kind == 1:
-                        m = cfg.wall
-                    elif kind == 2:
-                        m = cfg.flops
-                    else:
-                        m = cfg.usd if cfg.usd is not None else cfg.gpu_hours
-                    key = (m, cfg.wall, cfg.grad_accum, abs(b - clipped))
-                    if best_key is None or key < best_key:
-                        best, best_key = cfg, key
+                best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
                 if entry[0]:
                     break
     return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, best, micro_max,
                                       None if best is not None else "integer"))
+
+
+def _better(configs, kind: int, bc: float, clipped: float, best, best_key):
+    """The best of `configs` and (best, best_key) by `place`'s key: the objective's measure
+    (kind 0 balanced, 1 wall clock, 2 FLOPs, 3 cost; `score`, inlined), then the faster run, then
+    fewer accumulation steps (with a pipeline more micro-batches shrink the bubble), then the
+    batch nearest the clipped target."""
+    for cfg in configs:
+        b = cfg.batch
+        if kind == 0:
+            m = (1.0 + bc / b) * (1.0 + b / bc)
+        elif kind == 1:
+            m = cfg.wall
+        elif kind == 2:
+            m = cfg.flops
+        else:
+            m = cfg.usd if cfg.usd is not None else cfg.gpu_hours
+        key = (m, cfg.wall, cfg.grad_accum, abs(b - clipped))
+        if best_key is None or key < best_key:
+            best, best_key = cfg, key
+    return best, best_key
 
 
 def _feasible_at(cm: CostModel, fr: Frontier, limits: Limits, n: int, micro_max: int, micro_fixed: int | None,

@@ -44,10 +44,16 @@ def throughput(cm: CostModel, cfg: Config | None) -> Throughput | None:
     configuration (declared: the modelled shares scaled inside the declared MFU)."""
     if cfg is None:
         return None
-    key = ("throughput", cfg.batch, cfg.grad_accum, cfg.micro_batch, cfg.sequences)
+    return _kept(cm, ("throughput", cfg.batch, cfg.grad_accum, cfg.micro_batch, cfg.sequences),
+                 lambda: _throughput(cm, cfg))
+
+
+def _kept(cm: CostModel, key: tuple, build):
+    """What `build()` makes at a configuration, kept in the cost model's `_shown` (at most
+    _SHOWN_AT_MOST entries per cost model; a warm re-solve builds it once)."""
     out = cm._shown.get(key)
     if out is None:
-        out = _throughput(cm, cfg)
+        out = build()
         if len(cm._shown) < _SHOWN_AT_MOST:
             cm._shown[key] = out
     return out
@@ -81,12 +87,8 @@ def assumptions(cm: CostModel, cfg: Config | None) -> dict[str, Coefficient]:
             for k, c in cm.coefficients.items()}
     if cfg is None:
         return dict(shown)
-    key = ("assumptions", cfg.batch, cfg.grad_accum, cfg.micro_batch, cfg.memory)
-    at = cm._shown.get(key)
-    if at is None:
-        at = _at_configuration(cm, cfg)
-        if len(cm._shown) < _SHOWN_AT_MOST:
-            cm._shown[key] = at
+    at = _kept(cm, ("assumptions", cfg.batch, cfg.grad_accum, cfg.micro_batch, cfg.memory),
+               lambda: _at_configuration(cm, cfg))
     return {**shown, **at}
 
 
