@@ -738,11 +738,7 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         if obj == "balanced":
             measure, second, third = _balanced_keys(consts, bc, s_min, price, columns=True)
         else:
-            hit = _WALK_MEMO.get(("axes", id(consts)))
-            if hit is None or hit[0] is not consts or hit[1] != (bc, s_min, fe, price):
-                wall, cost, fl = (np.array(walls), np.array(costs), np.array(flops))
-            else:
-                wall, cost, fl = hit[2]
+            wall, cost, fl = np.array(walls), np.array(costs), np.array(flops)
             measure, second, third = {"min_time": (wall, cost, fl), "min_cost": (cost, wall, fl),
                                       "min_flops": (fl, wall, cost)}[obj]
         if not (np.isfinite(measure).all() and (measure > 0).all()):
@@ -940,7 +936,6 @@ def _axes_bounds(consts: "_Bounds", bc: float, s_min: float, fe: float, price: f
     gpu_hours = g * wall / 3600.0
     cost = gpu_hours * price if price else gpu_hours
     fl = fe * (1.0 + b_min / bc) * (1.0 - 1e-9)
-    _WALK_MEMO[("axes", id(consts))] = (consts, (bc, s_min, fe, price), (wall, cost, fl))  # the columns, for the order
     return wall.tolist(), cost.tolist(), fl.tolist()
 
 
