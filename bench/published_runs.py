@@ -6,6 +6,7 @@ prints the comparison. Options:
   --markdown        write docs/published-runs.md (the table, and per-GPU memory beside
                     llm-analysis's when it is installed: pip install llm-analysis, in any venv —
                     it is not a dependency of budgetdsl)
+  --plans DIR       write each row as a plan file DIR/<name>.yaml (run them with `budgetdsl plan`)
   --fit             the A100 kernel efficiency that makes the predicted Narayanan et al. 2021
                     Table 1 rows' geometric-mean ratio 1 (how gpus.A100_EFFICIENCY was obtained)
 The test tests/budgetdsl/test_published_runs.py runs the same rows.
@@ -53,28 +54,88 @@ def convention_flops_per_token(row: dict[str, Any]) -> float:
         return 6.0 * n + 12.0 * lay * d * s
     if conv == "megatron_hw":  # Narayanan et al. 2021 eq. 3, per token
         return 96.0 * lay * d * d * (1.0 + s / (6.0 * d) + v / (16.0 * lay * d))
+    if conv == "megatron_model":  # Korthikanti et al. 2022 appendix A eq. 7, per token (model FLOPs)
+        return 72.0 * lay * d * d * (1.0 + s / (6.0 * d) + v / (12.0 * lay * d))
     raise ValueError(f"unknown FLOP convention {conv!r}")
+
+
+def _peak(row: dict[str, Any]) -> float:
+    from budgetdsl.gpus import find_preset
+
+    hw = row["hardware"]
+    return float(hw.get("peak_flops") or find_preset(hw["gpu"]).peak_flops)
+
+
+def published_mfu_from_step(row: dict[str, Any]) -> float:
+    """A published iteration time as the MFU of the row's convention: the step's FLOPs (f of the
+    convention × the global batch in tokens) ÷ (seconds × GPUs × peak) — Korthikanti et al. 2022's
+    definition of the MFU their Table 5 prints beside the same times."""
+    tokens = row["batch_sequences"] * row["model"]["seq_len"]
+    gpus = row["hardware"]["gpus"]
+    return convention_flops_per_token(row) * tokens / (row["published"]["step_s"] * gpus * _peak(row))
+
+
+def declared_mfu(row: dict[str, Any]) -> float | None:
+    """A declared row's MFU: as written (hardware.mfu), or from a published throughput
+    (tokens_per_gpu_s × f ÷ peak, f = 6N + 12·L·d·s, the tool's own count)."""
+    if "mfu" in row["hardware"]:
+        return float(row["hardware"]["mfu"])
+    if "tokens_per_gpu_s" in row:
+        m = row["model"]
+        f = 6.0 * m["params"] + 12.0 * m["layers"] * m["d_model"] * m["seq_len"]
+        return float(row["tokens_per_gpu_s"]) * f / _peak(row)
+    return None
 
 
 PUBLISHED_LAYOUT_DEFAULTS = {"tensor_parallel": 1, "pipeline_parallel": 1, "zero": 0, "recompute": "none"}
 
 
-def make_plan(row: dict[str, Any], **hardware: Any):
-    from budgetdsl.plan_model import Plan
-
+def plan_document(row: dict[str, Any], **hardware: Any) -> dict[str, Any]:
+    """The plan a user would write for a published run (what `make_plan` validates; `--plans DIR`
+    writes it as DIR/<name>.yaml for `budgetdsl plan`)."""
     m = row["model"]
     seq = row["batch_sequences"]
     tokens = row.get("tokens") or 1000.0 * seq * m["seq_len"]
     # A published run has one layout: what the row does not name is the framework's default (no
     # tensor or pipeline parallelism, no ZeRO, no recomputation), pinned, never searched.
     hw = {**PUBLISHED_LAYOUT_DEFAULTS, **row["hardware"], **hardware}
-    return Plan.model_validate({
+    if row["mode"] == "declared" and "mfu" not in hw:
+        hw["mfu"] = declared_mfu(row)
+    return {
         "name": row["name"], "model": m, "hardware": hw,
         "target": {"tokens": float(tokens), "at_batch": float(seq * m["seq_len"])},
         "noise": {"b_crit": float(seq * m["seq_len"])},
         "run": {"batch": float(seq * m["seq_len"]),
                 **({"micro_batch": int(row["micro_batch"])} if row.get("micro_batch") else {})},
-    })
+    }
+
+
+def make_plan(row: dict[str, Any], **hardware: Any):
+    from budgetdsl.plan_model import Plan
+
+    return Plan.model_validate(plan_document(row, **hardware))
+
+
+def plan_file_text(row: dict[str, Any]) -> str:
+    """A plan file for `budgetdsl plan`: the row's source as a comment, then the plan (numbers as
+    YAML floats and integers, so the file reads back to the same plan)."""
+    import yaml
+
+    doc = plan_document(row)
+    doc["hardware"] = {k: (str(v) if k == "recompute" else v) for k, v in doc["hardware"].items()}
+    head = f"# {row['name']}: {row.get('source', '')}\n# published: {row['published']}\n"
+    return head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+
+
+def write_plans(directory: pathlib.Path, rows: list[dict[str, Any]]) -> list[pathlib.Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for row in rows:
+        slug = "".join(c if c.isalnum() else "-" for c in row["name"].lower()).strip("-")
+        path = directory / f"{'-'.join(filter(None, slug.split('-')))}.yaml"
+        path.write_text(plan_file_text(row), encoding="utf-8")
+        paths.append(path)
+    return paths
 
 
 @dataclass(frozen=True)
@@ -109,8 +170,9 @@ def evaluate(row: dict[str, Any], **hardware: Any) -> Result:
     else:
         per_token_s = tp.step_time_s / sol.batch.tokens
         value = convention_flops_per_token(row) / per_token_s / sol.gpus / 1e12
-        if "mfu" in row["published"]:  # an MFU in the source's convention
-            value, published, unit = value * 1e12 / sol.assumptions["peak_flops"].value, row["published"]["mfu"], "MFU"
+        if "mfu" in row["published"] or "step_s" in row["published"]:  # an MFU in the source's convention
+            published = row["published"].get("mfu") or published_mfu_from_step(row)
+            value, unit = value * 1e12 / sol.assumptions["peak_flops"].value, "MFU"
         else:
             published, unit = row["published"]["tflops_per_gpu"], "TFLOP/s/GPU"
     return Result(row["name"], row["mode"], published, value, unit, tp.mfu, tp.hfu, sol.batch.micro_batch,
@@ -218,9 +280,57 @@ MOSAIC_A100 = [_mosaic("A100-SXM4-80GB", r) for r in (
     ("1b", 2048, 8, 59.86, 14, 4, 448, "DEFAULT", False, 1315950592))]
 
 
+# Llama 3 (Dubey et al. 2024, "The Llama 3 Herd of Models"): Table 3, 405B = 126 layers, width
+# 16,384, 128 heads (8 key/value heads, GQA), vocabulary 128K (128,256 in the released config);
+# Table 4, the 8K-context pre-training layouts on H100 80GB: t 8, p 16, data parallelism 64 / 128
+# (FSDP), 16M tokens per batch, 430 / 400 TFLOP/s per GPU, 43 % / 41 % BF16 MFU; 15.6T tokens
+# (section 3.1). Meta does not publish its FLOP count: the PaLM convention is assumed.
+# FSDP under a pipeline is written zero: 1: torch.distributed.pipelining disables FSDP's
+# gradient reduce-scatter and resharding for every micro-batch but the last (stage.py,
+# backward_maybe_with_nosync) and torchtitan does not reshard after the forward under a pipeline
+# ("to avoid per-microbatch all-gathers, which can be expensive and non-overlapped"), so the stage's
+# bf16 weights and its gradients stay whole through the step and are gathered and reduced once —
+# the traffic and memory of budgetdsl's ZeRO-1, not its ZeRO-3 (per-micro-batch gathers).
+# Unpublished, left to the tool: the recomputation (searched), the interleaving (none written:
+# the paper's schedule is interleaved but gives no number of stages per GPU).
+_LLAMA3_405B = {"params": 405e9, "layers": 126, "d_model": 16384, "heads": 128, "seq_len": 8192,
+                "vocab": 128256}
+
+
+def _llama3(gpus: int, tflops: float) -> dict[str, Any]:
+    return {"name": f"Llama 3 405B, {gpus:,} H100", "mode": "predicted", "convention": "palm",
+            "source": f"Dubey et al. 2024 (Llama 3), Table 4 ({tflops:g} TFLOP/s per GPU)",
+            "model": dict(_LLAMA3_405B),
+            "hardware": {"gpu": "H100-SXM5-80GB", "gpus": gpus, "tensor_parallel": 8, "pipeline_parallel": 16,
+                         "zero": 1, "sequence_parallel": True, "recompute": "auto"},
+            "batch_sequences": 2048, "published": {"tflops_per_gpu": tflops}}
+
+
+def _llama31(size: str, model: dict[str, Any], mfu: float, gpu_hours: float, tokens: float,
+             layout: dict[str, Any]) -> dict[str, Any]:
+    """Declared: the model card's H100-80GB GPU-hours against the tokens at a published MFU (the
+    layout only places the run; the declared GPU-hours do not depend on it)."""
+    return {"name": f"Llama 3.1 {size}, GPU-hours at MFU {mfu:g}", "mode": "declared", "convention": "palm",
+            "source": "meta-llama/llama-models, models/llama3_1/MODEL_CARD.md (training time, GPU hours)",
+            "model": model, "hardware": {"gpu": "H100-SXM5-80GB", "mfu": mfu, **layout},
+            "batch_sequences": 2048 if size == "405B" else 1024, "tokens": tokens,
+            "published": {"gpu_hours": gpu_hours}}
+
+
 # Published layouts outside the test, shown in the docs as they come out (misses included):
-# Megatron-Turing NLG 530B (DeepSpeed + Megatron, A100 40GB) on 280/350/420 DGX A100 nodes.
-OTHER_ROWS = [_mtnlg(2240, 126), _mtnlg(2800, 121), _mtnlg(3360, 113)]
+# Megatron-Turing NLG 530B (DeepSpeed + Megatron, A100 40GB) on 280/350/420 DGX A100 nodes;
+# Llama 3 405B's Table 4 layouts; the Llama 3.1 model card's GPU-hours at the 405B's published MFU
+# (41 %, its 16K-GPU layout; none is published for 8B and 70B: their shapes are Table 3's, with the
+# released configs' parameter counts 8.03B and 70.6B).
+OTHER_ROWS = [_mtnlg(2240, 126), _mtnlg(2800, 121), _mtnlg(3360, 113),
+              _llama3(8192, 430), _llama3(16384, 400),
+              _llama31("405B", dict(_LLAMA3_405B), 0.41, 30.84e6, 15.6e12,
+                       {**_llama3(16384, 400)["hardware"], "recompute": "full"}),
+              _llama31("70B", {"params": 70.6e9, "layers": 80, "d_model": 8192, "heads": 64, "seq_len": 8192,
+                               "vocab": 128256}, 0.41, 7.0e6, 15e12,
+                       {"gpus": 1024, "tensor_parallel": 8, "zero": 3}),
+              _llama31("8B", {"params": 8.03e9, "layers": 32, "d_model": 4096, "heads": 32, "seq_len": 8192,
+                              "vocab": 128256}, 0.41, 1.46e6, 15e12, {"gpus": 1024, "zero": 3})]
 
 
 def main(argv: list[str]) -> int:
@@ -230,11 +340,17 @@ def main(argv: list[str]) -> int:
               f"{fit_efficiency(MOSAIC_H100):.4f}")
         return 0
     table = load_rows()
+    if "--plans" in argv:
+        where = pathlib.Path(argv[argv.index("--plans") + 1])
+        for path in write_plans(where, table["runs"] + OTHER_ROWS):
+            print(path)
+        return 0
     results = [evaluate(r) for r in table["runs"]]
     extra = [evaluate(r) for r in TABLE1_ALL if r["name"] not in {x.name for x in results}]
     extra += [evaluate(r) for r in OTHER_ROWS + MOSAIC_H100 + MOSAIC_A100]
     for res in results + extra:
-        print(f"{res.name:16s} {res.mode:9s} budgetdsl {res.value:12,.1f} published {res.published:12,.1f} "
+        fmt = ",.3f" if res.unit == "MFU" else ",.1f"
+        print(f"{res.name:16s} {res.mode:9s} budgetdsl {res.value:12{fmt}} published {res.published:12{fmt}} "
               f"{res.unit:12s} {res.error:+6.1%}  MFU {res.mfu:.3f} HFU {res.hfu:.3f} micro {res.micro_batch} "
               f"mem {res.memory / 2**30:5.1f} GiB{'' if res.fits else ' DOES NOT FIT'}")
     if "--markdown" in argv:

@@ -28,6 +28,7 @@ def _llm_analysis_python() -> str | None:
 
 def _items(rows: list[dict[str, Any]], results: list[Any]) -> list[dict[str, Any]]:
     from budgetdsl.gpus import PRESETS
+    from published_runs import declared_mfu
 
     eff = PRESETS["A100-SXM4-80GB"].kernel_efficiency
     items = []
@@ -44,7 +45,7 @@ def _items(rows: list[dict[str, Any]], results: list[Any]) -> list[dict[str, Any
             "flash_attention": hw.get("flash_attention", True),
             "sequence_parallel": hw.get("sequence_parallel", False),
             # inputs matched: the declared MFU, or (predicted) the same one A100 number budgetdsl uses
-            "flops_efficiency": hw["mfu"] if row["mode"] == "declared" else eff})
+            "flops_efficiency": declared_mfu(row) if row["mode"] == "declared" else eff})
     return items
 
 
@@ -63,8 +64,8 @@ def _pct(x: float) -> str:
     return f"{x:+.1%}"
 
 
-def _value(mode: str, v: float) -> str:
-    return f"{v:,.0f}" if mode == "declared" else f"{v:.1f}"
+def _value(unit: str, v: float) -> str:
+    return f"{v:,.0f}" if unit == "GPU-h" else f"{v:.3f}" if unit == "MFU" else f"{v:.1f}"
 
 
 def write_markdown(table: dict[str, Any], results: list[Any], extra: list[Any]) -> None:
@@ -106,20 +107,20 @@ def write_markdown(table: dict[str, Any], results: list[Any], extra: list[Any]) 
                 v = r["gpu_hours"]
             else:
                 sol = res.solution
-                v = convention_flops_per_token(row) * sol.batch.tokens / r["latency_per_iter"] / sol.gpus / 1e12
-            la_cell, la_err = _value(res.mode, v), _pct(v / res.published - 1)
+                v = convention_flops_per_token(row) * sol.batch.tokens / r["latency_per_iter"] / sol.gpus
+                v = v / sol.assumptions["peak_flops"].value if res.unit == "MFU" else v / 1e12
+            la_cell, la_err = _value(res.unit, v), _pct(v / res.published - 1)
         elif la is not None and res.name in la:
             la_cell = "fails: " + la[res.name]["error"].replace("|", "/")[:80]
         out.append(f"| {res.name} | {row['source'].replace('|', '/')} | {res.mode} | {res.unit} | "
-                   f"{_value(res.mode, res.published)} | {_value(res.mode, res.value)} | {_pct(res.error)} | "
+                   f"{_value(res.unit, res.published)} | {_value(res.unit, res.value)} | {_pct(res.error)} | "
                    f"{la_cell} | {la_err} |")
     out += ["", "Out of the test: the other rows of Narayanan et al. 2021 Table 1, and other published layouts",
             "(the same one A100 number; misses are shown, not tuned away):", "",
             "| run | unit | published | budgetdsl | error | MFU | HFU |", "|---|---|---|---|---|---|---|"]
     for res in extra:
-        fmt = (lambda v: f"{v:.3f}") if res.unit == "MFU" else (lambda v: f"{v:.1f}")
-        out.append(f"| {res.name} | {res.unit} | {fmt(res.published)} | {fmt(res.value)} | {_pct(res.error)} | "
-                   f"{res.mfu:.3f} | {res.hfu:.3f} |")
+        out.append(f"| {res.name} | {res.unit} | {_value(res.unit, res.published)} | {_value(res.unit, res.value)} | "
+                   f"{_pct(res.error)} | {res.mfu:.3f} | {res.hfu:.3f} |")
     out += ["", "The MPT rows are MosaicML's llm-foundry benchmarks (FSDP full sharding, flash attention, MFU",
             "in the PaLM convention). The H100 rows are the H100 preset's fit (one number, their geometric",
             "mean); their spread is the model's: runs with activation checkpointing come out low, small",

@@ -42,3 +42,49 @@ def test_the_preset_efficiencies_are_the_fits_they_cite():
 
     assert PRESETS["A100-SXM4-80GB"].kernel_efficiency == pytest.approx(pr.fit_efficiency(), abs=0.002)
     assert PRESETS["H100-SXM5-80GB"].kernel_efficiency == pytest.approx(pr.fit_efficiency(pr.MOSAIC_H100), abs=0.002)
+
+
+# Korthikanti et al. 2022, Table 5: the MFU printed beside each "present work" iteration time, and
+# section 6.3's 8-way data-parallel 530B run (39.15 s, 54.2 %).
+KORTHIKANTI_MFU = {"Korthikanti 22B, SP + selective": 0.415, "Korthikanti 175B, SP + selective": 0.514,
+                   "Korthikanti 530B, SP + selective": 0.560, "Korthikanti 1T, SP + selective": 0.563,
+                   "Korthikanti 530B, 8-way data parallel": 0.542}
+
+
+@pytest.mark.parametrize("name", sorted(KORTHIKANTI_MFU))
+def test_step_times_convert_to_the_mfu_the_source_prints(name):
+    """A published iteration time becomes an MFU through the row's FLOP convention (Korthikanti et
+    al. 2022 eq. 7) and the preset's peak: it must land on the MFU the paper prints beside it,
+    within the rounding of both (the time to its last printed digit, 0.01 s; the MFU to 0.1 %).
+    Fails if eq. 7, the batch in tokens or the peak is wrong."""
+    row = next(r for r in TABLE["runs"] if r["name"] == name)
+    mfu, step = KORTHIKANTI_MFU[name], row["published"]["step_s"]
+    assert pr.published_mfu_from_step(row) == pytest.approx(mfu, abs=mfu * 0.005 / step + 0.0005)
+
+
+def test_declared_mfu_from_a_published_throughput():
+    """LLaMA 65B: 380 tokens/s/GPU (section 2.4) at f = 6N + 12·L·d·s on a 312 TFLOP/s A100 is an
+    MFU of 0.496, and 1.4T tokens at that rate take 1.4e12 / 380 / 3600 = 1.023M GPU-hours."""
+    row = next(r for r in TABLE["runs"] if r["name"] == "LLaMA 65B")
+    f = 6 * 65.2e9 + 12 * 80 * 8192 * 2048
+    assert pr.declared_mfu(row) == pytest.approx(380 * f / 312e12)
+    assert pr.evaluate(row).value == pytest.approx(1.4e12 / 380 / 3600, rel=0.01)
+
+
+def test_a_written_plan_file_plans_as_the_bench_does(tmp_path):
+    """The user's path: the plan file `bench/published_runs.py --plans DIR` writes, run through
+    `budgetdsl plan --format json`, gives the bench's GPU-hours and step time (one declared and one
+    predicted row)."""
+    import json
+    import subprocess
+
+    rows = [next(r for r in TABLE["runs"] if r["name"] == n)
+            for n in ("LLaMA 65B", "Korthikanti 175B, SP + selective")]
+    for row, path in zip(rows, pr.write_plans(tmp_path, rows)):
+        out = subprocess.run([sys.executable, "-m", "budgetdsl", "plan", "--format", "json", str(path)],
+                             capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert out.returncode == 0, out.stderr[-2000:]
+        got = json.loads(out.stdout)
+        res = pr.evaluate(row)
+        assert got["gpu_hours"] == pytest.approx(res.solution.gpu_hours, rel=1e-9)
+        assert got["throughput"]["step_time_s"] == pytest.approx(res.solution.throughput.step_time_s, rel=1e-9)
