@@ -22,15 +22,12 @@ USES = frozenset({"launch.image", "launch.command", "launch.namespace", "launch.
 def manifest(spec: LaunchSpec) -> dict:
     trainer = {
         "image": spec.image,
-        "command": ["torchrun", *torchrun_flags(spec), spec.command[0]],
-        "args": list(spec.command[1:]),
+        **_k8s.container_command(spec, ["torchrun", *torchrun_flags(spec)]),
         "env": _k8s.env(spec),
         "numNodes": spec.nodes,
         "numProcPerNode": spec.gpus_per_node,
         "resourcesPerNode": {"limits": {spec.gpu_resource: spec.gpus_per_node}},
     }
-    if not trainer["args"]:
-        del trainer["args"]
     job_spec: dict = {"runtimeRef": {"name": spec.launch.runtime, "apiGroup": "trainer.kubeflow.org",
                                      "kind": "ClusterTrainingRuntime"}}
     if spec.time_limit_s is not None:

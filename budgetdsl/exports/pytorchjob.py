@@ -23,13 +23,10 @@ def _replica(spec: LaunchSpec, replicas: int) -> dict:
     container = {
         "name": CONTAINER,
         "image": spec.image,
-        "command": ["torchrun", *torchrun_flags(spec), spec.command[0]],
-        "args": list(spec.command[1:]),
+        **_k8s.container_command(spec, ["torchrun", *torchrun_flags(spec)]),
         "env": _k8s.env(spec),
         "resources": {"limits": {spec.gpu_resource: spec.gpus_per_node}},
     }
-    if not container["args"]:
-        del container["args"]
     return {"replicas": replicas, "restartPolicy": "OnFailure",
             "template": {"spec": {"containers": [container]}}}
 

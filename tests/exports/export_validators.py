@@ -327,11 +327,48 @@ def pytorchjob_webhook_errors(job: dict) -> list[str]:
     return errors
 
 
+def k8s_expand(text: str, env: dict[str, str]) -> str:
+    """What the kubelet makes of a container's `command`, `args` or `env[].value`: `$(NAME)` is
+    replaced by the variable when it is defined (left as written otherwise), `$$` becomes `$`
+    (k8s.io/kubernetes third_party/forked/golang/expansion/expand.go, Expand and
+    tryReadVariableName; the Container API reference documents the same rule)."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "$" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+                continue
+            if nxt == "(":
+                close = text.find(")", i + 2)
+                if close != -1:
+                    name = text[i + 2:close]
+                    out.append(env.get(name, f"$({name})"))
+                    i = close + 1
+                    continue
+            out.append("$" + nxt)
+            i += 2
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def k8s_container(container: dict, base_env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) of a container as the kubelet starts it: each env value expanded against
+    the variables defined before it, then command + args against the whole environment."""
+    env = dict(base_env or {})
+    for e in container["env"]:
+        env[e["name"]] = k8s_expand(e["value"], env)
+    argv = [k8s_expand(w, env) for w in container["command"] + container.get("args", [])]
+    return argv, env
+
+
 def _container_command(container: dict, spec: LaunchSpec) -> None:
-    argv = container["command"] + container.get("args", [])
+    argv, env = k8s_container(container)
     assert argv[0] == "torchrun"
     check_torchrun_args(argv[1:], spec)
-    env = {e["name"]: e["value"] for e in container["env"]}
     assert env == dict(spec.env())
 
 
