@@ -47,6 +47,21 @@ if TYPE_CHECKING:
 ASSUMPTION = ("B_noise has the same shape against the fraction of training progress (in minimal "
               "steps) in the proxy's run and the target run; its level is scaled so that its "
               "progress-average equals the plan's B_crit")
+# The longest proxy run whose trajectory a ramp follows: φ is summed once per proxy step, and the
+# file is untrusted (a last step of 10**12 looped for hours). `budgetdsl calibrate` runs 300 steps.
+MAX_PROXY_STEPS = 1_000_000
+
+
+def _short(step: int) -> str:
+    """A step of an untrusted file for a message: digits, at most 20 of them."""
+    text = str(step)
+    return text if len(text) <= 20 else f"{text[:8]}…({len(text)} digits)"
+
+
+def _usable(point) -> bool:
+    """A trajectory point with a positive, finite B_simple (in examples and in tokens)."""
+    return (point.b_simple is not None and point.b_simple_tokens is not None
+            and 0 < point.b_simple < math.inf and 0 < point.b_simple_tokens < math.inf)
 
 
 @dataclass(frozen=True)
@@ -104,36 +119,43 @@ class NoiseTrajectory:
         turns each step into dφ ∝ 1/(1 + B_noise/B_p) minimal steps; points inside the warmup or
         the first EMA window, or without a positive B_simple, are dropped."""
         p = cal.provenance
+        for before, after in zip(cal.trajectory, cal.trajectory[1:]):
+            if not 0 <= before.step < after.step:  # the file is untrusted: its steps, too
+                raise ValueError(f"{name}'s trajectory steps are not in increasing order (step "
+                                 f"{_short(after.step)} follows step {_short(before.step)})")
+        if cal.trajectory and cal.trajectory[-1].step > MAX_PROXY_STEPS:
+            raise ValueError(f"{name}'s trajectory runs to step {_short(cal.trajectory[-1].step)}: "
+                             f"a proxy run of more than {MAX_PROXY_STEPS:,} steps is not supported")
         batch = p.batch.global_batch_examples
         beta = p.estimator.ema_beta
         window = (1.0 + beta) / (1.0 - beta) if beta < 1 else 0.0
         start = p.optimizer.warmup_steps + window
         pts = [(t.step, t.b_simple, t.b_simple_tokens) for t in cal.trajectory
-               if t.b_simple is not None and t.b_simple > 0 and t.step >= start]
+               if _usable(t) and t.step >= start]
         if len(pts) < 2:
-            pts = [(t.step, t.b_simple, t.b_simple_tokens) for t in cal.trajectory
-                   if t.b_simple is not None and t.b_simple > 0]
+            pts = [(t.step, t.b_simple, t.b_simple_tokens) for t in cal.trajectory if _usable(t)]
         if not pts:
             raise ValueError(f"{name} has no positive B_simple in its trajectory: no ramp can follow it")
         steps = [s for s, _, _ in pts]
         examples = [b for _, b, _ in pts]
         last = steps[-1]
 
-        def b_at(step: float) -> float:  # B_noise in examples at a proxy step, held at the ends
-            if step <= steps[0]:
-                return examples[0]
-            for i in range(1, len(steps)):
-                if step <= steps[i]:
-                    t = (step - steps[i - 1]) / (steps[i] - steps[i - 1])
-                    return examples[i - 1] + t * (examples[i] - examples[i - 1])
-            return examples[-1]
-
-        # φ(step) = Σ 1/(1 + B_noise/B_p) over the proxy's steps 0..step (McCandlish eq. 2.11 per step)
+        # φ(step) = Σ 1/(1 + B_noise/B_p) over the proxy's steps 0..step (McCandlish eq. 2.11 per step),
+        # B_noise in examples interpolated between the kept points and held at the ends. The steps
+        # increase, so one pass walks the segments (a scan per step was steps × points).
         phi_at: dict[int, float] = {}
         acc = 0.0
         wanted = set(steps)
+        i = 1
         for s in range(last + 1):
-            acc += 1.0 / (1.0 + b_at(s) / batch)
+            if s <= steps[0]:
+                b = examples[0]
+            else:
+                while s > steps[i]:
+                    i += 1
+                t = (s - steps[i - 1]) / (steps[i] - steps[i - 1])
+                b = examples[i - 1] + t * (examples[i] - examples[i - 1])
+            acc += 1.0 / (1.0 + b / batch)
             if s in wanted:
                 phi_at[s] = acc
         total = acc

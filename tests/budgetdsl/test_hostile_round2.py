@@ -53,3 +53,83 @@ def test_kubernetes_variable_references_in_the_plan_stay_literal(fmt, tmp_path):
         assert env["FOO"] == "$(BUDGETDSL_RUN_NAME)" and env["BAR"] == "a$$b" and env["BAZ"] == "$(FOO)"
         assert env["BUDGETDSL_RUN_NAME"] == "minimal-1b"
         assert argv[argv.index("train$(HOME).py"):] == ["train$(HOME).py", *K8S_WORDS]
+
+
+# -- calibration files referenced by a plan --------------------------------------------------------
+
+RAMP_PLAN = (REPO / "plans" / "ramp-gpt-micro-proxy.yaml").read_text().replace(
+    "../tests/fixtures/calibration/", "")
+
+
+def _ramp_repo(tmp_path, monkeypatch, edit) -> pathlib.Path:
+    """A repository holding the ramp example plan and its sweep calibration, changed by `edit`."""
+    monkeypatch.delenv("BUDGETDSL_ROOT", raising=False)
+    (tmp_path / ".git").mkdir()
+    cal = json.loads((CALIBRATIONS / "sweep-gpt-micro-stdlib.json").read_text())
+    edit(cal)
+    (tmp_path / "sweep-gpt-micro-stdlib.json").write_text(json.dumps(cal))
+    plan = tmp_path / "ramp.yaml"
+    plan.write_text(RAMP_PLAN)
+    return plan
+
+
+def _solve_located(plan: pathlib.Path, code: str, seconds: float = 10) -> str:
+    from budgetdsl.solver import solve
+
+    with time_bound(seconds):
+        with pytest.raises(PlanError) as info:
+            solve(load_plan(plan))
+    text = "\n".join(d.format() for d in info.value.diagnostics)
+    assert f"error[{code}]" in text and f"{plan.name}:" in text, text
+    return text
+
+
+def _last_step(cal, step):
+    cal["trajectory"][-1]["step"] = step
+
+
+def _swap_steps(cal):
+    t = cal["trajectory"]
+    t[10]["step"], t[20]["step"] = t[20]["step"], t[10]["step"]
+
+
+@pytest.mark.parametrize("edit, told", [
+    # batch_ramp looped once per proxy step up to the last: a step of 10**12 ran for hours
+    (lambda cal: _last_step(cal, 10**12), "steps"),
+    (lambda cal: _last_step(cal, 10**400), "steps"),
+    # steps out of order: KeyError at batch_ramp.py:140 (an internal error)
+    (_swap_steps, "order"),
+    (lambda cal: _last_step(cal, -5), "order"),
+])
+def test_a_hostile_calibration_trajectory_is_a_located_ramp_error(edit, told, tmp_path, monkeypatch):
+    plan = _ramp_repo(tmp_path, monkeypatch, edit)
+    text = _solve_located(plan, "ramp-trajectory")
+    assert told in text
+
+
+@pytest.mark.parametrize("key, value", [
+    ("b_simple", float("inf")),  # ValueError at batch_ramp.py:65 (an internal error)
+    ("b_simple_tokens", None),  # TypeError at batch_ramp.py:64
+])
+def test_a_calibration_point_without_a_finite_b_simple_is_skipped(key, value, tmp_path, monkeypatch):
+    from budgetdsl.solver import solve
+
+    plan = _ramp_repo(tmp_path, monkeypatch, lambda cal: cal["trajectory"][31].__setitem__(key, value))
+    with time_bound(10):
+        sol = solve(load_plan(plan))
+    assert sol.feasible and sol.ramp is not None
+
+
+def test_a_long_calibration_trajectory_plans_its_ramp_in_linear_time(tmp_path, monkeypatch):
+    """B_noise at each proxy step was found by a scan from the first point: steps × points work
+    (20,000 points over 200,000 steps did not end in minutes)."""
+    def dense(cal):
+        first = cal["trajectory"][-1]
+        cal["trajectory"] = [{**first, "step": 20 + 10 * i, "b_simple": 3.0 + (i % 7),
+                              "b_simple_tokens": 64 * (3.0 + (i % 7))} for i in range(20_000)]
+    from budgetdsl.solver import solve
+
+    plan = _ramp_repo(tmp_path, monkeypatch, dense)
+    with time_bound(10):
+        sol = solve(load_plan(plan))
+    assert sol.feasible and sol.ramp is not None
