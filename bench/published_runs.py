@@ -287,8 +287,8 @@ MOSAIC_A100 = [_mosaic("A100-SXM4-80GB", r) for r in (
 # Llama 3 (Dubey et al. 2024, "The Llama 3 Herd of Models"): Table 3, 405B = 126 layers, width
 # 16,384, 128 heads (8 key/value heads, GQA), vocabulary 128K (128,256 in the released config);
 # Table 4, the 8K-context pre-training layouts on H100 80GB: t 8, p 16, data parallelism 64 / 128
-# (FSDP), 16M tokens per batch, 430 / 400 TFLOP/s per GPU, 43 % / 41 % BF16 MFU; 15.6T tokens
-# (section 3.1). Meta does not publish its FLOP count: the PaLM convention is assumed.
+# (FSDP), 16M tokens per batch, 430 / 400 TFLOP/s per GPU, 43 % / 41 % BF16 MFU; pre-trained on
+# 15.6T tokens. Meta does not publish its FLOP count: the PaLM convention is assumed.
 # FSDP under a pipeline is written zero: 1: torch.distributed.pipelining disables FSDP's
 # gradient reduce-scatter and resharding for every micro-batch but the last (stage.py,
 # backward_maybe_with_nosync) and torchtitan does not reshard after the forward under a pipeline
