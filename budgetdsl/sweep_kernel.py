@@ -38,10 +38,29 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from dataclasses import dataclass, fields
 from typing import Iterator
 
-import numpy as np
+
+def _import_numpy():
+    """numpy, loaded with its BLAS on one thread. The kernel does no linear algebra, and OpenBLAS
+    starting its thread pool was a third of numpy's import (~45 ms CPU on the 2-core machine). The
+    variable is read once, when the library loads, so the caller's environment is restored; a user's
+    own setting is left alone, and a numpy already imported is returned as it is."""
+    names = ("OPENBLAS_NUM_THREADS",)
+    added = [n for n in names if n not in os.environ]
+    for n in added:
+        os.environ[n] = "1"
+    try:
+        import numpy
+    finally:
+        for n in added:
+            os.environ.pop(n, None)
+    return numpy
+
+
+np = _import_numpy()
 
 from budgetdsl.diagnostics import PlanError
 from budgetdsl.objectives import OBJECTIVES, TOLERANCE, _magnitude, rank
@@ -683,7 +702,8 @@ def _bounds(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
     s_min = r.em / r.bc
     has_price = ~np.isnan(r.price)
     walls, costs, flops, r0 = [], [], [], []
-    present = np.unique(r.objective).tolist()  # the objectives of these rows
+    # the objectives of these rows (a set: np.unique of a plain array imports numpy.ma, ~15 ms)
+    present = sorted(set(r.objective.tolist()))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for p in pairs:
             b_min = float(p.dp * p.seq_len)
@@ -837,7 +857,8 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
     # clock, j is dominated iff an earlier point (wall clock better beyond the tolerance) has at
     # most its FLOPs (within the tolerance). Walls within the tolerance of each other, or FLOPs
     # within a few tolerances of the bound: the scalar order decides, the row is unsure.
-    for g in np.unique(gpus):
+    groups = sorted(set(gpus.tolist()))
+    for g in groups:
         in_g = np.flatnonzero(gpus == g)  # the group's columns only
         w = wall[:, in_g]  # invalid candidates are already +inf
         order = np.lexsort((flops[:, in_g], w), axis=1)
@@ -862,7 +883,7 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
         d = np.zeros((R, len(in_g)), bool)
         d[rows, order] = dom_sorted
         dominated[:, in_g] |= d
-    if len(np.unique(gpus)) > 1:  # across GPU counts: every survivor against every survivor
+    if len(groups) > 1:  # across GPU counts: every survivor against every survivor
         alive = valid & ~dominated
         # each row's survivors packed to the left (a row has a few of the C columns): (R, K)
         K = int(alive.sum(axis=1).max(initial=0))
@@ -924,7 +945,7 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
     lo, hi, target = np.full(R, np.nan), np.full(R, np.nan), np.full(R, np.nan)
     ivs = {n: (np.full(R, np.nan), np.full(R, np.nan), np.zeros(R, bool))
            for n in ("flops", "deadline", "gpu_hours", "usd")}
-    for i in np.unique(chosen):  # the chosen pair's interval and the objective's own target on it
+    for i in sorted(set(chosen.tolist())):  # the chosen pair's interval and the objective's own target on it
         st = store.pairs[int(i)]
         m = chosen == i
         lo[m], hi[m] = st["lo"][m], st["hi"][m]

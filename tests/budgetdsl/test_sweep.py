@@ -155,3 +155,39 @@ def test_a_problem_of_the_plan_file_itself_stays_at_its_line(tmp_path, capsys, m
     row = _line_of(plan, "  gpus: 64")
     assert err == [f"plan.yaml:{row}:3: error[plan-rule]: 64 GPUs cannot be split into "
                    "tensor_parallel × pipeline_parallel = 3 groups"] * 2
+
+
+def test_csv_lines_are_csv_writers(capsys):
+    """The CSV renderer joins a summary's fields itself (speed): each line equals csv.writer's
+    writerow of the same cells, whatever the values (quotes, commas inside a value's text, None,
+    floats' shortest repr, an infeasible row's empty fields, an invalid row), and reads back."""
+    from budgetdsl.commands.sweep import render_csv
+    from budgetdsl.diagnostics import Diagnostic, Location, PlanError
+    from budgetdsl.sweep import Setting, Summary, SweepRow
+
+    settings = [Setting("objective", ('"min_time"', "a b", "x\"y")), Setting("budget.deadline", ("1d",))]
+    feasible = Summary("optimal", True, 64, 131072.0, 1, 1, 64, 1, 1, 0, "none", 39908, 5230821376.0,
+                       4.711902737874498e+19, 1722.1948287728023, 1e-7, None, 1.31072, ("deadline", "min_batch"))
+    priced = Summary("optimal", True, 8, 2.5e20, 3, 7, 8, 2, 4, 3, "full", 2 ** 60, float(2 ** 80), 0.1 + 0.2,
+                     1e300, 5e-324, 12.25, 1 / 3, ())
+    infeasible = Summary("infeasible", False, 64, None, None, None, 8, 1, 1, 0, "none", None, None, None,
+                         None, None, None, None, ("deadline",))
+    error = PlanError([Diagnostic(Location("--set x"), "out-of-range", 'must be "positive", got -1')])
+    rows = [SweepRow({"objective": v, "budget.deadline": "1d"}, None, None, summary=s)
+            for v, s in zip(('"min_time"', "a b", "x\"y"), (feasible, priced, infeasible))]
+    rows.append(SweepRow({"objective": "a,b", "budget.deadline": "1d"}, None, None, error))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["objective", "budget.deadline", "feasible", "gpus", "batch_tokens", "micro_batch",
+                     "grad_accum", "data_parallel", "steps", "tokens", "flops", "wall_clock_s", "gpu_hours",
+                     "usd", "x", "binding"])
+    for r in rows:
+        s = r.summary
+        writer.writerow([*r.values.values(), *(["invalid"] + [""] * 12 + [
+            "out-of-range: must be \"positive\", got -1"] if s is None else [
+            s.feasible, s.gpus, s.batch_tokens, s.micro_batch, s.grad_accum, s.data_parallel, s.steps,
+            s.tokens, s.flops, s.wall_clock_s, s.gpu_hours, s.usd, s.x, ";".join(s.binding)])])
+    assert render_csv(rows, settings) == out.getvalue()
+    back = list(csv.reader(io.StringIO(out.getvalue())))
+    assert [r[0] for r in back[1:]] == ['"min_time"', "a b", "x\"y", "a,b"]
+    assert float(back[2][13]) == 12.25 and back[1][13] == "" and back[3][4] == ""
