@@ -89,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             text = RENDERERS[args.format](solution)
             if picture and args.format == "markdown":
-                text += f"\n![frontier of {solution.plan}]({picture})\n"
+                from budgetdsl.markdown_text import inline  # the name is plan text: inert
+
+                text += f"\n![frontier of {inline(solution.plan)}]({picture})\n"
             texts.append(text)
     if args.format == "json":
         if dumps:

@@ -133,3 +133,29 @@ def test_a_long_calibration_trajectory_plans_its_ramp_in_linear_time(tmp_path, m
     with time_bound(10):
         sol = solve(load_plan(plan))
     assert sol.feasible and sol.ramp is not None
+
+
+# -- Markdown: the plot's image line --------------------------------------------------------------
+
+@pytest.mark.parametrize("name", [
+    "x](https://evil.example/t.png) ![y",  # was a second image, fetched from evil.example
+    "a\n\n<img src=x onerror=alert(1)>\n\n# Approved",  # was raw HTML and a heading
+])
+def test_the_plot_link_of_a_markdown_report_keeps_the_name_inert(name, tmp_path, capsys):
+    from markdown_it import MarkdownIt
+
+    plan = tmp_path / "md.yaml"
+    plan.write_text(MINIMAL.replace("name: minimal-1b", f"name: {json.dumps(name)}"))
+    assert main(["plan", str(plan), "--format", "markdown", "--plot", str(tmp_path / "{name}.svg")]) == 0
+    md = capsys.readouterr().out
+    images, others = [], []
+    for block in MarkdownIt("commonmark").parse(md):
+        for tok in [block, *(block.children or [])]:
+            if tok.type == "image":
+                images.append((tok.attrs["src"], "".join(c.content for c in tok.children or [])))
+            elif tok.type in ("link_open", "html_inline", "html_block") and "<details>" not in tok.content \
+                    and "</details>" not in tok.content and "summary>" not in tok.content:
+                others.append(tok.content)
+    assert len(images) == 1 and images[0][0].startswith(str(tmp_path)), images
+    assert images[0][1] == "frontier of " + name.replace("\n", " "), images  # the name, as text
+    assert not others and md.count("\n# ") == 0, others
