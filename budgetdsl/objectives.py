@@ -320,6 +320,19 @@ class Pool(Generic[T]):
         self._front = [pts, ids, f]
         return dominated
 
+    def remapped(self, new: Callable[[T], T]) -> "Pool[T]":
+        """This pool with each item replaced by `new(item)`, an item of the same configuration (the
+        points, keys and flags are the configurations'; nothing is compared again)."""
+        out = object.__new__(Pool)
+        out.__dict__.update(self.__dict__)
+        out.items = [new(item) for item in self.items]
+        out.points, out.keys, out.dominated = list(self.points), list(self.keys), list(self.dominated)
+        out._heaps = {o: list(h) for o, h in self._heaps.items()}
+        out.min_key = dict(self.min_key)
+        out._array = None if self._array is None else self._array.copy()
+        out._front = None if self._front is None else [self._front[0].copy(), self._front[1].copy(), self._front[2]]
+        return out
+
     def pick(self, objective: str | None = None) -> T | None:
         """`choose(objective, items, ...)`: the pool's objective, or one of `others`."""
         objective = objective or self.objective

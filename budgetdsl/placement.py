@@ -127,6 +127,16 @@ def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tu
     return out
 
 
+def _intersection(intervals: dict[str, tuple[float, float] | None]) -> tuple[float, float]:
+    """(lo, hi) of the limits' intervals together; (inf, 0) when one is empty."""
+    lo, hi = 0.0, INF
+    for iv in intervals.values():
+        if iv is None:
+            return INF, 0.0
+        lo, hi = max(lo, iv[0]), min(hi, iv[1])
+    return lo, hi
+
+
 def objective_target(objective: str, cm: CostModel, fr: Frontier) -> float:
     """The objective's unconstrained batch (tokens); 0 means 'as small as allowed'."""
     if objective == "balanced":
@@ -181,9 +191,15 @@ def _config(cm: CostModel, limits: Limits, micro: int, accum: int, micro_max: in
     sequences, batch, steps, tokens, flops, wall, gpu_hours, memory = numbers
     price = limits.price
     usd = gpu_hours * price if price else None
-    violated: tuple[str, ...] = ()
-    if micro > micro_max:
-        violated = ("memory",)
+    return _new_config(Config, (cm.gpus, micro, accum, cm.data_parallel, sequences, batch, steps, tokens, flops,
+                                wall, gpu_hours, usd, memory,
+                                _violated(limits, micro > micro_max, wall, flops, gpu_hours, usd)))
+
+
+def _violated(limits: Limits, over_memory: bool, wall: float, flops: float, gpu_hours: float,
+              usd: float | None) -> tuple[str, ...]:
+    """The limits a configuration of these numbers violates, in `Config.violated`'s order."""
+    violated: tuple[str, ...] = ("memory",) if over_memory else ()
     deadline = limits.deadline
     if deadline is not None and wall > deadline:
         violated += ("deadline",)
@@ -193,8 +209,7 @@ def _config(cm: CostModel, limits: Limits, micro: int, accum: int, micro_max: in
         violated += ("gpu_hours",)
     if limits.usd is not None and usd is not None and usd > limits.usd:
         violated += ("usd",)
-    return _new_config(Config, (cm.gpus, micro, accum, cm.data_parallel, sequences, batch, steps, tokens, flops,
-                                wall, gpu_hours, usd, memory, violated))
+    return violated
 
 
 # `_numbers` of one cost model and frontier, kept across solves by (micro, accum): a solve with
@@ -306,15 +321,9 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     shared = evals.get("intervals")
     if shared is None:
         intervals = limit_intervals(cm, fr, limits)
-        lo, hi = 0.0, INF
-        for iv in intervals.values():
-            if iv is None:
-                lo, hi = INF, 0.0
-                break
-            lo, hi = max(lo, iv[0]), min(hi, iv[1])
+        lo, hi = _intersection(intervals)
         per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
-        n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12))) if lo <= hi and lo < INF else None
-        n_hi = math.floor(hi / per * (1.0 + 1e-12)) if n_lo is not None and hi < INF else None
+        n_lo, n_hi = _integer_ends(lo, hi, per)
         # what every objective of this cost model, frontier and limits shares: the interval, its
         # integer ends, the configurations by (micro, accum) and the feasible ones of each count
         configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
@@ -428,3 +437,39 @@ def _feasible_at(cm: CostModel, fr: Frontier, limits: Limits, n: int, micro_max:
         exact = exact or pair[0] * pair[1] == n
         feasible.append(cfg)
     return exact, tuple(feasible)
+
+
+def _integer_ends(lo: float, hi: float, per: float) -> tuple[int | None, int | None]:
+    """The least and most sequences per replica in [lo, hi] (`per`: tokens per one), None where
+    the interval is empty or unbounded."""
+    n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12))) if lo <= hi and lo < INF else None
+    n_hi = math.floor(hi / per * (1.0 + 1e-12)) if n_lo is not None and hi < INF else None
+    return n_lo, n_hi
+
+
+# `carried` hands on at most this many configurations (each solve may add a few at a moved end of
+# the interval: a long sweep would grow them without bound); past it `place` starts afresh.
+_CARRIED = 64
+
+
+def carried(cm: CostModel, fr: Frontier, limits: Limits, evals: dict) -> dict:
+    """`evals` for `limits`, started from one `place` filled for `cm` and `fr` under other limits
+    (the same price): the configurations evaluated there whose violated limits come out the same
+    under `limits` are kept as they are (a Config holds no limit but those it violates), and with
+    them, when every one is kept, each count's feasible configurations. `place` then evaluates only
+    what is new (a sweep's rows and the TUI's edits move one limit). Exact: a kept entry is what
+    `place` would compute again."""
+    shared = evals.get("intervals")
+    if shared is None or len(shared[6]) > _CARRIED:
+        return {}
+    per, configs, counts = shared[3], shared[6], shared[7]
+    intervals = limit_intervals(cm, fr, limits)
+    lo, hi = _intersection(intervals)
+    micro_max = cm.micro_batch_max
+    kept = {}
+    for pair, cfg in configs.items():
+        if pair == "numbers" or cfg.violated == _violated(limits, cfg.micro_batch > micro_max, cfg.wall, cfg.flops,
+                                                           cfg.gpu_hours, cfg.usd):
+            kept[pair] = cfg
+    counts = {k: dict(v) for k, v in counts.items()} if len(kept) == len(configs) else {}
+    return {"intervals": (intervals, lo, hi, per, *_integer_ends(lo, hi, per), kept, counts)}

@@ -27,6 +27,7 @@ from budgetdsl.layout_search import LayoutChoice, candidates as layout_candidate
 from budgetdsl.noise_source import NoiseEstimate
 from budgetdsl.objectives import OBJECTIVES, Pool, axes, choose, pareto, rank
 from budgetdsl.placement import Limits, Placement, evaluate
+from budgetdsl.search_replay import Placed, Record, replay
 from budgetdsl.solve_context import (Context, candidates, closest, cost_model, pick as choose_pick, pinned_division,
                                      pinned_error, pinned_placement, pinned_problem, pinned_sequences, place_on,
                                      raw_counts)
@@ -230,12 +231,15 @@ _CACHE: "OrderedDict[tuple, tuple[SearchSpace, _Bounds]]" = OrderedDict()
 _CACHE_SIZE = 64
 _WALK_MEMO: dict[tuple, tuple] = {}  # (id bounds, B_crit, S_min, f·E_min, price) -> the walk's bounds and orders
 _BY_IDENT: dict[tuple[int, int], tuple] = {}  # (id model, id hardware) -> (model, hardware, entry)
+# (id bounds, B_crit, S_min, f·E_min, price, objective, micro_fixed) -> the last search's Record
+_RECORDS: dict[tuple, Record] = {}
 
 
 def clear_cache() -> None:
     _CACHE.clear()
     _WALK_MEMO.clear()
     _BY_IDENT.clear()
+    _RECORDS.clear()
 
 
 def search_space(plan: "Plan") -> SearchSpace:
@@ -680,6 +684,15 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     # The bounds are a pure function of the space and (B_crit, S_min, f·E_min, price): kept for the
     # next solve that shares them (a sweep of limits, the TUI's steps, a warm re-solve).
     memo_key = (id(consts), bc, s_min, fe, price)
+    # A search of the same space, frontier, price, objective and micro-batch under other (or the
+    # same) limits: replayed when the pairs it placed give the same candidates (search_replay).
+    replay_key = (*memo_key, objective, micro_fixed)
+    record = _RECORDS.get(replay_key)
+    if record is not None and record.consts is consts:
+        replayed = replay(record, ctx_of, micro_fixed)
+        if replayed is not None:
+            return ([LayoutResult(*r) for r in replayed[0]], record.considered, record.pruned, record.bounded,
+                    replayed[1])
     memo = _WALK_MEMO.get(memo_key)
     if memo is None or memo[0] is not consts:
         walls: list[float] = []
@@ -764,6 +777,7 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
                     found[pr.layout] = i
         largest = _WALK_MEMO[("roomless", id(consts), least)] = (consts, found)
     roomless: dict[LayoutChoice, int | None] = dict(largest[1])
+    history: list[Placed] = []  # the pairs placed, in order (search_replay)
 
     def place_pair(i: int) -> list[Placement]:
         done[i] = True
@@ -780,6 +794,7 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         pls.append(place_on(cctx, pr.gpus, micro_fixed=micro_fixed))
         new = candidates(cctx, [pr.gpus], micro_fixed)
         cands.extend(new)
+        history.append(Placed(pr.layout, pr.split, pr.gpus, tuple(new)))
         return new
 
     # The candidates placed, and each objective's pick among them: the plan's objective decides
@@ -886,6 +901,10 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     for choice, (pls, cands) in placed.items():
         cctx = ctxs[choice]
         results.append(LayoutResult(choice, cctx, choose_pick(cctx, cands) or closest(pls), pls, cands))
+    if len(_RECORDS) >= 64:
+        del _RECORDS[next(iter(_RECORDS))]
+    _RECORDS[replay_key] = Record(consts, tuple(history), tuple(r.chosen for r in results), pool, considered, pruned,
+                                  bounded)
     return results, considered, pruned, bounded, pool
 
 

@@ -49,3 +49,43 @@ def test_warm_solves_answer_as_cold_ones():
     for order in (range(len(plans)), reversed(range(len(plans)))):
         for i in order:
             assert solve(plans[i]).model_dump_json() == cold[i], i
+
+
+def _with_limits(plan, **limits):
+    return plan.model_copy(update={"budget": plan.budget.model_copy(update=limits)})
+
+
+def test_new_limits_answer_as_cold_solves(monkeypatch):
+    """A run of solves whose limits move (a sweep's rows, the TUI's edits) — loose, binding on some
+    counts, binding on the pick, infeasible, and back — answers each as a cold solve does, while the
+    search is replayed from the last one (search_replay) and placements start from the last limits'
+    configurations (placement.carried) wherever that is exact."""
+    from budgetdsl import placement, search_replay
+
+    replays, carried = [], []
+    real_replay, real_carried = search_replay.replay, placement.carried
+    monkeypatch.setattr(search_space, "replay", lambda *a: replays.append(real_replay(*a)) or replays[-1])
+    monkeypatch.setattr(solve_context, "carried", lambda *a: carried.append(real_carried(*a)) or carried[-1])
+    plan = load_plan(REPO / "plans" / "minimal.yaml")
+    auto = plan.model_copy(update={"hardware": plan.hardware.model_copy(update={k: "auto" for k in LAYOUT})})
+    ranged = auto.model_copy(update={"hardware": auto.hardware.model_copy(
+        update={"gpus": GpuRange(min=8, max=128, step=8)}), "objective": "min_time"})
+    for base in (auto, ranged):
+        first = solve(base)
+        wall, hours, flops = first.wall_clock_s, first.gpu_hours, first.flops
+        steps = [{"gpu_hours": 1e6 + k} for k in range(3)]  # loose: the interval's end moves
+        # just under the pick's wall clock: the pick (whole steps) now violates the deadline, yet its
+        # batch is still inside the interval (where fractional steps meet it); then further in
+        steps += [{"deadline": wall * f} for f in (1 - 1e-9, 3.0, 1.2, 1.0001, 0.9, 0.5, 0.02, 2.0)]
+        steps += [{"gpu_hours": hours * f} for f in (1.5, 0.97, 0.6, 10.0)]
+        steps += [{"flops": flops * f} for f in (1.3, 0.999, 0.8)]
+        steps += [{"deadline": wall * 0.95, "usd": hours * 2.0 * 1.1, "usd_per_gpu_hour": 2.0},
+                  {"deadline": wall * 0.95, "usd": hours * 2.0 * 1.05, "usd_per_gpu_hour": 2.0}]
+        warm = [solve(_with_limits(base, **s)).model_dump_json() for s in steps]
+        for s, answer in zip(steps, warm):
+            # fresh: nothing kept that depends on limits (the cost models and spaces do not)
+            solve_context.clear_cache()
+            search_space._RECORDS.clear()
+            assert answer == solve(_with_limits(base, **s)).model_dump_json(), s
+    assert any(r is not None for r in replays) and any(r is None for r in replays)
+    assert any(c.get("intervals") for c in carried)
