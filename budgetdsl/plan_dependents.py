@@ -15,7 +15,7 @@ from collections import deque
 from pathlib import Path
 
 from budgetdsl.diagnostics import PlanError
-from budgetdsl.yaml_source import MAX_FILE_BYTES, parse_yaml
+from budgetdsl.yaml_source import MAX_FILE_BYTES, parse_yaml, read_bytes
 
 _SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache"}
 
@@ -36,9 +36,8 @@ def repository_yaml_files(root: Path) -> list[Path]:
 
 def extends_target(path: Path) -> Path | None:
     """The resolved file that `path` extends, or None (no `extends`, not a plan, unreadable)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
+    try:  # the loader's reader: a FIFO or a device is refused without blocking, and bounded
+        raw = read_bytes(str(path))
     except OSError:
         return None
     if len(raw) > MAX_FILE_BYTES or b"extends" not in raw:

@@ -159,3 +159,24 @@ def test_the_plot_link_of_a_markdown_report_keeps_the_name_inert(name, tmp_path,
     assert len(images) == 1 and images[0][0].startswith(str(tmp_path)), images
     assert images[0][1] == "frontier of " + name.replace("\n", " "), images  # the name, as text
     assert not others and md.count("\n# ") == 0, others
+
+
+# -- check --dependents: reading the repository's YAML files ---------------------------------------
+
+def test_check_dependents_outside_git_does_not_block_on_a_fifo(tmp_path, monkeypatch, capsys):
+    """Outside a git work tree every *.yaml below the directory is read to find what extends a base;
+    a FIFO named fifo.yaml was opened for a blocking read, and `check --dependents` hung forever."""
+    import os
+
+    (tmp_path / "plans" / "base").mkdir(parents=True)
+    shutil.copy(REPO / "plans" / "base" / "a100-cluster.yaml", tmp_path / "plans" / "base")
+    shutil.copy(REPO / "plans" / "llama2-7b.yaml", tmp_path / "plans")
+    os.mkfifo(tmp_path / "plans" / "fifo.yaml")
+    os.symlink("/dev/zero", tmp_path / "plans" / "zero.yaml")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BUDGETDSL_ROOT", raising=False)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))  # no enclosing work tree
+    with time_bound(10):
+        code = main(["check", "--dependents", "plans/base/a100-cluster.yaml"])
+    err = capsys.readouterr().err
+    assert code == 0 and "1 checked because it extends a given file" in err, err
