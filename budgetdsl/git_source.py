@@ -35,7 +35,14 @@ def resolve_revision(ref: str, cwd: str | os.PathLike[str] = ".") -> str:
     """The commit id of `ref`; GitError with git's message when it does not name one."""
     if ref.startswith("-"):
         raise GitError(f"not a revision: {ref!r}")
-    return _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd).decode().strip()
+    try:
+        return _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd).decode().strip()
+    except GitError as exc:
+        if str(exc).startswith("fatal:"):  # not a repository, ...: git's own words
+            raise
+        raise GitError(f"unknown revision {ref!r}\n  hint: a branch or commit this clone has; fetch it "
+                       "first (git fetch origin main; a CI checkout needs the base's history, e.g. "
+                       "actions/checkout with fetch-depth: 0)") from None
 
 
 def files_at(commit: str, root: Path, paths: list[str]) -> list[str]:

@@ -83,8 +83,6 @@ def _base_diff(args: argparse.Namespace):
         repo_root,
         resolve_revision,
     )
-    from budgetdsl.yaml_source import read_bytes
-
     try:
         root = repo_root()
         commit = resolve_revision(args.base)
@@ -98,13 +96,19 @@ def _base_diff(args: argparse.Namespace):
             print(f"budgetdsl diff: {path}: outside the repository {root} (--base compares paths "
                   "inside the git work tree)", file=sys.stderr)
             return None
-    old_opener = opener_at(commit, root)
+    old_opener, new_opener = opener_at(commit, root), _confined_reader(root)
     candidates: set[str] = set()
     try:
         tracked = files_at(commit, root, rel_paths)
     except GitError as exc:  # a path git refuses (e.g. unknown pathspec magic, `:(x)plans`)
         print(f"budgetdsl diff: {exc}", file=sys.stderr)
         return None
+    for path, rel in zip(paths, rel_paths):  # a misspelt path must not compare nothing and pass
+        if not os.path.lexists(path) and not any(rel in (".", t) or t.startswith(rel.rstrip("/") + "/")
+                                                 for t in tracked):
+            print(f"budgetdsl diff: {path}: no such file or folder in the work tree or at {args.base}",
+                  file=sys.stderr)
+            return None
     for rel in tracked:
         candidates.add(os.path.relpath(root / rel))
     for p in paths:
@@ -115,10 +119,25 @@ def _base_diff(args: argparse.Namespace):
     diffs = []
     for path in sorted(c for c in candidates if c.endswith((".yaml", ".yml"))):
         in_old = _is_plan(path, old_opener)
-        in_new = os.path.isfile(path) and _is_plan(path, read_bytes)
+        in_new = os.path.isfile(path) and _is_plan(path, new_opener)
         if in_old or in_new:
-            diffs.append(_compare(path, old_opener, None, in_old, in_new))
+            diffs.append(_compare(path, old_opener, new_opener, in_old, in_new))
     return diffs
+
+
+def _confined_reader(root: Path) -> Callable[[str], bytes]:
+    """The work tree's reader for `diff --base`: the files compared are found in the pull request's
+    tree, so a symbolic link that leads out of the repository is not followed (its target would
+    land in the PR comment); bases are confined by the loader itself."""
+    from budgetdsl.plan_source import confined
+    from budgetdsl.yaml_source import read_bytes
+
+    def read(path: str) -> bytes:
+        if not confined(path, root):
+            raise PermissionError(0, f"a symbolic link to a file outside the repository {root}", path)
+        return read_bytes(path)
+
+    return read
 
 
 def run(args: argparse.Namespace) -> int:

@@ -180,3 +180,54 @@ def test_check_dependents_outside_git_does_not_block_on_a_fifo(tmp_path, monkeyp
         code = main(["check", "--dependents", "plans/base/a100-cluster.yaml"])
     err = capsys.readouterr().err
     assert code == 0 and "1 checked because it extends a given file" in err, err
+
+
+# -- diff --base ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def git_repo(tmp_path, monkeypatch):
+    import subprocess
+
+    root = tmp_path / "repo"
+    (root / "plans").mkdir(parents=True)
+    (root / "plans" / "minimal.yaml").write_text(MINIMAL)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "."], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "plans"], cwd=root, check=True)
+    monkeypatch.chdir(root)
+    return root
+
+
+@pytest.mark.parametrize("path", ["plans/minimal.yml", "plan/", "no-such-dir/x.yaml"])
+def test_diff_base_with_a_path_that_names_nothing_is_a_usage_error(git_repo, capsys, path):
+    """A misspelt path compared nothing and exited 0 ("0 plans: none"): a CI job went green."""
+    assert main(["diff", "--base", "HEAD", path]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and f"budgetdsl diff: {path}: no such file or folder" in err, err
+
+
+def test_diff_base_with_an_unknown_revision_says_what_to_do(git_repo, capsys):
+    """It said `git rev-parse --verify --quiet origin/nope^{commit} failed`; and a newline in the
+    revision was printed as is."""
+    assert main(["diff", "--base", "origin/nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown revision 'origin/nope'" in err and "fetch" in err, err
+    assert main(["diff", "--base", "HEAD\n# x"]) == 2
+    err = capsys.readouterr().err
+    assert "'HEAD\\n# x'" in err and err.count("\n") == 2, err  # the message and its hint
+
+
+def test_diff_base_does_not_read_a_work_tree_plan_through_a_link_out_of_the_repository(
+        git_repo, tmp_path, capsys):
+    """The work tree of a pull request may hold a symbolic link plans/x.yaml -> a file outside the
+    repository; diff --base read it and showed it in the PR comment (its name, its values)."""
+    import os
+
+    secret = tmp_path / "secret.yaml"
+    secret.write_text(MINIMAL.replace("name: minimal-1b", "name: SECRET-VALUE"))
+    os.symlink(secret, git_repo / "plans" / "leak.yaml")
+    code = main(["diff", "--base", "HEAD", "--format", "markdown"])
+    out, err = capsys.readouterr()
+    assert "SECRET-VALUE" not in out + err
+    assert code == 2 and "plans/leak.yaml" in err and "outside the repository" in err, err
