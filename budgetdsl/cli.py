@@ -60,8 +60,27 @@ def _without_pydantic_plugins() -> None:
     os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
 
 
+def _unicode_safe_stdio() -> None:
+    """Results (stdout) in UTF-8, diagnostics (stderr) in the terminal's encoding with escapes.
+
+    Reports use '—', '→', '×' and plan names hold any character; with stdout in ASCII or Latin-1
+    (PYTHONIOENCODING, a C locale without Python's UTF-8 mode, a Windows pipe in cp1252) the
+    first of them raised UnicodeEncodeError (exit 3). JSON, YAML and the scripts are read as UTF-8,
+    so stdout becomes UTF-8 (the data stays exact); stderr is for people, so it keeps the
+    terminal's encoding and writes what it cannot show as \\u escapes."""
+    out, err = sys.stdout, sys.stderr
+    try:
+        if (getattr(out, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "") != "utf8":
+            out.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
+        if getattr(err, "errors", "strict") == "strict":
+            err.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):  # not a TextIOWrapper (an embedding host's stream)
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     _without_pydantic_plugins()
+    _unicode_safe_stdio()
     try:
         words = sys.argv[1:] if argv is None else argv
         parser = build_parser(words[0] if words and words[0] in COMMANDS else None)

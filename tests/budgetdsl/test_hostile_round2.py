@@ -231,3 +231,40 @@ def test_diff_base_does_not_read_a_work_tree_plan_through_a_link_out_of_the_repo
     out, err = capsys.readouterr()
     assert "SECRET-VALUE" not in out + err
     assert code == 2 and "plans/leak.yaml" in err and "outside the repository" in err, err
+
+
+# -- the environment ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, code", [
+    (["plan", "{plan}"], 0),
+    (["plan", "{plan}", "--format", "json"], 0),
+    (["export", "{plan}", "--to", "kubeflow"], 0),
+    (["check", "{bad}"], 2),
+])
+def test_a_non_utf8_stdout_does_not_crash_and_data_stays_exact(argv, code, tmp_path):
+    """With stdout in ASCII or Latin-1 (PYTHONIOENCODING, a C locale without UTF-8 mode, a Windows
+    pipe in cp1252) every command died at its first '—' or '→': exit 3, UnicodeEncodeError. Results
+    are now UTF-8 (what JSON, YAML and scripts are read as); diagnostics keep the terminal's
+    encoding, with escapes for what it cannot show."""
+    import os
+    import subprocess
+
+    name = "run — ü \u2028 ✓"
+    plan = tmp_path / "p.yaml"
+    plan.write_text(MINIMAL.replace("name: minimal-1b", f"name: {json.dumps(name)}"), encoding="utf-8")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(MINIMAL.replace("gpus: 64", "gpus: 64 ✓"), encoding="utf-8")
+    words = [w.format(plan=plan, bad=bad) for w in argv]
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "PYTHONUTF8": "0", "LC_ALL": "C",
+           "BUDGETDSL_TRACEBACK_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "budgetdsl", *words], capture_output=True, env=env,
+                          timeout=120)
+    assert done.returncode == code, done.stderr.decode("ascii", "replace")
+    done.stderr.decode("ascii")  # the terminal's encoding, escapes where it lacks a character
+    out = done.stdout.decode("utf-8")
+    if "json" in argv:
+        assert json.loads(out)["plan"] == name
+    elif "kubeflow" in argv:
+        assert yaml.safe_load(out)["metadata"]["annotations"]["budgetdsl.dev/plan"] == name
+    elif code == 0:
+        assert "run — ü" in out
