@@ -576,6 +576,7 @@ class Decided(Config):
 
     ok: np.ndarray
     any: np.ndarray  # a feasible candidate among those placed
+    unsure: np.ndarray  # a placement or a near tie the kernel cannot decide exactly
     pair: np.ndarray
     kind: np.ndarray
     measure: np.ndarray  # the objective's measure of the pick
@@ -955,7 +956,7 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
         for n, (ilo, ihi, iok) in ivs.items():
             ilo[m], ihi[m], iok[m] = st["ivs"][n][0][m], st["ivs"][n][1][m], st["ivs"][n][3][m]
     return Decided(at(micro), at(accum), at(batch), at(stack("steps")), at(wall), at(stack("gh")), at(cost),
-                   at(flops), ok=ok, any=feasible, pair=chosen, kind=kind_of[pick], measure=at(measure), lo=lo,
+                   at(flops), ok=ok, any=feasible, unsure=unsure, pair=chosen, kind=kind_of[pick], measure=at(measure), lo=lo,
                    hi=hi, target=target, ivs=ivs)
 
 
@@ -1117,6 +1118,127 @@ def _bindings(pairs: list[Pair], r: Rows, d: Decided, ok: np.ndarray) -> list:
     return out
 
 
+# -- infeasible rows: the diagnosed layout -------------------------------------------------------
+
+_ORDER_MARGIN = 1e-6  # pairs whose vectorized bound is this close to the least get their exact key
+
+
+def _conflict_counts(pairs: list[Pair], r: Rows, micro_fixed: int | None) -> np.ndarray:
+    """len(diagnosis.conflicting_names(placement)) of every pair (rows of the result) on every row
+    of `r` (columns), for rows where no pair has a feasible configuration: a placement with no
+    room for its micro-batch names memory alone; else each limit that holds at no batch, each two
+    whose intervals exclude each other, and failing those (no whole number of sequences or no
+    launchable configuration in the interval) each limit whose interval touches the feasible
+    one's ends. From the limits' intervals (`_intervals`, placement.limit_intervals's numbers)."""
+    P, R = len(pairs), len(r)
+    pi = np.repeat(np.arange(P), R)
+    blk = block(pairs, pi)
+    lo, hi, _, ivs = _intervals(blk, _subset(r, np.tile(np.arange(R), P)))
+    # the intervals: min_batch (dp·s, INF) always, then each present limit's (None: `there & ~ok`)
+    spans = [(blk.per, np.full(P * R, INF), np.ones(P * R, bool), np.ones(P * R, bool))]
+    spans += [ivs[n] for n in ("flops", "deadline", "gpu_hours", "usd")]
+    valid = [there & ok for _, _, there, ok in spans]
+    named = [there & ~ok for _, _, there, ok in spans]
+    with np.errstate(invalid="ignore"):
+        for a, (alo, _, _, _) in enumerate(spans):
+            for b, (_, bhi, _, _) in enumerate(spans):
+                cross = valid[a] & valid[b] & (alo > bhi)
+                named[a] |= cross
+                named[b] |= cross
+        none = ~np.any(named, axis=0)
+        for a, (alo, ahi, _, _) in enumerate(spans):  # the "integer" case: limits at the interval's ends
+            named[a] |= none & valid[a] & ((alo >= lo) | (ahi <= hi))
+    count = np.sum(named, axis=0)
+    memory = blk.micro_max < max(1, micro_fixed or 1)
+    return np.where(memory, 1, count).reshape(P, R)
+
+
+def _diagnosed(base, pairs: list[Pair], r: Rows, micro_fixed: int | None, searched: bool) -> list:
+    """For each row of `r` (none with a feasible configuration on any pair), what solve() reports:
+    (pair index, binding names), or None where the kernel cannot tell (then solve()).
+
+    solve() diagnoses the layout whose placement conflicts least (solver._solve: the first of the
+    layouts' `closest`, in the order the search first placed each layout: with nothing feasible
+    the walk places every pair in the order of its bound's rank, search_space.search_layouts);
+    within a layout, and on a pinned one, `solve_context.closest`: the fewest conflicting limits,
+    ties to the most GPUs. The binding limits are `diagnosis.constraints` of that pair's own
+    placement (placement.place, the scalar code)."""
+    from budgetdsl.diagnosis import conflicting_names, constraints
+    from budgetdsl.frontier import Frontier
+    from budgetdsl.placement import Limits, place
+    from budgetdsl.search_space import balanced_key, bound_rank, lower_bound, step_bound
+    from budgetdsl.solve_context import Context
+
+    counts = _conflict_counts(pairs, r, micro_fixed)
+    gpus = np.array([p.gpus for p in pairs])
+    layouts: dict = {}
+    layout = np.array([layouts.setdefault((p.split.tensor_parallel, p.split.pipeline_parallel, p.split.zero,
+                                            str(p.split.recompute)), len(layouts)) for p in pairs])
+    approx = _bounds(pairs, r)[3] if searched else None  # each pair's bound rank, vectorized
+    ref = pairs[0].cm
+    simple = [_sort_key(p) for p in pairs]
+    kept: dict[int, tuple] = {}
+
+    def lines_of(i: int) -> tuple:
+        """search_space.step_bound of pair i (as bound_rank's caller computes it), once."""
+        lines = kept.get(i)
+        if lines is None:
+            p = pairs[i]
+            linear = 0.0 if p.cm._step is not None else ref.flops_per_token / (p.gpus * ref.peak_flops * ref.mfu)
+            lines = kept[i] = step_bound(p.cm._step, p.micro_max, float(p.dp * ref.seq_len), linear)
+        return lines
+    out: list = []
+    for row in range(len(r)):
+        cnt = counts[:, row]
+        least = cnt.min()
+        objective = OBJECTIVES[int(r.objective[row])]
+        fr = Frontier(float(r.bc[row]), float(r.em[row]))
+        limits = Limits(*(None if math.isnan(v) else v for v in
+                          (float(r.deadline[row]), float(r.flops[row]), float(r.gpu_hours[row]), float(r.usd[row]),
+                           float(r.price[row]))))
+        if limits.price == 0.0:
+            out.append(None)  # a zero price is no price to the scalar path's `if price`
+            continue
+        among = np.flatnonzero(cnt == least)
+        if searched:
+            # the layouts holding a least-conflicting pair; the one the walk met first, by any pair
+            mine = np.flatnonzero(np.isin(layout, layout[among]))
+            a = approx[mine, row]
+            if not np.isfinite(a).all():
+                out.append(None)
+                continue
+            near = mine[a <= a.min() * (1.0 + _ORDER_MARGIN)]
+            keyed = []
+            for i in near.tolist():  # search_space.bound_rank, the search's tie order
+                p = pairs[i]
+                if objective == "balanced":
+                    key = balanced_key(lines_of(i), float(p.dp * ref.seq_len), p.gpus, fr.b_crit, fr.s_min,
+                                       limits.price)
+                else:
+                    key = bound_rank(objective, lower_bound(ref, p.gpus, p.dp, p.cm._step, fr, limits, p.micro_max),
+                                     p.dp, ref, fr)
+                keyed.append((key, simple[i], p.gpus, i))
+            first = min(keyed)[3]
+            among = among[layout[among] == layout[first]]
+        i = int(among[np.argmax(gpus[among])])  # the fewest conflicts, ties to the most GPUs
+        p = pairs[i]
+        pl = place(p.cm, fr, limits, objective, micro_fixed)
+        if pl.feasible or len(conflicting_names(pl)) != int(cnt[i]):
+            out.append(None)  # not what the vectorized count says: solve() decides
+            continue
+        ctx = Context(base, None, fr, limits, objective)  # type: ignore[arg-type]
+        out.append((i, tuple(c.name for c in constraints(ctx, pl, False) if c.binding)))
+    return out
+
+
+def _sort_key(p: Pair) -> tuple:
+    """layout_search.LayoutChoice.sort_key of the pair's layout: the search's tie order."""
+    from budgetdsl.layout_search import RECOMPUTE_ORDER
+
+    s = p.split
+    return (s.tensor_parallel * s.pipeline_parallel, s.pipeline_parallel, s.zero, RECOMPUTE_ORDER.index(s.recompute))
+
+
 def iter_kernel_rows(source, settings) -> Iterator:
     """The sweep's rows (sweep.SweepRow, in order), the decidable ones from the kernel."""
     from budgetdsl.sweep import Blame, SweepRow, Summary, solve_row
@@ -1134,17 +1256,25 @@ def iter_kernel_rows(source, settings) -> Iterator:
     shape = [len(s.values) for s in settings]
     total = math.prod(shape)
     divisors = _Divisors()
+    searched = bool(base.hardware.searched())
     for start in range(0, total, CHUNK):
         flat = np.arange(start, min(total, start + CHUNK))
         idx = np.unravel_index(flat, shape)
         r, invalid = _rows(base, axes, idx)
-        d = decide(pairs, r, micro_fixed, divisors, bool(base.hardware.searched()))
+        d = decide(pairs, r, micro_fixed, divisors, searched)
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             x = d.batch / r.bc
             finite = np.isfinite(d.wall) & np.isfinite(d.gh) & np.isfinite(d.flops) & np.isfinite(x) \
                 & np.isfinite(d.steps * d.batch)
         ok = d.ok & ~invalid & finite
         binding = _bindings(pairs, r, d, ok)
+        # rows with no feasible configuration on any pair (every pair placed): the diagnosis
+        diagnosed = {}
+        lost = np.flatnonzero(~d.any & ~d.unsure & ~invalid)
+        if lost.size:
+            for row, answer in zip(lost.tolist(), _diagnosed(base, pairs, _subset(r, lost), micro_fixed, searched)):
+                if answer is not None:
+                    diagnosed[row] = answer
         okl = ok.tolist()
         pair_l = np.where(ok, d.pair, 0).astype(int).tolist()
         micro_l, accum_l = (np.where(ok, a, 0).astype(np.int64).tolist() for a in (d.micro, d.accum))
@@ -1158,7 +1288,14 @@ def iter_kernel_rows(source, settings) -> Iterator:
         for row in range(len(flat)):
             values = {path: s.values[i[row]] for path, s, i in zip(paths, settings, ix)}
             if not okl[row]:
-                yield solve_row(source, values, blame)
+                answer = diagnosed.get(row)
+                if answer is None:
+                    yield solve_row(source, values, blame)
+                    continue
+                gpus, dp, tp, pp, zero, recompute = shown[answer[0]]
+                yield SweepRow(values, None, None, summary=Summary(
+                    "infeasible", False, gpus, None, None, None, dp, tp, pp, zero, recompute, None, None, None,
+                    None, None, None, None, answer[1]))
                 continue
             gpus, dp, tp, pp, zero, recompute = shown[pair_l[row]]
             steps, batch = steps_l[row], batch_l[row]

@@ -181,3 +181,43 @@ def test_divisors_equal_the_scalar_scan():
     cap = [rng.choice([1, 2, 7, 33, 300, 5000, 10_000]) for _ in n]
     got = _Divisors()(np.array(n), np.array(cap))
     assert got.tolist() == [largest_divisor_at_most(a, c) for a, c in zip(n, cap)]
+
+
+def _infeasible_grid(text: str, tmp_path: pathlib.Path) -> tuple:
+    """Limits at fractions of the plan's own answer, so most rows are infeasible and for varied
+    reasons (no batch meets one limit, two limits exclude each other, integer steps): deadlines,
+    FLOPs and GPU-hours (or USD with a price) below what the plan needs, B_crit over a decade,
+    every objective."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    if not (tmp_path / "base").exists():
+        shutil.copytree(REPO / "plans" / "base", tmp_path / "base")
+    source = read_merged(path)
+    base = solve(load_merged(source))
+    b_crit = base.frontier.b_crit_tokens
+    money = ("budget.usd", base.usd) if base.usd is not None else ("budget.gpu_hours", base.gpu_hours)
+    return source, [
+        Setting("budget.deadline", tuple(f"{base.wall_clock_s * f:.17g} s" for f in (0.3, 0.9, 1.5))),
+        Setting("budget.flops", tuple(f"{base.flops * f:.17g}" for f in (0.7, 2.0))),
+        Setting(money[0], tuple(f"{money[1] * f:.17g}" for f in (0.6, 3.0))),
+        Setting("noise.b_crit", tuple(f"{b_crit * f:.6g}" for f in (0.3, 3.0))),
+        Setting("objective", ("balanced", "min_time", "min_cost", "min_flops")),
+    ]
+
+
+@pytest.mark.parametrize("name", list(PLANS))
+def test_infeasible_rows_are_diagnosed_by_the_kernel_as_by_solve(name, tmp_path, monkeypatch):
+    """A row with no feasible configuration on any pair is answered by the kernel (the layout
+    solve() diagnoses, the least conflicting in the search's order, and its binding limits),
+    equal to solve() row by row: the diagnosed layout, GPUs and binding names vary over the grid."""
+    monkeypatch.setenv("BUDGETDSL_SWEEP_SCALAR", "0")
+    source, settings = _infeasible_grid(PLANS[name], tmp_path)
+    kernel, scalar = sweep(source, settings, full=False), sweep(source, settings, full=True)
+    assert differences(kernel, scalar, settings) == []
+    infeasible = [k for k, s in zip(kernel, scalar) if s.summary is not None and not s.summary.feasible]
+    by_kernel = [k for k in infeasible if k.solution is None]
+    assert len(infeasible) >= len(kernel) // 4, "the grid should be mostly infeasible"
+    assert len(by_kernel) >= 0.9 * len(infeasible), f"{len(by_kernel)} of {len(infeasible)} diagnosed"
+    print(name, len(kernel), "rows", len(infeasible), "infeasible", len(by_kernel), "by the kernel",
+          {(k.summary.gpus, k.summary.data_parallel, k.summary.tensor_parallel, k.summary.pipeline_parallel,
+            k.summary.zero, k.summary.recompute, k.summary.binding) for k in by_kernel})
