@@ -40,8 +40,10 @@ class Diagnostic:
     severity: str = "error"
 
     def format(self) -> str:
-        head = f"{self.location}: {self.severity}[{self.code}]: {self.message}"
-        return head if not self.hint else f"{head}\n  hint: {self.hint}"
+        from budgetdsl.terminal_text import inert  # file names and plan text: shown, not obeyed
+
+        head = f"{inert(str(self.location), keep_lines=False)}: {self.severity}[{self.code}]: {inert(self.message)}"
+        return head if not self.hint else f"{head}\n  hint: {inert(self.hint)}"
 
     def to_json(self) -> dict:
         data = asdict(self)

@@ -156,11 +156,14 @@ def run(args: argparse.Namespace) -> int:
     if diffs is None:
         return ExitCode.INVALID
     render = {"text": render_diff_text, "markdown": render_diff_markdown, "json": render_diff_json}
-    sys.stdout.write(render[args.format](diffs))
+    from budgetdsl.terminal_text import inert  # plan text for a terminal: shown, never obeyed
+
+    out = render[args.format](diffs)
+    sys.stdout.write(out if args.format == "json" else inert(out))  # JSON escapes its own
     if any(d.problems for d in diffs):
         for d in diffs:
             for problem in d.problems:
-                print(problem, file=sys.stderr)
+                print(inert(problem), file=sys.stderr)
         return ExitCode.INVALID
     return ExitCode.NO if any(d.regressed for d in diffs) else ExitCode.OK
 

@@ -98,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
             payload = dumps[0] if len(args.plans) == 1 else dumps
             sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
     else:
-        sys.stdout.write("\n".join(texts))
+        from budgetdsl.terminal_text import inert  # plan text in a report for a terminal
+
+        sys.stdout.write(inert("\n".join(texts)))
     return code
 
 

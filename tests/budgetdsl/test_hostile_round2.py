@@ -268,3 +268,48 @@ def test_a_non_utf8_stdout_does_not_crash_and_data_stays_exact(argv, code, tmp_p
         assert yaml.safe_load(out)["metadata"]["annotations"]["budgetdsl.dev/plan"] == name
     elif code == 0:
         assert "run — ü" in out
+
+
+# -- the terminal: plan text is shown, never obeyed -------------------------------------------------
+
+ESCAPES = "\x1b]0;PWNED\x07\x1b[2J\r\x9b31m\u202e\x08"  # set the title, clear, CR, 8-bit CSI, RLO, BS
+RAW = ("\x1b", "\x07", "\r", "\x9b", "\u202e", "\x08")
+
+
+def _terminal_safe(text: str) -> None:
+    found = [repr(c) for c in RAW if c in text]
+    assert not found, (found, text[:400])
+
+
+def test_control_characters_of_a_plan_reach_no_terminal(tmp_path, capsys):
+    """A plan name `"\\e]0;PWNED\\a\\e[2J\\r…"` went raw to the terminal in `plan` and `diff` text:
+    the reviewer's terminal title changed, the screen cleared, `\\r` overwrote the line (a report
+    could be made to read "feasible"). A file name is plan text too (diff --base lists the PR's files)."""
+    plan = tmp_path / "p.yaml"
+    plan.write_text(MINIMAL.replace("name: minimal-1b", f"name: {json.dumps('run' + ESCAPES)}"))
+    other = tmp_path / "q.yaml"
+    other.write_text(plan.read_text().replace("gpus: 64", "gpus: 128") + "launch:\n  env: {FOO: "
+                     + json.dumps("v" + ESCAPES) + "}\n")
+    bad = tmp_path / f"bad{ESCAPES}.yaml"
+    bad.write_text(MINIMAL.replace("gpus: 64", "gpus: lots"))
+    for argv in (["plan", str(plan)], ["diff", str(plan), str(other)], ["check", str(bad)],
+                 ["plan", str(bad)], ["sweep", str(plan), "--set", "hardware.gpus=64,128"],
+                 ["export", str(bad), "--to", "slurm"]):
+        main(argv)
+        out, err = capsys.readouterr()
+        _terminal_safe(out)
+        _terminal_safe(err)
+    main(["plan", str(plan)])
+    assert "run\\x1b]0;PWNED\\x07" in capsys.readouterr().out  # shown, escaped
+    for argv in (["plan", str(plan), "--format", "json"], ["diff", str(plan), str(other), "--format", "json"]):
+        main(argv)
+        data = json.loads(capsys.readouterr().out)  # JSON keeps the exact text (its own escapes)
+        assert "run" + ESCAPES in _strings(data)
+
+
+def _strings(data) -> set[str]:
+    if isinstance(data, dict):
+        return set().union(*map(_strings, data.values())) if data else set()
+    if isinstance(data, list):
+        return set().union(*map(_strings, data)) if data else set()
+    return {data} if isinstance(data, str) else set()
