@@ -313,3 +313,31 @@ def _strings(data) -> set[str]:
     if isinstance(data, list):
         return set().union(*map(_strings, data)) if data else set()
     return {data} if isinstance(data, str) else set()
+
+
+def test_control_characters_of_a_plan_reach_no_terminal_in_the_tui(tmp_path):
+    """Rich drops BEL, BS and CR but not ESC: the status bar wrote `\\x1b]0;PWNED…` to the terminal."""
+    pytest.importorskip("textual")
+    import asyncio
+
+    from textual.geometry import Region
+
+    from budgetdsl.tui.app import make_app
+
+    plan = tmp_path / f"p{ESCAPES}.yaml"
+    plan.write_text(MINIMAL.replace("name: minimal-1b", f"name: {json.dumps('run' + ESCAPES)}"))
+
+    async def scenario() -> str:
+        app = make_app(plan)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await app.wait_solved()
+            await pilot.pause()
+            lines = []
+            for widget in app.screen.walk_children():
+                width, height = widget.size
+                lines += [strip.text for strip in widget.render_lines(Region(0, 0, width, height))]
+            return "\n".join(lines)
+
+    screen = asyncio.run(scenario())
+    assert "run\\x1b]0;PWNED" in screen  # the name is shown, escaped
+    _terminal_safe(screen)

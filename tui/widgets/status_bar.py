@@ -6,6 +6,7 @@ from pathlib import Path
 
 from rich.text import Text
 
+from budgetdsl.terminal_text import inert
 from budgetdsl.tui.widgets.text_panel import TextPanel
 
 
@@ -17,7 +18,9 @@ class StatusBar(TextPanel):
         # Separating spaces end a run, never start one: an SVG export writes each run as a <text>
         # at its cell, and renderers (rsvg) drop a run's leading spaces, which ran the plan name
         # into the file name (`llama2-7bllama2-7b.yaml`).
-        text = Text.assemble(("budgetdsl ", "bold"), (f"{plan_name}  ", "bold cyan"), Path(path).name)
+        # Plan text, and the file's name, are shown escaped: Rich drops BEL and CR but writes ESC.
+        text = Text.assemble(("budgetdsl ", "bold"), (f"{inert(plan_name, keep_lines=False)}  ", "bold cyan"),
+                             inert(Path(path).name, keep_lines=False))
         if sol is not None:
             text.append("  ")
             text.append("feasible" if sol.feasible else "INFEASIBLE", "bold green" if sol.feasible else "bold red")
