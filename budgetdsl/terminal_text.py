@@ -30,3 +30,10 @@ def inert(text: str, keep_lines: bool = True) -> str:
     stay (a report's own layout), otherwise they are escaped too (a file name, a one-line value)."""
     text = _CONTROL.sub(_escaped, text)
     return text if keep_lines else _LAYOUT.sub(_escaped, text)
+
+
+def json_text(text: str) -> str:
+    """JSON (of json.dumps with ensure_ascii=False) with the same characters written as `\\uXXXX`
+    escapes: the data stays exact, the bytes stay inert. JSON escapes C0 itself; the others can
+    only stand inside strings, where the escape means the same character."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)

@@ -96,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         if dumps:
             payload = dumps[0] if len(args.plans) == 1 else dumps
-            sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+            from budgetdsl.terminal_text import json_text  # C1 and bidi controls as \u escapes
+
+            sys.stdout.write(json_text(json.dumps(payload, indent=2, ensure_ascii=False)) + "\n")
     else:
         from budgetdsl.terminal_text import inert  # plan text in a report for a terminal
 

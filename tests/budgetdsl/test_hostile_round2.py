@@ -303,8 +303,14 @@ def test_control_characters_of_a_plan_reach_no_terminal(tmp_path, capsys):
     assert "run\\x1b]0;PWNED\\x07" in capsys.readouterr().out  # shown, escaped
     for argv in (["plan", str(plan), "--format", "json"], ["diff", str(plan), str(other), "--format", "json"]):
         main(argv)
-        data = json.loads(capsys.readouterr().out)  # JSON keeps the exact text (its own escapes)
+        out = capsys.readouterr().out
+        _terminal_safe(out)
+        data = json.loads(out)  # JSON keeps the exact text (its own escapes)
         assert "run" + ESCAPES in _strings(data)
+    main(["export", str(plan), "--to", "hf", "-q"])
+    out = capsys.readouterr().out
+    _terminal_safe(out)
+    assert json.loads(out)["run_name"] == "run" + ESCAPES
 
 
 def _strings(data) -> set[str]:
