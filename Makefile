@@ -5,10 +5,15 @@
 # TORCH names the torch requirement installed before the calibrate extra. The default takes the CPU
 # wheel that lies on the development machines' disk; elsewhere, set it to the build you want, e.g.
 #   make test TORCH="torch --index-url https://download.pytorch.org/whl/cpu"
-PYTHON ?= python3
-VENV   ?= .venv
-TORCH  ?= torch==2.13.0
-BIN    := $(VENV)/bin
+#
+# The suite runs on every CPU (pytest-xdist, WORKERS=logical: one worker per CPU the machine shows),
+# one test file per worker at a time (--dist loadfile: a file's module fixtures are built once, its
+# tests run in file order, as they would in one process). `make test WORKERS=0` runs it in one process.
+PYTHON  ?= python3
+VENV    ?= .venv
+TORCH   ?= torch==2.13.0
+WORKERS ?= logical
+BIN     := $(VENV)/bin
 
 .PHONY: demo test bench schema clean
 
@@ -30,7 +35,7 @@ demo: $(VENV)/.core
 	$(BIN)/budgetdsl plan plans/*.yaml
 
 test: $(VENV)/.full
-	$(BIN)/python -m pytest --durations=20
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --durations=20
 
 bench: $(VENV)/.full
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
