@@ -57,7 +57,7 @@ Resolver = Callable[[str, int], Quantity]  # (dotted path, column) -> value of t
 _TOKEN = re.compile(
     r"""
     (?P<ws>\s+)
-  | (?P<number>(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)
+  | (?P<number>(?:[0-9]+(?:_[0-9]+)*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
   | (?P<ref>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)
   | (?P<word>[A-Za-z]+|%)
   | (?P<op>\*\*|[-+*/^()])
@@ -79,6 +79,10 @@ def _tokenize(text: str) -> tuple[_Tok, ...]:
     pos = 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
+        if m is None and text[pos].isdigit():  # ASCII only: `৪` (Bengali 4) reads as an 8
+            raise ExpressionError(f"the digit {excerpt(text[pos])} is not an ASCII digit", pos,
+                                  "write numbers with the digits 0-9, so that the value reads as "
+                                  "it is computed")
         if m is None:
             raise ExpressionError(f"unexpected character {excerpt(text[pos])}", pos,
                                   "a value may use numbers, units, + - * / ^ ( ) and references "

@@ -347,3 +347,23 @@ def test_control_characters_of_a_plan_reach_no_terminal_in_the_tui(tmp_path):
     screen = asyncio.run(scenario())
     assert "run\\x1b]0;PWNED" in screen  # the name is shown, escaped
     _terminal_safe(screen)
+
+
+# -- values: what a reviewer reads is what the tool computes ---------------------------------------
+
+@pytest.mark.parametrize("key, text", [
+    ("gpus", "৪"),  # Bengali four, drawn like an 8: was accepted as 4 GPUs
+    ("gpus", "６４"),  # fullwidth digits: was 64
+    ("at_batch", "1\u0660Mi"),  # Arabic-Indic zero inside a number: was 10Mi
+    ("tokens", "٢ * model.params"),
+])
+def test_a_number_is_written_in_ascii_digits(key, text):
+    """The expression tokenizer's `\\d` matched every Unicode digit, and float() read them: a plan
+    could show a reviewer one number and plan with another."""
+    plan = REPO / "plans" / "digits.yaml"
+    source = MINIMAL.replace(f"  {key}: ", f"  {key}: {text} # ", 1) if key != "gpus" else \
+        MINIMAL.replace("gpus: 64", f"gpus: {text}")
+    with pytest.raises(PlanError) as info:
+        load_plan(plan, text=source)
+    out = "\n".join(d.format() for d in info.value.diagnostics)
+    assert "digits.yaml:" in out and "error[expression]" in out and "0-9" in out, out
