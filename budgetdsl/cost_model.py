@@ -22,6 +22,7 @@ numbers the answer rests on.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -310,6 +311,11 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
         ref = cm._reference_micro
         t1, t2 = cm._step.total(ref, 1.0), cm._step.total(ref, 2.0)
         per_token = (t2 - t1) / (dp * ref * m.seq_len)
+        if not per_token > 0:  # a fixed time (step_overhead: 1e10 s) that rounds one micro-batch away:
+            bare = dataclasses.replace(cm._step, fixed=0.0)  # the slope without it, then add it back
+            b1 = bare.total(ref, 1.0)
+            per_token = (bare.total(ref, 2.0) - b1) / (dp * ref * m.seq_len)
+            t1 = b1 + cm._step.fixed
         object.__setattr__(cm, "rate", f.value / per_token)
         object.__setattr__(cm, "fixed_time", t1 - per_token * dp * ref * m.seq_len)
     object.__setattr__(cm, "_describe", functools.partial(

@@ -144,6 +144,19 @@ class ModelShape(_Section):
     def _shape(self) -> "ModelShape":
         if self.d_model is not None and self.heads is not None and self.d_model % self.heads:
             raise PlanRuleError("heads", f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
+        if self.vocab is not None and self.d_model is not None:
+            # N counts the embedding, f the LM head (cost_model.flops_per_token): each layer keeps
+            # (N − V·d)/L parameters and (f − 6·d·V)/L FLOPs, which must be positive.
+            embedding = float(self.vocab) * self.d_model
+            if embedding >= self.params:
+                raise PlanRuleError("vocab", f"the embedding alone, vocab × d_model = {embedding:.3g} "
+                                    f"parameters, is not less than params ({self.params:.3g}), which "
+                                    "counts it; check vocab, d_model and params")
+            if self.flops_per_token is not None and 6.0 * embedding >= self.flops_per_token:
+                raise PlanRuleError("flops_per_token", f"the LM head alone, 6 × d_model × vocab = "
+                                    f"{6.0 * embedding:.3g} FLOP per token, is not less than "
+                                    f"flops_per_token ({self.flops_per_token:.3g}), which counts it "
+                                    "(and params must count the embedding)")
         return self
 
 

@@ -367,3 +367,43 @@ def test_a_number_is_written_in_ascii_digits(key, text):
         load_plan(plan, text=source)
     out = "\n".join(d.format() for d in info.value.diagnostics)
     assert "digits.yaml:" in out and "error[expression]" in out and "0-9" in out, out
+
+
+@pytest.mark.parametrize("changes", [
+    {"hardware:\n": "hardware:\n  step_overhead: 1e10 s\n", "seq_len: 2048": "seq_len: 1"},
+    {"hardware:\n": "hardware:\n  step_overhead: 1e10 s\n"},
+])
+def test_a_fixed_time_that_swamps_a_micro_batch_is_no_division_by_zero(changes):
+    """T(B) = B·a + c was linearised as a = (T(2 micro-batches) − T(1))/tokens: with a fixed time
+    of 10^10 s per step beside microseconds of compute, the difference rounded to 0 and `f / a`
+    raised ZeroDivisionError at cost_model.py:313 (exit 3). Valid values, at the ends of their
+    ranges: the plan is answered."""
+    from budgetdsl.solver import solve
+
+    text = MINIMAL
+    for old, new in changes.items():
+        assert old in text
+        text = text.replace(old, new, 1)
+    plan = load_plan(REPO / "plans" / "swamped.yaml", text=text)
+    with time_bound(20):
+        sol = solve(plan)
+    assert sol.wall_clock_s > 0 if sol.feasible else sol.status is not None
+
+
+@pytest.mark.parametrize("changes, where", [
+    ({"seq_len: 2048": "seq_len: 2048\n  vocab: 1e9"}, "model.vocab"),  # V·d = 2e12 > N = 1.3e9
+    ({"seq_len: 2048": "seq_len: 2048\n  vocab: 700000"}, "model.vocab"),  # 1.43e9 > 1.3e9
+    ({"seq_len: 2048": "seq_len: 2048\n  vocab: 50000\n  flops_per_token: 1e8"}, "model.flops_per_token"),
+])
+def test_an_embedding_larger_than_the_model_is_a_located_error(changes, where):
+    """N counts the embedding (V·d parameters) and f the LM head (6·d·V FLOPs per token); with V·d
+    above N each layer had negative parameters and FLOPs, a step took −16 s, and the solver divided
+    by zero (vocab 1e9 with zero: 0 on one GPU: ZeroDivisionError at cost_model.py:313, exit 3)."""
+    text = MINIMAL
+    for old, new in changes.items():
+        text = text.replace(old, new, 1)
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if l.strip().startswith(where.split(".")[1] + ":"))
+    with pytest.raises(PlanError) as info:
+        load_plan(REPO / "plans" / "embedding.yaml", text=text)
+    out = "\n".join(d.format() for d in info.value.diagnostics)
+    assert f"embedding.yaml:{line}:" in out and "error[plan-rule]" in out and "params" in out, out
