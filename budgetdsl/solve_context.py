@@ -142,8 +142,8 @@ def _values(ctx: Context, limits: Limits, own: bool) -> tuple:
 def _shared(cm: CostModel, values: tuple, own: bool, fr: Frontier, limits: Limits) -> tuple[CostModel, dict, dict]:
     """(cm, the `evals` its placements share, the placements by (objective, micro_fixed));
     `values`: the frontier's and limits' numbers (`_values`). New limits on a cost model and
-    frontier placed before start from the configurations that group evaluated (`placement.carried`:
-    a sweep's rows and the TUI's edits move one limit)."""
+    frontier placed before start from what that group computed that holds for them
+    (`placement.carried`: a sweep's rows and the TUI's edits move one limit)."""
     key = (id(cm), values, own)
     newer = _SHARED[0]
     group = newer.get(key)
@@ -152,7 +152,8 @@ def _shared(cm: CostModel, values: tuple, own: bool, fr: Frontier, limits: Limit
     group = _SHARED[1].pop(key, None)
     if group is None or group[0] is not cm:
         sibling = _LATEST.get((id(cm), values[0], values[1], values[-1], own))
-        group = (cm, carried(cm, fr, limits, sibling[1]) if sibling is not None and sibling[0] is cm else {}, {})
+        group = (cm, *carried(cm, fr, limits, sibling[1], sibling[2])) if sibling is not None and sibling[0] is cm \
+            else (cm, {}, {})
     _keep(key, group)
     return group
 
