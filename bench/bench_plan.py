@@ -139,8 +139,8 @@ def main() -> None:
     (tk, out_k), (ts, out_s) = outputs["kernel"], outputs["scalar"]
     print(f"sweep     kernel / scalar: {ts / tk:.0f}x faster; CSV output identical: "
           f"{'yes' if out_k == out_s and out_k else 'NO'}")
-    # near the limits: deadlines of hours make some rows infeasible, and the kernel hands each
-    # infeasible row to solve() (its diagnosis): the cost of those fallback rows, kernel path only
+    # near the limits: deadlines of hours make some rows infeasible; the kernel diagnoses them as
+    # solve() does (sweep_kernel._diagnosed): those rows' cost, kernel path only
     hours = ",".join(f"{h}h" for h in range(1, 101))
     near = [*args[:-3], f"budget.deadline={hours}", *args[-2:]]
     c, t = cpu_children(), time.perf_counter()
@@ -148,7 +148,7 @@ def main() -> None:
     t, cpu = time.perf_counter() - t, cpu_children() - c
     infeasible = sum(line.split(b",")[2] == b"False" for line in done.stdout.splitlines()[1:])
     print(f"sweep     the same with 100 deadlines of 1-100 hours, kernel path: {t:.2f} s wall, {cpu:.2f} s CPU; "
-          f"{infeasible} infeasible rows, each solved by solve()")
+          f"{infeasible} infeasible rows, diagnosed in the kernel")
     load = os.getloadavg()
     print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 

@@ -23,8 +23,10 @@ A pair is placed on a row only where its lower bound can rank with the row's pic
 min_cost is placed once with min_time: the two share a target, and at one GPU count cost is a
 non-decreasing function of the wall clock, so `place`'s key orders every split alike.
 
-A row the kernel cannot decide exactly goes back to the scalar path (`sweep.solve_row`):
-infeasible rows (the answer is a diagnosis), rows whose placement needs `place`'s outward walk
+A row with no feasible configuration on any pair is diagnosed here as solve() diagnoses it
+(`_diagnosed`): the layout whose placement conflicts least, the first such in the search's order,
+and its binding limits. A row the kernel cannot decide exactly goes back to the scalar path
+(`sweep.solve_row`): rows whose placement needs `place`'s outward walk
 beyond a few steps, rows where two different configurations tie on a key or lie within the
 dominance tolerance of each other (the scalar order of candidates would decide), and numbers
 outside the exact integer range of a float. A sweep whose values the kernel does not model (the
