@@ -351,10 +351,6 @@ class Placed(Config):
     unsure: np.ndarray  # the kernel cannot decide this row exactly
     target: np.ndarray
 
-    def part(self, part) -> "Placed":
-        """The same placement on the elements `part` (a slice or an index array)."""
-        return Placed(**{f.name: getattr(self, f.name)[part] for f in fields(self)})
-
 
 def _intervals(p: Block, r: Rows):
     """placement.limit_intervals: (lo, hi, empty, {name: (lo, hi, present)})."""
@@ -645,30 +641,41 @@ class _Store:
         self.pairs: dict[int, dict] = {}
         self.unsure = np.zeros(R, bool)
 
-    def put(self, i: int, rows: np.ndarray, lo, hi, ivs, placed: list[Placed]) -> None:
-        R = self.R
-        st = self.pairs.get(i)
-        if st is None:
-            nan = lambda: np.full(R, np.nan)  # noqa: E731
-            st = self.pairs[i] = dict(
-                lo=nan(), hi=nan(), ivs={n: (nan(), nan(), np.zeros(R, bool), np.zeros(R, bool)) for n in ivs},
-                targets=[nan() for _ in KINDS], done=np.zeros(R, bool),
-                kinds=[dict(has=np.zeros(R, bool), **{f: nan() for f in CONFIG}) for _ in KINDS])
-        st["done"][rows] = True
-        st["lo"][rows], st["hi"][rows] = lo, hi
-        for n, parts in ivs.items():
-            for full, part in zip(st["ivs"][n], parts):
-                full[rows] = part
+    def put(self, pi: np.ndarray, ri: np.ndarray, lo, hi, ivs, placed: list[Placed]) -> None:
+        """The placements of elements (pairs pi, sorted, on rows ri): each field's values stacked
+        once, then one block written per pair (a dict of arrays per pair, and one Placed sliced
+        per pair and objective, were most of the store's cost)."""
+        has = []
         for k, pl in enumerate(placed):
-            self.unsure[rows] |= pl.unsure
-            st["targets"][k][rows] = pl.target
-            has = pl.has.copy()
+            h = pl.has.copy()
             for j in range(k):  # one configuration from two objectives is one candidate
-                has &= ~(placed[j].has & (placed[j].micro == pl.micro) & (placed[j].accum == pl.accum))
-            st["kinds"][k]["has"][rows] = has
-            for f in CONFIG:
-                st["kinds"][k][f][rows] = getattr(pl, f)
+                h &= ~(placed[j].has & (placed[j].micro == pl.micro) & (placed[j].accum == pl.accum))
+            has.append(h)
+        unsure = np.logical_or.reduce([pl.unsure for pl in placed])
+        self.unsure |= np.bincount(ri[unsure], minlength=self.R) > 0
+        names = list(ivs)
+        values = np.stack([lo, hi, *(x for n in names for x in ivs[n][:2]), *(pl.target for pl in placed),
+                           *(getattr(pl, f) for pl in placed for f in CONFIG)])
+        flags = np.stack([np.ones(len(pi), bool), *(x for n in names for x in ivs[n][2:]), *has])
+        cuts = (np.flatnonzero(np.diff(pi)) + 1).tolist()
+        for a, b in zip([0, *cuts], [*cuts, len(pi)]):
+            i = int(pi[a])
+            st = self.pairs.get(i)
+            if st is None:
+                st = self.pairs[i] = self._new(names, len(values), len(flags))
+            rows = ri[a:b]
+            st["_values"][:, rows] = values[:, a:b]
+            st["_flags"][:, rows] = flags[:, a:b]
 
+    def _new(self, names: list[str], nv: int, nf: int) -> dict:
+        """A pair's arrays over the chunk's rows, views of two blocks in `put`'s order of fields."""
+        v, f = np.full((nv, self.R), np.nan), np.zeros((nf, self.R), bool)
+        n, k = len(names), len(KINDS)
+        return dict(_values=v, _flags=f, lo=v[0], hi=v[1], done=f[0],
+                    ivs={name: (v[2 + 2 * j], v[3 + 2 * j], f[1 + 2 * j], f[2 + 2 * j]) for j, name in enumerate(names)},
+                    targets=[v[2 + 2 * n + q] for q in range(k)],
+                    kinds=[dict(has=f[1 + 2 * n + q], **{c: v[2 + 2 * n + k + q * len(CONFIG) + x]
+                                                          for x, c in enumerate(CONFIG)}) for q in range(k)])
 
     def view(self, rows: np.ndarray) -> "_Store":
         """The same placements on a subset of the rows."""
@@ -784,11 +791,7 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
             lo, hi, empty, ivs = _intervals(blk, sub)
             cache: dict = {}
             placed = [_place(blk, sub, kind, lo, hi, empty, micro_fixed, divisors, cache) for kind in KINDS]
-            cuts = np.flatnonzero(np.diff(pi)) + 1
-            for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pi)]):
-                part = slice(a, b)
-                store.put(int(pi[a]), ri[part], lo[part], hi[part],
-                          {n: tuple(x[part] for x in v) for n, v in ivs.items()}, [pl.part(part) for pl in placed])
+            store.put(pi, ri, lo, hi, ivs, placed)
             done[pi, ri] = True
         if d is None:
             d = _choose(pairs, r, store, searched)
