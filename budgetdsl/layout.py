@@ -23,6 +23,23 @@ import math
 from collections.abc import Iterable
 
 
+# ZeRO-2 and ZeRO-3 do not run under a pipeline: DeepSpeed's pipeline engine asserts it
+# (deepspeed/runtime/pipe/engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline
+# parallelism"); FSDP under torch.distributed.pipelining keeps parameters and gradients whole until
+# a step's last micro-batch (torchtitan does not reshard after the forward), which is ZeRO-1's
+# memory; Megatron-LM's distributed optimizer shards the optimizer state only (ZeRO-1).
+ZERO_MAX_WITH_PIPELINE = 1
+
+
+def zero_problem(zero: int, pipeline_parallel: int) -> str | None:
+    """Why ZeRO stage `zero` does not run with `pipeline_parallel` stages, or None when it does."""
+    if pipeline_parallel > 1 and zero > ZERO_MAX_WITH_PIPELINE:
+        return (f"ZeRO-{zero} with a {pipeline_parallel}-stage pipeline is not a layout frameworks run "
+                "(DeepSpeed's pipeline engine refuses ZeRO-2/3; FSDP under pipelining keeps weights and "
+                "gradients whole through a step, which is ZeRO-1)")
+    return None
+
+
 def launch_problem(gpus: int, tensor_parallel: int = 1, pipeline_parallel: int = 1,
                    gpus_per_node: int = 8) -> str | None:
     """Why `gpus` GPUs cannot launch the layout, or None when they can."""

@@ -7,7 +7,8 @@ The space (each key the plan fixes stays fixed):
   Narayanan et al. 2021 §3.3), dividing the attention heads (Megatron splits heads over t);
 - pipeline_parallel p: powers of two with p·v ≤ layers; uneven stages are allowed
   (`budgetdsl.layout.stage_layers`);
-- zero: 0–3; recompute: none, selective, full;
+- zero: 0–3, and 0–1 with a pipeline (`budgetdsl.layout.zero_problem`: frameworks do not run
+  ZeRO-2/3 under one); recompute: none, selective, full;
 and on each GPU count only the layouts that launch there (`budgetdsl.layout.launchable`).
 
 Pruning, exact under the throughput model: a ZeRO stage or recomputation beyond another only adds
@@ -23,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from budgetdsl.layout import launchable
+from budgetdsl.layout import launchable, zero_problem
 
 if TYPE_CHECKING:
     from budgetdsl.plan_model import Plan
@@ -89,7 +90,8 @@ def candidates(plan: "Plan") -> list[LayoutChoice]:
         pps = [int(hw.pipeline_parallel)]
     zeros = list(ZERO_STAGES) if hw.zero == "auto" else [int(hw.zero)]
     recomputes = list(RECOMPUTE_ORDER) if str(hw.recompute) == "auto" else [str(hw.recompute)]
-    out = [LayoutChoice(t, p, z, r) for t in tps for p in pps for z in zeros for r in recomputes]
+    out = [LayoutChoice(t, p, z, r) for t in tps for p in pps for z in zeros for r in recomputes
+           if zero_problem(z, p) is None or (hw.zero != "auto" and hw.pipeline_parallel != "auto")]
     return sorted(out, key=LayoutChoice.sort_key)
 
 

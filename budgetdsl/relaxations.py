@@ -11,7 +11,7 @@ import math
 
 from budgetdsl.cost_model import CostModel, Split
 from budgetdsl.diagnosis import UNITS, conflicting_names, conflicts, fmt
-from budgetdsl.layout import launchable
+from budgetdsl.layout import launchable, zero_problem
 from budgetdsl.placement import LIMIT_NAMES, Limits, Placement, score
 from budgetdsl.plan_model import MAX_GPUS
 from budgetdsl.solution import MemoryRemedy, Relaxation
@@ -248,7 +248,8 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
         for rc in recomputes:
             for t in tps:
                 for p in pps:
-                    if not launchable(cm.gpus, t, p, hw.gpus_per_node):
+                    if not launchable(cm.gpus, t, p, hw.gpus_per_node) or \
+                            (zero_problem(z, p) is not None and (z, p) != (base.zero, base.pipeline_parallel)):
                         continue
                     split = Split(z, t, p, rc, base.flash_attention)
                     if split == base:

@@ -176,6 +176,22 @@ def x_warnings(ctx: Context, x: float | None, pinned: bool) -> list:
         "check where B_crit comes from (a calibration on another corpus or tokenizer transfers badly)")]
 
 
+def layout_warnings(ctx: Context) -> list:
+    """A located warning when the plan pins a ZeRO stage that does not run with its pipeline
+    (`layout.zero_problem`): the numbers are the model's, but no framework launches that layout.
+    (The search never picks one.)"""
+    from budgetdsl.layout import zero_problem
+    from budgetdsl.noise_source import plan_warning
+
+    hw = ctx.plan.hardware
+    problem = zero_problem(int(hw.zero), int(hw.pipeline_parallel))
+    if problem is None:
+        return []
+    return [plan_warning(ctx.plan, ("hardware", "zero"), "zero-with-pipeline", problem,
+                         "write zero: 1 (what FSDP or the distributed optimizer does under a pipeline), "
+                         "or pipeline_parallel: 1")]
+
+
 def warning_fields(d) -> PlanWarning:
     """A located diagnostic of severity warning, as the answer carries it."""
     return PlanWarning(file=d.location.file, line=d.location.line, col=d.location.col, code=d.code,

@@ -178,7 +178,8 @@ def _solve(plan: "Plan") -> Solution:
         notes=[*solution_notes.run_notes(ctx, chosen, status), *([dominated_note] if dominated_note else []),
                *layout_report.dominated_by_objectives(front, cfg, pinned_batch), *noise.notes],
         warnings=[solution_notes.warning_fields(w)
-                  for w in (*noise.warnings, *solution_notes.x_warnings(ctx, x, pinned_batch))],
+                  for w in (*noise.warnings, *solution_notes.x_warnings(ctx, x, pinned_batch),
+                            *solution_notes.layout_warnings(ctx))],
     )
 
 
