@@ -127,17 +127,14 @@ def test_under_ddp_the_big_batch_is_the_all_reduced_gradient(tmp_path):
     """Two gloo replicas under torchrun: each replica's micro-batch norms are read before the
     all-reduce, |g_big|^2 after it — equal to the Trainer's own grad_norm^2, which is the norm of
     the all-reduced gradient."""
-    import socket
     from pathlib import Path
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     here = Path(__file__).parent
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(here), str(here.parents[1]), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-                          "--master-addr", "127.0.0.1", "--master-port", str(port), __file__, str(tmp_path)],
+    # --standalone: the launcher's own rendezvous store on a port it keeps (see ddp_launch.py)
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                          "--nproc-per-node", "2", __file__, str(tmp_path)],
                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     cal = load_calibration(tmp_path / "cal.json")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import sys
 from pathlib import Path
@@ -21,9 +22,20 @@ PAYLOAD = Path(__file__).parent / "payload" / "tiny_train.py"
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the system's ephemeral range: the system never hands one of those to a
+    socket that binds port 0 or connects, so none takes it between this check and the job's torchrun
+    binding it. A port from bind(0), closed here, could go meanwhile to another test's gloo replicas
+    (`make test` runs a file per CPU at once)."""
+    ranges = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    first = int(ranges.read_text().split()[0]) if ranges.exists() else 32768
+    for port in random.Random().sample(range(20000, max(first, 20100)), 100):
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port in 20000-{first}")
 
 
 @pytest.mark.slow
