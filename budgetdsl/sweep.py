@@ -133,12 +133,27 @@ def variant(source: MergedSource, values: dict[str, str]) -> Plan:
     for path, value in values.items():
         data = _with(data, path, value)
     at = {tuple(path.split(".")): Location(f"--set {path}={value}") for path, value in values.items()}
+    kept_values, kept_keys, kept_spans = _kept(source, frozenset(at))
+    return load_merged(MergedSource(data, kept_values | at, kept_keys | at, source.files, dict(kept_spans),
+                                    source.key_spans, source.texts, source.paths, source.opener))
+
+
+_KEPT: list = [None]  # (source, set paths, the tables without them): the last asked for
+
+
+def _kept(source: MergedSource, paths: frozenset) -> tuple[dict, dict, dict]:
+    """The source's value, key and span tables without the entries at or below `paths`, kept for
+    the next variant that sets the same paths (a sweep's axis: filtering the three tables was
+    a seventh of a variant's load)."""
+    hit = _KEPT[0]
+    if hit is not None and hit[0] is source and hit[1] == paths:
+        return hit[2]
 
     def kept(table: dict) -> dict:
-        return {k: v for k, v in table.items() if not any(k[:len(s)] == s for s in at)}
-    return load_merged(MergedSource(data, kept(source.values) | at, kept(source.keys) | at, source.files,
-                                    kept(source.spans), source.key_spans, source.texts, source.paths,
-                                    source.opener))
+        return {k: v for k, v in table.items() if not any(k[:len(s)] == s for s in paths)}
+    tables = (kept(source.values), kept(source.keys), kept(source.spans))
+    _KEPT[0] = (source, paths, tables)
+    return tables
 
 
 class Blame:

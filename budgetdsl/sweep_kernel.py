@@ -1288,9 +1288,9 @@ def iter_kernel_rows(source, settings) -> Iterator:
         shown = [(p.gpus, p.dp, p.split.tensor_parallel, p.split.pipeline_parallel, p.split.zero,
                   str(p.split.recompute)) for p in pairs]
         paths = [s.path for s in settings]
-        ix = [i.tolist() for i in idx]
-        for row in range(len(flat)):
-            values = {path: s.values[i[row]] for path, s, i in zip(paths, settings, ix)}
+        given = [[s.values[j] for j in i.tolist()] for s, i in zip(settings, idx)]  # each axis's text per row
+        for row, combo in enumerate(zip(*given)):
+            values = dict(zip(paths, combo))
             if not okl[row]:
                 answer = diagnosed.get(row)
                 if answer is None:
