@@ -493,6 +493,7 @@ def carried(cm: CostModel, fr: Frontier, limits: Limits, evals: dict, placed: di
     old = evals.get("decisions") or {}
     kept: dict = {"numbers": configs["numbers"]}
     entries_kept: dict = {}
+    changed = {pair for pair, cfg in configs.items() if pair != "numbers" and not _holds(cfg, limits, micro_max)}
     for (_, micro_fixed), decision in old.items():
         entries = counts.get(micro_fixed)
         if decision is None or entries is None:
@@ -502,7 +503,7 @@ def carried(cm: CostModel, fr: Frontier, limits: Limits, evals: dict, placed: di
             if n in out or n not in entries:
                 continue
             pairs = _pairs_near(n, micro_max, micro_fixed, pipeline)
-            if all(_holds(configs.get(pair), limits, micro_max) for pair in pairs):
+            if changed.isdisjoint(pairs) and all(pair in configs for pair in pairs):
                 out[n] = entries[n]
                 for pair in pairs:
                     kept[pair] = configs[pair]
@@ -527,10 +528,9 @@ def carried(cm: CostModel, fr: Frontier, limits: Limits, evals: dict, placed: di
     return {"intervals": shared, "decisions": decisions}, new_placed
 
 
-def _holds(cfg: Config | None, limits: Limits, micro_max: int) -> bool:
-    """Whether `cfg` (None: never evaluated) violates the same limits under `limits`."""
-    return cfg is not None and cfg.violated == _violated(limits, cfg.micro_batch > micro_max, cfg.wall, cfg.flops,
-                                                         cfg.gpu_hours, cfg.usd)
+def _holds(cfg: Config, limits: Limits, micro_max: int) -> bool:
+    """Whether `cfg` violates the same limits under `limits`."""
+    return cfg.violated == _violated(limits, cfg.micro_batch > micro_max, cfg.wall, cfg.flops, cfg.gpu_hours, cfg.usd)
 
 
 def _kept(pl: Placement, key: tuple, decision, cm: CostModel, fr: Frontier, limits: Limits, shared: tuple,
