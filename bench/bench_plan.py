@@ -6,9 +6,12 @@ warm ≥ 1,000 full-search plans/s, a 10,000-point sweep ≤ 1 s):
   cold      `python -m budgetdsl plan PLAN` as a whole process, per example plan, median
   warm      solves per second in one process, `solve(plan)` on a loaded plan: a fixed-layout plan
             (every layout key pinned) and the same plan with every layout key `auto` (full search);
-            the first solve of each (nothing cached) is shown apart; re-solving the same plan reuses
-            the placements kept across solves, so each is also solved with a new gpu_hours limit
-            every time (nothing kept applies: what a sweep's rows or the TUI's edits meet)
+            the first solve of each (nothing cached) is shown apart; re-solving the same plan replays
+            the last search (search_replay) from the placements kept across solves, so each is also
+            solved with a new gpu_hours limit every time (what a sweep's rows or the TUI's edits
+            meet: the search replayed, placements carried where exact, placement.carried), and with
+            a new limit and nothing kept that depends on the limits (every solve searches afresh on
+            the cost models kept: what the replay and the carry save)
   sweep     `budgetdsl sweep PLAN --set budget.deadline=… --set noise.b_crit=…` (100 × 100 =
             10,000 rows) through the command line, one process, CSV: the vectorized kernel
             (budgetdsl.sweep_kernel) and the scalar path (BUDGETDSL_SWEEP_SCALAR=1, solve() per row)
@@ -112,14 +115,25 @@ def main() -> None:
         t_first = time.perf_counter() - t
         r = rate(lambda: solve(p))
         print(f"warm      {r:,.0f} solves/s ({1e6 / r:.0f} µs) — plans/minimal.yaml, {label}, the same plan "
-              f"again (placements kept across solves); first solve {t_first * 1000:.0f} ms; "
-              f"{r * base:.1f} solves per python -c pass")
-        # a new GPU-hours limit each solve: nothing kept applies (a sweep's rows, the TUI's edits)
+              f"again ({'the search replayed from ' if p is auto else ''}placements kept across solves); first solve "
+              f"{t_first * 1000:.0f} ms; {r * base:.1f} solves per python -c pass")
+        # a new GPU-hours limit each solve (a sweep's rows, the TUI's edits)
         limits = iter(range(10**9))
-        fresh = rate(lambda: solve(p.model_copy(update={"budget": p.budget.model_copy(
-            update={"gpu_hours": 1e6 + next(limits)})})))
+
+        def new_limit():
+            return p.model_copy(update={"budget": p.budget.model_copy(update={"gpu_hours": 1e6 + next(limits)})})
+        fresh = rate(lambda: solve(new_limit()))
         print(f"warm      {fresh:,.0f} solves/s ({1e6 / fresh:.0f} µs) — the same, a new gpu_hours limit each "
-              "solve (no placement kept applies)")
+              f"solve ({'the search replayed, ' if p is auto else ''}placements carried where exact)")
+        from budgetdsl import solve_context
+
+        def afresh():
+            solve_context.clear_cache()  # what depends on the limits: placements, picks, the replay's records
+            search_space._RECORDS.clear()
+            solve(new_limit())
+        cold_limits = rate(afresh)
+        print(f"warm      {cold_limits:,.0f} solves/s ({1e6 / cold_limits:.0f} µs) — the same, nothing kept that "
+              f"depends on the limits (placed afresh each solve; {fresh / cold_limits:.1f}x slower than the line above)")
 
     deadlines = ",".join(f"{d}d" for d in range(5, 105))
     b_crits = ",".join(f"{b}k" for b in range(100, 10_100, 100))
