@@ -8,6 +8,7 @@ type marker) must be in it. `.ci/wheel-smoke.sh` runs the installed commands fro
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -18,10 +19,21 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _not_source(folder: str, names: list[str]) -> set[str]:
+    """What a build of a clean checkout would not see: VCS data, earlier builds, caches, virtual envs."""
+    junk = {".git", "build", "dist", "__pycache__", ".hypothesis", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+    return {n for n in names if n in junk or n.endswith(".egg-info") or (Path(folder, n, "pyvenv.cfg")).exists()}
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    """The wheel pip builds from a copy of the sources. Built in the work tree, setuptools would write
+    build/ and budgetdsl.egg-info/ there while the other workers of `make test` read the tree, and
+    would pack whatever an earlier build left in build/lib."""
+    src = tmp_path_factory.mktemp("src") / "budgetdsl"
+    shutil.copytree(REPO, src, ignore=_not_source, symlinks=True)
     out = tmp_path_factory.mktemp("dist")
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)],
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)],
                            capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr
     (path,) = out.glob("budgetdsl-*.whl")
