@@ -328,6 +328,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         # integer ends, the configurations by (micro, accum) and the feasible ones of each count
         configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
         shared = evals["intervals"] = (intervals, lo, hi, per, n_lo, n_hi, configs, {})
+        evals["limits"] = limits  # what the violated limits were computed against (`carried`)
     intervals, lo, hi, per, n_lo, n_hi, configs, counts = shared
     target = objective_target(objective, cm, fr)
     if micro_max < 1 or (micro_fixed is not None and micro_fixed > micro_max):
@@ -493,7 +494,7 @@ def carried(cm: CostModel, fr: Frontier, limits: Limits, evals: dict, placed: di
     old = evals.get("decisions") or {}
     kept: dict = {"numbers": configs["numbers"]}
     entries_kept: dict = {}
-    changed = {pair for pair, cfg in configs.items() if pair != "numbers" and not _holds(cfg, limits, micro_max)}
+    changed = _flipped(configs, evals.get("limits"), limits, micro_max)
     for (_, micro_fixed), decision in old.items():
         entries = counts.get(micro_fixed)
         if decision is None or entries is None:
@@ -525,12 +526,33 @@ def carried(cm: CostModel, fr: Frontier, limits: Limits, evals: dict, placed: di
         # ones), handed on only when all of them are (an empty tuple too: none was feasible)
         elif all(id(pl) in moved for k, pl in placed.items() if isinstance(pl, Placement) and k[1] == key[1]):
             new_placed[key] = tuple(moved[id(pl)] for pl in value)
-    return {"intervals": shared, "decisions": decisions}, new_placed
+    return {"intervals": shared, "decisions": decisions, "limits": limits}, new_placed
 
 
-def _holds(cfg: Config, limits: Limits, micro_max: int) -> bool:
-    """Whether `cfg` violates the same limits under `limits`."""
-    return cfg.violated == _violated(limits, cfg.micro_batch > micro_max, cfg.wall, cfg.flops, cfg.gpu_hours, cfg.usd)
+_MEASURED = (("deadline", "wall"), ("flops", "flops"), ("gpu_hours", "gpu_hours"), ("usd", "usd"))  # limit, Config field
+
+
+def _flipped(configs: dict, was: Limits | None, limits: Limits, micro_max: int) -> set:
+    """The (micro, accum) of `configs` whose violated limits differ under `limits` from those
+    under `was` (the limits they were evaluated against, the same price): only a limit that moved
+    can flip, and it flips a configuration whose value lies between its old and new bound
+    (`_violated`: a limit is violated when present and exceeded)."""
+    if was is None:  # unknown: every configuration compared in full
+        return {pair for pair, cfg in configs.items() if pair != "numbers" and cfg.violated != _violated(
+            limits, cfg.micro_batch > micro_max, cfg.wall, cfg.flops, cfg.gpu_hours, cfg.usd)}
+    moved = [(field, getattr(was, name), getattr(limits, name)) for name, field in _MEASURED
+             if getattr(was, name) != getattr(limits, name)]
+    out = set()
+    if moved:
+        for pair, cfg in configs.items():
+            if pair == "numbers":
+                continue
+            for field, a, b in moved:
+                v = getattr(cfg, field)
+                if v is not None and (a is not None and v > a) != (b is not None and v > b):
+                    out.add(pair)
+                    break
+    return out
 
 
 def _kept(pl: Placement, key: tuple, decision, cm: CostModel, fr: Frontier, limits: Limits, shared: tuple,
