@@ -700,12 +700,22 @@ def _bounds(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
     for a row, with a margin; exactness does not rest on their last bits. A bound reads only
     B_crit, E_min, the price and the objective: it is computed once per distinct tuple of those
     (a grid of limits × B_crit has as many as B_crit values) and spread to the rows."""
+    classes, inverse = _bound_classes(pairs, r)
+    return tuple(a[:, inverse] for a in classes)
+
+
+def _bound_classes(pairs: list[Pair], r: Rows) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """`_bounds` once per distinct (B_crit, E_min, price, objective) of the rows: (P, U) arrays,
+    and each row's column among them (the (P, R) arrays, 31 MB for 98 pairs × 10,000 rows, are
+    not kept through the placements)."""
     key = np.stack([r.bc.view(np.int64), r.em.view(np.int64), r.price.view(np.int64),
                     r.objective.astype(np.int64)], axis=1)  # bit patterns: equal inputs, equal bounds
     _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    if len(first) < len(r):
-        inverse = inverse.reshape(-1)
-        return tuple(a[:, inverse] for a in _bounds(pairs, _subset(r, first)))
+    return _bounds_of_rows(pairs, _subset(r, first)), inverse.reshape(-1)
+
+
+def _bounds_of_rows(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
+    """`_bounds` computed row by row."""
     from budgetdsl.search_space import step_bound
 
     ref = pairs[0].cm
@@ -770,7 +780,7 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
     R = len(r)
     P = len(pairs)
     store = _Store(R)
-    lb_wall, lb_cost, lb_flops, lb_r0 = _bounds(pairs, r)
+    (lb_wall, lb_cost, lb_flops, lb_r0), klass = _bound_classes(pairs, r)  # by each row's class
     need = np.full((P, R), every)
     # a first guess at the pick: the pair whose bound ranks best, and the fastest, the cheapest and
     # the least FLOPs by bound (the likeliest to meet a deadline, a budget, a FLOPs limit). One pair
@@ -778,7 +788,7 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
     # (44,900 against 24,900) and were never wanted there
     every_row = np.arange(R)
     for lb in (lb_r0, lb_wall, lb_cost, lb_flops):
-        need[np.argmin(lb, axis=0), every_row] = True
+        need[np.argmin(lb, axis=0)[klass], every_row] = True
     done = np.zeros((P, R), bool)
     apart = np.zeros(R, bool)
     d = None
@@ -793,6 +803,9 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
             placed = [_place(blk, sub, kind, lo, hi, empty, micro_fixed, divisors, cache) for kind in KINDS]
             store.put(pi, ri, lo, hi, ivs, placed)
             done[pi, ri] = True
+            # the evaluations (tens of MB) are not needed past the store: freed before choosing, the
+            # peak of memory, and the page faults of touching it, are a third less
+            del blk, sub, lo, hi, empty, ivs, cache, placed
         if d is None:
             d = _choose(pairs, r, store, searched)
         else:  # only the rows that were given more pairs can change their pick
@@ -802,11 +815,12 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
         # they were when they wanted nothing
         c = slice(None) if len(changed) == R else changed
         pw, pc, pf = d.wall[c], d.cost[c], d.flops[c]
-        lw, lc = lb_wall[:, c], lb_cost[:, c]
+        kc = klass[c]
+        lw, lc = lb_wall[:, kc], lb_cost[:, kc]
         with np.errstate(invalid="ignore"):
             threat = ((lw <= pw[None, :] * (1 + margin)) & (lc <= pc[None, :] * (1 + margin))
-                      & (lb_flops[:, c] <= pf[None, :] * (1 + margin)))
-            better = lb_r0[:, c] <= d.measure[c][None, :] * (1 + margin)
+                      & (lb_flops[:, kc] <= pf[None, :] * (1 + margin)))
+            better = lb_r0[:, kc] <= d.measure[c][None, :] * (1 + margin)
             # balanced below x = 1 (search_space.search_layouts): a pair whose bound is no faster
             # and no cheaper than the pick holds no configuration that ranks better and is not
             # dominated by (or a twin of) the pick; twins are threats
