@@ -221,3 +221,22 @@ def test_infeasible_rows_are_diagnosed_by_the_kernel_as_by_solve(name, tmp_path,
     print(name, len(kernel), "rows", len(infeasible), "infeasible", len(by_kernel), "by the kernel",
           {(k.summary.gpus, k.summary.data_parallel, k.summary.tensor_parallel, k.summary.pipeline_parallel,
             k.summary.zero, k.summary.recompute, k.summary.binding) for k in by_kernel})
+
+
+def test_rows_where_nothing_fits_are_diagnosed_as_by_solve(tmp_path, monkeypatch):
+    """A searched space where not one sequence fits on any pair (70B on 8 H100s: every layout
+    names memory, some the deadline too): solve() diagnoses the first layout of the search's walk
+    among the least conflicting, which differs with B_crit and the objective (the walk's order);
+    the kernel's rows equal solve()'s."""
+    monkeypatch.setenv("BUDGETDSL_SWEEP_SCALAR", "0")
+    path = tmp_path / "plan.yaml"
+    path.write_text("name: nothing-fits\nmodel:\n  params: 70.0e9\n  layers: 80\n  d_model: 8192\n  heads: 64\n"
+                    "  seq_len: 4096\nhardware:\n  gpu: H100-SXM5-80GB\n  gpus: 8\ntarget:\n  tokens: 100B\n"
+                    "  at_batch: 4Mi\nnoise:\n  b_crit: 4M\n")
+    source = read_merged(path)
+    settings = [Setting("budget.deadline", ("1 day", "300 days")), Setting("noise.b_crit", ("1M", "4M", "20M")),
+                Setting("objective", ("balanced", "min_time", "min_cost", "min_flops"))]
+    kernel, scalar = sweep(source, settings, full=False), sweep(source, settings, full=True)
+    assert differences(kernel, scalar, settings) == []
+    assert all(k.solution is None and not k.summary.feasible for k in kernel)  # every row by the kernel
+    assert len({(k.summary.tensor_parallel, k.summary.pipeline_parallel, k.summary.binding) for k in kernel}) > 2
