@@ -36,18 +36,12 @@ tensor-parallel degree t):
   bandwidth busbw = algbw · 2(n − 1)/n; here the k data-parallel peers inside a node reduce over
   NVLink, and the n = dp/k nodes all-reduce their 1/k shards with every GPU's own NIC in parallel
   (all NICs of a node): T = 2(k−1)/k·S/NVLink + 2(n−1)/n·(S/k)/NIC for S gradient bytes; a
-  reduce-scatter or all-gather alone is half. ZeRO-1 reduce-scatters the gradients once per step
-  and all-gathers the bf16 weights; ZeRO-2 reduce-scatters the gradients of every micro-batch — a
-  rank keeps only its shard of the accumulated gradients, so the reduction cannot wait for the
-  step's last micro-batch (DeepSpeed: "For zero stage 2 (and 3), gradient reduction is required
-  after every backward because of gradient partitioning", deepspeedai/DeepSpeed#2252; engine.py:
-  "ZeRO stage >= 2 communicates during non gradient accumulation boundaries as well"); ZeRO-3 also
-  all-gathers the weights for the forward and the backward of every micro-batch (Rajbhandari et
-  al. 2020, section 7). Overlap, unless the plan declares `hardware.overlap`: the framework
-  default — DDP/Megatron buckets the gradient reduction into the last micro-batch's backward (Li et
-  al. 2020, PyTorch DDP, section 3.2.3), ZeRO-2 each micro-batch's reduction into that
-  micro-batch's backward, FSDP/ZeRO-3 prefetch each micro-batch's gathers behind its compute; only
-  what outlasts that window is exposed.
+  reduce-scatter or all-gather alone is half. ZeRO 1/2 reduce-scatter the gradients and all-gather
+  the bf16 weights; ZeRO-3 also all-gathers the weights for the forward and the backward of every
+  micro-batch (Rajbhandari et al. 2020, section 7). Overlap, unless the plan declares
+  `hardware.overlap`: the framework default — DDP/Megatron buckets the gradient reduction into the
+  last micro-batch's backward (Li et al. 2020, PyTorch DDP, section 3.2.3), FSDP/ZeRO-3 prefetch
+  each micro-batch's gathers behind its compute; only what outlasts that window is exposed.
 - optimizer: Adam reads and writes fp32 master weights and both moments and reads the gradients,
   writes bf16 weights: (grad bytes + 26) bytes per local parameter at the HBM bandwidth.
 """
@@ -66,10 +60,6 @@ from budgetdsl.layout import data_parallel_peers_in_node, stage_layers
 ELEMENTWISE_PASSES = 6.0
 RECOMPUTE_PASSES = 2.0
 BF16 = 2.0
-# ZeRO-2 reduces each micro-batch's gradients during that micro-batch's backward, two thirds of
-# its compute (the backward's two matmuls per forward one, Narayanan et al. 2021 eq. 3's 3× split),
-# as DDP does for the step's last micro-batch below.
-ZERO2_WINDOW = 2.0 / 3.0
 ADAM_BYTES = 26.0  # fp32 master weights read+write (8), m (8), v (8), bf16 weights written (2)
 
 COMPONENTS = ("compute", "recompute", "tp_comm", "pp_comm", "bubble", "dp_comm", "optimizer", "overhead")
@@ -233,15 +223,14 @@ class StepCost:
 
     K: compute + recompute + tensor- and pipeline-parallel traffic of one sequence on the slowest
     stage; bubble_k·b = (p − 1)/v micro-batch times; dp(b, m) the exposed data-parallel collective
-    (constant per step, or per micro-batch with ZeRO-2 and ZeRO-3 — `zero3` is that flag — hidden
-    behind window·b of compute per micro-batch: its backward with ZeRO-2, all of it with ZeRO-3).
-    ZeRO-2's once-per-step all-gather of the weights is in `fixed`. `step_time` is this model with its shares itemised; a solve evaluates `total`
+    (constant per step, or per micro-batch with ZeRO-3, hidden behind window·b of compute per
+    micro-batch). `step_time` is this model with its shares itemised; a solve evaluates `total`
     (a few float operations) for every candidate configuration of a layout."""
 
     per_sequence: float  # K, seconds per sequence per replica
     window: float  # compute + recompute + TP of one sequence: what hides the DP collective
     bubble_k: float  # bubble per sequence of micro-batch
-    zero3: bool  # the DP collectives run every micro-batch (ZeRO-2 and ZeRO-3)
+    zero3: bool
     dp_per_micro: float  # ZeRO-3: gathers + reduce-scatter per micro-batch
     reduce: float  # ZeRO 0-2: the gradient reduction per step
     gather: float  # ZeRO 1-2: the weights' all-gather per step
@@ -310,9 +299,6 @@ def _unit_step(shape: Shape, device: Device, layout: Layout):
     if layout.zero >= 3:
         dp_parts = (2 * dp_collective_time(BF16 * local, dp, t, device, "all_gather")
                     + dp_collective_time(grads, dp, t, device, "reduce_scatter"), 0.0, 0.0)
-    elif layout.zero == 2:  # the gradients every micro-batch, the weights once (module docstring)
-        dp_parts = (dp_collective_time(grads, dp, t, device, "reduce_scatter"), 0.0,
-                    dp_collective_time(BF16 * local, dp, t, device, "all_gather"))
     elif layout.zero >= 1:
         dp_parts = (0.0, dp_collective_time(grads, dp, t, device, "reduce_scatter"),
                     dp_collective_time(BF16 * local, dp, t, device, "all_gather"))
@@ -328,9 +314,6 @@ def step_cost(shape: Shape, device: Device, layout: Layout, step_overhead: float
     _, (c1, r1, tp1), pp1, (per_micro, reduce, gather), optimizer = _unit_step(shape, device, layout)
     p, v = layout.pipeline_parallel, max(1, layout.virtual_stages)
     k = c1 + r1 + tp1 + pp1
-    if layout.zero == 2:  # per micro-batch behind its backward; the weights' gather once, in fixed
-        return StepCost(k, ZERO2_WINDOW * (c1 + r1 + tp1), (p - 1) / v * k if p > 1 else 0.0, True,
-                        per_micro, 0.0, 0.0, layout.overlap, optimizer + step_overhead + gather)
     return StepCost(k, c1 + r1 + tp1, (p - 1) / v * k if p > 1 else 0.0, layout.zero >= 3, per_micro,
                     reduce, gather, layout.overlap, optimizer + step_overhead)
 
@@ -403,9 +386,6 @@ def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list
         ag, rs = all_reduce(BF16 * local), all_reduce(grads)
         per_micro, reduce, gather = [2 * (0.5 * a if a else 0.0) + (0.5 * r if r else 0.0)
                                      for a, r in zip(ag, rs)], zeros, zeros
-    elif zero == 2:  # as step_cost: the gradients per micro-batch, the weights' gather in fixed below
-        per_micro, reduce = [0.5 * r if r else 0.0 for r in all_reduce(grads)], zeros
-        gather = [0.5 * a if a else 0.0 for a in all_reduce(BF16 * local)]
     elif zero >= 1:
         per_micro = zeros
         reduce = [0.5 * r if r else 0.0 for r in all_reduce(grads)]
@@ -417,9 +397,6 @@ def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list
     else:
         f0 = fixed_bytes * (local / 1) / hbm + step_overhead
         fixed = [f0] * len(dps)
-    if zero == 2:
-        return (ks, ZERO2_WINDOW * crt, bubbles, True, per_micro, reduce, zeros, layout.overlap,
-                [f + g for f, g in zip(fixed, gather)])
     return ks, crt, bubbles, zero >= 3, per_micro, reduce, gather, layout.overlap, fixed
 
 
@@ -437,14 +414,10 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
     c_mb, r_mb, tp_mb, pp_micro = c1 * b, r1 * b, tp1 * b, pp1 * b
     micro_time = c_mb + r_mb + tp_mb + pp_micro
     bubble = (p - 1) / v * micro_time if p > 1 else 0.0
-    once = 0.0  # exposed once per step whatever the overlap: ZeRO-2's gather of the weights
-    if layout.zero >= 2:
+    if layout.zero >= 3:
         total_dp = m * per_micro
-        # ZeRO-3: prefetch behind each micro-batch's compute; ZeRO-2: each micro-batch's gradient
-        # reduction behind its own backward, the weights' all-gather after the optimizer step
-        window = m * (c_mb + r_mb + tp_mb) * (1.0 if layout.zero >= 3 else ZERO2_WINDOW)
+        window = m * (c_mb + r_mb + tp_mb)  # prefetch behind each micro-batch's compute
         hidden_by_default = min(total_dp, window)
-        once = gather if layout.zero == 2 else 0.0
     else:
         total_dp = reduce + gather
         # DDP/Megatron: the reduction runs in buckets during the last micro-batch's backward
@@ -459,7 +432,7 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
     model_flops = shape.flops_per_token * seq_tokens
     hardware_flops = model_flops + recompute_flops_per_token(shape, layout.recompute) * seq_tokens
     return Breakdown(compute=m * c_mb, recompute=m * r_mb, tp_comm=m * tp_mb, pp_comm=m * pp_micro,
-                     bubble=bubble, dp_comm=max(0.0, dp_exposed) + once, optimizer=optimizer,
+                     bubble=bubble, dp_comm=max(0.0, dp_exposed), optimizer=optimizer,
                      overhead=step_overhead, model_flops=model_flops, hardware_flops=hardware_flops,
                      gpus=layout.gpus, peak_flops=device.peak_flops, micro_batch=micro_batch,
                      micro_batches=m, stage_layers=stages)
