@@ -3,6 +3,7 @@ No torch here: the CLI builds and validates a RunConfig before paying for `impor
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 
 
@@ -90,8 +91,21 @@ class RunConfig:
                 f"--batch {self.batch} must exceed --micro-batch {self.micro_batch}: the estimator "
                 "compares two batch sizes at the same weights (use at least 2 micro-batches)"
             )
-        if self.lr < 0:
-            raise ValueError("--lr must be >= 0")
+        if not 0 <= self.lr < math.inf:  # NaN fails this too
+            raise ValueError("--lr must be >= 0 (a finite number)")
+        if not 0 <= self.weight_decay < math.inf:
+            raise ValueError("--weight-decay must be >= 0 (a finite number)")
+        if self.grad_clip is not None and math.isnan(self.grad_clip):
+            raise ValueError("--grad-clip must be a number (0 disables clipping)")
+        for flag, value, least in (("--warmup", self.warmup, 0), ("--max-nonfinite", self.max_nonfinite, 0),
+                                   ("--block-size", self.block_size, 1), ("--n-layer", self.n_layer, 1),
+                                   ("--n-head", self.n_head, 1), ("--n-embd", self.n_embd, 1),
+                                   ("--vocab-size", self.vocab_size, 1),
+                                   ("--tokens-per-example", self.tokens_per_example, 1)):
+            if value is not None and value < least:
+                raise ValueError(f"{flag} must be at least {least}")
+        if self.data_bytes is not None and self.data_bytes < 1:
+            raise ValueError("--data-mb must be positive")
         check_choices(self)
         if self.ema_beta is not None and not 0.0 <= self.ema_beta <= 1.0:
             raise ValueError("--ema-beta must lie in [0, 1]")

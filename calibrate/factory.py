@@ -125,6 +125,10 @@ def build_proxy(
             raise FactoryError(f"the built-in {model} needs token data (stdlib, text or .bin), not a factory")
         cfg = gpt_config(model, block_size=block_size, n_layer=n_layer, n_head=n_head, n_embd=n_embd,
                          vocab_size=corpus.vocab_size)
+        if cfg.n_embd % cfg.n_head:  # the attention splits the width into heads
+            changed = "--n-embd" if n_embd is not None else "--n-head"
+            raise FactoryError(f"{changed}: {model} with n_embd {cfg.n_embd} and n_head {cfg.n_head}: "
+                               "n_embd must be a multiple of n_head")
         net = GPT(cfg)
         try:
             train = TokenSampler(corpus.train, cfg.block_size)

@@ -208,6 +208,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     try:
         cfg = _sweep_config(args)
         cfg.validate()
+        _writable(args.out)
     except (TypeError, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return ExitCode.INVALID
@@ -341,6 +342,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         cfg = _config(args)
+        cfg.validate()
+        _writable(args.out)
     except (TypeError, ValueError) as exc:
         print(f"budgetdsl calibrate: error: {exc}", file=sys.stderr)
         return ExitCode.INVALID
@@ -366,6 +369,26 @@ def run(args: argparse.Namespace) -> int:
         )
         return ExitCode.INTERRUPTED
     return ExitCode.OK
+
+
+def _writable(out) -> None:
+    """ValueError naming --out when the calibration (and its checkpoints beside it) cannot be
+    written there: found before minutes of training, not at the first checkpoint (torch.save
+    raised RuntimeError in /proc) or at the end (a folder as --out)."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    path = Path(out)
+    if path.is_dir():
+        raise ValueError(f"--out {out} is a folder; name the file, e.g. --out {path / 'calibration.json'}")
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.{os.getpid()}.", suffix=".probe"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"--out {out}: cannot write in {folder}: {exc.strerror or exc}") from None
 
 
 def _is_main() -> bool:

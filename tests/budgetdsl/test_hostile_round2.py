@@ -407,3 +407,38 @@ def test_an_embedding_larger_than_the_model_is_a_located_error(changes, where):
         load_plan(REPO / "plans" / "embedding.yaml", text=text)
     out = "\n".join(d.format() for d in info.value.diagnostics)
     assert f"embedding.yaml:{line}:" in out and "error[plan-rule]" in out and "params" in out, out
+
+
+# -- calibrate: its flags ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("flags, told", [
+    (["--lr", "nan"], "--lr"),  # ValueError from torch.optim (exit 3)
+    (["--lr", "inf"], "--lr"),  # trained 11 steps of NaN, then exit 1 ("a measurement failed")
+    (["--weight-decay", "nan"], "--weight-decay"),  # exit 3
+    (["--grad-clip", "nan"], "--grad-clip"),
+    (["--warmup", "-5"], "--warmup"),  # accepted
+    (["--max-nonfinite", "-1"], "--max-nonfinite"),  # exit 1, "aborted at step 0"
+    (["--n-head", "3"], "--n-head"),  # AssertionError in the model (exit 3)
+    (["--n-head", "0"], "--n-head"),  # ZeroDivisionError (exit 3)
+    (["--n-embd", "1"], "--n-embd"),
+    (["--block-size", "0"], "--block-size"),  # trained on empty sequences, exit 1
+    (["--tokens-per-example", "0"], "--tokens-per-example"),
+])
+def test_calibrate_refuses_flags_that_cannot_run_before_training(flags, told, tmp_path, capsys):
+    pytest.importorskip("torch")
+    out = tmp_path / "c.json"
+    code = main(["calibrate", "--quick", "--quiet", "--device", "cpu", "--out", str(out), *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and f"budgetdsl calibrate: error: {told}" in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["folder", "/proc/budgetdsl-h29/c.json"])
+def test_calibrate_to_an_output_it_cannot_write_is_refused_before_training(where, tmp_path, capsys):
+    """--out /tmp said '/.tmp.908.feo0e93t.tmp: Is a directory' after the whole run; an --out in
+    /proc raised RuntimeError from torch.save at the first checkpoint (exit 3)."""
+    pytest.importorskip("torch")
+    out = tmp_path if where == "folder" else pathlib.Path(where)
+    code = main(["calibrate", "--quick", "--quiet", "--device", "cpu", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"budgetdsl calibrate: error: --out {out}" in err, err
