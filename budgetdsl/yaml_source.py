@@ -13,6 +13,7 @@ import errno
 import os
 import stat
 import unicodedata
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -186,8 +187,12 @@ class _Builder:
 
 def parse_yaml(text: str, filename: str) -> SourceDoc:
     """Parse one plan document; raise PlanError with every problem found."""
+    # A byte-order mark (Windows editors write one) is not YAML content; libyaml's offsets skip it
+    # and the pure-Python parser's count it, so it is set aside and the spans shifted back below:
+    # they index the text as read, which an edit (plan_edit, the TUI's save) rewrites in place.
+    bom = 1 if text.startswith("\ufeff") else 0
     try:
-        node = yaml.compose(text, Loader=_Loader)
+        node = yaml.compose(text[bom:], Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         loc = _loc(filename, mark) if mark is not None else Location(filename, 1, 1)
@@ -207,6 +212,10 @@ def parse_yaml(text: str, filename: str) -> SourceDoc:
                                     "a plan file must be a mapping of keys to values",
                                     "start with 'name: my-run'")])
     builder.doc.data = builder.build(node, ())
+    if bom:
+        for spans in (builder.doc.spans, builder.doc.key_spans):
+            for key, span in spans.items():
+                spans[key] = dataclasses.replace(span, start=span.start + bom, end=span.end + bom)
     builder.doc.text = text
     if builder.problems:
         raise PlanError(builder.problems)

@@ -442,3 +442,19 @@ def test_calibrate_to_an_output_it_cannot_write_is_refused_before_training(where
     code = main(["calibrate", "--quick", "--quiet", "--device", "cpu", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and f"budgetdsl calibrate: error: --out {out}" in err, err
+
+
+# -- saving edits (the TUI's save) ----------------------------------------------------------------
+
+def test_an_edit_of_a_plan_with_a_byte_order_mark_lands_on_its_value(tmp_path):
+    """Editors on Windows start UTF-8 files with a BOM; libyaml's offsets do not count it, so the
+    TUI's save wrote `gpus:1284` for gpus 128 (and refused: a YAML error at the next line)."""
+    from budgetdsl.plan_edit import save_changes
+
+    plan = tmp_path / "bom.yaml"
+    plan.write_text("\ufeff" + MINIMAL, encoding="utf-8")
+    save_changes(plan, {"hardware.gpus": 128, "budget.deadline": "7 days"})
+    text = plan.read_text(encoding="utf-8")
+    assert text.startswith("\ufeff") and "  gpus: 128\n" in text
+    saved = load_plan(plan)
+    assert saved.hardware.gpus == 128 and saved.budget.deadline == 7 * 86400
