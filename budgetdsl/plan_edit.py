@@ -94,6 +94,9 @@ def _plan_edits(source: MergedSource, changes: Mapping[str, Any]) -> list[Edit]:
         if span is not None:
             if isinstance(_get(source.data, path), (dict, list)):
                 raise EditError(f"{dotted} holds a mapping or list; edit its entries instead")
+            if source.texts[span.file][span.start:span.start + 1] == "&":  # `&name value`, used by `*name`
+                raise EditError(f"{dotted} is a YAML anchor that other values repeat (*name); a change "
+                                "would change them too: edit it by hand")
             edits.append(_replacement(source.texts[span.file], span.file, span.start, span.end,
                                       render_scalar(value)))
             continue

@@ -458,3 +458,16 @@ def test_an_edit_of_a_plan_with_a_byte_order_mark_lands_on_its_value(tmp_path):
     assert text.startswith("\ufeff") and "  gpus: 128\n" in text
     saved = load_plan(plan)
     assert saved.hardware.gpus == 128 and saved.budget.deadline == 7 * 86400
+
+
+def test_an_edit_of_an_anchored_value_is_refused_with_the_reason(tmp_path):
+    """`gpus: &g 8` with `tensor_parallel: *g`: the edit replaced `&g 8` and the save failed with
+    'found undefined alias' at another line; keeping the anchor would change tensor_parallel too."""
+    from budgetdsl.plan_edit import EditError, save_changes
+
+    plan = tmp_path / "anchor.yaml"
+    text = MINIMAL.replace("  gpus: 64", "  gpus: &g 8\n  tensor_parallel: *g")
+    plan.write_text(text)
+    with pytest.raises(EditError, match=r"hardware\.gpus .*anchor"):
+        save_changes(plan, {"hardware.gpus": 16})
+    assert plan.read_text() == text
