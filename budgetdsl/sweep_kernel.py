@@ -192,7 +192,14 @@ def _step_time(p: Block, batch, accum):
         hidden = np.where(p.zero3, np.minimum(z3_dp, m * b * st["window"]),
                           np.minimum(st["reduce"], (2.0 / 3.0) * b * st["window"]))
     exposed = total_dp * (1.0 - p.overlap) if p.overlap is not None else total_dp - hidden
-    return m * b * st["per_sequence"] + st["bubble_k"] * b + np.maximum(0.0, exposed) + st["fixed"]
+    out = m * b * st["per_sequence"] + st["bubble_k"] * b + np.maximum(0.0, exposed)
+    zero2 = (st["dp_per_micro"] != 0.0) & ~p.zero3  # StepCost.total: ZeRO-2's other m − 1 reductions
+    if zero2.any():
+        per = st["dp_per_micro"]
+        extra = (m - 1) * (per * (1.0 - p.overlap) if p.overlap is not None
+                           else np.maximum(0.0, per - (2.0 / 3.0) * b * st["window"]))
+        out = np.where(zero2, out + extra, out)
+    return out + st["fixed"]
 
 
 @dataclass(slots=True)

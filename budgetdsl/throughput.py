@@ -37,11 +37,18 @@ tensor-parallel degree t):
   NVLink, and the n = dp/k nodes all-reduce their 1/k shards with every GPU's own NIC in parallel
   (all NICs of a node): T = 2(k−1)/k·S/NVLink + 2(n−1)/n·(S/k)/NIC for S gradient bytes; a
   reduce-scatter or all-gather alone is half. ZeRO 1/2 reduce-scatter the gradients and all-gather
-  the bf16 weights; ZeRO-3 also all-gathers the weights for the forward and the backward of every
-  micro-batch (Rajbhandari et al. 2020, section 7). Overlap, unless the plan declares
-  `hardware.overlap`: the framework default — DDP/Megatron buckets the gradient reduction into the
-  last micro-batch's backward (Li et al. 2020, PyTorch DDP, section 3.2.3), FSDP/ZeRO-3 prefetch
-  each micro-batch's gathers behind its compute; only what outlasts that window is exposed.
+  the bf16 weights; ZeRO-2 reduce-scatters the gradients after every micro-batch's backward, not
+  once per step: a rank keeps only its shard of the accumulated gradients ("For zero stage 2 (and
+  3), gradient reduction is required after every backward because of gradient partitioning",
+  deepspeedai/DeepSpeed#2252; DeepSpeed's engine: "ZeRO stage >= 2 communicates during non
+  gradient accumulation boundaries as well"); ZeRO-3 also all-gathers the weights for the forward
+  and the backward of every micro-batch (Rajbhandari et al. 2020, section 7). Overlap, unless the
+  plan declares `hardware.overlap`: the framework default — DDP/Megatron buckets the gradient
+  reduction into the last micro-batch's backward (Li et al. 2020, PyTorch DDP, section 3.2.3),
+  ZeRO-2 each micro-batch's into its own backward, FSDP/ZeRO-3 prefetch each micro-batch's gathers
+  behind its compute; only what outlasts that window is exposed. So ZeRO-2 is ZeRO-1 plus the
+  m − 1 reductions of the other micro-batches, each exposed by what outlasts its backward: the same
+  step where a backward hides its reduction.
 - optimizer: Adam reads and writes fp32 master weights and both moments and reads the gradients,
   writes bf16 weights: (grad bytes + 26) bytes per local parameter at the HBM bandwidth.
 """
@@ -224,14 +231,15 @@ class StepCost:
     K: compute + recompute + tensor- and pipeline-parallel traffic of one sequence on the slowest
     stage; bubble_k·b = (p − 1)/v micro-batch times; dp(b, m) the exposed data-parallel collective
     (constant per step, or per micro-batch with ZeRO-3, hidden behind window·b of compute per
-    micro-batch). `step_time` is this model with its shares itemised; a solve evaluates `total`
+    micro-batch; ZeRO-2 adds its m − 1 further reductions, each behind ⅔·b·window, the backward of
+    its micro-batch). `step_time` is this model with its shares itemised; a solve evaluates `total`
     (a few float operations) for every candidate configuration of a layout."""
 
     per_sequence: float  # K, seconds per sequence per replica
     window: float  # compute + recompute + TP of one sequence: what hides the DP collective
     bubble_k: float  # bubble per sequence of micro-batch
     zero3: bool
-    dp_per_micro: float  # ZeRO-3: gathers + reduce-scatter per micro-batch
+    dp_per_micro: float  # ZeRO-3: gathers + reduce-scatter per micro-batch; ZeRO-2: its reduce-scatter; else 0
     reduce: float  # ZeRO 0-2: the gradient reduction per step
     gather: float  # ZeRO 1-2: the weights' all-gather per step
     overlap: float | None
@@ -246,7 +254,11 @@ class StepCost:
             total_dp = self.reduce + self.gather
             hidden = min(self.reduce, (2.0 / 3.0) * b * self.window)
         exposed = total_dp * (1.0 - self.overlap) if self.overlap is not None else total_dp - hidden
-        return m * b * self.per_sequence + self.bubble_k * b + max(0.0, exposed) + self.fixed
+        out = m * b * self.per_sequence + self.bubble_k * b + max(0.0, exposed)
+        if self.dp_per_micro and not self.zero3:  # ZeRO-2: the other m − 1 micro-batches' reductions
+            out += (m - 1) * (self.dp_per_micro * (1.0 - self.overlap) if self.overlap is not None
+                              else max(0.0, self.dp_per_micro - (2.0 / 3.0) * b * self.window))
+        return out + self.fixed
 
 
 @functools.lru_cache(maxsize=1024)
@@ -300,8 +312,8 @@ def _unit_step(shape: Shape, device: Device, layout: Layout):
         dp_parts = (2 * dp_collective_time(BF16 * local, dp, t, device, "all_gather")
                     + dp_collective_time(grads, dp, t, device, "reduce_scatter"), 0.0, 0.0)
     elif layout.zero >= 1:
-        dp_parts = (0.0, dp_collective_time(grads, dp, t, device, "reduce_scatter"),
-                    dp_collective_time(BF16 * local, dp, t, device, "all_gather"))
+        rs = dp_collective_time(grads, dp, t, device, "reduce_scatter")
+        dp_parts = (rs if layout.zero == 2 else 0.0, rs, dp_collective_time(BF16 * local, dp, t, device, "all_gather"))
     else:
         dp_parts = (0.0, dp_collective_time(grads, dp, t, device, "all_reduce"), 0.0)
     opt_params = local / (dp if layout.zero >= 1 else 1)
@@ -387,8 +399,8 @@ def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list
         per_micro, reduce, gather = [2 * (0.5 * a if a else 0.0) + (0.5 * r if r else 0.0)
                                      for a, r in zip(ag, rs)], zeros, zeros
     elif zero >= 1:
-        per_micro = zeros
         reduce = [0.5 * r if r else 0.0 for r in all_reduce(grads)]
+        per_micro = reduce if zero == 2 else zeros
         gather = [0.5 * a if a else 0.0 for a in all_reduce(BF16 * local)]
     else:
         per_micro, reduce, gather = zeros, all_reduce(grads), zeros
@@ -427,12 +439,16 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
         dp_exposed = total_dp * (1.0 - layout.overlap)
     else:
         dp_exposed = total_dp - hidden_by_default
+    dp_exposed = max(0.0, dp_exposed)
+    if per_micro and layout.zero < 3:  # ZeRO-2: the other m − 1 reductions, each behind its backward
+        dp_exposed += (m - 1) * (per_micro * (1.0 - layout.overlap) if layout.overlap is not None
+                                 else max(0.0, per_micro - (2.0 / 3.0) * (c_mb + r_mb + tp_mb)))
 
     seq_tokens = global_batch * s
     model_flops = shape.flops_per_token * seq_tokens
     hardware_flops = model_flops + recompute_flops_per_token(shape, layout.recompute) * seq_tokens
     return Breakdown(compute=m * c_mb, recompute=m * r_mb, tp_comm=m * tp_mb, pp_comm=m * pp_micro,
-                     bubble=bubble, dp_comm=max(0.0, dp_exposed), optimizer=optimizer,
+                     bubble=bubble, dp_comm=dp_exposed, optimizer=optimizer,
                      overhead=step_overhead, model_flops=model_flops, hardware_flops=hardware_flops,
                      gpus=layout.gpus, peak_flops=device.peak_flops, micro_batch=micro_batch,
                      micro_batches=m, stage_layers=stages)
