@@ -61,17 +61,22 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def render_diff_text(diffs: list[PlanDiff]) -> str:
+    from budgetdsl.terminal_text import inert
+
+    def one(text: str) -> str:  # plan text on one line: it forges no line of the report
+        return inert(text, keep_lines=False)
+
     lines: list[str] = []
     for d in diffs:
         if d.change is Change.unchanged:
             continue
         flag = "  REGRESSION" if d.regressed else ""
-        lines.append(f"{d.path} ({d.name}): {d.change} — {_feasibility(d)}{flag}")
+        lines.append(f"{one(d.path)} ({one(d.name)}): {d.change} — {_feasibility(d)}{flag}")
         for problem in d.problems:
             lines.append(f"  {problem}")
         if d.inputs:
             lines.append("  inputs")
-            lines.extend(_table([[i.path, i.old or "—", "→", i.new or "—"] for i in d.inputs]))
+            lines.extend(_table([[one(i.path), one(i.old or "—"), "→", one(i.new or "—")] for i in d.inputs]))
         moved = [m for m in d.metrics if m.changed] if d.change is not Change.invalid else []
         if moved:
             lines.append("  outcome")
@@ -82,7 +87,7 @@ def render_diff_text(diffs: list[PlanDiff]) -> str:
     regressions = sum(d.regressed for d in diffs)
     counts = {c: sum(d.change is c for d in diffs) for c in Change}
     summary = ", ".join(f"{n} {c}" for c, n in counts.items() if n)
-    unchanged = [d.name for d in diffs if d.change is Change.unchanged]
+    unchanged = [one(d.name) for d in diffs if d.change is Change.unchanged]
     if unchanged:
         lines.append("unchanged: " + ", ".join(unchanged))
     lines.append(f"{len(diffs)} plan{'s' if len(diffs) != 1 else ''}: {summary or 'none'}"

@@ -16,7 +16,9 @@ def _count(v: int | None) -> str:
 
 def _headline(sol: Solution) -> str:
     word = {"optimal": "feasible", "pinned": "feasible (pinned run)", "infeasible": "INFEASIBLE"}[sol.status]
-    return f"{sol.plan}: {word} — objective {sol.objective}, status {sol.status}"
+    from budgetdsl.terminal_text import inert  # plan text on one line: it forges no line of the report
+
+    return f"{inert(sol.plan, keep_lines=False)}: {word} — objective {sol.objective}, status {sol.status}"
 
 
 def _launch_rows(sol: Solution) -> list[tuple[str, str]]:

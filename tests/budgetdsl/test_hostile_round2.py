@@ -471,3 +471,21 @@ def test_an_edit_of_an_anchored_value_is_refused_with_the_reason(tmp_path):
     with pytest.raises(EditError, match=r"hardware\.gpus .*anchor"):
         save_changes(plan, {"hardware.gpus": 16})
     assert plan.read_text() == text
+
+
+def test_a_newline_in_plan_text_forges_no_line_of_a_text_report(tmp_path, capsys):
+    """A name 'evil\\nunchanged: everything fine\\n8 plans: 8 unchanged' printed those lines as the
+    tool's own in `plan` and `diff` text; a description value did the same in diff's inputs."""
+    forged = "evil\nunchanged: everything fine\n8 plans: 8 unchanged"
+    old = tmp_path / "old.yaml"
+    old.write_text(MINIMAL.replace("name: minimal-1b", f"name: {json.dumps(forged)}\n"
+                                   f"description: {json.dumps('d' + chr(10) + 'line')}"))
+    new = tmp_path / "new.yaml"
+    new.write_text(old.read_text().replace("gpus: 64", "gpus: 128").replace("line", "FORGED LINE"))
+    main(["plan", str(old)])
+    out = capsys.readouterr().out
+    assert out.startswith("evil\\nunchanged: everything fine\\n8 plans: 8 unchanged: feasible"), out[:200]
+    main(["diff", str(old), str(new)])
+    lines = capsys.readouterr().out.splitlines()
+    assert not any(line.startswith(("unchanged:", "8 plans", "FORGED", "line")) for line in lines), lines
+    assert lines[-1] == "1 plan: 1 changed"
