@@ -150,9 +150,11 @@ def read_merged(path: str | os.PathLike[str], text: str | None = None,
                     raise
                 message = (f"base plan {excerpt(parent)} not found" if first.code == "file-not-found"
                            and "directory" not in first.message else f"base plan {excerpt(parent)}: {first.message}")
+                from budgetdsl.terminal_text import inert  # the path is plan text: one line
+
                 raise PlanError([Diagnostic(where, "extends", message,
                                             f"the path is relative to {chain[-1][1].values[()].file!r}: "
-                                            f"{display}")]) from None
+                                            f"{inert(display, keep_lines=False)}")]) from None
         seen[real] = display
         chain.append((current, doc))
         parent = doc.data.get("extends")

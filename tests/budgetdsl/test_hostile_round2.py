@@ -489,3 +489,8 @@ def test_a_newline_in_plan_text_forges_no_line_of_a_text_report(tmp_path, capsys
     lines = capsys.readouterr().out.splitlines()
     assert not any(line.startswith(("unchanged:", "8 plans", "FORGED", "line")) for line in lines), lines
     assert lines[-1] == "1 plan: 1 changed"
+    based = tmp_path / "based.yaml"  # a hint quoting the base's path (was printed as is)
+    based.write_text('extends: "x\\nFORGED: ok\\n.yaml"\n' + MINIMAL)
+    assert main(["check", str(based)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert not any(line.startswith(("FORGED", ".yaml")) for line in err), err
