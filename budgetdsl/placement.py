@@ -512,19 +512,22 @@ def carried(cm: CostModel, fr: Frontier, limits: Limits, evals: dict, placed: di
     same = {k: set(v) for k, v in entries_kept.items()}  # the counts handed on (more are added below)
     shared = (intervals, lo, hi, per, *_integer_ends(lo, hi, per), kept, entries_kept)
     moved: dict[int, Placement] = {}
+    made_again = set()  # the micro-batch settings with a placement `place` must make again
     for key, pl in placed.items():
-        if isinstance(pl, Placement):
+        if type(pl) is Placement:
             new = _kept(pl, key, old.get(key), cm, fr, limits, shared, same.get(key[1], ()), decisions)
-            if new is not None:
+            if new is None:
+                made_again.add(key[1])
+            else:
                 moved[id(pl)] = new
     new_placed = {}
     for key, value in placed.items():
-        if isinstance(value, Placement):
+        if type(value) is Placement:
             if id(value) in moved:
                 new_placed[key] = moved[id(value)]
         # the candidates of a micro-batch: a function of every objective's placement (the feasible
         # ones), handed on only when all of them are (an empty tuple too: none was feasible)
-        elif all(id(pl) in moved for k, pl in placed.items() if isinstance(pl, Placement) and k[1] == key[1]):
+        elif key[1] not in made_again:
             new_placed[key] = tuple(moved[id(pl)] for pl in value)
     return {"intervals": shared, "decisions": decisions, "limits": limits}, new_placed
 
