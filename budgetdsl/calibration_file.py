@@ -362,9 +362,17 @@ class CalibrationFileError(ValueError):
     """A calibration file that cannot be read or does not validate; the message names the file."""
 
 
+# A calibration holds a trajectory and per-step columns: ~100 KB for the committed ones, ~12 MB for
+# 100,000 measured steps. The file comes with the plan (untrusted): past this it is not read.
+MAX_CALIBRATION_BYTES = 64 << 20
+
+
 def load_calibration(path: str | os.PathLike) -> CalibrationFile:
     path = Path(path)
     try:
+        if path.stat().st_size > MAX_CALIBRATION_BYTES:
+            raise CalibrationFileError(f"{path}: larger than {MAX_CALIBRATION_BYTES >> 20} MiB, not a "
+                                       "calibration file `budgetdsl calibrate` writes")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CalibrationFileError(

@@ -494,3 +494,16 @@ def test_a_newline_in_plan_text_forges_no_line_of_a_text_report(tmp_path, capsys
     assert main(["check", str(based)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert not any(line.startswith(("FORGED", ".yaml")) for line in err), err
+
+
+def test_a_calibration_file_past_its_size_bound_is_refused_unread(tmp_path, monkeypatch):
+    """A calibration was read whole, whatever its size (84 MB: 4.4 s and 843 MB of memory; a plan
+    is bounded at 1 MiB). A 65 MiB file (sparse here) is now a located calibration-invalid error."""
+    def nothing(cal):
+        pass
+    plan = _ramp_repo(tmp_path, monkeypatch, nothing)
+    big = tmp_path / "sweep-gpt-micro-stdlib.json"
+    with open(big, "r+b") as f:
+        f.truncate(65 << 20)
+    text = _solve_located(plan, "calibration-invalid", seconds=5)
+    assert "MiB" in text
