@@ -9,9 +9,9 @@ warm ≥ 1,000 full-search plans/s, a 10,000-point sweep ≤ 1 s):
             the first solve of each (nothing cached) is shown apart; re-solving the same plan replays
             the last search (search_replay) from the placements kept across solves, so each is also
             solved with a new gpu_hours limit every time (what a sweep's rows or the TUI's edits
-            meet: the search replayed, placements carried where exact, placement.carried), and with
-            a new limit and nothing kept that depends on the limits (every solve searches afresh on
-            the cost models kept: what the replay and the carry save)
+            meet: the pairs the last search placed are placed again and the search replayed), and
+            with a new limit and nothing kept that depends on the limits (every solve searches
+            afresh on the cost models kept: what the replay saves)
   sweep     `budgetdsl sweep PLAN --set budget.deadline=… --set noise.b_crit=…` (100 × 100 =
             10,000 rows) through the command line, one process, CSV: the vectorized kernel
             (budgetdsl.sweep_kernel) and the scalar path (BUDGETDSL_SWEEP_SCALAR=1, solve() per row)
@@ -124,7 +124,7 @@ def main() -> None:
             return p.model_copy(update={"budget": p.budget.model_copy(update={"gpu_hours": 1e6 + next(limits)})})
         fresh = rate(lambda: solve(new_limit()))
         print(f"warm      {fresh:,.0f} solves/s ({1e6 / fresh:.0f} µs) — the same, a new gpu_hours limit each "
-              f"solve ({'the search replayed, ' if p is auto else ''}placements carried where exact)")
+              f"solve ({'the search replayed' if p is auto else 'placed again'})")
         from budgetdsl import solve_context
 
         def afresh():

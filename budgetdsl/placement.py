@@ -127,16 +127,6 @@ def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tu
     return out
 
 
-def _intersection(intervals: dict[str, tuple[float, float] | None]) -> tuple[float, float]:
-    """(lo, hi) of the limits' intervals together; (inf, 0) when one is empty."""
-    lo, hi = 0.0, INF
-    for iv in intervals.values():
-        if iv is None:
-            return INF, 0.0
-        lo, hi = max(lo, iv[0]), min(hi, iv[1])
-    return lo, hi
-
-
 def objective_target(objective: str, cm: CostModel, fr: Frontier) -> float:
     """The objective's unconstrained batch (tokens); 0 means 'as small as allowed'."""
     if objective == "balanced":
@@ -191,15 +181,9 @@ def _config(cm: CostModel, limits: Limits, micro: int, accum: int, micro_max: in
     sequences, batch, steps, tokens, flops, wall, gpu_hours, memory = numbers
     price = limits.price
     usd = gpu_hours * price if price else None
-    return _new_config(Config, (cm.gpus, micro, accum, cm.data_parallel, sequences, batch, steps, tokens, flops,
-                                wall, gpu_hours, usd, memory,
-                                _violated(limits, micro > micro_max, wall, flops, gpu_hours, usd)))
-
-
-def _violated(limits: Limits, over_memory: bool, wall: float, flops: float, gpu_hours: float,
-              usd: float | None) -> tuple[str, ...]:
-    """The limits a configuration of these numbers violates, in `Config.violated`'s order."""
-    violated: tuple[str, ...] = ("memory",) if over_memory else ()
+    violated: tuple[str, ...] = ()
+    if micro > micro_max:
+        violated = ("memory",)
     deadline = limits.deadline
     if deadline is not None and wall > deadline:
         violated += ("deadline",)
@@ -209,7 +193,8 @@ def _violated(limits: Limits, over_memory: bool, wall: float, flops: float, gpu_
         violated += ("gpu_hours",)
     if limits.usd is not None and usd is not None and usd > limits.usd:
         violated += ("usd",)
-    return violated
+    return _new_config(Config, (cm.gpus, micro, accum, cm.data_parallel, sequences, batch, steps, tokens, flops,
+                                wall, gpu_hours, usd, memory, violated))
 
 
 # `_numbers` of one cost model and frontier, kept across solves by (micro, accum): a solve with
@@ -321,14 +306,19 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     shared = evals.get("intervals")
     if shared is None:
         intervals = limit_intervals(cm, fr, limits)
-        lo, hi = _intersection(intervals)
+        lo, hi = 0.0, INF
+        for iv in intervals.values():
+            if iv is None:
+                lo, hi = INF, 0.0
+                break
+            lo, hi = max(lo, iv[0]), min(hi, iv[1])
         per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
-        n_lo, n_hi = _integer_ends(lo, hi, per)
+        n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12))) if lo <= hi and lo < INF else None
+        n_hi = math.floor(hi / per * (1.0 + 1e-12)) if n_lo is not None and hi < INF else None
         # what every objective of this cost model, frontier and limits shares: the interval, its
         # integer ends, the configurations by (micro, accum) and the feasible ones of each count
         configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
         shared = evals["intervals"] = (intervals, lo, hi, per, n_lo, n_hi, configs, {})
-        evals["limits"] = limits  # what the violated limits were computed against (`carried`)
     intervals, lo, hi, per, n_lo, n_hi, configs, counts = shared
     target = objective_target(objective, cm, fr)
     if micro_max < 1 or (micro_fixed is not None and micro_fixed > micro_max):
@@ -339,7 +329,11 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     if hi < clipped:
         clipped = hi
     n_t = clipped / per
-    n_lo, n_hi = _ends(n_lo, n_hi, lo, per, n_t)
+    if n_lo is None:
+        n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12)))
+    if n_hi is None:
+        c = math.ceil(n_t)
+        n_hi = (n_lo if n_lo > c else c) + 1
     if n_lo > n_hi:
         return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, None, micro_max, "integer"))
     entries = counts.get(micro_fixed)
@@ -347,7 +341,8 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         entries = counts[micro_fixed] = {}
     pipeline = cm.split.pipeline_parallel > 1
     # the objective's measure (`score`, inlined; balanced: (S/S_min)(E/E_min), the same operations)
-    kind = _KINDS.get(objective, 3)
+    kind = (0 if objective == "balanced" else 1 if objective == "min_time" else 2 if objective == "min_flops"
+            else 3)
     bc = fr.b_crit
     best: Config | None = None
     best_key: tuple[float, int, float] | None = None
@@ -356,24 +351,23 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     # each count's feasible configurations are kept (every objective asks for the ends, and the
     # neighbours overlap). Ties (the batch decides most objectives) go to the faster run, then to
     # fewer accumulation steps (with a pipeline, more micro-batches shrink the bubble).
-    order, neighbours = _order(n_t, n_lo, n_hi)
+    f, c = math.floor(n_t), math.ceil(n_t)
+    f = n_lo if n_lo > f else (n_hi if f > n_hi else f)
+    c = n_lo if n_lo > c else (n_hi if c > n_hi else c)
+    order = (f,) if f == c else (f, c)
+    neighbours = len(order)
+    if n_lo not in order:
+        order += (n_lo,)
+    if n_hi not in order:
+        order += (n_hi,)
     hit = False
-    best_n = None  # the count whose configuration is best
     for i, n in enumerate(order):
         entry = entries.get(n)
         if entry is None:
             entry = entries[n] = _feasible_at(cm, fr, limits, n, micro_max, micro_fixed, pipeline, configs)
         if i < neighbours:  # the target's neighbours: whether either launches exactly
             hit = entry[0] or hit
-        was = best
         best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
-        if best is not was:
-            best_n = n
-    # how the answer was reached, for `carried` (not when the fallback below decides)
-    decisions = evals.get("decisions")
-    if decisions is None:
-        decisions = evals["decisions"] = {}
-    decisions[(objective, micro_fixed)] = (order, neighbours, best_key, best_n) if hit else None
     if not hit:
         # Integer steps pushed the target's neighbours over a limit: walk outward from the target
         # to the nearest launchable batch, so the answer stays next to the objective's choice.
@@ -391,32 +385,6 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
                     break
     return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, best, micro_max,
                                       None if best is not None else "integer"))
-
-
-def _ends(n_lo: int | None, n_hi: int | None, lo: float, per: float, n_t: float) -> tuple[int, int]:
-    """The integer ends `place` scans between: the interval's (`_integer_ends`), or past an open
-    end, the least whole count over lo and one count past the target."""
-    if n_lo is None:
-        n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12)))
-    if n_hi is None:
-        c = math.ceil(n_t)
-        n_hi = (n_lo if n_lo > c else c) + 1
-    return n_lo, n_hi
-
-
-def _order(n_t: float, n_lo: int, n_hi: int) -> tuple[tuple[int, ...], int]:
-    """The counts `place` evaluates, in order — the target's neighbours (clamped into the ends),
-    then the ends not among them — and how many of them are neighbours."""
-    f, c = math.floor(n_t), math.ceil(n_t)
-    f = n_lo if n_lo > f else (n_hi if f > n_hi else f)
-    c = n_lo if n_lo > c else (n_hi if c > n_hi else c)
-    order = (f,) if f == c else (f, c)
-    neighbours = len(order)
-    if n_lo not in order:
-        order += (n_lo,)
-    if n_hi not in order:
-        order += (n_hi,)
-    return order, neighbours
 
 
 def _better(configs, kind: int, bc: float, clipped: float, best, best_key):
@@ -460,149 +428,3 @@ def _feasible_at(cm: CostModel, fr: Frontier, limits: Limits, n: int, micro_max:
         exact = exact or pair[0] * pair[1] == n
         feasible.append(cfg)
     return exact, tuple(feasible)
-
-
-def _integer_ends(lo: float, hi: float, per: float) -> tuple[int | None, int | None]:
-    """The least and most sequences per replica in [lo, hi] (`per`: tokens per one), None where
-    the interval is empty or unbounded."""
-    n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12))) if lo <= hi and lo < INF else None
-    n_hi = math.floor(hi / per * (1.0 + 1e-12)) if n_lo is not None and hi < INF else None
-    return n_lo, n_hi
-
-
-_KINDS = {"balanced": 0, "min_time": 1, "min_flops": 2}  # `place`'s kind of each objective (3: cost)
-
-
-def carried(cm: CostModel, fr: Frontier, limits: Limits, evals: dict, placed: dict) -> tuple[dict, dict]:
-    """The `evals` and placements of `cm` and `fr` for `limits`, started from those `place` made
-    under other limits (the same price): (evals, placed), each holding what is exactly the same.
-
-    A `Config` holds no limit but those it violates. The counts each placement evaluated are
-    handed on with their configurations when every configuration near the count (all of which
-    `place` evaluated there) violates the same limits under `limits`; a placement is handed on
-    (its interval replaced) when `place` would make it again from them (`_kept`). `place` computes
-    the rest. Only what the placements read is handed on, so nothing grows from solve to solve.
-    `placed`: (objective, micro_fixed) -> Placement, and ("candidates", micro_fixed) -> a tuple."""
-    shared = evals.get("intervals")
-    if shared is None:
-        return {}, {}
-    per, configs, counts = shared[3], shared[6], shared[7]
-    intervals = limit_intervals(cm, fr, limits)
-    lo, hi = _intersection(intervals)
-    micro_max = cm.micro_batch_max
-    pipeline = cm.split.pipeline_parallel > 1
-    old = evals.get("decisions") or {}
-    kept: dict = {"numbers": configs["numbers"]}
-    entries_kept: dict = {}
-    changed = _flipped(configs, evals.get("limits"), limits, micro_max)
-    for (_, micro_fixed), decision in old.items():
-        entries = counts.get(micro_fixed)
-        if decision is None or entries is None:
-            continue
-        out = entries_kept.setdefault(micro_fixed, {})
-        for n in decision[0]:
-            if n in out or n not in entries:
-                continue
-            pairs = _pairs_near(n, micro_max, micro_fixed, pipeline)
-            if changed.isdisjoint(pairs) and all(pair in configs for pair in pairs):
-                out[n] = entries[n]
-                for pair in pairs:
-                    kept[pair] = configs[pair]
-    decisions: dict = {}
-    same = {k: set(v) for k, v in entries_kept.items()}  # the counts handed on (more are added below)
-    shared = (intervals, lo, hi, per, *_integer_ends(lo, hi, per), kept, entries_kept)
-    moved: dict[int, Placement] = {}
-    made_again = set()  # the micro-batch settings with a placement `place` must make again
-    for key, pl in placed.items():
-        if type(pl) is Placement:
-            new = _kept(pl, key, old.get(key), cm, fr, limits, shared, same.get(key[1], ()), decisions)
-            if new is None:
-                made_again.add(key[1])
-            else:
-                moved[id(pl)] = new
-    new_placed = {}
-    for key, value in placed.items():
-        if type(value) is Placement:
-            if id(value) in moved:
-                new_placed[key] = moved[id(value)]
-        # the candidates of a micro-batch: a function of every objective's placement (the feasible
-        # ones), handed on only when all of them are (an empty tuple too: none was feasible)
-        elif key[1] not in made_again:
-            new_placed[key] = tuple(moved[id(pl)] for pl in value)
-    return {"intervals": shared, "decisions": decisions, "limits": limits}, new_placed
-
-
-_MEASURED = (("deadline", "wall"), ("flops", "flops"), ("gpu_hours", "gpu_hours"), ("usd", "usd"))  # limit, Config field
-
-
-def _flipped(configs: dict, was: Limits | None, limits: Limits, micro_max: int) -> set:
-    """The (micro, accum) of `configs` whose violated limits differ under `limits` from those
-    under `was` (the limits they were evaluated against, the same price): only a limit that moved
-    can flip, and it flips a configuration whose value lies between its old and new bound
-    (`_violated`: a limit is violated when present and exceeded)."""
-    if was is None:  # unknown: every configuration compared in full
-        return {pair for pair, cfg in configs.items() if pair != "numbers" and cfg.violated != _violated(
-            limits, cfg.micro_batch > micro_max, cfg.wall, cfg.flops, cfg.gpu_hours, cfg.usd)}
-    moved = [(field, getattr(was, name), getattr(limits, name)) for name, field in _MEASURED
-             if getattr(was, name) != getattr(limits, name)]
-    out = set()
-    if moved:
-        for pair, cfg in configs.items():
-            if pair == "numbers":
-                continue
-            for field, a, b in moved:
-                v = getattr(cfg, field)
-                if v is not None and (a is not None and v > a) != (b is not None and v > b):
-                    out.add(pair)
-                    break
-    return out
-
-
-def _kept(pl: Placement, key: tuple, decision, cm: CostModel, fr: Frontier, limits: Limits, shared: tuple,
-          same, decisions: dict) -> Placement | None:
-    """`pl` with the interval of `shared` when `place` would answer the same there, else None.
-
-    `place` reads the interval through its emptiness, the target clipped into it, and the counts
-    it evaluates: the target's neighbours (the same when the clipped target and their clamping
-    are) and the integer ends. An end that moved holds other configurations: the answer stands
-    when the end that went did not give it and every configuration at a new end ranks strictly
-    after it (`_better`'s key; no tie can change which comes first). The configurations' violated
-    limits must be the same at every count it evaluated before and evaluates again (`same`: the
-    counts handed on unchanged), so their feasible ones are too."""
-    intervals, lo, hi, per, n_lo, n_hi, configs, counts = shared
-    objective, micro_fixed = key
-    reason = pl.empty_reason
-    if reason == "memory":  # micro-batch room alone: no limit read
-        return _new_placement(Placement, (pl[0], pl[1], intervals, lo, hi, *pl[5:]))
-    if (lo > hi) != (reason == "interval"):
-        return None
-    if reason == "interval":
-        return _new_placement(Placement, (pl[0], pl[1], intervals, lo, hi, *pl[5:]))
-    clipped = lo if lo > pl.target else pl.target
-    if hi < clipped:
-        clipped = hi
-    if clipped != pl.clipped or decision is None or pl.config is None:
-        return None
-    order0, neighbours0, best_key, best_n = decision
-    n_t = clipped / per
-    order, neighbours = _order(n_t, *_ends(n_lo, n_hi, lo, per, n_t))
-    if order[:neighbours] != order0[:neighbours0]:
-        return None
-    if best_n not in order:  # the count that gave the answer is no longer evaluated
-        return None
-    entries = counts.setdefault(micro_fixed, {})
-    if any(n not in same for n in order if n in order0):  # a count whose configurations changed
-        return None
-    kind = _KINDS.get(objective, 3)
-    for n in order[neighbours:]:
-        if n in order0:
-            continue
-        entry = entries.get(n)
-        if entry is None:
-            entry = entries[n] = _feasible_at(cm, fr, limits, n, cm.micro_batch_max, micro_fixed,
-                                              cm.split.pipeline_parallel > 1, configs)
-        least = _better(entry[1], kind, fr.b_crit, clipped, None, None)[1]
-        if least is not None and not least > best_key:
-            return None
-    decisions[key] = (order, neighbours, best_key, best_n)
-    return _new_placement(Placement, (pl[0], pl[1], intervals, lo, hi, *pl[5:]))

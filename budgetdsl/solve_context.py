@@ -17,7 +17,7 @@ from budgetdsl.cost_model import CostModel, ShapeUnknown, Split, cached_cost_mod
 from budgetdsl.frontier import Frontier
 from budgetdsl.noise_source import NoiseEstimate, plan_error
 from budgetdsl.objectives import OBJECTIVES, choose
-from budgetdsl.placement import Limits, Placement, carried, evaluate, place
+from budgetdsl.placement import Limits, Placement, evaluate, place
 
 if TYPE_CHECKING:
     from budgetdsl.plan_model import Plan
@@ -101,8 +101,7 @@ def place_on(ctx: Context, gpus: int, limits: Limits | None = None, objective: s
     evals_key = ("evals", gpus, None if own else limits)
     group = ctx.memo.get(evals_key)
     if group is None:  # held by this solve's memo: its objectives share one `evals` to the end
-        group = ctx.memo[evals_key] = _shared(cost_model(ctx, gpus), _values(ctx, limits, own), own,
-                                              ctx.frontier, limits)
+        group = ctx.memo[evals_key] = _shared(cost_model(ctx, gpus), _values(ctx, limits, own), own)
     placed = group[2]
     pk = (objective, micro_fixed)
     pl = placed.get(pk)
@@ -139,11 +138,9 @@ def _values(ctx: Context, limits: Limits, own: bool) -> tuple:
     return out
 
 
-def _shared(cm: CostModel, values: tuple, own: bool, fr: Frontier, limits: Limits) -> tuple[CostModel, dict, dict]:
+def _shared(cm: CostModel, values: tuple, own: bool) -> tuple[CostModel, dict, dict]:
     """(cm, the `evals` its placements share, the placements by (objective, micro_fixed));
-    `values`: the frontier's and limits' numbers (`_values`). New limits on a cost model and
-    frontier placed before start from what that group computed that holds for them
-    (`placement.carried`: a sweep's rows and the TUI's edits move one limit)."""
+    `values`: the frontier's and limits' numbers (`_values`)."""
     key = (id(cm), values, own)
     newer = _SHARED[0]
     group = newer.get(key)
@@ -151,33 +148,17 @@ def _shared(cm: CostModel, values: tuple, own: bool, fr: Frontier, limits: Limit
         return group
     group = _SHARED[1].pop(key, None)
     if group is None or group[0] is not cm:
-        sibling = _LATEST.get((id(cm), values[0], values[1], values[-1], own))
-        group = (cm, *carried(cm, fr, limits, sibling[1], sibling[2])) if sibling is not None and sibling[0] is cm \
-            else (cm, {}, {})
-    _keep(key, group)
-    return group
-
-
-def _keep(key: tuple, group: tuple[CostModel, dict, dict]) -> None:
-    """Keep `group` under `key` (and as its cost model's and frontier's latest, for `carried`)."""
-    newer = _SHARED[0]
+        group = (cm, {}, {})
     if len(newer) >= _SHARED_SIZE:
         newer = {}
         _SHARED[:] = [newer, _SHARED[0]]
-        _LATEST.clear()
     newer[key] = group
-    values = key[1]
-    _LATEST[(key[0], values[0], values[1], values[-1], key[2])] = group
-
-
-# The latest group of each (cost model, B_crit, E_min, price, own): where new limits start from.
-_LATEST: dict[tuple, tuple[CostModel, dict, dict]] = {}
+    return group
 
 
 def clear_cache() -> None:
     """Forget the placements kept across solves (a cold solve, for a benchmark)."""
     _SHARED[:] = [{}, {}]
-    _LATEST.clear()
     _PICKS.clear()
 
 

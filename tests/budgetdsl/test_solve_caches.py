@@ -58,18 +58,13 @@ def _with_limits(plan, **limits):
 def test_new_limits_answer_as_cold_solves(monkeypatch):
     """A run of solves whose limits move (a sweep's rows, the TUI's edits) — loose, binding on some
     counts, binding on the pick, infeasible, and back — answers each as a cold solve does, while the
-    search is replayed from the last one (search_replay) and placements and configurations are kept
-    from the last limits (placement.carried) wherever that is exact."""
-    from budgetdsl import placement, search_replay
+    search is replayed from the last one (search_replay) wherever the pairs it placed give the same
+    candidates, and walked afresh where they do not."""
+    from budgetdsl import search_replay
 
-    replays, carried = [], []
-    real_replay, real_carried = search_replay.replay, placement.carried
+    replays = []
+    real_replay = search_replay.replay
     monkeypatch.setattr(search_space, "replay", lambda *a: replays.append(real_replay(*a)) or replays[-1])
-    def spy(*args):  # (placements kept, placements the last limits had), at the call
-        out = real_carried(*args)
-        carried.append((len(out[1]), len(args[-1])))
-        return out
-    monkeypatch.setattr(solve_context, "carried", spy)
     plan = load_plan(REPO / "plans" / "minimal.yaml")
     auto = plan.model_copy(update={"hardware": plan.hardware.model_copy(update={k: "auto" for k in LAYOUT})})
     ranged = auto.model_copy(update={"hardware": auto.hardware.model_copy(
@@ -92,5 +87,3 @@ def test_new_limits_answer_as_cold_solves(monkeypatch):
             search_space._RECORDS.clear()
             assert answer == solve(_with_limits(base, **s)).model_dump_json(), s
     assert any(r is not None for r in replays) and any(r is None for r in replays)
-    # placements kept (an end moved), and placements made again (a limit bound on the count)
-    assert any(kept for kept, _ in carried) and any(kept < had for kept, had in carried)
