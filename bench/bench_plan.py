@@ -14,8 +14,8 @@ warm ≥ 1,000 full-search plans/s, a 10,000-point sweep ≤ 1 s):
             afresh on the cost models kept: what the replay saves)
   sweep     `budgetdsl sweep PLAN --set budget.deadline=… --set noise.b_crit=…` (100 × 100 =
             10,000 rows) through the command line, one process, CSV: the vectorized kernel
-            (budgetdsl.sweep_kernel) and the scalar path (BUDGETDSL_SWEEP_SCALAR=1, solve() per row)
-            side by side, and whether their CSV is byte-identical
+            (budgetdsl.sweep_kernel, median of 5 runs) and the scalar path (BUDGETDSL_SWEEP_SCALAR=1,
+            solve() per row, one run) side by side, and whether their CSV is byte-identical
 with the load average (the machine may be shared), each process's CPU time beside its wall clock
 (the CPU time is far less bound to the load) and each figure's ratio to the bare-Python baseline of
 the same run, so runs on a loaded machine can be compared. Processes read compiled bytecode from a
@@ -140,16 +140,28 @@ def main() -> None:
     args = [sys.executable, "-m", "budgetdsl", "sweep", "plans/minimal.yaml", "--format", "csv",
             "--set", f"budget.deadline={deadlines}", "--set", f"noise.b_crit={b_crits}"]
     outputs = {}
-    # warm-up: one row fills the bytecode cache of the sweep's modules (numpy's too)
-    subprocess.run([*args[:-4], "--set", "budget.deadline=5d"], cwd=REPO, check=False, capture_output=True, env=ENV)
-    for label, env in (("kernel", {}), ("scalar", {"BUDGETDSL_SWEEP_SCALAR": "1"})):
-        c, t = cpu_children(), time.perf_counter()
-        done = subprocess.run(args, cwd=REPO, check=False, capture_output=True, env={**ENV, **env})
-        times = outputs[label] = (time.perf_counter() - t, done.stdout)
-        cpu = cpu_children() - c  # less load-bound than wall
+    # warm-up: one row through the kernel (BUDGETDSL_SWEEP_SCALAR=0: a sweep of fewer than 32 rows
+    # takes solve() and would leave the kernel's modules, numpy's too, to be compiled in the run
+    # measured) fills the bytecode cache of the sweep's modules
+    subprocess.run([*args[:-4], "--set", "budget.deadline=5d"], cwd=REPO, check=False, capture_output=True,
+                   env={**ENV, "BUDGETDSL_SWEEP_SCALAR": "0"})
+    def sweep_run(cmd: list[str], env: dict, n: int) -> tuple[float, float, bytes]:
+        """(median wall clock, median CPU time, stdout) of `n` runs of a sweep command."""
+        walls, cpus, out = [], [], b""
+        for _ in range(n):
+            c, t = cpu_children(), time.perf_counter()
+            done = subprocess.run(cmd, cwd=REPO, check=False, capture_output=True, env={**ENV, **env})
+            walls.append(time.perf_counter() - t)
+            cpus.append(cpu_children() - c)  # less load-bound than wall
+            out = out or done.stdout
+        return statistics.median(walls), statistics.median(cpus), out
+
+    for label, env, n in (("kernel", {}, 5), ("scalar", {"BUDGETDSL_SWEEP_SCALAR": "1"}, 1)):
+        wall, cpu, out = sweep_run(args, env, n)
+        outputs[label] = (wall, out)
         print(f"sweep     budgetdsl sweep plans/minimal.yaml, 100 deadlines × 100 B_crit = 10,000 rows, "
-              f"{label} path{' (BUDGETDSL_SWEEP_SCALAR=1, solve() per row)' if env else ''}: {times[0]:.2f} s "
-              f"wall, {cpu:.2f} s CPU ({times[0] / base:.0f}x python -c pass)")
+              f"{label} path{' (BUDGETDSL_SWEEP_SCALAR=1, solve() per row)' if env else ''}: {wall:.2f} s "
+              f"wall, {cpu:.2f} s CPU ({wall / base:.0f}x python -c pass){f', median of {n}' if n > 1 else ''}")
     (tk, out_k), (ts, out_s) = outputs["kernel"], outputs["scalar"]
     print(f"sweep     kernel / scalar: {ts / tk:.0f}x faster; CSV output identical: "
           f"{'yes' if out_k == out_s and out_k else 'NO'}")
@@ -157,12 +169,10 @@ def main() -> None:
     # solve() does (sweep_kernel._diagnosed): those rows' cost, kernel path only
     hours = ",".join(f"{h}h" for h in range(1, 101))
     near = [*args[:-3], f"budget.deadline={hours}", *args[-2:]]
-    c, t = cpu_children(), time.perf_counter()
-    done = subprocess.run(near, cwd=REPO, check=False, capture_output=True, env=ENV)
-    t, cpu = time.perf_counter() - t, cpu_children() - c
-    infeasible = sum(line.split(b",")[2] == b"False" for line in done.stdout.splitlines()[1:])
-    print(f"sweep     the same with 100 deadlines of 1-100 hours, kernel path: {t:.2f} s wall, {cpu:.2f} s CPU; "
-          f"{infeasible} infeasible rows, diagnosed in the kernel")
+    t, cpu, out = sweep_run(near, {}, 5)
+    infeasible = sum(line.split(b",")[2] == b"False" for line in out.splitlines()[1:])
+    print(f"sweep     the same with 100 deadlines of 1-100 hours, kernel path: {t:.2f} s wall, {cpu:.2f} s CPU, "
+          f"median of 5; {infeasible} infeasible rows, diagnosed in the kernel")
     load = os.getloadavg()
     print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
