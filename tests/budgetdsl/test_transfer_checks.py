@@ -118,7 +118,9 @@ def _proxy_plan(tmp_path, edit, vocab=None, run="", seq_len=64):
     fit = load_calibration(cal).fit
     extra = f", vocab: {vocab}" if vocab else ""
     return _plan(tmp_path, cal, round((fit.loss_min + fit.loss_max) / 2, 3),
-                 model=f"params: 25M, layers: 6, d_model: 512, heads: 8, seq_len: {seq_len}{extra}", run=run)
+                 # 45M: 6 layers of 12·d² (18.9M) and GPT-2's 50,257 × 512 embedding (25.7M), which
+                 # N counts (a plan whose embedding alone exceeds params is refused, plan-rule)
+                 model=f"params: 45M, layers: 6, d_model: 512, heads: 8, seq_len: {seq_len}{extra}", run=run)
 
 
 def test_a_plan_of_the_proxy_itself_is_not_warned_about_its_corpus(tmp_path):
