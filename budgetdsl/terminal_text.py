@@ -37,3 +37,8 @@ def json_text(text: str) -> str:
     escapes: the data stays exact, the bytes stay inert. JSON escapes C0 itself; the others can
     only stand inside strings, where the escape means the same character."""
     return _CONTROL.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def inert_needed(text: str) -> bool:
+    """Whether `text` holds a character that `inert` and `json_text` escape."""
+    return _CONTROL.search(text) is not None

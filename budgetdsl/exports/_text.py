@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from budgetdsl.exports.spec import LaunchSpec, format_float
+from budgetdsl.terminal_text import inert_needed, json_text
 
 _BASH_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
@@ -79,6 +80,8 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if inert_needed(value):  # double-quoted, so that dump_yaml can write them as \u escapes
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
@@ -87,8 +90,10 @@ _Dumper.add_representer(str, _str)
 
 
 def dump_yaml(obj: Any) -> str:
-    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                     allow_unicode=True, width=4096)
+    """PyYAML counts C1 controls, NEL and bidi overrides printable and writes them raw; a string
+    holding one is double-quoted (_str), where a backslash-u escape is the same character, inert."""
+    return json_text(yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                               allow_unicode=True, width=4096))
 
 
 def time_limit(seconds: int) -> str:

@@ -311,6 +311,13 @@ def test_control_characters_of_a_plan_reach_no_terminal(tmp_path, capsys):
     out = capsys.readouterr().out
     _terminal_safe(out)
     assert json.loads(out)["run_name"] == "run" + ESCAPES
+    for fmt in ("kubeflow", "pytorchjob", "skypilot"):  # PyYAML wrote U+202E and NEL raw
+        main(["export", str(other), "--to", fmt, "-q"])
+        out = capsys.readouterr().out
+        _terminal_safe(out)
+        strings = _strings(yaml.safe_load(out))
+        assert "run" + ESCAPES in strings or fmt == "skypilot", fmt  # SkyPilot names no plan
+        assert "v" + ESCAPES in strings or "v" + ESCAPES.replace("$", "$$") in strings, fmt
 
 
 def _strings(data) -> set[str]:
