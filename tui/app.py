@@ -122,6 +122,20 @@ class BudgetApp(App[None]):
     # than this; past it, in a worker thread (bench/bench_tui.py measures both, docs/tui.md).
     SOLVE_INLINE_S = 0.05
 
+    not_interactive = False  # run() found no terminal to draw on or to read keys from
+
+    def run(self, *args, headless: bool = False, **kwargs):  # type: ignore[override]
+        """Textual reads keys on stdin and draws on stderr: without a terminal on both (CI, a pipe,
+        stdin from /dev/null) the app would draw escape codes and wait forever for keys; it does
+        not start, and `budgetdsl tui` says why (exit 2)."""
+        import sys
+
+        streams = (sys.__stdin__, sys.__stderr__)
+        if not headless and not all(s is not None and s.isatty() for s in streams):
+            self.not_interactive = True
+            return None
+        return super().run(*args, headless=headless, **kwargs)
+
     def __init__(self, state: WhatIf, solution: Solution | None = None, markers: str = "braille",
                  keymap: dict[str, str] | None = None, solve_s: float = 0.0) -> None:
         super().__init__()

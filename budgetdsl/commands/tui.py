@@ -34,6 +34,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.plan}: error[io]: {exc.strerror or exc}", file=sys.stderr)
         return ExitCode.INVALID
     app.run()
+    if getattr(app, "not_interactive", False):
+        print("budgetdsl tui: needs an interactive terminal: it reads keys from stdin and draws on "
+              "stderr, and one of them is not a terminal", file=sys.stderr)
+        return ExitCode.INVALID
     refused = getattr(app, "launch_error", None)  # the solver refused the plan as loaded
     if refused is not None:
         refused.report()

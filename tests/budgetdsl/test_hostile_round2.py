@@ -514,3 +514,19 @@ def test_a_calibration_file_past_its_size_bound_is_refused_unread(tmp_path, monk
         f.truncate(65 << 20)
     text = _solve_located(plan, "calibration-invalid", seconds=5)
     assert "MiB" in text
+
+
+def test_the_tui_without_a_terminal_says_so_instead_of_waiting_forever(tmp_path):
+    """`budgetdsl tui plan.yaml` in CI, or with stdin from /dev/null, drew escape codes and waited
+    for keys that could never come (killed by the timeout). Textual reads keys on stdin and draws
+    on stderr: without a terminal on both, the command now exits 2 at once."""
+    pytest.importorskip("textual")
+    import os
+    import subprocess
+
+    env = {**os.environ, "BUDGETDSL_TRACEBACK_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "budgetdsl", "tui", str(REPO / "plans" / "minimal.yaml")],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2, done.stderr[-300:]
+    assert done.stderr == ("budgetdsl tui: needs an interactive terminal: it reads keys from stdin and "
+                           "draws on stderr, and one of them is not a terminal\n")
