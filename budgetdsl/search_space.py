@@ -795,6 +795,8 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         new = candidates(cctx, [pr.gpus], micro_fixed)
         cands.extend(new)
         history.append(Placed(pr.layout, pr.split, pr.gpus, tuple(new)))
+        if len(history) > PLACED_MAX:
+            raise _too_many(base, space, len(history))
         return new
 
     # The candidates placed, and each objective's pick among them: the plan's objective decides
@@ -906,6 +908,26 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
     _RECORDS[replay_key] = Record(consts, tuple(history), tuple(r.chosen for r in results), pool, considered, pruned,
                                   bounded)
     return results, considered, pruned, bounded, pool
+
+
+# The most layout × GPU-count pairs one search places. A plan's bounds settle its search within a
+# few thousand (the hostile plans of bench/bench_search.py: 75–7,776); where the configurations of
+# most pairs tie on every axis within rounding — a fixed step time of 1e10 s, a target batch of
+# 1e15 tokens on {max: 10000} GPUs — no bound rules a pair out and the search would place ~80,000
+# (minutes). Past this it stops with a located error, the same for every run (not a time limit).
+PLACED_MAX = 10_000
+
+
+def _too_many(plan: "Plan", space: SearchSpace, placed: int) -> PlanError:
+    from budgetdsl.noise_source import plan_error
+
+    return plan_error(plan, ("hardware", "gpus"), "search-too-large",
+                      f"the layout search placed {placed - 1:,} of {space.considered:,} layout × GPU-count pairs "
+                      "and no bound rules out the rest: their configurations tie on every axis (the step time, "
+                      "the steps and the cost barely depend on the layout or the count)",
+                      "narrow hardware.gpus to fewer counts, or give tensor_parallel, pipeline_parallel, zero "
+                      "and recompute; then check the plan's numbers (a fixed step time or a target batch far "
+                      "from a real run's)")
 
 
 # A space of this many pairs has its bounds computed in numpy (imported then only): the same float

@@ -102,7 +102,12 @@ SEARCH_CASES = [
     # 2^16 of 100,000 layers, 4 ZeRO, 3 recompute) x 10,000 counts, none fits
     ("largest-space", dict(gpus="{max: 10000}", hardware="gpus_per_node: 1000000",
                            model="layers: 100000;d_model: 1048576;heads: 1048576"), "9.8 s"),
+    # every pair ties: a fixed step of 1e10 s swamps what the layout and the count change, no bound
+    # rules a pair out; the search stops at search_space.PLACED_MAX placements with a located error
+    ("step_overhead-1e10-max-10000", dict(gpus="{max: 10000}", hardware="step_overhead: 1e10 s"), "> 100 s"),
 ]
+# what each case answers (the rest: feasible)
+EXPECTED = {"largest-space": "infeasible", "step_overhead-1e10-max-10000": "located"}
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +125,11 @@ def search_runs(tmp_path_factory):
 def test_a_searched_plan_ends_and_answers(search_runs, cid):
     word, cpu, outcome = search_runs[cid]
     assert word == "DONE", f"load + solve past {HANG_CPU_S} s CPU ({cpu} s when stopped)"
-    expected = "infeasible" if cid == "largest-space" else "feasible"
-    assert outcome == expected, outcome
+    expected = EXPECTED.get(cid, "feasible")
+    assert outcome.split(" ")[0] == expected, outcome
+    if expected == "located":  # at the GPU range (minimal.yaml's line 12), naming what to do
+        assert "hostile.yaml:12:" in outcome, outcome
+        assert "error[search-too-large]" in outcome and "narrow hardware.gpus" in outcome, outcome
 
 
 # -- the sweep: hostile --set values, kernel == scalar ---------------------------------------------
