@@ -145,6 +145,9 @@ class CostModel:
         if self.mode == DECLARED or self.shape is None:
             return self.rate, self.fixed_time
         per_token, fixed = linearised(self.shape, self.device, self.layout, micro_batch, self.step_overhead)
+        if not per_token > 0 and self.step_overhead:  # the overhead (1e10 s) rounds the batch's time away
+            per_token, fixed = linearised(self.shape, self.device, self.layout, micro_batch, 0.0)
+            fixed += self.step_overhead
         return self.flops_per_token / per_token, fixed
 
     # -- memory --------------------------------------------------------------------------------

@@ -379,6 +379,9 @@ def test_a_number_is_written_in_ascii_digits(key, text):
 @pytest.mark.parametrize("changes", [
     {"hardware:\n": "hardware:\n  step_overhead: 1e10 s\n", "seq_len: 2048": "seq_len: 1"},
     {"hardware:\n": "hardware:\n  step_overhead: 1e10 s\n"},
+    # the same cancellation in cost_model.linear_at (solution_notes' assumptions): line 148
+    {"hardware:\n": "hardware:\n  step_overhead: 1e10 s\n", "seq_len: 2048": "seq_len: 1",
+     "at_batch: 1Mi": "at_batch: 1", "b_crit: 1M": "b_crit: 1"},
 ])
 def test_a_fixed_time_that_swamps_a_micro_batch_is_no_division_by_zero(changes):
     """T(B) = B·a + c was linearised as a = (T(2 micro-batches) − T(1))/tokens: with a fixed time
