@@ -71,7 +71,9 @@ def _unicode_safe_stdio() -> None:
     out, err = sys.stdout, sys.stderr
     try:
         if (getattr(out, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "") != "utf8":
-            out.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
+            out.reconfigure(encoding="utf-8", errors="backslashreplace")  # type: ignore[union-attr]
+        elif getattr(out, "errors", None) == "strict":  # UTF-8 encodes all but a file name's odd bytes
+            out.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
         if getattr(err, "errors", "strict") == "strict":
             err.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     except (AttributeError, ValueError, OSError):  # not a TextIOWrapper (an embedding host's stream)

@@ -17,12 +17,14 @@ import re
 
 # C0 controls but tab and newline, DEL, C1, the Arabic letter mark, zero-width and direction marks,
 # line/paragraph separators, bidi embeddings, overrides and isolates, word joiner..., the BOM.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+# A surrogate is a byte of a file name that is not UTF-8 (Python reads those with surrogate escapes).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+                      "\ud800-\udfff\ufeff]")
 _LAYOUT = re.compile("[\t\n]")
 
 
 def _escaped(match: re.Match[str]) -> str:
-    return match.group(0).encode("unicode_escape").decode("ascii")
+    return match.group(0).encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 def inert(text: str, keep_lines: bool = True) -> str:

@@ -533,3 +533,20 @@ def test_the_tui_without_a_terminal_says_so_instead_of_waiting_forever(tmp_path)
     assert done.returncode == 2, done.stderr[-300:]
     assert done.stderr == ("budgetdsl tui: needs an interactive terminal: it reads keys from stdin and "
                            "draws on stderr, and one of them is not a terminal\n")
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+def test_a_file_name_that_is_not_utf8_reaches_stdout_without_a_crash(encoding, tmp_path):
+    """A pull request can add plans/\\xfe.yaml (git allows any byte); Python reads the name with
+    surrogate escapes, and `diff` printed it on a strict stdout: UnicodeEncodeError, exit 3."""
+    import os
+    import subprocess
+
+    old, new = os.fsdecode(bytes(tmp_path) + b"/\xff.yaml"), os.fsdecode(bytes(tmp_path) + b"/\xfe.yaml")
+    pathlib.Path(old).write_text(MINIMAL)
+    pathlib.Path(new).write_text(MINIMAL.replace("gpus: 64", "gpus: 128"))
+    env = {**os.environ, "PYTHONIOENCODING": encoding, "BUDGETDSL_TRACEBACK_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "budgetdsl", "diff", old, new], capture_output=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-300:]
+    assert b"\\udcfe.yaml (minimal-1b): changed" in done.stdout, done.stdout[:300]
