@@ -33,6 +33,8 @@ def load_keymap(path: Path | None = None) -> tuple[dict[str, str], list[str]]:
         return {}, []
     except OSError as exc:
         return {}, [f"{path}: {exc.strerror or exc}"]
+    except UnicodeDecodeError as exc:
+        return {}, [f"{path}: not UTF-8 text (byte {exc.start + 1}); save it as UTF-8"]
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

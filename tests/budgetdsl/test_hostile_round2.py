@@ -550,3 +550,13 @@ def test_a_file_name_that_is_not_utf8_reaches_stdout_without_a_crash(encoding, t
                           env=env, timeout=120)
     assert done.returncode == 0, done.stderr[-300:]
     assert b"\\udcfe.yaml (minimal-1b): changed" in done.stdout, done.stdout[:300]
+
+
+def test_a_keymap_file_that_is_not_utf8_is_a_problem_shown_not_a_crash(tmp_path):
+    """~/.config/budgetdsl/keymap.yaml in Latin-1: UnicodeDecodeError at launch (exit 3)."""
+    pytest.importorskip("textual")
+    from budgetdsl.tui.keymap import load_keymap
+
+    keymap = tmp_path / "keymap.yaml"
+    keymap.write_bytes(b"quit: \xff\n")
+    assert load_keymap(keymap) == ({}, [f"{keymap}: not UTF-8 text (byte 7); save it as UTF-8"])
