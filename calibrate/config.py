@@ -95,8 +95,6 @@ class RunConfig:
             raise ValueError("--lr must be >= 0 (a finite number)")
         if not 0 <= self.weight_decay < math.inf:
             raise ValueError("--weight-decay must be >= 0 (a finite number)")
-        if self.grad_clip is not None and math.isnan(self.grad_clip):
-            raise ValueError("--grad-clip must be a number (0 disables clipping)")
         for flag, value, least in (("--warmup", self.warmup, 0), ("--max-nonfinite", self.max_nonfinite, 0),
                                    ("--block-size", self.block_size, 1), ("--n-layer", self.n_layer, 1),
                                    ("--n-head", self.n_head, 1), ("--n-embd", self.n_embd, 1),
@@ -113,7 +111,7 @@ class RunConfig:
             raise ValueError("--confidence must lie in (0, 1)")
         if self.eval_every < 1 or self.eval_batches < 1:
             raise ValueError("--eval-every and --eval-batches must be positive")
-        if self.grad_clip is not None and self.grad_clip <= 0:
+        if self.grad_clip is not None and not self.grad_clip > 0:  # NaN fails this too
             raise ValueError("--grad-clip must be positive (omit it to disable clipping)")
 
     def to_dict(self) -> dict:

@@ -72,8 +72,10 @@ class SweepConfig:
             raise ValueError("--max-steps must be at least 10")
         if self.lr_rule not in LR_RULES:
             raise ValueError(f"--lr-rule must be one of {', '.join(LR_RULES)}, not {self.lr_rule!r}")
-        if b.lr <= 0:
-            raise ValueError("--lr must be positive: the sweep trains")
+        if not 0 < b.lr < math.inf:  # NaN fails this too
+            raise ValueError("--lr must be positive: the sweep trains (a finite number)")
+        if not 0 <= b.weight_decay < math.inf:
+            raise ValueError("--weight-decay must be >= 0 (a finite number)")
         if self.lr_base_batch < 1:
             raise ValueError("--lr-base-batch must be positive")
         if not self.lr_grid or any(not (m > 0 and math.isfinite(m)) for m in self.lr_grid):
@@ -87,7 +89,7 @@ class SweepConfig:
         check_choices(b)
         if b.eval_batches < 1:
             raise ValueError("--eval-batches must be positive")
-        if b.grad_clip is not None and b.grad_clip <= 0:
+        if b.grad_clip is not None and not b.grad_clip > 0:  # NaN fails this too
             raise ValueError("--grad-clip must be positive (0 disables clipping)")
 
     def to_dict(self) -> dict:

@@ -209,6 +209,8 @@ def run_sweep(args: argparse.Namespace) -> int:
         cfg = _sweep_config(args)
         cfg.validate()
         _writable(args.out)
+        if args.plot is not None:
+            _writable(args.plot, "--plot")
     except (TypeError, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return ExitCode.INVALID
@@ -233,6 +235,9 @@ def run_sweep(args: argparse.Namespace) -> int:
             draw(sw, str(args.plot))
         except ImportError:
             print(f"{prog}: --plot needs matplotlib; {extra_hint('plot')}", file=sys.stderr)
+            return ExitCode.INVALID
+        except OSError as exc:  # checked before the runs; the folder can still go away meanwhile
+            print(f"{prog}: error: --plot {args.plot}: {exc.strerror or exc}", file=sys.stderr)
             return ExitCode.INVALID
     if not args.quiet:
         print(render_sweep(outcome.calibration, outcome.path, time.perf_counter() - started,
@@ -371,7 +376,7 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _writable(out) -> None:
+def _writable(out, flag: str = "--out") -> None:
     """ValueError naming --out when the calibration (and its checkpoints beside it) cannot be
     written there: found before minutes of training, not at the first checkpoint (torch.save
     raised RuntimeError in /proc) or at the end (a folder as --out)."""
@@ -381,14 +386,15 @@ def _writable(out) -> None:
 
     path = Path(out)
     if path.is_dir():
-        raise ValueError(f"--out {out} is a folder; name the file, e.g. --out {path / 'calibration.json'}")
+        example = path / ("frontier.svg" if flag == "--plot" else "calibration.json")
+        raise ValueError(f"{flag} {out} is a folder; name the file, e.g. {flag} {example}")
     folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.{os.getpid()}.", suffix=".probe"):
             pass
     except OSError as exc:
-        raise ValueError(f"--out {out}: cannot write in {folder}: {exc.strerror or exc}") from None
+        raise ValueError(f"{flag} {out}: cannot write in {folder}: {exc.strerror or exc}") from None
 
 
 def _is_main() -> bool:

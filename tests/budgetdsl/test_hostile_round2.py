@@ -560,3 +560,19 @@ def test_a_keymap_file_that_is_not_utf8_is_a_problem_shown_not_a_crash(tmp_path)
     keymap = tmp_path / "keymap.yaml"
     keymap.write_bytes(b"quit: \xff\n")
     assert load_keymap(keymap) == ({}, [f"{keymap}: not UTF-8 text (byte 7); save it as UTF-8"])
+
+
+@pytest.mark.parametrize("flags, told", [
+    (["--lr", "nan"], "--lr"),  # ValueError from torch.optim (exit 3)
+    (["--lr", "inf"], "--lr"),  # AssertionError (exit 3)
+    (["--weight-decay", "nan"], "--weight-decay"),  # exit 3
+    (["--grad-clip", "nan"], "--grad-clip"),  # accepted
+    (["--plot", "/proc/budgetdsl-h29/x.svg"], "--plot"),  # FileNotFoundError after every run (exit 3)
+])
+def test_calibrate_sweep_refuses_flags_that_cannot_run_before_training(flags, told, tmp_path, capsys):
+    pytest.importorskip("torch")
+    out = tmp_path / "sweep.json"
+    code = main(["calibrate", "sweep", "--quick", "--quiet", "--device", "cpu", "--out", str(out), *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and f"budgetdsl calibrate sweep: error: {told}" in err, err
+    assert not out.exists()
