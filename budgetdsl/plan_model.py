@@ -422,6 +422,11 @@ class Noise(_Section):
         return self
 
 
+# Stages of a batch-size ramp, given or 'auto': each is priced by bisections over the run's tokens
+# (batch_ramp.stages_from_token_fractions), 64 in about 3 s; 5,000 took a minute.
+MAX_RAMP_STAGES = 64
+
+
 class Stage(_Section):
     """One stage of a batch-size schedule: this global batch until this fraction of the run."""
 
@@ -442,7 +447,7 @@ class Run(_Section):
     ] | None = Field(
         None, description="A batch-size ramp: 'auto' plans it from the calibration's "
         "B_noise trajectory (needs noise.calibration), or a list of stages {until, batch}.")
-    ramp_stages: Integer("Stages of an 'auto' batch schedule.", gt=0, le=64, default=4)
+    ramp_stages: Integer("Stages of an 'auto' batch schedule.", gt=0, le=MAX_RAMP_STAGES, default=4)
     ramp_x: _quantity(DIMENSIONLESS, "The batch of an 'auto' schedule tracks ramp_x × B_noise.",
                       ge=1e-3, le=1e3, default=1.0)
 
@@ -451,6 +456,10 @@ class Run(_Section):
         if isinstance(self.batch_schedule, list):
             if not self.batch_schedule:
                 raise PlanRuleError("batch_schedule", "a batch schedule needs at least one stage")
+            if len(self.batch_schedule) > MAX_RAMP_STAGES:  # each is placed by nested bisections
+                raise PlanRuleError(f"batch_schedule.{MAX_RAMP_STAGES}",
+                                    f"a batch schedule has at most {MAX_RAMP_STAGES} stages, this one "
+                                    f"{len(self.batch_schedule)}; merge neighbouring stages")
             ends = [s.until for s in self.batch_schedule]
             for i in range(1, len(ends)):
                 if ends[i] <= ends[i - 1]:

@@ -576,3 +576,16 @@ def test_calibrate_sweep_refuses_flags_that_cannot_run_before_training(flags, to
     err = capsys.readouterr().err
     assert code == 2 and f"budgetdsl calibrate sweep: error: {told}" in err, err
     assert not out.exists()
+
+
+def test_a_batch_schedule_has_at_most_64_stages():
+    """Each stage of a given schedule is found by a bisection inside a bisection over the run's
+    tokens: 5,000 stages (10,000 YAML values, under the document's bound) took 58 s, and twice as
+    many about two minutes. A schedule now has at most 64 stages, as `ramp_stages` does."""
+    n = 65
+    stages = ", ".join(f"{{until: {(i + 1) / n:.8f}, batch: {i + 1}M}}" for i in range(n - 1))
+    text = MINIMAL + f"run: {{batch_schedule: [{stages}, {{until: 100%, batch: {n}M}}]}}\n"
+    with pytest.raises(PlanError) as info:
+        load_plan(REPO / "plans" / "stages.yaml", text=text)
+    out = "\n".join(d.format() for d in info.value.diagnostics)
+    assert "stages.yaml:" in out and "error[plan-rule]" in out and "at most 64 stages" in out, out
