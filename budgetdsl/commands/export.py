@@ -54,6 +54,14 @@ def run(args: argparse.Namespace) -> int:
         if schedule:
             print(f"{args.plan}: warning[batch-schedule]: {schedule}", file=sys.stderr)
     if args.output and args.output != "-":
+        reads = _files_read(plan, args.plan)
+        if any(_same_file(args.output, f) for f in reads):
+            print(f"{args.output}: error[io]: is a file of the plan ({', '.join(sorted(reads))}); "
+                  "nothing written", file=sys.stderr)
+            suffix = {"slurm": "sbatch", "torchrun": "sh", "megatron": "sh", "deepspeed": "json",
+                      "hf": "json"}.get(args.to, "yaml")
+            print(f"  hint: name another file, e.g. -o job.{suffix}", file=sys.stderr)
+            return ExitCode.INVALID
         try:
             from budgetdsl.atomic_write import write_file
 
@@ -64,6 +72,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return ExitCode.OK
+
+
+def _files_read(plan, path: str) -> set[str]:
+    """The plan file and every base it extends: an export must never replace one of them."""
+    source = getattr(plan, "_source", None)
+    return {path, *(str(p) for p in getattr(source, "paths", {}).values())}
+
+
+def _same_file(a: str, b: str) -> bool:
+    import os
+
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # the output does not exist yet
+        return False
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -589,3 +589,17 @@ def test_a_batch_schedule_has_at_most_64_stages():
         load_plan(REPO / "plans" / "stages.yaml", text=text)
     out = "\n".join(d.format() for d in info.value.diagnostics)
     assert "stages.yaml:" in out and "error[plan-rule]" in out and "at most 64 stages" in out, out
+
+
+def test_export_never_writes_over_the_plan_it_reads(tmp_path, capsys):
+    """`export plan.yaml --to slurm -o plan.yaml` (a slip of the shell's history) replaced the plan
+    with the script; so did -o naming the base it extends."""
+    plan = tmp_path / "p.yaml"
+    base = tmp_path / "base.yaml"
+    base.write_text("fragment: true\nhardware: {gpu: H100-SXM5-80GB}\n")
+    plan.write_text("extends: base.yaml\n" + MINIMAL.replace("  gpu: H100-SXM5-80GB", ""))
+    before = plan.read_text(), base.read_text()
+    for target in (plan, base, tmp_path / "." / "p.yaml"):
+        assert main(["export", str(plan), "--to", "slurm", "-q", "-o", str(target)]) == 2
+        assert "error[io]" in capsys.readouterr().err
+    assert (plan.read_text(), base.read_text()) == before
