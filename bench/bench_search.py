@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import re
 import sys
 import tempfile
 
@@ -38,7 +39,10 @@ def main() -> None:
             runs = [solve_cpu(path, bound=300.0) for _ in range(args.runs)]
             cpu = min(r[1] for r in runs)
             shown = ", ".join(f"{k}: {v}" for k, v in plan_args.items())
-            print(f"| `{cid}` ({shown}) | {cpu:.2f} s | {runs[0][2][:30]} | {before} |", flush=True)
+            answer = runs[0][2]
+            code = re.search(r"error\[([^\]]+)\]", answer)  # a located error: its code, not the temp path
+            answer = f"located error[{code.group(1)}]" if answer.startswith("located") and code else answer[:30]
+            print(f"| `{cid}` ({shown}) | {cpu:.2f} s | {answer} | {before} |", flush=True)
 
 
 if __name__ == "__main__":
