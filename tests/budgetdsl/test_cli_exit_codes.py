@@ -213,15 +213,8 @@ def test_plot_to_a_read_only_folder_is_a_located_error(tmp_path, capsys):
 
 
 @pytest.fixture
-def repo(tmp_path, monkeypatch):
-    root = tmp_path / "repo"
-    shutil.copytree(REPO / "plans", root / "plans")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
-    subprocess.run([*git, "add", "."], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-qm", "plans"], cwd=root, check=True)
-    monkeypatch.chdir(root)
-    return root
+def repo(committed_repo):
+    return committed_repo(lambda root: shutil.copytree(REPO / "plans", root / "plans"))
 
 
 @pytest.mark.parametrize("outside", ["/etc", "../elsewhere"])

@@ -185,18 +185,11 @@ def test_check_dependents_outside_git_does_not_block_on_a_fifo(tmp_path, monkeyp
 # -- diff --base ----------------------------------------------------------------------------------
 
 @pytest.fixture
-def git_repo(tmp_path, monkeypatch):
-    import subprocess
-
-    root = tmp_path / "repo"
-    (root / "plans").mkdir(parents=True)
-    (root / "plans" / "minimal.yaml").write_text(MINIMAL)
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
-    subprocess.run([*git, "add", "."], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-qm", "plans"], cwd=root, check=True)
-    monkeypatch.chdir(root)
-    return root
+def git_repo(committed_repo):
+    def fill(root):
+        (root / "plans").mkdir()
+        (root / "plans" / "minimal.yaml").write_text(MINIMAL)
+    return committed_repo(fill)
 
 
 @pytest.mark.parametrize("path", ["plans/minimal.yml", "plan/", "no-such-dir/x.yaml"])
