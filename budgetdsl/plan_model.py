@@ -513,6 +513,15 @@ class Plan(_Section):
     launch: Launch | None = Field(None, description="What exports need that the plan cannot "
                                   "infer: image, command, partition, account, env.")
 
+    @field_validator("name")
+    @classmethod
+    def _visible_name(cls, name: str) -> str:
+        # the name titles every report and names the exported jobs (Slurm, Kubernetes, SkyPilot)
+        if not name.strip():
+            raise PlanRuleError("", "the name is blank", "write a name a reviewer and a scheduler can show, "
+                                "e.g. name: llama-7b-pretrain")
+        return name
+
     @model_validator(mode="after")
     def _split(self) -> "Plan":
         if (self.run is not None and self.run.batch_schedule == "auto"

@@ -596,3 +596,17 @@ def test_export_never_writes_over_the_plan_it_reads(tmp_path, capsys):
         assert main(["export", str(plan), "--to", "slurm", "-q", "-o", str(target)]) == 2
         assert "error[io]" in capsys.readouterr().err
     assert (plan.read_text(), base.read_text()) == before
+
+
+@pytest.mark.parametrize("name", ['"   "', '"\\t"', '" \\u3000 "'])
+def test_a_blank_name_is_refused_where_it_is_written(tmp_path, name):
+    """A blank name titled the report ('   : feasible') and named the exported jobs; now a located
+    plan-rule error at the name (the loader's), exit 2 for check."""
+    plan = tmp_path / "p.yaml"
+    plan.write_text(MINIMAL.replace("name: minimal-1b", f"name: {name}"))
+    with pytest.raises(PlanError) as info:
+        load_plan(plan)
+    d = info.value.diagnostics[0]
+    assert (d.code, d.location.line) == ("plan-rule", MINIMAL.splitlines().index("name: minimal-1b") + 1)
+    assert "blank" in d.message
+    assert main(["check", str(plan)]) == 2
