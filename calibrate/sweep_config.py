@@ -89,6 +89,8 @@ class SweepConfig:
         check_choices(b)
         if b.eval_batches < 1:
             raise ValueError("--eval-batches must be positive")
+        if b.data_bytes is not None and not b.data_bytes >= 1:  # 0 read as "the default" before
+            raise ValueError("--data-mb must be positive")
         if b.grad_clip is not None and not b.grad_clip > 0:  # NaN fails this too
             raise ValueError("--grad-clip must be positive (0 disables clipping)")
 

@@ -561,6 +561,8 @@ def test_a_keymap_file_that_is_not_utf8_is_a_problem_shown_not_a_crash(tmp_path)
     (["--weight-decay", "nan"], "--weight-decay"),  # exit 3
     (["--grad-clip", "nan"], "--grad-clip"),  # accepted
     (["--plot", "/proc/budgetdsl-h29/x.svg"], "--plot"),  # FileNotFoundError after every run (exit 3)
+    (["--data-mb", "0"], "--data-mb"),  # read as the default corpus size (calibrate itself refused it)
+    (["--data-mb", "-1"], "--data-mb"),
 ])
 def test_calibrate_sweep_refuses_flags_that_cannot_run_before_training(flags, told, tmp_path, capsys):
     pytest.importorskip("torch")
