@@ -123,7 +123,7 @@ def _inherited(source: MergedSource, data: dict[str, Any], section: Path, messag
         if info is None or info.is_required() or info.default is not None:
             continue  # only a key whose absence is its default (None) is dropped by `null`
         where = source.locate((*section, key), key=True)
-        if where.file != here:
+        if where.file != here and where.file in source.files:  # a base it extends (not a sweep's --set)
             found.append((key, where))
     if not found:
         return None

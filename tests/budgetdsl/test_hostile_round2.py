@@ -612,3 +612,12 @@ def test_a_blank_name_is_refused_where_it_is_written(tmp_path, name):
     assert (d.code, d.location.line) == ("plan-rule", MINIMAL.splitlines().index("name: minimal-1b") + 1)
     assert "blank" in d.message
     assert main(["check", str(plan)]) == 2
+
+
+def test_a_set_value_that_breaks_a_rule_is_not_said_to_come_from_a_base(capsys):
+    """A --set value breaking a plan rule was hinted as inherited: 'vocab comes from the base --set
+    model.vocab=1e9; `vocab: null` under model in this plan drops it' (extends' hint, issue 16)."""
+    assert main(["sweep", str(REPO / "plans" / "minimal.yaml"), "--set", "model.vocab=1e9,50000"]) == 2
+    err = capsys.readouterr().err
+    assert "--set model.vocab=1e9: error[plan-rule]" in err
+    assert "comes from the base" not in err and "null" not in err, err
