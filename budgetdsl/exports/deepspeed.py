@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 
-from budgetdsl.exports.spec import LaunchSpec
+from budgetdsl.exports.spec import ExportError, LaunchSpec
+from budgetdsl.layout import zero_problem
 
 USES = frozenset({"optimizer.lr"})
 
@@ -35,4 +36,8 @@ def config(spec: LaunchSpec) -> dict:
 
 
 def render(spec: LaunchSpec) -> str:
+    problem = zero_problem(spec.zero_stage, spec.pipeline_parallel)
+    if problem is not None:  # deepspeed/runtime/pipe/engine.py asserts it at start-up
+        raise ExportError(f"{problem}: DeepSpeed's PipelineEngine would stop at start-up. Plan the run with "
+                          "hardware.zero: 1 (or auto, which searches 0-1 under a pipeline), or pipeline_parallel: 1")
     return json.dumps(config(spec), indent=2) + "\n"

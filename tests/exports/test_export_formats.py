@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from budgetdsl.exports import FORMATS, export
@@ -36,6 +38,10 @@ def test_refusals() -> None:
         export(CASES["minimal"], "skypilot")
     with pytest.raises(ExportError, match="set model.layers, model.d_model, model.heads in the plan"):
         export(CASES["minimal"], "megatron")
+    # ZeRO-3 under a 2-stage pipeline: DeepSpeed's PipelineEngine asserts at start-up (ZeRO-1 exports)
+    with pytest.raises(ExportError, match="ZeRO-3 with a 2-stage pipeline .* hardware.zero: 1"):
+        export(dataclasses.replace(CASES["multi-node"], zero_stage=3), "deepspeed")
+    assert export(CASES["multi-node"], "deepspeed")
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
