@@ -796,7 +796,7 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
         cands.extend(new)
         history.append(Placed(pr.layout, pr.split, pr.gpus, tuple(new)))
         if len(history) > PLACED_MAX:
-            raise _too_many(base, space, len(history))
+            raise _too_many(base, space)
         return new
 
     # The candidates placed, and each objective's pick among them: the plan's objective decides
@@ -918,11 +918,11 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
 PLACED_MAX = 10_000
 
 
-def _too_many(plan: "Plan", space: SearchSpace, placed: int) -> PlanError:
+def _too_many(plan: "Plan", space: SearchSpace) -> PlanError:
     from budgetdsl.noise_source import plan_error
 
     return plan_error(plan, ("hardware", "gpus"), "search-too-large",
-                      f"the layout search placed {placed - 1:,} of {space.considered:,} layout × GPU-count pairs "
+                      f"the layout search placed {PLACED_MAX:,} of {space.considered:,} layout × GPU-count pairs "
                       "and no bound rules out the rest: their configurations tie on every axis (the step time, "
                       "the steps and the cost barely depend on the layout or the count)",
                       "narrow hardware.gpus to fewer counts, or give tensor_parallel, pipeline_parallel, zero "
