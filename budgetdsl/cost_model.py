@@ -22,7 +22,6 @@ numbers the answer rests on.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -145,9 +144,6 @@ class CostModel:
         if self.mode == DECLARED or self.shape is None:
             return self.rate, self.fixed_time
         per_token, fixed = linearised(self.shape, self.device, self.layout, micro_batch, self.step_overhead)
-        if not per_token > 0 and self.step_overhead:  # the overhead (1e10 s) rounds the batch's time away
-            per_token, fixed = linearised(self.shape, self.device, self.layout, micro_batch, 0.0)
-            fixed += self.step_overhead
         return self.flops_per_token / per_token, fixed
 
     # -- memory --------------------------------------------------------------------------------
@@ -311,16 +307,9 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
                    step_overhead=overhead, _coefs=coefs)
     if mode != DECLARED:
         assert cm._step is not None  # T(B) = B·a + c at the reference micro-batch (throughput.linearised)
-        ref = cm._reference_micro
-        t1, t2 = cm._step.total(ref, 1.0), cm._step.total(ref, 2.0)
-        per_token = (t2 - t1) / (dp * ref * m.seq_len)
-        if not per_token > 0:  # a fixed time (step_overhead: 1e10 s) that rounds one micro-batch away:
-            bare = dataclasses.replace(cm._step, fixed=0.0)  # the slope without it, then add it back
-            b1 = bare.total(ref, 1.0)
-            per_token = (bare.total(ref, 2.0) - b1) / (dp * ref * m.seq_len)
-            t1 = b1 + cm._step.fixed
+        per_token, fixed_time = cm._step.linear(cm._reference_micro, dp, m.seq_len)
         object.__setattr__(cm, "rate", f.value / per_token)
-        object.__setattr__(cm, "fixed_time", t1 - per_token * dp * ref * m.seq_len)
+        object.__setattr__(cm, "fixed_time", fixed_time)
     object.__setattr__(cm, "_describe", functools.partial(
         _describe, plan, gpus, split, mode, peak, memory, overhead, layout, grad_dtype, reserve))
     return cm

@@ -245,6 +245,19 @@ class StepCost:
     overlap: float | None
     fixed: float  # optimizer + overhead
 
+    def linear(self, micro_batch: float, dp: int, seq_len: int) -> tuple[float, float]:
+        """(seconds per token, fixed seconds per step) of T(B) = B·a + c at `micro_batch`, from the
+        steps of one and two micro-batches per replica. Where the fixed time (step_overhead:
+        1e10 s) rounds one micro-batch's time away, the slope is taken without it."""
+        t1, t2 = self.total(micro_batch, 1.0), self.total(micro_batch, 2.0)
+        per_token = (t2 - t1) / (dp * micro_batch * seq_len)
+        if not per_token > 0:
+            bare = replace(self, fixed=0.0)
+            b1 = bare.total(micro_batch, 1.0)
+            per_token = (bare.total(micro_batch, 2.0) - b1) / (dp * micro_batch * seq_len)
+            t1 = b1 + self.fixed
+        return per_token, t1 - per_token * dp * micro_batch * seq_len
+
     def total(self, micro_batch: float, micro_batches: float) -> float:
         m, b = micro_batches, micro_batch
         if self.zero3:
@@ -471,6 +484,9 @@ def linearised(shape: Shape, device: Device, layout: Layout, micro_batch: float,
     t1 = step_time(shape, device, layout, micro_batch, b1, step_overhead).total
     t2 = step_time(shape, device, layout, micro_batch, 2 * b1, step_overhead).total
     per_token = (t2 - t1) / (b1 * shape.seq_len)
+    if not per_token > 0 and step_overhead:  # an overhead (1e10 s) that rounds a micro-batch's time away:
+        per_token, fixed = linearised(shape, device, layout, micro_batch, 0.0)  # the slope without it
+        return per_token, fixed + step_overhead
     return per_token, t1 - per_token * b1 * shape.seq_len
 
 
