@@ -24,10 +24,12 @@ from contextlib import nullcontext
 
 import numpy as np
 import torch
-
 from budgetdsl.calibrate.data import TokenSampler, stdlib_corpus
 from budgetdsl.calibrate.model import GPT, gpt_config
-from budgetdsl.calibrate.noise import NoiseScaleTracker, successive_difference_covariance
+from budgetdsl.calibrate.noise import (
+    NoiseScaleTracker,
+    successive_difference_covariance,
+)
 from budgetdsl.calibrate.step import Stepper
 
 

@@ -10,13 +10,13 @@ Run: .venv/bin/python bench/bench_check.py
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import os
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -27,7 +27,6 @@ import sys
 import time
 
 import torch
-
 from budgetdsl.calibrate.data import TokenSampler, stdlib_corpus
 from budgetdsl.calibrate.gns import GradientNoiseScale
 from budgetdsl.calibrate.model import GPT, gpt_config

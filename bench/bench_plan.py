@@ -14,7 +14,7 @@ warm ≥ 1,000 full-search plans/s, a 10,000-point sweep ≤ 1 s):
             afresh on the cost models kept: what the replay saves)
   sweep     `budgetdsl sweep PLAN --set budget.deadline=… --set noise.b_crit=…` (100 × 100 =
             10,000 rows) through the command line, one process, CSV: the vectorized kernel
-            (budgetdsl.sweep_kernel, median of 5 runs) and the scalar path (BUDGETDSL_SWEEP_SCALAR=1,
+            (budgetdsl.solve.sweep_kernel, median of 5 runs) and the scalar path (BUDGETDSL_SWEEP_SCALAR=1,
             solve() per row, one run) side by side, and whether their CSV is byte-identical
 with the load average (the machine may be shared), each process's CPU time beside its wall clock
 (the CPU time is far less bound to the load) and each figure's ratio to the bare-Python baseline of
@@ -82,8 +82,8 @@ def with_layout(plan, value):
 
 
 def main() -> None:
-    from budgetdsl.plan_loader import load_plan
-    from budgetdsl.solver import solve
+    from budgetdsl.plan.loader import load_plan
+    from budgetdsl.solve.solver import solve
 
     runs = int(os.environ.get("BENCH_RUNS", "5"))
     load = os.getloadavg()
@@ -106,8 +106,8 @@ def main() -> None:
                                "recompute": first.batch.recompute})
     auto = with_layout(plan, "auto")
     for label, p in (("fixed layout", fixed), ("full search (every layout key auto)", auto)):
-        from budgetdsl import cost_model, search_space
-
+        from budgetdsl.cost import cost_model
+        from budgetdsl.solve import search_space
         cost_model._CACHE.clear()
         search_space.clear_cache()
         t = time.perf_counter()
@@ -127,8 +127,7 @@ def main() -> None:
               f"solve ({'the search replayed' if p is auto else 'placed again'})")
         if p is not auto:  # no search to replay: placing again is what a new limit costs
             continue
-        from budgetdsl import solve_context
-
+        from budgetdsl.solve import context as solve_context
         def afresh():
             solve_context.clear_cache()  # what depends on the limits: placements, picks, the replay's records
             search_space._RECORDS.clear()

@@ -60,10 +60,9 @@ def range_plan(folder: pathlib.Path) -> pathlib.Path:
 
 async def measure(size: tuple[int, int], plan: pathlib.Path = PLAN,
                   keys: tuple[tuple[str | None, str], ...] = KEYS) -> dict[str, list[float]]:
+    from budgetdsl.tui.app import make_app
     from textual import events
     from textual._compositor import CompositorUpdate
-
-    from budgetdsl.tui.app import make_app
 
     app = make_app(plan)
     samples: dict[str, list[tuple[float, float]]] = {}  # (wall ms, UI-thread CPU ms) per key

@@ -58,7 +58,7 @@ step "1. budgetdsl calibrate --device cuda --amp bf16 ($MODEL, $STEPS steps)"
     --batch 64 --micro-batch 16 --eval-every 20 --checkpoint-every 0 --quiet --out "$OUT/calibration-bf16.json"
 "$PYTHON" - "$OUT/calibration-bf16.json" <<'EOF' | tee "$OUT/calibration-bf16.txt"
 import sys
-from budgetdsl.calibration_file import load_calibration
+from budgetdsl.plan.calibration_file import load_calibration
 
 cal = load_calibration(sys.argv[1])
 hw, p = cal.hardware, cal.provenance
@@ -87,7 +87,7 @@ if (( NGPU > 1 )); then
         --micro-batch 16 --eval-every 20 --checkpoint-every 0 --quiet --out "$OUT/calibration-ddp.json"
     "$PYTHON" - "$OUT/calibration-ddp.json" "$NGPU" <<'EOF' | tee "$OUT/calibration-ddp.txt"
 import sys
-from budgetdsl.calibration_file import load_calibration
+from budgetdsl.plan.calibration_file import load_calibration
 
 cal = load_calibration(sys.argv[1])
 assert cal.provenance.batch.world_size == int(sys.argv[2]) == cal.hardware.world_size
@@ -99,7 +99,7 @@ EOF
         tests/calibrate/gns_loops.py "$OUT/gns-ddp.json" --device cuda --steps 200 | tee "$OUT/gns-ddp.txt"
     "$PYTHON" -c "
 import sys
-from budgetdsl.calibration_file import load_calibration
+from budgetdsl.plan.calibration_file import load_calibration
 s = load_calibration(sys.argv[1]).summary
 sys.exit(0 if s.ci_low <= 33 <= s.ci_high else 'closed form 33 outside [%g, %g]' % (s.ci_low, s.ci_high))
 " "$OUT/gns-ddp.json"

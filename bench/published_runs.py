@@ -60,7 +60,7 @@ def convention_flops_per_token(row: dict[str, Any]) -> float:
 
 
 def _peak(row: dict[str, Any]) -> float:
-    from budgetdsl.gpus import find_preset
+    from budgetdsl.hardware.gpus import find_preset
 
     hw = row["hardware"]
     return float(hw.get("peak_flops") or find_preset(hw["gpu"]).peak_flops)
@@ -115,7 +115,7 @@ def plan_document(row: dict[str, Any], **hardware: Any) -> dict[str, Any]:
 
 
 def make_plan(row: dict[str, Any], **hardware: Any):
-    from budgetdsl.plan_model import Plan
+    from budgetdsl.plan.model import Plan
 
     return Plan.model_validate(plan_document(row, **hardware))
 
@@ -162,7 +162,7 @@ class Result:
 
 
 def evaluate(row: dict[str, Any], **hardware: Any) -> Result:
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     plan = make_plan(row, **hardware)
     sol = solve(plan)

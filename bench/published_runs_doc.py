@@ -28,8 +28,9 @@ def _llm_analysis_python() -> str | None:
 
 
 def _items(rows: list[dict[str, Any]], results: list[Any]) -> list[dict[str, Any]]:
-    from budgetdsl.gpus import PRESETS
     from published_runs import declared_mfu
+
+    from budgetdsl.hardware.gpus import PRESETS
 
     eff = PRESETS["A100-SXM4-80GB"].kernel_efficiency
     items = []
@@ -86,7 +87,7 @@ def write_markdown(table: dict[str, Any], results: list[Any], extra: list[Any]) 
            "  `flops_efficiency`.",
            "- **predicted** rows give no MFU: budgetdsl predicts the step from the layout (kernel efficiency",
            "  of the A100 preset, memory-bound traffic, recomputation, tensor/pipeline/data-parallel",
-           "  communication, the 1F1B bubble, the optimizer step; `budgetdsl/throughput.py`). The published",
+           "  communication, the 1F1B bubble, the optimizer step; `budgetdsl/cost/throughput.py`). The published",
            "  per-GPU TFLOP/s is compared in the source's own FLOP convention (within 15 %). llm-analysis has",
            "  no utilization model of its own; it gets the A100 preset's kernel efficiency as",
            "  `flops_efficiency`, the one fitted number budgetdsl uses too.",

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from budgetdsl.calibration_file import load_calibration
+from budgetdsl.plan.calibration_file import load_calibration
 
 SIZES = ("gpt-nano", "gpt-micro", "gpt-mini")
 
@@ -85,7 +85,7 @@ def compare(a, b, n_losses: int) -> list[dict]:
 
 
 def draw(cals: dict[str, object], path: Path) -> None:
-    from budgetdsl.figures import new_figure, plain_log_labels, plain_number
+    from budgetdsl.report.figures import new_figure, plain_log_labels, plain_number
 
     fig, ax = new_figure()
     ax.set_xscale("linear")  # a loss range of a few nats reads better on a linear axis

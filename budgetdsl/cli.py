@@ -1,6 +1,6 @@
 """The `budgetdsl` console command: argument parsing and exit codes, nothing else.
 
-Exit codes (budgetdsl.exit_codes.ExitCode, documented in docs/cli.md):
+Exit codes (budgetdsl.io.exit_codes.ExitCode, documented in docs/cli.md):
     0  fine (plan valid / feasible)
     1  the answer is "no" (a plan is infeasible, a check with --solve failed, a diff regressed)
     2  invalid input or usage (a plan that does not validate, a missing file, a bad flag)
@@ -22,7 +22,7 @@ import textwrap
 
 from budgetdsl import __version__
 from budgetdsl.commands import COMMANDS
-from budgetdsl.exit_codes import ExitCode
+from budgetdsl.io.exit_codes import ExitCode
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -93,12 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.INTERRUPTED
     except BrokenPipeError as exc:
         if not _stdout_closed():
-            from budgetdsl.crash_report import report_internal_error
+            from budgetdsl.io.crash_report import report_internal_error
 
             return report_internal_error(exc, argv)
         return ExitCode.BROKEN_PIPE
     except Exception as exc:  # a bug: never exit 0 or 1, which are answers
-        from budgetdsl.crash_report import report_internal_error
+        from budgetdsl.io.crash_report import report_internal_error
 
         return report_internal_error(exc, argv)
 

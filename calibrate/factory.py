@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
-
 from budgetdsl.calibrate.data import CorpusError, TokenSampler, load_corpus
 from budgetdsl.calibrate.model import GPT, SIZES, gpt_config
 

@@ -48,9 +48,12 @@ from typing import Any, Callable
 import numpy as np
 import torch
 import torch.distributed as dist
+from budgetdsl.calibrate.hardware import device_name
+from budgetdsl.calibrate.noise import NoiseScaleTracker
+from budgetdsl.calibrate.record import RunRecord
 
 from budgetdsl import __version__
-from budgetdsl.calibration_file import (
+from budgetdsl.plan.calibration_file import (
     BatchSetup,
     CalibrationFile,
     DataInfo,
@@ -62,9 +65,6 @@ from budgetdsl.calibration_file import (
     Provenance,
     write_calibration,
 )
-from budgetdsl.calibrate.hardware import device_name
-from budgetdsl.calibrate.noise import NoiseScaleTracker
-from budgetdsl.calibrate.record import RunRecord
 
 _engine = torch.autograd.Variable._execution_engine  # queue_callback: what DDP and FSDP use too
 

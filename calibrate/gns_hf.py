@@ -22,9 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback
-
 from budgetdsl.calibrate.gns import GradientNoiseScale
+from transformers import TrainerCallback
 
 
 class GradientNoiseScaleCallback(TrainerCallback):

@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning.pytorch.callbacks import Callback
-
 from budgetdsl.calibrate.gns import GradientNoiseScale
+from lightning.pytorch.callbacks import Callback
 
 
 def _leading_dim(batch: Any) -> int | None:

@@ -15,8 +15,14 @@ class Progress:
         if not self.enabled:
             return
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress
-        from rich.progress import TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.progress import Progress as RichProgress
 
         self._bar = RichProgress(
             TextColumn("calibrating"),

@@ -11,8 +11,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from budgetdsl.calibrate.fit import FitError, fit_power_law, spaced
+from budgetdsl.calibrate.noise import NoiseScaleTracker
 
-from budgetdsl.calibration_file import (
+from budgetdsl.plan.calibration_file import (
     CalibrationFile,
     Fit,
     HardwareProfile,
@@ -21,8 +23,6 @@ from budgetdsl.calibration_file import (
     Summary,
     TrajectoryPoint,
 )
-from budgetdsl.calibrate.fit import FitError, fit_power_law, spaced
-from budgetdsl.calibrate.noise import NoiseScaleTracker
 
 
 @dataclass

@@ -27,10 +27,24 @@ from pathlib import Path
 from typing import Callable, Literal
 
 import torch
+from budgetdsl.calibrate import distributed
+from budgetdsl.calibrate.config import RunConfig
+from budgetdsl.calibrate.factory import Proxy, build_proxy
+from budgetdsl.calibrate.hardware import (
+    StepTimer,
+    cuda_memory_profile,
+    device_name,
+    resolve_amp,
+    resolve_device,
+)
+from budgetdsl.calibrate.noise import NoiseScaleTracker
+from budgetdsl.calibrate.progress import Progress
+from budgetdsl.calibrate.record import RunRecord
+from budgetdsl.calibrate.step import Stepper, to_device
 
 from budgetdsl import __version__
-from budgetdsl.atomic_write import remove_stale_temps
-from budgetdsl.calibration_file import (
+from budgetdsl.io.atomic_write import remove_stale_temps
+from budgetdsl.plan.calibration_file import (
     BatchSetup,
     CalibrationFile,
     DataInfo,
@@ -41,14 +55,6 @@ from budgetdsl.calibration_file import (
     Provenance,
     write_calibration,
 )
-from budgetdsl.calibrate import distributed
-from budgetdsl.calibrate.config import RunConfig
-from budgetdsl.calibrate.factory import Proxy, build_proxy
-from budgetdsl.calibrate.hardware import StepTimer, cuda_memory_profile, device_name, resolve_amp, resolve_device
-from budgetdsl.calibrate.noise import NoiseScaleTracker
-from budgetdsl.calibrate.progress import Progress
-from budgetdsl.calibrate.record import RunRecord
-from budgetdsl.calibrate.step import Stepper, to_device
 
 
 class UsageError(ValueError):

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-
 from budgetdsl.calibrate import distributed
 from budgetdsl.calibrate.distributed import DistContext
 from budgetdsl.calibrate.gradients import Accumulator

@@ -2,7 +2,7 @@
 
 Train the proxy from one start (one seeded initialization, one seeded data stream, one fixed
 held-out set) at several constant global batches B until its held-out loss reaches one target,
-and record the steps S(B) each needed; fit S = S_min + E_min/B (eq. 2.11, `budgetdsl.frontier_fit`)
+and record the steps S(B) each needed; fit S = S_min + E_min/B (eq. 2.11, `budgetdsl.theory.frontier_fit`)
 and compare B_crit = E_min/S_min with B_simple measured in the same runs (appendix A, the
 two-batch estimator of `calibrate.step`: every run's micro-batches are its small batches).
 
@@ -36,18 +36,41 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-
-from budgetdsl.calibration_file import (CalibrationFile, HardwareProfile, Sweep, SweepComparison,
-                                        SweepFit, SweepRun, write_calibration)
-from budgetdsl.frontier_fit import FrontierFitError, fit_frontier
 from budgetdsl.calibrate.distributed import DistContext
 from budgetdsl.calibrate.factory import build_proxy
-from budgetdsl.calibrate.hardware import StepTimer, device_name, resolve_amp, resolve_device
-from budgetdsl.calibrate.noise import (BiasCorrectedEMA, NoiseScaleTracker, noise_scale_interval, t_quantile)
+from budgetdsl.calibrate.hardware import (
+    StepTimer,
+    device_name,
+    resolve_amp,
+    resolve_device,
+)
+from budgetdsl.calibrate.noise import (
+    BiasCorrectedEMA,
+    NoiseScaleTracker,
+    noise_scale_interval,
+    t_quantile,
+)
 from budgetdsl.calibrate.record import RunRecord
-from budgetdsl.calibrate.run import UsageError, _lr_at, _make_optimizer, _provenance, _StopRequest
+from budgetdsl.calibrate.run import (
+    UsageError,
+    _lr_at,
+    _make_optimizer,
+    _provenance,
+    _StopRequest,
+)
 from budgetdsl.calibrate.step import Stepper, to_device
 from budgetdsl.calibrate.sweep_config import SweepConfig
+
+from budgetdsl.plan.calibration_file import (
+    CalibrationFile,
+    HardwareProfile,
+    Sweep,
+    SweepComparison,
+    SweepFit,
+    SweepRun,
+    write_calibration,
+)
+from budgetdsl.theory.frontier_fit import FrontierFitError, fit_frontier
 
 RUN_MEAN_BETA = 0.9  # EMA of |G|² and tr Σ for the per-step B_noise inside b_simple_run_mean
 

@@ -7,7 +7,10 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from budgetdsl.calibrate.config import RunConfig, check_choices
-from budgetdsl.lr_scaling import EXPONENT as LR_RULES  # lr(B) = lr_base · (B / base)^p, one definition
+
+from budgetdsl.theory.lr_scaling import (
+    EXPONENT as LR_RULES,  # lr(B) = lr_base · (B / base)^p, one definition
+)
 
 
 def _default_base() -> RunConfig:

@@ -1,14 +1,14 @@
 """`budgetdsl tui PLAN`: move a run along the critical-batch frontier and see the price at once.
 
 The app holds a `WhatIf` (the plan files plus unsaved changes) and the `Solution` of its plan;
-every accepted change re-solves with `budgetdsl.solver.solve` and redraws the panels whose text
+every accepted change re-solves with `budgetdsl.solve.solver.solve` and redraws the panels whose text
 changed. A solve that searches the layout can take from tens to hundreds of milliseconds (a second
 on a large GPU range): the first solve at launch, the one after save or reset, and every re-solve
 once one has taken longer than `SOLVE_INLINE_S` run in a worker thread (the controls and the status
 bar, `solving…`, follow the keys at once; only the newest request is solved next, and only its
 answer is drawn). A change the plan language or the solver rejects is not applied: the control gets
 the `error` class and a notification says why (the loader's or the solver's own message and hint).
-Save writes the changes with `budgetdsl.plan_edit` as a minimal in-place diff and re-reads the files.
+Save writes the changes with `budgetdsl.plan.edit` as a minimal in-place diff and re-reads the files.
 `await app.wait_solved()` returns once no solve is under way (tests, screenshots).
 
 `make_app(path)` is the one factory, shared by the CLI and the tests.
@@ -22,19 +22,15 @@ import os
 import time
 from typing import Callable, Iterable, NamedTuple
 
-from textual import events, on, work
-from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
-from textual.containers import Grid, Vertical, VerticalScroll
-from textual.screen import Screen
-from textual.widget import Widget
-from textual.widgets import Footer, Select
-
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.plan_edit import ChangedOnDisk, EditError
-from budgetdsl.solution import Solution
-from budgetdsl.solver import solve
-from budgetdsl.tui.fields import FIELDS, FieldError, changes_for, next_objective, parse, shown_text, stepped
+from budgetdsl.tui.fields import (
+    FIELDS,
+    FieldError,
+    changes_for,
+    next_objective,
+    parse,
+    shown_text,
+    stepped,
+)
 from budgetdsl.tui.messages import StepRequested, ValueCommitted
 from budgetdsl.tui.state import WhatIf
 from budgetdsl.tui.widgets.controls.controls_panel import ControlsPanel
@@ -50,6 +46,18 @@ from budgetdsl.tui.widgets.screens.conflict_screen import ConflictScreen
 from budgetdsl.tui.widgets.screens.help_screen import HelpScreen
 from budgetdsl.tui.widgets.screens.quit_screen import QuitScreen
 from budgetdsl.tui.widgets.status_bar import StatusBar
+from textual import events, on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Grid, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer, Select
+
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.edit import ChangedOnDisk, EditError
+from budgetdsl.solve.solution import Solution
+from budgetdsl.solve.solver import solve
 
 
 def _first_problem(exc: PlanError) -> tuple[str, str | None]:

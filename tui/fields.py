@@ -1,7 +1,7 @@
 """The controls' fields: which plan key each edits, how typed text is checked, how `+`/`-` step.
 
 Typed text is the plan language itself (`14 days`, `1.2e23`, `4Mi`, `2048 * model.seq_len`),
-checked here with `budgetdsl.expressions.evaluate` for a message that points into the text, and
+checked here with `budgetdsl.plan.expressions.evaluate` for a message that points into the text, and
 then put into the plan as written, so that Save writes what the person typed. A stepped value is
 written back as plan-language text too (`22 days`, `2048 * model.seq_len`, `1.5e23`), so the saved
 diff reads well in review.
@@ -13,16 +13,23 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from budgetdsl.expressions import ExpressionError, Quantity, evaluate
-from budgetdsl.humanize import si
-from budgetdsl.objectives import OBJECTIVES
-from budgetdsl.units import DIMENSIONLESS, EXAMPLES, FLOP, TIME, Dim, dim_name
+from budgetdsl.plan.expressions import ExpressionError, Quantity, evaluate
+from budgetdsl.quantities.humanize import si
+from budgetdsl.quantities.units import (
+    DIMENSIONLESS,
+    EXAMPLES,
+    FLOP,
+    TIME,
+    Dim,
+    dim_name,
+)
+from budgetdsl.solve.objectives import OBJECTIVES
 
 if TYPE_CHECKING:
-    from budgetdsl.plan_model import Plan
-    from budgetdsl.solution import Solution
-
     from budgetdsl.tui.state import WhatIf
+
+    from budgetdsl.plan.model import Plan
+    from budgetdsl.solve.solution import Solution
 
 _LADDER = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)  # nice mantissas, ~20 % apart
 _NOISE_KEYS = ("noise.kaplan_loss", "noise.calibration", "noise.at_loss", "noise.extrapolate",
@@ -61,8 +68,8 @@ class FieldError(ValueError):
 # -- reading typed text ---------------------------------------------------------------------------
 
 def _resolver(plan: "Plan"):
-    from budgetdsl.plan_loader import field_spec
-    from budgetdsl.plan_model import QuantitySpec
+    from budgetdsl.plan.loader import field_spec
+    from budgetdsl.plan.model import QuantitySpec
 
     def resolve(ref: str, col: int) -> Quantity:
         path = tuple(ref.split("."))
@@ -220,6 +227,6 @@ def stepped(field: Field, state: "WhatIf", solution: "Solution | None", directio
 
 def next_objective(current: str, direction: int) -> str:
     """The objective after (direction 1) or before (-1) `current`, in the order of
-    `budgetdsl.objectives.OBJECTIVES` (the one list of objective names), wrapping around."""
+    `budgetdsl.solve.objectives.OBJECTIVES` (the one list of objective names), wrapping around."""
     i = OBJECTIVES.index(current) if current in OBJECTIVES else 0
     return OBJECTIVES[(i + direction) % len(OBJECTIVES)]

@@ -1,6 +1,6 @@
 """The what-if state: the plan files as read, and the values the person changed on top of them.
 
-Changes are kept the way `budgetdsl.plan_edit.save_changes` takes them (dotted path -> the value as
+Changes are kept the way `budgetdsl.plan.edit.save_changes` takes them (dotted path -> the value as
 it would be written in the file: `"14 days"`, `2048`, `"2048 * model.seq_len"`, or None to remove
 the key), and the what-if plan is built by the plan loader itself from the merged document with
 those values put in. So the TUI accepts exactly the plan language (units, expressions, references
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
-    from budgetdsl.plan_loader import MergedSource
-    from budgetdsl.plan_model import Plan
+    from budgetdsl.plan.loader import MergedSource
+    from budgetdsl.plan.model import Plan
 
 _MISSING = object()
 
@@ -66,13 +66,13 @@ class WhatIf:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "WhatIf":
         """Read the plan chain from disk. Raises PlanError (located) or OSError."""
-        from budgetdsl.plan_loader import read_merged
+        from budgetdsl.plan.loader import read_merged
 
         return cls._build(str(path), read_merged(path), {})
 
     @classmethod
     def _build(cls, path: str, source: "MergedSource", changes: Mapping[str, Any]) -> "WhatIf":
-        from budgetdsl.plan_loader import load_merged
+        from budgetdsl.plan.loader import load_merged
 
         merged = dataclasses.replace(source, data=_apply(source.data, changes)) if changes else source
         plan = load_merged(merged)
@@ -125,7 +125,7 @@ class WhatIf:
         Raises EditError or PlanError when they cannot be written; nothing is written then.
         ChangedOnDisk (an EditError) when a file of the chain changed on disk since it was
         loaded, unless `overwrite`."""
-        from budgetdsl.plan_edit import loaded_hashes, save_changes
+        from budgetdsl.plan.edit import loaded_hashes, save_changes
 
         if not self.changes:
             return []

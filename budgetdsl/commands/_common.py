@@ -5,15 +5,15 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from budgetdsl.diagnostics import PlanError
+from budgetdsl.plan.diagnostics import PlanError
 
 if TYPE_CHECKING:
-    from budgetdsl.plan_model import Plan
+    from budgetdsl.plan.model import Plan
 
 
 def load_or_report(path: str) -> "Plan | None":
     """The plan at `path`, or None after printing its diagnostics (the caller exits 2)."""
-    from budgetdsl.plan_loader import load_plan
+    from budgetdsl.plan.loader import load_plan
 
     try:
         return load_plan(path)

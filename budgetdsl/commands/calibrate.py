@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from budgetdsl.commands._common import extra_hint
-from budgetdsl.exit_codes import ExitCode
+from budgetdsl.io.exit_codes import ExitCode
 
 GPT_SIZES = "gpt-nano|gpt-micro|gpt-mini|gpt-small|gpt2-124m"  # calibrate.model.SIZES (a test checks)
 
@@ -230,7 +230,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     sw = outcome.calibration.sweep
     if args.plot is not None:
         try:
-            from budgetdsl.sweep_plot import draw
+            from budgetdsl.report.sweep_plot import draw
 
             draw(sw, str(args.plot))
         except ImportError:
@@ -253,8 +253,8 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 def render_sweep(cal, path: Path, seconds: float, plot: Path | None = None) -> str:
     """A plain-text report of a sweep: the runs, the fit, B_crit beside B_simple, the picture."""
-    from budgetdsl.humanize import si
-    from budgetdsl.sweep_plot import render_text
+    from budgetdsl.quantities.humanize import si
+    from budgetdsl.report.sweep_plot import render_text
 
     sw, p = cal.sweep, cal.provenance
     tpe = sw.tokens_per_example

@@ -17,8 +17,8 @@ import json
 import os
 import sys
 
-from budgetdsl.diagnostics import Diagnostic, PlanError
-from budgetdsl.exit_codes import ExitCode
+from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.plan.diagnostics import Diagnostic, PlanError
 
 
 def check_files(paths: list[str], fragments: set[str] | None = None,
@@ -26,7 +26,12 @@ def check_files(paths: list[str], fragments: set[str] | None = None,
     """Every file's diagnostics (empty when valid), in the order given. The base fragments among
     them are checked as fragments and, when `fragments` is given, added to it. A crash on one
     file is that file's `internal-error` diagnostic (added to `crashes`), and the batch goes on."""
-    from budgetdsl.plan_loader import check_fragment, is_fragment, load_merged, read_merged
+    from budgetdsl.plan.loader import (
+        check_fragment,
+        is_fragment,
+        load_merged,
+        read_merged,
+    )
 
     results: dict[str, list[Diagnostic]] = {}
     for path in paths:
@@ -41,7 +46,7 @@ def check_files(paths: list[str], fragments: set[str] | None = None,
             plan = load_merged(source)
             plan._source = source
             if plan.noise.calibration is not None:  # the file it names must exist and cover at_loss
-                from budgetdsl.noise_source import noise_estimate
+                from budgetdsl.plan.noise import noise_estimate
 
                 noise_estimate(plan)
             results[path] = []
@@ -60,8 +65,8 @@ INTERNAL_CODE = "internal-error"
 def _internal(path: str, exc: BaseException) -> Diagnostic:
     """A crash on one file, as that file's diagnostic (the batch goes on; the exit code is 3, and
     the last line of stderr is the crash report's, with the traceback's file)."""
-    from budgetdsl.crash_report import short_message
-    from budgetdsl.diagnostics import Location
+    from budgetdsl.io.crash_report import short_message
+    from budgetdsl.plan.diagnostics import Location
 
     return Diagnostic(Location(path), INTERNAL_CODE, f"internal error: {type(exc).__name__}: "
                       f"{short_message(exc)}", "a bug in budgetdsl, not in the plan")
@@ -69,8 +74,8 @@ def _internal(path: str, exc: BaseException) -> Diagnostic:
 
 def _infeasible(paths: list[str], crashes: list[BaseException] | None = None) -> dict[str, list[str]]:
     """For `--solve`: each valid plan that is infeasible, with the limits that conflict."""
-    from budgetdsl.plan_loader import load_plan
-    from budgetdsl.solver import solve
+    from budgetdsl.plan.loader import load_plan
+    from budgetdsl.solve.solver import solve
 
     out: dict[str, list[str]] = {}
     for path in paths:
@@ -92,7 +97,7 @@ def _infeasible(paths: list[str], crashes: list[BaseException] | None = None) ->
 def run(args: argparse.Namespace) -> int:
     reached: dict[str, str] = {}  # a plan checked because it extends a given file -> that file
     if args.dependents:
-        from budgetdsl.plan_dependents import dependents
+        from budgetdsl.plan.dependents import dependents
 
         given = {os.path.realpath(p) for p in args.files}
         reached = {p: base for p, base in dependents(args.files).items() if os.path.realpath(p) not in given}
@@ -138,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{n} plan{'s' if n != 1 else ''} valid" + (" and feasible" if args.solve else "")
                       + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
     if crashes:  # every file was checked; the first crash gets the one-line report, last
-        from budgetdsl.crash_report import report_internal_error
+        from budgetdsl.io.crash_report import report_internal_error
 
         return report_internal_error(crashes[0])
     return ExitCode.INVALID if invalid else ExitCode.NO if infeasible else ExitCode.OK

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from budgetdsl.exit_codes import ExitCode
+from budgetdsl.io.exit_codes import ExitCode
 
 SHELLS = ("bash", "zsh", "fish")
 # Arguments that name files or folders, by metavar: they complete to paths.

@@ -15,13 +15,13 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.exit_codes import ExitCode
+from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.plan.diagnostics import PlanError
 
 
 def _solved(path: str, opener: Callable[[str], bytes] | None = None):
-    from budgetdsl.plan_loader import load_plan
-    from budgetdsl.solver import solve
+    from budgetdsl.plan.loader import load_plan
+    from budgetdsl.solve.solver import solve
 
     plan = load_plan(path) if opener is None else load_plan(path, opener=opener)
     return plan, solve(plan)
@@ -31,8 +31,8 @@ def _is_plan(path: str, opener: Callable[[str], bytes]) -> bool:
     """A plan file has a top-level `name` and is no base fragment (`fragment: true`); what a change
     to a base does shows on the plans that extend it. A file that does not parse is treated as a
     plan, so that breaking one is reported, not skipped."""
-    from budgetdsl.plan_source import is_fragment
-    from budgetdsl.yaml_source import read_yaml_file
+    from budgetdsl.plan.source import is_fragment
+    from budgetdsl.plan.yaml_source import read_yaml_file
 
     try:
         data = read_yaml_file(path, path, opener).data
@@ -42,7 +42,7 @@ def _is_plan(path: str, opener: Callable[[str], bytes]) -> bool:
 
 
 def _compare(path: str, old_opener, new_opener, old_exists: bool, new_exists: bool):
-    from budgetdsl.plan_diff import diff_plan
+    from budgetdsl.report.plan_diff import diff_plan
 
     old = new = None
     problems: list[str] = []
@@ -60,7 +60,7 @@ def _compare(path: str, old_opener, new_opener, old_exists: bool, new_exists: bo
 
 
 def _files_diff(args: argparse.Namespace):
-    from budgetdsl.plan_diff import diff_plan
+    from budgetdsl.report.plan_diff import diff_plan
 
     old, new = args.files
     try:
@@ -76,7 +76,7 @@ def _files_diff(args: argparse.Namespace):
 
 
 def _base_diff(args: argparse.Namespace):
-    from budgetdsl.git_source import (
+    from budgetdsl.plan.git_source import (
         GitError,
         files_at,
         opener_at,
@@ -129,8 +129,8 @@ def _confined_reader(root: Path) -> Callable[[str], bytes]:
     """The work tree's reader for `diff --base`: the files compared are found in the pull request's
     tree, so a symbolic link that leads out of the repository is not followed (its target would
     land in the PR comment); bases are confined by the loader itself."""
-    from budgetdsl.plan_source import confined
-    from budgetdsl.yaml_source import read_bytes
+    from budgetdsl.plan.source import confined
+    from budgetdsl.plan.yaml_source import read_bytes
 
     def read(path: str) -> bytes:
         if not confined(path, root):
@@ -141,7 +141,7 @@ def _confined_reader(root: Path) -> Callable[[str], bytes]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from budgetdsl.diff_report import (
+    from budgetdsl.report.diff_text import (
         render_diff_json,
         render_diff_markdown,
         render_diff_text,
@@ -156,7 +156,9 @@ def run(args: argparse.Namespace) -> int:
     if diffs is None:
         return ExitCode.INVALID
     render = {"text": render_diff_text, "markdown": render_diff_markdown, "json": render_diff_json}
-    from budgetdsl.terminal_text import inert  # plan text for a terminal: shown, never obeyed
+    from budgetdsl.io.terminal_text import (
+        inert,  # plan text for a terminal: shown, never obeyed
+    )
 
     out = render[args.format](diffs)
     sys.stdout.write(out if args.format == "json" else inert(out))  # JSON escapes its own

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from budgetdsl.exit_codes import ExitCode
+from budgetdsl.io.exit_codes import ExitCode
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,8 +23,8 @@ def run(args: argparse.Namespace) -> int:
     if plan is None:
         return ExitCode.INVALID
 
-    from budgetdsl.diagnostics import PlanError
-    from budgetdsl.solver import solve
+    from budgetdsl.plan.diagnostics import PlanError
+    from budgetdsl.solve.solver import solve
 
     try:
         solution = solve(plan)
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  hint: name another file, e.g. -o job.{suffix}", file=sys.stderr)
             return ExitCode.INVALID
         try:
-            from budgetdsl.atomic_write import write_file
+            from budgetdsl.io.atomic_write import write_file
 
             write_file(args.output, text, mode=0o755 if args.to in ("slurm", "torchrun") else 0o644)
         except OSError as exc:

@@ -13,15 +13,15 @@ import argparse
 import json
 import sys
 
-from budgetdsl.diagnostics import PlanError
 from budgetdsl.commands._common import extra_hint
-from budgetdsl.exit_codes import ExitCode
+from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.plan.diagnostics import PlanError
 
 
 def gpu_table() -> str:
     """The GPU presets, for `--list-gpus`."""
-    from budgetdsl.gpus import PRESETS
-    from budgetdsl.humanize import data, human
+    from budgetdsl.hardware.gpus import PRESETS
+    from budgetdsl.quantities.humanize import data, human
 
     rows = [("name", "peak bf16 (dense)", "memory", "network/GPU", "in-node/GPU", "source")]
     rows += [(p.name, human("FLOP/s", p.peak_flops), data(p.memory), human("B/s", p.network),
@@ -39,9 +39,9 @@ def run(args: argparse.Namespace) -> int:
         print("budgetdsl plan: error: give one or more plan files (or --list-gpus)", file=sys.stderr)
         return ExitCode.INVALID
 
-    from budgetdsl.plan_loader import load_plan
-    from budgetdsl.report import RENDERERS
-    from budgetdsl.solver import solve
+    from budgetdsl.plan.loader import load_plan
+    from budgetdsl.report.text import RENDERERS
+    from budgetdsl.solve.solver import solve
 
     if args.plot and len(args.plans) > 1 and "{name}" not in args.plot:
         print("budgetdsl plan: error: with several plans, --plot needs '{name}' in the path, "
@@ -89,18 +89,24 @@ def run(args: argparse.Namespace) -> int:
         else:
             text = RENDERERS[args.format](solution)
             if picture and args.format == "markdown":
-                from budgetdsl.markdown_text import inline  # the name is plan text: inert
+                from budgetdsl.io.markdown_text import (
+                    inline,  # the name is plan text: inert
+                )
 
                 text += f"\n![frontier of {inline(solution.plan)}]({picture})\n"
             texts.append(text)
     if args.format == "json":
         if dumps:
             payload = dumps[0] if len(args.plans) == 1 else dumps
-            from budgetdsl.terminal_text import json_text  # C1 and bidi controls as \u escapes
+            from budgetdsl.io.terminal_text import (
+                json_text,  # C1 and bidi controls as \u escapes
+            )
 
             sys.stdout.write(json_text(json.dumps(payload, indent=2, ensure_ascii=False)) + "\n")
     else:
-        from budgetdsl.terminal_text import inert  # plan text in a report for a terminal
+        from budgetdsl.io.terminal_text import (
+            inert,  # plan text in a report for a terminal
+        )
 
         sys.stdout.write(inert("\n".join(texts)))
     return code
@@ -111,7 +117,7 @@ def _picture(args: argparse.Namespace, solution) -> str:
     import os
     import re
 
-    from budgetdsl.frontier_plot import draw
+    from budgetdsl.report.frontier_plot import draw
 
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", solution.plan).lstrip(".-") or "plan"  # a name is untrusted
     path = args.plot.replace("{name}", safe)

@@ -6,12 +6,12 @@ import argparse
 import json
 from typing import Any
 
-from budgetdsl.exit_codes import ExitCode
+from budgetdsl.io.exit_codes import ExitCode
 
 
 def schema_text() -> str:
     """The committed `budgetdsl.schema.json`, byte for byte (a test keeps the copy fresh)."""
-    from budgetdsl.plan_model import Plan
+    from budgetdsl.plan.model import Plan
 
     schema = _required_only_of_whole_plans(Plan.model_json_schema())
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",

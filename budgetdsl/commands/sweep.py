@@ -14,8 +14,8 @@ import json
 import sys
 from typing import Iterator
 
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.exit_codes import ExitCode
+from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.plan.diagnostics import PlanError
 
 _COLUMNS = (  # (header, unit for report.human, getter of a sweep.Summary)
     ("feasible", None, lambda s: "yes" if s.feasible else "NO"),
@@ -34,7 +34,7 @@ _COLUMNS = (  # (header, unit for report.human, getter of a sweep.Summary)
 
 
 def _cell(unit, value) -> str:
-    from budgetdsl.humanize import human
+    from budgetdsl.quantities.humanize import human
 
     if value is None:
         return "—"
@@ -156,8 +156,8 @@ def render_json(rows, settings) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from budgetdsl.plan_loader import read_merged
-    from budgetdsl.sweep import iter_sweep, parse_setting, size
+    from budgetdsl.plan.loader import read_merged
+    from budgetdsl.solve.sweep import iter_sweep, parse_setting, size
 
     try:
         settings = [parse_setting(text) for text in args.set]
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         render = {"text": iter_table, "json": iter_json, "csv": iter_csv}[args.format]
         invalid: list = []  # invalid combinations are rows too; the exit code says there were some
         # JSON prints whole solutions (the scalar path); the table and CSV print summaries, which
-        # the vectorized kernel computes for the rows it can decide (budgetdsl.sweep_kernel)
+        # the vectorized kernel computes for the rows it can decide (budgetdsl.solve.sweep_kernel)
         rows = iter_sweep(source, settings, full=args.format == "json")
         for piece in render(_reported(rows, invalid), settings):
             sys.stdout.write(piece)

@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from budgetdsl.commands._common import extra_hint
-from budgetdsl.exit_codes import ExitCode
+from budgetdsl.io.exit_codes import ExitCode
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"budgetdsl tui: the terminal UI needs Textual; {extra_hint('tui')}", file=sys.stderr)
         return ExitCode.INVALID
-    from budgetdsl.diagnostics import PlanError
+    from budgetdsl.plan.diagnostics import PlanError
     from budgetdsl.tui.app import make_app
 
     try:
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if app.return_code:  # Textual caught an exception, left the terminal and drew its traceback
         error = getattr(app, "_exception", None)
         if isinstance(error, Exception):
-            from budgetdsl.crash_report import report_internal_error
+            from budgetdsl.io.crash_report import report_internal_error
 
             return report_internal_error(error)
         return ExitCode.INTERNAL

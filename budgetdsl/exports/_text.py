@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from budgetdsl.exports.spec import LaunchSpec, format_float
-from budgetdsl.terminal_text import inert_needed, json_text
+from budgetdsl.io.terminal_text import inert_needed, json_text
 
 _BASH_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 

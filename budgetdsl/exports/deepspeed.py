@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from budgetdsl.exports.spec import ExportError, LaunchSpec
-from budgetdsl.layout import zero_problem
+from budgetdsl.hardware.layout import zero_problem
 
 USES = frozenset({"optimizer.lr"})
 

@@ -7,10 +7,10 @@ import sys
 
 
 def main(paths: list[str]) -> int:
-    from budgetdsl.exit_codes import ExitCode
     from budgetdsl.exports.spec import ExportError, launch_spec
-    from budgetdsl.plan_loader import load_plan
-    from budgetdsl.solver import solve
+    from budgetdsl.io.exit_codes import ExitCode
+    from budgetdsl.plan.loader import load_plan
+    from budgetdsl.solve.solver import solve
 
     nodes = gpus = 0
     for path in paths:

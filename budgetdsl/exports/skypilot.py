@@ -11,7 +11,14 @@ the tests by `sky.Task.from_yaml`, and its run script by `bash -n` and shellchec
 
 from __future__ import annotations
 
-from budgetdsl.exports._text import dns1035, dump_yaml, hash_comments, header, literal_note, sh
+from budgetdsl.exports._text import (
+    dns1035,
+    dump_yaml,
+    hash_comments,
+    header,
+    literal_note,
+    sh,
+)
 from budgetdsl.exports.spec import ExportError, LaunchSpec
 
 USES = frozenset({"launch.image", "launch.command", "launch.accelerator", "budget.deadline",

@@ -12,8 +12,15 @@ a real single-node run, `bash -n` and shellcheck.
 
 from __future__ import annotations
 
-from budgetdsl.exports._text import (dns1035, hash_comments, header, literal_note, sh, time_limit,
-                                     torchrun_flags)
+from budgetdsl.exports._text import (
+    dns1035,
+    hash_comments,
+    header,
+    literal_note,
+    sh,
+    time_limit,
+    torchrun_flags,
+)
 from budgetdsl.exports.spec import LaunchSpec
 
 USES = frozenset({"launch.command", "launch.partition", "launch.account", "budget.deadline",

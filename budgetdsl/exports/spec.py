@@ -28,9 +28,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from budgetdsl.launch_model import Launch
-from budgetdsl.layout import launch_problem, nodes_of, stage_layers
-from budgetdsl.lr_scaling import RULE as LR_RULE, scale_lr  # noqa: F401 - the one definition (also re-exported)
+from budgetdsl.hardware.layout import launch_problem, nodes_of, stage_layers
+from budgetdsl.plan.launch import Launch
+from budgetdsl.theory.lr_scaling import RULE as LR_RULE  # noqa: F401 - the one definition (also re-exported)
+from budgetdsl.theory.lr_scaling import scale_lr
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"  # NGC PyTorch: torch, NCCL, torchrun
 DEFAULT_COMMAND = ("train.py",)
@@ -351,7 +352,7 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
     gpus = _field(solution, "gpus") or dp * tp * pp
     if gpus != dp * tp * pp:
         raise ExportError(f"the solution's {gpus} GPUs are not data {dp} × tensor {tp} × pipeline {pp}")
-    problem = launch_problem(gpus, tp, pp, int(hw.gpus_per_node))  # the one rule (budgetdsl.layout)
+    problem = launch_problem(gpus, tp, pp, int(hw.gpus_per_node))  # the one rule (budgetdsl.hardware.layout)
     if problem:
         raise ExportError(f"{problem} (hardware.gpus_per_node {int(hw.gpus_per_node)}, tensor {tp}, "
                           f"pipeline {pp}); choose a launchable count")

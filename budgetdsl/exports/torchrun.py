@@ -9,7 +9,14 @@ against the exact option strings of torch's own parser (`torch.distributed.run.g
 
 from __future__ import annotations
 
-from budgetdsl.exports._text import dns1035, hash_comments, header, literal_note, sh, torchrun_flags
+from budgetdsl.exports._text import (
+    dns1035,
+    hash_comments,
+    header,
+    literal_note,
+    sh,
+    torchrun_flags,
+)
 from budgetdsl.exports.spec import LaunchSpec
 
 USES = frozenset({"launch.command", "optimizer.lr"})

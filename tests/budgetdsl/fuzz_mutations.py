@@ -292,12 +292,12 @@ def check_markdown(md: str) -> None:
 def run_pipeline(text: str, plan_path: pathlib.Path) -> str:
     """Loader -> solver -> text/json/markdown -> every export. Returns the outcome
     (invalid / unsolvable / infeasible / exported); raises on any finding."""
-    from budgetdsl.diagnostics import PlanError
     from budgetdsl.exports import FORMATS, export
     from budgetdsl.exports.spec import ExportError, launch_spec
-    from budgetdsl.plan_loader import load_plan
-    from budgetdsl.report import render
-    from budgetdsl.solver import solve
+    from budgetdsl.plan.diagnostics import PlanError
+    from budgetdsl.plan.loader import load_plan
+    from budgetdsl.report.text import render
+    from budgetdsl.solve.solver import solve
 
     try:
         plan = load_plan(plan_path, text=text)

@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from budgetdsl.plan_model import Plan
+from budgetdsl.plan.model import Plan
 
 DAY = 86400.0
 GiB = 2.0**30

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from budgetdsl import atomic_write
-from budgetdsl.atomic_write import write_file, write_files
+from budgetdsl.io import atomic_write
+from budgetdsl.io.atomic_write import write_file, write_files
 
 
 def test_new_and_replaced_files(tmp_path):

@@ -6,8 +6,15 @@ import math
 
 import pytest
 
-from budgetdsl.batch_ramp import (NoiseTrajectory, adaptive_closed_form, auto_boundaries, plan_auto,
-                                  stage_cost, stages_from_token_fractions, totals)
+from budgetdsl.solve.batch_ramp import (
+    NoiseTrajectory,
+    adaptive_closed_form,
+    auto_boundaries,
+    plan_auto,
+    stage_cost,
+    stages_from_token_fractions,
+    totals,
+)
 
 # B_noise grows 30-fold over training, as a power of progress (tokens)
 GROWING = NoiseTrajectory(tuple(i / 50 for i in range(51)),
@@ -105,7 +112,7 @@ def test_bad_trajectories_are_refused(progress, b, message):
 def test_trajectory_from_the_calibration_fixture():
     from pathlib import Path
 
-    from budgetdsl.calibration_file import load_calibration
+    from budgetdsl.plan.calibration_file import load_calibration
 
     cal = load_calibration(Path(__file__).parents[1] / "fixtures/calibration/gpt-micro-stdlib.json")
     t = NoiseTrajectory.from_calibration(cal)

@@ -6,11 +6,15 @@ import pathlib
 
 import pytest
 
-from budgetdsl.calibration_hardware import achieved_flops_per_device, kernel_evidence, same_part
-from budgetdsl.calibration_file import parse_calibration
-from budgetdsl.gpus import find_preset
-from budgetdsl.plan_loader import load_plan
-from budgetdsl.solver import solve
+from budgetdsl.hardware.calibration_hardware import (
+    achieved_flops_per_device,
+    kernel_evidence,
+    same_part,
+)
+from budgetdsl.hardware.gpus import find_preset
+from budgetdsl.plan.calibration_file import parse_calibration
+from budgetdsl.plan.loader import load_plan
+from budgetdsl.solve.solver import solve
 
 FIXTURE = pathlib.Path(__file__).resolve().parents[1] / "fixtures/calibration/gpt-micro-stdlib.json"
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from budgetdsl.cli import main
-from budgetdsl.exit_codes import ExitCode
+from budgetdsl.io.exit_codes import ExitCode
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PLAN = str(REPO / "plans/llama2-7b.yaml")
@@ -49,7 +49,7 @@ def test_an_unexpected_exception_exits_3_with_one_line_and_the_traceback_in_a_fi
 @pytest.mark.parametrize("argv", [["plan", PLAN], ["export", PLAN, "--to", "hf"], ["check", "--solve", PLAN],
                                   ["diff", PLAN, PLAN], ["sweep", PLAN, "--set", "hardware.gpus=64,128"]])
 def test_an_exception_deep_inside_any_command_exits_3(monkeypatch, tmp_path, capsys, argv):
-    import budgetdsl.solver as solver
+    import budgetdsl.solve.solver as solver
 
     def broken_solver(plan, *a, **k):
         raise AttributeError("'NoneType' object has no attribute 'value'")
@@ -182,7 +182,7 @@ def test_a_100k_deep_calibration_json_is_a_located_error(tmp_path, capsys, comma
 
 
 def test_parse_calibration_bounds_the_depth_of_any_json():
-    from budgetdsl.calibration_file import CalibrationFileError, parse_calibration
+    from budgetdsl.plan.calibration_file import CalibrationFileError, parse_calibration
 
     with pytest.raises(CalibrationFileError, match=r"^c.json: .*nested too deeply"):
         parse_calibration("[" * 200_000 + "]" * 200_000, "c.json")
@@ -236,9 +236,8 @@ def test_diff_base_reports_what_git_refuses(repo, capsys):
 def test_a_crash_inside_the_tui_exits_3(monkeypatch, tmp_path, capsys):
     """Textual catches an app's exception and returns; the command must not exit 0 after it."""
     pytest.importorskip("textual")
-    from textual.app import App
-
     import budgetdsl.tui.app as tui_app
+    from textual.app import App
 
     class Crashing(App):
         def on_mount(self) -> None:

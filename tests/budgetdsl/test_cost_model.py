@@ -2,14 +2,25 @@
 utilization, the throughput model's parts, the mixed-precision memory recipe, uneven stages."""
 
 import pytest
-
-from budgetdsl.cost_model import RESERVE_FRACTION, Split, activation_bytes_per_layer, build_cost_model
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.gpus import GiB, PRESETS
-from budgetdsl.layout import launch_problem, launchable_counts, stage_layers
-from budgetdsl.solver import solve
-from budgetdsl.throughput import Device, Layout, Shape, dp_collective_time, step_time
 from solver_plans import make_plan
+
+from budgetdsl.cost.cost_model import (
+    RESERVE_FRACTION,
+    Split,
+    activation_bytes_per_layer,
+    build_cost_model,
+)
+from budgetdsl.cost.throughput import (
+    Device,
+    Layout,
+    Shape,
+    dp_collective_time,
+    step_time,
+)
+from budgetdsl.hardware.gpus import PRESETS, GiB
+from budgetdsl.hardware.layout import launch_problem, launchable_counts, stage_layers
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.solve.solver import solve
 
 N, L, D, A, S = 6.74e9, 32, 4096, 32, 4096
 A100 = PRESETS["A100-SXM4-80GB"]
@@ -43,7 +54,7 @@ def test_a_declared_mfu_is_the_whole_step():
 
 def test_llama2_7b_plan_lands_on_the_published_gpu_hours():
     """Touvron et al. 2023 Table 2: 184,320 GPU-hours; the plan declares the MFU they imply."""
-    from budgetdsl.plan_loader import load_plan
+    from budgetdsl.plan.loader import load_plan
 
     sol = solve(load_plan("plans/llama2-7b.yaml"))
     assert sol.throughput.source == "declared"

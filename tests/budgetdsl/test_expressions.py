@@ -6,8 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from budgetdsl.expressions import MAX_DEPTH, ExpressionError, Quantity, evaluate
-from budgetdsl.units import BANDWIDTH, DATA, DIMENSIONLESS, FLOP, FLOP_RATE, TIME
+from budgetdsl.plan.expressions import MAX_DEPTH, ExpressionError, Quantity, evaluate
+from budgetdsl.quantities.units import (
+    BANDWIDTH,
+    DATA,
+    DIMENSIONLESS,
+    FLOP,
+    FLOP_RATE,
+    TIME,
+)
 
 DAY = 86400.0
 

@@ -6,8 +6,8 @@ import textwrap
 import pytest
 
 from budgetdsl.cli import main
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.plan_loader import check_fragment, load_plan, read_merged
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.loader import check_fragment, load_plan, read_merged
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BASE = REPO / "plans/base/a100-cluster.yaml"

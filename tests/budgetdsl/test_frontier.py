@@ -6,10 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from budgetdsl import closed_forms, closed_forms_generated as cf
-from budgetdsl.frontier import Frontier, e_min_of, kaplan_b_crit
-from budgetdsl.placement import quadratic_interval
-from budgetdsl.plan_model import Target
+from budgetdsl.plan.model import Target
+from budgetdsl.solve.placement import quadratic_interval
+from budgetdsl.theory import closed_forms
+from budgetdsl.theory import closed_forms_generated as cf
+from budgetdsl.theory.frontier import Frontier, e_min_of, kaplan_b_crit
 
 pos = st.floats(1e-3, 1e3)
 
@@ -56,7 +57,7 @@ def test_kaplan_fit():
 # -- the closed forms -------------------------------------------------------------------------------
 
 def test_generated_module_is_fresh():
-    """The committed emission equals a fresh sympy derivation (`python -m budgetdsl.closed_forms`)."""
+    """The committed emission equals a fresh sympy derivation (`python -m budgetdsl.theory.closed_forms`)."""
     assert closed_forms.GENERATED.read_text(encoding="utf-8") == closed_forms.render_module()
 
 

@@ -7,8 +7,12 @@ import random
 
 import pytest
 
-from budgetdsl.frontier_fit import (FrontierFitError, FrontierUndetermined, fit_frontier,
-                                    fit_frontier_arrays)
+from budgetdsl.theory.frontier_fit import (
+    FrontierFitError,
+    FrontierUndetermined,
+    fit_frontier,
+    fit_frontier_arrays,
+)
 
 S_MIN, E_MIN = 400.0, 400.0 * 96.0  # B_crit = 96 examples
 

@@ -6,9 +6,9 @@ import pathlib
 
 import pytest
 
-from budgetdsl.frontier_plot import draw, feasible_batches, frontier_curve
-from budgetdsl.plan_loader import load_plan
-from budgetdsl.solver import solve
+from budgetdsl.plan.loader import load_plan
+from budgetdsl.report.frontier_plot import draw, feasible_batches, frontier_curve
+from budgetdsl.solve.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -127,8 +127,8 @@ def test_the_title_says_pinned_for_a_pinned_run_and_the_legend_says_what_x_is(tm
 def test_the_sweep_plot_is_labelled_with_plain_numbers(tmp_path):
     """The sweep picture of the committed calibration: tokens 500k, 1M; steps 100, 200."""
     pytest.importorskip("matplotlib")
-    from budgetdsl.calibration_file import load_calibration
-    from budgetdsl.sweep_plot import draw as draw_sweep
+    from budgetdsl.plan.calibration_file import load_calibration
+    from budgetdsl.report.sweep_plot import draw as draw_sweep
 
     cal = load_calibration(REPO / "tests/fixtures/calibration/sweep-gpt-micro-stdlib.json")
     out = tmp_path / "s.svg"
@@ -142,12 +142,12 @@ def test_the_sweep_plot_is_labelled_with_plain_numbers(tmp_path):
 def test_the_docs_pictures_say_what_the_tool_draws_now(tmp_path):
     """docs/frontier-7b-h100.svg and docs/sweep-gpt-micro.svg carry the words and tick labels a
     fresh drawing has (compared as text, not bytes, so a matplotlib upgrade alone passes).
-    Redraw them with `python -m budgetdsl.figures`."""
+    Redraw them with `python -m budgetdsl.tui.docs_pictures`."""
     pytest.importorskip("matplotlib")
     import re
 
-    from budgetdsl.calibration_file import load_calibration
-    from budgetdsl.sweep_plot import draw as draw_sweep
+    from budgetdsl.plan.calibration_file import load_calibration
+    from budgetdsl.report.sweep_plot import draw as draw_sweep
 
     fresh_frontier, fresh_sweep = tmp_path / "f.svg", tmp_path / "s.svg"
     draw(solve(load_plan(REPO / "plans/7b-h100-choose-gpus.yaml")), str(fresh_frontier))
@@ -156,4 +156,4 @@ def test_the_docs_pictures_say_what_the_tool_draws_now(tmp_path):
     for committed, fresh in ((REPO / "docs/frontier-7b-h100.svg", fresh_frontier),
                              (REPO / "docs/sweep-gpt-micro.svg", fresh_sweep)):
         words = [re.findall(r"<!-- (.*?) -->", p.read_text()) for p in (committed, fresh)]
-        assert words[0] == words[1], f"{committed.name} is stale: python -m budgetdsl.figures"
+        assert words[0] == words[1], f"{committed.name} is stale: python -m budgetdsl.tui.docs_pictures"

@@ -28,7 +28,6 @@ def test_search_mutations_write_the_new_forms_where_the_plan_reads_them():
     """The layout search's forms land under their section, as YAML the loader reads (not as a
     broken line): a GPU range, `auto` for a layout key, run.micro_batch; at the cap only on demand."""
     import yaml
-
     from fuzz_mutations import GPU_FORMS_FULL
 
     f = Fuzzer(3, full_ranges=True)
@@ -78,9 +77,10 @@ def test_mutants_through_the_command_line_never_exit_3(tmp_path, capsys, monkeyp
     import json
     import shutil
 
+    from fuzz_mutations import PLANS, check_markdown
+
     from budgetdsl.cli import main
     from budgetdsl.exports import FORMATS
-    from fuzz_mutations import PLANS, check_markdown
 
     shutil.copytree(PLANS, tmp_path / "plans")
     monkeypatch.setenv("BUDGETDSL_TRACEBACK_DIR", str(tmp_path))
@@ -111,7 +111,6 @@ def test_the_time_bound_is_cpu_time_with_a_wall_clock_backstop():
     import time
 
     import pytest
-
     from fuzz_mutations import Hang, time_bound
 
     with pytest.raises(Hang, match="CPU"):

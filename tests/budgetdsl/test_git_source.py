@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.git_source import GitError, files_at, opener_at, resolve_revision
-from budgetdsl.plan_loader import load_plan
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.git_source import GitError, files_at, opener_at, resolve_revision
+from budgetdsl.plan.loader import load_plan
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -56,8 +56,8 @@ def test_unknown_revisions_are_errors(repo):
 
 def test_a_calibration_is_read_at_the_same_revision_as_its_plan(repo):
     """`diff --base` compares a plan with the calibration it named at the base, not today's."""
-    from budgetdsl.diagnostics import PlanError
-    from budgetdsl.solver import solve
+    from budgetdsl.plan.diagnostics import PlanError
+    from budgetdsl.solve.solver import solve
 
     shutil.copytree(REPO / "tests/fixtures/calibration", repo / "tests/fixtures/calibration")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "add", ".")

@@ -14,10 +14,10 @@ import sys
 
 import pytest
 
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.plan_loader import load_plan
-from budgetdsl.plan_model import Plan
-from budgetdsl.plan_schema import field_info, numeric_paths
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.loader import load_plan
+from budgetdsl.plan.model import Plan
+from budgetdsl.plan.schema import field_info, numeric_paths
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from fuzz_mutations import run_pipeline, time_bound  # noqa: E402
@@ -93,7 +93,7 @@ def test_kaplan_loss_denormal_is_rejected():
 
 def _bounds(path: str) -> tuple[float | None, float | None, bool]:
     """(lower, upper, integer) of a quantity field, as the JSON Schema states them for editors."""
-    from budgetdsl.plan_schema import field_spec
+    from budgetdsl.plan.schema import field_spec
 
     *parent, key = path.split(".")
     section = field_spec(tuple(parent)) if parent else Plan
@@ -188,7 +188,7 @@ def test_one_crashing_file_does_not_abort_a_check_batch(tmp_path, monkeypatch):
     results = check.check_files([str(bad), str(good), str(bad)])
     assert list(results) == [str(bad), str(good)]
     assert results[str(bad)] and not results[str(good)]
-    import budgetdsl.plan_loader as loader
+    import budgetdsl.plan.loader as loader
 
     real = loader.load_merged
 
@@ -400,8 +400,8 @@ def _assert_inert(md: str, planted: str) -> None:
 
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
 def test_a_hostile_plan_name_renders_inert_in_the_markdown_report(name):
-    from budgetdsl.report import render_markdown
-    from budgetdsl.solver import solve
+    from budgetdsl.report.text import render_markdown
+    from budgetdsl.solve.solver import solve
 
     plan = load_plan(PLANS / "md.yaml", text=SEED.replace("name: llama2-7b", f"name: {json.dumps(name)}"))
     md = render_markdown(solve(plan))
@@ -413,8 +413,8 @@ def test_a_hostile_plan_name_renders_inert_in_the_markdown_report(name):
 
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
 def test_a_hostile_plan_renders_inert_in_the_diff_markdown(name):
-    from budgetdsl.diff_report import render_diff_markdown
-    from budgetdsl.plan_diff import Change, InputChange, PlanDiff
+    from budgetdsl.report.diff_text import render_diff_markdown
+    from budgetdsl.report.plan_diff import Change, InputChange, PlanDiff
 
     d = PlanDiff(path="plans/" + name + ".yaml", name=name, change=Change.changed,
                  inputs=[InputChange(path="launch.env." + name, old=name, new="1")],
@@ -425,8 +425,8 @@ def test_a_hostile_plan_renders_inert_in_the_diff_markdown(name):
 def test_json_is_strict_and_non_finite_answers_are_rejected():
     """`plan --format json` printed Infinity for `budget.flops: .inf` and x = Infinity for
     `noise.b_crit: 1e-320`; both are rejected now, and every JSON the solver renders is strict."""
-    from budgetdsl.report import render_json
-    from budgetdsl.solver import solve
+    from budgetdsl.report.text import render_json
+    from budgetdsl.solve.solver import solve
 
     for key, value in (("budget.flops", ".inf"), ("noise.b_crit", "1e-320")):
         diagnostics(with_value(SEED, key, value))
@@ -448,7 +448,7 @@ def test_orphaned_temporary_files_of_dead_writers_are_removed_by_the_next_write(
     """A SIGKILL during a save left `.ckpt.pt.<pid>.tmp` (calibration) or an edit's temp file."""
     import os
 
-    from budgetdsl.atomic_write import remove_stale_temps, write_file
+    from budgetdsl.io.atomic_write import remove_stale_temps, write_file
 
     dead, alive = _dead_pid(), os.getpid()
     plan, ckpt = tmp_path / "plan.yaml", tmp_path / "ckpt.pt"
@@ -466,7 +466,7 @@ def test_orphaned_temporary_files_of_dead_writers_are_removed_by_the_next_write(
 def test_writing_through_a_symlink_replaces_the_target_and_keeps_the_link(tmp_path):
     import os
 
-    from budgetdsl.atomic_write import write_file
+    from budgetdsl.io.atomic_write import write_file
 
     (tmp_path / "real").mkdir()
     target = tmp_path / "real" / "plan.yaml"
@@ -481,8 +481,8 @@ def test_writing_through_a_symlink_replaces_the_target_and_keeps_the_link(tmp_pa
 def test_save_refuses_when_the_file_changed_on_disk(tmp_path):
     import shutil
 
-    from budgetdsl.plan_edit import ChangedOnDisk, loaded_hashes, save_changes
-    from budgetdsl.plan_source import read_merged
+    from budgetdsl.plan.edit import ChangedOnDisk, loaded_hashes, save_changes
+    from budgetdsl.plan.source import read_merged
 
     shutil.copytree(PLANS, tmp_path / "plans")
     path = tmp_path / "plans" / "llama2-7b.yaml"
@@ -509,8 +509,8 @@ def _sweep_peak(n: int, fmt: str) -> int:
         def write(self, s):
             return len(s)
 
-    from budgetdsl import search_space, solve_context
-
+    from budgetdsl.solve import context as solve_context
+    from budgetdsl.solve import search_space
     values = ",".join(f"{10 + i / n:.4f} days" for i in range(n))
     # the answers kept across solves (placements, picks, searches: each bounded) start empty, so the
     # two sweeps compared fill them alike whatever ran in this process before
@@ -536,8 +536,8 @@ def test_a_sweep_streams_its_rows_in_flat_memory(fmt):
 
 def test_streamed_json_is_the_json_of_the_list():
     from budgetdsl.commands.sweep import render_json
-    from budgetdsl.plan_source import read_merged
-    from budgetdsl.sweep import parse_setting, sweep
+    from budgetdsl.plan.source import read_merged
+    from budgetdsl.solve.sweep import parse_setting, sweep
 
     settings = [parse_setting("hardware.gpus=512,1024"), parse_setting("budget.deadline=14d,21d")]
     rows = sweep(read_merged(PLANS / "llama2-7b.yaml"), settings)
@@ -551,8 +551,8 @@ def test_streamed_json_is_the_json_of_the_list():
 def test_a_non_finite_answer_is_a_located_error_not_json_null(monkeypatch):
     """The last line of defence: should any intermediate overflow despite the bounds, the answer is
     refused (located) instead of printing Infinity, or null where a number belongs."""
-    from budgetdsl import frontier
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
+    from budgetdsl.theory import frontier
 
     plan = load_plan(PLANS / "llama2-7b.yaml")
     monkeypatch.setattr(frontier.Frontier, "x", lambda self, batch: math.inf)
@@ -583,7 +583,7 @@ def test_a_calibration_outside_the_repository_is_refused(repo, tmp_path):
         plan = repo / "plans" / "cal.yaml"
         plan.write_text(SEED.replace("  b_crit: 3M", f"  calibration: {json.dumps(where)}\n  at_loss: 2.5")
                         .replace("  uncertainty: 30%\n", ""))
-        from budgetdsl.solver import solve
+        from budgetdsl.solve.solver import solve
 
         with pytest.raises(PlanError) as info:
             solve(load_plan(plan))
@@ -592,7 +592,7 @@ def test_a_calibration_outside_the_repository_is_refused(repo, tmp_path):
 
 def test_a_nul_byte_in_the_calibration_path_is_a_located_error():
     """Found by the suite's fuzzer: os.path.realpath raised ValueError on the NUL byte."""
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     text = SEED.replace("  b_crit: 3M", '  calibration: "a\\x00b.json"\n  at_loss: 2.5').replace("  uncertainty: 30%\n", "")
     with pytest.raises(PlanError) as info:

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from budgetdsl.cli import main
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.plan_loader import load_plan
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.loader import load_plan
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from fuzz_mutations import time_bound  # noqa: E402
@@ -74,7 +74,7 @@ def _ramp_repo(tmp_path, monkeypatch, edit) -> pathlib.Path:
 
 
 def _solve_located(plan: pathlib.Path, code: str, seconds: float = 10) -> str:
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     with time_bound(seconds):
         with pytest.raises(PlanError) as info:
@@ -112,7 +112,7 @@ def test_a_hostile_calibration_trajectory_is_a_located_ramp_error(edit, told, tm
     ("b_simple_tokens", None),  # TypeError at batch_ramp.py:64
 ])
 def test_a_calibration_point_without_a_finite_b_simple_is_skipped(key, value, tmp_path, monkeypatch):
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     plan = _ramp_repo(tmp_path, monkeypatch, lambda cal: cal["trajectory"][31].__setitem__(key, value))
     with time_bound(10):
@@ -127,7 +127,7 @@ def test_a_long_calibration_trajectory_plans_its_ramp_in_linear_time(tmp_path, m
         first = cal["trajectory"][-1]
         cal["trajectory"] = [{**first, "step": 20 + 10 * i, "b_simple": 3.0 + (i % 7),
                               "b_simple_tokens": 64 * (3.0 + (i % 7))} for i in range(20_000)]
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     plan = _ramp_repo(tmp_path, monkeypatch, dense)
     with time_bound(10):
@@ -326,9 +326,8 @@ def test_control_characters_of_a_plan_reach_no_terminal_in_the_tui(tmp_path):
     pytest.importorskip("textual")
     import asyncio
 
-    from textual.geometry import Region
-
     from budgetdsl.tui.app import make_app
+    from textual.geometry import Region
 
     plan = tmp_path / f"p{ESCAPES}.yaml"
     plan.write_text(MINIMAL.replace("name: minimal-1b", f"name: {json.dumps('run' + ESCAPES)}"))
@@ -381,7 +380,7 @@ def test_a_fixed_time_that_swamps_a_micro_batch_is_no_division_by_zero(changes):
     of 10^10 s per step beside microseconds of compute, the difference rounded to 0 and `f / a`
     raised ZeroDivisionError at cost_model.py:313 (exit 3). Valid values, at the ends of their
     ranges: the plan is answered."""
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     text = MINIMAL
     for old, new in changes.items():
@@ -452,7 +451,7 @@ def test_calibrate_to_an_output_it_cannot_write_is_refused_before_training(where
 def test_an_edit_of_a_plan_with_a_byte_order_mark_lands_on_its_value(tmp_path):
     """Editors on Windows start UTF-8 files with a BOM; libyaml's offsets do not count it, so the
     TUI's save wrote `gpus:1284` for gpus 128 (and refused: a YAML error at the next line)."""
-    from budgetdsl.plan_edit import save_changes
+    from budgetdsl.plan.edit import save_changes
 
     plan = tmp_path / "bom.yaml"
     plan.write_text("\ufeff" + MINIMAL, encoding="utf-8")
@@ -466,7 +465,7 @@ def test_an_edit_of_a_plan_with_a_byte_order_mark_lands_on_its_value(tmp_path):
 def test_an_edit_of_an_anchored_value_is_refused_with_the_reason(tmp_path):
     """`gpus: &g 8` with `tensor_parallel: *g`: the edit replaced `&g 8` and the save failed with
     'found undefined alias' at another line; keeping the anchor would change tensor_parallel too."""
-    from budgetdsl.plan_edit import EditError, save_changes
+    from budgetdsl.plan.edit import EditError, save_changes
 
     plan = tmp_path / "anchor.yaml"
     text = MINIMAL.replace("  gpus: 64", "  gpus: &g 8\n  tensor_parallel: *g")

@@ -33,9 +33,9 @@ WALL_TIMEOUT_S = 120.0  # backstop only; the CPU timer ends a hanging child firs
 
 _CHILD = textwrap.dedent("""
     import pathlib, signal, sys, time
-    from budgetdsl.diagnostics import PlanError
-    from budgetdsl.plan_loader import load_plan
-    from budgetdsl.solver import solve
+    from budgetdsl.plan.diagnostics import PlanError
+    from budgetdsl.plan.loader import load_plan
+    from budgetdsl.solve.solver import solve
     def over(*_):
         print(f"OVER {time.process_time() - t0:.2f}"); sys.stdout.flush(); raise SystemExit(9)
     signal.signal(signal.SIGVTALRM, over)
@@ -172,7 +172,7 @@ def test_hostile_sweeps_are_identical_on_the_kernel_and_the_scalar_path(settings
 
 
 def test_a_sweep_past_max_rows_is_refused_before_solving(capsys, monkeypatch):
-    from budgetdsl.sweep import MAX_ROWS
+    from budgetdsl.solve.sweep import MAX_ROWS
 
     values = ",".join(f"{d} d" for d in range(1, 318))  # 317 × 317 = 100,489 > MAX_ROWS
     rc, out, err = cli(["sweep", str(PLANS / "minimal.yaml"), "--set", f"budget.deadline={values}",

@@ -1,11 +1,11 @@
-"""budgetdsl.layout is the one home of the launch rules: the exports ask it too, and an uneven
+"""budgetdsl.hardware.layout is the one home of the launch rules: the exports ask it too, and an uneven
 pipeline (a layout the planner accepts) is refused by the exports cleanly, not with a crash."""
 
 import pytest
 
 from budgetdsl.exports.spec import ExportError, launch_spec
-from budgetdsl.plan_model import Plan
-from budgetdsl.solver import solve
+from budgetdsl.plan.model import Plan
+from budgetdsl.solve.solver import solve
 
 
 def _plan(layers: int, pp: int) -> Plan:
@@ -39,7 +39,7 @@ def test_no_zero_2_or_3_under_a_pipeline_is_searched_or_proposed():
     a layout, no memory remedy proposes one, and a plan that pins one is warned, located."""
     import pathlib
 
-    from budgetdsl.layout_search import candidates
+    from budgetdsl.solve.layout_search import candidates
 
     plan = _plan(72, 12)
     auto = plan.model_copy(update={"hardware": plan.hardware.model_copy(

@@ -4,7 +4,7 @@ dominance tolerance) ties."""
 
 import random
 
-from budgetdsl.objectives import dominates, pareto
+from budgetdsl.solve.objectives import dominates, pareto
 
 
 def test_pareto_equals_the_brute_force_definition():

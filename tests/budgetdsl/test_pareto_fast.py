@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from budgetdsl.objectives import TOLERANCE, _pareto, _pareto3, dominates
+from budgetdsl.solve.objectives import TOLERANCE, _pareto, _pareto3, dominates
 
 
 def _points(rng: random.Random, n: int) -> list[tuple[float, float, float]]:
@@ -39,8 +39,8 @@ def test_the_front_is_the_undominated_points():
 def test_a_growing_pool_picks_what_choose_picks():
     """objectives.Pool (the search's incremental pick) equals choose() of the items added so far,
     for every objective, with ties and near-ties in the axes and in the batch."""
-    from budgetdsl.objectives import OBJECTIVES, Pool, choose
-    from budgetdsl.placement import Config
+    from budgetdsl.solve.objectives import OBJECTIVES, Pool, choose
+    from budgetdsl.solve.placement import Config
 
     rng = random.Random(7)
     for _ in range(300):
@@ -62,8 +62,8 @@ def test_a_growing_pool_picks_what_choose_picks():
 def test_a_large_pool_picks_what_choose_picks():
     """Past objectives.Pool._VECTOR items the comparisons run in numpy: the same flags, the same
     pick and front as choose() and pareto(), near-ties within TOLERANCE included."""
-    from budgetdsl.objectives import OBJECTIVES, Pool, choose, pareto, axes
-    from budgetdsl.placement import Config
+    from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto
+    from budgetdsl.solve.placement import Config
 
     rng = random.Random(11)
     for objective in OBJECTIVES:

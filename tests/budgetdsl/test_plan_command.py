@@ -90,22 +90,22 @@ def test_plan_imports_only_what_it_needs():
             " file=sys.stderr)\nsys.exit(rc)")
     unneeded = {f"budgetdsl.commands.{c}" for c in ("calibrate", "check", "completion", "diff", "export",
                                                      "schema", "sweep", "tui")}
-    unneeded |= {"budgetdsl.exports", "budgetdsl.markdown_text", "budgetdsl.plan_edit", "budgetdsl.sweep",
-                 "budgetdsl.plan_errors"}  # plan_errors: only for a plan that fails
+    unneeded |= {"budgetdsl.exports", "budgetdsl.io.markdown_text", "budgetdsl.plan.edit", "budgetdsl.solve.sweep",
+                 "budgetdsl.plan.errors"}  # plan_errors: only for a plan that fails
     env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
     for fmt in ("text", "markdown"):
         res = subprocess.run([sys.executable, "-c", code, "plan", "--format", fmt, str(REPO / "plans/minimal.yaml")],
                              capture_output=True, text=True, cwd=REPO, env=env)
         assert res.returncode == 0, res.stderr
         modules = set(ast.literal_eval(res.stderr.rsplit("MODULES ", 1)[1]))
-        assert "budgetdsl.commands.plan" in modules and "budgetdsl.solver" in modules
+        assert "budgetdsl.commands.plan" in modules and "budgetdsl.solve.solver" in modules
         loaded = modules & unneeded
-        assert loaded == ({"budgetdsl.markdown_text"} if fmt == "markdown" else set()), loaded
+        assert loaded == ({"budgetdsl.io.markdown_text"} if fmt == "markdown" else set()), loaded
     # `check` validates: no solver, no report, and no other command
     res = subprocess.run([sys.executable, "-c", code, "check", str(REPO / "plans/minimal.yaml")],
                          capture_output=True, text=True, cwd=REPO, env=env)
     assert res.returncode == 0, res.stderr
     modules = set(ast.literal_eval(res.stderr.rsplit("MODULES ", 1)[1]))
-    unneeded = (unneeded - {"budgetdsl.commands.check"}) | {"budgetdsl.commands.plan", "budgetdsl.solver",
-                                                              "budgetdsl.report"}
+    unneeded = (unneeded - {"budgetdsl.commands.check"}) | {"budgetdsl.commands.plan", "budgetdsl.solve.solver",
+                                                              "budgetdsl.report.text"}
     assert "budgetdsl.commands.check" in modules and not modules & unneeded, modules & unneeded

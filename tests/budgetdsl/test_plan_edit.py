@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.plan_edit import EditError, render_scalar, save_changes
-from budgetdsl.plan_loader import load_plan
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.edit import EditError, render_scalar, save_changes
+from budgetdsl.plan.loader import load_plan
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 

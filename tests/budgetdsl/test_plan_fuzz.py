@@ -8,10 +8,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.plan_loader import load_plan
-from budgetdsl.plan_model import Plan
-from budgetdsl.solver import solve
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.loader import load_plan
+from budgetdsl.plan.model import Plan
+from budgetdsl.solve.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SEED = (REPO / "plans" / "llama2-7b.yaml").read_text()

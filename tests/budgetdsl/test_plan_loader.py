@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.plan_loader import load_plan
-from budgetdsl.plan_model import GpuRange, Objective
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.loader import load_plan
+from budgetdsl.plan.model import GpuRange, Objective
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BROKEN = pathlib.Path(__file__).parent / "broken"
@@ -182,7 +182,7 @@ def test_a_fraction_far_out_of_range_gets_no_percentage_hint(tmp_path):
 @pytest.mark.parametrize("section", ["model", "hardware", "target", "noise"])
 def test_a_missing_section_shows_an_example_of_each_way_to_write_it(tmp_path, section):
     """issue 16: each example the hint shows is a whole section the loader accepts."""
-    from budgetdsl.plan_errors import SECTION_EXAMPLES
+    from budgetdsl.plan.errors import SECTION_EXAMPLES
 
     lines = MINIMAL.splitlines()
     without = "\n".join(line for line in lines if not line.startswith(section + ":")) + "\n"
@@ -209,9 +209,8 @@ def test_a_child_mapping_replacing_a_base_scalar_points_into_the_child(tmp_path)
 
 def test_gpu_range():
     plan_text = MINIMAL.replace("gpus: 64", "gpus: {min: 8, max: 2^6, step: 2 * 4}")
-    from budgetdsl.plan_loader import load_merged
-    from budgetdsl.plan_loader import MergedSource
-    from budgetdsl.yaml_source import parse_yaml
+    from budgetdsl.plan.loader import MergedSource, load_merged
+    from budgetdsl.plan.yaml_source import parse_yaml
     doc = parse_yaml(plan_text, "p.yaml")
     plan = load_merged(MergedSource(doc.data, doc.values, doc.keys, ["p.yaml"]))
     assert isinstance(plan.hardware.gpus, GpuRange)

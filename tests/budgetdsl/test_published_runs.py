@@ -38,7 +38,7 @@ def test_predicted_mode_is_not_the_declared_number():
 def test_the_preset_efficiencies_are_the_fits_they_cite():
     """gpus.py's kernel efficiencies are what bench/published_runs.py --fit computes (freshness):
     A100 from Narayanan et al. 2021 Table 1, H100 from MosaicML's H100 benchmarks."""
-    from budgetdsl.gpus import PRESETS
+    from budgetdsl.hardware.gpus import PRESETS
 
     assert PRESETS["A100-SXM4-80GB"].kernel_efficiency == pytest.approx(pr.fit_efficiency(), abs=0.002)
     assert PRESETS["H100-SXM5-80GB"].kernel_efficiency == pytest.approx(pr.fit_efficiency(pr.MOSAIC_H100), abs=0.002)

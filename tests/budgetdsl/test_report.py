@@ -6,10 +6,10 @@ import pathlib
 
 import pytest
 
-from budgetdsl.plan_loader import load_plan
-from budgetdsl.humanize import data, duration, human, si
-from budgetdsl.report import render, render_json, render_markdown, render_text
-from budgetdsl.solver import solve
+from budgetdsl.plan.loader import load_plan
+from budgetdsl.quantities.humanize import data, duration, human, si
+from budgetdsl.report.text import render, render_json, render_markdown, render_text
+from budgetdsl.solve.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = pathlib.Path(__file__).parent / "golden"
@@ -93,7 +93,7 @@ def test_infeasible_rendering_names_conflicts_and_changes():
 
 
 def _limit(name="deadline", sense="<=", limit=100.0, value=90.0, binding=False):
-    from budgetdsl.solution import Constraint
+    from budgetdsl.solve.solution import Constraint
     slack = None if value is None else (limit - value if sense == "<=" else value - limit)
     return Constraint(name=name, sense=sense, limit=limit, value=value, slack=slack, binding=binding,
                       satisfied=None if value is None else (value <= limit if sense == "<=" else value >= limit),
@@ -114,7 +114,7 @@ def _limit(name="deadline", sense="<=", limit=100.0, value=90.0, binding=False):
     (dict(name="min_batch", sense=">=", value=50.0), "VIOLATED", "0.5× min"),
 ])
 def test_limit_words_read_right_for_slack_and_lower_bounds(kw, state, use):
-    from budgetdsl.report import limit_state, limit_use
+    from budgetdsl.report.text import limit_state, limit_use
     c = _limit(**kw)
     assert (limit_state(c), limit_use(c)) == (state, use)
 

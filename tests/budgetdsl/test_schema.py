@@ -60,7 +60,7 @@ def test_a_plan_without_extends_needs_every_whole_plan_key(validator):
 
 
 def test_a_plan_that_extends_a_base_takes_whole_plan_keys_from_it(validator, tmp_path):
-    from budgetdsl.plan_loader import load_plan
+    from budgetdsl.plan.loader import load_plan
 
     child = {"name": "child", "extends": "base/a100-cluster.yaml", "model": {"params": "7B"},
              "hardware": {"mfu": 0.5}, "target": {"min_tokens": "140B"}, "noise": {"b_crit": "2M"}}
@@ -85,8 +85,8 @@ def test_a_fragment_needs_no_whole_plan_key_but_its_values_are_checked(validator
 def test_the_schema_and_the_loader_agree_on_what_a_whole_plan_needs(validator, tmp_path):
     """Every key the models require is required by the schema of a file without extends, and by
     nothing else: so the schema cannot drift from the loader when a key becomes required."""
-    from budgetdsl.diagnostics import PlanError
-    from budgetdsl.plan_loader import load_plan
+    from budgetdsl.plan.diagnostics import PlanError
+    from budgetdsl.plan.loader import load_plan
 
     for key in WHOLE:
         doc = {k: v for k, v in WHOLE.items() if k != key}

@@ -1,12 +1,12 @@
-"""budgetdsl.search_space: the layout × GPU-count pairs of a plan, a pure function of its model and
+"""budgetdsl.solve.search_space: the layout × GPU-count pairs of a plan, a pure function of its model and
 hardware. Each pair's shortcut numbers (micro-batch room from the family's stages, the step in
 closed form) are checked against the full cost model of that layout on that count."""
 
 from __future__ import annotations
 
-from budgetdsl import search_space as ss
-from budgetdsl.cost_model import build_cost_model
-from budgetdsl.layout import launchable
+from budgetdsl.cost.cost_model import build_cost_model
+from budgetdsl.hardware.layout import launchable
+from budgetdsl.solve import search_space as ss
 from tests.budgetdsl.solver_plans import make_plan
 
 AUTO = {"tensor_parallel": "auto", "pipeline_parallel": "auto", "zero": "auto", "recompute": "auto"}
@@ -38,7 +38,7 @@ def test_no_pair_is_matched_by_a_simpler_layout_on_its_count():
     for choice in space.layouts:
         for g in space.counts:
             if launchable(g, choice.tensor_parallel, choice.pipeline_parallel, plan.hardware.gpus_per_node):
-                from budgetdsl.cost_model import Split
+                from budgetdsl.cost.cost_model import Split
 
                 split = Split(choice.zero, choice.tensor_parallel, choice.pipeline_parallel, choice.recompute,
                               plan.hardware.flash_attention)
@@ -69,9 +69,9 @@ import pathlib
 
 import pytest
 
-from budgetdsl.frontier import Frontier
-from budgetdsl.objectives import OBJECTIVES, axes, choose
-from budgetdsl.placement import Limits
+from budgetdsl.solve.objectives import OBJECTIVES, axes, choose
+from budgetdsl.solve.placement import Limits
+from budgetdsl.theory.frontier import Frontier
 
 BOUND_PLANS = {
     "zero-auto-overlap-default": dict(hardware={"overlap": None}),
@@ -107,8 +107,8 @@ def test_the_step_bound_is_below_every_micro_batch_split(name):
 def test_the_lower_bound_is_below_every_placed_configuration(name):
     """Every feasible configuration any objective places on a pair is no better, on any axis,
     than the pair's lower_bound (what lets the search skip the pair)."""
-    from budgetdsl.layout_search import concrete
-    from budgetdsl.solve_context import Context, cost_model, place_on, plan_limits
+    from budgetdsl.solve.context import Context, cost_model, place_on, plan_limits
+    from budgetdsl.solve.layout_search import concrete
 
     plan = _plan(**BOUND_PLANS[name], budget={"usd_per_gpu_hour": 2.0})
     space = ss.search_space(plan)
@@ -134,10 +134,10 @@ def test_the_lower_bound_is_below_every_placed_configuration(name):
 def _pick_of_every_pair(plan):
     """The objective's pick among every objective's placement on every pair of the space: what the
     bound-and-prune walk must find without placing them all."""
-    from budgetdsl.frontier import frontier_from_target
-    from budgetdsl.layout_search import concrete
-    from budgetdsl.noise_source import noise_estimate
-    from budgetdsl.solve_context import Context, candidates, plan_limits
+    from budgetdsl.plan.noise import noise_estimate
+    from budgetdsl.solve.context import Context, candidates, plan_limits
+    from budgetdsl.solve.layout_search import concrete
+    from budgetdsl.theory.frontier import frontier_from_target
 
     noise = noise_estimate(plan)
     fr = frontier_from_target(plan.target, noise.b_crit)
@@ -167,11 +167,11 @@ WALK_PLANS = [
 @pytest.mark.parametrize("objective", OBJECTIVES)
 @pytest.mark.parametrize("name,over", WALK_PLANS, ids=[n for n, _ in WALK_PLANS])
 def test_the_search_ends_at_the_pick_of_the_whole_space(name, over, objective):
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     if isinstance(over, str):  # an example plan with its layout searched on 8–64 GPUs
-        from budgetdsl.plan_loader import load_plan
-        from budgetdsl.plan_model import GpuRange
+        from budgetdsl.plan.loader import load_plan
+        from budgetdsl.plan.model import GpuRange
 
         plan = load_plan(pathlib.Path(__file__).resolve().parents[2] / over)
         plan = plan.model_copy(update={"objective": objective, "hardware": plan.hardware.model_copy(
@@ -191,12 +191,12 @@ def test_the_front_shows_each_objective_where_it_lands(name, over):
     what a plan with that objective launches (the labels were the least measure among the
     candidates placed for the plan's own objective: min_flops shown at 16,384 tokens on
     plans/minimal.yaml, where `objective: min_flops` launches 2,048)."""
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     def plan_for(objective):
         if isinstance(over, str):
-            from budgetdsl.plan_loader import load_plan
-            from budgetdsl.plan_model import GpuRange
+            from budgetdsl.plan.loader import load_plan
+            from budgetdsl.plan.model import GpuRange
 
             plan = load_plan(pathlib.Path(__file__).resolve().parents[2] / over)
             return plan.model_copy(update={"objective": objective, "hardware": plan.hardware.model_copy(
@@ -262,11 +262,11 @@ PINNED_PLANS = {
 @pytest.mark.parametrize("objective", OBJECTIVES)
 @pytest.mark.parametrize("name", sorted(PINNED_PLANS))
 def test_a_pinned_batch_matches_every_layouts_own_solve(name, objective):
-    from budgetdsl.diagnostics import PlanError
-    from budgetdsl.frontier import frontier_from_target
-    from budgetdsl.layout_search import concrete
-    from budgetdsl.noise_source import noise_estimate
-    from budgetdsl.solve_context import Context, pick, plan_limits, solve_layout
+    from budgetdsl.plan.diagnostics import PlanError
+    from budgetdsl.plan.noise import noise_estimate
+    from budgetdsl.solve.context import Context, pick, plan_limits, solve_layout
+    from budgetdsl.solve.layout_search import concrete
+    from budgetdsl.theory.frontier import frontier_from_target
 
     plan = _plan(**PINNED_PLANS[name], objective=objective)
     ss.clear_cache()
@@ -308,8 +308,8 @@ def test_issue_13s_13b_case_is_no_worse_than_min_time_was():
     H100, B_crit 4M tokens, 14 days. `balanced` recommended 10.6 days / 65.4k GPU-hours at the time,
     dominated by min_time's 7.61 days / 46.8k; with the layout searched it must do no worse than
     that, and no objective's answer may dominate it."""
-    from budgetdsl.plan_model import Plan
-    from budgetdsl.solver import solve
+    from budgetdsl.plan.model import Plan
+    from budgetdsl.solve.solver import solve
 
     base = {"name": "issue-13b", "model": {"params": 13e9, "layers": 40, "d_model": 5120, "heads": 40,
                                            "seq_len": 4096},
@@ -320,6 +320,6 @@ def test_issue_13s_13b_case_is_no_worse_than_min_time_was():
     assert balanced.feasible and balanced.layout is not None
     assert balanced.wall_clock_s <= 7.61 * 86400 and balanced.gpu_hours <= 46.8e3
     mine = (balanced.wall_clock_s, balanced.gpu_hours, balanced.flops)
-    from budgetdsl.objectives import dominates
+    from budgetdsl.solve.objectives import dominates
 
     assert not any(dominates((a.wall_clock_s, a.gpu_hours, a.flops), mine) for a in answers.values())

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import pathlib
 
-from budgetdsl import cost_model, search_space, solve_context
-from budgetdsl.plan_loader import load_plan
-from budgetdsl.plan_model import GpuRange
-from budgetdsl.solver import solve
+from budgetdsl.cost import cost_model
+from budgetdsl.plan.loader import load_plan
+from budgetdsl.plan.model import GpuRange
+from budgetdsl.solve import context as solve_context
+from budgetdsl.solve import search_space
+from budgetdsl.solve.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LAYOUT = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
@@ -60,8 +62,7 @@ def test_new_limits_answer_as_cold_solves(monkeypatch):
     counts, binding on the pick, infeasible, and back — answers each as a cold solve does, while the
     search is replayed from the last one (search_replay) wherever the pairs it placed give the same
     candidates, and walked afresh where they do not."""
-    from budgetdsl import search_replay
-
+    from budgetdsl.solve import search_replay
     replays = []
     real_replay = search_replay.replay
     monkeypatch.setattr(search_space, "replay", lambda *a: replays.append(real_replay(*a)) or replays[-1])

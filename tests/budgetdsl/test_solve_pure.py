@@ -11,9 +11,9 @@ import shutil
 
 import pytest
 
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.plan_loader import load_plan
-from budgetdsl.solver import solve
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.loader import load_plan
+from budgetdsl.solve.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CALIBRATED = REPO / "plans" / "ramp-gpt-micro-proxy.yaml"  # noise.calibration (sweep) and a ramp

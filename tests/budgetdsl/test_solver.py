@@ -3,12 +3,12 @@
 import pathlib
 
 import pytest
-
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.plan_loader import load_plan
-from budgetdsl.solution import FEASIBLE, Solution, Status
-from budgetdsl.solver import solve
 from solver_plans import DAY, make_plan
+
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.loader import load_plan
+from budgetdsl.solve.solution import FEASIBLE, Solution, Status
+from budgetdsl.solve.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -42,8 +42,8 @@ def test_balanced_lands_on_b_crit_when_it_is_feasible_and_not_dominated():
     plan = make_plan(hardware={"gpus": 64, "mfu": None, "step_overhead": 20.0, "tensor_parallel": 1,
                                "pipeline_parallel": 1, "recompute": "none"},
                      budget={"deadline": 400 * DAY, "gpu_hours": None})
-    from budgetdsl import closed_forms_generated as cf
-    from budgetdsl.cost_model import build_cost_model
+    from budgetdsl.cost.cost_model import build_cost_model
+    from budgetdsl.theory import closed_forms_generated as cf
 
     cm = build_cost_model(plan, 64)
     assert cf.min_time_batch(3e6, cm.flops_per_token, cm.rate, cm.fixed_time) > 3e6
@@ -69,8 +69,8 @@ def test_min_time_takes_the_square_root_batch():
     plan = make_plan(objective="min_time", hardware={"gpus": 64, "step_overhead": 0.5},
                      budget={"deadline": None, "flops": None, "gpu_hours": None})
     sol = solve(plan)
-    from budgetdsl import closed_forms_generated as cf
-    from budgetdsl.cost_model import build_cost_model
+    from budgetdsl.cost.cost_model import build_cost_model
+    from budgetdsl.theory import closed_forms_generated as cf
 
     cm = build_cost_model(plan, 64)
     b_star = cf.min_time_batch(3e6, cm.flops_per_token, cm.rate, cm.fixed_time)
@@ -270,8 +270,7 @@ noise:
 
 
 def test_calibration_is_read_relative_to_the_plan_and_reports_its_source(tmp_path, monkeypatch):
-    from budgetdsl import noise_source
-
+    from budgetdsl.plan import noise as noise_source
     stub = _StubCalibration()
     seen = []
     monkeypatch.setattr(noise_source, "_load_calibration", lambda path, mtime: seen.append(path) or stub)
@@ -283,8 +282,7 @@ def test_calibration_is_read_relative_to_the_plan_and_reports_its_source(tmp_pat
 
 
 def test_a_loss_outside_the_calibration_is_a_located_error(tmp_path, monkeypatch):
-    from budgetdsl import noise_source
-
+    from budgetdsl.plan import noise as noise_source
     monkeypatch.setattr(noise_source, "_load_calibration", lambda path, mtime: _StubCalibration())
     with pytest.raises(PlanError) as exc:
         solve(load_plan(_calibrated_plan(tmp_path, 1.5)))
@@ -308,7 +306,7 @@ def test_a_real_calibration_file_end_to_end(tmp_path):
     fixtures = sorted((REPO / "tests/fixtures/calibration").glob("*.json"))
     if not fixtures:
         pytest.skip("no calibration fixture yet (issue 4 writes it)")
-    from budgetdsl.calibration_file import load_calibration
+    from budgetdsl.plan.calibration_file import load_calibration
 
     cal = load_calibration(fixtures[0])
     loss = (cal.fit.loss_min + cal.fit.loss_max) / 2 if cal.fit is not None else None

@@ -22,13 +22,13 @@ import math
 
 import numpy as np
 import pytest
-
-from budgetdsl.cost_model import Split, build_cost_model
-from budgetdsl.frontier import frontier_from_target
-from budgetdsl.noise_source import noise_estimate
-from budgetdsl.placement import Limits, evaluate
-from budgetdsl.solver import solve
 from solver_plans import DAY, make_plan
+
+from budgetdsl.cost.cost_model import Split, build_cost_model
+from budgetdsl.plan.noise import noise_estimate
+from budgetdsl.solve.placement import Limits, evaluate
+from budgetdsl.solve.solver import solve
+from budgetdsl.theory.frontier import frontier_from_target
 
 TOL = 0.02  # snapping: the oracle tries every micro-batch split, the solver a few per batch
 N_MAX = 48  # sequences per replica enumerated (x up to several B_crit on these plans)

@@ -5,13 +5,13 @@ import math
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-
-from budgetdsl.cost_model import build_cost_model
-from budgetdsl.frontier import frontier_from_target
-from budgetdsl.placement import evaluate, place, score
-from budgetdsl.solution import FEASIBLE, Solution
-from budgetdsl.solver import plan_limits, solve
 from solver_plans import plans
+
+from budgetdsl.cost.cost_model import build_cost_model
+from budgetdsl.solve.placement import evaluate, place, score
+from budgetdsl.solve.solution import FEASIBLE, Solution
+from budgetdsl.solve.solver import plan_limits, solve
+from budgetdsl.theory.frontier import frontier_from_target
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

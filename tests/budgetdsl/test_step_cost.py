@@ -4,7 +4,7 @@ random layouts, shapes and batches, every ZeRO stage, recomputation and overlap.
 
 import random
 
-from budgetdsl.throughput import Device, Layout, Shape, step_cost, step_time
+from budgetdsl.cost.throughput import Device, Layout, Shape, step_cost, step_time
 
 
 def test_closed_form_equals_the_itemised_step_on_random_layouts():

@@ -9,10 +9,10 @@ import shutil
 import pytest
 
 from budgetdsl.cli import main
-from budgetdsl.plan_edit import save_changes
-from budgetdsl.plan_loader import load_plan, read_merged
-from budgetdsl.solver import solve
-from budgetdsl.sweep import parse_setting, sweep
+from budgetdsl.plan.edit import save_changes
+from budgetdsl.plan.loader import load_plan, read_merged
+from budgetdsl.solve.solver import solve
+from budgetdsl.solve.sweep import parse_setting, sweep
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -162,8 +162,8 @@ def test_csv_lines_are_csv_writers(capsys):
     writerow of the same cells, whatever the values (quotes, commas inside a value's text, None,
     floats' shortest repr, an infeasible row's empty fields, an invalid row), and reads back."""
     from budgetdsl.commands.sweep import render_csv
-    from budgetdsl.diagnostics import Diagnostic, Location, PlanError
-    from budgetdsl.sweep import Setting, Summary, SweepRow
+    from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
+    from budgetdsl.solve.sweep import Setting, Summary, SweepRow
 
     settings = [Setting("objective", ('"min_time"', "a b", "x\"y")), Setting("budget.deadline", ("1d",))]
     feasible = Summary("optimal", True, 64, 131072.0, 1, 1, 64, 1, 1, 0, "none", 39908, 5230821376.0,

@@ -1,4 +1,4 @@
-"""The sweep kernel (budgetdsl.sweep_kernel) against the scalar path: every row of a random grid
+"""The sweep kernel (budgetdsl.solve.sweep_kernel) against the scalar path: every row of a random grid
 of limits, B_crit and objectives equals `solve()` of that row's plan (the summary a table or CSV
 shows: status, GPUs, batch, micro-batch, accumulation, layout, steps, wall clock, GPU-hours,
 cost, FLOPs, x, binding limits) and the CSV and table lines the command writes; grids reach limit
@@ -17,9 +17,9 @@ import pytest
 pytest.importorskip("numpy")  # the kernel's; without it a sweep takes the scalar path (tested below)
 
 from budgetdsl.commands.sweep import render_csv, render_table
-from budgetdsl.plan_loader import load_merged, read_merged
-from budgetdsl.solver import solve
-from budgetdsl.sweep import Setting, sweep
+from budgetdsl.plan.loader import load_merged, read_merged
+from budgetdsl.solve.solver import solve
+from budgetdsl.solve.sweep import Setting, sweep
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 MINIMAL = (REPO / "plans" / "minimal.yaml").read_text()
@@ -170,7 +170,7 @@ def test_without_numpy_every_row_takes_the_scalar_path(tmp_path, monkeypatch):
     path = tmp_path / "plan.yaml"
     path.write_text(MINIMAL)
     monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` raises ImportError
-    monkeypatch.delitem(sys.modules, "budgetdsl.sweep_kernel", raising=False)
+    monkeypatch.delitem(sys.modules, "budgetdsl.solve.sweep_kernel", raising=False)
     rows = sweep(read_merged(path), [Setting("budget.deadline", ("1 day", "2 days"))], full=False)
     assert [r.solution is not None for r in rows] == [True, True]
 
@@ -180,8 +180,8 @@ def test_divisors_equal_the_scalar_scan():
     reach of _DIVISOR_SCAN) equals placement.largest_divisor_at_most, which _configs_for uses."""
     import numpy as np
 
-    from budgetdsl.placement import largest_divisor_at_most
-    from budgetdsl.sweep_kernel import _Divisors
+    from budgetdsl.solve.placement import largest_divisor_at_most
+    from budgetdsl.solve.sweep_kernel import _Divisors
 
     rng = random.Random(3)
     n = [rng.choice([rng.randint(1, 5000), rng.randint(1, 10 ** 7), 2 * 3 * 5 * 7 * 11 * 13 * 17, 999_983])

@@ -1,10 +1,18 @@
-"""ZeRO-2's data-parallel traffic (budgetdsl/throughput.py): sharded gradients are reduced every
+"""ZeRO-2's data-parallel traffic (budgetdsl/cost/throughput.py): sharded gradients are reduced every
 micro-batch (deepspeedai/DeepSpeed#2252: "For zero stage 2 (and 3), gradient reduction is required
 after every backward because of gradient partitioning"), where ZeRO-1 reduces once per step."""
 
 import pytest
 
-from budgetdsl.throughput import Device, Layout, Shape, dp_collective_time, step_cost, step_cost_columns, step_time
+from budgetdsl.cost.throughput import (
+    Device,
+    Layout,
+    Shape,
+    dp_collective_time,
+    step_cost,
+    step_cost_columns,
+    step_time,
+)
 
 BACKWARD = 2.0 / 3.0  # the backward's share of a micro-batch's compute, what hides its reduction
 

@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from budgetdsl.calibration_file import load_calibration
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.plan_loader import load_plan
-from budgetdsl.report import render
-from budgetdsl.solver import solve
+from budgetdsl.plan.calibration_file import load_calibration
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.loader import load_plan
+from budgetdsl.report.text import render
+from budgetdsl.solve.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests/fixtures/calibration/gpt-micro-stdlib.json"

@@ -2,7 +2,6 @@
 steps, never apply them, and abort past its threshold."""
 
 import torch
-
 from linreg_proxy import LinearRegression, make_data  # noqa: F401  (make_data is the data factory)
 
 

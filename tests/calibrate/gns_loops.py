@@ -20,7 +20,6 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).parent))
 import linreg_proxy  # noqa: E402
-
 from budgetdsl.calibrate.gns import GradientNoiseScale  # noqa: E402
 
 

@@ -15,9 +15,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from budgetdsl.calibration_file import load_calibration  # noqa: E402
 from budgetdsl.calibrate.config import QUICK, RunConfig  # noqa: E402
 from budgetdsl.calibrate.run import calibrate, checkpoint_path  # noqa: E402
+
+from budgetdsl.plan.calibration_file import load_calibration  # noqa: E402
 
 HERE = Path(__file__).parent
 FLAKY = HERE / "flaky_proxy.py"

@@ -2,15 +2,15 @@
 
 import json
 import math
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from budgetdsl.calibration_file import (
+from budgetdsl.plan.calibration_file import (
     CalibrationFile,
     CalibrationFileError,
     load_calibration,
@@ -120,7 +120,7 @@ def _umask():
 
 def test_planner_side_imports_neither_torch_nor_numpy():
     code = (
-        "import sys, budgetdsl.calibration_file as c; "
+        "import sys, budgetdsl.plan.calibration_file as c; "
         f"c.load_calibration({str(FIXTURE)!r}).b_crit_tokens_at(2.5); "
         "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
     )

@@ -9,7 +9,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from budgetdsl.calibrate.data import CorpusError, TokenSampler, load_corpus, stdlib_corpus, text_corpus, token_corpus  # noqa: E402
+from budgetdsl.calibrate.data import (  # noqa: E402
+    CorpusError,
+    TokenSampler,
+    load_corpus,
+    stdlib_corpus,
+    text_corpus,
+    token_corpus,
+)
 
 
 def test_stdlib_corpus_is_deterministic_bounded_and_not_site_packages():

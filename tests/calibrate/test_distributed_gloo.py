@@ -10,8 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from budgetdsl.calibration_file import load_calibration  # noqa: E402
 from ddp_launch import gloo_env, two_replicas_beside  # noqa: E402
+
+from budgetdsl.plan.calibration_file import load_calibration  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 ARGS = ["calibrate", "--quick", "--steps", "8", "--eval-every", "4", "--batch", "16", "--micro-batch", "4", "--quiet"]

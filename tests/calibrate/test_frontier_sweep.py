@@ -8,9 +8,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from budgetdsl.calibration_file import load_calibration  # noqa: E402
 from budgetdsl.calibrate.sweep import crossing, pilot_target  # noqa: E402
 from budgetdsl.calibrate.sweep_config import SweepConfig  # noqa: E402
+
+from budgetdsl.plan.calibration_file import load_calibration  # noqa: E402
 
 
 def test_crossing_interpolates_between_the_bracketing_evaluations():

@@ -23,7 +23,8 @@ torch = _require("torch")
 transformers = _require("transformers")
 
 from budgetdsl.calibrate.gns_hf import GradientNoiseScaleCallback  # noqa: E402
-from budgetdsl.calibration_file import load_calibration  # noqa: E402
+
+from budgetdsl.plan.calibration_file import load_calibration  # noqa: E402
 
 VOCAB, SEQ = 64, 16
 

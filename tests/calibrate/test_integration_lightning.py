@@ -23,10 +23,10 @@ _require("lightning")
 
 import lightning.pytorch as L  # noqa: E402
 import linreg_proxy  # noqa: E402
+from budgetdsl.calibrate.gns_lightning import GradientNoiseScaleCallback  # noqa: E402
 from gns_loops import linreg_loop  # noqa: E402
 
-from budgetdsl.calibrate.gns_lightning import GradientNoiseScaleCallback  # noqa: E402
-from budgetdsl.calibration_file import load_calibration  # noqa: E402
+from budgetdsl.plan.calibration_file import load_calibration  # noqa: E402
 
 STEPS, MICRO, ACCUM, SEED = 120, 4, 16, 3
 G2, TRACE, B_TRUE = linreg_proxy.truth()
@@ -79,8 +79,8 @@ def test_the_callback_measures_what_a_plain_loop_measures_and_the_closed_form(tm
     assert ref.summary.ci_low <= cal.summary.b_simple <= ref.summary.ci_high
     assert cal.summary.ci_low <= B_TRUE <= cal.summary.ci_high
     # A fixed-weights file (lr 0) has no fit by design: the planner reads it at its one loss.
-    from budgetdsl.plan_loader import load_plan
-    from budgetdsl.solver import solve
+    from budgetdsl.plan.loader import load_plan
+    from budgetdsl.solve.solver import solve
 
     plan = tmp_path / "p.yaml"
     plan.write_text(f"""name: from-lightning

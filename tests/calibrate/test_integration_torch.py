@@ -13,10 +13,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import linreg_proxy  # noqa: E402
+from budgetdsl.calibrate.gns import GradientNoiseScale  # noqa: E402
 from gns_loops import linreg_loop  # noqa: E402
 
-from budgetdsl.calibrate.gns import GradientNoiseScale  # noqa: E402
-from budgetdsl.calibration_file import load_calibration  # noqa: E402
+from budgetdsl.plan.calibration_file import load_calibration  # noqa: E402
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]

@@ -4,7 +4,6 @@ import math
 import random
 
 import pytest
-
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from budgetdsl.calibration_file import load_calibration  # noqa: E402
+from budgetdsl.plan.calibration_file import load_calibration  # noqa: E402
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "calibration.md"
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from budgetdsl.exports.spec import Defaulted, LaunchSpec
-from budgetdsl.launch_model import Launch
+from budgetdsl.plan.launch import Launch
 
 
 def make_spec(**overrides: Any) -> LaunchSpec:

@@ -659,7 +659,9 @@ def validate_megatron(text: str, spec: LaunchSpec, tmp: Path) -> None:
     assert set(args) <= FLAGS, set(args) - FLAGS
     micro, global_batch = int(args["--micro-batch-size"]), int(args["--global-batch-size"])
     try:
-        from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
+        from megatron.core.num_microbatches_calculator import (
+            ConstantNumMicroBatchesCalculator,
+        )
     except ImportError:
         if os.environ.get("CI") == "true":
             pytest.fail("megatron-core is not installed, and CI installs .ci/validators.txt")

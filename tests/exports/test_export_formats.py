@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from export_specs import CASES
+from export_validators import validate
 
 from budgetdsl.exports import FORMATS, export
 from budgetdsl.exports.spec import ExportError
-from export_specs import CASES
-from export_validators import validate
 
 SKIP = {("multi-node", "hf"), ("minimal", "skypilot"), ("minimal", "megatron")}  # refused by design: see test_refusals
 

@@ -27,14 +27,19 @@ from pathlib import Path
 
 import pytest
 import yaml
+from export_specs import make_spec, minimal, multi_node, tpu
+from export_validators import (
+    check_megatron_invariants,
+    megatron_args,
+    megatron_lm_validate_args,
+    megatron_source,
+    validate,
+)
 
 from budgetdsl.exports import FORMATS, export
 from budgetdsl.exports.spec import ExportError, launch_spec
-from budgetdsl.launch_model import Launch
-from budgetdsl.plan_loader import load_plan
-from export_specs import make_spec, minimal, multi_node, tpu
-from export_validators import (check_megatron_invariants, megatron_args, megatron_lm_validate_args,
-                               megatron_source, validate)
+from budgetdsl.plan.launch import Launch
+from budgetdsl.plan.loader import load_plan
 
 REPO = Path(__file__).resolve().parents[2]
 TPU_PLAN = REPO / "plans" / "chinchilla-70b.yaml"
@@ -45,7 +50,7 @@ FULL_RECOMPUTE = replace(multi_node(), recompute="full")
 # -- the model's shape ---------------------------------------------------------------------------
 
 def test_plan_shape_reaches_the_flags(tmp_path) -> None:
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     plan = load_plan(REPO / "plans" / "gpt3-175b.yaml")  # 96 layers, 12288 wide, 96 heads, full recompute
     spec = launch_spec(plan, solve(plan))
@@ -182,7 +187,7 @@ def test_launch_env_value_wins_and_is_not_doubled(fmt: str, tmp_path) -> None:
 
 
 def test_launch_env_override_warns(tmp_path) -> None:
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     plan_path = tmp_path / "p.yaml"
     plan_path.write_text(f"extends: {REPO / 'plans' / 'llama2-70b.yaml'}\n"
@@ -197,7 +202,7 @@ def test_launch_env_override_warns(tmp_path) -> None:
 
 @pytest.fixture(scope="module")
 def tpu_plan_spec():
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     plan = load_plan(TPU_PLAN)
     assert plan.hardware.gpu.startswith("TPU")
@@ -231,7 +236,7 @@ def test_tpu_plan_cli_exits_2_and_writes_nothing(tmp_path) -> None:
 
 def test_gpu_plan_with_the_same_shape_exports(tmp_path) -> None:
     """The refusal's advice works: the TPU plan on a GPU preset exports to every format it can carry."""
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     path = tmp_path / "gpu.yaml"
     path.write_text(f"extends: {TPU_PLAN}\nhardware:\n  gpu: H100-SXM5-80GB\n  gpus_per_node: 8\n")

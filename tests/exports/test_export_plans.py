@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from export_validators import megatron_lm_validate_args, validate
 
 from budgetdsl.exports import FORMATS, export
 from budgetdsl.exports.spec import ExportError, launch_spec
-from budgetdsl.plan_loader import load_plan
-from export_validators import megatron_lm_validate_args, validate
+from budgetdsl.plan.loader import load_plan
 
 REPO = Path(__file__).resolve().parents[2]
 PLANS = sorted(p.name for p in (REPO / "plans").glob("*.yaml"))
@@ -21,7 +21,7 @@ PLANS = sorted(p.name for p in (REPO / "plans").glob("*.yaml"))
 
 @pytest.fixture(scope="module")
 def specs():
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     out = {}
     for name in PLANS:

@@ -5,11 +5,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from export_specs import make_spec
+from export_validators import megatron_args, validate_megatron
 
 from budgetdsl.exports import FORMATS, export
 from budgetdsl.exports.spec import BatchStage, launch_spec
-from export_specs import make_spec
-from export_validators import megatron_args, validate_megatron
 
 REPO = Path(__file__).parents[2]
 
@@ -48,8 +48,8 @@ def test_inconsistent_stages_are_refused():
 
 
 def test_a_plan_with_an_auto_ramp_exports_its_stages(tmp_path):
-    from budgetdsl.plan_loader import load_plan
-    from budgetdsl.solver import solve
+    from budgetdsl.plan.loader import load_plan
+    from budgetdsl.solve.solver import solve
 
     plan = load_plan(REPO / "plans" / "ramp-gpt-micro-proxy.yaml")
     sol = solve(plan)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from export_validators import check_bash, validate
 
 from budgetdsl.exports import FORMATS, export
 from budgetdsl.exports.spec import ExportError, launch_spec
-from budgetdsl.plan_loader import load_plan
-from export_validators import check_bash, validate
+from budgetdsl.plan.loader import load_plan
 
 REPO = Path(__file__).resolve().parents[2]
 EVIL_NAME = "x'; rm -rf / #\"$(touch PWNED)`touch PWNED`\nrm -rf /\r\u2028"
@@ -32,7 +32,7 @@ def evil(tmp_path: Path):
         "launch:\n"
         f"  command: {json.dumps(EVIL_ARGS)}\n"
         f"  env: {{NOTE: {json.dumps('$(touch PWNED); `touch PWNED`')}}}\n")
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     plan = load_plan(plan_file)
     return launch_spec(plan, solve(plan))

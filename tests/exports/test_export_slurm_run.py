@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from budgetdsl.exports import export
-from budgetdsl.launch_model import Launch
 from export_specs import make_spec
 from export_validators import need_module, need_slurm, run, validate_slurm
+
+from budgetdsl.exports import export
+from budgetdsl.plan.launch import Launch
 
 PAYLOAD = Path(__file__).parent / "payload" / "tiny_train.py"
 

@@ -8,11 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.exports.spec import ExportError, launch_spec, scale_lr
-from budgetdsl.plan_loader import load_plan
 from export_specs import make_spec
+
+from budgetdsl.exports.spec import ExportError, launch_spec, scale_lr
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.loader import load_plan
 
 REPO = Path(__file__).resolve().parents[2]
 LLAMA = REPO / "plans" / "llama2-7b.yaml"
@@ -98,7 +98,7 @@ def test_fewer_gpus_than_a_node_is_one_node() -> None:
 
 
 def test_the_real_solver(tmp_path) -> None:
-    from budgetdsl.solver import solve
+    from budgetdsl.solve.solver import solve
 
     plan = load_plan(LLAMA)
     solution = solve(plan)

@@ -7,12 +7,19 @@ from dataclasses import replace
 
 import pytest
 import yaml
+from export_specs import make_spec, multi_node
+from export_validators import (
+    PYTORCHJOB_CRD,
+    TRAINJOB_CRD,
+    check_bash,
+    kubeflow_errors,
+    pytorchjob_webhook_errors,
+    sbatch_test_only,
+    trainjob_webhook_errors,
+    validate,
+)
 
 from budgetdsl.exports import export
-from export_specs import make_spec, multi_node
-from export_validators import (PYTORCHJOB_CRD, TRAINJOB_CRD, check_bash, kubeflow_errors,
-                                      pytorchjob_webhook_errors, sbatch_test_only, trainjob_webhook_errors,
-                                      validate)
 
 
 def test_shellcheck_catches_unquoted_expansion(tmp_path) -> None:

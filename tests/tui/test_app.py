@@ -6,11 +6,6 @@ import io
 import json
 from contextlib import redirect_stdout
 
-
-from budgetdsl.cli import main as cli
-from budgetdsl.plan_loader import load_plan
-from budgetdsl.humanize import human
-from budgetdsl.solver import solve
 from budgetdsl.tui.app import make_app
 from budgetdsl.tui.widgets.controls.quantity_input import QuantityInput
 from budgetdsl.tui.widgets.frontier.plot import FrontierPlot
@@ -18,6 +13,10 @@ from budgetdsl.tui.widgets.screens.help_screen import HelpScreen
 from budgetdsl.tui.widgets.screens.quit_screen import QuitScreen
 from tui_helpers import PLAN, headless, notifications, ready, shown, type_into
 
+from budgetdsl.cli import main as cli
+from budgetdsl.plan.loader import load_plan
+from budgetdsl.quantities.humanize import human
+from budgetdsl.solve.solver import solve
 
 
 def changed_lines(before: str, after: str) -> list[str]:

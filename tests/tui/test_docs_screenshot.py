@@ -1,13 +1,12 @@
 """docs/tui.svg reads the same in every renderer: each word is its own <text> at its own cell, so
 renderers that ignore `textLength` or lack the font (cairosvg, rsvg) keep the x-axis labels under
-their ticks and the plan name apart from the file name. Redrawn by `python -m budgetdsl.figures`."""
+their ticks and the plan name apart from the file name. Redrawn by `python -m budgetdsl.tui.docs_pictures`."""
 
 import html
 import re
 
 import pytest
-
-from budgetdsl.figures import cell_aligned_svg
+from budgetdsl.tui.docs_pictures import cell_aligned_svg
 from tui_helpers import REPO
 
 TEXT = re.compile(r'<text class="[^"]+" x="([\d.]+)" y="([\d.]+)" textLength="([\d.]+)" '

@@ -1,12 +1,19 @@
 """The controls' fields: typed text is the plan language; `+`/`-` step to plan-language text."""
 
 import pytest
-
-from budgetdsl.solver import solve
-from budgetdsl.tui.fields import FIELDS, FieldError, changes_for, next_objective, parse, shown_text, stepped
+from budgetdsl.tui.fields import (
+    FIELDS,
+    FieldError,
+    changes_for,
+    next_objective,
+    parse,
+    shown_text,
+    stepped,
+)
 from budgetdsl.tui.state import WhatIf
-
 from tui_helpers import PLAN
+
+from budgetdsl.solve.solver import solve
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +117,7 @@ def test_a_gpu_range_is_fixed_as_min_equal_max(plans):
 
 
 def test_objectives_cycle_through_the_solvers_own_list():
-    from budgetdsl.objectives import OBJECTIVES
+    from budgetdsl.solve.objectives import OBJECTIVES
 
     seen, current = [], "balanced"
     for _ in OBJECTIVES:  # `+` visits every objective the solver knows, once, and comes back

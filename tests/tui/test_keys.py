@@ -3,15 +3,13 @@
 binding has an id that a keymap can move to other keys (Textual's keymap, as posting does)."""
 
 import pytest
-
 from budgetdsl.tui.app import binding_ids, make_app
 from budgetdsl.tui.keymap import load_keymap
 from budgetdsl.tui.widgets.controls.quantity_input import QuantityInput
 from budgetdsl.tui.widgets.frontier.plot import FrontierPlot
 from budgetdsl.tui.widgets.screens.quit_screen import QuitScreen
-from tui_helpers import PLAN, headless, notifications, ready
-
 from textual.keys import _character_to_key
+from tui_helpers import PLAN, headless, notifications, ready
 
 
 def keys(text: str) -> list[str]:

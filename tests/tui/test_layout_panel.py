@@ -5,15 +5,15 @@ Save writes only the GPU count. Compared against `solve()` of the plan file with
 import difflib
 
 import pytest
-
-from budgetdsl.frontier import Frontier
-from budgetdsl.humanize import human, si
-from budgetdsl.plan_loader import load_plan
-from budgetdsl.solver import solve
 from budgetdsl.tui.app import make_app
 from budgetdsl.tui.widgets.frontier.canvas import render_plot
 from budgetdsl.tui.widgets.frontier.curve import plot_data
 from tui_helpers import PLAN, REPO, headless, notifications, ready, shown, type_into
+
+from budgetdsl.plan.loader import load_plan
+from budgetdsl.quantities.humanize import human, si
+from budgetdsl.solve.solver import solve
+from budgetdsl.theory.frontier import Frontier
 
 MINIMAL = REPO / "plans" / "minimal.yaml"  # silent layout: searched
 
@@ -218,8 +218,9 @@ def test_the_fronts_other_points_are_drawn_on_the_frontier():
 
 @headless
 async def test_a_solve_the_solver_refuses_in_the_worker_is_not_applied(plans, monkeypatch):
-    from budgetdsl.diagnostics import Diagnostic, Location, PlanError
     from budgetdsl.tui import app as app_module
+
+    from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
 
     def refusing(plan):
         if plan.hardware.gpus == 128:

@@ -4,14 +4,14 @@ read as decades, and the ASCII fallback has no braille."""
 import math
 
 import pytest
-
-from budgetdsl.frontier import Frontier
-from budgetdsl.solver import solve
 from budgetdsl.tui.state import WhatIf
 from budgetdsl.tui.widgets.frontier.canvas import render_plot
 from budgetdsl.tui.widgets.frontier.curve import feasible_batches, plot_data
 from budgetdsl.tui.widgets.frontier.ticks import ticks
 from tui_helpers import PLAN
+
+from budgetdsl.solve.solver import solve
+from budgetdsl.theory.frontier import Frontier
 
 
 @pytest.fixture(scope="module")

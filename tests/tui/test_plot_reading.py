@@ -3,8 +3,6 @@ axis has enough labels to read a position off it, and without colour (NO_COLOR=1
 turns every colour into a grey) the curve, the feasible arc and the run differ by glyph and weight."""
 
 import pytest
-
-from budgetdsl.solver import solve
 from budgetdsl.tui.app import make_app
 from budgetdsl.tui.state import WhatIf
 from budgetdsl.tui.widgets.frontier.canvas import render_plot
@@ -12,6 +10,8 @@ from budgetdsl.tui.widgets.frontier.curve import plot_data
 from budgetdsl.tui.widgets.frontier.plot import FrontierPlot
 from budgetdsl.tui.widgets.frontier.ticks import ticks
 from tui_helpers import PLAN, REPO, headless, ready
+
+from budgetdsl.solve.solver import solve
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,8 @@ because rendering differs between its versions.
 """
 
 import pytest
-from textual.widgets import Input
-
 from budgetdsl.tui.app import make_app
+from textual.widgets import Input
 from tui_helpers import PLAN, ready, type_into
 
 pytest.importorskip("pytest_textual_snapshot")

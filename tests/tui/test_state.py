@@ -1,12 +1,11 @@
 """The what-if state: changes on top of the files, validated by the plan loader itself."""
 
 import pytest
-
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.plan_loader import load_plan
 from budgetdsl.tui.state import WhatIf
-
 from tui_helpers import PLAN
+
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.loader import load_plan
 
 
 def test_changes_build_the_plan_the_file_would_give(plans):

@@ -6,18 +6,18 @@ that each test decides when an answer comes."""
 import threading
 
 import pytest
-from textual.app import App
-
-from budgetdsl.cli import main as cli
-from budgetdsl.diagnostics import PlanError
-from budgetdsl.humanize import human
-from budgetdsl.plan_loader import load_plan
-from budgetdsl.solver import solve
 from budgetdsl.tui import app as app_module
 from budgetdsl.tui.app import BudgetApp, make_app
 from budgetdsl.tui.state import WhatIf
 from budgetdsl.tui.widgets.frontier.plot import FrontierPlot
+from textual.app import App
 from tui_helpers import headless, notifications, ready, shown, type_into
+
+from budgetdsl.cli import main as cli
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.loader import load_plan
+from budgetdsl.quantities.humanize import human
+from budgetdsl.solve.solver import solve
 
 
 @pytest.fixture

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from budgetdsl.tui.widgets.text_panel import TextPanel
 from rich.text import Text
 
-from budgetdsl.terminal_text import inert
-from budgetdsl.tui.widgets.text_panel import TextPanel
+from budgetdsl.io.terminal_text import inert
 
 
 class StatusBar(TextPanel):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.containers import Grid
-from textual.widgets import Label
-
 from budgetdsl.tui.fields import FIELDS
 from budgetdsl.tui.widgets.controls.objective_select import ObjectiveSelect
 from budgetdsl.tui.widgets.controls.quantity_input import QuantityInput
+from textual.app import ComposeResult
+from textual.containers import Grid
+from textual.widgets import Label
 
 ORDER = ("gpus", "deadline", "flops", "batch", "objective", "b_crit")
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from budgetdsl.tui.messages import StepRequested
 from textual.binding import Binding
 from textual.widgets import Select
 
-from budgetdsl.objectives import OBJECTIVES
-from budgetdsl.tui.messages import StepRequested
+from budgetdsl.solve.objectives import OBJECTIVES
 
 
 class ObjectiveSelect(Select[str]):

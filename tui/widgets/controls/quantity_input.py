@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from budgetdsl.tui.fields import Field
+from budgetdsl.tui.messages import StepRequested, ValueCommitted
 from textual import on
 from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.widgets import Input
-
-from budgetdsl.tui.fields import Field
-from budgetdsl.tui.messages import StepRequested, ValueCommitted
 
 
 class QuantityInput(Input):

@@ -13,10 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rich.text import Text
-
 from budgetdsl.tui.widgets.frontier.curve import PlotData
 from budgetdsl.tui.widgets.frontier.ticks import ticks
+from rich.text import Text
 
 MARKERS = ("braille", "ascii")
 

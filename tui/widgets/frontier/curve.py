@@ -1,8 +1,8 @@
 """What the frontier plot shows, in plot units: sampled with budgetdsl's own frontier and cost model.
 
-The curve is the critical-batch frontier S(B), E(B) of `budgetdsl.frontier.Frontier` (built from
+The curve is the critical-batch frontier S(B), E(B) of `budgetdsl.theory.frontier.Frontier` (built from
 the solution's B_crit and E_min), against wall clock W(B) = S(B)·T(B) with the step time T(B) of
-`budgetdsl.cost_model` on the solution's GPU count, and against FLOPs f·E(B). The feasible arc is
+`budgetdsl.cost.cost_model` on the solution's GPU count, and against FLOPs f·E(B). The feasible arc is
 the global batches every limit allows (each constraint's `allowed_batch`), the run's point is the
 solution's launched configuration (integer steps), and B_crit is the point x = 1.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from budgetdsl.plan_model import Plan
-    from budgetdsl.solution import Solution
+    from budgetdsl.plan.model import Plan
+    from budgetdsl.solve.solution import Solution
 
 X_AXES = ("steps", "wall")
 Y_AXES = ("tokens", "flops")
@@ -63,7 +63,7 @@ def feasible_batches(solution: "Solution") -> tuple[float, float] | None:
 
 def plot_data(plan: "Plan", solution: "Solution", x_axis: str = "steps", y_axis: str = "tokens",
               samples: int = 480) -> PlotData:
-    from budgetdsl.frontier import Frontier
+    from budgetdsl.theory.frontier import Frontier
 
     fr = Frontier(b_crit=solution.frontier.b_crit_tokens, e_min=solution.frontier.e_min_tokens)
     f_coef = solution.assumptions.get("flops_per_token")
@@ -71,10 +71,10 @@ def plot_data(plan: "Plan", solution: "Solution", x_axis: str = "steps", y_axis:
     notes: list[str] = []
     step_time = None
     if x_axis == "wall":
-        from budgetdsl.cost_model import build_cost_model
+        from budgetdsl.cost.cost_model import build_cost_model
 
         try:
-            from budgetdsl.cost_model import Split
+            from budgetdsl.cost.cost_model import Split
 
             b = solution.batch  # the launched layout (the plan's may be `auto`, issue 13)
             split = Split(int(b.zero), int(b.tensor_parallel), int(b.pipeline_parallel), str(b.recompute),

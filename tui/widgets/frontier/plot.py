@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
+from budgetdsl.tui.widgets.frontier.canvas import MARKERS, render_plot
+from budgetdsl.tui.widgets.frontier.curve import AXIS_TITLES, PlotData, plot_data
 from rich.text import Text
 from textual.binding import Binding
 from textual.geometry import Region
@@ -20,12 +22,9 @@ from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widget import Widget
 
-from budgetdsl.tui.widgets.frontier.canvas import MARKERS, render_plot
-from budgetdsl.tui.widgets.frontier.curve import AXIS_TITLES, PlotData, plot_data
-
 if TYPE_CHECKING:
-    from budgetdsl.plan_model import Plan
-    from budgetdsl.solution import Solution
+    from budgetdsl.plan.model import Plan
+    from budgetdsl.solve.solution import Solution
 
 
 class FrontierPlot(Widget, can_focus=True):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from budgetdsl.humanize import si
+from budgetdsl.quantities.humanize import si
 
 _M, _H, _D = 60.0, 3600.0, 86400.0
 # Wall-clock ticks in human units, sparsest first; `ticks` takes the densest set that fits the

@@ -4,19 +4,19 @@ Nothing here is computed: the chosen layout and its step time, each runner-up's 
 GPU-hours, FLOPs and its objective measure over the winner's (or `dominated`), the reason the
 winner won, and the front's points with the objectives that land on each are the solver's own
 fields (`Solution.layout`, `Solution.front`, `Solution.batch`, `Solution.throughput`), formatted
-with budgetdsl.humanize as `budgetdsl plan` formats them.
+with budgetdsl.quantities.humanize as `budgetdsl plan` formats them.
 """
 
 from __future__ import annotations
 
 import textwrap
 
+from budgetdsl.tui.widgets.text_panel import TextPanel
 from rich.text import Text
 
-from budgetdsl.humanize import human, si, significant
-from budgetdsl.objectives import OBJECTIVES
-from budgetdsl.solution import Solution
-from budgetdsl.tui.widgets.text_panel import TextPanel
+from budgetdsl.quantities.humanize import human, si, significant
+from budgetdsl.solve.objectives import OBJECTIVES
+from budgetdsl.solve.solution import Solution
 
 # The plan keys the search may own, as the panel names them.
 _KEY_NAMES = {"tensor_parallel": "TP", "pipeline_parallel": "PP", "zero": "ZeRO", "recompute": "recompute",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import textwrap
 
+from budgetdsl.tui.widgets.text_panel import TextPanel
 from rich.text import Text
 
-from budgetdsl.humanize import data, human
-from budgetdsl.report import limit_state, limit_use
-from budgetdsl.solution import Constraint, Solution
-from budgetdsl.tui.widgets.text_panel import TextPanel
+from budgetdsl.quantities.humanize import data, human
+from budgetdsl.report.text import limit_state, limit_use
+from budgetdsl.solve.solution import Constraint, Solution
 
 _STATE_STYLE = {"over": "bold red", "under": "bold red", "binds": "yellow", "caps batch": "yellow",
                 "caps micro-batch": "yellow", "ok": "green"}
@@ -18,7 +18,7 @@ _STATE_STYLE = {"over": "bold red", "under": "bold red", "binds": "yellow", "cap
 def state_of(c: Constraint) -> str:
     """binds (on the limit), caps batch / caps micro-batch (decided the run with slack left), ok,
     over (a ≤ limit exceeded) or under (a ≥ limit not reached); — without a run. The words are
-    budgetdsl.report's, shared with `budgetdsl plan`."""
+    budgetdsl.report.text's, shared with `budgetdsl plan`."""
     return limit_state(c, violated=("over", "under"))
 
 

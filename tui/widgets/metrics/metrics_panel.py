@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from budgetdsl.tui.widgets.text_panel import TextPanel
 from rich.text import Text
 
-from budgetdsl.humanize import human, si
-from budgetdsl.report import outcome_rows
-from budgetdsl.solution import Solution
-from budgetdsl.tui.widgets.text_panel import TextPanel
+from budgetdsl.quantities.humanize import human, si
+from budgetdsl.report.text import outcome_rows
+from budgetdsl.solve.solution import Solution
 
 LABEL = 12
 

@@ -1,0 +1,1 @@
+"""The cost model: FLOPs per token, step time, memory per GPU, on one plan and layout."""

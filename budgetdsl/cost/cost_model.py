@@ -1,0 +1,433 @@
+"""The cost model of docs/design.md section 2 on one plan and GPU count: FLOPs per token, step time in
+its two honest modes, memory per device — each coefficient with where it came from (declared in the
+plan, derived by a formula, taken from a GPU preset, or a default), so a reviewer sees which
+numbers the answer rests on.
+
+- FLOPs per token, training (forward + backward): f = 6N + 12·L·d·s (Chowdhery et al. 2022, PaLM,
+  appendix B: 6N for the matmuls — N counts every parameter, embeddings and LM head included —
+  plus 6·L·s·d·2 for attention scores and values); 6N when the shape is unknown (Kaplan et al.
+  2020, section 2.1). The convention of MFU; hardware FLOPs (HFU) add recomputation.
+- Step time, `budgetdsl.cost.throughput`:
+  * declared `hardware.mfu` (a measured end-to-end MFU): T(B) = f·B/(G·P·u), nothing added; the
+    modelled compute/recompute/communication/bubble/optimizer shares are shown inside it.
+  * predicted (no mfu): T(B) = the sum of the modelled shares at the launched micro-batch; MFU and
+    HFU follow from the layout.
+  For the closed forms (deadline interval, minimum-time batch) T(B) is linear at a fixed
+  micro-batch: T(B) = f·B/rate + c, rate and c taken at one-sequence micro-batches with a pipeline
+  (the solver's choice there) and at the largest micro-batch that fits without one.
+- Memory per device: `budgetdsl.cost.memory` (mixed-precision recipe, Korthikanti et al. 2022
+  activations, uneven pipeline stages, logits), plus a reserve of RESERVE_FRACTION of device memory
+  for the CUDA context, NCCL buffers and allocator fragmentation.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from budgetdsl.cost import memory as mem
+from budgetdsl.cost.memory import activation_bytes_per_layer  # noqa: F401 - re-exported
+from budgetdsl.cost.throughput import (
+    Breakdown,
+    Device,
+    Layout,
+    Shape,
+    StepCost,
+    declared_step,
+    linearised,
+    step_cost,
+)
+from budgetdsl.cost.throughput import step_time as _step_time
+from budgetdsl.hardware.gpus import find_preset
+from budgetdsl.hardware.layout import launchable_counts as _launchable_counts
+
+if TYPE_CHECKING:
+    from budgetdsl.plan.model import Plan
+
+# Fraction of device memory the model leaves free (CUDA context ~0.5–1 GiB, NCCL buffers, and the
+# caching allocator's fragmentation). A stated assumption; hardware.memory_reserve overrides it.
+RESERVE_FRACTION = 0.10
+
+DECLARED, DERIVED, PRESET, DEFAULT = "declared", "derived", "preset", "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Coef:
+    """One number the answer rests on, with its unit, origin and how it was obtained."""
+
+    value: float
+    unit: str
+    origin: str  # declared | derived | preset | default
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """How the model is laid out on the devices: overridable to evaluate memory remedies."""
+
+    zero: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    recompute: str  # none | selective | full
+    flash_attention: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CostModel:
+    """The cost model of one plan on `gpus` GPUs."""
+
+    gpus: int
+    split: Split
+    data_parallel: int
+    seq_len: int
+    params: float
+    flops_per_token: float
+    peak_flops: float
+    mode: str  # declared | predicted
+    mfu: float | None  # the declared u; None when predicted
+    rate: float  # FLOP/s of all GPUs on the batch-proportional part of T(B)
+    fixed_time: float  # c: the part of a step that does not grow with the batch
+    memory_per_device: float
+    stages: tuple[mem.StageMemory, ...]
+    reserve_bytes: float
+    shape: Shape | None
+    device: Device | None
+    layout: Layout | None
+    step_overhead: float
+    _coefs: dict[str, Coef] = field(compare=False)  # the inputs; the derived ones added on first read
+    _heavy: mem.StageMemory | None = field(default=None, compare=False)  # cached on construction
+    _micro_max: int = field(default=0, compare=False)
+    _step: StepCost | None = field(default=None, compare=False)  # T(b, m) in closed form (predicted)
+    _describe: Any = field(default=None, compare=False)  # adds the derived coefficients (lazily)
+    _memory: dict = field(default_factory=dict, compare=False)  # memory_at by micro-batch (pure; kept)
+    _shown: dict = field(default_factory=dict, compare=False)  # the answer's typed coefficients, built once
+
+    @property
+    def coefficients(self) -> dict[str, Coef]:
+        """Every number the model rests on, with its origin. The derived ones and their wording are
+        built on first read: a layout search builds hundreds of cost models and reports one."""
+        if self._describe is not None:
+            describe = self._describe
+            object.__setattr__(self, "_describe", None)
+            describe(self)
+        return self._coefs
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_heavy", mem.heaviest(list(self.stages)))
+        object.__setattr__(self, "_micro_max", mem.micro_batch_max(list(self.stages),
+                                                                   self.memory_per_device - self.reserve_bytes))
+        if self.mode != DECLARED and self.shape is not None and self.device is not None and self.layout is not None:
+            object.__setattr__(self, "_step", step_cost(self.shape, self.device, self.layout, self.step_overhead))
+
+    # -- time ----------------------------------------------------------------------------------
+    def breakdown(self, batch_tokens: float, grad_accum: int | None = None) -> Breakdown | None:
+        """Seconds per step by cause at `grad_accum` micro-batches per step (None: one-sequence
+        micro-batches with a pipeline, the linearisation's micro-batch without); None when the
+        shape is unknown."""
+        if self.shape is None or self.device is None or self.layout is None:
+            return None
+        sequences = batch_tokens / self.seq_len
+        micro = sequences / (self.data_parallel * grad_accum) if grad_accum else self._reference_micro
+        bd = _step_time(self.shape, self.device, self.layout, micro, sequences,
+                        0.0 if self.mode == DECLARED else self.step_overhead)
+        return declared_step(bd, self.mfu) if self.mode == DECLARED and self.mfu else bd
+
+    @property
+    def _reference_micro(self) -> float:
+        if self.split.pipeline_parallel > 1:
+            return 1.0
+        return float(max(1, self.micro_batch_max))
+
+    def step_time(self, batch_tokens: float, grad_accum: int | None = None) -> float:
+        """T(B), seconds. Declared: f·B/(G·P·u). Predicted: the modelled step at `grad_accum`
+        micro-batches per step; without it, the linear form f·B/rate + c."""
+        if self.mode == DECLARED or grad_accum is None:
+            return self.flops_per_token * batch_tokens / self.rate + self.fixed_time
+        assert self._step is not None  # the breakdown's total, in closed form (throughput.StepCost)
+        return self._step.total(batch_tokens / (self.seq_len * self.data_parallel * grad_accum), grad_accum)
+
+    def linear_at(self, micro_batch: float) -> tuple[float, float]:
+        """(rate, c) of T(B) = f·B/rate + c at a fixed micro-batch."""
+        if self.mode == DECLARED or self.shape is None:
+            return self.rate, self.fixed_time
+        per_token, fixed = linearised(self.shape, self.device, self.layout, micro_batch, self.step_overhead)
+        return self.flops_per_token / per_token, fixed
+
+    # -- memory --------------------------------------------------------------------------------
+    @property
+    def heaviest_stage(self) -> mem.StageMemory:
+        assert self._heavy is not None
+        return self._heavy
+
+    @property
+    def weights_bytes(self) -> float:
+        return self.heaviest_stage.weights
+
+    @property
+    def grads_bytes(self) -> float:
+        return self.heaviest_stage.grads
+
+    @property
+    def optimizer_bytes(self) -> float:
+        return self.heaviest_stage.optimizer
+
+    @property
+    def activation_bytes_per_sequence(self) -> float:
+        return self.heaviest_stage.per_sequence
+
+    @property
+    def static_bytes(self) -> float:
+        return self.heaviest_stage.static
+
+    def memory_at(self, micro_batch: int) -> float:
+        """Bytes per device at `micro_batch` sequences per micro-step (the heaviest stage), reserve
+        included."""
+        value = self._memory.get(micro_batch)
+        if value is None:
+            if len(self.stages) == 1:
+                value = self.stages[0].at(micro_batch) + self.reserve_bytes
+            else:
+                value = max(st.at(micro_batch) for st in self.stages) + self.reserve_bytes
+            if len(self._memory) < 4096:
+                self._memory[micro_batch] = value
+        return value
+
+    @property
+    def micro_batch_max(self) -> int:
+        """The largest micro-batch (sequences per device) that fits every stage; 0 when not even
+        one does."""
+        return self._micro_max
+
+
+def _declared(section: Any, key: str) -> bool:
+    return key in section.model_fields_set
+
+
+def flops_per_token(plan: "Plan") -> Coef:
+    m = plan.model
+    if m.flops_per_token is not None:
+        return Coef(m.flops_per_token, "FLOP/token", DECLARED, "model.flops_per_token")
+    if m.layers is not None and m.d_model is not None:
+        value = 6.0 * m.params + 12.0 * m.layers * m.d_model * m.seq_len
+        return Coef(value, "FLOP/token", DERIVED, "6N + 12·L·d·s (PaLM, appendix B; N counts embeddings "
+                    "and LM head)")
+    return Coef(6.0 * m.params, "FLOP/token", DERIVED, "6N (shape unknown; Kaplan et al. 2020)")
+
+
+_preset = functools.lru_cache(maxsize=64)(find_preset)
+
+
+def _hardware_number(plan: "Plan", key: str, preset_attr: str, unit: str) -> Coef:
+    hw = plan.hardware
+    value = getattr(hw, key, None)
+    if value is not None:
+        return Coef(float(value), unit, DECLARED, f"hardware.{key}")
+    preset = _preset(hw.gpu or "")
+    if preset is None:
+        raise ShapeUnknown(f"hardware.{key} is not set and there is no GPU preset")
+    if preset_attr == "kernel_efficiency":
+        return Coef(preset.kernel_efficiency, unit, PRESET, f"{preset.name} ({preset.efficiency_source})")
+    return Coef(float(getattr(preset, preset_attr)), unit, PRESET, f"{preset.name} ({preset.source})")
+
+
+def plan_split(plan: "Plan") -> Split:
+    """The plan's own layout; a ValueError when a key is `auto` (the solver chooses it: pass the
+    solution's layout, `Split` of `solution.batch`, to `build_cost_model`)."""
+    hw = plan.hardware
+    if hw.searched():
+        raise ValueError(f"the layout is searched ({', '.join(hw.searched())}: auto): the solution names it")
+    return Split(hw.zero, hw.tensor_parallel, hw.pipeline_parallel, str(hw.recompute), hw.flash_attention)
+
+
+class ShapeUnknown(ValueError):
+    """The memory or throughput model needs a shape the plan does not give."""
+
+
+def _device(plan: "Plan", coefs: dict[str, Coef]) -> Device | None:
+    """The throughput model's device; None without a preset or the numbers (declared mode only)."""
+    hw = plan.hardware
+    try:
+        eff = _hardware_number(plan, "kernel_efficiency", "kernel_efficiency", "1")
+        hbm = _hardware_number(plan, "hbm_bandwidth", "hbm_bandwidth", "B/s")
+        intra = _hardware_number(plan, "intra_node_network", "intra_node", "B/s")
+        net = _hardware_number(plan, "network", "network", "B/s")
+    except ShapeUnknown:
+        return None
+    coefs.update(kernel_efficiency=eff, hbm_bandwidth=hbm, intra_node_network=intra, network=net)
+    return Device(coefs["peak_flops"].value, hbm.value, eff.value, intra.value, net.value, int(hw.gpus_per_node))
+
+
+def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> CostModel:
+    """The cost model of `plan` on `gpus` GPUs (a count the plan allows), with `split` overriding
+    the plan's ZeRO stage / parallel degrees / recomputation to evaluate a remedy.
+
+    Raises ShapeUnknown when activations cannot be estimated (no layers/d_model, no override), or
+    utilization is to be predicted without a shape."""
+    m, hw = plan.model, plan.hardware
+    split = split or plan_split(plan)
+    t, p = split.tensor_parallel, split.pipeline_parallel
+    dp = gpus // (t * p)
+    coefs: dict[str, Coef] = {}
+
+    f = flops_per_token(plan)
+    coefs["flops_per_token"] = f
+    coefs["peak_flops"] = peak = _hardware_number(plan, "peak_flops", "peak_flops", "FLOP/s")
+    memory = _hardware_number(plan, "memory_per_device", "memory", "B")
+    device = _device(plan, coefs)
+    grad_dtype = str(getattr(hw, "grad_dtype", "fp32"))
+    layout = Layout(gpus, t, p, int(getattr(hw, "virtual_pipeline_stages", 1)), split.zero, split.recompute,
+                    split.flash_attention, bool(getattr(hw, "sequence_parallel", False)),
+                    mem.GRAD_BYTES[grad_dtype], hw.overlap)
+    shape = None
+    if m.layers is not None and m.d_model is not None and device is not None:
+        shape = Shape(m.params, m.layers, m.d_model, m.seq_len, f.value, m.heads, m.vocab)
+    mode = DECLARED if hw.mfu is not None else "predicted"
+    if mode != DECLARED and shape is None:
+        raise ShapeUnknown("predicted utilization (no hardware.mfu) needs model.layers and model.d_model "
+                           "and a GPU preset; or declare hardware.mfu, a measured end-to-end MFU")
+
+    head_layers = shape.head_flops / shape.layer_flops if shape is not None and shape.layer_flops > 0 else 0.0
+    stages = mem.stage_memory(
+        params=m.params, seq_len=m.seq_len, layers=m.layers, d_model=m.d_model, heads=m.heads, vocab=m.vocab,
+        tensor_parallel=t, pipeline_parallel=p, data_parallel=dp, zero=split.zero, recompute=split.recompute,
+        flash_attention=split.flash_attention, sequence_parallel=layout.sequence_parallel,
+        virtual_stages=layout.virtual_stages, grad_dtype=grad_dtype,
+        activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_layers)
+    if stages is None:
+        need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
+                                                    else " and model.heads")
+        raise ShapeUnknown(f"the memory model needs {need}, or model.activation_bytes_per_token")
+    if hw.memory_reserve is not None:
+        reserve = Coef(hw.memory_reserve, "B", DECLARED, "hardware.memory_reserve")
+    else:
+        reserve = Coef(RESERVE_FRACTION * memory.value, "B", DEFAULT, f"{RESERVE_FRACTION:.0%} of device memory")
+
+    overhead = float(hw.step_overhead or 0.0)
+    if mode == DECLARED:
+        rate, fixed = gpus * peak.value * hw.mfu, 0.0
+    else:
+        rate, fixed = 0.0, 0.0  # set below, once the micro-batch maximum is known
+    cm = CostModel(gpus=gpus, split=split, data_parallel=dp, seq_len=m.seq_len, params=m.params,
+                   flops_per_token=f.value, peak_flops=peak.value, mode=mode, mfu=hw.mfu, rate=rate,
+                   fixed_time=fixed, memory_per_device=memory.value, stages=tuple(stages),
+                   reserve_bytes=reserve.value, shape=shape, device=device, layout=layout,
+                   step_overhead=overhead, _coefs=coefs)
+    if mode != DECLARED:
+        assert cm._step is not None  # T(B) = B·a + c at the reference micro-batch (throughput.linearised)
+        per_token, fixed_time = cm._step.linear(cm._reference_micro, dp, m.seq_len)
+        object.__setattr__(cm, "rate", f.value / per_token)
+        object.__setattr__(cm, "fixed_time", fixed_time)
+    object.__setattr__(cm, "_describe", functools.partial(
+        _describe, plan, gpus, split, mode, peak, memory, overhead, layout, grad_dtype, reserve))
+    return cm
+
+
+def _describe(plan: "Plan", gpus: int, split: Split, mode: str, peak: Coef, memory: Coef, overhead: float,
+              layout: Layout, grad_dtype: str, reserve: Coef, cm: CostModel) -> None:
+    """The derived coefficients of `cm` and how each was obtained (for the report)."""
+    m, hw, coefs, stages = plan.model, plan.hardware, cm._coefs, cm.stages
+    t, p = split.tensor_parallel, split.pipeline_parallel
+    if mode == DECLARED:
+        coefs["mfu"] = Coef(hw.mfu, "1", DECLARED, "hardware.mfu: measured end-to-end (PaLM App. B); "
+                            "T(B) = f·B/(G·P·u), nothing added")
+    else:
+        coefs["mfu"] = Coef(cm.rate / (gpus * peak.value), "1", DERIVED,
+                            "predicted from the layout (budgetdsl.cost.throughput), batch-proportional part")
+    coefs["achieved_flops"] = Coef(cm.rate, "FLOP/s", DERIVED, "G·P·u" if mode == DECLARED else
+                                   "f / (seconds per token of T(B)), predicted")
+    coefs["fixed_time"] = Coef(cm.fixed_time, "s", DERIVED,
+                               "nothing: inside the declared MFU" if mode == DECLARED else
+                               "bubble + exposed data-parallel reduction + optimizer step + step_overhead "
+                               f"at micro-batch {cm._reference_micro:g}")
+    coefs["memory_per_device"] = memory
+    if hw.overlap is not None:
+        coefs["overlap"] = Coef(hw.overlap, "1", DECLARED, "hardware.overlap")
+    if _declared(hw, "step_overhead"):
+        coefs["step_overhead"] = Coef(overhead, "s", DECLARED, "hardware.step_overhead" +
+                                      (" (inside the declared MFU)" if mode == DECLARED else ""))
+    heavy = cm.heaviest_stage
+    shard = {3: "/ dp (ZeRO-3)", 2: "/ dp (ZeRO-2+)", 1: "/ dp (ZeRO-1+)"}
+    where = f" (stage {heavy.stage + 1} of {p}, {heavy.layers} layers)" if p > 1 else ""
+    coefs["weights_bytes"] = Coef(heavy.weights, "B", DERIVED, "2 B/param (bf16) / t" + where
+                                  + (" " + shard[3] if split.zero >= 3 else ""))
+    coefs["grads_bytes"] = Coef(heavy.grads, "B", DERIVED,
+                                f"{mem.GRAD_BYTES[grad_dtype]:g} B/param ({grad_dtype} grads) / t"
+                                + (" " + shard[2] if split.zero >= 2 else ""))
+    coefs["optimizer_bytes"] = Coef(heavy.optimizer, "B", DERIVED, "12 B/param (fp32 master, Adam m, v) / t"
+                                    + (" " + shard[1] if split.zero >= 1 else ""))
+    if m.activation_bytes_per_token is not None:
+        act_detail = "model.activation_bytes_per_token × s / (t·p)" + (f" × {p} in flight (1F1B)" if p > 1 else "")
+        coefs["activation_bytes_per_sequence"] = Coef(heavy.activations_per_sequence, "B/sequence", DECLARED, act_detail)
+    else:
+        formula = {"full": "2·s·d", "selective": "34·s·d"}.get(
+            split.recompute, "34·s·d" if split.flash_attention else "s·d·(34 + 5·a·s/d)")
+        why = {"full": "full recomputation", "selective": "selective recomputation"}.get(
+            split.recompute, "flash attention" if split.flash_attention else "no recomputation")
+        sp = ", sequence parallel" if layout.sequence_parallel else (", no sequence parallelism: 10·s·d not ÷ t"
+                                                                     if t > 1 and split.recompute != "full" else "")
+        coefs["activation_bytes_per_sequence"] = Coef(
+            heavy.activations_per_sequence, "B/sequence", DERIVED,
+            f"{formula} per layer ({why}{sp}; Korthikanti et al. 2022 Table 2) × layers of the stage"
+            + (f" × {p - heavy.stage} micro-batches in flight (1F1B)" if p > 1 else "") + " / t")
+    if heavy.logits_per_sequence:
+        coefs["logits_bytes_per_sequence"] = Coef(heavy.logits_per_sequence, "B/sequence", DERIVED,
+                                                  "s·V fp32 logits for the loss / t (last stage)")
+    coefs["reserve_bytes"] = reserve
+    coefs["micro_batch_max"] = Coef(float(cm.micro_batch_max), "sequences", DERIVED,
+                                    "⌊(memory − reserve − weights − grads − optimizer) / per sequence⌋, "
+                                    "every stage")
+    if p > 1:
+        counts = [st.layers for st in stages]
+        coefs["pipeline_stages"] = Coef(float(p), "stages", DERIVED, "layers per stage "
+                                        + ", ".join(str(c) for c in counts)
+                                        + (" (uneven; the last carries the LM head)" if len(set(counts)) > 1 else ""))
+
+
+# Cost models are pure functions of (the plan's model and hardware sections, GPU count, layout), so
+# they are kept across solves: a sweep of limits or objectives, or a warm re-solve, rebuilds none.
+# LRU, bounded; a CostModel is frozen.
+_CACHE: "OrderedDict[tuple, CostModel]" = OrderedDict()
+_CACHE_SIZE = 4096  # a search builds cost models only for the pairs it places
+_LAYOUT_KEYS = {"gpus", "tensor_parallel", "pipeline_parallel", "zero", "recompute"}
+
+
+def cost_model_key(plan: "Plan") -> tuple:
+    """What a cost model reads of a plan besides the GPU count and the layout (its `Split`).
+    Remembered by the identity of the (frozen) model and hardware sections: a warm re-solve, and
+    every copy of a plan that keeps them (`layout_search.concrete`), serialises them once."""
+    model, hardware = plan.model, plan.hardware
+    ident = (id(model), id(hardware))
+    hit = _KEYS.get(ident)
+    if hit is not None and hit[0] is model and hit[1] is hardware:  # held below: the ids are theirs
+        return hit[2]
+    key = (model.model_dump_json(), hardware.model_dump_json(exclude=_LAYOUT_KEYS))
+    _KEYS[ident] = (model, hardware, key)
+    if len(_KEYS) > 16:  # a few plans solved in turn; a sweep's rows must not pile up
+        del _KEYS[next(iter(_KEYS))]
+    return key
+
+
+_KEYS: dict[tuple[int, int], tuple[Any, Any, tuple]] = {}  # (id model, id hardware) -> (model, hardware, key)
+
+
+def cached_cost_model(key: tuple, plan: "Plan", gpus: int, split: Split) -> CostModel:
+    """`build_cost_model(plan, gpus, split)`, kept across solves under `cost_model_key(plan)`."""
+    if not key:
+        return build_cost_model(plan, gpus, split)
+    full = (key, gpus, split)
+    cm = _CACHE.get(full)
+    if cm is not None:
+        _CACHE.move_to_end(full)
+        return cm
+    cm = _CACHE[full] = build_cost_model(plan, gpus, split)
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return cm
+
+
+def launchable_counts(plan: "Plan", counts: range | list[int]) -> list[int]:
+    """The GPU counts of a range that launch the plan's layout (`budgetdsl.hardware.layout`)."""
+    hw = plan.hardware
+    return _launchable_counts(counts, hw.tensor_parallel, hw.pipeline_parallel, hw.gpus_per_node)

@@ -1,0 +1,495 @@
+"""How long one optimizer step takes on a layout, and where the time goes (docs/design.md section 2).
+
+`step_time(shape, device, layout, micro_batch, global_batch)` → `Breakdown`: seconds per step split
+into compute, recompute, tensor-/pipeline-/data-parallel communication, pipeline bubble, optimizer
+step and a declared fixed overhead, with the model FLOPs (MFU) and hardware FLOPs (HFU, counting
+recomputation) of the step. Plain floats and frozen dataclasses, no plan objects: the solver's
+layout search (issue #13) calls it per candidate.
+
+Two honest modes (the cost model picks one per plan):
+- declared: `hardware.mfu` is a measured end-to-end model-FLOPs utilization (PaLM's definition,
+  Chowdhery et al. 2022, appendix B). The step takes f·B/(G·P·u) and nothing is added on top; the
+  modelled shares below are scaled into it (`Breakdown.scaled`) to show where that time goes.
+- predicted: no mfu; the step time is the sum below, and utilization follows from the layout.
+
+The model, per micro-batch of b sequences of s tokens on the slowest pipeline stage (n layers,
+tensor-parallel degree t):
+- compute: the stage's share of the model FLOPs f per token (f = 6N + 12·L·d·s, PaLM appendix B;
+  the LM head's 6·d·V on the last stage) over t, at `kernel_efficiency` × peak (one fitted number
+  per GPU preset, `gpus.py`), plus the memory-bound kernels: ELEMENTWISE_PASSES passes over the
+  activation bytes a layer stores (Korthikanti et al. 2022, eq. 2 with sequence parallelism, eq. 3
+  without: s·d·(10 + 24/t + 5·a·s/(d·t)); the 5·a·s term is gone with flash attention) at the HBM
+  bandwidth.
+- recompute: full = one more forward of every layer (f/3 per token, Korthikanti et al. 2022
+  section 4), selective = the forward of the attention-score matmuls, 4·s·d per token per layer
+  (their section 4.2: QKᵀ, softmax, dropout and the product with V).
+- tensor parallelism: Megatron's two all-reduces per layer in the forward and two in the backward
+  (two more with full recomputation) of b·s·d bf16 values (Shoeybi et al. 2019, section 3;
+  sequence parallelism swaps each for a reduce-scatter + all-gather of the same volume), ring
+  cost 2(t−1)/t · bytes / link over NVLink when t ≤ GPUs per node, else the NIC. Not overlapped.
+- pipeline: each stage boundary sends b·s·d bf16 activations forward and gradients back per
+  micro-batch (split over t, Narayanan et al. 2021 section 4.1's scatter/gather); the 1F1B bubble
+  is (p − 1)/v micro-batch times of the slowest stage (Narayanan et al. 2021, section 2.2; v
+  interleaved virtual stages per GPU).
+- data parallelism, once per step (per micro-batch for ZeRO-3): a hierarchical collective. NCCL's
+  performance notes (nccl-tests, doc/PERFORMANCE.md) give a ring all-reduce over n ranks a bus
+  bandwidth busbw = algbw · 2(n − 1)/n; here the k data-parallel peers inside a node reduce over
+  NVLink, and the n = dp/k nodes all-reduce their 1/k shards with every GPU's own NIC in parallel
+  (all NICs of a node): T = 2(k−1)/k·S/NVLink + 2(n−1)/n·(S/k)/NIC for S gradient bytes; a
+  reduce-scatter or all-gather alone is half. ZeRO 1/2 reduce-scatter the gradients and all-gather
+  the bf16 weights; ZeRO-2 reduce-scatters the gradients after every micro-batch's backward, not
+  once per step: a rank keeps only its shard of the accumulated gradients ("For zero stage 2 (and
+  3), gradient reduction is required after every backward because of gradient partitioning",
+  deepspeedai/DeepSpeed#2252; DeepSpeed's engine: "ZeRO stage >= 2 communicates during non
+  gradient accumulation boundaries as well"); ZeRO-3 also all-gathers the weights for the forward
+  and the backward of every micro-batch (Rajbhandari et al. 2020, section 7). Overlap, unless the
+  plan declares `hardware.overlap`: the framework default — DDP/Megatron buckets the gradient
+  reduction into the last micro-batch's backward (Li et al. 2020, PyTorch DDP, section 3.2.3),
+  ZeRO-2 each micro-batch's into its own backward, FSDP/ZeRO-3 prefetch each micro-batch's gathers
+  behind its compute; only what outlasts that window is exposed. So ZeRO-2 is ZeRO-1 plus the
+  m − 1 reductions of the other micro-batches, each exposed by what outlasts its backward: the same
+  step where a backward hides its reduction.
+- optimizer: Adam reads and writes fp32 master weights and both moments and reads the gradients,
+  writes bf16 weights: (grad bytes + 26) bytes per local parameter at the HBM bandwidth.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+from budgetdsl.hardware.layout import data_parallel_peers_in_node, stage_layers
+
+# Passes over each layer's stored activation bytes made by the memory-bound kernels of one
+# forward + backward: the forward writes and reads each (2), the backward reads the saved value
+# and the incoming gradient and writes and re-reads the outgoing one (4). An estimate from the
+# kernels' shapes, not fitted; a full recomputation adds the forward's 2 passes again.
+ELEMENTWISE_PASSES = 6.0
+RECOMPUTE_PASSES = 2.0
+BF16 = 2.0
+ADAM_BYTES = 26.0  # fp32 master weights read+write (8), m (8), v (8), bf16 weights written (2)
+
+COMPONENTS = ("compute", "recompute", "tp_comm", "pp_comm", "bubble", "dp_comm", "optimizer", "overhead")
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The model: N parameters, L layers, width d, a heads, s tokens, V vocabulary, f FLOPs/token."""
+
+    params: float
+    layers: int
+    d_model: int
+    seq_len: int
+    flops_per_token: float
+    heads: int | None = None
+    vocab: int | None = None
+
+    @property
+    def head_flops(self) -> float:
+        """The LM head's FLOPs per token, forward + backward: 6·d·V (0 without a vocabulary)."""
+        return 6.0 * self.d_model * self.vocab if self.vocab else 0.0
+
+    @property
+    def layer_flops(self) -> float:
+        """One layer's FLOPs per token, forward + backward: (f − 6·d·V)/L, so the layers and the
+        head add up to f exactly (the plan's FLOP convention)."""
+        return (self.flops_per_token - self.head_flops) / self.layers
+
+    @property
+    def embedding_params(self) -> float:
+        return float(self.vocab * self.d_model) if self.vocab else 0.0
+
+    @property
+    def layer_params(self) -> float:
+        return (self.params - self.embedding_params) / self.layers
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    peak_flops: float  # FLOP/s, dense bf16
+    hbm_bandwidth: float  # bytes/s
+    kernel_efficiency: float  # fraction of peak reached by the matmuls
+    intra_node: float  # bytes/s per GPU and direction (NVLink)
+    network: float  # bytes/s per GPU across nodes (its NIC)
+    gpus_per_node: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    gpus: int
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    virtual_stages: int = 1
+    zero: int = 0
+    recompute: str = "none"  # none | selective | full
+    flash_attention: bool = True
+    sequence_parallel: bool = False
+    grad_bytes: float = 4.0  # per gradient value, accumulated and reduced (fp32 by default)
+    overlap: float | None = None  # declared fraction of the data-parallel reduction hidden
+
+    @property
+    def data_parallel(self) -> int:
+        return self.gpus // (self.tensor_parallel * self.pipeline_parallel)
+
+
+@dataclass(frozen=True, slots=True)
+class Breakdown:
+    """Seconds per optimizer step by cause, and the FLOPs of the step (all GPUs)."""
+
+    compute: float
+    recompute: float
+    tp_comm: float
+    pp_comm: float
+    bubble: float
+    dp_comm: float
+    optimizer: float
+    overhead: float
+    model_flops: float  # f · tokens of the step
+    hardware_flops: float  # model FLOPs + recomputation
+    gpus: int
+    peak_flops: float
+    micro_batch: float
+    micro_batches: float
+    stage_layers: tuple[int, ...]
+    total: float = 0.0  # the sum of the components, set on construction
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "total", self.compute + self.recompute + self.tp_comm + self.pp_comm
+                           + self.bubble + self.dp_comm + self.optimizer + self.overhead)
+
+    def _per_gpu(self, flops: float) -> float:
+        return flops / (self.total * self.gpus) if self.total > 0 else 0.0
+
+    @property
+    def model_tflops_per_gpu(self) -> float:
+        return self._per_gpu(self.model_flops) / 1e12
+
+    @property
+    def hardware_tflops_per_gpu(self) -> float:
+        return self._per_gpu(self.hardware_flops) / 1e12
+
+    @property
+    def mfu(self) -> float:
+        return self._per_gpu(self.model_flops) / self.peak_flops
+
+    @property
+    def hfu(self) -> float:
+        return self._per_gpu(self.hardware_flops) / self.peak_flops
+
+    def scaled(self, total: float) -> "Breakdown":
+        """The same shares inside a step of `total` seconds (declared mode)."""
+        k = total / self.total if self.total > 0 else 0.0
+        return replace(self, **{c: getattr(self, c) * k for c in COMPONENTS})
+
+    def seconds(self) -> dict[str, float]:
+        return {c: getattr(self, c) for c in COMPONENTS}
+
+
+def _ring(volume: float, ranks: int) -> float:
+    """Bytes each rank moves in a ring all-reduce of `volume` bytes: 2(n − 1)/n · volume."""
+    return 2.0 * (ranks - 1) / ranks * volume if ranks > 1 else 0.0
+
+
+def dp_collective_time(nbytes: float, dp: int, t: int, device: Device, kind: str = "all_reduce") -> float:
+    """Seconds for a data-parallel collective of `nbytes` per GPU, hierarchical (module docstring):
+    NVLink among the k peers of a node, then every NIC of the node across the dp/k nodes.
+    `kind`: all_reduce, or reduce_scatter / all_gather (half the traffic)."""
+    if dp <= 1 or nbytes <= 0:
+        return 0.0
+    k = data_parallel_peers_in_node(dp, t, device.gpus_per_node)
+    n = max(1, dp // k)
+    t_ar = _ring(nbytes, k) / device.intra_node + _ring(nbytes / k, n) / device.network
+    return t_ar if kind == "all_reduce" else 0.5 * t_ar
+
+
+def _activation_traffic_per_token(shape: Shape, layout: Layout) -> float:
+    """Bytes per token one layer stores (Korthikanti et al. 2022 eq. 2/3) on one GPU, before any
+    recomputation: what the memory-bound kernels stream."""
+    d, s, t = float(shape.d_model), float(shape.seq_len), float(layout.tensor_parallel)
+    scores = 0.0 if layout.flash_attention or shape.heads is None else 5.0 * shape.heads * s
+    if layout.sequence_parallel or t == 1:
+        return (34.0 * d + scores) / t
+    return 10.0 * d + 24.0 * d / t + scores / t
+
+
+def recompute_flops_per_token(shape: Shape, recompute: str) -> float:
+    """FLOPs per token that recomputation adds (whole model)."""
+    if recompute == "full":
+        return shape.layers * shape.layer_flops / 3.0  # one more forward of every layer
+    if recompute == "selective":
+        return 4.0 * shape.layers * shape.d_model * shape.seq_len  # the attention-score matmuls
+    return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """One layout's step time in closed form: every per-micro-batch share is proportional to the
+    micro-batch b (tokens = b·s), so with m micro-batches per step and n = m·b sequences per replica
+
+        T(b, m) = n·K + bubble_k·b + dp(b, m) + optimizer + overhead
+
+    K: compute + recompute + tensor- and pipeline-parallel traffic of one sequence on the slowest
+    stage; bubble_k·b = (p − 1)/v micro-batch times; dp(b, m) the exposed data-parallel collective
+    (constant per step, or per micro-batch with ZeRO-3, hidden behind window·b of compute per
+    micro-batch; ZeRO-2 adds its m − 1 further reductions, each behind ⅔·b·window, the backward of
+    its micro-batch). `step_time` is this model with its shares itemised; a solve evaluates `total`
+    (a few float operations) for every candidate configuration of a layout."""
+
+    per_sequence: float  # K, seconds per sequence per replica
+    window: float  # compute + recompute + TP of one sequence: what hides the DP collective
+    bubble_k: float  # bubble per sequence of micro-batch
+    zero3: bool
+    dp_per_micro: float  # ZeRO-3: gathers + reduce-scatter per micro-batch; ZeRO-2: its reduce-scatter; else 0
+    reduce: float  # ZeRO 0-2: the gradient reduction per step
+    gather: float  # ZeRO 1-2: the weights' all-gather per step
+    overlap: float | None
+    fixed: float  # optimizer + overhead
+
+    def linear(self, micro_batch: float, dp: int, seq_len: int) -> tuple[float, float]:
+        """(seconds per token, fixed seconds per step) of T(B) = B·a + c at `micro_batch`, from the
+        steps of one and two micro-batches per replica. Where the fixed time (step_overhead:
+        1e10 s) rounds one micro-batch's time away, the slope is taken without it."""
+        t1, t2 = self.total(micro_batch, 1.0), self.total(micro_batch, 2.0)
+        per_token = (t2 - t1) / (dp * micro_batch * seq_len)
+        if not per_token > 0:
+            bare = replace(self, fixed=0.0)
+            b1 = bare.total(micro_batch, 1.0)
+            per_token = (bare.total(micro_batch, 2.0) - b1) / (dp * micro_batch * seq_len)
+            t1 = b1 + self.fixed
+        return per_token, t1 - per_token * dp * micro_batch * seq_len
+
+    def total(self, micro_batch: float, micro_batches: float) -> float:
+        m, b = micro_batches, micro_batch
+        if self.zero3:
+            total_dp = m * self.dp_per_micro
+            hidden = min(total_dp, m * b * self.window)
+        else:
+            total_dp = self.reduce + self.gather
+            hidden = min(self.reduce, (2.0 / 3.0) * b * self.window)
+        exposed = total_dp * (1.0 - self.overlap) if self.overlap is not None else total_dp - hidden
+        out = m * b * self.per_sequence + self.bubble_k * b + max(0.0, exposed)
+        if self.dp_per_micro and not self.zero3:  # ZeRO-2: the other m − 1 micro-batches' reductions
+            out += (m - 1) * (self.dp_per_micro * (1.0 - self.overlap) if self.overlap is not None
+                              else max(0.0, self.dp_per_micro - (2.0 / 3.0) * b * self.window))
+        return out + self.fixed
+
+
+@functools.lru_cache(maxsize=1024)
+def _stage_shares(shape: Shape, device: Device, layout: Layout) -> tuple[tuple[int, ...], int, tuple[float, float, float]]:
+    """(layers per stage, the slowest stage, its compute, recompute and TP shares) of one sequence
+    per micro-batch: independent of the GPU count and ZeRO stage, so a layout search computes them
+    once per (t, p, recomputation) — `layout` arrives with gpus = t·p and zero = 0."""
+    t, p = layout.tensor_parallel, layout.pipeline_parallel
+    s, d = shape.seq_len, float(shape.d_model)
+    tokens = s  # one sequence per micro-batch; every share below is proportional to it
+    mm_rate = device.peak_flops * device.kernel_efficiency
+    fl, fh = shape.layer_flops, shape.head_flops
+    stages = stage_layers(shape.layers, p, fh / fl if fl > 0 else 0.0)
+    act = _activation_traffic_per_token(shape, layout)
+    rec_layer = recompute_flops_per_token(shape, layout.recompute) / shape.layers
+    tp_link = device.intra_node if t <= device.gpus_per_node else device.network
+    n_tp = 4 + (2 if layout.recompute == "full" else 0)
+    tp_one = _ring(tokens * d * BF16, t) / tp_link if t > 1 else 0.0
+
+    def stage(i: int) -> tuple[float, float, float]:
+        n = stages[i]
+        flops = (n * fl + (fh if i == p - 1 else 0.0)) * tokens / t
+        compute = flops / mm_rate + ELEMENTWISE_PASSES * act * n * tokens / device.hbm_bandwidth
+        recompute = rec_layer * n * tokens / t / mm_rate
+        if layout.recompute == "full":
+            recompute += RECOMPUTE_PASSES * act * n * tokens / device.hbm_bandwidth
+        elif layout.recompute == "selective" and not layout.flash_attention and shape.heads:
+            recompute += RECOMPUTE_PASSES * 5.0 * shape.heads * s / t * n * tokens / device.hbm_bandwidth
+        return compute, recompute, n * n_tp * tp_one
+
+    per_stage = [stage(i) for i in range(p)]
+    slow = max(range(p), key=lambda i: sum(per_stage[i]) + (i == p - 1) * 1e-18)
+    return stages, slow, per_stage[slow]
+
+
+def _unit_step(shape: Shape, device: Device, layout: Layout):
+    """The shares of one micro-batch of one sequence on every stage, the slowest stage, and its
+    data-parallel collectives: what `step_time` and `step_cost` scale."""
+    t, p = layout.tensor_parallel, layout.pipeline_parallel
+    dp = layout.data_parallel
+    d = float(shape.d_model)
+    stages, slow, shares = _stage_shares(shape, device, Layout(
+        t * p, t, p, layout.virtual_stages, 0, layout.recompute, layout.flash_attention, layout.sequence_parallel))
+    pp_link = device.intra_node if t * dp < device.gpus_per_node else device.network
+    pp_micro = 2.0 * shape.seq_len * d * BF16 / t / pp_link if p > 1 else 0.0
+    # data parallelism: the gradients (and for ZeRO the weights) of the slowest stage's GPU
+    n_slow = stages[slow]
+    local = (n_slow * shape.layer_params + (shape.embedding_params if slow == 0 or slow == p - 1 else 0.0)) / t
+    grads = layout.grad_bytes * local
+    if layout.zero >= 3:
+        dp_parts = (2 * dp_collective_time(BF16 * local, dp, t, device, "all_gather")
+                    + dp_collective_time(grads, dp, t, device, "reduce_scatter"), 0.0, 0.0)
+    elif layout.zero >= 1:
+        rs = dp_collective_time(grads, dp, t, device, "reduce_scatter")
+        dp_parts = (rs if layout.zero == 2 else 0.0, rs, dp_collective_time(BF16 * local, dp, t, device, "all_gather"))
+    else:
+        dp_parts = (0.0, dp_collective_time(grads, dp, t, device, "all_reduce"), 0.0)
+    opt_params = local / (dp if layout.zero >= 1 else 1)
+    optimizer = (layout.grad_bytes + ADAM_BYTES) * opt_params / device.hbm_bandwidth
+    return stages, shares, pp_micro, dp_parts, optimizer
+
+
+def step_cost(shape: Shape, device: Device, layout: Layout, step_overhead: float = 0.0) -> StepCost:
+    """The layout's `StepCost`: T(b, m) for every micro-batch b and count m in closed form."""
+    _, (c1, r1, tp1), pp1, (per_micro, reduce, gather), optimizer = _unit_step(shape, device, layout)
+    p, v = layout.pipeline_parallel, max(1, layout.virtual_stages)
+    k = c1 + r1 + tp1 + pp1
+    return StepCost(k, c1 + r1 + tp1, (p - 1) / v * k if p > 1 else 0.0, layout.zero >= 3, per_micro,
+                    reduce, gather, layout.overlap, optimizer + step_overhead)
+
+
+def step_costs(shape: Shape, device: Device, layout: Layout, counts: list[int],
+               step_overhead: float = 0.0, shared: dict | None = None) -> list[StepCost]:
+    """`step_cost` of `layout` on each GPU count of `counts` (a layout search's many counts of one
+    layout): the same float operations as `_unit_step` and `step_cost` per count, with what does
+    not depend on the count computed once (`step_cost_columns`)."""
+    k, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed = step_cost_columns(
+        shape, device, layout, counts, step_overhead, shared)
+    return [StepCost(k[i], window, bubble[i], zero3, per_micro[i], reduce[i], gather[i], overlap, fixed[i])
+            for i in range(len(counts))]
+
+
+def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list[int],
+                      step_overhead: float = 0.0, shared: dict | None = None) -> tuple:
+    """The fields of `step_costs(...)` as columns, one entry per count (what a search of many counts
+    keeps instead of one `StepCost` per count): (per_sequence, window, bubble_k, zero3, dp_per_micro,
+    reduce, gather, overlap, fixed), `window`, `zero3` and `overlap` one value for every count.
+    What does not depend on the count is computed once: the stage shares, the slowest stage's
+    parameters, the two pipeline links (within a node or not). The data-parallel collectives depend
+    only on the bytes, dp, t and the device (`dp_collective_time`; a reduce-scatter or all-gather is
+    half an all-reduce, `0.5·t_ar` as there): `shared`, a dict a search passes to every layout, keeps
+    each all-reduce column by (bytes, t, device), so the layouts of one t and p (every ZeRO stage
+    and recomputation whose slowest stage is the same) compute them once."""
+    t, p = layout.tensor_parallel, layout.pipeline_parallel
+    tp = t * p
+    d = float(shape.d_model)
+    stages, slow, (c1, r1, tp1) = _stage_shares(shape, device, Layout(
+        tp, t, p, layout.virtual_stages, 0, layout.recompute, layout.flash_attention, layout.sequence_parallel))
+    n_slow = stages[slow]
+    local = (n_slow * shape.layer_params + (shape.embedding_params if slow == 0 or slow == p - 1 else 0.0)) / t
+    grads = layout.grad_bytes * local
+    zero, gpn = layout.zero, device.gpus_per_node
+    v = max(1, layout.virtual_stages)
+    crt = c1 + r1 + tp1
+    fixed_bytes = layout.grad_bytes + ADAM_BYTES
+    hbm = device.hbm_bandwidth
+    # the two pipeline links: t·dp < GPUs per node (NVLink) or not (the NIC)
+    kb = []
+    for pp_link in (device.intra_node, device.network):
+        pp1 = 2.0 * shape.seq_len * d * BF16 / t / pp_link if p > 1 else 0.0
+        k = c1 + r1 + tp1 + pp1
+        kb.append((k, (p - 1) / v * k if p > 1 else 0.0))
+    (k_in, b_in), (k_out, b_out) = kb
+    dps = [gpus // tp for gpus in counts]
+    inside = [t * dp < gpn for dp in dps]
+    ks = [k_in if i else k_out for i in inside]
+    bubbles = [b_in if i else b_out for i in inside]
+
+    def all_reduce(nbytes: float) -> list[float]:
+        memo = None
+        if shared is not None:
+            memo = shared.get((nbytes, t, device))
+            if memo is None:
+                memo = shared[(nbytes, t, device)] = {}
+        out = []
+        for dp in dps:
+            ar = memo.get(dp) if memo is not None else None
+            if ar is None:
+                ar = dp_collective_time(nbytes, dp, t, device, "all_reduce")
+                if memo is not None:
+                    memo[dp] = ar
+            out.append(ar)
+        return out
+
+    zeros = [0.0] * len(dps)
+    if zero >= 3:
+        ag, rs = all_reduce(BF16 * local), all_reduce(grads)
+        per_micro, reduce, gather = [2 * (0.5 * a if a else 0.0) + (0.5 * r if r else 0.0)
+                                     for a, r in zip(ag, rs)], zeros, zeros
+    elif zero >= 1:
+        reduce = [0.5 * r if r else 0.0 for r in all_reduce(grads)]
+        per_micro = reduce if zero == 2 else zeros
+        gather = [0.5 * a if a else 0.0 for a in all_reduce(BF16 * local)]
+    else:
+        per_micro, reduce, gather = zeros, all_reduce(grads), zeros
+    if zero >= 1:
+        fixed = [fixed_bytes * (local / dp) / hbm + step_overhead for dp in dps]
+    else:
+        f0 = fixed_bytes * (local / 1) / hbm + step_overhead
+        fixed = [f0] * len(dps)
+    return ks, crt, bubbles, zero >= 3, per_micro, reduce, gather, layout.overlap, fixed
+
+
+def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, global_batch: float,
+              step_overhead: float = 0.0) -> Breakdown:
+    """The predicted step of `global_batch` sequences in micro-batches of `micro_batch` sequences
+    per GPU (m = global_batch/(dp·micro_batch) per step; fractional m is allowed for the closed
+    forms' linearisation)."""
+    p, v = layout.pipeline_parallel, max(1, layout.virtual_stages)
+    dp = layout.data_parallel
+    s = shape.seq_len
+    b = micro_batch
+    m = global_batch / (dp * micro_batch)
+    stages, (c1, r1, tp1), pp1, (per_micro, reduce, gather), optimizer = _unit_step(shape, device, layout)
+    c_mb, r_mb, tp_mb, pp_micro = c1 * b, r1 * b, tp1 * b, pp1 * b
+    micro_time = c_mb + r_mb + tp_mb + pp_micro
+    bubble = (p - 1) / v * micro_time if p > 1 else 0.0
+    if layout.zero >= 3:
+        total_dp = m * per_micro
+        window = m * (c_mb + r_mb + tp_mb)  # prefetch behind each micro-batch's compute
+        hidden_by_default = min(total_dp, window)
+    else:
+        total_dp = reduce + gather
+        # DDP/Megatron: the reduction runs in buckets during the last micro-batch's backward
+        # (two thirds of its compute); the weights' all-gather follows the optimizer step.
+        hidden_by_default = min(reduce, (2.0 / 3.0) * (c_mb + r_mb + tp_mb))
+    if layout.overlap is not None:
+        dp_exposed = total_dp * (1.0 - layout.overlap)
+    else:
+        dp_exposed = total_dp - hidden_by_default
+    dp_exposed = max(0.0, dp_exposed)
+    if per_micro and layout.zero < 3:  # ZeRO-2: the other m − 1 reductions, each behind its backward
+        dp_exposed += (m - 1) * (per_micro * (1.0 - layout.overlap) if layout.overlap is not None
+                                 else max(0.0, per_micro - (2.0 / 3.0) * (c_mb + r_mb + tp_mb)))
+
+    seq_tokens = global_batch * s
+    model_flops = shape.flops_per_token * seq_tokens
+    hardware_flops = model_flops + recompute_flops_per_token(shape, layout.recompute) * seq_tokens
+    return Breakdown(compute=m * c_mb, recompute=m * r_mb, tp_comm=m * tp_mb, pp_comm=m * pp_micro,
+                     bubble=bubble, dp_comm=dp_exposed, optimizer=optimizer,
+                     overhead=step_overhead, model_flops=model_flops, hardware_flops=hardware_flops,
+                     gpus=layout.gpus, peak_flops=device.peak_flops, micro_batch=micro_batch,
+                     micro_batches=m, stage_layers=stages)
+
+
+def declared_step(breakdown: Breakdown, mfu: float) -> Breakdown:
+    """Declared mode: the step lasts f·B/(G·P·u); the modelled shares are scaled into it."""
+    total = breakdown.model_flops / (breakdown.gpus * breakdown.peak_flops * mfu)
+    return breakdown.scaled(total)
+
+
+def linearised(shape: Shape, device: Device, layout: Layout, micro_batch: float,
+               step_overhead: float = 0.0) -> tuple[float, float]:
+    """(seconds per token, fixed seconds per step) of T(B) = B·a + c at a fixed micro-batch: the
+    per-micro-batch parts grow with the batch, the bubble, data-parallel reduction and optimizer
+    step do not (the closed forms' model). Exact for every batch of whole micro-batches except the
+    ZeRO-3 gathers, which grow with m and are taken at m = 1 and 2."""
+    dp = layout.data_parallel
+    b1 = dp * micro_batch
+    t1 = step_time(shape, device, layout, micro_batch, b1, step_overhead).total
+    t2 = step_time(shape, device, layout, micro_batch, 2 * b1, step_overhead).total
+    per_token = (t2 - t1) / (b1 * shape.seq_len)
+    if not per_token > 0 and step_overhead:  # an overhead (1e10 s) that rounds a micro-batch's time away:
+        per_token, fixed = linearised(shape, device, layout, micro_batch, 0.0)  # the slope without it
+        return per_token, fixed + step_overhead
+    return per_token, t1 - per_token * b1 * shape.seq_len
+
+
+__all__ = ["Shape", "Device", "Layout", "Breakdown", "COMPONENTS", "StepCost", "step_cost", "step_costs", "step_cost_columns", "step_time", "declared_step",
+           "linearised", "dp_collective_time", "recompute_flops_per_token"]
+

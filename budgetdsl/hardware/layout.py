@@ -1,0 +1,139 @@
+"""Which GPU counts can launch a layout, and how a layout places its ranks: the one home of these
+rules (the plan validator, the solver's GPU ranges and memory remedies, the cost model and the
+exports all ask here).
+
+A layout is tensor-parallel degree t, pipeline-parallel degree p and data-parallel degree
+dp = G/(t·p). A GPU count G launches it when
+- G splits into whole t·p model replicas (G mod t·p = 0), and
+- the job fills whole nodes: G ≤ gpus_per_node (one partly used node), or G mod gpus_per_node = 0.
+
+Rank order follows Megatron-LM's (Narayanan et al. 2021, section 3.3; `parallel_state`): tensor
+ranks innermost (adjacent GPUs, so t ≤ gpus_per_node stays on NVLink), then data-parallel ranks,
+then pipeline stages outermost. So a GPU's data-parallel peers in its own node number
+min(dp, gpus_per_node / t), and pipeline neighbours are t·dp ranks apart.
+
+Pipeline stages may be uneven (Megatron-Core's `--decoder-first/last-pipeline-num-layers`,
+Llama 3 405B's 126 layers on 16 stages; BLOOM's 70 layers on 12): `stage_layers` balances the
+layers over the stages with the LM head's work counted on the last one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+# ZeRO-2 and ZeRO-3 do not run under a pipeline: DeepSpeed's pipeline engine asserts it
+# (deepspeed/runtime/pipe/engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline
+# parallelism"); FSDP under torch.distributed.pipelining keeps parameters and gradients whole until
+# a step's last micro-batch (torchtitan does not reshard after the forward), which is ZeRO-1's
+# memory; Megatron-LM's distributed optimizer shards the optimizer state only (ZeRO-1).
+ZERO_MAX_WITH_PIPELINE = 1
+
+
+def zero_problem(zero: int, pipeline_parallel: int) -> str | None:
+    """Why ZeRO stage `zero` does not run with `pipeline_parallel` stages, or None when it does."""
+    if pipeline_parallel > 1 and zero > ZERO_MAX_WITH_PIPELINE:
+        return (f"ZeRO-{zero} with a {pipeline_parallel}-stage pipeline is not a layout frameworks run "
+                "(DeepSpeed's pipeline engine refuses ZeRO-2/3; FSDP under pipelining keeps weights and "
+                "gradients whole through a step, which is ZeRO-1)")
+    return None
+
+
+def launch_problem(gpus: int, tensor_parallel: int = 1, pipeline_parallel: int = 1,
+                   gpus_per_node: int = 8) -> str | None:
+    """Why `gpus` GPUs cannot launch the layout, or None when they can."""
+    split = tensor_parallel * pipeline_parallel
+    if gpus < 1:
+        return f"{gpus} GPUs: need at least one"
+    if gpus % split:
+        return (f"{gpus} GPUs cannot be split into tensor_parallel × pipeline_parallel = {split} "
+                "groups")
+    if gpus > gpus_per_node and gpus % gpus_per_node:
+        return f"{gpus} GPUs do not fill whole nodes of {gpus_per_node}"
+    return None
+
+
+def launchable(gpus: int, tensor_parallel: int = 1, pipeline_parallel: int = 1,
+               gpus_per_node: int = 8) -> bool:
+    return launch_problem(gpus, tensor_parallel, pipeline_parallel, gpus_per_node) is None
+
+
+def launchable_counts(counts: Iterable[int], tensor_parallel: int = 1, pipeline_parallel: int = 1,
+                      gpus_per_node: int = 8) -> list[int]:
+    """The counts of `counts` that launch the layout."""
+    return [g for g in counts if launchable(g, tensor_parallel, pipeline_parallel, gpus_per_node)]
+
+
+def nodes_of(gpus: int, gpus_per_node: int) -> tuple[int, int]:
+    """(nodes, GPUs used per node) of a launchable count: one partly used node, or whole nodes."""
+    if gpus <= gpus_per_node:
+        return 1, gpus
+    return gpus // gpus_per_node, gpus_per_node
+
+
+def data_parallel_peers_in_node(data_parallel: int, tensor_parallel: int, gpus_per_node: int) -> int:
+    """How many of a GPU's data-parallel group share its node (Megatron's rank order: tensor
+    innermost, then data): min(dp, gpus_per_node / t), at least 1."""
+    if tensor_parallel >= gpus_per_node:
+        return 1
+    return max(1, min(data_parallel, gpus_per_node // tensor_parallel))
+
+
+def _ends(rest: int, h: float) -> tuple[float, int, int] | None:
+    """The best (cost, first, last) with first + last = rest, both ≥ 1, for a last stage that also
+    carries h layers' worth: O(1), the optimum is next to first = last + h."""
+    lo_c, hi_c = 1, rest - 1
+    if lo_c > hi_c:
+        return None
+    ideal = (rest - h) / 2.0
+    best = None
+    for c in {lo_c, hi_c, min(hi_c, max(lo_c, math.floor(ideal))), min(hi_c, max(lo_c, math.ceil(ideal)))}:
+        a = rest - c
+        key = (max(float(a), c + h), a, c)
+        if best is None or key < best:
+            best = key
+    return best
+
+
+def stage_layers(layers: int, stages: int, last_extra: float = 0.0) -> tuple[int, ...]:
+    """Transformer layers per pipeline stage, first to last, that minimise the slowest stage when
+    the last stage also carries `last_extra` layers' worth of work (the LM head and the loss).
+
+    The split is one Megatron-Core can launch: every middle stage holds the same k layers, the
+    first and the last may differ (`--decoder-first-pipeline-num-layers`,
+    `--decoder-last-pipeline-num-layers`), so L mod p ≠ 0 is allowed. Ties go to the fewest layers
+    on the first stage, which holds p micro-batches of activations under 1F1B and the most memory.
+    An even split (L mod p = 0, no head to balance) comes out even.
+
+    The slowest stage is max(k, ends(k)): k grows and the ends' best (first + last = L − (p−2)·k)
+    shrinks with k, so the optimum sits where they cross — found by bisection, O(log L)."""
+    if stages <= 1:
+        return (layers,)
+    if layers < stages:
+        raise ValueError(f"{layers} layers cannot fill {stages} pipeline stages")
+    h = max(0.0, last_extra)
+    if stages == 2:
+        end = _ends(layers, h)
+        assert end is not None
+        return (end[1], end[2])
+    middle = stages - 2
+    k_lo, k_hi = 1, (layers - 2) // middle  # first + last ≥ 2
+    lo, hi = k_lo, k_hi  # the smallest k whose own size reaches the ends' best
+    while lo < hi:
+        mid = (lo + hi) // 2
+        end = _ends(layers - middle * mid, h)
+        if end is not None and mid >= end[0]:
+            hi = mid
+        else:
+            lo = mid + 1
+    best: tuple[float, int, tuple[int, ...]] | None = None
+    for k in {max(k_lo, lo - 1), lo, min(k_hi, lo + 1)}:
+        end = _ends(layers - middle * k, h)
+        if end is None:
+            continue
+        cost, a, c = max(float(k), end[0]), end[1], end[2]
+        key = (cost, a, (a,) + (k,) * middle + (c,))
+        if best is None or key < best:
+            best = key
+    assert best is not None
+    return best[2]

@@ -1,0 +1,1 @@
+"""The plan language: YAML source with positions, values and units, the pydantic model, errors, loading."""

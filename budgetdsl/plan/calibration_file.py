@@ -1,0 +1,422 @@
+"""The calibration file: what `budgetdsl calibrate` measured, in a versioned, validated schema, and
+the one question the planner asks of it: B_crit (in tokens) at a given loss, with its uncertainty.
+
+The planner imports this module, so it imports neither torch nor numpy: planning starts fast.
+
+Units: batch sizes in examples (`*_examples` or bare `b_simple`) and in tokens (`*_tokens`);
+losses in nats per token of the proxy's own data and tokenizer — B_crit transfers between models
+at equal loss on the same data (docs/design.md section 1), so a byte-level loss is not a BPE loss.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+SCHEMA_VERSION = 1
+FIT_FORM = "B_crit(L) = B_star / L**(1/alpha)"
+# How far outside the measured loss range b_crit_tokens_at answers without `extrapolate`:
+# a tenth of the range's width, and never less than 2% of the loss itself.
+RANGE_MARGIN = 0.1
+RANGE_MARGIN_MIN = 0.02
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelInfo(_Model):
+    name: str  # a named GPT size, or the factory's package.module:function
+    kind: Literal["gpt", "factory"]
+    config: dict[str, Any] = {}
+    n_params: int
+    flops_per_token: float | None = None
+
+
+class DataInfo(_Model):
+    kind: Literal["stdlib", "text", "tokens", "factory"]
+    source: str
+    sha256: str | None  # of the tokens used (train then held-out); None for a factory
+    heldout: bool  # False: the losses below are training losses
+    vocab_size: int | None = None
+    train_tokens: int | None = None
+    heldout_tokens: int | None = None
+    files: int | None = None
+
+
+class OptimizerInfo(_Model):
+    name: str
+    lr: float  # peak learning rate; 0 measures at fixed weights
+    weight_decay: float
+    betas: tuple[float, float] | None = None
+    warmup_steps: int
+    grad_clip: float | None  # the norms in this file are measured before clipping
+
+
+class BatchSetup(_Model):
+    global_batch_examples: int  # B_big
+    micro_batch_examples: int  # B_small
+    accumulation: int
+    world_size: int
+    tokens_per_example: int
+
+
+class EstimatorInfo(_Model):
+    method: Literal["mccandlish-2018-two-batch"] = "mccandlish-2018-two-batch"
+    ema_beta: float  # 1.0: plain mean over all steps (fixed weights)
+    confidence: float
+    interval: Literal["fieller-batch-means"] = "fieller-batch-means"
+
+
+class Provenance(_Model):
+    tool: str
+    created_at: str
+    command: list[str]
+    torch_version: str
+    python_version: str
+    platform: str
+    seed: int
+    model: ModelInfo
+    data: DataInfo
+    optimizer: OptimizerInfo
+    batch: BatchSetup
+    estimator: EstimatorInfo
+    amp: Literal["none", "bf16", "fp16"]
+
+
+class TrajectoryPoint(_Model):
+    """State at an evaluation step; smoothed values cover the steps up to and including this one."""
+
+    step: int
+    examples: int  # consumed by the run so far, this step's batch included
+    tokens: int
+    loss: float  # held-out loss at this step's weights
+    loss_smoothed: float  # held-out loss averaged with the estimator's weights: the loss of b_simple
+    grad_sq: float  # smoothed |G|²
+    trace_sigma: float  # smoothed tr Σ (per example)
+    b_simple: float | None  # examples; None while |G|² is not positive
+    b_simple_tokens: float | None
+    ci_low: float | None  # examples; None: unbounded
+    ci_high: float | None
+
+
+class RawEstimates(_Model):
+    """Per-step unbiased estimates, one entry per measured step (columns)."""
+
+    step: list[int]
+    train_loss: list[float]
+    grad_sq_small: list[float]  # mean over micro-batches of |g_small|²
+    grad_sq_big: list[float]  # |g_big|²
+    grad_sq: list[float]  # |G|² (McCandlish A.2)
+    trace_sigma: list[float]  # tr Σ (A.3)
+    skipped_steps: list[int] = []  # non-finite loss or gradient: not measured, not applied
+
+
+class Fit(_Model):
+    form: Literal["B_crit(L) = B_star / L**(1/alpha)"] = FIT_FORM
+    b_star_tokens: float
+    alpha: float
+    alpha_se: float
+    # Covariance of (ln B*, 1/α), from weighted least squares in log space.
+    cov: tuple[tuple[float, float], tuple[float, float]]
+    loss_min: float
+    loss_max: float
+    n_points: int
+    reduced_chi2: float
+
+
+class Summary(_Model):
+    step: int
+    loss: float  # loss_smoothed of the last trajectory point
+    b_simple: float | None  # examples
+    b_simple_tokens: float | None
+    ci_low: float | None
+    ci_high: float | None
+    ci_low_tokens: float | None
+    ci_high_tokens: float | None
+    confidence: float
+    steps_measured: int
+    steps_skipped: int
+
+
+class MemoryPoint(_Model):
+    micro_batch_examples: int
+    peak_bytes: int
+
+
+class HardwareProfile(_Model):
+    device: str  # "cpu", "cuda"
+    device_name: str
+    world_size: int
+    threads: int | None = None
+    step_time_s: float | None = None  # median optimizer step, measurement included, eval excluded
+    tokens_per_s: float | None = None  # whole run (all replicas)
+    examples_per_s: float | None = None
+    memory: list[MemoryPoint] = []  # CUDA only: peak memory of forward+backward per micro-batch
+
+
+class SweepRun(_Model):
+    """One training run of a frontier sweep: a constant batch, trained from the shared start until
+    the held-out loss reaches the sweep's target (or `max_steps`)."""
+
+    batch_examples: int
+    batch_tokens: int
+    micro_batch_examples: int  # B_small of the B_simple estimator in this run
+    lr: float  # constant after warmup
+    lr_multiplier: float  # of the lr rule's value (a point of --lr-grid; 1 without a grid)
+    best: bool  # the run whose steps-to-target represents this batch (fewest steps of the grid)
+    reached: bool
+    steps_run: int
+    steps_to_target: float | None  # updates until the held-out loss crosses the target, interpolated
+    examples_to_target: float | None
+    tokens_to_target: float | None
+    final_loss: float  # held-out loss at the last evaluation
+    eval_steps: list[int]  # held-out loss after this many updates
+    eval_losses: list[float]
+    # B_simple measured in this run (McCandlish appendix A), over the last quarter of the steps
+    # before the target: mean tr Sigma over mean |G|^2, in examples; None when |G|^2 <= 0.
+    grad_sq: float | None
+    trace_sigma: float | None
+    b_simple: float | None
+    # B_simple averaged over the whole run, each step weighted by its share of S_min,
+    # dS_min = dS / (1 + B_noise/B) (McCandlish eq. 2.11 read locally): what B_crit averages.
+    b_simple_run_mean: float | None
+    seconds: float
+    steps_skipped: int = 0
+    note: str | None = None  # why the run stopped early, or did not reach the target
+
+
+class SweepFit(_Model):
+    """S = S_min + E_min/B fitted to the best run of each batch that reached the target
+    (budgetdsl.theory.frontier_fit: least squares in log space)."""
+
+    form: Literal["S = S_min + E_min/B"] = "S = S_min + E_min/B"
+    s_min: float  # steps
+    e_min_examples: float
+    e_min_tokens: float
+    b_crit_examples: float  # E_min / S_min
+    b_crit_tokens: float
+    b_crit_rel_se: float  # standard error of ln B_crit
+    b_crit_ci_low_tokens: float
+    b_crit_ci_high_tokens: float
+    confidence: float
+    cov: tuple[tuple[float, float], tuple[float, float]]  # of (ln S_min, ln E_min)
+    n_points: int
+    dof: int
+    rms_residual: float  # of ln S
+    residuals: list[float]  # ln S measured − ln S fitted, one per point, batches ascending
+
+
+class SweepComparison(_Model):
+    """B_crit measured by the sweep beside B_simple measured in the same runs."""
+
+    b_simple_examples: float | None  # pooled over the runs, near the target loss
+    b_simple_tokens: float | None
+    b_simple_ci_low: float | None  # examples; None: unbounded
+    b_simple_ci_high: float | None
+    b_simple_run_mean_examples: float | None  # mean over runs of b_simple_run_mean
+    ratio: float | None  # B_crit / B_simple (at the target)
+    ratio_run_mean: float | None  # B_crit / B_simple averaged over training
+
+
+class Sweep(_Model):
+    """A direct measurement of the frontier: runs at several batches to one held-out loss."""
+
+    target_loss: float
+    target_from: Literal["given", "pilot"]  # --target-loss, or the pilot run's final loss
+    lr_rule: Literal["sqrt", "linear", "none"]
+    lr_base: float
+    lr_base_batch: int  # examples at which lr_base applies; lr(B) = lr_base · rule(B / base)
+    lr_grid: list[float]  # multipliers tried at every batch
+    warmup_steps: int
+    max_steps: int
+    batches: list[int]  # examples
+    tokens_per_example: int
+    runs: list[SweepRun]
+    fit: SweepFit | None
+    fit_error: str | None = None
+    comparison: SweepComparison | None = None
+    seconds: float
+    interrupted: bool = False
+
+    def best_runs(self) -> list[SweepRun]:
+        return [r for r in self.runs if r.best]
+
+
+class CalibrationFile(_Model):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    interrupted: bool = False  # stopped early (Ctrl-C, or a failed measurement): a partial file
+    stop_reason: str | None = None
+    provenance: Provenance
+    trajectory: list[TrajectoryPoint]
+    raw: RawEstimates
+    fit: Fit | None
+    fit_error: str | None = None  # why there is no fit
+    summary: Summary | None
+    hardware: HardwareProfile
+    # A direct measurement of the frontier (`budgetdsl calibrate sweep`): runs at several batch
+    # sizes to one loss, the fit S = S_min + E_min/B, and B_crit beside B_simple.
+    sweep: Sweep | None = None
+
+    def b_crit_tokens_at(self, loss: float, extrapolate: bool = False,
+                         source: str = "b_simple") -> tuple[float, float]:
+        """(B_crit in tokens, relative 1-sigma uncertainty) at `loss`.
+
+        source "b_simple": from the fitted law B*/L^(1/alpha) of the B_simple trajectory. The
+        uncertainty is the standard error of ln B_crit from the fit's covariance (≈ relative error
+        of B_crit); it grows away from the measured losses. Raises ValueError when `loss` is
+        outside the measured range (with a small margin) unless `extrapolate`, and when the file
+        has no fit and `loss` is not the one loss a fixed-weights calibration measured.
+
+        source "sweep": the frontier sweep's B_crit = E_min/S_min, measured at the sweep's target
+        loss. At another loss (with `extrapolate`) it is carried along the B_simple law, scaled
+        by the measured ratio: B_crit(L) = B_sweep · law(L) / law(L_target); the two relative
+        errors add in quadrature.
+        """
+        if not (isinstance(loss, (int, float)) and math.isfinite(loss) and loss > 0):
+            raise ValueError(f"at_loss must be a positive number of nats, got {loss!r}")
+        if source == "sweep":
+            return self._sweep_b_crit(loss, extrapolate)
+        if source != "b_simple":
+            raise ValueError(f"unknown B_crit source {source!r} (b_simple or sweep)")
+        if self.fit is None:
+            return self._point_estimate(loss)
+        f = self.fit
+        width = f.loss_max - f.loss_min
+        lo = f.loss_min - max(RANGE_MARGIN * width, RANGE_MARGIN_MIN * f.loss_min)
+        hi = f.loss_max + max(RANGE_MARGIN * width, RANGE_MARGIN_MIN * f.loss_max)
+        if not extrapolate and not lo <= loss <= hi:
+            raise ValueError(
+                f"at_loss {loss:g} is outside the losses this calibration measured "
+                f"({f.loss_min:.4g} to {f.loss_max:.4g} nats, {f.n_points} points); "
+                "calibrate further (more --steps, a larger proxy) or set `extrapolate: true` "
+                f"to extend the fit {FIT_FORM} (alpha = {f.alpha:.3g})"
+            )
+        x = math.log(loss)
+        (vaa, vap), (_, vpp) = f.cov
+        var = vaa - 2.0 * x * vap + x * x * vpp  # d ln B / d(ln B*, 1/α) = (1, −ln L)
+        return f.b_star_tokens / loss ** (1.0 / f.alpha), math.sqrt(max(var, 0.0))
+
+    def _sweep_b_crit(self, loss: float, extrapolate: bool) -> tuple[float, float]:
+        sw = self.sweep
+        if sw is None:
+            raise ValueError("this calibration file has no frontier sweep; run `budgetdsl calibrate "
+                             "sweep`, or use source: b_simple")
+        if sw.fit is None:
+            raise ValueError(f"this calibration's frontier sweep has no fit ({sw.fit_error})")
+        b, rel = sw.fit.b_crit_tokens, sw.fit.b_crit_rel_se
+        target = sw.target_loss
+        if abs(loss - target) <= RANGE_MARGIN_MIN * target:
+            return b, rel
+        if not extrapolate:
+            raise ValueError(
+                f"at_loss {loss:g} is not the loss the frontier sweep measured ({target:.4g} nats); "
+                f"set at_loss: {target:.4g}, or `extrapolate: true` to carry B_crit along this "
+                f"calibration's B_simple law ({FIT_FORM})")
+        if self.fit is None:
+            raise ValueError(f"cannot move the sweep's B_crit from loss {target:.4g} to {loss:g}: "
+                             f"this calibration has no B_simple law ({self.fit_error})")
+        law_here, rel_here = self.b_crit_tokens_at(loss, extrapolate=True)
+        law_there, _ = self.b_crit_tokens_at(target, extrapolate=True)
+        return b * law_here / law_there, math.hypot(rel, rel_here)
+
+    def _point_estimate(self, loss: float) -> tuple[float, float]:
+        s = self.summary
+        why = f"this calibration has no fit ({self.fit_error or 'no usable trajectory'})"
+        if s is None or not s.b_simple_tokens or s.ci_low_tokens is None or s.ci_high_tokens is None:
+            raise ValueError(f"{why} and no bounded B_simple estimate")
+        if abs(loss - s.loss) > RANGE_MARGIN_MIN * s.loss:
+            raise ValueError(
+                f"{why}; it measured B_simple only at loss {s.loss:.4g}, not at {loss:g} "
+                "(a run with --lr > 0 measures a trajectory and fits B_crit(L))"
+            )
+        rel = (math.log(s.ci_high_tokens) - math.log(max(s.ci_low_tokens, 1e-300))) / (2 * _z(s.confidence))
+        return s.b_simple_tokens, rel
+
+    def describe(self, source: str = "b_simple") -> str:
+        """One line for reports: where B_crit comes from."""
+        p = self.provenance
+        if source == "sweep" and self.sweep is not None:
+            sw = self.sweep
+            n = len({r.batch_examples for r in sw.best_runs() if r.reached})
+            return (f"frontier sweep of {p.model.name} ({p.model.n_params:,} params) on {p.data.kind} "
+                    f"data: {n} batches to loss {sw.target_loss:.4g}, fit S = S_min + E_min/B, seed {p.seed}")
+        return (
+            f"B_simple calibration of {p.model.name} ({p.model.n_params:,} params) on {p.data.kind} "
+            f"data, {len(self.raw.step)} steps, seed {p.seed}"
+        )
+
+
+def _z(confidence: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+class CalibrationFileError(ValueError):
+    """A calibration file that cannot be read or does not validate; the message names the file."""
+
+
+# A calibration holds a trajectory and per-step columns: ~100 KB for the committed ones, ~12 MB for
+# 100,000 measured steps. The file comes with the plan (untrusted): past this it is not read.
+MAX_CALIBRATION_BYTES = 64 << 20
+
+
+def load_calibration(path: str | os.PathLike) -> CalibrationFile:
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_CALIBRATION_BYTES:
+            raise CalibrationFileError(f"{path}: larger than {MAX_CALIBRATION_BYTES >> 20} MiB, not a "
+                                       "calibration file `budgetdsl calibrate` writes")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CalibrationFileError(
+            f"{path}: no such calibration file (make one with `budgetdsl calibrate --out {path}`)"
+        ) from None
+    except OSError as exc:
+        raise CalibrationFileError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse_calibration(text, path)
+
+
+def parse_calibration(text: str, path: str | os.PathLike) -> CalibrationFile:
+    """A calibration file's text (read from disk, or from a git revision by `diff --base`),
+    validated; `path` names it in messages."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CalibrationFileError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+    except RecursionError:  # json's parser recurses once per nesting level
+        raise CalibrationFileError(f"{path}: not a calibration file (JSON nested too deeply)") from None
+    if not isinstance(data, dict):
+        raise CalibrationFileError(f"{path}: not a calibration file (expected a JSON object)")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise CalibrationFileError(
+            f"{path}: calibration schema_version {version!r} is not supported (this budgetdsl reads "
+            f"version {SCHEMA_VERSION}); re-run `budgetdsl calibrate`"
+        )
+    try:
+        return CalibrationFile.model_validate(data)
+    except RecursionError:
+        raise CalibrationFileError(f"{path}: not a calibration file (JSON nested too deeply)") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise CalibrationFileError(
+            f"{path}: invalid calibration file at {where}: {first['msg']} ({exc.error_count()} error(s))"
+        ) from None
+
+
+def write_calibration(path: str | os.PathLike, calibration: CalibrationFile) -> None:
+    """Write atomically: a temporary file in the same folder, then os.replace — a reader never
+    sees half a file, and an interrupted write leaves the previous file intact."""
+    from budgetdsl.io.atomic_write import write_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_file(path, calibration.model_dump_json(indent=1) + "\n")

@@ -1,0 +1,73 @@
+"""Read plan files as they were at a git revision, for `budgetdsl diff --base REF`.
+
+A plan at a revision must be read with its `extends` chain at that same revision (a base plan may
+have changed too), so this gives the loader an `opener` that reads bytes with `git show REF:path`
+instead of from disk. Only git's plumbing is called, with arguments passed as a list (no shell).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+
+class GitError(RuntimeError):
+    """git failed: not a repository, an unknown revision, git missing."""
+
+
+def _git(args: list[str], cwd: str | os.PathLike[str]) -> bytes:
+    try:
+        result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
+    except FileNotFoundError:
+        raise GitError("git is not installed") from None
+    if result.returncode != 0:
+        raise GitError(result.stderr.decode(errors="replace").strip() or f"git {' '.join(args)} failed")
+    return result.stdout
+
+
+def repo_root(cwd: str | os.PathLike[str] = ".") -> Path:
+    return Path(_git(["rev-parse", "--show-toplevel"], cwd).decode().strip())
+
+
+def resolve_revision(ref: str, cwd: str | os.PathLike[str] = ".") -> str:
+    """The commit id of `ref`; GitError with git's message when it does not name one."""
+    if ref.startswith("-"):
+        raise GitError(f"not a revision: {ref!r}")
+    try:
+        return _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd).decode().strip()
+    except GitError as exc:
+        if str(exc).startswith("fatal:"):  # not a repository, ...: git's own words
+            raise
+        raise GitError(f"unknown revision {ref!r}\n  hint: a branch or commit this clone has; fetch it "
+                       "first (git fetch origin main; a CI checkout needs the base's history, e.g. "
+                       "actions/checkout with fetch-depth: 0)") from None
+
+
+def files_at(commit: str, root: Path, paths: list[str]) -> list[str]:
+    """Files under `paths` (relative to `root`) that exist at `commit`."""
+    out = _git(["ls-tree", "-r", "--name-only", "-z", commit, "--", *paths], root)
+    return [p for p in out.decode().split("\0") if p]
+
+
+def work_tree_files(root: Path, patterns: list[str]) -> list[str]:
+    """Files of the work tree at `root` matching git pathspecs: tracked, or new and not ignored."""
+    out = _git(["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *patterns], root)
+    return sorted({p for p in out.decode().split("\0") if p})
+
+
+def opener_at(commit: str, root: Path):
+    """An opener for `plan_loader.read_merged` that reads files at `commit` (paths on disk are
+    mapped to paths in the repository relative to `root`)."""
+
+    def open_at(path: str) -> bytes:
+        rel = os.path.relpath(os.path.abspath(path), root)
+        if rel.startswith(".."):
+            raise FileNotFoundError(path)
+        try:
+            data = _git(["show", f"{commit}:{Path(rel).as_posix()}"], root)
+        except GitError:
+            raise FileNotFoundError(path) from None
+        return data  # the readers bound what they accept (a plan: MAX_FILE_BYTES)
+
+    return open_at

@@ -1,0 +1,561 @@
+"""The plan language: pydantic models of a plan file, strict, every field described with its unit.
+
+Values arrive here already evaluated (see `plan_loader`): numbers in base units — seconds, bytes,
+FLOP, bytes/s, FLOP/s — and counts of tokens, sequences or parameters as plain numbers. In the
+YAML a user may write units and small expressions (`21 days`, `80 GiB`, `20 * model.params`); the
+JSON Schema (`budgetdsl schema`) therefore accepts a number or a string for every quantity.
+
+Rules that span fields (exactly one source of B_crit, GPUs divisible by tensor × pipeline, …) are
+model validators that raise `PlanRuleError` naming the offending path, so the loader can point at
+the exact key in the file.
+"""
+
+# No `from __future__ import annotations` here (nor in solution.py, launch_model.py): pydantic would
+# compile and evaluate each field's annotation from its text when the class is built, at every cold
+# start (issue 13, item 4); written as objects, they are evaluated once, as the class body runs.
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    Tag,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from budgetdsl.hardware.gpus import PRESETS, find_preset
+from budgetdsl.hardware.layout import launch_problem
+from budgetdsl.plan.diagnostics import did_you_mean
+from budgetdsl.plan.launch import Launch
+from budgetdsl.quantities.units import (
+    BANDWIDTH,
+    BASE_UNIT,
+    DATA,
+    DIMENSIONLESS,
+    EXAMPLES,
+    FLOP,
+    FLOP_RATE,
+    TIME,
+    Dim,
+)
+from budgetdsl.theory.lr_scaling import EXPONENT as LR_EXPONENT
+
+# The objectives a plan may name; what each measures is budgetdsl.solve.objectives'.
+OBJECTIVES = ("balanced", "min_time", "min_cost", "min_flops")
+
+# The physical range of every number a plan may hold. No real run comes near these bounds (the
+# largest published runs: ~2·10^12 parameters, ~10^5 GPUs, ~10^26 FLOP, 10^6-token contexts); they
+# exist so that every intermediate of the cost model, the solver and the exports is a finite
+# float — with them, f ≤ 6·10^15 + 12·L·d·s ≤ 10^21 FLOP/token, tokens·f ≤ 10^51, and steps ×
+# step time ≤ 10^70 s: far inside a double's 1.8·10^308. Lower bounds keep divisions away from
+# zero and from denormals (`b_crit: 1e-320` would make x = B/B_crit infinite). The JSON Schema
+# states them too (`minimum`/`maximum`), so an editor flags a value as it is typed.
+MAX_PARAMS = 1e15
+MAX_LAYERS = 100_000
+MAX_WIDTH = 10_000_000  # d_model and heads
+MAX_SEQ_LEN = 100_000_000
+MAX_VOCAB = 1_000_000_000
+MAX_FLOPS_PER_TOKEN = 1e21
+MAX_GPUS = 1_000_000  # GPU counts, per node, and parallel degrees
+MAX_GPU_COUNTS = 10_000  # candidate counts of one GPU range (each is a placement to solve)
+MAX_BYTES = 1e15  # a petabyte: memory per device, activation bytes per token
+MIN_MEMORY = 1e6  # a megabyte of device memory
+MIN_RATE = 1e3  # FLOP/s and bytes/s
+MAX_FLOP_RATE = 1e21
+MAX_BANDWIDTH = 1e15
+MIN_MFU = 1e-4
+MAX_SECONDS = 1e10  # ~317 years: deadlines, per-step overheads
+MAX_FLOPS = 1e40
+MIN_MONEY, MAX_MONEY, MAX_PRICE = 1e-6, 1e15, 1e6  # GPU-hours and US dollars
+MAX_TOKENS = 1e18
+MAX_BATCH = 1e15  # tokens of a global batch or of B_crit
+MAX_MICRO_BATCH = 1_000_000
+MIN_LOSS, MAX_LOSS = 0.01, 100.0  # nats per token
+MIN_LR, MAX_LR = 1e-12, 1e3
+MAX_STEPS = 1_000_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class QuantitySpec:
+    """Marks a field whose YAML value is evaluated as a quantity of this dimension."""
+
+    dim: Dim
+    integer: bool = False
+    auto: bool = False  # `auto` is a value too: the solver searches it (issue 13)
+
+
+def PlanRuleError(path: str, message: str, hint: str | None = None) -> PydanticCustomError:  # noqa: N802
+    """A rule broken at `path` (dotted, relative to the model that checks it), with a hint."""
+    return PydanticCustomError("plan_rule", message, {"path": path, "hint": hint or ""})
+
+
+def _quantity(dim: Dim, description: str, *, integer: bool = False, unit: str | None = None,
+              optional: bool = False, default: Any = ..., auto: bool = False, **bounds: Any) -> Any:
+    """A field evaluated from a number or an expression of dimension `dim`, in base units; with
+    `auto`, the word `auto` too (the solver searches the value)."""
+    unit = unit if unit is not None else BASE_UNIT[dim]
+    number: dict[str, Any] = {"type": "integer" if integer else "number"}
+    for key, schema_key in (("gt", "exclusiveMinimum"), ("ge", "minimum"), ("le", "maximum"),
+                            ("lt", "exclusiveMaximum")):
+        if key in bounds:
+            number[schema_key] = bounds[key]
+    example = "2^5" if integer else EXAMPLES[dim]
+    branches: list[dict[str, Any]] = [number, {"type": "string", "description": f"an expression, e.g. {example!r}"}]
+    if auto:
+        branches.append({"const": "auto", "description": "the solver searches it"})
+    if optional:
+        branches.append({"type": "null"})
+        default = None if default is ... else default
+    if unit:
+        description = f"{description} A plain number is in {unit}."
+    python_type: Any = int if integer else float
+    if auto:  # the bounds hold the number; the word passes
+        python_type = Annotated[Union[Annotated[python_type, Field(**bounds), Tag("n")],
+                                      Annotated[Literal["auto"], Tag("auto")]],
+                                Discriminator(lambda v: "auto" if v == "auto" else "n")]
+        bounds = {}
+    return Annotated[python_type | None if optional else python_type, QuantitySpec(dim, integer, auto),
+                     WithJsonSchema({"anyOf": branches, "x-unit": unit or "1"}),
+                     Field(default, description=description, **bounds)]
+
+
+def Count(description: str, **kw: Any) -> Any:  # noqa: N802 - used as a type
+    return _quantity(DIMENSIONLESS, description, **kw)
+
+
+def Integer(description: str, **kw: Any) -> Any:  # noqa: N802
+    return _quantity(DIMENSIONLESS, description, integer=True, **kw)
+
+
+def Fraction(description: str, **kw: Any) -> Any:  # noqa: N802
+    return _quantity(DIMENSIONLESS, description, gt=0, le=1, **kw)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ModelShape(_Section):
+    """The model being trained: its size and shape drive FLOPs and memory."""
+
+    params: Count("Number of parameters N, e.g. 6.74e9 or 7B.", ge=1, le=MAX_PARAMS)
+    layers: Integer("Transformer layers L.", gt=0, le=MAX_LAYERS, optional=True)
+    d_model: Integer("Model width d.", gt=0, le=MAX_WIDTH, optional=True)
+    heads: Integer("Attention heads a.", gt=0, le=MAX_WIDTH, optional=True)
+    seq_len: Integer("Sequence length s, tokens per sequence.", gt=0, le=MAX_SEQ_LEN)
+    vocab: Integer("Vocabulary size V.", gt=0, le=MAX_VOCAB, optional=True)
+    flops_per_token: _quantity(
+        FLOP, "Training FLOPs per token (forward + backward), overriding 6N + 12·L·d·s.", ge=1, le=MAX_FLOPS_PER_TOKEN,
+        optional=True)
+    activation_bytes_per_token: _quantity(
+        DATA, "Activation memory per token for the whole model (all layers, before tensor and "
+        "pipeline parallelism divide it), overriding the Korthikanti et al. (2022) estimate.",
+        ge=1, le=MAX_BYTES, optional=True)
+
+    @model_validator(mode="after")
+    def _shape(self) -> "ModelShape":
+        if self.d_model is not None and self.heads is not None and self.d_model % self.heads:
+            raise PlanRuleError("heads", f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
+        if self.vocab is not None and self.d_model is not None:
+            # N counts the embedding, f the LM head (cost_model.flops_per_token): each layer keeps
+            # (N − V·d)/L parameters and (f − 6·d·V)/L FLOPs, which must be positive.
+            embedding = float(self.vocab) * self.d_model
+            if embedding >= self.params:
+                raise PlanRuleError("vocab", f"the embedding alone, vocab × d_model = {embedding:.3g} "
+                                    f"parameters, is not less than params ({self.params:.3g}), which "
+                                    "counts it; check vocab, d_model and params")
+            if self.flops_per_token is not None and 6.0 * embedding >= self.flops_per_token:
+                raise PlanRuleError("flops_per_token", f"the LM head alone, 6 × d_model × vocab = "
+                                    f"{6.0 * embedding:.3g} FLOP per token, is not less than "
+                                    f"flops_per_token ({self.flops_per_token:.3g}), which counts it "
+                                    "(and params must count the embedding)")
+        return self
+
+
+class GpuRange(_Section):
+    """A range of GPU counts: the solver chooses the count too."""
+
+    min: Integer("Fewest GPUs to consider; default 1, so {max: 256} reads 'at most 256'.", gt=0,
+                 le=MAX_GPUS, default=1)
+    max: Integer("Most GPUs to consider.", gt=0, le=MAX_GPUS)
+    step: Integer("Step between candidate counts.", gt=0, le=MAX_GPUS, default=1)
+
+    @model_validator(mode="after")
+    def _order(self) -> "GpuRange":
+        if self.max < self.min:
+            raise PlanRuleError("max", f"max ({self.max}) is below min ({self.min})")
+        if (self.max - self.min) // self.step > MAX_GPU_COUNTS:
+            raise PlanRuleError("step", f"the range holds more than {MAX_GPU_COUNTS:,} GPU counts; "
+                                "use a larger step")
+        return self
+
+    def counts(self) -> range:
+        return range(self.min, self.max + 1, self.step)
+
+
+def _gpus_kind(value: Any) -> str:
+    return "range" if isinstance(value, (dict, GpuRange)) else "count"
+
+
+GpuCount = Annotated[
+    Union[
+        Annotated[Integer("Number of GPUs.", gt=0, le=MAX_GPUS), Tag("count")],  # type: ignore[valid-type]
+        Annotated[GpuRange, Tag("range")],
+    ],
+    Discriminator(_gpus_kind),
+    Field(description="GPUs: a count, or {min, max, step} to let the solver choose."),
+]
+
+
+class Recompute(StrEnum):
+    none = "none"
+    selective = "selective"
+    full = "full"
+    auto = "auto"
+
+
+class Hardware(_Section):
+    """What the run has: accelerators, their memory and network, and how the model is split."""
+
+    gpu: str | None = Field(None, description="A preset name; see `budgetdsl plan --list-gpus`. "
+                            "Presets: " + ", ".join(PRESETS) + ".")
+    gpus: GpuCount
+    gpus_per_node: Integer("GPUs per node.", gt=0, le=MAX_GPUS, default=8)
+    memory_per_device: _quantity(DATA, "Memory per GPU, overriding the preset.", ge=MIN_MEMORY,
+                                  le=MAX_BYTES, optional=True)
+    peak_flops: _quantity(FLOP_RATE, "Peak dense bf16 FLOP/s per GPU, overriding the preset.",
+                          ge=MIN_RATE, le=MAX_FLOP_RATE, optional=True)
+    memory_reserve: _quantity(DATA, "Memory per GPU kept free for the CUDA context, communication "
+                              "buffers and fragmentation; default 10% of memory_per_device.", ge=0,
+                              le=MAX_BYTES, optional=True)
+    mfu: _quantity(DIMENSIONLESS, "Measured end-to-end model FLOPs utilization u (PaLM appendix B: model "
+                   "FLOPs per second over the whole run ÷ peak). Given: the step takes "
+                   "f·B/(G·P·u), nothing added on top. Omitted: utilization is predicted "
+                   "from the layout (budgetdsl.cost.throughput).",
+                   ge=MIN_MFU, le=1, optional=True)
+    network: _quantity(BANDWIDTH, "Per-GPU inter-node bandwidth for the gradient all-reduce, "
+                       "overriding the preset's reference system.", ge=MIN_RATE, le=MAX_BANDWIDTH,
+                       optional=True)
+    intra_node_network: _quantity(BANDWIDTH, "Per-GPU bandwidth between GPUs of one node (NVLink), "
+                                  "used when every replica sits in one node; overrides the preset.",
+                                  ge=MIN_RATE, le=MAX_BANDWIDTH, optional=True)
+    overlap: _quantity(DIMENSIONLESS, "Fraction of the data-parallel gradient reduction hidden behind the "
+                       "backward pass (0 = none, 1 = all); default: the framework's own (bucketed into the "
+                       "last micro-batch's backward, DDP/Megatron; prefetched, FSDP/ZeRO-3).", ge=0, le=1,
+                       optional=True)
+    step_overhead: _quantity(TIME, "Fixed time per optimizer step (optimizer, data loading, "
+                             "logging).", ge=0, le=MAX_SECONDS, default=0.0)
+    # Silence means search (issue 13): a layout key the plan does not give is `auto`; a value pins it.
+    zero: Literal[0, 1, 2, 3, "auto"] = Field("auto", description="ZeRO stage: 1 shards optimizer state, 2 "
+                                              "also gradients, 3 also weights (FSDP full sharding); auto "
+                                              "(the default): the solver searches it.")
+    tensor_parallel: Integer("Tensor-parallel degree t; auto (the default): the solver searches it.", gt=0,
+                             le=MAX_GPUS, default="auto", auto=True)
+    pipeline_parallel: Integer("Pipeline-parallel degree p; auto (the default): the solver searches it.", gt=0,
+                               le=MAX_GPUS, default="auto", auto=True)
+    recompute: Recompute = Field(Recompute.auto, strict=False, description="Activation recomputation: none, "
+                                 "selective (attention), full (each layer), or auto (the default: searched).")
+    flash_attention: bool = Field(True, description="Fused attention that keeps no s×s scores.")
+    sequence_parallel: bool = Field(False, description="Megatron sequence parallelism (Korthikanti et "
+                                    "al. 2022): layer norms and dropout split over the tensor-parallel "
+                                    "ranks too (activations ÷ t); off by default, as in Megatron-LM.")
+    virtual_pipeline_stages: Integer("Interleaved 1F1B: model chunks per GPU v (Megatron's virtual "
+                                     "pipeline); the bubble shrinks to (p − 1)/(v·m).", gt=0, le=1024, default=1)
+    grad_dtype: Literal["fp32", "bf16"] = Field("fp32", description="Gradient accumulation and "
+                                                "reduction dtype: fp32 (Megatron-LM's main_grad and "
+                                                "DeepSpeed's default for bf16 runs) or bf16.")
+    kernel_efficiency: Fraction("Fraction of peak FLOP/s the step's matmuls reach, for predicted "
+                                "utilization; overrides the GPU preset's fitted value.", optional=True)
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_preset(cls, name: str | None) -> str | None:
+        if name is not None and find_preset(name) is None:
+            raise PlanRuleError("", f"unknown GPU preset {name!r}", did_you_mean(name, PRESETS) or
+                                "presets: " + ", ".join(PRESETS) + "; or give peak_flops and "
+                                "memory_per_device instead")
+        return name
+
+    def searched(self) -> tuple[str, ...]:
+        """The layout keys set to `auto` (the solver searches them)."""
+        return tuple(k for k in LAYOUT_KEYS if getattr(self, k) == "auto")
+
+    @model_validator(mode="after")
+    def _declared_layout(self) -> "Hardware":
+        """With a declared `mfu` a silent layout key takes the framework's default (t = p = 1, no
+        ZeRO, no recomputation) instead of `auto`: the MFU was measured on one layout, and a
+        search at one MFU for every layout would reward the most model-parallel one (the
+        smallest batch) on paper. `auto` written in the plan still searches."""
+        if self.mfu is not None:
+            for key, value in DECLARED_LAYOUT_DEFAULTS.items():
+                if key not in self.model_fields_set:
+                    object.__setattr__(self, key, value)
+        return self
+
+    @model_validator(mode="after")
+    def _preset(self) -> "Hardware":
+        if self.gpu is None:
+            missing = [k for k in ("peak_flops", "memory_per_device") if getattr(self, k) is None]
+            if missing:
+                raise PlanRuleError("gpu", "name a GPU preset, or give " + " and ".join(missing),
+                                    "e.g. gpu: H100-SXM5-80GB")
+        split = _degree(self.tensor_parallel) * _degree(self.pipeline_parallel)
+        if isinstance(self.gpus, GpuRange):
+            _range_split(self.gpus, split, self.tensor_parallel, self.pipeline_parallel)
+        else:
+            problem = launch_problem(self.gpus, _degree(self.tensor_parallel), _degree(self.pipeline_parallel),
+                                     self.gpus_per_node)
+            if problem:
+                raise PlanRuleError("gpus", problem)
+        return self
+
+
+def _range_split(gpus: GpuRange, split: int, tp: int | str, pp: int | str) -> None:
+    """A range's counts are min, min + step, …: each must split into t·p groups, so min and step
+    are multiples of t·p. An unwritten min (1) or step (1) is named as the default it is, and the
+    error is located at a key the user wrote (hostile-input finding: `{max: 64}` beside
+    tensor_parallel 64 was refused over "gpus.min (1)", a value nobody wrote)."""
+    written = gpus.model_fields_set
+    what = f"tensor_parallel × pipeline_parallel ({_degree(tp)} × {_degree(pp)} = {split})"
+    shown = "{" + ", ".join(f"{k}: {getattr(gpus, k)}" for k in ("min", "max", "step") if k in written) + "}"
+    at = "gpus.max" if "max" in written else "gpus"
+    for key in ("min", "step"):
+        value = getattr(gpus, key)
+        if value % split and key in written:
+            raise PlanRuleError(f"gpus.{key}", f"gpus.{key} ({value}) must be a multiple of {what}",
+                                f"e.g. gpus.{key}: {max(split, value // split * split)}")
+    if gpus.min % split and gpus.max < split:
+        raise PlanRuleError(at, f"no GPU count in gpus {shown} splits into {what}: it needs at least "
+                            f"{split} GPUs", f"raise gpus.max to {split} or more, or lower the parallel degrees")
+    unwritten = [k for k in ("min", "step") if getattr(gpus, k) % split]
+    if not unwritten:
+        return
+    told = " and ".join(f"{'starts at' if k == 'min' else 'steps by'} {getattr(gpus, k)}" for k in unwritten)
+    first = -(-gpus.min // split) * split
+    last = gpus.max // split * split
+    fix = {"min": first, "max": gpus.max, "step": split if "step" in unwritten else gpus.step}
+    hint = f"write gpus: {{min: {fix['min']}, max: {fix['max']}, step: {fix['step']}}}"
+    if first == last:
+        hint = f"write gpus: {first} (the one count in the range that splits), or " + hint.removeprefix("write ")
+    raise PlanRuleError(at, f"gpus {shown} {told} (the default{'s' if len(unwritten) > 1 else ''} "
+                        f"{' and '.join(unwritten)}), and a range's counts (min, min + step, …) must be "
+                        f"multiples of {what}", hint)
+
+
+def _degree(value: int | str) -> int:
+    """A parallel degree, `auto` counted as 1 (the solver searches it; 1 always launches)."""
+    return 1 if value == "auto" else int(value)
+
+
+LAYOUT_KEYS = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
+# What a silent layout key means beside a declared hardware.mfu (Hardware._declared_layout).
+DECLARED_LAYOUT_DEFAULTS = {"tensor_parallel": 1, "pipeline_parallel": 1, "zero": 0, "recompute": Recompute.none}
+
+
+class Budget(_Section):
+    """The limits the run must respect. Each is optional; the solver reports the slack of each."""
+
+    deadline: _quantity(TIME, "Wall-clock limit of the run, e.g. '21 days'.", ge=1, le=MAX_SECONDS,
+                         optional=True)
+    flops: _quantity(FLOP, "Compute budget, e.g. '1.2e23' or '120 ZFLOP'.", ge=1, le=MAX_FLOPS,
+                      optional=True)
+    gpu_hours: Count("GPU-hour budget, e.g. '250k'.", ge=MIN_MONEY, le=MAX_MONEY, optional=True)
+    usd: Count("Money budget in US dollars; needs usd_per_gpu_hour.", ge=MIN_MONEY, le=MAX_MONEY,
+                optional=True)
+    usd_per_gpu_hour: Count("Price of one GPU-hour in US dollars.", ge=MIN_MONEY, le=MAX_PRICE,
+                             optional=True)
+
+    @model_validator(mode="after")
+    def _price(self) -> "Budget":
+        if self.usd is not None and self.usd_per_gpu_hour is None:
+            raise PlanRuleError("usd", "a budget in usd needs usd_per_gpu_hour")
+        return self
+
+
+class Target(_Section):
+    """How much training reaches the quality target: tokens at a batch, or E_min directly."""
+
+    tokens: Count("Tokens that reach the target when trained at `at_batch`.", ge=1, le=MAX_TOKENS,
+                   optional=True)
+    at_batch: Count("Global batch (tokens) at which `tokens` reach the target.", ge=1, le=MAX_BATCH,
+                     optional=True)
+    min_tokens: Count("E_min: tokens to the target in the small-batch limit.", ge=1, le=MAX_TOKENS,
+                       optional=True)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "Target":
+        if self.min_tokens is not None:
+            for key in ("tokens", "at_batch"):
+                if getattr(self, key) is not None:
+                    raise PlanRuleError(key, "give either min_tokens or tokens with at_batch, not both")
+        elif self.tokens is None and self.at_batch is None:
+            raise PlanRuleError("", "give tokens with at_batch, or min_tokens")
+        elif self.tokens is None:
+            raise PlanRuleError("at_batch", "at_batch needs tokens: the tokens that reach the target at it")
+        elif self.at_batch is None:
+            raise PlanRuleError("tokens", "tokens needs at_batch: the global batch they were counted at")
+        return self
+
+
+class NoiseSource(StrEnum):
+    b_simple = "b_simple"
+    sweep = "sweep"
+
+
+class Noise(_Section):
+    """Where the critical batch B_crit comes from, and how uncertain it is."""
+
+    b_crit: Count("B_crit in tokens.", ge=1, le=MAX_BATCH, optional=True)
+    kaplan_loss: _quantity(DIMENSIONLESS, "Loss (nats/token) at which to evaluate Kaplan et al. "
+                           "(2020) B_crit(L) = 2e8 / L^(1/0.21) tokens.", unit="nats", ge=MIN_LOSS,
+                           le=MAX_LOSS, optional=True)
+    calibration: str | None = Field(None, description="A calibration file written by `budgetdsl "
+                                    "calibrate`, relative to this plan.")
+    at_loss: _quantity(DIMENSIONLESS, "Held-out loss at which to read the calibration's B_crit(L).",
+                       unit="nats", ge=MIN_LOSS, le=MAX_LOSS, optional=True)
+    extrapolate: bool = Field(False, description="Allow at_loss outside the calibrated range.")
+    source: NoiseSource = Field(NoiseSource.b_simple, strict=False, description="Which calibration measurement to "
+                                "use: b_simple (gradient noise scale) or sweep (direct frontier fit).")
+    uncertainty: Fraction("Relative uncertainty of B_crit, e.g. '30%'.", optional=True)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "Noise":
+        given = [k for k in ("b_crit", "kaplan_loss", "calibration") if getattr(self, k) is not None]
+        if len(given) != 1:
+            where = given[1] if len(given) > 1 else ""
+            said = f"; this plan gives {' and '.join(given)}" if given else ""
+            raise PlanRuleError(where, "give exactly one of b_crit, kaplan_loss or calibration" + said)
+        if self.calibration is not None and self.at_loss is None:
+            raise PlanRuleError("calibration", "a calibration needs at_loss: the loss at which to read B_crit")
+        if self.calibration is None:
+            for key in ("at_loss",):
+                if getattr(self, key) is not None:
+                    raise PlanRuleError(key, f"{key} applies only with calibration")
+        return self
+
+
+# Stages of a batch-size ramp, given or 'auto': each is priced by bisections over the run's tokens
+# (batch_ramp.stages_from_token_fractions), 64 in about 3 s; 5,000 took a minute.
+MAX_RAMP_STAGES = 64
+
+
+class Stage(_Section):
+    """One stage of a batch-size schedule: this global batch until this fraction of the run."""
+
+    until: Fraction("End of the stage as a fraction of the run's tokens, e.g. '25%'; the last "
+                    "stage ends at 100%.")
+    batch: Count("Global batch in tokens during the stage.", ge=1, le=MAX_BATCH)
+
+
+class Run(_Section):
+    """A pinned configuration to evaluate instead of optimizing, or a batch-size schedule."""
+
+    batch: Count("Global batch in tokens.", ge=1, le=MAX_BATCH, optional=True)
+    micro_batch: Integer("Sequences per device per micro-step; auto (or omitted): the solver chooses.",
+                         gt=0, le=MAX_MICRO_BATCH, optional=True, auto=True)
+    batch_schedule: Annotated[
+        Union[Annotated[Literal["auto"], Tag("auto")], Annotated[list[Stage], Tag("stages")]],
+        Discriminator(lambda v: "stages" if isinstance(v, list) else "auto"),
+    ] | None = Field(
+        None, description="A batch-size ramp: 'auto' plans it from the calibration's "
+        "B_noise trajectory (needs noise.calibration), or a list of stages {until, batch}.")
+    ramp_stages: Integer("Stages of an 'auto' batch schedule.", gt=0, le=MAX_RAMP_STAGES, default=4)
+    ramp_x: _quantity(DIMENSIONLESS, "The batch of an 'auto' schedule tracks ramp_x × B_noise.",
+                      ge=1e-3, le=1e3, default=1.0)
+
+    @model_validator(mode="after")
+    def _stages(self) -> "Run":
+        if isinstance(self.batch_schedule, list):
+            if not self.batch_schedule:
+                raise PlanRuleError("batch_schedule", "a batch schedule needs at least one stage")
+            if len(self.batch_schedule) > MAX_RAMP_STAGES:  # each is placed by nested bisections
+                raise PlanRuleError(f"batch_schedule.{MAX_RAMP_STAGES}",
+                                    f"a batch schedule has at most {MAX_RAMP_STAGES} stages, this one "
+                                    f"{len(self.batch_schedule)}; merge neighbouring stages")
+            ends = [s.until for s in self.batch_schedule]
+            for i in range(1, len(ends)):
+                if ends[i] <= ends[i - 1]:
+                    raise PlanRuleError(f"batch_schedule.{i}.until", "stages must end in increasing order")
+            if abs(ends[-1] - 1.0) > 1e-12:
+                raise PlanRuleError(f"batch_schedule.{len(ends) - 1}.until",
+                                    "the last stage must end at 100% of the run")
+        return self
+
+
+# The objectives' and the lr scaling rules' names are defined once, beside what each means
+# (budgetdsl.solve.objectives, budgetdsl.theory.lr_scaling); the plan language takes exactly those.
+Objective = StrEnum("Objective", [(name, name) for name in OBJECTIVES])
+LrScaling = StrEnum("LrScaling", [(name, name) for name in LR_EXPONENT])
+
+
+class Optimizer(_Section):
+    """The learning rate as tuned at one batch, rescaled by the exports to the chosen batch."""
+
+    lr: _quantity(DIMENSIONLESS, "Peak learning rate tuned at `at_batch`.", ge=MIN_LR, le=MAX_LR)
+    at_batch: Count("Global batch (tokens) at which lr was tuned.", ge=1, le=MAX_BATCH)
+    scaling: LrScaling = Field(LrScaling.sqrt, strict=False, description="How lr follows the batch: linear "
+                               "(Goyal et al. 2017), sqrt (usual for Adam), or none.")
+    warmup_steps: Integer("Learning-rate warmup steps.", ge=0, le=MAX_STEPS, default=0)
+
+
+class Plan(_Section):
+    """A training-run plan: what the team has and what it must reach."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="budgetdsl plan")
+    _source: Any = PrivateAttr(None)  # plan_loader.MergedSource: where each value was written
+    _noise: Any = PrivateAttr(None)  # noise_source.ResolvedNoise: the noise source, read at load time
+
+    name: str = Field(description="Name of the run.", min_length=1, max_length=200)
+    description: str | None = Field(None, description="Free text for reviewers.")
+    extends: str | None = Field(None, description="A base plan this one inherits from (path "
+                                "relative to this file); this file's keys win.")
+    fragment: bool = Field(False, description="true marks a base fragment: a file that plans "
+                           "extend, never planned alone. It needs none of the whole-plan keys, and "
+                           "plans that extend it do not inherit the mark.")
+    model: ModelShape = Field(description=ModelShape.__doc__)
+    hardware: Hardware = Field(description=Hardware.__doc__)
+    budget: Budget = Field(default_factory=Budget, description=Budget.__doc__)
+    target: Target = Field(description=Target.__doc__)
+    noise: Noise = Field(description=Noise.__doc__)
+    run: Run | None = Field(None, description=Run.__doc__)
+    objective: Objective = Field(Objective.balanced, strict=False, description="Which point of the feasible "
+                                 "frontier to choose: balanced (B ≈ B_crit), min_time, min_flops, "
+                                 "or min_cost.")
+    optimizer: Optimizer | None = Field(None, description=Optimizer.__doc__)
+    launch: Launch | None = Field(None, description="What exports need that the plan cannot "
+                                  "infer: image, command, partition, account, env.")
+
+    @field_validator("name")
+    @classmethod
+    def _visible_name(cls, name: str) -> str:
+        # the name titles every report and names the exported jobs (Slurm, Kubernetes, SkyPilot)
+        if not name.strip():
+            raise PlanRuleError("", "the name is blank", "write a name a reviewer and a scheduler can show, "
+                                "e.g. name: llama-7b-pretrain")
+        return name
+
+    @model_validator(mode="after")
+    def _split(self) -> "Plan":
+        if (self.run is not None and self.run.batch_schedule == "auto"
+                and self.noise.calibration is None):
+            raise PlanRuleError("run.batch_schedule", "batch_schedule: auto plans the ramp from a "
+                                "calibration's B_noise trajectory; set noise.calibration",
+                                "or give the stages: [{until: 25%, batch: 1M}, {until: 100%, batch: 4M}]")
+        hw, m = self.hardware, self.model
+        if m.heads is not None and m.heads % _degree(hw.tensor_parallel):
+            raise PlanRuleError("hardware.tensor_parallel", f"heads ({m.heads}) must be divisible by "
+                                f"tensor_parallel ({hw.tensor_parallel})")
+        # Uneven stages are allowed (BLOOM: 70 layers on 12 stages; Llama 3 405B: 126 on 16): the
+        # cost model balances them with the LM head on the last (budgetdsl.hardware.layout.stage_layers).
+        chunks = _degree(hw.pipeline_parallel) * hw.virtual_pipeline_stages
+        if m.layers is not None and m.layers < chunks:
+            raise PlanRuleError("hardware.pipeline_parallel", f"layers ({m.layers}) cannot fill "
+                                f"pipeline_parallel × virtual_pipeline_stages = {chunks} stages")
+        return self

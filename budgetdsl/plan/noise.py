@@ -1,0 +1,290 @@
+"""Where B_crit comes from: `noise.b_crit` (declared), `noise.kaplan_loss` (Kaplan et al. 2020's
+fit), or `noise.calibration` (a file written by `budgetdsl calibrate`, read at `noise.at_loss`).
+
+Each answer carries a provenance string for reports and a relative uncertainty: `noise.uncertainty`
+when declared, else the calibration's own, else none. Calibration problems (missing file, a loss
+outside the measured range) are malformed input, raised as a located PlanError pointing at the
+key that caused them.
+
+A calibration is measured on a proxy and transferred to the target at equal loss (Kaplan et al.
+2020 section 5.1; McCandlish et al. 2018 section 4): `transfer_checks` refuses transfers whose
+result means nothing (a training run whose trajectory gave no fit, a B_crit below one sequence of
+the target) and warns, located, where it is only doubtful (losses on a different corpus or
+tokenizer). The batch-side check (x = B/B_crit far from 1) is the solver's: it knows the batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
+from budgetdsl.plan.yaml_source import read_bytes
+from budgetdsl.theory.frontier import KAPLAN_ALPHA_B, KAPLAN_B_STAR, kaplan_b_crit
+
+if TYPE_CHECKING:
+    from budgetdsl.plan.model import Plan
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseEstimate:
+    b_crit: float  # tokens
+    source: str  # provenance, for people
+    uncertainty: float | None  # relative, e.g. 0.3 for ±30 %
+    uncertainty_source: str | None
+    warnings: tuple[Diagnostic, ...] = ()  # located, severity "warning": doubtful, not meaningless
+    notes: tuple[str, ...] = ()  # for the report: e.g. what the calibration's hardware profile shows
+    calibration: Any = field(default=None, compare=False)  # the calibration read (its B_noise trajectory)
+    calibration_name: str | None = None  # the calibration file's name, for provenance
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedNoise:
+    """A plan's noise source as read when the plan was loaded (`resolve_noise`, called by
+    `plan_loader.load_merged`): the estimate, or the located error reading it gave, and the
+    sections it was read from. `solve` reads this instead of the calibration file, so a solve
+    reads no file; a plan changed since (another noise section, model or GPU) is resolved again."""
+
+    noise: Any  # plan.noise
+    model: Any  # plan.model (the transfer checks read seq_len and vocab)
+    gpu: str | None  # plan.hardware.gpu (the calibration's kernel evidence names it)
+    estimate: NoiseEstimate | None
+    error: PlanError | None
+
+    def matches(self, plan: "Plan") -> bool:
+        return plan.noise == self.noise and plan.model == self.model and plan.hardware.gpu == self.gpu
+
+
+def locate(plan: "Plan", path: tuple[str | int, ...]) -> Location:
+    """Where `path` was written, for located errors; `<plan NAME>` when the plan has no source."""
+    source = getattr(plan, "_source", None)
+    if source is None:
+        return Location(f"<plan {plan.name}>")
+    return source.locate(path)
+
+
+def plan_error(plan: "Plan", path: tuple[str | int, ...], code: str, message: str,
+               hint: str | None = None) -> PlanError:
+    return PlanError([Diagnostic(locate(plan, path), code, message, hint)])
+
+
+def _located(plan: "Plan", path: tuple[str | int, ...], code: str, message: str,
+             hint: str | None = None) -> Diagnostic:
+    return Diagnostic(locate(plan, path), code, message, hint)
+
+
+def plan_warning(plan: "Plan", path: tuple[str | int, ...], code: str, message: str,
+                 hint: str | None = None) -> Diagnostic:
+    return Diagnostic(locate(plan, path), code, message, hint, severity="warning")
+
+
+@functools.lru_cache(maxsize=32)
+def _load_calibration(path: str, mtime_ns: int) -> Any:
+    from budgetdsl.plan.calibration_file import (
+        load_calibration,  # issue 4; imported only when used
+    )
+
+    return load_calibration(path)
+
+
+def calibration_path(plan: "Plan") -> Path:
+    """`noise.calibration` resolved against the file that declared it."""
+    assert plan.noise.calibration is not None
+    raw = Path(plan.noise.calibration)
+    if raw.is_absolute():
+        return raw
+    where = locate(plan, ("noise", "calibration"))
+    base = Path(where.file).parent if not where.file.startswith("<") else Path.cwd()
+    return base / raw
+
+
+def read_calibration(plan: "Plan", path: Path | None = None) -> Any:
+    """The plan's calibration file, read the way the plan was read: from disk (cached by mtime),
+    or through the plan's opener (a git revision, for `diff --base`). Located PlanError when it
+    is missing or invalid."""
+    path = path or calibration_path(plan)
+    missing = plan_error(plan, ("noise", "calibration"), "calibration-missing",
+                         f"calibration file {str(path)!r} not found",
+                         "the path is relative to the plan file that names it; "
+                         "write one with `budgetdsl calibrate`")
+    source = getattr(plan, "_source", None)
+    opener = getattr(source, "opener", None)
+    plan_file = source.paths.get(source.files[0]) if source is not None and source.files else None
+    if plan_file is not None:  # a calibration stays inside the plan's repository, as bases do
+        from budgetdsl.plan.source import ROOT_ENV, confined, find_root
+        from budgetdsl.plan.yaml_source import excerpt
+
+        root = find_root(plan_file)
+        if not confined(path, root, on_disk=opener is None or opener is read_bytes):
+            raise plan_error(plan, ("noise", "calibration"), "calibration-outside",
+                             f"calibration {excerpt(str(plan.noise.calibration), 60)} is outside the repository",
+                             f"a calibration file must be inside {root} (the git work tree, or ${ROOT_ENV} "
+                             "when there is none)")
+    try:
+        if opener is None or opener is read_bytes:
+            if not path.is_file():
+                raise missing
+            return _load_calibration(os.fspath(path), path.stat().st_mtime_ns)
+        from budgetdsl.plan.calibration_file import parse_calibration
+
+        try:
+            raw = opener(os.fspath(path))
+        except FileNotFoundError:
+            raise missing from None
+        return parse_calibration(raw.decode("utf-8"), path)
+    except PlanError:
+        raise
+    except (ValueError, OSError) as exc:
+        raise plan_error(plan, ("noise", "calibration"), "calibration-invalid",
+                         f"cannot read calibration {str(path)!r}: {exc}") from None
+
+
+def _from_calibration(plan: "Plan") -> NoiseEstimate:
+    noise = plan.noise
+    path = calibration_path(plan)
+    cal = read_calibration(plan, path)
+    source_name = str(noise.source)
+    if source_name == "sweep" and getattr(cal, "sweep", None) is None:
+        raise plan_error(plan, ("noise", "source"), "calibration-source",
+                         f"calibration {str(path)!r} has no frontier sweep",
+                         "measure one with `budgetdsl calibrate sweep`, or use source: b_simple")
+    try:
+        kwargs: dict[str, Any] = {"extrapolate": noise.extrapolate}
+        if source_name != "b_simple":  # readers of schema 1 without a sweep take no `source`
+            kwargs["source"] = source_name
+        b_crit, rel = cal.b_crit_tokens_at(float(noise.at_loss), **kwargs)
+    except ValueError as exc:
+        raise plan_error(plan, ("noise", "at_loss"), "calibration-range", str(exc),
+                         None if noise.extrapolate else "set noise.extrapolate: true to read "
+                         "B_crit outside the calibrated range, at your own risk") from None
+    if source_name == "sweep":
+        sw = cal.sweep
+        moved = abs(float(noise.at_loss) - sw.target_loss) > 0.02 * sw.target_loss
+        source = (f"calibration {path.name} (sweep: {cal.describe('sweep')})"
+                  + (f", carried to loss {noise.at_loss:g} along the B_simple law" if moved else ""))
+    else:
+        source = (f"calibration {path.name} ({noise.source}) at loss {noise.at_loss:g}"
+                  + (" (extrapolated)" if noise.extrapolate else ""))
+    warnings = transfer_checks(plan, cal, float(b_crit), path)
+    from budgetdsl.hardware.calibration_hardware import kernel_evidence
+
+    evidence = kernel_evidence(plan, cal, path.name)
+    notes = (evidence,) if evidence else ()
+    if noise.uncertainty is not None:
+        return NoiseEstimate(float(b_crit), source, noise.uncertainty, "noise.uncertainty", warnings, notes,
+                             cal, path.name)
+    return NoiseEstimate(float(b_crit), source, float(rel) if rel else None, "calibration", warnings, notes,
+                         cal, path.name)
+
+# The built-in proxy corpus (calibrate/data.py): Python source read as bytes, a 256-symbol vocabulary.
+PROXY_CORPORA = {"stdlib": "the built-in stdlib proxy corpus (Python source read as bytes, vocabulary 256)"}
+
+
+def transfer_checks(plan: "Plan", cal: Any, b_crit: float, path: Path) -> tuple[Diagnostic, ...]:
+    """Whether the calibration's B_crit means anything for this plan's model. Raises a located
+    PlanError where it does not; returns located warnings where it is doubtful.
+
+    Errors:
+    - a training run (EMA over a moving trajectory) whose fit failed: the last smoothed B_simple
+      belongs to no loss in particular, and B_crit(L) is unknown (issue 15: a `--quick` file gave
+      B_crit = 101 tokens to a 13B plan). A fixed-weights calibration (`--lr 0`, EMA beta 1) has
+      no fit by design and is read at its one loss (CalibrationFile._point_estimate).
+    - B_crit below one sequence of the target: every launchable batch is then at least
+      seq_len / B_crit times B_crit, and a B_noise of a fraction of a sequence says the proxy's
+      per-token losses are not the target's (B_noise at equal loss transfers only on the same
+      data and tokenizer, Kaplan et al. 2020 section 5.1).
+    Warnings:
+    - the calibration measured the built-in proxy corpus (unless the plan is of the proxy itself:
+      its sequence length and vocabulary), or a vocabulary other than the plan's model.vocab: the
+      loss scale differs, so `at_loss` reads a different point of the curve.
+    Files that do not carry a field (a stub, an older writer) skip the check that needs it.
+    """
+    noise = plan.noise
+    name = path.name
+    prov = getattr(cal, "provenance", None)
+    trained = prov is not None and float(prov.estimator.ema_beta) < 1.0
+    errors: list[Diagnostic] = []
+    if str(noise.source) == "b_simple" and trained and getattr(cal, "fit", "absent") is None:
+        errors.append(_located(
+            plan, ("noise", "calibration"), "calibration-no-fit",
+            f"calibration {name!r} has no fit of B_crit(L) "
+            f"({getattr(cal, 'fit_error', None) or 'no usable trajectory'}): the B_simple of a training "
+            "run without a fit belongs to no particular loss and cannot be transferred",
+            "calibrate for longer (more --steps, not --quick) until the fit has at least 3 points, "
+            "or declare noise.b_crit"))
+    seq_len = int(plan.model.seq_len)
+    if b_crit < seq_len:
+        errors.append(_located(
+            plan, ("noise",), "b-crit-below-sequence",
+            f"B_crit from calibration {name!r} at loss {float(noise.at_loss):g} is {b_crit:.3g} tokens, "
+            f"less than one sequence of this model ({seq_len} tokens): the calibration's losses do "
+            "not describe this model's training",
+            "calibrate on the target's own data and tokenizer (budgetdsl.calibrate.gns, gns_hf or gns_lightning "
+            "records B_simple inside an existing training loop), and read it at a loss the target "
+            "reaches; or declare noise.b_crit"))
+    if errors:
+        raise PlanError(errors)
+    warnings: list[Diagnostic] = []
+    data = getattr(prov, "data", None)
+    vocab = getattr(plan.model, "vocab", None)
+    cal_vocab = getattr(data, "vocab_size", None)
+    tokens = getattr(getattr(prov, "batch", None), "tokens_per_example", None)
+    # A plan of the proxy itself (its sequence length, its vocabulary or none given) trains on the
+    # proxy's own token stream, as plans/ramp-gpt-micro-proxy.yaml does: nothing is transferred.
+    the_proxy = tokens == seq_len and (vocab is None or vocab == cal_vocab)
+    if data is not None and data.kind in PROXY_CORPORA and not the_proxy:
+        warnings.append(plan_warning(
+            plan, ("noise", "calibration"), "calibration-corpus",
+            f"calibration {name!r} measured {PROXY_CORPORA[data.kind]}: its losses are not comparable "
+            f"with a loss on the target's corpus and tokenizer, so at_loss {float(noise.at_loss):g} "
+            "reads B_crit at a point of a different curve",
+            "calibrate on the target's data (`budgetdsl calibrate --data FILE`, or record B_simple "
+            "in your own training with budgetdsl.calibrate.gns, gns_hf or gns_lightning)"))
+    if vocab is not None and cal_vocab is not None and int(vocab) != int(cal_vocab):
+        warnings.append(plan_warning(
+            plan, ("noise", "at_loss"), "calibration-tokenizer",
+            f"calibration {name!r} measured losses over a vocabulary of {cal_vocab}, this model's is "
+            f"{int(vocab)}: nats per token of different tokenizers are not the same loss",
+            "read at_loss on the calibration's own loss scale, or calibrate with the target's tokenizer"))
+    return tuple(warnings)
+
+
+def noise_estimate(plan: "Plan") -> NoiseEstimate:
+    """B_crit in tokens and where it came from: the estimate read when the plan was loaded (a
+    located PlanError when reading it failed), or, for a plan built in memory or changed since,
+    read now. Only a calibration reads a file; a declared b_crit or kaplan_loss is arithmetic."""
+    if plan.noise.calibration is None:  # b_crit or kaplan_loss: arithmetic, nothing was read
+        return _estimate(plan)
+    res = getattr(plan, "_noise", None)
+    if res is None or not res.matches(plan):
+        res = resolve_noise(plan)
+    if res.error is not None:
+        raise res.error
+    assert res.estimate is not None
+    return res.estimate
+
+
+def resolve_noise(plan: "Plan") -> ResolvedNoise:
+    """Read the plan's noise source once (the calibration file, if any), keeping a located error
+    for when the plan is solved: loading a plan does not fail on its calibration (`budgetdsl
+    check` reports it, `solve` raises it)."""
+    try:
+        estimate, error = _estimate(plan), None
+    except PlanError as exc:
+        estimate, error = None, exc
+    return ResolvedNoise(plan.noise, plan.model, plan.hardware.gpu, estimate, error)
+
+
+def _estimate(plan: "Plan") -> NoiseEstimate:
+    noise = plan.noise
+    declared_u = (noise.uncertainty, "noise.uncertainty") if noise.uncertainty is not None else (None, None)
+    if noise.b_crit is not None:
+        return NoiseEstimate(float(noise.b_crit), "declared (noise.b_crit)", *declared_u)
+    if noise.kaplan_loss is not None:
+        b = kaplan_b_crit(noise.kaplan_loss)
+        return NoiseEstimate(b, f"Kaplan et al. 2020: {KAPLAN_B_STAR:.0e} / L^(1/{KAPLAN_ALPHA_B}) "
+                             f"at L = {noise.kaplan_loss:g} nats", *declared_u)
+    return _from_calibration(plan)

@@ -1,0 +1,1 @@
+"""What people read: the text, JSON and Markdown report, plan diffs, and the pictures."""

@@ -1,0 +1,1 @@
+"""The solver: placement on the frontier, the layout search, objectives, infeasibility, ramps, sweeps."""

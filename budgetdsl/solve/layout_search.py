@@ -1,0 +1,112 @@
+"""The layouts the solver searches when the plan says `auto` (issue 13): which values of
+tensor_parallel, pipeline_parallel, zero and recompute are candidates, and the plan with one
+candidate written in.
+
+The space (each key the plan fixes stays fixed):
+- tensor_parallel t: powers of two up to one node (t·dp ranks keep tensor groups on NVLink,
+  Narayanan et al. 2021 §3.3), dividing the attention heads (Megatron splits heads over t);
+- pipeline_parallel p: powers of two with p·v ≤ layers; uneven stages are allowed
+  (`budgetdsl.hardware.layout.stage_layers`);
+- zero: 0–3, and 0–1 with a pipeline (`budgetdsl.hardware.layout.zero_problem`: frameworks do not run
+  ZeRO-2/3 under one); recompute: none, selective, full;
+and on each GPU count only the layouts that launch there (`budgetdsl.hardware.layout.launchable`).
+
+Pruning, exact under the throughput model: a ZeRO stage or recomputation beyond another only adds
+time (gathers, a recomputed forward) and only helps by letting a larger micro-batch fit. So a
+layout whose largest micro-batch is no larger than that of a layout with the same t and p and a
+lower-or-equal ZeRO stage and recomputation (one strictly lower) is never better on any axis, and
+is skipped (`dominated_by_simpler`). The brute-force oracle (tests/budgetdsl/test_solver_oracle.py)
+enumerates the space without this pruning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from budgetdsl.hardware.layout import launchable, zero_problem
+
+if TYPE_CHECKING:
+    from budgetdsl.plan.model import Plan
+
+RECOMPUTE_ORDER = ("none", "selective", "full")
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class LayoutChoice:
+    """One candidate layout (the simplest sort first: fewest model-parallel ranks, lowest ZeRO
+    stage, least recomputation)."""
+
+    tensor_parallel: int
+    pipeline_parallel: int
+    zero: int
+    recompute: str
+
+    def sort_key(self) -> tuple[int, int, int, int]:
+        return (self.tensor_parallel * self.pipeline_parallel, self.pipeline_parallel, self.zero,
+                RECOMPUTE_ORDER.index(self.recompute))
+
+    def simpler(self) -> list["LayoutChoice"]:
+        """The same t and p with one step less ZeRO or recomputation."""
+        out = []
+        if self.zero > 0:
+            out.append(LayoutChoice(self.tensor_parallel, self.pipeline_parallel, self.zero - 1, self.recompute))
+        r = RECOMPUTE_ORDER.index(self.recompute)
+        if r > 0:
+            out.append(LayoutChoice(self.tensor_parallel, self.pipeline_parallel, self.zero,
+                                    RECOMPUTE_ORDER[r - 1]))
+        return out
+
+    def describe(self) -> str:
+        return (f"TP {self.tensor_parallel} · PP {self.pipeline_parallel} · ZeRO {self.zero} · "
+                f"recompute {self.recompute}")
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    out, v = [], 1
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def searched(plan: "Plan") -> tuple[str, ...]:
+    """The layout keys the plan leaves to the solver."""
+    return plan.hardware.searched()
+
+
+def candidates(plan: "Plan") -> list[LayoutChoice]:
+    """Every layout of the search space, simplest first (launchability is per GPU count)."""
+    hw, m = plan.hardware, plan.model
+    if hw.tensor_parallel == "auto":
+        tps = [t for t in _powers_of_two(hw.gpus_per_node) if m.heads is None or m.heads % t == 0]
+    else:
+        tps = [int(hw.tensor_parallel)]
+    if hw.pipeline_parallel == "auto":
+        depth = (m.layers // hw.virtual_pipeline_stages) if m.layers is not None else 1
+        pps = _powers_of_two(max(1, depth))
+    else:
+        pps = [int(hw.pipeline_parallel)]
+    zeros = list(ZERO_STAGES) if hw.zero == "auto" else [int(hw.zero)]
+    recomputes = list(RECOMPUTE_ORDER) if str(hw.recompute) == "auto" else [str(hw.recompute)]
+    out = [LayoutChoice(t, p, z, r) for t in tps for p in pps for z in zeros for r in recomputes
+           if zero_problem(z, p) is None or (hw.zero != "auto" and hw.pipeline_parallel != "auto")]
+    return sorted(out, key=LayoutChoice.sort_key)
+
+
+def launches(choice: LayoutChoice, gpus: int, gpus_per_node: int) -> bool:
+    return launchable(gpus, choice.tensor_parallel, choice.pipeline_parallel, gpus_per_node)
+
+
+def concrete(plan: "Plan", choice: LayoutChoice | None) -> "Plan":
+    """`plan` with the layout written in (and `run.micro_batch: auto` as omitted): the plan every
+    other part of the solver reads. Private attributes (the loaded source) are kept."""
+    update = {}
+    if choice is not None:
+        update["hardware"] = plan.hardware.model_copy(update=dict(
+            tensor_parallel=choice.tensor_parallel, pipeline_parallel=choice.pipeline_parallel,
+            zero=choice.zero, recompute=choice.recompute))
+    if plan.run is not None and plan.run.micro_batch == "auto":
+        update["run"] = plan.run.model_copy(update=dict(micro_batch=None))
+    return plan.model_copy(update=update) if update else plan

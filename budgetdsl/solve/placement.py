@@ -1,0 +1,430 @@
+"""Placement on one GPU count: the feasible interval of the global batch, the objective's point in
+it, and the snap to a launchable integer configuration (docs/design.md section 3, steps 2–4).
+
+Plain floats and slotted dataclasses: this is the hot path of a sweep (≥ 10,000 solves/s), so the
+pydantic result is built once, by `solver`, from what this module returns.
+
+The interval of B (tokens) is the intersection of each limit's own interval:
+    min_batch   B ≥ dp·s (one sequence per replica)
+    flops       f·E(B) ≤ F                       ⇔ B ≤ B_crit (F/(f·E_min) − 1)          (linear)
+    deadline    W(B) = S(B)·T(B) ≤ D             ⇔ a2·B² + a1·B + a0 ≤ 0                (quadratic)
+    gpu_hours   G·W(B)/3600 ≤ H                  ⇔ the same quadratic with D = 3600·H/G
+    usd         price·G·W(B)/3600 ≤ U            ⇔ the same quadratic with D = 3600·U/(price·G)
+    memory      micro-batch 1 fits               (does not bound B: accumulation restores it)
+with the closed forms derived by sympy in `closed_forms` (emitted into `closed_forms_generated`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from budgetdsl.cost.cost_model import DECLARED, CostModel
+from budgetdsl.theory import closed_forms_generated as cf
+from budgetdsl.theory.frontier import Frontier
+
+INF = math.inf
+TIME_LIMITS = ("deadline", "gpu_hours", "usd")
+LIMIT_NAMES = ("deadline", "flops", "gpu_hours", "usd")
+# An integer step count is ceil(S(B)); the tolerance keeps S(B) = 476837.0000000001 (float noise on
+# an exact integer) from costing a whole extra step.
+_STEP_TOL = 1e-12
+_FALLBACK_SCAN = 512  # integer batch sizes tried when the neighbours of the target all fail
+_DIVISOR_SCAN = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    deadline: float | None = None  # seconds
+    flops: float | None = None  # FLOP
+    gpu_hours: float | None = None
+    usd: float | None = None
+    price: float | None = None  # USD per GPU-hour
+
+    def without(self, name: str) -> "Limits":
+        values = {k: getattr(self, k) for k in ("deadline", "flops", "gpu_hours", "usd", "price")}
+        values[name] = None
+        return Limits(**values)
+
+    def replaced(self, name: str, value: float) -> "Limits":
+        values = {k: getattr(self, k) for k in ("deadline", "flops", "gpu_hours", "usd", "price")}
+        values[name] = value
+        return Limits(**values)
+
+    def wall_limit(self, name: str, gpus: int) -> float | None:
+        """A time-type limit as a bound on the wall clock W, seconds."""
+        if name == "deadline":
+            return self.deadline
+        if name == "gpu_hours":
+            return None if self.gpu_hours is None else 3600.0 * self.gpu_hours / gpus
+        if self.usd is None or not self.price:
+            return None
+        return 3600.0 * self.usd / (self.price * gpus)
+
+
+class Config(NamedTuple):
+    """One launchable configuration, evaluated exactly (integer steps). A named tuple: immutable,
+    and built ~6x faster than a frozen dataclass (a search evaluates ~100 per solve)."""
+
+    gpus: int
+    micro_batch: int
+    grad_accum: int
+    data_parallel: int
+    sequences: int
+    batch: float  # tokens
+    steps: int
+    tokens: float
+    flops: float
+    wall: float  # seconds
+    gpu_hours: float
+    usd: float | None
+    memory: float  # bytes per device
+    violated: tuple[str, ...]
+
+    @property
+    def feasible(self) -> bool:
+        return not self.violated
+
+    def value_of(self, name: str) -> float:
+        return {"deadline": self.wall, "flops": self.flops, "gpu_hours": self.gpu_hours,
+                "usd": self.usd if self.usd is not None else INF, "memory": self.memory,
+                "min_batch": self.batch}[name]
+
+
+_new_config = tuple.__new__  # Config(*fields) without binding 14 keyword-capable arguments
+
+
+def quadratic_interval(a2: float, a1: float, a0: float) -> tuple[float, float] | None:
+    """{B > 0 : a2·B² + a1·B + a0 ≤ 0} for a2 > 0, a0 ≥ 0, or None when empty.
+
+    The roots are those of `cf.time_roots` (sympy's), computed in the cancellation-free form
+    q = −(a1 + sign(a1)·√disc)/2, roots q/a2 and a0/q (Press et al., Numerical Recipes, §5.6)."""
+    disc = a1 * a1 - 4.0 * a2 * a0
+    if disc < 0.0:
+        return None
+    q = -0.5 * (a1 + math.copysign(math.sqrt(disc), a1))
+    if q == 0.0:
+        return None
+    r1, r2 = q / a2, a0 / q
+    lo, hi = (r1, r2) if r1 <= r2 else (r2, r1)
+    if hi <= 0.0:
+        return None
+    return (max(lo, 0.0), hi)
+
+
+def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tuple[float, float] | None]:
+    """Each present limit's own interval of B (tokens); None when it holds at no batch."""
+    out: dict[str, tuple[float, float] | None] = {"min_batch": (float(cm.data_parallel * cm.seq_len), INF)}
+    f, rate, c = cm.flops_per_token, cm.rate, cm.fixed_time
+    if limits.flops is not None:
+        hi = cf.flops_upper_bound(fr.b_crit, fr.e_min, f, limits.flops)
+        out["flops"] = (0.0, hi) if hi > 0.0 else None
+    for name in TIME_LIMITS:
+        w_max = limits.wall_limit(name, cm.gpus)
+        if w_max is not None:
+            out[name] = quadratic_interval(*cf.time_quadratic(fr.b_crit, fr.e_min, f, rate, c, w_max))
+    return out
+
+
+def objective_target(objective: str, cm: CostModel, fr: Frontier) -> float:
+    """The objective's unconstrained batch (tokens); 0 means 'as small as allowed'."""
+    if objective == "balanced":
+        return cf.balanced_batch(fr.b_crit)
+    if objective in ("min_time", "min_cost"):
+        # At a fixed GPU count cost = price·G·W(B)/3600, so both minimize W(B).
+        c = cm.fixed_time
+        return cf.min_time_batch(fr.b_crit, cm.flops_per_token, cm.rate, c) if c > 0.0 else 0.0
+    return 0.0  # min_flops: f·E(B) grows with B
+
+
+def score(objective: str, fr: Frontier, cfg: Config) -> float:
+    """The objective's measure of a configuration (lower is better)."""
+    if objective == "balanced":
+        return fr.s_over_smin(cfg.batch) * fr.e_over_emin(cfg.batch)
+    if objective == "min_time":
+        return cfg.wall
+    if objective == "min_flops":
+        return cfg.flops
+    return cfg.usd if cfg.usd is not None else cfg.gpu_hours
+
+
+def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int,
+             micro_max: int) -> Config:
+    """A configuration's exact numbers and the limits it violates."""
+    return _config(cm, limits, micro, accum, micro_max, _numbers(cm, fr, micro, accum))
+
+
+def _numbers(cm: CostModel, fr: Frontier, micro: int, accum: int) -> tuple:
+    """What `evaluate` computes before the limits: (sequences, batch, steps, tokens, flops, wall,
+    GPU-hours, memory), a pure function of the cost model, the frontier, micro and accum."""
+    dp = cm.data_parallel
+    seq_len = cm.seq_len
+    sequences = micro * accum * dp
+    batch = float(sequences * seq_len)
+    bc = fr.b_crit
+    steps = math.ceil(fr.e_min / bc * (1.0 + bc / batch) * (1.0 - _STEP_TOL))  # Frontier.steps
+    if steps < 1:
+        steps = 1
+    tokens = steps * batch
+    flops = cm.flops_per_token * tokens
+    step = cm._step
+    if step is not None and cm.mode != DECLARED:  # CostModel.step_time, its closed form inlined
+        wall = steps * step.total(batch / (seq_len * dp * accum), accum)
+    else:
+        wall = steps * cm.step_time(batch, accum)
+    return sequences, batch, steps, tokens, flops, wall, cm.gpus * wall / 3600.0, cm.memory_at(micro)
+
+
+def _config(cm: CostModel, limits: Limits, micro: int, accum: int, micro_max: int, numbers: tuple) -> Config:
+    """`evaluate` from its `_numbers`: the price, the limits violated, the Config."""
+    sequences, batch, steps, tokens, flops, wall, gpu_hours, memory = numbers
+    price = limits.price
+    usd = gpu_hours * price if price else None
+    violated: tuple[str, ...] = ()
+    if micro > micro_max:
+        violated = ("memory",)
+    deadline = limits.deadline
+    if deadline is not None and wall > deadline:
+        violated += ("deadline",)
+    if limits.flops is not None and flops > limits.flops:
+        violated += ("flops",)
+    if limits.gpu_hours is not None and gpu_hours > limits.gpu_hours:
+        violated += ("gpu_hours",)
+    if limits.usd is not None and usd is not None and usd > limits.usd:
+        violated += ("usd",)
+    return _new_config(Config, (cm.gpus, micro, accum, cm.data_parallel, sequences, batch, steps, tokens, flops,
+                                wall, gpu_hours, usd, memory, violated))
+
+
+# `_numbers` of one cost model and frontier, kept across solves by (micro, accum): a solve with
+# other limits (a sweep's row, an edit in the TUI) evaluates the same configurations again. Keyed
+# by the cost model's identity (held in the entry); two generations of _NUMBERS_SIZE.
+_NUMBERS: list[dict[tuple, tuple[CostModel, dict]]] = [{}, {}]  # [newer, older]
+_NUMBERS_SIZE = 64
+
+
+def _numbers_kept(cm: CostModel, fr: Frontier) -> dict:
+    key = (id(cm), fr.b_crit, fr.e_min)
+    newer = _NUMBERS[0]
+    entry = newer.get(key)
+    if entry is not None and entry[0] is cm:
+        return entry[1]
+    entry = _NUMBERS[1].pop(key, None)
+    if entry is None or entry[0] is not cm:
+        entry = (cm, {})
+    if len(newer) >= _NUMBERS_SIZE:
+        newer = {}
+        _NUMBERS[:] = [newer, _NUMBERS[0]]
+    newer[key] = entry
+    return entry[1]
+
+
+def largest_divisor_at_most(n: int, cap: int) -> int:
+    """The largest divisor of n that is ≤ cap (1 always divides; the scan is bounded)."""
+    k = min(n, cap)
+    if k <= 1:
+        return 1
+    if n % k == 0:  # the common case: the cap (or n itself) divides
+        return k
+    for _ in range(_DIVISOR_SCAN - 1):
+        k -= 1
+        if k <= 1:
+            return 1
+        if n % k == 0:
+            return k
+    return 1
+
+
+def _configs_for(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool = False) -> list[tuple[int, int]]:
+    """(micro, accum) pairs near n sequences per replica: the fewest accumulation steps, and n
+    exactly; with a pipeline also micro-batches of one sequence, the most micro-batches per step
+    and so the smallest bubble."""
+    return list(_pairs_near(n, micro_max, micro_fixed, pipeline))
+
+
+# `_configs_for` is a pure function of four integers, and a solve asks it for the same few sequence
+# counts on every layout, objective and re-solve: its answers are kept (bounded; cleared when full).
+_PAIRS: dict[tuple, tuple[tuple[int, int], ...]] = {}
+_PAIRS_SIZE = 1 << 16
+
+
+def _pairs_near(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool) -> tuple[tuple[int, int], ...]:
+    key = (n, micro_max, micro_fixed, pipeline)
+    hit = _PAIRS.get(key)
+    if hit is not None:
+        return hit
+    if micro_fixed is not None:
+        a = max(1, n // micro_fixed)
+        out = ((micro_fixed, a), (micro_fixed, a + 1)) if a * micro_fixed < n else ((micro_fixed, a),)
+    else:
+        cap = max(1, micro_max)
+        a = -(-n // cap)
+        pairs = {(m, a) for m in (n // a, -(-n // a)) if 1 <= m <= cap}
+        m = largest_divisor_at_most(n, cap)
+        pairs.add((m, n // m))
+        if pipeline:
+            pairs.add((1, n))
+        out = tuple(sorted(pairs))
+    if len(_PAIRS) >= _PAIRS_SIZE:
+        _PAIRS.clear()
+    _PAIRS[key] = out
+    return out
+
+
+class Placement(NamedTuple):
+    """The answer on one GPU count (a named tuple, as `Config`)."""
+
+    cm: CostModel
+    frontier: Frontier
+    intervals: dict[str, tuple[float, float] | None]
+    lo: float
+    hi: float
+    target: float  # the objective's unconstrained batch
+    clipped: float | None  # the target clipped into [lo, hi]
+    config: Config | None
+    micro_max: int
+    empty_reason: str | None  # why there is no configuration
+
+    @property
+    def feasible(self) -> bool:
+        return self.config is not None and self.config.feasible
+
+
+_new_placement = tuple.__new__  # Placement(*fields), as `_new_config`
+
+
+def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
+          micro_fixed: int | None = None, evals: dict | None = None) -> Placement:
+    """The objective's best launchable configuration on `cm.gpus` GPUs, or why there is none.
+    `evals`: what was already computed on this cost model, frontier and limits — the
+    configurations evaluated, keyed by (micro, accum), the limits' intervals, the (micro, accum)
+    candidates of each sequence count — so the objectives of one solve share them."""
+    if evals is None:
+        evals = {}
+    micro_max = cm.micro_batch_max
+    shared = evals.get("intervals")
+    if shared is None:
+        intervals = limit_intervals(cm, fr, limits)
+        lo, hi = 0.0, INF
+        for iv in intervals.values():
+            if iv is None:
+                lo, hi = INF, 0.0
+                break
+            lo, hi = max(lo, iv[0]), min(hi, iv[1])
+        per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
+        n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12))) if lo <= hi and lo < INF else None
+        n_hi = math.floor(hi / per * (1.0 + 1e-12)) if n_lo is not None and hi < INF else None
+        # what every objective of this cost model, frontier and limits shares: the interval, its
+        # integer ends, the configurations by (micro, accum) and the feasible ones of each count
+        configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
+        shared = evals["intervals"] = (intervals, lo, hi, per, n_lo, n_hi, configs, {})
+    intervals, lo, hi, per, n_lo, n_hi, configs, counts = shared
+    target = objective_target(objective, cm, fr)
+    if micro_max < 1 or (micro_fixed is not None and micro_fixed > micro_max):
+        return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, None, None, micro_max, "memory"))
+    if lo > hi:
+        return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, None, None, micro_max, "interval"))
+    clipped = lo if lo > target else target  # min(max(target, lo), hi), as the builtins order ties
+    if hi < clipped:
+        clipped = hi
+    n_t = clipped / per
+    if n_lo is None:
+        n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12)))
+    if n_hi is None:
+        c = math.ceil(n_t)
+        n_hi = (n_lo if n_lo > c else c) + 1
+    if n_lo > n_hi:
+        return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, None, micro_max, "integer"))
+    entries = counts.get(micro_fixed)
+    if entries is None:
+        entries = counts[micro_fixed] = {}
+    pipeline = cm.split.pipeline_parallel > 1
+    # the objective's measure (`score`, inlined; balanced: (S/S_min)(E/E_min), the same operations)
+    kind = (0 if objective == "balanced" else 1 if objective == "min_time" else 2 if objective == "min_flops"
+            else 3)
+    bc = fr.b_crit
+    best: Config | None = None
+    best_key: tuple[float, int, float] | None = None
+
+    # The neighbours of the target, and the interval's ends (the objective may prefer either);
+    # each count's feasible configurations are kept (every objective asks for the ends, and the
+    # neighbours overlap). Ties (the batch decides most objectives) go to the faster run, then to
+    # fewer accumulation steps (with a pipeline, more micro-batches shrink the bubble).
+    f, c = math.floor(n_t), math.ceil(n_t)
+    f = n_lo if n_lo > f else (n_hi if f > n_hi else f)
+    c = n_lo if n_lo > c else (n_hi if c > n_hi else c)
+    order = (f,) if f == c else (f, c)
+    neighbours = len(order)
+    if n_lo not in order:
+        order += (n_lo,)
+    if n_hi not in order:
+        order += (n_hi,)
+    hit = False
+    for i, n in enumerate(order):
+        entry = entries.get(n)
+        if entry is None:
+            entry = entries[n] = _feasible_at(cm, fr, limits, n, micro_max, micro_fixed, pipeline, configs)
+        if i < neighbours:  # the target's neighbours: whether either launches exactly
+            hit = entry[0] or hit
+        best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
+    if not hit:
+        # Integer steps pushed the target's neighbours over a limit: walk outward from the target
+        # to the nearest launchable batch, so the answer stays next to the objective's choice.
+        seen = set(order)
+        n0 = min(max(round(n_t), n_lo), n_hi)
+        for i in range(1, _FALLBACK_SCAN):
+            n = n0 + ((i + 1) // 2) * (1 if i % 2 else -1)
+            if n_lo <= n <= n_hi and n not in seen:
+                seen.add(n)
+                entry = entries.get(n)
+                if entry is None:
+                    entry = entries[n] = _feasible_at(cm, fr, limits, n, micro_max, micro_fixed, pipeline, configs)
+                best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
+                if entry[0]:
+                    break
+    return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, best, micro_max,
+                                      None if best is not None else "integer"))
+
+
+def _better(configs, kind: int, bc: float, clipped: float, best, best_key):
+    """The best of `configs` and (best, best_key) by `place`'s key: the objective's measure
+    (kind 0 balanced, 1 wall clock, 2 FLOPs, 3 cost; `score`, inlined), then the faster run, then
+    fewer accumulation steps (with a pipeline more micro-batches shrink the bubble), then the
+    batch nearest the clipped target."""
+    for cfg in configs:
+        b = cfg.batch
+        if kind == 0:
+            m = (1.0 + bc / b) * (1.0 + b / bc)
+        elif kind == 1:
+            m = cfg.wall
+        elif kind == 2:
+            m = cfg.flops
+        else:
+            m = cfg.usd if cfg.usd is not None else cfg.gpu_hours
+        key = (m, cfg.wall, cfg.grad_accum, abs(b - clipped))
+        if best_key is None or key < best_key:
+            best, best_key = cfg, key
+    return best, best_key
+
+
+def _feasible_at(cm: CostModel, fr: Frontier, limits: Limits, n: int, micro_max: int, micro_fixed: int | None,
+                 pipeline: bool, configs: dict) -> tuple[bool, tuple[Config, ...]]:
+    """(whether n sequences per replica exactly have a feasible configuration, the feasible
+    configurations near n), each configuration evaluated once per (micro, accum) in `configs`."""
+    exact, feasible = False, []
+    for pair in _pairs_near(n, micro_max, micro_fixed, pipeline):
+        cfg = configs.get(pair)
+        if cfg is None:
+            kept = configs["numbers"]
+            numbers = kept.get(pair)
+            if numbers is None:
+                numbers = _numbers(cm, fr, pair[0], pair[1])
+                if len(kept) < 4096:
+                    kept[pair] = numbers
+            cfg = configs[pair] = _config(cm, limits, pair[0], pair[1], micro_max, numbers)
+        if cfg.violated:
+            continue
+        exact = exact or pair[0] * pair[1] == n
+        feasible.append(cfg)
+    return exact, tuple(feasible)

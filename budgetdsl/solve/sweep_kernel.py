@@ -1,0 +1,1335 @@
+"""The sweep kernel: many rows of one plan placed together, vectorized with numpy, each row equal
+to `solve()` of that row's plan (docs/solver.md, "Sweeps").
+
+A sweep that changes only limits (budget.*), the target (target.*), B_crit (noise.b_crit) or the
+objective leaves the search space alone: the layout × GPU-count pairs, each pair's cost model and
+step-time model depend on the model and hardware only. So the pairs are listed once, and for every
+pair and every row at once this module repeats what `solve()` does on one row:
+
+1. the feasible interval of B (`placement.limit_intervals`, the closed forms of
+   `closed_forms_generated`, the same float operations in the same order);
+2. each objective's target (`placement.objective_target`) and its integer neighbours, the
+   interval's ends, the (micro-batch, accumulation) splits `placement._configs_for` lists, each
+   split evaluated exactly (`placement.evaluate`: integer steps, wall clock, GPU-hours, FLOPs,
+   violated limits) and the best by `place`'s key;
+3. per row, the objective's pick among the candidates (`objectives.choose`): the non-dominated
+   set over (wall clock, cost, FLOPs) with TOLERANCE, then the objective's rank, rounded as
+   `choose` rounds it; an exact tie between layouts (one step time, two ZeRO stages) goes to the
+   pair the search places first (search_space.search_layouts' order).
+
+A pair is placed on a row only where its lower bound can rank with the row's pick or dominate it
+(`decide`), the search's own exact pruning.
+
+min_cost is placed once with min_time: the two share a target, and at one GPU count cost is a
+non-decreasing function of the wall clock, so `place`'s key orders every split alike.
+
+A row with no feasible configuration on any pair is diagnosed here as solve() diagnoses it
+(`_diagnosed`): the layout whose placement conflicts least, the first such in the search's order,
+and its binding limits. A row the kernel cannot decide exactly goes back to the scalar path
+(`sweep.solve_row`): rows whose placement needs `place`'s outward walk
+beyond a few steps, rows where two different configurations tie on a key or lie within the
+dominance tolerance of each other (the scalar order of candidates would decide), and numbers
+outside the exact integer range of a float. A sweep whose values the kernel does not model (the
+hardware, the model, `run:`, a value that refers to another swept path, or an expression of the
+file that reads a swept path) is solved by the scalar path whole.
+
+numpy is imported here, and this module only by the sweep command (`budgetdsl` imports no numpy).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from dataclasses import dataclass, fields
+from typing import Iterator
+
+
+def _import_numpy():
+    """numpy, loaded with its BLAS on one thread. The kernel does no linear algebra, and OpenBLAS
+    starting its thread pool was a third of numpy's import (~45 ms CPU on the 2-core machine). The
+    variable is read once, when the library loads, so the caller's environment is restored; a user's
+    own setting is left alone, and a numpy already imported is returned as it is."""
+    names = ("OPENBLAS_NUM_THREADS",)
+    added = [n for n in names if n not in os.environ]
+    for n in added:
+        os.environ[n] = "1"
+    try:
+        import numpy
+    finally:
+        for n in added:
+            os.environ.pop(n, None)
+    return numpy
+
+
+np = _import_numpy()
+
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.solve.objectives import OBJECTIVES, TOLERANCE, _magnitude, rank
+from budgetdsl.solve.placement import _DIVISOR_SCAN, _STEP_TOL, INF, LIMIT_NAMES
+
+# The paths whose values the kernel models (anything else: the scalar path).
+BUDGET = ("deadline", "flops", "gpu_hours", "usd", "usd_per_gpu_hour")
+TARGET = ("tokens", "at_batch", "min_tokens")
+SUPPORTED = {*(f"budget.{k}" for k in BUDGET), *(f"target.{k}" for k in TARGET), "noise.b_crit",
+             "noise.uncertainty", "objective"}
+CHUNK = 16384  # rows placed together (memory: a few arrays of CHUNK × candidates floats)
+WALK = 24  # steps of `place`'s outward walk done here; a row that needs more: the scalar path
+EXACT = float(2 ** 52)  # integers (sequences, steps) beyond this leave the exact range of a float
+KINDS = ("balanced", "min_time", "min_flops")  # placements per pair (min_cost places as min_time)
+_KIND_OF = {"balanced": 0, "min_time": 1, "min_cost": 1, "min_flops": 2}
+_TIGHT = 0.01  # solver._TIGHT: a limit with less than 1 % slack binds
+
+
+@dataclass(slots=True)
+class Pair:
+    """One layout × GPU-count pair of the search space, with what a placement reads of its model."""
+
+    cm: object  # cost_model.CostModel
+    gpus: int
+    dp: int
+    seq_len: int
+    per: float  # tokens per sequence per replica: dp·s
+    f: float
+    rate: float
+    c: float
+    micro_max: int
+    pipeline: bool
+    split: object  # cost_model.Split
+
+
+_STEP = ("per_sequence", "window", "bubble_k", "dp_per_micro", "reduce", "gather", "fixed")
+
+
+@dataclass(slots=True)
+class Block:
+    """Pair constants per element: many (pair, row) placements evaluated in one pass (every field
+    an array over the elements, or a scalar shared by all)."""
+
+    gpus: np.ndarray
+    dp: np.ndarray
+    seq_len: np.ndarray
+    per: np.ndarray
+    f: np.ndarray
+    rate: np.ndarray
+    c: np.ndarray
+    micro_max: np.ndarray
+    pipeline: np.ndarray
+    declared: bool  # hardware.mfu: the same for every pair of a plan
+    overlap: float | None  # hardware.overlap: likewise
+    zero3: np.ndarray
+    step: dict  # _STEP name -> array
+
+
+def block(pairs: list[Pair], which: np.ndarray) -> Block:
+    """The constants of pairs[which[k]] for every element k."""
+    def col(get, dtype=float):
+        return np.array([get(p) for p in pairs], dtype=dtype)[which]
+    first = pairs[0].cm
+    declared = first.mode == "declared"
+    steps = [p.cm._step for p in pairs]
+    step = {} if declared else {n: np.array([getattr(st, n) for st in steps])[which] for n in _STEP}
+    return Block(col(lambda p: p.gpus), col(lambda p: p.dp), col(lambda p: p.seq_len), col(lambda p: p.per),
+                 col(lambda p: p.f), col(lambda p: p.rate), col(lambda p: p.c), col(lambda p: p.micro_max, np.int64),
+                 col(lambda p: p.pipeline, bool), declared, None if declared else steps[0].overlap,
+                 np.zeros(len(which), bool) if declared else col(lambda p: p.cm._step.zero3, bool), step)
+
+
+# -- the plan: its pairs --------------------------------------------------------------------------
+
+def plan_pairs(plan) -> list[Pair] | None:
+    """The pairs `solve()` chooses among (None: a plan the kernel does not model): the search
+    space (`search_space.search_space`) of a searched layout; one cost model per launchable GPU
+    count of a pinned one (`solve_context.gpu_counts`)."""
+    from budgetdsl.cost.cost_model import Split, cost_model_key, plan_split
+    from budgetdsl.solve.context import Context, cost_model, gpu_counts
+    from budgetdsl.solve.layout_search import concrete
+
+    run = plan.run
+    if run is not None and (run.batch is not None or run.batch_schedule is not None):
+        return None  # a pinned batch or a ramp: compared, not searched (the scalar path)
+    key = cost_model_key(plan)
+    base = concrete(plan, None)
+    if plan.hardware.searched():
+        from budgetdsl.solve.search_space import search_space
+
+        flash = plan.hardware.flash_attention
+        cms = []
+        for pr in search_space(plan).pairs:
+            c = pr.layout
+            ctx = Context(base, None, None, None, "", split=Split(  # type: ignore[arg-type]
+                c.zero, c.tensor_parallel, c.pipeline_parallel, c.recompute, flash), key=key)
+            cms.append(cost_model(ctx, pr.gpus))
+    else:
+        ctx = Context(base, None, None, None, "", key=key)  # type: ignore[arg-type]
+        split = plan_split(base)
+        cms = [cost_model(ctx, g, split) for g in gpu_counts(plan)]
+    return [Pair(cm, cm.gpus, cm.data_parallel, cm.seq_len, float(cm.seq_len * cm.data_parallel),
+                 cm.flops_per_token, cm.rate, cm.fixed_time, cm.micro_batch_max, cm.split.pipeline_parallel > 1,
+                 cm.split) for cm in cms]
+
+
+# -- step time and evaluation, vectorized --------------------------------------------------------
+
+def _step_time(p: Block, batch, accum):
+    """CostModel.step_time(batch, accum), elementwise, in the scalar's order of operations
+    (throughput.StepCost.total; both ZeRO branches computed, each as the scalar computes it)."""
+    if p.declared:
+        return p.f * batch / p.rate + p.c
+    st = p.step
+    m = accum
+    b = batch / (p.seq_len * p.dp * accum)
+    z3 = p.zero3.any()
+    if z3:
+        z3_dp = m * st["dp_per_micro"]
+    if p.zero3.all():
+        total_dp, hidden = z3_dp, np.minimum(z3_dp, m * b * st["window"])
+    elif not z3:
+        total_dp = st["reduce"] + st["gather"]
+        hidden = np.minimum(st["reduce"], (2.0 / 3.0) * b * st["window"])
+    else:
+        total_dp = np.where(p.zero3, z3_dp, st["reduce"] + st["gather"])
+        hidden = np.where(p.zero3, np.minimum(z3_dp, m * b * st["window"]),
+                          np.minimum(st["reduce"], (2.0 / 3.0) * b * st["window"]))
+    exposed = total_dp * (1.0 - p.overlap) if p.overlap is not None else total_dp - hidden
+    out = m * b * st["per_sequence"] + st["bubble_k"] * b + np.maximum(0.0, exposed)
+    zero2 = (st["dp_per_micro"] != 0.0) & ~p.zero3  # StepCost.total: ZeRO-2's other m − 1 reductions
+    if zero2.any():
+        per = st["dp_per_micro"]
+        extra = (m - 1) * (per * (1.0 - p.overlap) if p.overlap is not None
+                           else np.maximum(0.0, per - (2.0 / 3.0) * b * st["window"]))
+        out = np.where(zero2, out + extra, out)
+    return out + st["fixed"]
+
+
+@dataclass(slots=True)
+class Rows:
+    """The rows of one chunk: B_crit, E_min and the limits (NaN: absent), the objective."""
+
+    bc: np.ndarray
+    em: np.ndarray
+    deadline: np.ndarray
+    flops: np.ndarray
+    gpu_hours: np.ndarray
+    usd: np.ndarray
+    price: np.ndarray
+    objective: np.ndarray  # index into OBJECTIVES
+
+    def __len__(self) -> int:
+        return len(self.bc)
+
+
+@dataclass(slots=True)
+class Config:
+    """Configurations elementwise: the split (micro-batch, accumulation) and its exact numbers
+    (placement.evaluate's). What an evaluation, a placement and a row's pick have in common."""
+
+    micro: np.ndarray
+    accum: np.ndarray
+    batch: np.ndarray
+    steps: np.ndarray
+    wall: np.ndarray
+    gh: np.ndarray
+    cost: np.ndarray  # usd with a price, else GPU-hours
+    flops: np.ndarray
+
+
+CONFIG = tuple(f.name for f in fields(Config))
+
+
+@dataclass(slots=True)
+class Evals(Config):
+    """Configurations evaluated elementwise."""
+
+    ok: np.ndarray  # the split exists (1 ≤ micro ≤ cap) and is feasible
+    big: np.ndarray  # beyond the exact integer range: the row goes to the scalar path
+
+
+def _evaluate(p: Block, r: Rows, micro, accum, exists, micro_fixed: int | None) -> Evals:
+    """placement.evaluate, elementwise (micro, accum: float arrays of whole numbers). A limit no
+    row has is not compared (NaN, absent, would compare False anyway)."""
+    sequences = micro * accum * p.dp
+    batch = sequences * p.seq_len
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        steps = np.maximum(1.0, np.ceil(r.em / r.bc * (1.0 + r.bc / batch) * (1.0 - _STEP_TOL)))
+        flops = p.f * (steps * batch)
+        wall = steps * _step_time(p, batch, accum)
+        gh = p.gpus * wall / 3600.0
+        ok = exists & (batch <= EXACT) & (steps <= EXACT) & np.isfinite(wall)
+        big = exists & ~ok
+        if micro_fixed is not None:
+            ok &= micro <= p.micro_max
+        for value, limit in ((wall, r.deadline), (flops, r.flops), (gh, r.gpu_hours)):
+            if not np.isnan(limit).all():
+                ok &= ~(value > limit)
+        cost = gh
+        has_price = ~np.isnan(r.price)
+        if has_price.any():
+            usd = gh * r.price
+            if not np.isnan(r.usd).all():
+                ok &= ~(has_price & (usd > r.usd))
+            cost = np.where(has_price, usd, gh)
+    return Evals(micro, accum, batch, steps, wall, gh, cost, flops, ok=ok, big=big)
+
+
+class _Divisors:
+    """placement.largest_divisor_at_most(n, cap) for arrays of n: a sieve for small n, the
+    scalar's own downward scan (vectorized) beyond; the scan's reach (_DIVISOR_SCAN candidates
+    below min(n, cap)) applied as the scalar scan applies it."""
+
+    SIEVE = 1 << 17
+
+    @staticmethod
+    def _sieved(ns: np.ndarray, cs: np.ndarray) -> np.ndarray:
+        """The largest divisor ≤ cs of each ns (ns < SIEVE): one sieve pass over k = 2, 3, ...
+        upward (table[m] = the largest k so far that divides m), each query read from the table
+        as k reaches its cap; no table kept per cap."""
+        size = 1 << max(10, int(ns.max()).bit_length())
+        table = np.ones(size, dtype=np.int64)
+        order = np.argsort(cs, kind="stable")
+        caps, starts = np.unique(cs[order], return_index=True)
+        out = np.empty(len(ns), dtype=np.int64)
+        k = 2
+        for c, a, b in zip(caps.tolist(), starts.tolist(), [*starts[1:].tolist(), len(ns)]):
+            while k <= min(c, size - 1):
+                table[k::k] = k
+                k += 1
+            sel = order[a:b]
+            out[sel] = table[ns[sel]]
+        return out
+
+    def __call__(self, n: np.ndarray, cap: np.ndarray) -> np.ndarray:
+        k0 = np.minimum(n, cap)
+        small = (n < self.SIEVE) & (n > cap)  # n ≤ cap divides itself
+        d = k0.copy()
+        if small.any():
+            d[small] = self._sieved(n[small], np.broadcast_to(cap, n.shape)[small])
+        big = np.flatnonzero(n >= self.SIEVE)
+        if big.size:  # the scan itself: k = min(n, cap) downwards
+            nb, k = n[big], k0[big].copy()
+            found = np.ones(big.size, dtype=np.int64)
+            todo = np.ones(big.size, bool)
+            for _ in range(_DIVISOR_SCAN):
+                todo &= k > 1
+                if not todo.any():
+                    break
+                hit = todo & (nb % np.maximum(k, 1) == 0)
+                found[hit] = k[hit]
+                todo &= ~hit
+                k -= 1
+            d[big] = found
+        return np.where((d > 1) & (d >= k0 - (_DIVISOR_SCAN - 1)), d, 1)
+
+
+def _splits(p: Block, n: np.ndarray, micro_fixed: int | None, divisors: _Divisors):
+    """placement._configs_for(n, ...) elementwise, in integers: a list of (micro, accum, exists)
+    float arrays."""
+    ni = n.astype(np.int64)
+    every = np.ones(n.shape, bool)
+    if micro_fixed is not None:
+        a = np.maximum(1, ni // micro_fixed)
+        mf = np.full(n.shape, float(micro_fixed))
+        return [(mf, a.astype(float), every), (mf, (a + 1).astype(float), a * micro_fixed < ni)]
+    cap = np.broadcast_to(np.maximum(1, p.micro_max), ni.shape)
+    a = -(-ni // cap)
+    m1, m2 = ni // a, -(-ni // a)
+    d = divisors(ni, cap)
+    af = a.astype(float)
+    out = [(m1.astype(float), af, (m1 >= 1) & (m1 <= cap)),
+           (m2.astype(float), af, (m2 >= 1) & (m2 <= cap) & (m2 != m1)),
+           (d.astype(float), (ni // d).astype(float), every)]
+    if p.pipeline.any():
+        out.append((np.ones(n.shape), n.copy(), np.broadcast_to(p.pipeline, n.shape)))
+    kept = out[:1]  # a split that exists nowhere, or only where an earlier one is the same: skipped
+    for m, acc, e in out[1:]:
+        same = ~e
+        for km, ka, ke in kept:
+            same |= ke & (km == m) & (ka == acc)
+        if not same.all():
+            kept.append((m, acc, e))
+    return kept
+
+
+@dataclass(slots=True)
+class Placed(Config):
+    """One pair's placement for one objective, elementwise: the best configuration found."""
+
+    has: np.ndarray  # a feasible configuration was found
+    unsure: np.ndarray  # the kernel cannot decide this row exactly
+    target: np.ndarray
+
+
+def _intervals(p: Block, r: Rows):
+    """placement.limit_intervals: (lo, hi, empty, {name: (lo, hi, present)})."""
+    R = len(r)
+    ivs = {}
+    lo = p.per + np.zeros(R)  # min_batch: (dp·s, INF)
+    hi = np.full(R, INF)
+    empty = np.zeros(R, bool)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        present = ~np.isnan(r.flops)
+        fhi = -r.bc + r.bc * r.flops / (r.em * p.f)  # cf.flops_upper_bound
+        fok = present & (fhi > 0.0)
+        ivs["flops"] = (np.zeros(R), fhi, present, fok)
+        empty |= present & ~fok
+        lo = np.where(fok, np.maximum(lo, 0.0), lo)
+        hi = np.where(fok, np.minimum(hi, fhi), hi)
+        has_price = ~np.isnan(r.price)
+        walls = {"deadline": (r.deadline, ~np.isnan(r.deadline)),
+                 "gpu_hours": (3600.0 * r.gpu_hours / p.gpus, ~np.isnan(r.gpu_hours)),
+                 "usd": (3600.0 * r.usd / (r.price * p.gpus), ~np.isnan(r.usd) & has_price)}
+        for name in ("deadline", "gpu_hours", "usd"):
+            w_max, there = walls[name]
+            # cf.time_quadratic, then placement.quadratic_interval
+            a2 = r.em * p.f / (r.bc * p.rate)
+            a1 = r.em * p.f / p.rate - w_max + p.c * r.em / r.bc
+            a0 = p.c * r.em
+            disc = a1 * a1 - 4.0 * a2 * a0
+            q = -0.5 * (a1 + np.copysign(np.sqrt(np.where(disc < 0.0, 0.0, disc)), a1))
+            r1, r2 = q / a2, a0 / q
+            ilo, ihi = np.minimum(r1, r2), np.maximum(r1, r2)
+            iok = there & (disc >= 0.0) & (q != 0.0) & (ihi > 0.0)
+            ilo = np.maximum(ilo, 0.0)
+            ivs[name] = (ilo, ihi, there, iok)
+            empty |= there & ~iok
+            lo = np.where(iok, np.maximum(lo, ilo), lo)
+            hi = np.where(iok, np.minimum(hi, ihi), hi)
+    return lo, hi, empty, ivs
+
+
+def _better(key_new, key_old):
+    """Lexicographic key_new < key_old, elementwise (keys: tuples of arrays)."""
+    less = np.zeros(key_new[0].shape, bool)
+    equal = np.ones(key_new[0].shape, bool)
+    for a, b in zip(key_new, key_old):
+        less |= equal & (a < b)
+        equal &= a == b
+    return less, equal
+
+
+def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, cache) -> Placed:
+    """placement.place for one objective, elementwise."""
+    R = len(r)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if kind == "balanced":
+            target = r.bc.copy()
+        elif kind == "min_time":
+            target = np.where(p.c > 0.0, np.sqrt(r.bc) * np.sqrt(p.c) * np.sqrt(p.rate) / np.sqrt(p.f), 0.0)
+        else:
+            target = np.zeros(R)
+        unsure = np.zeros(R, bool)
+        go = ~empty & (lo <= hi)
+        go &= p.micro_max >= 1
+        if micro_fixed is not None:
+            go &= micro_fixed <= p.micro_max
+        clipped = np.minimum(np.maximum(target, lo), hi)
+        n_t = clipped / p.per
+        n_lo = np.maximum(1.0, np.ceil(lo / p.per * (1.0 - 1e-12)))
+        finite = hi < INF
+        n_hi = np.where(finite, np.floor(hi / p.per * (1.0 + 1e-12)), np.maximum(n_lo, np.ceil(n_t)) + 1.0)
+        go &= n_lo <= n_hi
+        unsure |= go & (n_hi > EXACT)
+        go &= ~unsure
+        nf = np.minimum(np.maximum(np.floor(n_t), n_lo), n_hi)
+        nc = np.minimum(np.maximum(np.ceil(n_t), n_lo), n_hi)
+    fill = np.ones(R)
+
+    def evaluated(n, active):
+        """The splits of n sequences per replica, evaluated (stacked: one row per split)."""
+        n = np.where(active, n, fill)
+        ck = n.tobytes()
+        ev = cache.get(ck)
+        if ev is None:
+            splits = _splits(p, n, micro_fixed, divisors)
+            ev = cache[ck] = _evaluate(p, r, np.stack([x[0] for x in splits]), np.stack([x[1] for x in splits]),
+                                       np.stack([x[2] for x in splits]), micro_fixed)
+        return ev
+
+    def key_of(ev):
+        if kind == "balanced":
+            score = (1.0 + r.bc / ev.batch) * (1.0 + ev.batch / r.bc)
+        elif kind == "min_time":
+            score = ev.wall
+        else:
+            score = ev.flops
+        return (score, ev.wall, ev.accum, np.abs(ev.batch - clipped))
+
+    # the neighbours of the target and the interval's ends, every split of each at once; the best
+    # by place's key (score, wall clock, accumulation, distance to the target), lexicographically
+    slots = [(nf, go, True), (nc, go & (nc != nf), True), (n_lo, go, False), (n_hi, go, False)]
+    evs = [(evaluated(n, act), n, act, nb) for n, act, nb in slots]
+    cand = np.concatenate([ev.ok & act[None, :] for ev, _, act, _ in evs])
+    for ev, _, act, _ in evs:
+        unsure |= (ev.big & act[None, :]).any(axis=0)
+
+    def key_part(ev, c, which: int):
+        """Component `which` of key_of on the columns c (the same operations)."""
+        if which == 0:
+            if kind == "balanced":
+                batch, bc = ev.batch[:, c], r.bc[c]
+                return (1.0 + bc / batch) * (1.0 + batch / bc)
+            return ev.wall[:, c] if kind == "min_time" else ev.flops[:, c]
+        if which == 1:
+            return ev.wall[:, c]
+        if which == 2:
+            return ev.accum[:, c]
+        return np.abs(ev.batch[:, c] - clipped[c])
+
+    # the lexicographic minimum: the score decides almost every column; the later components are
+    # compared only where several splits share the best score
+    k0 = np.concatenate([key_part(ev, slice(None), 0) for ev, _, _, _ in evs])
+    cand &= k0 == np.where(cand, k0, np.inf).min(axis=0)[None, :]
+    pick = np.argmax(cand, axis=0)
+    cols = np.arange(R)
+    offsets = np.cumsum([0] + [ev.micro.shape[0] for ev, _, _, _ in evs])
+
+    def locate():
+        slot = np.searchsorted(offsets[1:], pick, side="right")
+        return pick - offsets[slot], [np.flatnonzero(slot == i) for i in range(len(evs))]
+    local, in_slot = locate()
+
+    def picked(f):
+        """Field f of each column's picked split (read from its slot, nothing concatenated)."""
+        out = np.empty(R)
+        for (ev, _, _, _), c in zip(evs, in_slot):
+            out[c] = getattr(ev, f)[local[c], c]
+        return out
+    # a split's numbers are a function of (micro, accum): candidates that are all the picked split
+    # share every key component, so the later components matter only where another split ties on
+    # the score
+    pm, pa = picked("micro"), picked("accum")
+    differ = np.zeros(R, bool)
+    for i, (ev, _, _, _) in enumerate(evs):
+        other = (ev.micro != pm[None, :]) | (ev.accum != pa[None, :])
+        differ |= (cand[offsets[i]:offsets[i + 1]] & other).any(axis=0)
+    multi = np.flatnonzero(differ)
+    if multi.size:
+        sub = cand[:, multi]
+        for which in (1, 2, 3):
+            k = np.concatenate([key_part(ev, multi, which) for ev, _, _, _ in evs])
+            sub &= k == np.where(sub, k, np.inf).min(axis=0)[None, :]
+        cand[:, multi] = sub
+        pick[multi] = np.argmax(sub, axis=0)
+        local, in_slot = locate()
+        # two different splits with one key: the scalar order of evaluation decides
+        micro_m = np.concatenate([ev.micro[:, multi] for ev, _, _, _ in evs])
+        accum_m = np.concatenate([ev.accum[:, multi] for ev, _, _, _ in evs])
+        at = np.arange(multi.size)
+        pm_, pa_ = micro_m[pick[multi], at], accum_m[pick[multi], at]
+        unsure[multi] |= (sub & ((micro_m != pm_[None, :]) | (accum_m != pa_[None, :]))).any(axis=0)
+    best = [picked(f) for f in CONFIG]
+    with np.errstate(invalid="ignore"):
+        # where the candidates are one split, a NaN later key component fails `k == min` for all of
+        # them, as the full comparison does (only the distance to a NaN target can be NaN)
+        lone_nan = ~differ & (np.isnan(best[4]) | np.isnan(best[1]) | np.isnan(np.abs(best[2] - clipped)))
+    has = cand.any(axis=0) & ~lone_nan
+    best = [np.where(has, v, np.nan) for v in best]
+    hit = np.zeros(R, bool)
+    for ev, n, act, nb in evs:
+        if nb:
+            hit |= (ev.ok & act[None, :] & (ev.micro * ev.accum == n[None, :])).any(axis=0)
+
+    def consider(n, active, neighbour: bool):
+        """One more n (the walk): its splits against the best so far, as place's `consider`."""
+        nonlocal best, best_key, unsure
+        n = np.where(active, n, fill)
+        exact = np.zeros(R, bool)
+        for m_, a_, e_ in _splits(p, n, micro_fixed, divisors):
+            ev = _evaluate(p, r, m_, a_, e_, micro_fixed)
+            okk = ev.ok & active
+            unsure |= active & ev.big
+            key = key_of(ev)
+            less, equal = _better(key, best_key)
+            had = ~np.isnan(best[0])
+            take = okk & (~had | less)
+            unsure |= okk & had & equal & ((ev.micro != best[0]) | (ev.accum != best[1]))
+            best = [np.where(take, getattr(ev, f), b) for f, b in zip(CONFIG, best)]
+            best_key = tuple(np.where(take, k, b) for k, b in zip(key, best_key))
+            if neighbour:
+                exact |= okk & (ev.micro * ev.accum == n)
+        return exact
+
+    # placement.place's outward walk from the target when neither neighbour was launchable
+    walk = go & ~hit
+    if walk.any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            batch_b, bc = best[2], r.bc
+            score = ((1.0 + bc / batch_b) * (1.0 + batch_b / bc) if kind == "balanced" else
+                     best[4] if kind == "min_time" else best[7])
+            best_key = tuple(np.where(has, k, np.inf) for k in (score, best[4], best[1], np.abs(batch_b - clipped)))
+        n0 = np.minimum(np.maximum(np.rint(n_t), n_lo), n_hi)
+        for i in range(1, 2 * WALK + 1):
+            step = float((i + 1) // 2) * (1.0 if i % 2 else -1.0)
+            n = n0 + step
+            if not walk.any():
+                break
+            live = walk & (n >= n_lo) & (n <= n_hi) & (n != nf) & (n != nc) & (n != n_lo) & (n != n_hi)
+            if live.any():
+                walk &= ~consider(n, live, True)
+            k = float((i + 1) // 2)
+            walk &= ~((n0 + k > n_hi) & (n0 - k < n_lo))  # the interval is exhausted both ways
+        unsure |= walk
+    has = ~np.isnan(best[0]) & go
+    return Placed(*best, has=has, unsure=unsure, target=target)
+
+
+# -- choosing per row ----------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Decided(Config):
+    """The kernel's rows: `ok` where decided; the chosen pair, its split and numbers."""
+
+    ok: np.ndarray
+    any: np.ndarray  # a feasible candidate among those placed
+    unsure: np.ndarray  # a placement or a near tie the kernel cannot decide exactly
+    pair: np.ndarray
+    kind: np.ndarray
+    measure: np.ndarray  # the objective's measure of the pick
+    lo: np.ndarray  # the chosen pair's feasible interval of B
+    hi: np.ndarray
+    target: np.ndarray  # the objective's own target on the chosen pair
+    ivs: dict  # limit -> (low, high, nonempty) of the chosen pair
+
+
+def _balance(batch, bc):
+    x = batch / bc
+    return (1.0 + 1.0 / x) * (1.0 + x)
+
+
+@dataclass(slots=True)
+class _Cfg:
+    """What objectives.rank reads of a configuration."""
+
+    wall: float
+    usd: float | None
+    gpu_hours: float
+    flops: float
+    batch: float
+
+
+def _search_order(pairs: list[Pair], searched: bool, r: Rows, pair_of, kind_of):
+    """order_of(tied columns, row, objective, price) -> the column `solve()` meets first, or None.
+    The search places pairs in the order of (rank of the pair's lower bound, layout simplicity,
+    GPU count) (search_space.search_layouts), and the objectives of one pair in OBJECTIVES order."""
+    from budgetdsl.solve.placement import Limits
+    from budgetdsl.theory.frontier import Frontier
+
+    def order_of(tied, row, objective, price):
+        if not searched:
+            return None
+        from budgetdsl.solve.search_space import bound_rank, lower_bound, step_bound
+
+        fr = Frontier(float(r.bc[row]), float(r.em[row]))
+        limits = Limits(price=price)
+        ref = pairs[0].cm
+        keyed = []
+        for j in tied:
+            p = pairs[int(pair_of[j])]
+            b = lower_bound(ref, p.gpus, p.dp, p.cm._step, fr, limits, p.micro_max)
+            choice = (p.split.tensor_parallel * p.split.pipeline_parallel, p.split.pipeline_parallel, p.split.zero,
+                      ("none", "selective", "full").index(p.split.recompute))
+            b_min = float(p.dp * ref.seq_len)
+            linear = 0.0 if p.cm._step is not None else ref.flops_per_token / (p.gpus * ref.peak_flops * ref.mfu)
+            lines = step_bound(p.cm._step, p.micro_max, b_min, linear)
+            keyed.append(((bound_rank(objective, b, p.dp, ref, fr, lines, p.gpus, price), choice, p.gpus,
+                           int(kind_of[j])), j))
+        keyed.sort(key=lambda kj: kj[0])
+        if keyed[0][0][:3] == keyed[1][0][:3]:
+            return None
+        return keyed[0][1]
+    return order_of
+
+
+class _Store:
+    """Each pair's placements, kept as arrays over all the chunk's rows (placed on a subset)."""
+
+    def __init__(self, R: int) -> None:
+        self.R = R
+        self.pairs: dict[int, dict] = {}
+        self.unsure = np.zeros(R, bool)
+
+    def put(self, pi: np.ndarray, ri: np.ndarray, lo, hi, ivs, placed: list[Placed]) -> None:
+        """The placements of elements (pairs pi, sorted, on rows ri): each field's values stacked
+        once, then one block written per pair (a dict of arrays per pair, and one Placed sliced
+        per pair and objective, were most of the store's cost)."""
+        has = []
+        for k, pl in enumerate(placed):
+            h = pl.has.copy()
+            for j in range(k):  # one configuration from two objectives is one candidate
+                h &= ~(placed[j].has & (placed[j].micro == pl.micro) & (placed[j].accum == pl.accum))
+            has.append(h)
+        unsure = np.logical_or.reduce([pl.unsure for pl in placed])
+        self.unsure |= np.bincount(ri[unsure], minlength=self.R) > 0
+        names = list(ivs)
+        values = np.stack([lo, hi, *(x for n in names for x in ivs[n][:2]), *(pl.target for pl in placed),
+                           *(getattr(pl, f) for pl in placed for f in CONFIG)])
+        flags = np.stack([np.ones(len(pi), bool), *(x for n in names for x in ivs[n][2:]), *has])
+        cuts = (np.flatnonzero(np.diff(pi)) + 1).tolist()
+        for a, b in zip([0, *cuts], [*cuts, len(pi)]):
+            i = int(pi[a])
+            st = self.pairs.get(i)
+            if st is None:
+                st = self.pairs[i] = self._new(names, len(values), len(flags))
+            rows = ri[a:b]
+            st["_values"][:, rows] = values[:, a:b]
+            st["_flags"][:, rows] = flags[:, a:b]
+
+    def _new(self, names: list[str], nv: int, nf: int) -> dict:
+        """A pair's arrays over the chunk's rows, views of two blocks in `put`'s order of fields."""
+        v, f = np.full((nv, self.R), np.nan), np.zeros((nf, self.R), bool)
+        n, k = len(names), len(KINDS)
+        return dict(_values=v, _flags=f, lo=v[0], hi=v[1], done=f[0],
+                    ivs={name: (v[2 + 2 * j], v[3 + 2 * j], f[1 + 2 * j], f[2 + 2 * j]) for j, name in enumerate(names)},
+                    targets=[v[2 + 2 * n + q] for q in range(k)],
+                    kinds=[dict(has=f[1 + 2 * n + q], **{c: v[2 + 2 * n + k + q * len(CONFIG) + x]
+                                                          for x, c in enumerate(CONFIG)}) for q in range(k)])
+
+    def view(self, rows: np.ndarray) -> "_Store":
+        """The same placements on a subset of the rows."""
+        out = _Store(len(rows))
+        out.unsure = self.unsure[rows]
+        for i, st in self.pairs.items():
+            out.pairs[i] = dict(lo=st["lo"][rows], hi=st["hi"][rows],
+                                ivs={n: tuple(x[rows] for x in v) for n, v in st["ivs"].items()},
+                                targets=[t[rows] for t in st["targets"]], done=st["done"][rows],
+                                kinds=[{f: v[rows] for f, v in k.items()} for k in st["kinds"]])
+        return out
+
+
+def _subset(r: Rows, rows: np.ndarray) -> Rows:
+    return Rows(**{f.name: getattr(r, f.name)[rows] for f in fields(Rows)})
+
+
+def _bounds(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
+    """search_space.lower_bound of every pair on every row, (P, R) arrays of (wall clock, cost,
+    FLOPs) and the row objective's measure of the bound (search_space.bound_rank): no
+    configuration of the pair does better on any axis, nor ranks better. Used only to skip a pair
+    for a row, with a margin; exactness does not rest on their last bits. A bound reads only
+    B_crit, E_min, the price and the objective: it is computed once per distinct tuple of those
+    (a grid of limits × B_crit has as many as B_crit values) and spread to the rows."""
+    classes, inverse = _bound_classes(pairs, r)
+    return tuple(a[:, inverse] for a in classes)
+
+
+def _bound_classes(pairs: list[Pair], r: Rows) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """`_bounds` once per distinct (B_crit, E_min, price, objective) of the rows: (P, U) arrays,
+    and each row's column among them (the (P, R) arrays, 31 MB for 98 pairs × 10,000 rows, are
+    not kept through the placements)."""
+    key = np.stack([r.bc.view(np.int64), r.em.view(np.int64), r.price.view(np.int64),
+                    r.objective.astype(np.int64)], axis=1)  # bit patterns: equal inputs, equal bounds
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    return _bounds_of_rows(pairs, _subset(r, first)), inverse.reshape(-1)
+
+
+def _bounds_of_rows(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
+    """`_bounds` computed row by row."""
+    from budgetdsl.solve.search_space import step_bound
+
+    ref = pairs[0].cm
+    s_min = r.em / r.bc
+    has_price = ~np.isnan(r.price)
+    walls, costs, flops, r0 = [], [], [], []
+    # the objectives of these rows (a set: np.unique of a plain array imports numpy.ma, ~15 ms)
+    present = sorted(set(r.objective.tolist()))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for p in pairs:
+            b_min = float(p.dp * p.seq_len)
+            st = p.cm._step
+            linear = 0.0 if st is not None else ref.flops_per_token / (p.gpus * ref.peak_flops * ref.mfu)
+            w = _wall_bound(step_bound(st, p.micro_max, b_min, linear), b_min, r.bc, s_min) * (1.0 - 1e-9)
+            gh = p.gpus * w / 3600.0
+            c = np.where(has_price, gh * r.price, gh)
+            f = ref.flops_per_token * r.em * (1.0 + b_min / r.bc) * (1.0 - 1e-9)
+            measure = {1: w, 2: c, 3: f}
+            if 0 in present:
+                n = r.bc / b_min
+                measure[0] = np.minimum(_balance(np.maximum(1.0, np.floor(n)) * b_min, r.bc),
+                                        _balance(np.maximum(1.0, np.ceil(n)) * b_min, r.bc))
+            walls.append(w)
+            costs.append(c)
+            flops.append(f)
+            r0.append(measure[present[0]] if len(present) == 1 else
+                      np.select([r.objective == o for o in present], [measure[o] for o in present]))
+    return np.array(walls), np.array(costs), np.array(flops), np.array(r0)
+
+
+def _wall_bound(lines, b_min: float, bc: np.ndarray, s_min: np.ndarray) -> np.ndarray:
+    """search_space.wall_bound on every row (B_crit and S_min per row): the least of the convex
+    S_min(1 + B_crit/B)·max(a1·B + c1, a2·B + c2) over B ≥ b_min, at b_min, each line's own least
+    and the lines' crossing."""
+    (a1, c1), (a2, c2) = lines
+
+    def at(b):
+        return (1.0 + bc / b) * np.maximum(a1 * b + c1, a2 * b + c2)
+    best = at(np.full(len(bc), b_min))
+    for a, c in lines:
+        if a > 0.0 and c > 0.0:
+            b = np.sqrt(bc * c / a)
+            best = np.where(b >= b_min, np.minimum(best, at(np.maximum(b, b_min))), best)
+    if a1 != a2:
+        x = (c2 - c1) / (a1 - a2)
+        if x >= b_min:
+            best = np.minimum(best, at(np.full(len(bc), x)))
+    return s_min * best
+
+
+HEAVY = 24  # a row that needs more pairs than this is placed with its like, on every pair
+
+
+def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divisors, searched: bool = True,
+           every: bool = False) -> "Decided":
+    """Each row's pick, placing a pair on a row only where it can matter: first the pairs whose
+    bound ranks best, then, until nothing changes, every pair whose bound ranks no worse than the
+    row's pick or could dominate it (the exact pruning of search_space.search_layouts: no
+    configuration of a skipped pair can be picked or take the pick off the front). Rows that need
+    more than HEAVY pairs (no feasible candidate yet, or balanced above x = 1) are placed apart
+    on every pair, so the choice among many candidates is paid for those rows only."""
+    R = len(r)
+    P = len(pairs)
+    store = _Store(R)
+    (lb_wall, lb_cost, lb_flops, lb_r0), klass = _bound_classes(pairs, r)  # by each row's class
+    need = np.full((P, R), every)
+    # a first guess at the pick: the pair whose bound ranks best, and the fastest, the cheapest and
+    # the least FLOPs by bound (the likeliest to meet a deadline, a budget, a FLOPs limit). One pair
+    # per axis: the three fastest as well placed 1.8x the elements on plans/minimal.yaml's sweep
+    # (44,900 against 24,900) and were never wanted there
+    every_row = np.arange(R)
+    for lb in (lb_r0, lb_wall, lb_cost, lb_flops):
+        need[np.argmin(lb, axis=0)[klass], every_row] = True
+    done = np.zeros((P, R), bool)
+    apart = np.zeros(R, bool)
+    d = None
+    changed = np.arange(R)
+    while True:
+        pi, ri = np.nonzero(need & ~done)  # every (pair, row) still to place, in one pass
+        if len(pi):
+            blk = block(pairs, pi)
+            sub = _subset(r, ri)
+            lo, hi, empty, ivs = _intervals(blk, sub)
+            cache: dict = {}
+            placed = [_place(blk, sub, kind, lo, hi, empty, micro_fixed, divisors, cache) for kind in KINDS]
+            store.put(pi, ri, lo, hi, ivs, placed)
+            done[pi, ri] = True
+            # the evaluations (tens of MB) are not needed past the store: freed before choosing, the
+            # peak of memory, and the page faults of touching it, are a third less
+            del blk, sub, lo, hi, empty, ivs, cache, placed
+        if d is None:
+            d = _choose(pairs, r, store, searched)
+        else:  # only the rows that were given more pairs can change their pick
+            _merge(d, _choose(pairs, _subset(r, changed), store.view(changed), searched), changed)
+        margin = 1e-8
+        # only the rows given more pairs can want more: the others' picks and placements are as
+        # they were when they wanted nothing
+        c = slice(None) if len(changed) == R else changed
+        pw, pc, pf = d.wall[c], d.cost[c], d.flops[c]
+        kc = klass[c]
+        lw, lc = lb_wall[:, kc], lb_cost[:, kc]
+        with np.errstate(invalid="ignore"):
+            threat = ((lw <= pw[None, :] * (1 + margin)) & (lc <= pc[None, :] * (1 + margin))
+                      & (lb_flops[:, kc] <= pf[None, :] * (1 + margin)))
+            better = lb_r0[:, kc] <= d.measure[c][None, :] * (1 + margin)
+            # balanced below x = 1 (search_space.search_layouts): a pair whose bound is no faster
+            # and no cheaper than the pick holds no configuration that ranks better and is not
+            # dominated by (or a twin of) the pick; twins are threats
+            below = (r.objective[c] == 0) & (d.batch[c] <= r.bc[c])
+            better &= ~(below[None, :] & (lw >= pw[None, :]) & (lc >= pc[None, :]))
+            wanted = ~done[:, c] & (~d.any[c][None, :] | better | threat) & ~apart[c][None, :]
+        heavy = (not every) & ~apart[c] & ((need[:, c] | wanted).sum(axis=0) > HEAVY)
+        if heavy.any():
+            apart[c] |= heavy
+            wanted &= ~heavy[None, :]
+        if not wanted.any():
+            break
+        need[:, c] |= wanted
+        changed = np.arange(R)[c][wanted.any(axis=0)]
+    if apart.any():  # merge the rows placed apart
+        rows = np.flatnonzero(apart)
+        _merge(d, decide(pairs, _subset(r, rows), micro_fixed, divisors, searched, every=True), rows)
+    return d
+
+
+def _merge(d: "Decided", other: "Decided", rows: np.ndarray) -> None:
+    """`other`'s rows (answers for the chunk's `rows`) written into `d`."""
+    for f in fields(Decided):
+        a, b = getattr(d, f.name), getattr(other, f.name)
+        if isinstance(a, dict):
+            for name in a:
+                for x, y in zip(a[name], b[name]):
+                    x[rows] = y
+        else:
+            a[rows] = b
+
+
+def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
+    """objectives.choose per row over the placed candidates: (Decided, the pick's wall clock,
+    cost, FLOPs and measure)."""
+    R = len(r)
+    cols = [(i, k, st["kinds"][k], st["kinds"][k]["has"]) for i, st in store.pairs.items() for k in range(len(KINDS))]
+    unsure = store.unsure.copy()
+    C = len(cols)
+    valid = np.ascontiguousarray(np.stack([c[3] for c in cols]).T)  # (R, C)
+
+    def stack(attr):
+        return np.ascontiguousarray(np.stack([c[2][attr] for c in cols]).T)
+    wall, cost, flops, batch = stack("wall"), stack("cost"), stack("flops"), stack("batch")
+    wall = np.where(valid, wall, np.inf)
+    cost = np.where(valid, cost, np.inf)
+    flops = np.where(valid, flops, np.inf)
+    gpus = np.array([pairs[c[0]].gpus for c in cols])
+    t = TOLERANCE
+    dominated = np.zeros((R, C), bool)
+    rows = np.arange(R)[:, None]
+    # Within one GPU count cost is a non-decreasing function of the wall clock: sorted by wall
+    # clock, j is dominated iff an earlier point (wall clock better beyond the tolerance) has at
+    # most its FLOPs (within the tolerance). Walls within the tolerance of each other, or FLOPs
+    # within a few tolerances of the bound: the scalar order decides, the row is unsure.
+    groups = sorted(set(gpus.tolist()))
+    for g in groups:
+        in_g = np.flatnonzero(gpus == g)  # the group's columns only
+        w = wall[:, in_g]  # invalid candidates are already +inf
+        order = np.lexsort((flops[:, in_g], w), axis=1)
+        ws = np.take_along_axis(w, order, axis=1)
+        fs = np.take_along_axis(flops[:, in_g], order, axis=1)
+        fin = np.isfinite(ws)
+        # twins: the same (wall clock, FLOPs) as the point before (another layout, one step time);
+        # neither dominates the other, and what dominates one dominates both
+        twin = np.zeros(ws.shape, bool)
+        twin[:, 1:] = fin[:, 1:] & (ws[:, 1:] == ws[:, :-1]) & (fs[:, 1:] == fs[:, :-1])
+        first = np.where(twin, -1, np.arange(ws.shape[1])[None, :])
+        first = np.maximum.accumulate(first, axis=1)  # the first point of each run of twins
+        prefix = np.minimum.accumulate(fs, axis=1)
+        before = np.concatenate([np.full((R, 1), np.inf), prefix[:, :-1]], axis=1)
+        before = np.take_along_axis(before, first, axis=1)
+        with np.errstate(invalid="ignore"):
+            dom_sorted = fin & (before <= fs * (1.0 + t))
+            # within a few tolerances but not equal: whether a chain of dominance reaches j
+            close = fin & np.isfinite(before) & (before != fs) & (np.abs(before - fs) <= 4.0 * t * fs)
+            band = fin[:, 1:] & ~twin[:, 1:] & (ws[:, :-1] >= ws[:, 1:] * (1.0 - t))
+        unsure |= close.any(axis=1) | band.any(axis=1)
+        d = np.zeros((R, len(in_g)), bool)
+        d[rows, order] = dom_sorted
+        dominated[:, in_g] |= d
+    if len(groups) > 1:  # across GPU counts: every survivor against every survivor
+        alive = valid & ~dominated
+        # each row's survivors packed to the left (a row has a few of the C columns): (R, K)
+        K = int(alive.sum(axis=1).max(initial=0))
+        order = np.argsort(~alive, axis=1, kind="stable")[:, :K]
+        A = np.take_along_axis(alive, order, axis=1)
+        W, Cc, F = (np.take_along_axis(x, order, axis=1) for x in (wall, cost, flops))
+        dom = np.zeros((R, K), bool)
+        for j in range(K):
+            wj, cj, fj = W[:, j:j + 1], Cc[:, j:j + 1], F[:, j:j + 1]
+            with np.errstate(invalid="ignore"):  # objectives.dominates, elementwise
+                no_worse = (W <= wj * (1 + t)) & (Cc <= cj * (1 + t)) & (F <= fj * (1 + t))
+                better = (W < wj * (1 - t)) | (Cc < cj * (1 - t)) | (F < fj * (1 - t))
+            dom[:, j] = A[:, j] & (A & no_worse & better).any(axis=1)
+        dominated[rows, order] |= dom
+    front = valid & ~dominated
+    # the objective's measure of every candidate
+    obj = r.objective[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        measure = np.where(obj == 0, _balance(batch, r.bc[:, None]),
+                           np.where(obj == 1, wall, np.where(obj == 2, cost, flops)))
+    measure = np.where(front, measure, np.inf)
+    best = measure.min(axis=1)
+    contenders = front & (measure <= best[:, None] * (1.0 + 1e-10))
+    n_cont = contenders.sum(axis=1)
+    pick = np.argmin(measure, axis=1)
+    feasible = front.any(axis=1)
+    kind_of = np.array([c[1] for c in cols])
+    pair_of = np.array([c[0] for c in cols])
+    order_of = _search_order(pairs, searched, r, pair_of, kind_of)
+    micro = stack("micro")
+    accum = stack("accum")
+    ok = feasible & ~unsure
+    # several contenders: the rounded measure and the tie-breaks, as `choose` ranks them; a tie
+    # on the whole key goes to the candidate placed first (the search's order of pairs)
+    for row in np.flatnonzero(ok & (n_cont > 1)):
+        objective = OBJECTIVES[int(r.objective[row])]
+        price = None if np.isnan(r.price[row]) else float(r.price[row])
+        keys = []
+        for j in np.flatnonzero(contenders[row]):
+            c = _Cfg(float(wall[row, j]), float(cost[row, j]) if price is not None else None, float(cost[row, j]),
+                     float(flops[row, j]), float(batch[row, j]))
+            rk = rank(objective, c, float(r.bc[row]))
+            keys.append(((round(rk[0], 12 - _magnitude(rk[0])),) + rk[1:], int(j)))
+        top = min(k for k, _ in keys)
+        tied = [j for k, j in keys if k == top]
+        if len({(pair_of[j], micro[row, j], accum[row, j]) for j in tied}) > 1:
+            j = order_of(tied, row, objective, price)
+            if j is None:
+                ok[row] = False
+                continue
+            pick[row] = j
+        else:
+            pick[row] = tied[0]
+
+    def at(a):
+        return a[np.arange(R), pick]
+    chosen = pair_of[pick]
+    kind = np.array([_KIND_OF[o] for o in OBJECTIVES])[r.objective]
+    lo, hi, target = np.full(R, np.nan), np.full(R, np.nan), np.full(R, np.nan)
+    ivs = {n: (np.full(R, np.nan), np.full(R, np.nan), np.zeros(R, bool))
+           for n in ("flops", "deadline", "gpu_hours", "usd")}
+    for i in sorted(set(chosen.tolist())):  # the chosen pair's interval and the objective's own target on it
+        st = store.pairs[int(i)]
+        m = chosen == i
+        lo[m], hi[m] = st["lo"][m], st["hi"][m]
+        for k in range(len(KINDS)):
+            mk = m & (kind == k)
+            target[mk] = st["targets"][k][mk]
+        for n, (ilo, ihi, iok) in ivs.items():
+            ilo[m], ihi[m], iok[m] = st["ivs"][n][0][m], st["ivs"][n][1][m], st["ivs"][n][3][m]
+    return Decided(at(micro), at(accum), at(batch), at(stack("steps")), at(wall), at(stack("gh")), at(cost),
+                   at(flops), ok=ok, any=feasible, unsure=unsure, pair=chosen, kind=kind_of[pick], measure=at(measure), lo=lo,
+                   hi=hi, target=target, ivs=ivs)
+
+
+# -- rows: values per axis, chunks, summaries ------------------------------------------------------
+
+@dataclass(slots=True)
+class _Axis:
+    path: str
+    values: tuple[str, ...]
+    numbers: list  # per value: the field's value (None: absent), or a PlanError
+    plans: list
+
+
+def _field(plan, path: str):
+    from budgetdsl.plan.noise import noise_estimate
+
+    if path == "noise.b_crit":
+        return noise_estimate(plan).b_crit
+    if path == "objective":
+        return OBJECTIVES.index(str(plan.objective))
+    section, key = path.split(".")
+    return _exact(getattr(getattr(plan, section), key))
+
+
+def _exact(value):
+    """A plan number as the float the kernel computes with; ValueError when the scalar's Python
+    arithmetic (exact integer comparisons) could differ from a float's."""
+    if isinstance(value, int) and abs(value) > 2 ** 53:
+        raise ValueError("an integer beyond a float's exact range")
+    return None if value is None else float(value)
+
+
+def _dump_without(plan, path: str) -> dict:
+    data = plan.model_dump(mode="json")
+    node = data
+    keys = path.split(".")
+    for k in keys[:-1]:
+        node = node.get(k) or {}
+    if isinstance(node, dict):
+        node.pop(keys[-1], None)
+    return data
+
+
+def prepare(source, settings):
+    """(base plan, pairs, axes) when the kernel models this sweep, else None."""
+    from budgetdsl.solve.sweep import variant
+
+    paths = [s.path for s in settings]
+    if not settings or any(p not in SUPPORTED for p in paths) or len(set(paths)) != len(paths):
+        return None
+    if sum(p.startswith("target.") for p in paths) > 1 or {"budget.usd", "budget.usd_per_gpu_hour"} <= set(paths):
+        return None  # the section's rule relates the two values: each combination is checked
+    for s in settings:  # a value that reads another swept path depends on the combination
+        if any(other in v for v in s.values for other in paths if other != s.path):
+            return None
+    try:
+        base = variant(source, {})
+        from budgetdsl.plan.noise import noise_estimate
+        noise_estimate(base)
+        pairs = plan_pairs(base)
+    except (PlanError, ValueError):
+        return None
+    if not pairs:
+        return None
+    axes = []
+    for s in settings:
+        reference = _dump_without(base, s.path)
+        numbers, plans = [], []
+        for v in s.values:
+            try:
+                plan = variant(source, {s.path: v})
+                if _dump_without(plan, s.path) != reference:
+                    return None  # an expression of the file reads this path
+                numbers.append(_field(plan, s.path))
+                plans.append(plan)
+            except PlanError as exc:
+                numbers.append(exc)
+                plans.append(None)
+            except ValueError:
+                return None
+        axes.append(_Axis(s.path, s.values, numbers, plans))
+    try:
+        _rows(base, axes, [np.zeros(1, dtype=int) for _ in axes])
+    except ValueError:
+        return None
+    return base, pairs, axes
+
+
+def _column(base_value, axes, idx, path, R):
+    """One row parameter: the base plan's value, or the swept axis's (NaN: absent)."""
+    for a, (axis, ix) in enumerate(zip(axes, idx)):
+        if axis.path == path:
+            table = np.array([np.nan if (v is None or isinstance(v, PlanError)) else float(v)
+                              for v in axis.numbers])
+            return table[ix]
+    return np.full(R, np.nan if base_value is None else _exact(base_value))
+
+
+def _rows(base, axes, idx) -> tuple[Rows, np.ndarray]:
+    """The chunk's row parameters, and which rows hold an invalid value."""
+    from budgetdsl.plan.noise import noise_estimate
+
+    R = len(idx[0]) if idx else 1
+    b, t = base.budget, base.target
+    bc = _column(noise_estimate(base).b_crit, axes, idx, "noise.b_crit", R)
+    tokens = _column(t.tokens, axes, idx, "target.tokens", R)
+    at_batch = _column(t.at_batch, axes, idx, "target.at_batch", R)
+    min_tokens = _column(t.min_tokens, axes, idx, "target.min_tokens", R)
+    em = np.where(~np.isnan(min_tokens), min_tokens, bc * tokens / (at_batch + bc))  # frontier.e_min_of
+    objective = _column(OBJECTIVES.index(str(base.objective)), axes, idx, "objective", R)
+    invalid = np.zeros(R, bool)
+    for axis, ix in zip(axes, idx):
+        bad = np.array([isinstance(v, PlanError) for v in axis.numbers])
+        invalid |= bad[ix]
+    objective = np.where(np.isnan(objective), 0, objective).astype(int)
+    rows = Rows(bc, em, _column(b.deadline, axes, idx, "budget.deadline", R),
+                _column(b.flops, axes, idx, "budget.flops", R), _column(b.gpu_hours, axes, idx, "budget.gpu_hours", R),
+                _column(b.usd, axes, idx, "budget.usd", R), _column(b.usd_per_gpu_hour, axes, idx,
+                                                                    "budget.usd_per_gpu_hour", R), objective)
+    return rows, invalid
+
+
+def _bindings(pairs: list[Pair], r: Rows, d: Decided, ok: np.ndarray) -> list:
+    """diagnosis.constraints' binding names of every decided (feasible, non-pinned) row, from the
+    chosen pair's interval and the objective's own target on it, elementwise."""
+    R = len(r)
+    bits = np.zeros(R, dtype=np.int64)
+    rows = np.flatnonzero(ok)
+    pi = d.pair[rows].astype(int)
+    lo, hi, tgt = d.lo[rows], d.hi[rows], d.target[rows]
+    pushed_lo, pushed_hi = tgt < lo, tgt > hi
+    values = {"deadline": d.wall, "flops": d.flops, "gpu_hours": d.gh, "usd": d.cost}
+    limits = {"deadline": r.deadline, "flops": r.flops, "gpu_hours": r.gpu_hours, "usd": r.usd}
+    names = (*LIMIT_NAMES, "memory", "min_batch")
+    with np.errstate(invalid="ignore"):
+        for b, name in enumerate(LIMIT_NAMES):
+            limit, value = limits[name][rows], values[name][rows]
+            ilo, ihi, iok = (x[rows] for x in d.ivs[name])
+            decided = iok & ((pushed_lo & (ilo == lo)) | (pushed_hi & (ihi == hi)))
+            tight = (limit > 0) & (limit - value < _TIGHT * limit)
+            bits[rows] |= (~np.isnan(limit) & (decided | tight | (value > limit))).astype(np.int64) << b
+        micro, accum = d.micro[rows].astype(int), d.accum[rows].astype(int)
+        need = np.zeros(len(rows))
+        for i, m in {(i, m) for i, m in zip(pi.tolist(), micro.tolist())}:  # memory per device
+            need[(pi == i) & (micro == m)] = pairs[i].cm.memory_at(m)
+        cap = np.array([float(p.cm.memory_per_device) for p in pairs])[pi]
+        room = np.array([p.micro_max for p in pairs])[pi]
+        floor = np.array([float(p.dp * p.seq_len) for p in pairs])[pi]
+        memory = ((micro == room) & (accum > 1)) | ((cap > 0) & (cap - need < _TIGHT * cap)) | (need > cap)
+        bits[rows] |= memory.astype(np.int64) << 4
+        bits[rows] |= ((pushed_lo & (floor == lo)) | (d.batch[rows] == floor)).astype(np.int64) << 5
+    table: dict[int, tuple[str, ...]] = {}
+    out = []
+    for v in bits.tolist():
+        t = table.get(v)
+        if t is None:
+            t = table[v] = tuple(n for b, n in enumerate(names) if v >> b & 1)
+        out.append(t)
+    return out
+
+
+# -- infeasible rows: the diagnosed layout -------------------------------------------------------
+
+_ORDER_MARGIN = 1e-6  # pairs whose vectorized bound is this close to the least get their exact key
+
+
+def _conflict_counts(pairs: list[Pair], r: Rows, micro_fixed: int | None) -> np.ndarray:
+    """len(diagnosis.conflicting_names(placement)) of every pair (rows of the result) on every row
+    of `r` (columns), for rows where no pair has a feasible configuration: a placement with no
+    room for its micro-batch names memory alone; else each limit that holds at no batch, each two
+    whose intervals exclude each other, and failing those (no whole number of sequences or no
+    launchable configuration in the interval) each limit whose interval touches the feasible
+    one's ends. From the limits' intervals (`_intervals`, placement.limit_intervals's numbers)."""
+    P, R = len(pairs), len(r)
+    pi = np.repeat(np.arange(P), R)
+    blk = block(pairs, pi)
+    lo, hi, _, ivs = _intervals(blk, _subset(r, np.tile(np.arange(R), P)))
+    # the intervals: min_batch (dp·s, INF) always, then each present limit's (None: `there & ~ok`)
+    spans = [(blk.per, np.full(P * R, INF), np.ones(P * R, bool), np.ones(P * R, bool))]
+    spans += [ivs[n] for n in ("flops", "deadline", "gpu_hours", "usd")]
+    valid = [there & ok for _, _, there, ok in spans]
+    named = [there & ~ok for _, _, there, ok in spans]
+    with np.errstate(invalid="ignore"):
+        for a, (alo, _, _, _) in enumerate(spans):
+            for b, (_, bhi, _, _) in enumerate(spans):
+                cross = valid[a] & valid[b] & (alo > bhi)
+                named[a] |= cross
+                named[b] |= cross
+        none = ~np.any(named, axis=0)
+        for a, (alo, ahi, _, _) in enumerate(spans):  # the "integer" case: limits at the interval's ends
+            named[a] |= none & valid[a] & ((alo >= lo) | (ahi <= hi))
+    count = np.sum(named, axis=0)
+    memory = blk.micro_max < max(1, micro_fixed or 1)
+    return np.where(memory, 1, count).reshape(P, R)
+
+
+def _diagnosed(base, pairs: list[Pair], r: Rows, micro_fixed: int | None, searched: bool) -> list:
+    """For each row of `r` (none with a feasible configuration on any pair), what solve() reports:
+    (pair index, binding names), or None where the kernel cannot tell (then solve()).
+
+    solve() diagnoses the layout whose placement conflicts least (solver._solve: the first of the
+    layouts' `closest`, in the order the search first placed each layout: with nothing feasible
+    the walk places every pair in the order of its bound's rank, search_space.search_layouts);
+    within a layout, and on a pinned one, `solve_context.closest`: the fewest conflicting limits,
+    ties to the most GPUs. The binding limits are `diagnosis.constraints` of that pair's own
+    placement (placement.place, the scalar code)."""
+    from budgetdsl.solve.context import Context
+    from budgetdsl.solve.infeasibility import conflicting_names, constraints
+    from budgetdsl.solve.placement import Limits, place
+    from budgetdsl.solve.search_space import (
+        balanced_key,
+        bound_rank,
+        lower_bound,
+        step_bound,
+    )
+    from budgetdsl.theory.frontier import Frontier
+
+    counts = _conflict_counts(pairs, r, micro_fixed)
+    gpus = np.array([p.gpus for p in pairs])
+    layouts: dict = {}
+    layout = np.array([layouts.setdefault((p.split.tensor_parallel, p.split.pipeline_parallel, p.split.zero,
+                                            str(p.split.recompute)), len(layouts)) for p in pairs])
+    approx = _bounds(pairs, r)[3] if searched else None  # each pair's bound rank, vectorized
+    ref = pairs[0].cm
+    simple = [_sort_key(p) for p in pairs]
+    kept: dict[int, tuple] = {}
+
+    def lines_of(i: int) -> tuple:
+        """search_space.step_bound of pair i (as bound_rank's caller computes it), once."""
+        lines = kept.get(i)
+        if lines is None:
+            p = pairs[i]
+            linear = 0.0 if p.cm._step is not None else ref.flops_per_token / (p.gpus * ref.peak_flops * ref.mfu)
+            lines = kept[i] = step_bound(p.cm._step, p.micro_max, float(p.dp * ref.seq_len), linear)
+        return lines
+    out: list = []
+    for row in range(len(r)):
+        cnt = counts[:, row]
+        least = cnt.min()
+        objective = OBJECTIVES[int(r.objective[row])]
+        fr = Frontier(float(r.bc[row]), float(r.em[row]))
+        limits = Limits(*(None if math.isnan(v) else v for v in
+                          (float(r.deadline[row]), float(r.flops[row]), float(r.gpu_hours[row]), float(r.usd[row]),
+                           float(r.price[row]))))
+        if limits.price == 0.0:
+            out.append(None)  # a zero price is no price to the scalar path's `if price`
+            continue
+        among = np.flatnonzero(cnt == least)
+        if searched:
+            # the layouts holding a least-conflicting pair; the one the walk met first, by any pair
+            mine = np.flatnonzero(np.isin(layout, layout[among]))
+            a = approx[mine, row]
+            if not np.isfinite(a).all():
+                out.append(None)
+                continue
+            near = mine[a <= a.min() * (1.0 + _ORDER_MARGIN)]
+            keyed = []
+            for i in near.tolist():  # search_space.bound_rank, the search's tie order
+                p = pairs[i]
+                if objective == "balanced":
+                    key = balanced_key(lines_of(i), float(p.dp * ref.seq_len), p.gpus, fr.b_crit, fr.s_min,
+                                       limits.price)
+                else:
+                    key = bound_rank(objective, lower_bound(ref, p.gpus, p.dp, p.cm._step, fr, limits, p.micro_max),
+                                     p.dp, ref, fr)
+                keyed.append((key, simple[i], p.gpus, i))
+            first = min(keyed)[3]
+            among = among[layout[among] == layout[first]]
+        i = int(among[np.argmax(gpus[among])])  # the fewest conflicts, ties to the most GPUs
+        p = pairs[i]
+        pl = place(p.cm, fr, limits, objective, micro_fixed)
+        if pl.feasible or len(conflicting_names(pl)) != int(cnt[i]):
+            out.append(None)  # not what the vectorized count says: solve() decides
+            continue
+        ctx = Context(base, None, fr, limits, objective)  # type: ignore[arg-type]
+        out.append((i, tuple(c.name for c in constraints(ctx.limits, pl, False) if c.binding)))
+    return out
+
+
+def _sort_key(p: Pair) -> tuple:
+    """layout_search.LayoutChoice.sort_key of the pair's layout: the search's tie order."""
+    from budgetdsl.solve.layout_search import RECOMPUTE_ORDER
+
+    s = p.split
+    return (s.tensor_parallel * s.pipeline_parallel, s.pipeline_parallel, s.zero, RECOMPUTE_ORDER.index(s.recompute))
+
+
+def iter_kernel_rows(source, settings) -> Iterator:
+    """The sweep's rows (sweep.SweepRow, in order), the decidable ones from the kernel."""
+    from budgetdsl.solve.sweep import Blame, Summary, SweepRow, solve_row
+
+    blame = Blame(source)  # where the invalid rows' problems are reported, shared by the sweep
+    prepared = prepare(source, settings)
+    combos = itertools.product(*(s.values for s in settings))
+    if prepared is None:
+        for combo in combos:
+            yield solve_row(source, {s.path: v for s, v in zip(settings, combo)}, blame)
+        return
+    base, pairs, axes = prepared
+    run = base.run
+    micro_fixed = run.micro_batch if run is not None and run.micro_batch not in (None, "auto") else None
+    shape = [len(s.values) for s in settings]
+    total = math.prod(shape)
+    divisors = _Divisors()
+    searched = bool(base.hardware.searched())
+    for start in range(0, total, CHUNK):
+        flat = np.arange(start, min(total, start + CHUNK))
+        idx = np.unravel_index(flat, shape)
+        r, invalid = _rows(base, axes, idx)
+        d = decide(pairs, r, micro_fixed, divisors, searched)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            x = d.batch / r.bc
+            finite = np.isfinite(d.wall) & np.isfinite(d.gh) & np.isfinite(d.flops) & np.isfinite(x) \
+                & np.isfinite(d.steps * d.batch)
+        ok = d.ok & ~invalid & finite
+        binding = _bindings(pairs, r, d, ok)
+        # rows with no feasible configuration on any pair (every pair placed): the diagnosis
+        diagnosed = {}
+        lost = np.flatnonzero(~d.any & ~d.unsure & ~invalid)
+        if lost.size:
+            for row, answer in zip(lost.tolist(), _diagnosed(base, pairs, _subset(r, lost), micro_fixed, searched)):
+                if answer is not None:
+                    diagnosed[row] = answer
+        okl = ok.tolist()
+        pair_l = np.where(ok, d.pair, 0).astype(int).tolist()
+        micro_l, accum_l = (np.where(ok, a, 0).astype(np.int64).tolist() for a in (d.micro, d.accum))
+        steps_l = np.where(ok, d.steps, 0).astype(np.int64).tolist()
+        batch_l, flops_l, wall_l, gh_l, cost_l, x_l = (a.tolist() for a in (d.batch, d.flops, d.wall, d.gh, d.cost, x))
+        price_l = (~np.isnan(r.price)).tolist()
+        shown = [(p.gpus, p.dp, p.split.tensor_parallel, p.split.pipeline_parallel, p.split.zero,
+                  str(p.split.recompute)) for p in pairs]
+        paths = [s.path for s in settings]
+        given = [[s.values[j] for j in i.tolist()] for s, i in zip(settings, idx)]  # each axis's text per row
+        for row, combo in enumerate(zip(*given)):
+            values = dict(zip(paths, combo))
+            if not okl[row]:
+                answer = diagnosed.get(row)
+                if answer is None:
+                    yield solve_row(source, values, blame)
+                    continue
+                gpus, dp, tp, pp, zero, recompute = shown[answer[0]]
+                yield SweepRow(values, None, None, summary=Summary(
+                    "infeasible", False, gpus, None, None, None, dp, tp, pp, zero, recompute, None, None, None,
+                    None, None, None, None, answer[1]))
+                continue
+            gpus, dp, tp, pp, zero, recompute = shown[pair_l[row]]
+            steps, batch = steps_l[row], batch_l[row]
+            yield SweepRow(values, None, None, summary=Summary(
+                "optimal", True, gpus, batch, micro_l[row], accum_l[row], dp, tp, pp, zero, recompute, steps,
+                steps * batch, flops_l[row], wall_l[row], gh_l[row], cost_l[row] if price_l[row] else None,
+                x_l[row], binding[row]))

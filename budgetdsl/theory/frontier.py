@@ -1,0 +1,76 @@
+"""The critical-batch frontier (docs/design.md section 1; McCandlish et al. 2018, "An Empirical Model
+of Large-Batch Training", eq. 2.11 and 2.12):
+
+    S(B) = S_min (1 + B_crit/B)        E(B) = E_min (1 + B/B_crit)        S_min = E_min / B_crit
+    (S/S_min − 1)(E/E_min − 1) = 1     x = B / B_crit
+
+B, E and B_crit are in tokens, S in optimizer steps. E_min comes from the plan's target: directly
+(`target.min_tokens`), or from `target.tokens` reached at `target.at_batch`, which lie on the
+frontier: tokens = E(at_batch) = E_min (1 + at_batch/B_crit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from budgetdsl.theory import closed_forms_generated as cf
+
+
+class Target(Protocol):
+    """What a plan's `target:` says (budgetdsl.plan.model.Target): E_min, or tokens at a batch."""
+
+    min_tokens: float | None
+    tokens: float | None
+    at_batch: float | None
+
+# Kaplan et al. 2020, "Scaling Laws for Neural Language Models", eq. 1.4 and table 4:
+# B_crit(L) ≈ B*/L^(1/α_B), B* ≈ 2·10⁸ tokens, α_B ≈ 0.21, L in nats on their WebText2 data.
+KAPLAN_B_STAR = 2e8
+KAPLAN_ALPHA_B = 0.21
+
+
+def kaplan_b_crit(loss: float) -> float:
+    """B_crit in tokens at `loss` (nats/token), Kaplan et al. (2020) eq. 1.4."""
+    return cf.kaplan_b_crit(loss, KAPLAN_B_STAR, KAPLAN_ALPHA_B)
+
+
+@dataclass(frozen=True, slots=True)
+class Frontier:
+    """One run's frontier: B_crit, E_min and S_min; everything else follows from B."""
+
+    b_crit: float  # tokens
+    e_min: float  # tokens
+
+    @property
+    def s_min(self) -> float:
+        return self.e_min / self.b_crit
+
+    def x(self, batch: float) -> float:
+        return batch / self.b_crit
+
+    def steps(self, batch: float) -> float:
+        """S(B), optimizer steps (continuous)."""
+        return self.s_min * (1.0 + self.b_crit / batch)
+
+    def examples(self, batch: float) -> float:
+        """E(B), tokens (continuous)."""
+        return self.e_min * (1.0 + batch / self.b_crit)
+
+    def s_over_smin(self, batch: float) -> float:
+        return 1.0 + self.b_crit / batch
+
+    def e_over_emin(self, batch: float) -> float:
+        return 1.0 + batch / self.b_crit
+
+
+
+def e_min_of(target: "Target", b_crit: float) -> float:
+    if target.min_tokens is not None:
+        return float(target.min_tokens)
+    assert target.tokens is not None and target.at_batch is not None  # the plan validator ensures it
+    return cf.e_min_from_target(target.tokens, target.at_batch, b_crit)
+
+
+def frontier_from_target(target: "Target", b_crit: float) -> Frontier:
+    return Frontier(b_crit=b_crit, e_min=e_min_of(target, b_crit))
