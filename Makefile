@@ -1,6 +1,7 @@
 # Two promises of the README, each one command on a fresh machine:
 #   make demo   set up .venv and plan every example plan
-#   make test   set up .venv (with the calibration, TUI and test extras) and run the whole suite
+#   make test   set up .venv (with the calibration, TUI, test and lint extras) and run the whole suite
+#   make lint   ruff check and mypy, both configured in pyproject.toml (CI runs it before the suite)
 #
 # TORCH names the torch requirement installed before the calibrate extra. The default takes the CPU
 # wheel that lies on the development machines' disk; elsewhere, set it to the build you want, e.g.
@@ -15,7 +16,7 @@ TORCH   ?= torch==2.13.0
 WORKERS ?= logical
 BIN     := $(VENV)/bin
 
-.PHONY: demo test bench schema clean
+.PHONY: demo test lint bench schema clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +28,7 @@ $(VENV)/.core: $(BIN)/python pyproject.toml
 
 $(VENV)/.full: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[calibrate,plot,tui,test]'
+	$(BIN)/pip install -q -e '.[calibrate,plot,tui,test,lint]'
 	touch $@ $(VENV)/.core
 
 demo: $(VENV)/.core
@@ -36,6 +37,10 @@ demo: $(VENV)/.core
 
 test: $(VENV)/.full
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --durations=20
+
+lint: $(VENV)/.full
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 bench: $(VENV)/.full
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
