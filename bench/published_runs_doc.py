@@ -189,7 +189,7 @@ def _held_out_summary(rows: list[dict[str, Any]], results: list[Any], extra: lis
     card = [r for r in extra if r.name.startswith("Llama 3.1")]
     bloom = next((r for r in extra if r.name.startswith("BLOOM-176B, GPU-hours")), None)
     return [
-        f"- **LLaMA 65B** (Touvron et al. 2023a): the MFU that section 2.4's 380 tokens/s/GPU implies",
+        "- **LLaMA 65B** (Touvron et al. 2023a): the MFU that section 2.4's 380 tokens/s/GPU implies",
         f"  ({llama.mfu:.3f}) gives back Table 15's GPU-hours within {llama.error:+.1%} — two published figures",
         "  of one run agree through the tool's f and peak.",
         f"- **Korthikanti et al. 2022** (nine A100 layouts, 8–2,240 GPUs): full recomputation {_span(full)},",

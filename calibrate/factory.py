@@ -18,9 +18,10 @@ import importlib
 import importlib.util
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from budgetdsl.calibrate.data import CorpusError, TokenSampler, load_corpus

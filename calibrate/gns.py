@@ -41,9 +41,10 @@ import platform
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -340,7 +341,7 @@ class GradientNoiseScale:
         model_cls = type(self.model)
         prov = Provenance(
             tool=f"budgetdsl {__version__} ({integration})",
-            created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
             command=list(sys.argv),
             torch_version=torch.__version__,
             python_version=platform.python_version(),

@@ -20,11 +20,12 @@ import platform
 import signal
 import threading
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 import torch
 from budgetdsl.calibrate import distributed
@@ -107,7 +108,7 @@ class _StopRequest:
         self.requested = True
         signal.signal(signal.SIGINT, self._previous)
 
-    def __enter__(self) -> "_StopRequest":
+    def __enter__(self) -> _StopRequest:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handle)
         return self
@@ -134,7 +135,7 @@ def _provenance(cfg: RunConfig, proxy: Proxy, ctx, amp: str, optimizer, warmup: 
     betas = optimizer.defaults.get("betas")
     return Provenance(
         tool=f"budgetdsl {__version__}",
-        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         command=list(command),
         torch_version=torch.__version__,
         python_version=platform.python_version(),
@@ -302,7 +303,7 @@ def _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step) -> O
             memory=memory,
             **timer.profile(proxy.tokens_per_example),
         )
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = datetime.now(UTC).isoformat(timespec="seconds")
         prov = provenance.model_copy(update={"created_at": now})
         cal = record.to_file(prov, hardware, warmup, interrupted=status != "complete", stop_reason=reason)
         if ctx.is_main:

@@ -29,11 +29,11 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 import torch
 from budgetdsl.calibrate.distributed import DistContext
@@ -367,7 +367,7 @@ def sweep(
     provenance = _provenance(ref_cfg, proxy, DistContext(), amp, _make_optimizer(ref_cfg, model),
                              cfg.warmup, command)
     provenance = provenance.model_copy(update={
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds")})
     hardware = HardwareProfile(
         device=device.type, device_name=device_name(device), world_size=1,
         threads=torch.get_num_threads() if device.type == "cpu" else None, memory=[],

@@ -20,7 +20,8 @@ import asyncio
 import gc
 import os
 import time
-from typing import Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from budgetdsl.tui.fields import (
     FIELDS,

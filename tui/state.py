@@ -13,8 +13,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from budgetdsl.plan.loader import MergedSource
@@ -59,19 +60,19 @@ class WhatIf:
     """A plan file (and the bases it extends) with unsaved changes on top. Immutable."""
 
     path: str
-    source: "MergedSource"
+    source: MergedSource
     changes: Mapping[str, Any] = field(default_factory=dict)
-    plan: "Plan" = field(default=None, compare=False)  # type: ignore[assignment] - set by build
+    plan: Plan = field(default=None, compare=False)  # type: ignore[assignment] - set by build
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "WhatIf":
+    def load(cls, path: str | os.PathLike[str]) -> WhatIf:
         """Read the plan chain from disk. Raises PlanError (located) or OSError."""
         from budgetdsl.plan.loader import read_merged
 
         return cls._build(str(path), read_merged(path), {})
 
     @classmethod
-    def _build(cls, path: str, source: "MergedSource", changes: Mapping[str, Any]) -> "WhatIf":
+    def _build(cls, path: str, source: MergedSource, changes: Mapping[str, Any]) -> WhatIf:
         from budgetdsl.plan.loader import load_merged
 
         merged = dataclasses.replace(source, data=_apply(source.data, changes)) if changes else source
@@ -101,7 +102,7 @@ class WhatIf:
 
     # -- changing --------------------------------------------------------------------------------
 
-    def with_changes(self, updates: Mapping[str, Any]) -> "WhatIf":
+    def with_changes(self, updates: Mapping[str, Any]) -> WhatIf:
         """A new state with `updates` applied; a value equal to the file's drops its change.
 
         Raises PlanError when the resulting plan does not validate (nothing changes then)."""
@@ -115,7 +116,7 @@ class WhatIf:
                 changes[dotted] = value
         return self._build(self.path, self.source, changes)
 
-    def reset(self) -> "WhatIf":
+    def reset(self) -> WhatIf:
         """Re-read the files from disk, dropping every change."""
         return WhatIf.load(self.path)
 

@@ -9,9 +9,10 @@ feasibility. Pure: takes loaded plans and their solutions, returns a `PlanDiff`;
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Callable
+from typing import Any
 
 from budgetdsl.plan.loader import field_spec
 from budgetdsl.plan.model import Plan, QuantitySpec

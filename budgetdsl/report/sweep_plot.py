@@ -34,7 +34,7 @@ def hyperbola(s_min: float, e_min: float, lo: float, hi: float, points: int = 20
     return out
 
 
-def _points(sweep: "Sweep") -> tuple[list[tuple[float, float, int]], list[tuple[float, float, int]]]:
+def _points(sweep: Sweep) -> tuple[list[tuple[float, float, int]], list[tuple[float, float, int]]]:
     """Reached (E tokens, S, batch) and not reached (E, S so far, batch) of the best runs."""
     tpe = sweep.tokens_per_example
     reached, missed = [], []
@@ -46,7 +46,7 @@ def _points(sweep: "Sweep") -> tuple[list[tuple[float, float, int]], list[tuple[
     return reached, missed
 
 
-def _curve(sweep: "Sweep") -> list[tuple[float, float, float]]:
+def _curve(sweep: Sweep) -> list[tuple[float, float, float]]:
     f = sweep.fit
     if f is None:
         return []
@@ -56,7 +56,7 @@ def _curve(sweep: "Sweep") -> list[tuple[float, float, float]]:
     return hyperbola(f.s_min, f.e_min_tokens, lo, hi)
 
 
-def render_text(sweep: "Sweep", width: int = 64, height: int = 18) -> str:
+def render_text(sweep: Sweep, width: int = 64, height: int = 18) -> str:
     """Log-log character plot: `o` measured runs, `>` runs stopped before the target, `.` the fitted
     frontier, `X` its knee at B_crit, `-` the asymptote S_min and `|` the asymptote E_min."""
     reached, missed = _points(sweep)
@@ -123,7 +123,7 @@ def render_text(sweep: "Sweep", width: int = 64, height: int = 18) -> str:
     return "\n".join(lines) + "\n" + legend + "\n"
 
 
-def draw(sweep: "Sweep", path: str, title: str | None = None) -> None:
+def draw(sweep: Sweep, path: str, title: str | None = None) -> None:
     """Write the picture to `path` (.svg or .png)."""
     from budgetdsl.report.figures import new_figure, plain_log_labels, save
 

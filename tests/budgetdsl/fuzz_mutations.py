@@ -20,7 +20,6 @@ Used by tests/budgetdsl/test_fuzz_mutations.py (a bounded run in the suite) and 
 from __future__ import annotations
 
 import json
-import math
 import pathlib
 import random
 import re
@@ -363,7 +362,7 @@ class Findings:
     slowest: float = 0.0
     seconds: float = 0.0
 
-    def merge(self, other: "Findings") -> None:
+    def merge(self, other: Findings) -> None:
         """Add another run's figures (bench_fuzz runs in chunks): counts add up, the slowest is the
         slowest of both, and each site keeps its first example."""
         self.mutants += other.mutants

@@ -4,7 +4,6 @@ reproducer. Every one must end in located diagnostics or a finite, inert answer 
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import pathlib
@@ -17,7 +16,7 @@ import pytest
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.loader import load_plan
 from budgetdsl.plan.model import Plan
-from budgetdsl.plan.schema import field_info, numeric_paths
+from budgetdsl.plan.schema import numeric_paths
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from fuzz_mutations import run_pipeline, time_bound  # noqa: E402

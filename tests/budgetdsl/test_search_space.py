@@ -70,7 +70,6 @@ import pathlib
 import pytest
 
 from budgetdsl.solve.objectives import OBJECTIVES, axes, choose
-from budgetdsl.solve.placement import Limits
 from budgetdsl.theory.frontier import Frontier
 
 BOUND_PLANS = {

@@ -45,7 +45,7 @@ class PlotData:
     front: tuple[tuple[float, float], ...] = ()  # the Pareto front's other points (Solution.front)
 
 
-def feasible_batches(solution: "Solution") -> tuple[float, float] | None:
+def feasible_batches(solution: Solution) -> tuple[float, float] | None:
     """The global batches (tokens) every limit allows, from the constraints' `allowed_batch`."""
     lo, hi = 0.0, math.inf
     for c in solution.constraints:
@@ -61,7 +61,7 @@ def feasible_batches(solution: "Solution") -> tuple[float, float] | None:
     return (lo, hi) if lo <= hi else None
 
 
-def plot_data(plan: "Plan", solution: "Solution", x_axis: str = "steps", y_axis: str = "tokens",
+def plot_data(plan: Plan, solution: Solution, x_axis: str = "steps", y_axis: str = "tokens",
               samples: int = 480) -> PlotData:
     from budgetdsl.theory.frontier import Frontier
 

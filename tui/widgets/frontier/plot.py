@@ -52,7 +52,7 @@ class FrontierPlot(Widget, can_focus=True):
         self.set_reactive(FrontierPlot.markers, markers if markers in MARKERS else "braille")
         self._title()
 
-    def show(self, plan: "Plan", solution: "Solution | None") -> None:
+    def show(self, plan: Plan, solution: Solution | None) -> None:
         """Plot `solution` (None: the first solve is under way, the plot says `solving…`)."""
         self._plan, self._solution = plan, solution
         self._recompute()
