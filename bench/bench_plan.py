@@ -113,14 +113,14 @@ def main() -> None:
         t = time.perf_counter()
         solve(p)
         t_first = time.perf_counter() - t
-        r = rate(lambda: solve(p))
+        r = rate(lambda p=p: solve(p))
         print(f"warm      {r:,.0f} solves/s ({1e6 / r:.0f} µs) — plans/minimal.yaml, {label}, the same plan "
               f"again ({'the search replayed from ' if p is auto else ''}placements kept across solves); first solve "
               f"{t_first * 1000:.0f} ms; {r * base:.1f} solves per python -c pass")
         # a new GPU-hours limit each solve (a sweep's rows, the TUI's edits)
         limits = iter(range(10**9))
 
-        def new_limit():
+        def new_limit(p=p, limits=limits):
             return p.model_copy(update={"budget": p.budget.model_copy(update={"gpu_hours": 1e6 + next(limits)})})
         fresh = rate(lambda: solve(new_limit()))
         print(f"warm      {fresh:,.0f} solves/s ({1e6 / fresh:.0f} µs) — the same, a new gpu_hours limit each "

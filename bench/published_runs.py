@@ -329,7 +329,8 @@ def _bloom_gpu_hours() -> dict[str, Any]:
 
     bloom = next(r for r in _numbers(yaml.safe_load(TABLE.read_text()))["runs"] if r["name"] == "BLOOM-176B")
     return {**bloom, "name": "BLOOM-176B, GPU-hours at 150 TFLOP/s", "mode": "declared",
-            "source": "Le Scao et al. 2022 (BLOOM): ~150 TFLOP/s per GPU (section 3.4), 366B tokens, 1,082,990 compute hours",
+            "source": "Le Scao et al. 2022 (BLOOM): ~150 TFLOP/s per GPU (section 3.4), 366B tokens, "
+                      "1,082,990 compute hours",
             "tflops_per_gpu": 150, "tokens": 366e9, "published": {"gpu_hours": 1082990}}
 
 

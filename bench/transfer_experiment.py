@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             print("|---|---|---|---|---|")
             for r in rows:
                 print(f"| {r['loss']:.3f} | {r['a_fit']:,.0f} ± {r['a_se']:.0%} / {r['a_points']:,.0f} | "
-                      f"{r['b_fit']:,.0f} ± {r['b_se']:.0%} / {r['b_points']:,.0f} | {r['ratio']:.2f} | {r['z']:+.1f} |")
+                      f"{r['b_fit']:,.0f} ± {r['b_se']:.0%} / {r['b_points']:,.0f} | {r['ratio']:.2f} | "
+                      f"{r['z']:+.1f} |")
                 table.append([a, b, f"{r['loss']:.4f}", *(f"{r[k]:.6g}" for k in
                               ("a_fit", "a_se", "a_points", "b_fit", "b_se", "b_points", "ratio", "z"))])
             gm = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))

@@ -306,13 +306,13 @@ class GradientNoiseScale:
         elif self.logged:
             obs = sorted(self.logged)
         else:
-            obs = [(s, l) for s, l in zip(self.steps, self.train_losses) if l is not None]
+            obs = [(s, loss) for s, loss in zip(self.steps, self.train_losses) if loss is not None]
         if not obs:
             return None
 
         def upto(step: int) -> tuple[list[int], list[float]]:
             known = [o for o in obs if o[0] <= step] or obs[:1]
-            return [s for s, _ in known], [l for _, l in known]
+            return [s for s, _ in known], [loss for _, loss in known]
 
         return upto
 

@@ -138,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 notes = [f"{len(fragments)} base fragment{'s' if len(fragments) != 1 else ''}"] if fragments else []
                 if reached:
-                    notes.append(f"{len(reached)} checked because {'it extends' if len(reached) == 1 else 'they extend'}"
-                                 " a given file")
+                    extends = "it extends" if len(reached) == 1 else "they extend"
+                    notes.append(f"{len(reached)} checked because {extends} a given file")
                 print(f"{n} plan{'s' if n != 1 else ''} valid" + (" and feasible" if args.solve else "")
                       + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
     if crashes:  # every file was checked; the first crash gets the one-line report, last

@@ -148,7 +148,10 @@ def _throughput_rows(sol: Solution) -> list[tuple[str, ...]]:
     tp = sol.throughput
     if tp is None:
         return []
-    pct = (lambda v: "—" if v is None else f"{v:.1%}")
+
+    def pct(v: float | None) -> str:
+        return "—" if v is None else f"{v:.1%}"
+
     head = ("declared (hardware.mfu, end-to-end)" if tp.source == "declared" else "predicted from the layout")
     rows = [("utilization", head, ""),
             ("MFU / HFU", f"{pct(tp.mfu)} / {pct(tp.hfu)}", "HFU counts recomputation"),

@@ -209,7 +209,8 @@ class Fuzzer:
         section, key, values = self.rng.choice(SHAPES)
         text = self._put(text, section, key, self.rng.choice(values))
         if self.rng.random() < 0.5:
-            text = self._put(text, "hardware", "gpus", self.rng.choice(self.gpu_forms[:7] + self.gpu_forms[len(GPU_FORMS):]))
+            forms = self.gpu_forms[:7] + self.gpu_forms[len(GPU_FORMS):]
+            text = self._put(text, "hardware", "gpus", self.rng.choice(forms))
         return text
 
     def key_swap(self, text: str) -> str:

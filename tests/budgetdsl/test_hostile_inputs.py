@@ -407,7 +407,8 @@ def test_a_hostile_plan_name_renders_inert_in_the_markdown_report(name):
     _assert_inert(md, name)
     heading = md.splitlines()[0]
     codes = [t.content for t in _tokens(heading) if t.type == "code_inline"]
-    assert codes and codes[0].replace("\\|", "|").strip() == re.sub(r"[\n\u202e]", lambda m: " " if m.group() == "\n" else "\ufffd", name).strip()
+    shown = re.sub(r"[\n\u202e]", lambda m: " " if m.group() == "\n" else "\ufffd", name)
+    assert codes and codes[0].replace("\\|", "|").strip() == shown.strip()
 
 
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
@@ -593,7 +594,8 @@ def test_a_nul_byte_in_the_calibration_path_is_a_located_error():
     """Found by the suite's fuzzer: os.path.realpath raised ValueError on the NUL byte."""
     from budgetdsl.solve.solver import solve
 
-    text = SEED.replace("  b_crit: 3M", '  calibration: "a\\x00b.json"\n  at_loss: 2.5').replace("  uncertainty: 30%\n", "")
+    text = (SEED.replace("  b_crit: 3M", '  calibration: "a\\x00b.json"\n  at_loss: 2.5')
+            .replace("  uncertainty: 30%\n", ""))
     with pytest.raises(PlanError) as info:
         solve(load_plan(PLANS / "nul.yaml", text=text))
     assert "error[calibration-outside]" in info.value.diagnostics[0].format()

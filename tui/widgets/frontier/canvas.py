@@ -20,8 +20,8 @@ from rich.text import Text
 MARKERS = ("braille", "ascii")
 
 STYLES = {"curve": "cyan", "arc": "bold green", "run": "bold yellow", "run_bad": "bold red",
-          "b_crit": "bold magenta", "front": "bold blue", "deadline": "red", "flops": "dark_orange", "axis": "bright_black",
-          "tick": "", "note": "italic bright_black"}
+          "b_crit": "bold magenta", "front": "bold blue", "deadline": "red", "flops": "dark_orange",
+          "axis": "bright_black", "tick": "", "note": "italic bright_black"}
 NO_COLOR_STYLES = {**STYLES, "curve": "", "arc": "bold", "run": "bold reverse", "run_bad": "bold reverse"}
 _SOLID = "⣿"  # the feasible arc's braille cell when colour cannot tell it from the curve
 
