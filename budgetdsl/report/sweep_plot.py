@@ -37,7 +37,8 @@ def hyperbola(s_min: float, e_min: float, lo: float, hi: float, points: int = 20
 def _points(sweep: Sweep) -> tuple[list[tuple[float, float, int]], list[tuple[float, float, int]]]:
     """Reached (E tokens, S, batch) and not reached (E, S so far, batch) of the best runs."""
     tpe = sweep.tokens_per_example
-    reached, missed = [], []
+    reached: list[tuple[float, float, int]] = []
+    missed: list[tuple[float, float, int]] = []
     for r in sweep.best_runs():
         if r.reached and r.steps_to_target is not None:
             reached.append((r.steps_to_target * r.batch_tokens, r.steps_to_target, r.batch_examples))
