@@ -1,11 +1,9 @@
 """`budgetdsl calibrate`: measure the gradient noise scale B_simple on a proxy model and write a
 calibration file that plans reference (`noise: {calibration: FILE, at_loss: L}`).
 
-torch and the `calibrate` package are imported inside the handler only: `budgetdsl check` must not
-pay for them, and a core install without the extra still runs every other command.
-
-Exit codes: 0 written; 1 the measurement failed (too many non-finite steps; a partial file is
-written); 2 invalid usage or input; 130 interrupted (a partial file marked `interrupted` and a
+torch and the `calibrate` package are imported in the handler only, so a core install runs
+every other command without them. Exit codes: 0 written; 1 the measurement failed (a partial file
+is written); 2 invalid usage or input; 130 interrupted (a partial file marked `interrupted` and a
 checkpoint for --resume are written).
 """
 

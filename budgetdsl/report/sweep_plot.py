@@ -1,15 +1,9 @@
 """The frontier sweep as a picture: measured (E, S) points, the fitted hyperbola, B_crit marked.
 
-Two renderings of one `calibration_file.Sweep`:
-
-- `render_text(sweep)`: plain text for a terminal (no curses, no colour), printed by
-  `budgetdsl calibrate sweep`; log-log axes, deterministic, so it can go into a README verbatim.
-- `draw(sweep, path)`: PNG or SVG through matplotlib (the optional `plot` extra, imported only
-  here and only when called); the SVG is deterministic (fixed hash salt, no date).
-
-On log axes the frontier (S/S_min − 1)(E/E_min − 1) = 1 (McCandlish et al. 2018, eq. 2.12) is a
-hyperbola with asymptotes S = S_min (large batches) and E = E_min (small batches); B_crit = E_min/S_min
-is its knee, the point (2·E_min, 2·S_min) where both costs are doubled.
+`render_text(sweep)`: deterministic plain text for `budgetdsl calibrate sweep`; `draw(sweep, path)`:
+PNG or SVG through matplotlib (the optional `plot` extra, imported only when called).
+The frontier (S/S_min − 1)(E/E_min − 1) = 1 (McCandlish et al. 2018, eq. 2.12) is a hyperbola with
+asymptotes S = S_min and E = E_min; B_crit = E_min/S_min is its knee (2·E_min, 2·S_min).
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ _LAYOUT_HEADER = ("layout", "GPUs", "batch", "micro", "wall clock", "GPU-hours",
 
 
 def _layout_rows(sol: Solution) -> list[tuple[str, ...]]:
-    """The chosen layout and its runners-up, each at its own best configuration (issue 13)."""
+    """The chosen layout and its runners-up, each at its own best configuration."""
     ls = sol.layout
     assert ls is not None
     rows: list[tuple[str, ...]] = []
