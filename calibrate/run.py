@@ -1,16 +1,9 @@
 """The calibration run: train a proxy for a bounded number of steps and measure B_simple at every
-step with McCandlish's two-batch-size estimator — nanoGPT's train.py shape: set up, then one loop
-whose inner loop is gradient accumulation.
-
-Within an optimizer step every micro-batch (on every replica) is a small batch B_small and the
-accumulated, all-reduced gradient is the big batch B_big, all at the same weights: the estimator
-never mixes gradients from different steps. Norms are taken before clipping, with the AMP loss
-scale and the 1/accumulation factor divided out.
-
-Files: the result is written atomically to `out`; a checkpoint `<out>.ckpt.pt` is kept while the
-run goes (every --checkpoint-every steps and on Ctrl-C) so `--resume` continues bit-for-bit; a
-finished run deletes it. Ctrl-C finishes the current step, then writes a partial file marked
-`interrupted`; a second Ctrl-C stops at once.
+step with McCandlish's two-batch-size estimator. Within an optimizer step every micro-batch (on
+every replica) is a B_small and the accumulated, all-reduced gradient is B_big, all at the same
+weights; norms are taken before clipping, with the AMP loss scale and 1/accumulation divided out.
+A checkpoint `<out>.ckpt.pt` (every --checkpoint-every steps and on Ctrl-C) lets `--resume`
+continue bit-for-bit; Ctrl-C finishes the step and writes a partial file marked `interrupted`.
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """The frontier sweep: measure B_crit directly (McCandlish et al. 2018, section 2.2 and figure 4).
 
-Train the proxy from one start (one seeded initialization, one seeded data stream, one fixed
-held-out set) at several constant global batches B until its held-out loss reaches one target,
-and record the steps S(B) each needed; fit S = S_min + E_min/B (eq. 2.11, `budgetdsl.theory.frontier_fit`)
-and compare B_crit = E_min/S_min with B_simple measured in the same runs (appendix A, the
-two-batch estimator of `calibrate.step`: every run's micro-batches are its small batches).
-
-The learning rate follows a declared rule, lr(B) = lr_base · (B/B_base)^p (sqrt for Adam, linear
-for SGD), or the best of a small grid of multipliers around it (fewest steps to the target); it is
-constant after a short warmup, so steps-to-target does not depend on a schedule's horizon.
-
-The target: `--target-loss`, or the loss the pilot reaches. The pilot is the smallest batch's run
-(on the frontier the smallest batch needs the most steps), trained for `pilot_steps`; the target is
-the mean of its last three held-out losses, so it is crossed within the pilot and every larger
-batch reaches it in fewer steps. Every run is bounded by `max_steps`; a run that does not reach the
-target says so and is left out of the fit.
-
-Steps-to-target is interpolated linearly between the two held-out evaluations that bracket the
-crossing (an evaluation at step s sees the weights after s updates).
-
-The result is a whole calibration file: the reference run (the smallest batch unless told) gives
-the B_simple trajectory, its fit B_crit(L) and the hardware profile, exactly as `budgetdsl
-calibrate` would; the `sweep` section holds every run, the fit and the comparison.
+Train the proxy from one start at several constant batches B until the held-out loss reaches one
+target (given, or the pilot's: the smallest batch's run), fit the steps S(B) each needed to
+S = S_min + E_min/B (eq. 2.11, `budgetdsl.theory.frontier_fit`) and compare B_crit = E_min/S_min
+with B_simple measured in the same runs (appendix A). The file is a whole calibration (the
+reference run's) with a `sweep` section.
 """
 
 from __future__ import annotations
@@ -228,7 +211,9 @@ class _Trainer:
 
     def train(self, batch: int, multiplier: float, target: float | None, steps: int, eval_every: int,
               stop: _StopRequest) -> _Run:
-        """One run at a constant `batch` until the held-out loss reaches `target` (or `steps`)."""
+        """One run at a constant `batch` until the held-out loss reaches `target` (or `steps`). The
+        learning rate follows the declared rule, lr_base · (B/B_base)^p times `multiplier`, constant
+        after a short warmup so steps-to-target does not depend on a schedule's horizon."""
         cfg, base, model, device, proxy = self.cfg, self.cfg.base, self.model, self.device, self.proxy
         model.load_state_dict(self.init_state)
         model.train()
