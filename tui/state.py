@@ -1,11 +1,10 @@
 """The what-if state: the plan files as read, and the values the person changed on top of them.
 
-Changes are kept the way `budgetdsl.plan.edit.save_changes` takes them (dotted path -> the value as
-it would be written in the file: `"14 days"`, `2048`, `"2048 * model.seq_len"`, or None to remove
-the key), and the what-if plan is built by the plan loader itself from the merged document with
-those values put in. So the TUI accepts exactly the plan language (units, expressions, references
-to other fields), reports a bad value with the loader's own message and hint, and what is saved
-loads back to the very plan that was shown. No solver logic lives here.
+Changes are kept as `budgetdsl.plan.edit.save_changes` takes them (dotted path -> the value as it
+would be written: `"14 days"`, `2048 * model.seq_len`, or None to remove the key), and the plan is
+built by the plan loader from the merged document with those values in. So the TUI accepts exactly
+the plan language, reports a bad value with the loader's message, and what is saved loads back to
+the plan shown. No solver logic lives here.
 """
 
 from __future__ import annotations

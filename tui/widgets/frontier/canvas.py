@@ -1,11 +1,9 @@
 """Draw `PlotData` on a log-log character canvas: Rich text, no terminal, no clock (snapshot-stable).
 
-Two marker sets: `braille` draws the curve with 2×4 dots per cell; `ascii` draws it with plain
-characters for fonts without braille (and for copying into a plain-text bug report).
-
-Colour is never the only difference: with `no_color` (the app under NO_COLOR=1, where every colour
-becomes a grey) the feasible arc is drawn as a solid band `⣿` instead of the curve's thin dots and
-the run's `●` is in reverse video, so curve, arc and run still read apart.
+Two marker sets: `braille` draws the curve with 2×4 dots per cell; `ascii` with plain characters
+(fonts without braille, plain-text bug reports). Colour is never the only difference: with
+`no_color` (NO_COLOR=1, where every colour becomes a grey) the feasible arc is a solid band `⣿`
+instead of thin dots and the run's `●` is in reverse video, so curve, arc and run still read apart.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def plot_data(plan: Plan, solution: Solution, x_axis: str = "steps", y_axis: str
         try:
             from budgetdsl.cost.cost_model import Split
 
-            b = solution.batch  # the launched layout (the plan's may be `auto`, issue 13)
+            b = solution.batch  # the launched layout (the plan's may be `auto`)
             split = Split(int(b.zero), int(b.tensor_parallel), int(b.pipeline_parallel), str(b.recompute),
                           plan.hardware.flash_attention) if b.zero is not None else None
             step_time = build_cost_model(plan, int(solution.gpus or 1), split).step_time
