@@ -1,16 +1,9 @@
 """Benchmark of `budgetdsl calibrate`: what measuring B_simple costs, and how fast it converges.
 
-1. Overhead: a calibration step (calibrate.step.Stepper: accumulation through the flat buffer,
-   per-micro-batch norms, the big-batch norm reused for clipping) against the same training step
-   without measurement (plain nanoGPT accumulation, clip_grad_norm_, loss.item()), on the same
-   model, optimizer and pre-drawn batches, alternated step by step in one run so that machine
-   load affects both alike. Reports the ratio of median step times (aim: <= 1.05).
-2. Convergence: the relative standard error of B_simple against the number of steps, at fixed
-   weights (lr 0) after a short training: from the estimator's own delta-method standard error,
-   and empirically from the spread over disjoint blocks of steps.
-
-    .venv/bin/python bench/bench_calibrate.py            # the default proxy (gpt-mini, 64/8)
-    .venv/bin/python bench/bench_calibrate.py --quick    # seconds, gpt-nano
+Overhead: the calibration step (calibrate.step.Stepper) against a plain nanoGPT accumulation step on
+the same model and batches, alternated step by step so load affects both alike (ratio of medians).
+Convergence: B_simple's relative standard error against steps at fixed weights (lr 0), from the
+delta method and from disjoint blocks. Run: .venv/bin/python bench/bench_calibrate.py [--quick]
 """
 
 from __future__ import annotations

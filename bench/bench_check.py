@@ -1,11 +1,8 @@
 """Benchmark: how fast `budgetdsl check` answers, as a pre-commit hook or CI step sees it.
 
-Prints, measured side by side in one run:
-- a bare `python -c pass` start (the floor no tool can beat);
-- cold `budgetdsl check plans/*.yaml` as a whole process (median of runs);
-- checking 200 plan files in one process, per file.
-
-Run: .venv/bin/python bench/bench_check.py
+Prints side by side from one run: a bare `python -c pass` start (the floor), cold
+`budgetdsl check plans/*.yaml` as a whole process (median of runs), and 200 plan files checked in
+one process, per file. Run: .venv/bin/python bench/bench_check.py
 """
 
 from __future__ import annotations

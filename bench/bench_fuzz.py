@@ -1,12 +1,10 @@
 """Benchmark the mutation fuzzer (not a timed test): `python bench/bench_fuzz.py [N] [--seed S]`.
 
-Runs N mutants of the example plans (default 100,000) through loader, solver, the text/JSON/Markdown
-renderers and every export in one process, as tests/budgetdsl/test_fuzz_mutations.py does with a
-smaller N, and prints the figures docs/fuzzing.md reports: mutants, time, throughput, the slowest
-mutant, outcomes, and every finding (uncaught exception, hang past the per-mutant bound, non-finite
-JSON, Markdown injection) grouped by the file and line that raised it, with one example each. The
-examples of the findings are written to bench/fuzz-findings/ (site, seed plan, operators, text).
-Exit status 1 when anything was found.
+N mutants of the example plans (default 100,000) through loader, solver, renderers and every export
+in one process, as tests/budgetdsl/test_fuzz_mutations.py does with a smaller N. Prints the figures
+docs/fuzzing.md reports and every finding (uncaught exception, hang, non-finite JSON, Markdown
+injection) by the file and line that raised it; examples go to bench/fuzz-findings/. Exit 1 when
+anything was found.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Benchmark of budgetdsl.calibrate.gns: what recording B_simple inside a training loop costs.
 
-The same plain PyTorch training step (nanoGPT's: gradient accumulation, clip_grad_norm_, AdamW,
-loss.item() for the log) on two copies of one model with the same weights and the same pre-drawn
-micro-batches — one copy with GradientNoiseScale attached, one without — alternated step by step
-(and which goes first alternated too) so that machine load falls on both alike. Reports the median
-over pairs of (step with / step without) — adjacent steps share the machine's load, so the paired
-ratio is far steadier than a ratio of medians on a shared machine — with a bootstrap 95% interval,
-and the ratio of medians beside it (aim: <= 1.03, issue 15). On a loaded machine the
-step-time ratio is noisy; the time spent inside the recorder's own code (hooks, the end-of-backward
-read, the flushes; timed with perf_counter, synchronously on CPU) over the plain step is the
-direct figure, and is printed too.
-
-    .venv/bin/python bench/bench_gns_overhead.py             # gpt-mini, batch 64 of micro 8
-    .venv/bin/python bench/bench_gns_overhead.py --quick     # seconds: gpt-nano
-    .venv/bin/python bench/bench_gns_overhead.py --device cuda --model gpt-small
-    .venv/bin/python bench/bench_gns_overhead.py --control   # A/A: both loops plain, the noise floor
+One plain nanoGPT step on two copies of a model (same weights, same pre-drawn micro-batches), one
+with GradientNoiseScale attached, alternated step by step (and which goes first) so load falls on
+both alike. Prints the median paired ratio (steadier than a ratio of medians on a shared machine)
+with a bootstrap 95% interval, the ratio of medians, and the time inside the recorder's own code.
+Run: .venv/bin/python bench/bench_gns_overhead.py [--quick] [--device cuda] [--control]
 """
 
 from __future__ import annotations

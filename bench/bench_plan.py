@@ -1,25 +1,10 @@
 """Benchmark `budgetdsl plan` and `budgetdsl sweep` (not a timed test): `python bench/bench_plan.py`.
 
-Prints, side by side from one run (issue 13, item 4; aims at rest: cold ≤ 0.5 s per example plan,
-warm ≥ 1,000 full-search plans/s, a 10,000-point sweep ≤ 1 s):
-  baseline  a bare `python -c pass` process, and `python -c "import budgetdsl.cli"`, median
-  cold      `python -m budgetdsl plan PLAN` as a whole process, per example plan, median
-  warm      solves per second in one process, `solve(plan)` on a loaded plan: a fixed-layout plan
-            (every layout key pinned) and the same plan with every layout key `auto` (full search);
-            the first solve of each (nothing cached) is shown apart; re-solving the same plan replays
-            the last search (search_replay) from the placements kept across solves, so each is also
-            solved with a new gpu_hours limit every time (what a sweep's rows or the TUI's edits
-            meet: the pairs the last search placed are placed again and the search replayed), and
-            with a new limit and nothing kept that depends on the limits (every solve searches
-            afresh on the cost models kept: what the replay saves)
-  sweep     `budgetdsl sweep PLAN --set budget.deadline=… --set noise.b_crit=…` (100 × 100 =
-            10,000 rows) through the command line, one process, CSV: the vectorized kernel
-            (budgetdsl.solve.sweep_kernel, median of 5 runs) and the scalar path (BUDGETDSL_SWEEP_SCALAR=1,
-            solve() per row, one run) side by side, and whether their CSV is byte-identical
-with the load average (the machine may be shared), each process's CPU time beside its wall clock
-(the CPU time is far less bound to the load) and each figure's ratio to the bare-Python baseline of
-the same run, so runs on a loaded machine can be compared. Processes read compiled bytecode from a
-cache, as an installed package does (see ENV).
+Prints from one run: a bare Python start and `import budgetdsl.cli`; each example plan cold, as a
+whole process; warm solves per second in one process (a pinned layout and a full search, the same
+plan again and with a new gpu_hours limit each solve); a 100 × 100 sweep through the command line.
+Each figure beside the load average, its CPU time and its ratio to the bare-Python start, so runs
+on a loaded machine compare. Child processes read bytecode from a cache, as an installed package.
 """
 
 from __future__ import annotations
@@ -40,8 +25,8 @@ LAYOUT_KEYS = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
 
 
 # Child processes run as an installed user's do: bytecode compiled once and read from a cache
-# (this sandbox sets PYTHONDONTWRITEBYTECODE, which made every run compile budgetdsl from source,
-# ~28 % of a cold `budgetdsl plan`'s instructions). The cache lives in a temporary folder, so the
+# (a PYTHONDONTWRITEBYTECODE environment would make every run compile budgetdsl from source, a
+# large share of a cold `budgetdsl plan`). The cache lives in a temporary folder, so the
 # checkout stays clean; each command runs once unmeasured first to fill it.
 PYCACHE = tempfile.mkdtemp(prefix="budgetdsl-bench-pycache-")
 ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "PYTHONPYCACHEPREFIX": PYCACHE}
@@ -113,14 +98,14 @@ def main() -> None:
         t = time.perf_counter()
         solve(p)
         t_first = time.perf_counter() - t
-        r = rate(lambda: solve(p))
+        r = rate(lambda p=p: solve(p))
         print(f"warm      {r:,.0f} solves/s ({1e6 / r:.0f} µs) — plans/minimal.yaml, {label}, the same plan "
               f"again ({'the search replayed from ' if p is auto else ''}placements kept across solves); first solve "
               f"{t_first * 1000:.0f} ms; {r * base:.1f} solves per python -c pass")
         # a new GPU-hours limit each solve (a sweep's rows, the TUI's edits)
         limits = iter(range(10**9))
 
-        def new_limit():
+        def new_limit(p=p, limits=limits):
             return p.model_copy(update={"budget": p.budget.model_copy(update={"gpu_hours": 1e6 + next(limits)})})
         fresh = rate(lambda: solve(new_limit()))
         print(f"warm      {fresh:,.0f} solves/s ({1e6 / fresh:.0f} µs) — the same, a new gpu_hours limit each "

@@ -2,11 +2,9 @@
 
     python bench/bench_search.py [--runs N]
 
-Each case is one of tests/budgetdsl/test_hostile_search.py's SEARCH_CASES (plans/minimal.yaml with
-every layout key `auto`, the GPU range and the shape changed); the test there is only a hang guard
-(HANG_CPU_S), the aim — about a second for any plan — is measured here. Prints one Markdown row
-per case (the least CPU time of N fresh processes, and what the case cost before issue 13's search
-work), ready for docs/fuzzing.md.
+Each case is one of tests/budgetdsl/test_hostile_search.py's SEARCH_CASES (plans/minimal.yaml, every
+layout key `auto`, the GPU range and shape changed); that test only guards against hangs. Prints one
+Markdown row per case (the least CPU time of N processes, and the case's `before` figure) for docs/fuzzing.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
-"""Benchmark: keypress-to-redraw time of `budgetdsl tui` (aim: ≤ 50 ms).
+"""Benchmark: keypress-to-redraw time of `budgetdsl tui`, headless at 80×24 and 160×48.
 
-The app runs headless on plans/llama2-7b.yaml at 80×24 and 160×48. Each sample sends one key
-event to the app's driver and stops the clock when the next frame is ready to be written: the
-compositor update after the key, serialised to the escape sequences a terminal would receive
-(the work `App._display` does on a real terminal; headless it skips only the final write). So a
-sample holds the key's handling (parse, re-solve with `solve`, every panel and the plot re-drawn)
-and Textual's own frame pacing (a frame at most every 1/60 s), but not the terminal emulator.
-
-Keys: `+`/`-` on the deadline and on the batch (each re-solves), F2 (the plot's x axis: wall
-clock through the cost model), Ctrl+B (pin / unpin the batch: re-solves with the comparison).
-
-A second plan, plans/minimal.yaml, leaves its layout to the solver (issue 13): `+`/`-` on its
-GPU count (64 <-> 128) re-search the layout (tensor/pipeline parallelism, ZeRO, recomputation,
-micro-batch) and redraw the layout & Pareto front box too. A third, plans/7b-h100-choose-gpus.yaml
-without its `mfu` and `zero` lines, searches the layout over a GPU range (64-2048, step 64):
-`+`/`-` on its deadline re-solve for hundreds of milliseconds, so after the first the re-solves
-run in the app's worker thread; for those keys two figures are printed, the first frame after the
-key (the controls and the status bar: `solving…`) and the frame that draws the answer.
-
-Each row gives the wall clock from key to frame (median / p95 / max) and the UI thread's CPU time
-over the same span (median / p95, `time.thread_time`): on a shared machine the wall clock also
-holds the time other processes had the CPU, the CPU time is the app's own work for the key (a
-solve in the worker thread is not in it).
-
-Run: .venv/bin/python bench/bench_tui.py [--cold] [--rounds=N]
+A sample runs from one key event to the next frame serialised for a terminal: the key's handling
+(re-solve, panels, plot) and Textual's frame pacing, not the terminal emulator. Keys on llama2-7b,
+on minimal (its layout searched) and on 7b-h100-choose-gpus without `mfu`/`zero` (a GPU range
+searched in the worker: the first frame and the answer's both shown). Each row: wall clock median /
+p95 / max and the UI thread's CPU time. Run: .venv/bin/python bench/bench_tui.py [--cold] [--rounds=N]
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One prepared check of the CUDA paths nothing on CPU exercises (issue 15 item 4):
+# One prepared check of the CUDA paths nothing on CPU exercises:
 #   1. `budgetdsl calibrate` on the GPU in bf16 autocast: the file's hardware profile (device name,
 #      median step time, tokens/s) and the peak memory of a forward+backward per micro-batch size;
 #   2. the in-training recorder's overhead on the GPU (bench/bench_gns_overhead.py, paired steps);
@@ -8,7 +8,7 @@
 #      regression: the closed form B_simple = 33 must lie in its interval).
 # Fails fast, with exit status 2 and one line saying why, on a machine without CUDA.
 #
-#   bench/device_check.sh [OUT_DIR]        # default OUT_DIR: device-check; ~3-6 minutes on one GPU
+#   bench/device_check.sh [OUT_DIR]        # default OUT_DIR: device-check
 #
 # Environment: PYTHON (default .venv/bin/python, else python3), STEPS (default 200),
 # MODEL (default gpt-small), DEVICE_CHECK_QUICK=1 (a smoke run: 20 steps, gpt-micro).

@@ -1,12 +1,9 @@
-"""Run llm-analysis (github.com/cli99/llm-analysis, `pip install llm-analysis`) on the published
-rows: JSON in on stdin, JSON out on stdout. Run with the interpreter of whatever venv holds
-llm-analysis (it is not a budgetdsl dependency); bench/published_runs.py --markdown calls it.
-
-Each input item: {name, model: {layers, heads, d_model, vocab, seq_len}, micro_batch,
-global_batch, tokens, recompute, zero, tp, pp, gpus, flash_attention, sequence_parallel,
-flops_efficiency}.
-Output item: {name, gpu_hours, latency_per_iter, weights, grads, optimizer, activations, total,
-params} (bytes per GPU) or {name, error}.
+"""Run llm-analysis (github.com/cli99/llm-analysis) on the published rows: JSON in on stdin, JSON
+out on stdout, with the interpreter of whatever venv holds llm-analysis (not a budgetdsl dependency);
+bench/published_runs.py --markdown calls it. Input item: {name, model: {layers, heads, d_model, vocab,
+seq_len}, micro_batch, global_batch, tokens, recompute, zero, tp, pp, gpus, flash_attention,
+sequence_parallel, flops_efficiency}. Output item: {name, gpu_hours, latency_per_iter, weights,
+grads, optimizer, activations, total, params} (bytes per GPU) or {name, error}.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Published training runs against budgetdsl (and llm-analysis): `python bench/published_runs.py`.
 
-Reads tests/budgetdsl/published_runs.yaml (each run with its source and FLOP convention), plans
-each with budgetdsl (the published global batch pinned, the micro-batch left to the tool) and
-prints the comparison. Options:
-  --markdown        write docs/published-runs.md (the table, and per-GPU memory beside
-                    llm-analysis's when it is installed: pip install llm-analysis, in any venv —
-                    it is not a dependency of budgetdsl)
-  --plans DIR       write each row as a plan file DIR/<name>.yaml (run them with `budgetdsl plan`)
-  --fit             the A100 kernel efficiency that makes the predicted Narayanan et al. 2021
-                    Table 1 rows' geometric-mean ratio 1 (how gpus.A100_EFFICIENCY was obtained)
-The test tests/budgetdsl/test_published_runs.py runs the same rows.
+Plans each run of tests/budgetdsl/published_runs.yaml (published global batch pinned, micro-batch
+left to the tool) and prints the comparison, as tests/budgetdsl/test_published_runs.py checks it.
+--markdown writes docs/published-runs.md (with llm-analysis's memory when installed); --plans DIR
+writes each row as a plan file; --fit prints the A100 kernel efficiency that makes Narayanan et al.
+2021 Table 1's geometric-mean ratio 1 (how gpus.A100_EFFICIENCY was obtained).
 """
 
 from __future__ import annotations
@@ -329,7 +324,8 @@ def _bloom_gpu_hours() -> dict[str, Any]:
 
     bloom = next(r for r in _numbers(yaml.safe_load(TABLE.read_text()))["runs"] if r["name"] == "BLOOM-176B")
     return {**bloom, "name": "BLOOM-176B, GPU-hours at 150 TFLOP/s", "mode": "declared",
-            "source": "Le Scao et al. 2022 (BLOOM): ~150 TFLOP/s per GPU (section 3.4), 366B tokens, 1,082,990 compute hours",
+            "source": "Le Scao et al. 2022 (BLOOM): ~150 TFLOP/s per GPU (section 3.4), 366B tokens, "
+                      "1,082,990 compute hours",
             "tflops_per_gpu": 150, "tokens": 366e9, "published": {"gpu_hours": 1082990}}
 
 

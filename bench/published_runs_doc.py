@@ -151,7 +151,8 @@ def write_markdown(table: dict[str, Any], results: list[Any], extra: list[Any]) 
     out += ["", "## Where the predicted time goes", "",
             "Seconds per step by cause at the launched configuration (`budgetdsl plan --format json`,",
             "`throughput.breakdown`); declared rows show the modelled shares scaled inside the declared step.", "",
-            "| run | micro-batch | step (s) | compute | recompute | TP comm | PP comm | bubble | DP comm | optimizer | MFU | HFU |",
+            "| run | micro-batch | step (s) | compute | recompute | TP comm | PP comm | bubble | DP comm "
+            "| optimizer | MFU | HFU |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for res in results:
         tp = res.solution.throughput
@@ -180,7 +181,8 @@ def _held_out_summary(rows: list[dict[str, Any]], results: list[Any], extra: lis
     kor = [r for r in results if r.name.startswith("Korthikanti")]
     full = [r.error for r in kor if "full recompute" in r.name]
     sel = [r.error for r in kor if "SP + selective" in r.name]
-    one, eight = _by_name(results, "Korthikanti 530B, SP + selective"), _by_name(results, "Korthikanti 530B, 8-way data parallel")
+    one = _by_name(results, "Korthikanti 530B, SP + selective")
+    eight = _by_name(results, "Korthikanti 530B, 8-way data parallel")
     d_pred = eight.solution.throughput.step_time_s - one.solution.throughput.step_time_s
     step = {r["name"]: r["published"].get("step_s") for r in rows}
     d_pub = step[eight.name] - step[one.name]
@@ -189,7 +191,7 @@ def _held_out_summary(rows: list[dict[str, Any]], results: list[Any], extra: lis
     card = [r for r in extra if r.name.startswith("Llama 3.1")]
     bloom = next((r for r in extra if r.name.startswith("BLOOM-176B, GPU-hours")), None)
     return [
-        f"- **LLaMA 65B** (Touvron et al. 2023a): the MFU that section 2.4's 380 tokens/s/GPU implies",
+        "- **LLaMA 65B** (Touvron et al. 2023a): the MFU that section 2.4's 380 tokens/s/GPU implies",
         f"  ({llama.mfu:.3f}) gives back Table 15's GPU-hours within {llama.error:+.1%} — two published figures",
         "  of one run agree through the tool's f and peak.",
         f"- **Korthikanti et al. 2022** (nine A100 layouts, 8–2,240 GPUs): full recomputation {_span(full)},",
@@ -246,7 +248,8 @@ def _llama3_notes(extra: list[Any]) -> list[str]:
         second += (
             " Where a paper gives both a throughput and the GPU-hours, the steps alone fall short of the "
             f"hours by a similar share: BLOOM's ~150 TFLOP/s over 366B tokens is {bloom.error:+.1%} against "
-            f"its 1,082,990 compute hours, as Llama 3.1 405B at its published MFU is {card['Llama 3.1 405B'].error:+.1%}"
+            f"its 1,082,990 compute hours, as Llama 3.1 405B at its published MFU is "
+            f"{card['Llama 3.1 405B'].error:+.1%}"
             " — the time a run spends outside its training steps, which a plan can add as hardware.step_overhead "
             "or a lower declared MFU when it is known.")
     return (textwrap.wrap(first, 100, break_on_hyphens=False) + [""]
@@ -268,7 +271,8 @@ def _memory_section(rows: list[dict[str, Any]], results: list[Any], la: dict | N
         ours["total"] = sum(ours.values())
         theirs = la.get(name) if la else None
         hw = row["hardware"]
-        out += [f"### {name} ({hw['gpus']} A100 80GB, t {hw.get('tensor_parallel', 1)}, p {hw.get('pipeline_parallel', 1)}, "
+        out += [f"### {name} ({hw['gpus']} A100 80GB, t {hw.get('tensor_parallel', 1)}, "
+                f"p {hw.get('pipeline_parallel', 1)}, "
                 f"ZeRO-{hw.get('zero', 0)}, recompute {hw.get('recompute', 'none')}, micro-batch {micro})", "",
                 "| component | budgetdsl (GB) | llm-analysis (GB) | difference |", "|---|---|---|---|"]
         for k in ("weights", "grads", "optimizer", "activations", "total"):

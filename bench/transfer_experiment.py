@@ -1,18 +1,10 @@
-"""The transfer claim, measured (issue 15 item 3): is B_simple at equal loss independent of the
-model's size on the same data? (Kaplan et al. 2020 section 5.1, fig. 10: B_crit depends on the
-loss, not on N; McCandlish et al. 2018 section 4.)
+"""The transfer claim, measured: is B_simple at equal loss independent of the model's size on the same
+data? (Kaplan et al. 2020 section 5.1, fig. 10: B_crit depends on the loss, not on N.)
 
-Calibrates two or three GPT proxy sizes with `budgetdsl calibrate` on the same data, sequence
-length, batch, learning rate and seed, then compares their B_simple(L) where their held-out loss
-ranges overlap: the measured trajectory points (each with its 95% interval) interpolated in log
-B_simple at common losses, and the fitted laws B*/L^(1/alpha) with their standard errors. Writes a
-Markdown table, a CSV and an SVG picture.
-
-    nice .venv/bin/python bench/transfer_experiment.py --out-dir /tmp/transfer \\
-        --svg docs/transfer-gpt-stdlib.svg --csv docs/transfer-gpt-stdlib.csv
-    # just re-analyse existing files:  ... --no-run
-
-Settings are modest (CPU, a few minutes per size); the result is what these settings measure.
+Calibrates two or three GPT proxy sizes on the same data and settings, then compares B_simple(L)
+where their held-out losses overlap (trajectory points at common losses, fitted laws B*/L^(1/alpha))
+in a Markdown table, a CSV and an SVG: `nice .venv/bin/python bench/transfer_experiment.py
+--out-dir /tmp/transfer --svg docs/transfer-gpt-stdlib.svg --csv docs/transfer-gpt-stdlib.csv`.
 """
 
 from __future__ import annotations
@@ -153,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             print("|---|---|---|---|---|")
             for r in rows:
                 print(f"| {r['loss']:.3f} | {r['a_fit']:,.0f} ± {r['a_se']:.0%} / {r['a_points']:,.0f} | "
-                      f"{r['b_fit']:,.0f} ± {r['b_se']:.0%} / {r['b_points']:,.0f} | {r['ratio']:.2f} | {r['z']:+.1f} |")
+                      f"{r['b_fit']:,.0f} ± {r['b_se']:.0%} / {r['b_points']:,.0f} | {r['ratio']:.2f} | "
+                      f"{r['z']:+.1f} |")
                 table.append([a, b, f"{r['loss']:.4f}", *(f"{r[k]:.6g}" for k in
                               ("a_fit", "a_se", "a_points", "b_fit", "b_se", "b_points", "ratio", "z"))])
             gm = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))

@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 
 
-def check_choices(cfg: "RunConfig") -> None:
+def check_choices(cfg: RunConfig) -> None:
     """The named choices a run takes: optimizer, device, mixed precision (ValueError naming the flag)."""
     if cfg.optimizer not in ("adamw", "sgd"):
         raise ValueError(f"--optimizer must be adamw or sgd, not {cfg.optimizer!r}")
@@ -125,7 +125,7 @@ class RunConfig:
             if f.name not in self.RESUMABLE and other.get(f.name) != getattr(self, f.name)
         ]
 
-    def with_(self, **changes) -> "RunConfig":
+    def with_(self, **changes) -> RunConfig:
         return replace(self, **changes)
 
 

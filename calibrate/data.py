@@ -1,13 +1,9 @@
 """Token corpora the proxy trains on, and the sampler that draws batches from them.
 
-Three sources, all offline:
-- `stdlib`: the Python standard library's own source files, read as bytes — real text that exists
-  on every machine that runs this tool, so the default calibration needs no download;
-- a text file or a folder of text files, read as bytes (byte-level vocabulary of 256);
-- nanoGPT-style token files: `train.bin` (+ `val.bin`), uint16 little-endian, memory-mapped.
-
-Every corpus has a deterministic train/held-out split and a SHA-256 of exactly the tokens used, so
-a calibration file names its data unambiguously.
+All offline: `stdlib` (the Python standard library's own source, on every machine, so the default
+calibration needs no download), a text file or folder (bytes, vocabulary 256), or nanoGPT token
+files (`train.bin`, `val.bin`: uint16, memory-mapped). Each has a deterministic train/held-out split
+and a SHA-256 of the tokens used, so a calibration file names its data unambiguously.
 """
 
 from __future__ import annotations

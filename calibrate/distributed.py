@@ -67,12 +67,3 @@ def all_reduce_sum(ctx: DistContext, values: torch.Tensor) -> torch.Tensor:
         values = values.clone()
         dist.all_reduce(values, op=dist.ReduceOp.SUM)
     return values
-
-
-def any_flag(ctx: DistContext, flag: bool, device: torch.device) -> bool:
-    """True on every replica when any replica raised the flag (e.g. an interrupt)."""
-    if not ctx.active:
-        return flag
-    t = torch.tensor([1.0 if flag else 0.0], device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item() > 0)

@@ -1,15 +1,10 @@
-"""Resolving `--model` and `--data` into a proxy: a module, a train sampler, a held-out sampler.
+"""Resolving `--model` and `--data` (`package.module:function` or `path/file.py:function`) into a
+proxy: a module, a train sampler, a held-out sampler. A user's factories (see the README):
 
-The interface a user's own model family implements (documented in the README):
-
-    def make_model() -> torch.nn.Module        # forward(batch) returns the mean loss over the batch
-    def make_data(split: str) -> sampler       # split is "train" or "val"; may return None for "val"
-    sampler(n: int, generator: torch.Generator) -> batch   # n examples; tensors or (nested)
-                                                           # tuples/lists/dicts of tensors
-    sampler.tokens_per_example: int            # optional (default 1): converts examples to tokens
-
-Factories are named `package.module:function` or `path/to/file.py:function`. The sampler takes the
-loop's generator so that runs are deterministic under `--seed` and resumable from a checkpoint.
+    make_model() -> torch.nn.Module     # forward(batch) returns the mean loss over the batch
+    make_data(split) -> sampler         # split "train" or "val"; may return None for "val"
+    sampler(n, generator) -> batch      # n examples; the loop's generator: --seed, --resume
+    sampler.tokens_per_example: int     # optional (default 1): converts examples to tokens
 """
 
 from __future__ import annotations
@@ -18,9 +13,10 @@ import importlib
 import importlib.util
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from budgetdsl.calibrate.data import CorpusError, TokenSampler, load_corpus

@@ -1,11 +1,10 @@
 """The fit B_crit(L) = B* / L^(1/α) (Kaplan et al. 2020, "Scaling Laws for Neural Language Models",
 eq. 5.4 / section 5.1) over the smoothed B_simple trajectory.
 
-In log space the law is a line: ln B = ln B* − p·ln L with p = 1/α. We fit it by weighted least
-squares on trajectory points spaced at least one EMA window apart (points closer than that share
-most of their data, and treating them as independent would shrink the uncertainty), each weighted
-by its own interval: σ(ln B) ≈ (ln hi − ln lo) / (2z). The parameter covariance is (XᵀWX)⁻¹,
-inflated by the reduced χ² when the points scatter more than their intervals say.
+A weighted least-squares line ln B = ln B* − p·ln L (p = 1/α) on points at least one EMA window
+apart (closer ones share most of their data), each weighted by its interval, σ(ln B) ≈
+(ln hi − ln lo) / (2z); the covariance (XᵀWX)⁻¹ is inflated by the reduced χ² when the points
+scatter more than their intervals say.
 """
 
 from __future__ import annotations

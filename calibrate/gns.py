@@ -1,36 +1,10 @@
-"""Record B_simple inside an existing training loop and write the calibration file `budgetdsl
-calibrate` writes — no extra forward or backward pass, no change to the gradients or the update.
+"""Record B_simple inside an existing training loop and write the file `budgetdsl calibrate` writes:
+no extra forward or backward pass, no change to the gradients or the update.
 
 The two batch sizes of McCandlish et al. 2018 appendix A.1 are already in a loop that accumulates
-gradients or runs data-parallel (nanoGNS and AdaptDL/Pollux measure the same way):
-
-    B_small = one micro-batch on one replica     its gradient: what autograd hands each parameter
-    B_big   = micro × accumulation × replicas    its gradient: `.grad` once the step's last backward
-                                                 (and DDP's all-reduce) has finished, before clipping
-
-How, with public hooks only:
-- a tensor hook on every trainable parameter sees that parameter's gradient of the current
-  micro-batch before it is added into `.grad` (and, under DDP, before the all-reduce), and takes its
-  norm: one fused reduction per parameter and micro-batch, the only per-micro-batch cost;
-- at the end of the step's last backward (counted: `accumulation` backwards make a step) an
-  autograd final callback reads |.grad|² in one `_foreach_norm`. It re-queues itself once, so it
-  runs after DDP's own final callback has written the all-reduced gradient;
-- the norms stay on the device; every `flush_every` steps one `.tolist()` (and, with several
-  replicas, one all-reduce of a small matrix: the replicas' micro-batch norms are averaged) turns
-  them into numbers, on the next forward in the training thread.
-
-Both norms carry the loss multiplier c (1/accumulation when the loop divides each micro-batch's
-loss, as gradient accumulation does) and the AMP loss scale s; they are divided out per step so
-the file holds |g|² of mean losses, as `budgetdsl calibrate` writes them. B_simple itself only
-needs their ratio: a common factor cancels (the estimator is homogeneous of degree 0).
-
-The estimator, its smoothing and interval (noise.py), the trajectory, fit and file (record.py)
-are the calibration run's own, so the file is read by `budgetdsl plan` like any other.
-
-Framework adapters: gns_hf.GradientNoiseScaleCallback (Hugging Face Trainer) and
-gns_lightning.GradientNoiseScaleCallback (Lightning). Not supported: FSDP/ZeRO-3 (a parameter's
-gradient is sharded before the hooks could see the whole of it), DDP without `no_sync` during
-accumulation (the all-reduce then mixes micro-batches).
+gradients or runs data-parallel: B_small is one micro-batch on one replica, B_big the whole step.
+Adapters: gns_hf (Hugging Face Trainer), gns_lightning. Not supported: FSDP/ZeRO-3 (a gradient is
+sharded before the hooks see it whole), DDP without `no_sync` during accumulation.
 """
 
 from __future__ import annotations
@@ -41,9 +15,10 @@ import platform
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -83,6 +58,18 @@ def loss_of(output: Any) -> torch.Tensor | None:
     return loss if isinstance(loss, torch.Tensor) and loss.dim() == 0 else None
 
 
+# How, with public hooks only (nanoGNS and AdaptDL/Pollux measure the same way):
+# - a tensor hook on every trainable parameter sees that parameter's gradient of the current
+#   micro-batch before it is added into `.grad` (under DDP, before the all-reduce) and takes its
+#   norm: one fused reduction per parameter and micro-batch, the only per-micro-batch cost;
+# - at the end of the step's last backward (`accumulation` backwards make a step) an autograd final
+#   callback reads |.grad|² in one `_foreach_norm`; it re-queues itself once, so it runs after
+#   DDP's own final callback has written the all-reduced gradient (the big batch, before clipping);
+# - the norms stay on the device; every `flush_every` steps one `.tolist()` (with several replicas,
+#   one all-reduce of a small matrix averaging their micro-batch norms) turns them into numbers.
+# Both norms carry the loss multiplier (1/accumulation when each micro-batch's loss is divided) and
+# the AMP loss scale; they are divided out per step so the file holds |g|² of mean losses, as
+# `budgetdsl calibrate` writes them (B_simple, a ratio, does not depend on a common factor).
 class GradientNoiseScale:
     """Measures B_simple at every optimizer step of the loop `model` trains in.
 
@@ -305,13 +292,13 @@ class GradientNoiseScale:
         elif self.logged:
             obs = sorted(self.logged)
         else:
-            obs = [(s, l) for s, l in zip(self.steps, self.train_losses) if l is not None]
+            obs = [(s, loss) for s, loss in zip(self.steps, self.train_losses) if loss is not None]
         if not obs:
             return None
 
         def upto(step: int) -> tuple[list[int], list[float]]:
             known = [o for o in obs if o[0] <= step] or obs[:1]
-            return [s for s, _ in known], [l for _, l in known]
+            return [s for s, _ in known], [loss for _, loss in known]
 
         return upto
 
@@ -340,7 +327,7 @@ class GradientNoiseScale:
         model_cls = type(self.model)
         prov = Provenance(
             tool=f"budgetdsl {__version__} ({integration})",
-            created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
             command=list(sys.argv),
             torch_version=torch.__version__,
             python_version=platform.python_version(),

@@ -1,20 +1,10 @@
 """B_simple recorded inside a Hugging Face `Trainer` run: a `TrainerCallback` around
-budgetdsl.calibrate.gns (the hooks, the estimator and the file are the same as for a plain loop).
+budgetdsl.calibrate.gns (same hooks, estimator and file as a plain loop). Needs `budgetdsl[hf]`.
 
     from budgetdsl.calibrate.gns_hf import GradientNoiseScaleCallback
     trainer = Trainer(model, args, train_dataset=..., callbacks=[
         GradientNoiseScaleCallback("calibration.json", data="my corpus, my tokenizer")])
     trainer.train()          # every process; rank 0 writes calibration.json at the end
-
-What the Trainer gives the estimator: the micro-batch is `per_device_train_batch_size`, the
-accumulation `gradient_accumulation_steps`, the replicas `world_size`; it divides each micro-batch's
-loss by the accumulation (or by the batch's token count, which is the same for equal-length
-sequences); its `no_sync` keeps DDP from reducing before the last micro-batch. The big batch's norm
-is read at the end of the last backward, before `max_grad_norm` clips it. The loss axis: `eval_loss`
-when the run evaluates, else the logged training `loss` (log every step or few for a dense axis).
-Tokens per example: the `input_ids` length of the first batch, unless given.
-
-Needs `transformers` (and so `accelerate`): `pip install 'budgetdsl[hf]'`.
 """
 
 from __future__ import annotations
@@ -32,7 +22,15 @@ class GradientNoiseScaleCallback(TrainerCallback):
     out: where rank 0 writes the file at the end of training. data: what the model trains on
     (corpus and tokenizer, for the file's provenance; the planner compares losses only on the same
     data). tokens_per_example, vocab_size: as the file records them (default: from the first
-    batch and the model's config). ema_beta, confidence, point_every: as GradientNoiseScale."""
+    batch and the model's config). ema_beta, confidence, point_every: as GradientNoiseScale.
+
+    From the Trainer: the micro-batch is `per_device_train_batch_size`, the accumulation
+    `gradient_accumulation_steps`, the replicas `world_size`; it divides each micro-batch's loss by
+    the accumulation (or by the batch's token count, the same for equal-length sequences); its
+    `no_sync` keeps DDP from reducing before the last micro-batch. The big batch's norm is read at
+    the end of the last backward, before `max_grad_norm` clips it. The loss axis: `eval_loss` when
+    the run evaluates, else the logged training `loss`. Tokens per example: the `input_ids` length
+    of the first batch, unless given."""
 
     def __init__(self, out: str | Path, *, data: str = "user data", tokens_per_example: int | None = None,
                  vocab_size: int | None = None, ema_beta: float = 0.95, confidence: float = 0.95,

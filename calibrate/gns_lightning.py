@@ -1,18 +1,10 @@
 """B_simple recorded inside a Lightning `Trainer.fit`: a `Callback` around budgetdsl.calibrate.gns
-(the hooks, the estimator and the file are the same as for a plain loop).
+(same hooks, estimator and file as a plain loop). Needs `budgetdsl[lightning]`.
 
     from budgetdsl.calibrate.gns_lightning import GradientNoiseScaleCallback
     trainer = L.Trainer(accumulate_grad_batches=4, callbacks=[
         GradientNoiseScaleCallback("calibration.json", data="my corpus, my tokenizer")])
     trainer.fit(module, datamodule)   # every process; rank 0 writes calibration.json at the end
-
-What Lightning gives the estimator: the accumulation `accumulate_grad_batches` (Lightning divides
-each micro-batch's loss by it and skips DDP's all-reduce until the last), the replicas
-`world_size`, the micro-batch from the first training batch's leading dimension (or
-`micro_batch`), the training loss in `on_before_backward`, a held-out loss when `val_loss_key`
-(default "val_loss") is logged. 16-mixed's GradScaler is read from the precision plugin.
-
-Needs `lightning`: `pip install 'budgetdsl[lightning]'`.
 """
 
 from __future__ import annotations
@@ -42,7 +34,12 @@ class GradientNoiseScaleCallback(Callback):
     out: where rank 0 writes the file when training ends. data: what the model trains on (for the
     provenance). micro_batch: examples per replica per forward (default: the first batch's
     leading dimension). tokens_per_example: 1 unless given (the length of a sequence for a
-    language model). ema_beta, confidence, point_every: as GradientNoiseScale."""
+    language model). ema_beta, confidence, point_every: as GradientNoiseScale.
+
+    From Lightning: the accumulation `accumulate_grad_batches` (Lightning divides each micro-batch's
+    loss by it and skips DDP's all-reduce until the last), the replicas `world_size`, the training
+    loss in `on_before_backward`, a held-out loss when `val_loss_key` (default "val_loss") is
+    logged. 16-mixed's GradScaler is read from the precision plugin."""
 
     def __init__(self, out: str | Path, *, data: str = "user data", micro_batch: int | None = None,
                  tokens_per_example: int = 1, vocab_size: int | None = None, val_loss_key: str = "val_loss",

@@ -1,14 +1,10 @@
 """Gradient accumulation that also yields each micro-batch's squared gradient norm, at the cost of
-one extra read of the gradients per micro-batch — no second backward, no snapshot copies.
+one extra read of the gradients per micro-batch: no second backward, no snapshot copies.
 
-How: before each micro-batch's backward the parameters' `.grad` is None, so autograd writes the
-micro-batch's gradient into a fresh `.grad` (as the first micro-batch of plain accumulation does).
-We read its squared norm (`torch._foreach_norm`, one fused pass), add it into a flat accumulation
-buffer (`torch._foreach_add_` over views of the buffer — the same add plain accumulation does
-inside autograd), and drop `.grad` again. At the end `.grad` becomes views of the flat buffer, so
-the optimizer, clipping, GradScaler and a distributed all-reduce (one call, one buffer) see an
-ordinary accumulated gradient. The alternative — differencing `.grad` before/after each backward —
-needs a copy of every gradient per micro-batch: two extra passes instead of one.
+Each micro-batch's backward writes a fresh `.grad`; its norm is read (`_foreach_norm`), it is added
+into a flat buffer and `.grad` is dropped. At the end `.grad` becomes views of the buffer, so the
+optimizer, clipping, GradScaler and an all-reduce see an ordinary accumulated gradient.
+(Differencing `.grad` around each backward would need a copy of every gradient per micro-batch.)
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import platform
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

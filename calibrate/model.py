@@ -1,11 +1,8 @@
-"""The built-in proxy: a small GPT (nanoGPT-shaped), and nothing else.
+"""The built-in proxy: a small GPT (nanoGPT-shaped), and nothing else. It never imports the loop
+(`calibrate.run`), which drives any `nn.Module` whose `forward(batch)` returns the mean loss.
 
-This module holds only the network. It never imports the calibration loop (`calibrate.run`): the
-loop drives any `nn.Module` whose `forward(batch)` returns the mean loss over the batch, and this
-GPT is one such module.
-
-Why a GPT: B_noise depends on the model mainly through the loss (docs/design.md section 1), so a proxy
-of the same family as the planned model, trained on real text, is measured and transferred to the
+Why a GPT: B_noise depends on the model mainly through the loss (docs/design.md section 1), so a
+proxy of the planned model's family, trained on real text, is measured and transferred to the
 large model at equal loss.
 """
 

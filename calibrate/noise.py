@@ -1,19 +1,10 @@
-"""The gradient noise scale estimator: McCandlish et al. 2018, "An Empirical Model of Large-Batch
-Training", appendix A. Pure arithmetic on squared gradient norms; no torch here.
+"""The gradient noise scale estimator (McCandlish et al. 2018, "An Empirical Model of Large-Batch
+Training", appendix A): pure arithmetic on squared gradient norms, no torch.
 
-For a batch of B examples drawn i.i.d., the squared norm of its mean gradient g_B satisfies
-    E|g_B|² = |G|² + tr(Σ)/B                                              (McCandlish A.1)
-so two batch sizes B_small < B_big measured AT THE SAME WEIGHTS give unbiased estimates
-    |G|² ≈ (B_big·|g_big|² − B_small·|g_small|²) / (B_big − B_small)       (A.2)
-    tr Σ ≈ (|g_small|² − |g_big|²) / (1/B_small − 1/B_big)                 (A.3)
-Their ratio is not unbiased, so each is smoothed on its own (bias-corrected EMA, as the paper
-does) and only the smoothed values are divided: B_simple = tr Σ / |G|².
-
-The interval for B_simple is Fieller's for a ratio of two correlated means (Fieller 1954): the set
-of R with (S − R·G)² ≤ t²·Var(S − R·G). Var combines the EMA's weights with the per-step
-covariance of (tr Σ, |G|²) estimated from successive differences, which a drifting trajectory does
-not inflate; t is Student's quantile for that estimate. The interval is asymmetric, and unbounded
-when |G|² is not distinguishable from zero, which is the honest answer.
+E|g_B|² = |G|² + tr(Σ)/B (A.1), so two batch sizes measured at the same weights give unbiased |G|²
+(A.2) and tr Σ (A.3). Their ratio is not unbiased, so each is smoothed on its own (bias-corrected
+EMA, as the paper does) and B_simple = tr Σ / |G|² divides the smoothed values. Its interval is
+Fieller's for a ratio of correlated means (Fieller 1954): unbounded when |G|² is not told from 0.
 """
 
 from __future__ import annotations
@@ -29,8 +20,8 @@ def two_batch_estimates(sq_small: float, sq_big: float, b_small: float, b_big: f
     """Unbiased (|G|², tr Σ) from E|g_small|² and |g_big|² at the same weights (A.2, A.3)."""
     if not 0 < b_small < b_big:
         raise ValueError(f"need 0 < B_small < B_big, got {b_small} and {b_big}")
-    g2 = (b_big * sq_big - b_small * sq_small) / (b_big - b_small)
-    trace = (sq_small - sq_big) / (1.0 / b_small - 1.0 / b_big)
+    g2 = (b_big * sq_big - b_small * sq_small) / (b_big - b_small)  # (A.2)
+    trace = (sq_small - sq_big) / (1.0 / b_small - 1.0 / b_big)  # (A.3)
     return g2, trace
 
 
@@ -102,8 +93,9 @@ def t_quantile(p: float, dof: float) -> float:
 def fieller_interval(
     num: float, den: float, v_num: float, v_den: float, cov: float, z: float
 ) -> tuple[float | None, float | None]:
-    """Fieller's interval for num/den given the variances and covariance of the two estimates.
-    (None, None) when den is not significantly nonzero (the set is then unbounded)."""
+    """Fieller's interval for num/den given the variances and covariance of the two estimates: the
+    R with (num − R·den)² ≤ z²·Var(num − R·den). (None, None) when den is not significantly nonzero
+    (the set is then unbounded)."""
     a = den * den - z * z * v_den
     if a <= 0.0:
         return None, None
@@ -171,7 +163,9 @@ class NoiseScaleTracker:
         return ema_weights(len(self.steps), self.beta)
 
     def interval(self) -> tuple[float | None, float | None]:
-        """Fieller interval for the smoothed B_simple, at self.confidence."""
+        """Fieller interval for the smoothed B_simple, at self.confidence: the EMA's weights times the
+        per-step covariance of (tr Σ, |G|²) from successive differences, which a drifting
+        trajectory does not inflate."""
         w = self.weights()
         n = len(w)
         if n < 4:

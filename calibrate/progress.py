@@ -36,7 +36,7 @@ class Progress:
         )
         self._task = self._bar.add_task("calibrate", total=total, completed=done, loss="-", b="-")
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self._bar is not None:
             self._bar.start()
         return self

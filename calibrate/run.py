@@ -1,16 +1,9 @@
 """The calibration run: train a proxy for a bounded number of steps and measure B_simple at every
-step with McCandlish's two-batch-size estimator — nanoGPT's train.py shape: set up, then one loop
-whose inner loop is gradient accumulation.
-
-Within an optimizer step every micro-batch (on every replica) is a small batch B_small and the
-accumulated, all-reduced gradient is the big batch B_big, all at the same weights: the estimator
-never mixes gradients from different steps. Norms are taken before clipping, with the AMP loss
-scale and the 1/accumulation factor divided out.
-
-Files: the result is written atomically to `out`; a checkpoint `<out>.ckpt.pt` is kept while the
-run goes (every --checkpoint-every steps and on Ctrl-C) so `--resume` continues bit-for-bit; a
-finished run deletes it. Ctrl-C finishes the current step, then writes a partial file marked
-`interrupted`; a second Ctrl-C stops at once.
+step with McCandlish's two-batch-size estimator. Within an optimizer step every micro-batch (on
+every replica) is a B_small and the accumulated, all-reduced gradient is B_big, all at the same
+weights; norms are taken before clipping, with the AMP loss scale and 1/accumulation divided out.
+A checkpoint `<out>.ckpt.pt` (every --checkpoint-every steps and on Ctrl-C) lets `--resume`
+continue bit-for-bit; Ctrl-C finishes the step and writes a partial file marked `interrupted`.
 """
 
 from __future__ import annotations
@@ -20,11 +13,12 @@ import platform
 import signal
 import threading
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 import torch
 from budgetdsl.calibrate import distributed
@@ -107,7 +101,7 @@ class _StopRequest:
         self.requested = True
         signal.signal(signal.SIGINT, self._previous)
 
-    def __enter__(self) -> "_StopRequest":
+    def __enter__(self) -> _StopRequest:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handle)
         return self
@@ -134,7 +128,7 @@ def _provenance(cfg: RunConfig, proxy: Proxy, ctx, amp: str, optimizer, warmup: 
     betas = optimizer.defaults.get("betas")
     return Provenance(
         tool=f"budgetdsl {__version__}",
-        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         command=list(command),
         torch_version=torch.__version__,
         python_version=platform.python_version(),
@@ -197,95 +191,126 @@ def _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step) -> O
     if ctx.is_main:
         out.parent.mkdir(parents=True, exist_ok=True)
     ckpt_path = checkpoint_path(out)
-    ckpt = None
-    if resume:
-        if not ckpt_path.exists():
-            raise UsageError(
-                f"--resume: no checkpoint at {ckpt_path} (a finished run deletes its checkpoint)"
-            )
-        ckpt = _read_checkpoint(ckpt_path)
-        if diff := cfg.mismatches(ckpt["config"]):
-            shown = ", ".join(f"{k}: {ckpt['config'].get(k)!r} -> {getattr(cfg, k)!r}" for k in diff)
-            raise UsageError(f"--resume: the settings differ from the checkpoint's ({shown})")
+    ckpt = _resumable_checkpoint(cfg, ckpt_path) if resume else None
+    run = _Session.start(cfg, out, device, amp, ctx, accum, ckpt_path, ckpt)
+    start = run.restore(ckpt) if ckpt is not None else 0
+    run.memory = cuda_memory_profile(run.model, run.forward_backward, cfg.micro_batch, device)
+    run.provenance = _provenance(cfg, run.proxy, ctx, amp, run.optimizer, run.warmup, command)
+    status, reason, synced = run.train(start, quiet, on_step)
+    run.close_trajectory(status, synced)
+    outcome = run.write(status, reason)
+    if status == "complete" and ctx.is_main:
+        ckpt_path.unlink(missing_ok=True)
+    return outcome
 
-    # -- the proxy: model init under the seed, samplers drawing from our own generators ---------
-    torch.manual_seed(cfg.seed)
-    try:
-        proxy = build_proxy(
-            cfg.model, cfg.data, block_size=cfg.block_size, n_layer=cfg.n_layer, n_head=cfg.n_head,
-            n_embd=cfg.n_embd, vocab_size=cfg.vocab_size, data_bytes=cfg.data_bytes,
-            tokens_per_example=cfg.tokens_per_example,
+
+def _resumable_checkpoint(cfg: RunConfig, ckpt_path: Path) -> dict:
+    """The checkpoint `--resume` continues from; UsageError when there is none or its settings differ."""
+    if not ckpt_path.exists():
+        raise UsageError(
+            f"--resume: no checkpoint at {ckpt_path} (a finished run deletes its checkpoint)"
         )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    model = proxy.model.to(device)
-    model.train()
-    optimizer = _make_optimizer(cfg, model)
-    scaler = torch.amp.GradScaler(device.type, init_scale=2.0**12) if amp == "fp16" else None
-    autocast = (
-        torch.autocast(device.type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
-        if amp != "none"
-        else nullcontext()
-    )
-    data_gen = torch.Generator().manual_seed(cfg.seed)
-    # A fixed held-out set, drawn once: every evaluation compares the same examples.
-    eval_gen = torch.Generator().manual_seed(cfg.seed + 1)
-    eval_set = (
-        [to_device(proxy.heldout(cfg.micro_batch, eval_gen), device) for _ in range(cfg.eval_batches)]
-        if proxy.heldout is not None
-        else []
-    )
-    stepper = Stepper(model, optimizer, device, autocast, scaler, cfg.grad_clip, ctx)
-    warmup = int(ckpt["warmup"]) if ckpt else cfg.warmup_steps
-    tracker = NoiseScaleTracker(cfg.beta, cfg.confidence)
-    record = RunRecord(tracker, cfg.batch, cfg.micro_batch, proxy.tokens_per_example)
-    timer = StepTimer()
-    start = 0
-    if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        if scaler is not None and ckpt.get("scaler"):
-            scaler.load_state_dict(ckpt["scaler"])
-        data_gen.set_state(ckpt["data_rng"])
-        torch.set_rng_state(ckpt["torch_rng"])
-        record.load_state_dict(ckpt["record"])
-        times, examples, total = ckpt["timer"]
-        timer.times, timer.examples, timer.total = list(times), int(examples), float(total)
-        start = int(ckpt["next_step"])
+    ckpt = _read_checkpoint(ckpt_path)
+    if diff := cfg.mismatches(ckpt["config"]):
+        shown = ", ".join(f"{k}: {ckpt['config'].get(k)!r} -> {getattr(cfg, k)!r}" for k in diff)
+        raise UsageError(f"--resume: the settings differ from the checkpoint's ({shown})")
+    return ckpt
 
-    def forward_backward(n: int) -> None:
-        with autocast:
-            loss = model(to_device(proxy.train(n, torch.Generator().manual_seed(0)), device))
+
+class _Session:
+    """One run's objects: the proxy and its optimizer, the data generators, the fixed held-out set
+    and the record being measured; with the steps of the run (train, evaluate, checkpoint, write)."""
+
+    memory: list
+    provenance: Provenance
+
+    def __init__(self, cfg, out, device, amp, ctx, accum, ckpt_path, proxy, ckpt) -> None:
+        self.cfg, self.out, self.device, self.ctx, self.accum, self.ckpt_path = (
+            cfg, out, device, ctx, accum, ckpt_path)
+        self.proxy = proxy
+        self.model = model = proxy.model.to(device)
+        model.train()
+        self.optimizer = _make_optimizer(cfg, model)
+        self.scaler = torch.amp.GradScaler(device.type, init_scale=2.0**12) if amp == "fp16" else None
+        self.autocast = (
+            torch.autocast(device.type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
+            if amp != "none"
+            else nullcontext()
+        )
+        self.data_gen = torch.Generator().manual_seed(cfg.seed)
+        # A fixed held-out set, drawn once: every evaluation compares the same examples.
+        eval_gen = torch.Generator().manual_seed(cfg.seed + 1)
+        self.eval_set = (
+            [to_device(proxy.heldout(cfg.micro_batch, eval_gen), device) for _ in range(cfg.eval_batches)]
+            if proxy.heldout is not None
+            else []
+        )
+        self.stepper = Stepper(model, self.optimizer, device, self.autocast, self.scaler, cfg.grad_clip, ctx)
+        self.warmup = int(ckpt["warmup"]) if ckpt else cfg.warmup_steps
+        tracker = NoiseScaleTracker(cfg.beta, cfg.confidence)
+        self.record = RunRecord(tracker, cfg.batch, cfg.micro_batch, proxy.tokens_per_example)
+        self.timer = StepTimer()
+
+    @classmethod
+    def start(cls, cfg, out, device, amp, ctx, accum, ckpt_path, ckpt) -> _Session:
+        """The proxy built under the seed (model init), its samplers drawing from our own generators."""
+        torch.manual_seed(cfg.seed)
+        try:
+            proxy = build_proxy(
+                cfg.model, cfg.data, block_size=cfg.block_size, n_layer=cfg.n_layer, n_head=cfg.n_head,
+                n_embd=cfg.n_embd, vocab_size=cfg.vocab_size, data_bytes=cfg.data_bytes,
+                tokens_per_example=cfg.tokens_per_example,
+            )
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        return cls(cfg, out, device, amp, ctx, accum, ckpt_path, proxy, ckpt)
+
+    def restore(self, ckpt: dict) -> int:
+        """Load the checkpoint's state; the step to continue from."""
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        if self.scaler is not None and ckpt.get("scaler"):
+            self.scaler.load_state_dict(ckpt["scaler"])
+        self.data_gen.set_state(ckpt["data_rng"])
+        torch.set_rng_state(ckpt["torch_rng"])
+        self.record.load_state_dict(ckpt["record"])
+        times, examples, total = ckpt["timer"]
+        timer = self.timer
+        timer.times, timer.examples, timer.total = list(times), int(examples), float(total)
+        return int(ckpt["next_step"])
+
+    def forward_backward(self, n: int) -> None:
+        with self.autocast:
+            loss = self.model(to_device(self.proxy.train(n, torch.Generator().manual_seed(0)), self.device))
         loss.backward()
 
-    memory = cuda_memory_profile(model, forward_backward, cfg.micro_batch, device)
-    provenance = _provenance(cfg, proxy, ctx, amp, optimizer, warmup, command)
-
     @torch.no_grad()
-    def evaluate() -> float:
+    def evaluate(self) -> float:
+        model, ctx, eval_set = self.model, self.ctx, self.eval_set
         model.eval()
-        total = torch.zeros(2, dtype=torch.float64, device=device)  # (loss sum, batches)
+        total = torch.zeros(2, dtype=torch.float64, device=self.device)  # (loss sum, batches)
         for i in range(ctx.rank, len(eval_set), ctx.world_size):
-            with autocast:
+            with self.autocast:
                 total[0] += model(eval_set[i]).double()
             total[1] += 1
         model.train()
         total = distributed.all_reduce_sum(ctx, total)
         return (total[0] / total[1]).item()
 
-    def save_checkpoint(next_step: int) -> None:
-        if not ctx.is_main:
+    def save_checkpoint(self, next_step: int) -> None:
+        if not self.ctx.is_main:
             return
+        timer, ckpt_path = self.timer, self.ckpt_path
         state = {
-            "config": cfg.to_dict(),
-            "warmup": warmup,
+            "config": self.cfg.to_dict(),
+            "warmup": self.warmup,
             "next_step": next_step,
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scaler": scaler.state_dict() if scaler is not None else {},
-            "data_rng": data_gen.get_state(),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler is not None else {},
+            "data_rng": self.data_gen.get_state(),
             "torch_rng": torch.get_rng_state(),
-            "record": record.state_dict(),
+            "record": self.record.state_dict(),
             "timer": [timer.times, timer.examples, timer.total],
         }
         tmp = ckpt_path.with_name(ckpt_path.name + f".{os.getpid()}.tmp")
@@ -293,94 +318,105 @@ def _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step) -> O
         torch.save(state, tmp)
         os.replace(tmp, ckpt_path)
 
-    def write(status: str, reason: str | None) -> Outcome:
+    def write(self, status: str, reason: str | None) -> Outcome:
+        device = self.device
         hardware = HardwareProfile(
             device=device.type,
             device_name=device_name(device),
-            world_size=ctx.world_size,
+            world_size=self.ctx.world_size,
             threads=torch.get_num_threads() if device.type == "cpu" else None,
-            memory=memory,
-            **timer.profile(proxy.tokens_per_example),
+            memory=self.memory,
+            **self.timer.profile(self.proxy.tokens_per_example),
         )
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        prov = provenance.model_copy(update={"created_at": now})
-        cal = record.to_file(prov, hardware, warmup, interrupted=status != "complete", stop_reason=reason)
-        if ctx.is_main:
-            write_calibration(out, cal)
-        return Outcome(cal, out, status)
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        prov = self.provenance.model_copy(update={"created_at": now})
+        cal = self.record.to_file(prov, hardware, self.warmup, interrupted=status != "complete",
+                                  stop_reason=reason)
+        if self.ctx.is_main:
+            write_calibration(self.out, cal)
+        return Outcome(cal, self.out, status)
 
-    # -- the loop -------------------------------------------------------------------------------
-    limit = cfg.nonfinite_limit
-    status, reason, step = "complete", None, start - 1
-    synced = True  # all replicas stopped at the same step (collectives still safe)
-    with _StopRequest() as stop, Progress(cfg.steps, enabled=not quiet and ctx.is_main, done=start) as bar:
-        try:
-            for step in range(start, cfg.steps):
-                lr = _lr_at(step, cfg.lr, warmup)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                is_eval = step % cfg.eval_every == 0 or step == cfg.steps - 1
-                if is_eval and eval_set:
-                    record.evaluated(step, evaluate())  # at this step's weights, before its update
+    def step(self, step: int, stop: _StopRequest, bar: Progress):
+        """One optimizer step: its learning rate, an evaluation when due, the measured gradients."""
+        cfg, ctx, record, device = self.cfg, self.ctx, self.record, self.device
+        lr = _lr_at(step, cfg.lr, self.warmup)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        is_eval = step % cfg.eval_every == 0 or step == cfg.steps - 1
+        if is_eval and self.eval_set:
+            record.evaluated(step, self.evaluate())  # at this step's weights, before its update
 
-                t0 = time.perf_counter()
-                # Every replica draws the whole global batch's micro-batches in one global order
-                # and keeps its own slice: the data (and so the result) does not depend on the
-                # number of replicas, and a 2-process run reproduces a 1-process one.
-                micro = [proxy.train(cfg.micro_batch, data_gen) for _ in range(accum * ctx.world_size)]
-                micro = micro[ctx.rank * accum : (ctx.rank + 1) * accum]
-                m = stepper.step(micro, stop.requested)
-                if m.finite:
-                    record.measured(step, m.train_loss, m.sq_small, m.sq_big)
-                else:
-                    record.skip(step)
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                timer.add(time.perf_counter() - t0, cfg.batch)
+        t0 = time.perf_counter()
+        # Every replica draws the whole global batch's micro-batches in one global order
+        # and keeps its own slice: the data (and so the result) does not depend on the
+        # number of replicas, and a 2-process run reproduces a 1-process one.
+        accum = self.accum
+        micro = [self.proxy.train(cfg.micro_batch, self.data_gen) for _ in range(accum * ctx.world_size)]
+        micro = micro[ctx.rank * accum : (ctx.rank + 1) * accum]
+        m = self.stepper.step(micro, stop.requested)
+        if m.finite:
+            record.measured(step, m.train_loss, m.sq_small, m.sq_big)
+        else:
+            record.skip(step)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        self.timer.add(time.perf_counter() - t0, cfg.batch)
 
-                if is_eval and not eval_set and m.finite:
-                    record.evaluated(step, m.train_loss)  # no held-out data: the training loss
-                if is_eval and record.eval_steps and record.eval_steps[-1] == step:
-                    p = record.point(step)
-                    if p is not None:
-                        bar.update(step + 1, loss=p["loss"], b_simple=p["b_simple"])
-                bar.update(step + 1)
-                if len(record.skipped) > limit:
-                    status = "failed"
-                    reason = (
-                        f"aborted at step {step}: {len(record.skipped)} steps with a non-finite loss or "
-                        f"gradient (limit {limit}); lower --lr, use --amp none, or check the model"
-                    )
-                    break
-                if m.stop_votes > 0:
-                    status, reason = "interrupted", f"interrupted by the user after step {step}"
-                    save_checkpoint(step + 1)
-                    break
-                if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
-                    save_checkpoint(step + 1)
-                if on_step is not None:
-                    on_step(step)
-        except KeyboardInterrupt:
-            # A second Ctrl-C: the current step may be half applied, so no new checkpoint (the
-            # last periodic one stays valid); what was measured so far is still written.
-            status, reason, synced = "interrupted", f"interrupted by the user during step {step + 1}", False
+        if is_eval and not self.eval_set and m.finite:
+            record.evaluated(step, m.train_loss)  # no held-out data: the training loss
+        if is_eval and record.eval_steps and record.eval_steps[-1] == step:
+            p = record.point(step)
+            if p is not None:
+                bar.update(step + 1, loss=p["loss"], b_simple=p["b_simple"])
+        bar.update(step + 1)
+        return m
 
-    # A run stopped early ends with a trajectory point at its last measured step, so the summary
-    # describes everything that was measured.
-    last_measured = record.tracker.steps[-1] if len(record.tracker) else None
-    while record.eval_steps and (last_measured is None or record.eval_steps[-1] > last_measured):
-        record.eval_steps.pop()  # an evaluation of a step that was never measured
-        record.eval_losses.pop()
-    has_point = bool(record.trajectory) and record.trajectory[-1]["step"] == last_measured
-    if status != "complete" and last_measured is not None and not has_point:
-        if eval_set and (synced or not ctx.active):
-            record.evaluated(last_measured, evaluate())
-        elif not eval_set:
-            record.evaluated(last_measured, record.train_loss[-1])
-        if record.eval_steps and record.eval_steps[-1] == last_measured:
-            record.point(last_measured)
-    outcome = write(status, reason)
-    if status == "complete" and ctx.is_main:
-        ckpt_path.unlink(missing_ok=True)
-    return outcome
+    def train(self, start: int, quiet: bool, on_step) -> tuple[str, str | None, bool]:
+        """The loop from `start`: (status, why it stopped, whether every replica stopped at the same
+        step so collectives are still safe)."""
+        cfg, record = self.cfg, self.record
+        limit = cfg.nonfinite_limit
+        status, reason, step = "complete", None, start - 1
+        synced = True
+        with _StopRequest() as stop, Progress(cfg.steps, enabled=not quiet and self.ctx.is_main,
+                                              done=start) as bar:
+            try:
+                for step in range(start, cfg.steps):
+                    m = self.step(step, stop, bar)
+                    if len(record.skipped) > limit:
+                        status = "failed"
+                        reason = (
+                            f"aborted at step {step}: {len(record.skipped)} steps with a non-finite loss or "
+                            f"gradient (limit {limit}); lower --lr, use --amp none, or check the model"
+                        )
+                        break
+                    if m.stop_votes > 0:
+                        status, reason = "interrupted", f"interrupted by the user after step {step}"
+                        self.save_checkpoint(step + 1)
+                        break
+                    if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
+                        self.save_checkpoint(step + 1)
+                    if on_step is not None:
+                        on_step(step)
+            except KeyboardInterrupt:
+                # A second Ctrl-C: the current step may be half applied, so no new checkpoint (the
+                # last periodic one stays valid); what was measured so far is still written.
+                status, reason, synced = "interrupted", f"interrupted by the user during step {step + 1}", False
+        return status, reason, synced
 
+    def close_trajectory(self, status: str, synced: bool) -> None:
+        """A run stopped early ends with a trajectory point at its last measured step, so the
+        summary describes everything that was measured."""
+        record, eval_set = self.record, self.eval_set
+        last_measured = record.tracker.steps[-1] if len(record.tracker) else None
+        while record.eval_steps and (last_measured is None or record.eval_steps[-1] > last_measured):
+            record.eval_steps.pop()  # an evaluation of a step that was never measured
+            record.eval_losses.pop()
+        has_point = bool(record.trajectory) and record.trajectory[-1]["step"] == last_measured
+        if status != "complete" and last_measured is not None and not has_point:
+            if eval_set and (synced or not self.ctx.active):
+                record.evaluated(last_measured, self.evaluate())
+            elif not eval_set:
+                record.evaluated(last_measured, record.train_loss[-1])
+            if record.eval_steps and record.eval_steps[-1] == last_measured:
+                record.point(last_measured)

@@ -1,27 +1,10 @@
 """The frontier sweep: measure B_crit directly (McCandlish et al. 2018, section 2.2 and figure 4).
 
-Train the proxy from one start (one seeded initialization, one seeded data stream, one fixed
-held-out set) at several constant global batches B until its held-out loss reaches one target,
-and record the steps S(B) each needed; fit S = S_min + E_min/B (eq. 2.11, `budgetdsl.theory.frontier_fit`)
-and compare B_crit = E_min/S_min with B_simple measured in the same runs (appendix A, the
-two-batch estimator of `calibrate.step`: every run's micro-batches are its small batches).
-
-The learning rate follows a declared rule, lr(B) = lr_base · (B/B_base)^p (sqrt for Adam, linear
-for SGD), or the best of a small grid of multipliers around it (fewest steps to the target); it is
-constant after a short warmup, so steps-to-target does not depend on a schedule's horizon.
-
-The target: `--target-loss`, or the loss the pilot reaches. The pilot is the smallest batch's run
-(on the frontier the smallest batch needs the most steps), trained for `pilot_steps`; the target is
-the mean of its last three held-out losses, so it is crossed within the pilot and every larger
-batch reaches it in fewer steps. Every run is bounded by `max_steps`; a run that does not reach the
-target says so and is left out of the fit.
-
-Steps-to-target is interpolated linearly between the two held-out evaluations that bracket the
-crossing (an evaluation at step s sees the weights after s updates).
-
-The result is a whole calibration file: the reference run (the smallest batch unless told) gives
-the B_simple trajectory, its fit B_crit(L) and the hardware profile, exactly as `budgetdsl
-calibrate` would; the `sweep` section holds every run, the fit and the comparison.
+Train the proxy from one start at several constant batches B until the held-out loss reaches one
+target (given, or the pilot's: the smallest batch's run), fit the steps S(B) each needed to
+S = S_min + E_min/B (eq. 2.11, `budgetdsl.theory.frontier_fit`) and compare B_crit = E_min/S_min
+with B_simple measured in the same runs (appendix A). The file is a whole calibration (the
+reference run's) with a `sweep` section.
 """
 
 from __future__ import annotations
@@ -29,11 +12,11 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 import torch
 from budgetdsl.calibrate.distributed import DistContext
@@ -88,7 +71,6 @@ class _Run:
     note: str | None = None
     seconds: float = 0.0
     stopped: bool = False  # by the user
-    skipped: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -192,73 +174,62 @@ def fit_sweep(runs: list[SweepRun], tpe: int, confidence: float) -> tuple[SweepF
         rms_residual=f.rms_residual, residuals=list(f.residuals)), None
 
 
-def sweep(
-    cfg: SweepConfig,
-    out: Path,
-    *,
-    command: tuple[str, ...] = (),
-    log: Callable[[str], None] | None = None,
-) -> SweepOutcome:
-    """Run the sweep and write the calibration file. Raises UsageError before training when the
-    settings cannot work."""
-    out = Path(out)
-    say = log or (lambda _msg: None)
-    try:
-        cfg.validate()
-        device = resolve_device(cfg.base.device)
-        amp = resolve_amp(cfg.base.amp, device)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    base = cfg.base
-    started = time.perf_counter()
+class _Trainer:
+    """The proxy from one start (one seeded initialization, one seeded data stream, one fixed
+    held-out set); trains each run of the sweep from that start."""
 
-    torch.manual_seed(base.seed)
-    try:
-        proxy = build_proxy(
-            base.model, base.data, block_size=base.block_size, n_layer=base.n_layer, n_head=base.n_head,
-            n_embd=base.n_embd, vocab_size=base.vocab_size, data_bytes=base.data_bytes,
-            tokens_per_example=base.tokens_per_example)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    tpe = proxy.tokens_per_example
-    model = proxy.model.to(device)
-    init_state = copy.deepcopy(model.state_dict())  # the one start every run begins from
-    autocast = (torch.autocast(device.type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
-                if amp != "none" else nullcontext())
-    eval_gen = torch.Generator().manual_seed(base.seed + 1)
-    sampler = proxy.heldout if proxy.heldout is not None else proxy.train
-    eval_set = [to_device(sampler(cfg.eval_micro, eval_gen), device) for _ in range(base.eval_batches)]
+    def __init__(self, cfg: SweepConfig, device: torch.device, amp: str) -> None:
+        base = cfg.base
+        torch.manual_seed(base.seed)
+        try:
+            proxy = build_proxy(
+                base.model, base.data, block_size=base.block_size, n_layer=base.n_layer, n_head=base.n_head,
+                n_embd=base.n_embd, vocab_size=base.vocab_size, data_bytes=base.data_bytes,
+                tokens_per_example=base.tokens_per_example)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        self.cfg, self.device, self.amp, self.proxy = cfg, device, amp, proxy
+        self.tpe = proxy.tokens_per_example
+        self.model = model = proxy.model.to(device)
+        self.init_state = copy.deepcopy(model.state_dict())  # the one start every run begins from
+        self.autocast = (torch.autocast(device.type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
+                         if amp != "none" else nullcontext())
+        eval_gen = torch.Generator().manual_seed(base.seed + 1)
+        sampler = proxy.heldout if proxy.heldout is not None else proxy.train
+        self.eval_set = [to_device(sampler(cfg.eval_micro, eval_gen), device) for _ in range(base.eval_batches)]
 
     @torch.no_grad()
-    def evaluate() -> float:
+    def evaluate(self) -> float:
+        model = self.model
         model.eval()
         total = 0.0
-        for batch in eval_set:
-            with autocast:
+        for batch in self.eval_set:
+            with self.autocast:
                 total += float(model(batch).double())
         model.train()
-        return total / len(eval_set)
+        return total / len(self.eval_set)
 
-    batches = sorted(cfg.batches)
-    limit = cfg.steps_limit
-
-    def train(batch: int, multiplier: float, target: float | None, steps: int, eval_every: int,
+    def train(self, batch: int, multiplier: float, target: float | None, steps: int, eval_every: int,
               stop: _StopRequest) -> _Run:
-        model.load_state_dict(init_state)
+        """One run at a constant `batch` until the held-out loss reaches `target` (or `steps`). The
+        learning rate follows the declared rule, lr_base · (B/B_base)^p times `multiplier`, constant
+        after a short warmup so steps-to-target does not depend on a schedule's horizon."""
+        cfg, base, model, device, proxy = self.cfg, self.cfg.base, self.model, self.device, self.proxy
+        model.load_state_dict(self.init_state)
         model.train()
         lr = cfg.lr_at(batch, multiplier)
         run_cfg = base.with_(lr=lr, batch=batch, micro_batch=cfg.micro_for(batch))
         optimizer = _make_optimizer(run_cfg, model)
-        scaler = torch.amp.GradScaler(device.type, init_scale=2.0**12) if amp == "fp16" else None
-        stepper = Stepper(model, optimizer, device, autocast, scaler, base.grad_clip, DistContext())
+        scaler = torch.amp.GradScaler(device.type, init_scale=2.0**12) if self.amp == "fp16" else None
+        stepper = Stepper(model, optimizer, device, self.autocast, scaler, base.grad_clip, DistContext())
         micro = run_cfg.micro_batch
-        record = RunRecord(NoiseScaleTracker(base.beta, base.confidence), batch, micro, tpe)
+        record = RunRecord(NoiseScaleTracker(base.beta, base.confidence), batch, micro, self.tpe)
         run = _Run(batch, micro, lr, multiplier, record, StepTimer())
         data_gen = torch.Generator().manual_seed(base.seed)  # one data stream for every run
         t_start = time.perf_counter()
         for step in range(steps + 1):
             if step % eval_every == 0 or step == steps:
-                loss = evaluate()
+                loss = self.evaluate()
                 record.evaluated(step, loss)
                 if target is not None and loss <= target:
                     break
@@ -286,20 +257,25 @@ def sweep(
         run.seconds = time.perf_counter() - t_start
         return run
 
+
+def _train_all(cfg: SweepConfig, trainer: _Trainer, say: Callable[[str], None]
+               ) -> tuple[list[_Run], float | None, bool]:
+    """Every batch at every lr multiplier, smallest batch first (the pilot sets the target):
+    (the runs, the target loss, whether the user interrupted)."""
+    limit = cfg.steps_limit
     runs: list[_Run] = []
     target = cfg.target_loss
-    target_from = "given" if target is not None else "pilot"
     expected = cfg.pilot_steps if target is None else limit
     interrupted = False
     with _StopRequest() as stop:
-        for batch in batches:
+        for batch in sorted(cfg.batches):
             tried: list[_Run] = []
             for mult in cfg.lr_grid:
                 pilot = target is None
                 steps = cfg.pilot_steps if pilot else limit
                 every = max(1, round(min(expected, steps) / cfg.evals_per_run))
                 say(f"batch {batch}: lr {cfg.lr_at(batch, mult):.3g}" + (" (pilot)" if pilot else ""))
-                run = train(batch, mult, target, steps, every, stop)
+                run = trainer.train(batch, mult, target, steps, every, stop)
                 if pilot and not run.stopped and run.note is None:
                     target = pilot_target(run.record.eval_losses)
                     say(f"target held-out loss {target:.4f} (the pilot's last three evaluations)")
@@ -307,73 +283,117 @@ def sweep(
                 if run.stopped:
                     interrupted = True
                     break
-            for run in tried:
-                if target is not None:
-                    run.crossed = crossing(run.record.eval_steps, run.record.eval_losses, target)
-                if run.crossed is None and run.note is None:
-                    last = run.record.eval_losses[-1] if run.record.eval_losses else math.nan
-                    run.note = (f"did not reach loss {target:.4f} in {run.steps_run} steps (last held-out "
-                                f"loss {last:.4f}); raise --max-steps" if not run.stopped
-                                else "interrupted by the user")
-                elif run.crossed == 0:
-                    raise UsageError(f"--target-loss {target:g} is not below the initial held-out loss "
-                                     f"{run.record.eval_losses[0]:.4f}: nothing to train for")
+            _judge(tried, target)
             runs += tried
             reached = [r for r in tried if r.crossed is not None]
             if reached:
                 expected = min(r.crossed for r in reached)  # larger batches need fewer steps
             if interrupted:
                 break
+    return runs, target, interrupted
 
-    assert target is not None or interrupted or not runs
-    target = target if target is not None else math.nan
+
+def _judge(tried: list[_Run], target: float | None) -> None:
+    """Each run's steps to the target, or a note saying why it has none."""
+    for run in tried:
+        if target is not None:
+            run.crossed = crossing(run.record.eval_steps, run.record.eval_losses, target)
+        if run.crossed is None and run.note is None:
+            last = run.record.eval_losses[-1] if run.record.eval_losses else math.nan
+            run.note = (f"did not reach loss {target:.4f} in {run.steps_run} steps (last held-out "
+                        f"loss {last:.4f}); raise --max-steps" if not run.stopped
+                        else "interrupted by the user")
+        elif run.crossed == 0:
+            raise UsageError(f"--target-loss {target:g} is not below the initial held-out loss "
+                             f"{run.record.eval_losses[0]:.4f}: nothing to train for")
+
+
+def _best_of(runs: list[_Run]) -> dict[int, _Run]:
+    """Each batch's run with the fewest steps to the target (the first tried if none reached it)."""
     best_of: dict[int, _Run] = {}
     for r in runs:
         cur = best_of.get(r.batch)
         if cur is None or (r.crossed is not None and (cur.crossed is None or r.crossed < cur.crossed)):
             best_of[r.batch] = r
+    return best_of
 
-    records: list[SweepRun] = []
-    for r in runs:
-        until = r.crossed if r.crossed is not None else float(r.steps_run)
-        tail = _tail_means(r.record, until)
-        g2, trace = (tail[0], tail[1]) if tail else (None, None)
-        records.append(SweepRun(
-            batch_examples=r.batch, batch_tokens=r.batch * tpe, micro_batch_examples=r.micro, lr=r.lr,
-            lr_multiplier=r.multiplier, best=best_of[r.batch] is r, reached=r.crossed is not None,
-            steps_run=r.steps_run, steps_to_target=r.crossed,
-            examples_to_target=None if r.crossed is None else r.crossed * r.batch,
-            tokens_to_target=None if r.crossed is None else r.crossed * r.batch * tpe,
-            final_loss=r.record.eval_losses[-1], eval_steps=list(r.record.eval_steps),
-            eval_losses=list(r.record.eval_losses), grad_sq=g2, trace_sigma=trace,
-            b_simple=trace / g2 if g2 is not None and g2 > 0 else None,
-            b_simple_run_mean=_run_mean(r.record, r.batch, until), seconds=r.seconds,
-            steps_skipped=len(r.record.skipped), note=r.note))
 
+def _sweep_run(r: _Run, best: bool, tpe: int) -> SweepRun:
+    until = r.crossed if r.crossed is not None else float(r.steps_run)
+    tail = _tail_means(r.record, until)
+    g2, trace = (tail[0], tail[1]) if tail else (None, None)
+    return SweepRun(
+        batch_examples=r.batch, batch_tokens=r.batch * tpe, micro_batch_examples=r.micro, lr=r.lr,
+        lr_multiplier=r.multiplier, best=best, reached=r.crossed is not None,
+        steps_run=r.steps_run, steps_to_target=r.crossed,
+        examples_to_target=None if r.crossed is None else r.crossed * r.batch,
+        tokens_to_target=None if r.crossed is None else r.crossed * r.batch * tpe,
+        final_loss=r.record.eval_losses[-1], eval_steps=list(r.record.eval_steps),
+        eval_losses=list(r.record.eval_losses), grad_sq=g2, trace_sigma=trace,
+        b_simple=trace / g2 if g2 is not None and g2 > 0 else None,
+        b_simple_run_mean=_run_mean(r.record, r.batch, until), seconds=r.seconds,
+        steps_skipped=len(r.record.skipped), note=r.note)
+
+
+def _reference_calibration(cfg: SweepConfig, trainer: _Trainer, ref: _Run, command: tuple[str, ...],
+                           interrupted: bool) -> CalibrationFile:
+    """The reference run as a calibration proper: its trajectory, fit and hardware profile."""
+    base, device = cfg.base, trainer.device
+    ref_cfg = base.with_(lr=ref.lr, batch=ref.batch, micro_batch=ref.micro, steps=ref.steps_run)
+    provenance = _provenance(ref_cfg, trainer.proxy, DistContext(), trainer.amp,
+                             _make_optimizer(ref_cfg, trainer.model), cfg.warmup, command)
+    provenance = provenance.model_copy(update={
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds")})
+    hardware = HardwareProfile(
+        device=device.type, device_name=device_name(device), world_size=1,
+        threads=torch.get_num_threads() if device.type == "cpu" else None, memory=[],
+        **ref.timer.profile(trainer.tpe))
+    return ref.record.to_file(provenance, hardware, cfg.warmup, interrupted=interrupted,
+                              stop_reason="interrupted by the user" if interrupted else None)
+
+
+def sweep(
+    cfg: SweepConfig,
+    out: Path,
+    *,
+    command: tuple[str, ...] = (),
+    log: Callable[[str], None] | None = None,
+) -> SweepOutcome:
+    """Run the sweep and write the calibration file. Raises UsageError before training when the
+    settings cannot work."""
+    out = Path(out)
+    say = log or (lambda _msg: None)
+    try:
+        cfg.validate()
+        device = resolve_device(cfg.base.device)
+        amp = resolve_amp(cfg.base.amp, device)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    base = cfg.base
+    started = time.perf_counter()
+    trainer = _Trainer(cfg, device, amp)
+    tpe = trainer.tpe
+    batches = sorted(cfg.batches)
+    target_from = "given" if cfg.target_loss is not None else "pilot"
+    runs, target, interrupted = _train_all(cfg, trainer, say)
+
+    assert target is not None or interrupted or not runs
+    target = target if target is not None else math.nan
+    best_of = _best_of(runs)
+    records = [_sweep_run(r, best_of[r.batch] is r, tpe) for r in runs]
     fit, fit_error = fit_sweep(records, tpe, base.confidence)
     comparison = compare([x for x in records if x.best and x.reached],
                          fit.b_crit_examples if fit else None, tpe, base.confidence)
     section = Sweep(
         target_loss=target, target_from=target_from, lr_rule=cfg.lr_rule, lr_base=base.lr,
         lr_base_batch=cfg.lr_base_batch, lr_grid=list(cfg.lr_grid), warmup_steps=cfg.warmup,
-        max_steps=limit, batches=batches, tokens_per_example=tpe, runs=records, fit=fit,
+        max_steps=cfg.steps_limit, batches=batches, tokens_per_example=tpe, runs=records, fit=fit,
         fit_error=fit_error, comparison=comparison if fit or comparison.b_simple_examples else None,
         seconds=time.perf_counter() - started, interrupted=interrupted)
 
-    # The reference run is the calibration proper: its trajectory, fit and hardware profile.
     ref_batch = cfg.reference if cfg.reference in best_of else batches[0]
     ref = best_of.get(ref_batch) or runs[0]
-    ref_cfg = base.with_(lr=ref.lr, batch=ref.batch, micro_batch=ref.micro, steps=ref.steps_run)
-    provenance = _provenance(ref_cfg, proxy, DistContext(), amp, _make_optimizer(ref_cfg, model),
-                             cfg.warmup, command)
-    provenance = provenance.model_copy(update={
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-    hardware = HardwareProfile(
-        device=device.type, device_name=device_name(device), world_size=1,
-        threads=torch.get_num_threads() if device.type == "cpu" else None, memory=[],
-        **ref.timer.profile(tpe))
-    cal = ref.record.to_file(provenance, hardware, cfg.warmup, interrupted=interrupted,
-                             stop_reason="interrupted by the user" if interrupted else None)
+    cal = _reference_calibration(cfg, trainer, ref, command, interrupted)
     cal = cal.model_copy(update={"sweep": section})
     write_calibration(out, cal)
     status = "interrupted" if interrupted else ("complete" if fit is not None else "no-fit")

@@ -100,7 +100,7 @@ class SweepConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def with_(self, **changes) -> "SweepConfig":
+    def with_(self, **changes) -> SweepConfig:
         return replace(self, **changes)
 
 

@@ -1,17 +1,10 @@
 """`budgetdsl tui PLAN`: move a run along the critical-batch frontier and see the price at once.
 
-The app holds a `WhatIf` (the plan files plus unsaved changes) and the `Solution` of its plan;
-every accepted change re-solves with `budgetdsl.solve.solver.solve` and redraws the panels whose text
-changed. A solve that searches the layout can take from tens to hundreds of milliseconds (a second
-on a large GPU range): the first solve at launch, the one after save or reset, and every re-solve
-once one has taken longer than `SOLVE_INLINE_S` run in a worker thread (the controls and the status
-bar, `solving…`, follow the keys at once; only the newest request is solved next, and only its
-answer is drawn). A change the plan language or the solver rejects is not applied: the control gets
-the `error` class and a notification says why (the loader's or the solver's own message and hint).
-Save writes the changes with `budgetdsl.plan.edit` as a minimal in-place diff and re-reads the files.
-`await app.wait_solved()` returns once no solve is under way (tests, screenshots).
-
-`make_app(path)` is the one factory, shared by the CLI and the tests.
+The app holds a `WhatIf` (the plan files plus unsaved changes) and its `Solution`; every accepted
+change re-solves and redraws the panels whose text changed. A slow solve (a layout search; the first,
+and those after save or reset) runs in a worker thread so the controls follow the keys; only the
+newest request is solved and drawn. A rejected change is not applied: the control is marked and a
+notification gives the loader's or solver's message. `make_app(path)` is the one factory.
 """
 
 from __future__ import annotations
@@ -20,7 +13,8 @@ import asyncio
 import gc
 import os
 import time
-from typing import Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from budgetdsl.tui.fields import (
     FIELDS,
@@ -70,11 +64,10 @@ def _first_problem(exc: PlanError) -> tuple[str, str | None]:
 def _freeze_startup_objects() -> None:
     """Take the objects alive now out of the cycle collector's sight, once per process.
 
-    After the imports, Textual's widgets and the first solution, some 50,000 objects are alive, and
-    a full collection walks all of them: 45 ms on the development machine, one every 15 keys or so,
-    which set the keypress p95. They live as long as the app, so `gc.freeze()` (the standard
-    library's remedy for exactly this) moves them to the permanent generation; what the app makes
-    afterwards is collected as before."""
+    After the imports, Textual's widgets and the first solution, tens of thousands of objects are
+    alive, and every full collection walks them all, a visible pause on a keypress. They live as
+    long as the app, so `gc.freeze()` (the standard library's remedy for exactly this) moves them to
+    the permanent generation; what the app makes afterwards is collected as before."""
     global _FROZEN
     if not _FROZEN:
         _FROZEN = True

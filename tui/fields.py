@@ -67,7 +67,7 @@ class FieldError(ValueError):
 
 # -- reading typed text ---------------------------------------------------------------------------
 
-def _resolver(plan: "Plan"):
+def _resolver(plan: Plan):
     from budgetdsl.plan.loader import field_spec
     from budgetdsl.plan.model import QuantitySpec
 
@@ -83,7 +83,7 @@ def _resolver(plan: "Plan"):
     return resolve
 
 
-def parse(field: Field, text: str, plan: "Plan") -> float | None:
+def parse(field: Field, text: str, plan: Plan) -> float | None:
     """The value of `text` in base units; None for an empty optional field. Raises FieldError."""
     text = text.strip()
     if not text:
@@ -110,7 +110,7 @@ def example(field: Field) -> str:
         field.id, EXAMPLES.get(field.dim, "1"))
 
 
-def changes_for(field: Field, text: str, state: "WhatIf") -> dict[str, Any]:
+def changes_for(field: Field, text: str, state: WhatIf) -> dict[str, Any]:
     """The plan changes (as `save_changes` takes them) that set `field` to the typed `text`."""
     text = text.strip()
     value: Any = text or None
@@ -127,7 +127,7 @@ def changes_for(field: Field, text: str, state: "WhatIf") -> dict[str, Any]:
 
 # -- what the controls show -----------------------------------------------------------------------
 
-def shown_text(field: Field, state: "WhatIf", solution: "Solution | None") -> str:
+def shown_text(field: Field, state: WhatIf, solution: Solution | None) -> str:
     """The text a control shows: the value as written in the file (or as changed)."""
     if field.id == "gpus":
         raw = state.raw("hardware.gpus")
@@ -195,7 +195,7 @@ def _deadline_step(seconds: float, direction: int) -> float:
     return max(unit, k * unit)
 
 
-def stepped(field: Field, state: "WhatIf", solution: "Solution | None", direction: int) -> str:
+def stepped(field: Field, state: WhatIf, solution: Solution | None, direction: int) -> str:
     """The text of `field` one `+` (direction 1) or `-` (direction -1) step from its value.
 
     An empty optional field starts from the solution's own figure (the optimized batch, the wall

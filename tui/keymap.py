@@ -1,14 +1,9 @@
 """Remapping the TUI's keys: every binding has an id, and a keymap maps ids to other keys.
 
-As posting does, through Textual's own keymap (`App.set_keymap`): the ids are listed in
-`docs/tui.md`; a keymap comes from `make_app(..., keymap=...)` or from the file
-`$XDG_CONFIG_HOME/budgetdsl/keymap.yaml` (`~/.config/budgetdsl/keymap.yaml`), a YAML mapping
-
-    quit: ctrl+x          # instead of ctrl+q
-    plot.x-axis: f6,x     # several keys: comma-separated
-    layout: f7            # the limits / layout & Pareto front box (F5, `l`), issue 13
-
-An id that no binding has, or a value that is not a key string, is reported and ignored.
+Through Textual's own keymap (`App.set_keymap`); the ids are listed in `docs/tui.md`. A keymap comes
+from `make_app(..., keymap=...)` or `$XDG_CONFIG_HOME/budgetdsl/keymap.yaml`, a YAML mapping such as
+`quit: ctrl+x` or `plot.x-axis: f6,x` (several keys comma-separated). An id that no binding has, or a
+value that is not a key string, is reported and ignored.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """The what-if state: the plan files as read, and the values the person changed on top of them.
 
-Changes are kept the way `budgetdsl.plan.edit.save_changes` takes them (dotted path -> the value as
-it would be written in the file: `"14 days"`, `2048`, `"2048 * model.seq_len"`, or None to remove
-the key), and the what-if plan is built by the plan loader itself from the merged document with
-those values put in. So the TUI accepts exactly the plan language (units, expressions, references
-to other fields), reports a bad value with the loader's own message and hint, and what is saved
-loads back to the very plan that was shown. No solver logic lives here.
+Changes are kept as `budgetdsl.plan.edit.save_changes` takes them (dotted path -> the value as it
+would be written: `"14 days"`, `2048 * model.seq_len`, or None to remove the key), and the plan is
+built by the plan loader from the merged document with those values in. So the TUI accepts exactly
+the plan language, reports a bad value with the loader's message, and what is saved loads back to
+the plan shown. No solver logic lives here.
 """
 
 from __future__ import annotations
@@ -13,8 +12,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from budgetdsl.plan.loader import MergedSource
@@ -59,19 +59,19 @@ class WhatIf:
     """A plan file (and the bases it extends) with unsaved changes on top. Immutable."""
 
     path: str
-    source: "MergedSource"
+    source: MergedSource
     changes: Mapping[str, Any] = field(default_factory=dict)
-    plan: "Plan" = field(default=None, compare=False)  # type: ignore[assignment] - set by build
+    plan: Plan = field(default=None, compare=False)  # type: ignore[assignment] - set by build
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "WhatIf":
+    def load(cls, path: str | os.PathLike[str]) -> WhatIf:
         """Read the plan chain from disk. Raises PlanError (located) or OSError."""
         from budgetdsl.plan.loader import read_merged
 
         return cls._build(str(path), read_merged(path), {})
 
     @classmethod
-    def _build(cls, path: str, source: "MergedSource", changes: Mapping[str, Any]) -> "WhatIf":
+    def _build(cls, path: str, source: MergedSource, changes: Mapping[str, Any]) -> WhatIf:
         from budgetdsl.plan.loader import load_merged
 
         merged = dataclasses.replace(source, data=_apply(source.data, changes)) if changes else source
@@ -101,7 +101,7 @@ class WhatIf:
 
     # -- changing --------------------------------------------------------------------------------
 
-    def with_changes(self, updates: Mapping[str, Any]) -> "WhatIf":
+    def with_changes(self, updates: Mapping[str, Any]) -> WhatIf:
         """A new state with `updates` applied; a value equal to the file's drops its change.
 
         Raises PlanError when the resulting plan does not validate (nothing changes then)."""
@@ -115,7 +115,7 @@ class WhatIf:
                 changes[dotted] = value
         return self._build(self.path, self.source, changes)
 
-    def reset(self) -> "WhatIf":
+    def reset(self) -> WhatIf:
         """Re-read the files from disk, dropping every change."""
         return WhatIf.load(self.path)
 

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
 
 
-def load_or_report(path: str) -> "Plan | None":
+def load_or_report(path: str) -> Plan | None:
     """The plan at `path`, or None after printing its diagnostics (the caller exits 2)."""
     from budgetdsl.plan.loader import load_plan
 

@@ -1,11 +1,9 @@
 """`budgetdsl calibrate`: measure the gradient noise scale B_simple on a proxy model and write a
 calibration file that plans reference (`noise: {calibration: FILE, at_loss: L}`).
 
-torch and the `calibrate` package are imported inside the handler only: `budgetdsl check` must not
-pay for them, and a core install without the extra still runs every other command.
-
-Exit codes: 0 written; 1 the measurement failed (too many non-finite steps; a partial file is
-written); 2 invalid usage or input; 130 interrupted (a partial file marked `interrupted` and a
+torch and the `calibrate` package are imported in the handler only, so a core install runs
+every other command without them. Exit codes: 0 written; 1 the measurement failed (a partial file
+is written); 2 invalid usage or input; 130 interrupted (a partial file marked `interrupted` and a
 checkpoint for --resume are written).
 """
 
@@ -78,8 +76,10 @@ def register(subparsers) -> None:
     a("--n-layer", type=int, help="GPT: layers")
     a("--n-head", type=int, help="GPT: attention heads")
     a("--n-embd", type=int, help="GPT: width")
-    a("--tokens-per-example", type=int, help="factories: tokens per example (default: the sampler's attribute, or 1)")
-    a("--quick", action="store_true", help="a seconds-long run (gpt-nano, 40 steps) to try the tool; flags still override")
+    a("--tokens-per-example", type=int,
+      help="factories: tokens per example (default: the sampler's attribute, or 1)")
+    a("--quick", action="store_true",
+      help="a seconds-long run (gpt-nano, 40 steps) to try the tool; flags still override")
     a("--resume", action="store_true", help="continue from <out>.ckpt.pt with the same settings")
     a("--quiet", action="store_true", help="no progress bar and no summary (errors still go to stderr)")
     p.set_defaults(handler=run)
@@ -127,14 +127,16 @@ def _register_sweep(sub) -> None:
     a("--pilot-steps", type=int, help="steps of the smallest batch's run that sets the target (default: 600)")
     a("--max-steps", type=int, help="bound on every run (default: 1.5 x --pilot-steps, or 2000 with --target-loss)")
     a("--lr", type=float, help="learning rate at --lr-base-batch (default: 1e-3)")
-    a("--lr-rule", choices=("sqrt", "linear", "none"), help="lr(B) = lr (B/base)^p, p = 1/2, 1, 0 (default: sqrt, for Adam)")
+    a("--lr-rule", choices=("sqrt", "linear", "none"),
+      help="lr(B) = lr (B/base)^p, p = 1/2, 1, 0 (default: sqrt, for Adam)")
     a("--lr-base-batch", type=int, help="batch (examples) at which --lr applies (default: 32)")
     a("--lr-grid", type=_floats, help="multipliers of the rule's lr tried at every batch; the fewest "
       "steps to the target wins (default: 1, the rule alone)")
     a("--warmup", type=int, help="linear warmup steps, then constant lr (default: 10)")
     a("--eval-micro", type=int, help="examples per held-out micro-batch (default: 32)")
     a("--micro-max", type=int, help="largest B_small, examples (default: 64; B_small <= B/4)")
-    a("--reference-batch", type=int, help="the run whose B_simple trajectory the file keeps (default: the smallest batch)")
+    a("--reference-batch", type=int,
+      help="the run whose B_simple trajectory the file keeps (default: the smallest batch)")
     a("--data-mb", type=float, help="text corpora: megabytes to read (default: 2)")
     a("--plot", type=Path, help="also draw the picture to this .svg or .png (needs the plot extra)")
     a("--quick", action="store_true", help="a seconds-long sweep (gpt-nano, batches 4-64) to try the tool")

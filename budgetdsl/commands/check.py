@@ -1,13 +1,10 @@
 """`budgetdsl check FILES...`: validate plan files, reporting every problem of every file.
 
-One process checks any number of files (a pre-commit hook passes them all at once). Exit 0 when
-every plan is valid, 2 when any is not (invalid input), 1 with `--solve` when a valid plan is
-infeasible. Without `--solve` no solver (and no sympy) is imported.
-
-A base fragment (`fragment: true`) is checked as a fragment: its keys and values, not the keys a
-whole plan needs. With `--dependents` (the pre-commit hook), every plan of the repository that
-extends a given file, directly or through other bases, is checked too: a change to a base is a
-change to each plan built on it, although none of those files changed.
+Exit 0 when every plan is valid, 2 when any is not, 1 with `--solve` when a valid plan is
+infeasible; without `--solve` no solver is imported. A base fragment (`fragment: true`) is checked
+for its own keys and values only. With `--dependents` (the pre-commit hook) every plan of the
+repository that extends a given file, directly or through other bases, is checked too: a change
+to a base is a change to each plan built on it.
 """
 
 from __future__ import annotations
@@ -138,8 +135,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 notes = [f"{len(fragments)} base fragment{'s' if len(fragments) != 1 else ''}"] if fragments else []
                 if reached:
-                    notes.append(f"{len(reached)} checked because {'it extends' if len(reached) == 1 else 'they extend'}"
-                                 " a given file")
+                    extends = "it extends" if len(reached) == 1 else "they extend"
+                    notes.append(f"{len(reached)} checked because {extends} a given file")
                 print(f"{n} plan{'s' if n != 1 else ''} valid" + (" and feasible" if args.solve else "")
                       + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
     if crashes:  # every file was checked; the first crash gets the one-line report, last

@@ -44,7 +44,7 @@ def mark_paths(parser: argparse.ArgumentParser, file_completion) -> None:
                 continue
             if (action.metavar in _PATH_METAVARS or action.type is Path
                     or _PATH_OPTIONS.intersection(action.option_strings)):
-                action.complete = file_completion  # type: ignore[attr-defined]
+                action.complete = file_completion
 
 
 def script(shell: str) -> str:

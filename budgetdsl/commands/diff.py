@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from budgetdsl.io.exit_codes import ExitCode
 from budgetdsl.plan.diagnostics import PlanError

@@ -8,7 +8,8 @@ matplotlib is the optional `plot` extra; it is imported only when a picture is d
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # Tick mantissas tried in turn on a log axis, sparsest first: the densest set that gives at most
 # `room` ticks in the shown range wins (a decade alone would leave a 3-day to 30-day axis bare).

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 from budgetdsl.solve.solution import Solution
 
-AXES = ("flops-wallclock", "tokens-steps")
-
 
 @dataclass(frozen=True)
 class Curve:

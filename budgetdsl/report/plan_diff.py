@@ -9,9 +9,10 @@ feasibility. Pure: takes loaded plans and their solutions, returns a `PlanDiff`;
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Callable
+from typing import Any
 
 from budgetdsl.plan.loader import field_spec
 from budgetdsl.plan.model import Plan, QuantitySpec
@@ -149,7 +150,8 @@ def diff_plan(path: str, old: tuple[Plan, Solution] | None, new: tuple[Plan, Sol
     """Compare one plan's two versions; `new` is None for a removed or an invalid plan."""
     old_plan, old_sol = old if old else (None, None)
     new_plan, new_sol = new if new else (None, None)
-    name = (new_plan or old_plan).name if (new_plan or old_plan) else path
+    shown = new_plan or old_plan
+    name = shown.name if shown else path
     inputs = input_changes(old_plan, new_plan) if old_plan is not None and new_plan is not None else []
     metrics = diff_solutions(old_sol, new_sol)
     if problems:

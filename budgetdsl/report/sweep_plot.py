@@ -1,15 +1,9 @@
 """The frontier sweep as a picture: measured (E, S) points, the fitted hyperbola, B_crit marked.
 
-Two renderings of one `calibration_file.Sweep`:
-
-- `render_text(sweep)`: plain text for a terminal (no curses, no colour), printed by
-  `budgetdsl calibrate sweep`; log-log axes, deterministic, so it can go into a README verbatim.
-- `draw(sweep, path)`: PNG or SVG through matplotlib (the optional `plot` extra, imported only
-  here and only when called); the SVG is deterministic (fixed hash salt, no date).
-
-On log axes the frontier (S/S_min − 1)(E/E_min − 1) = 1 (McCandlish et al. 2018, eq. 2.12) is a
-hyperbola with asymptotes S = S_min (large batches) and E = E_min (small batches); B_crit = E_min/S_min
-is its knee, the point (2·E_min, 2·S_min) where both costs are doubled.
+`render_text(sweep)`: deterministic plain text for `budgetdsl calibrate sweep`; `draw(sweep, path)`:
+PNG or SVG through matplotlib (the optional `plot` extra, imported only when called).
+The frontier (S/S_min − 1)(E/E_min − 1) = 1 (McCandlish et al. 2018, eq. 2.12) is a hyperbola with
+asymptotes S = S_min and E = E_min; B_crit = E_min/S_min is its knee (2·E_min, 2·S_min).
 """
 
 from __future__ import annotations
@@ -34,10 +28,11 @@ def hyperbola(s_min: float, e_min: float, lo: float, hi: float, points: int = 20
     return out
 
 
-def _points(sweep: "Sweep") -> tuple[list[tuple[float, float, int]], list[tuple[float, float, int]]]:
+def _points(sweep: Sweep) -> tuple[list[tuple[float, float, int]], list[tuple[float, float, int]]]:
     """Reached (E tokens, S, batch) and not reached (E, S so far, batch) of the best runs."""
     tpe = sweep.tokens_per_example
-    reached, missed = [], []
+    reached: list[tuple[float, float, int]] = []
+    missed: list[tuple[float, float, int]] = []
     for r in sweep.best_runs():
         if r.reached and r.steps_to_target is not None:
             reached.append((r.steps_to_target * r.batch_tokens, r.steps_to_target, r.batch_examples))
@@ -46,7 +41,7 @@ def _points(sweep: "Sweep") -> tuple[list[tuple[float, float, int]], list[tuple[
     return reached, missed
 
 
-def _curve(sweep: "Sweep") -> list[tuple[float, float, float]]:
+def _curve(sweep: Sweep) -> list[tuple[float, float, float]]:
     f = sweep.fit
     if f is None:
         return []
@@ -56,7 +51,7 @@ def _curve(sweep: "Sweep") -> list[tuple[float, float, float]]:
     return hyperbola(f.s_min, f.e_min_tokens, lo, hi)
 
 
-def render_text(sweep: "Sweep", width: int = 64, height: int = 18) -> str:
+def render_text(sweep: Sweep, width: int = 64, height: int = 18) -> str:
     """Log-log character plot: `o` measured runs, `>` runs stopped before the target, `.` the fitted
     frontier, `X` its knee at B_crit, `-` the asymptote S_min and `|` the asymptote E_min."""
     reached, missed = _points(sweep)
@@ -123,7 +118,7 @@ def render_text(sweep: "Sweep", width: int = 64, height: int = 18) -> str:
     return "\n".join(lines) + "\n" + legend + "\n"
 
 
-def draw(sweep: "Sweep", path: str, title: str | None = None) -> None:
+def draw(sweep: Sweep, path: str, title: str | None = None) -> None:
     """Write the picture to `path` (.svg or .png)."""
     from budgetdsl.report.figures import new_figure, plain_log_labels, save
 

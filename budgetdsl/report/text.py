@@ -6,6 +6,8 @@ bytes (no clocks, no terminal widths, no dict-order surprises), numbers for peop
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from budgetdsl.quantities.humanize import data, human, si, significant
 from budgetdsl.solve.solution import Constraint, Solution
 
@@ -48,10 +50,10 @@ _LAYOUT_HEADER = ("layout", "GPUs", "batch", "micro", "wall clock", "GPU-hours",
 
 
 def _layout_rows(sol: Solution) -> list[tuple[str, ...]]:
-    """The chosen layout and its runners-up, each at its own best configuration (issue 13)."""
+    """The chosen layout and its runners-up, each at its own best configuration."""
     ls = sol.layout
     assert ls is not None
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for o, tag in ([(ls.chosen, "chosen")] if ls.chosen else []) + [(r, "") for r in ls.runners_up]:
         vs = tag or ("dominated" if o.dominated else
                      "—" if o.objective_ratio is None else f"{o.objective_ratio:.3g}×")
@@ -130,7 +132,7 @@ def limit_use(c: Constraint) -> str:
 
 
 def _constraint_rows(sol: Solution) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for c in sol.constraints:
         limit = ("≥ " if c.sense == ">=" else "≤ ") + human(c.unit, c.limit)
         rows.append((c.name, limit, human(c.unit, c.value), limit_use(c), human(c.unit, c.slack),
@@ -148,9 +150,12 @@ def _throughput_rows(sol: Solution) -> list[tuple[str, ...]]:
     tp = sol.throughput
     if tp is None:
         return []
-    pct = (lambda v: "—" if v is None else f"{v:.1%}")
+
+    def pct(v: float | None) -> str:
+        return "—" if v is None else f"{v:.1%}"
+
     head = ("declared (hardware.mfu, end-to-end)" if tp.source == "declared" else "predicted from the layout")
-    rows = [("utilization", head, ""),
+    rows: list[tuple[str, ...]] = [("utilization", head, ""),
             ("MFU / HFU", f"{pct(tp.mfu)} / {pct(tp.hfu)}", "HFU counts recomputation"),
             ("TFLOP/s per GPU", f"{tp.model_tflops_per_gpu:.1f} model / "
              + ("—" if tp.hardware_tflops_per_gpu is None else f"{tp.hardware_tflops_per_gpu:.1f} hardware"), "")]
@@ -197,10 +202,9 @@ def _ramp_title(sol: Solution) -> str:
 def _ramp_rows(sol: Solution) -> list[tuple[str, ...]]:
     r = sol.ramp
     assert r is not None
-    rows = [(f"{st.until:.0%}", human("tokens", st.batch_tokens), str(st.grad_accum),
+    return [(f"{st.until:.0%}", human("tokens", st.batch_tokens), str(st.grad_accum),
              human("tokens", st.b_noise_tokens), significant(st.x), f"{st.steps:,}",
              human("tokens", st.tokens), human("s", st.wall_clock_s)) for st in r.stages]
-    return rows
 
 
 def _ramp_summary(sol: Solution) -> list[tuple[str, str, str, str]]:
@@ -222,7 +226,7 @@ def _ramp_summary(sol: Solution) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+def _table(rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
     if not rows:
         return []
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -283,7 +287,7 @@ def _md_escape(text: str) -> str:
     return inline(text)  # plan text never becomes a link, an image, HTML or a new row
 
 
-def _md_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+def _md_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in rows]
     return lines

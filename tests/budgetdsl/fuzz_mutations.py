@@ -20,7 +20,6 @@ Used by tests/budgetdsl/test_fuzz_mutations.py (a bounded run in the suite) and 
 from __future__ import annotations
 
 import json
-import math
 import pathlib
 import random
 import re
@@ -210,7 +209,8 @@ class Fuzzer:
         section, key, values = self.rng.choice(SHAPES)
         text = self._put(text, section, key, self.rng.choice(values))
         if self.rng.random() < 0.5:
-            text = self._put(text, "hardware", "gpus", self.rng.choice(self.gpu_forms[:7] + self.gpu_forms[len(GPU_FORMS):]))
+            forms = self.gpu_forms[:7] + self.gpu_forms[len(GPU_FORMS):]
+            text = self._put(text, "hardware", "gpus", self.rng.choice(forms))
         return text
 
     def key_swap(self, text: str) -> str:
@@ -363,7 +363,7 @@ class Findings:
     slowest: float = 0.0
     seconds: float = 0.0
 
-    def merge(self, other: "Findings") -> None:
+    def merge(self, other: Findings) -> None:
         """Add another run's figures (bench_fuzz runs in chunks): counts add up, the slowest is the
         slowest of both, and each site keeps its first example."""
         self.mutants += other.mutants

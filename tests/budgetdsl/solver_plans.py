@@ -68,7 +68,8 @@ def plans(draw: st.DrawFn, objective: str | None = None, limits: bool = True, ti
     while heads % tp:
         tp //= 2
     nodes = draw(st.integers(1, 512))
-    gpus = max(tp, gpus_per_node * nodes if nodes > 1 else draw(st.sampled_from([g for g in (1, 2, 4, 8) if g % tp == 0])))
+    gpus = max(tp, gpus_per_node * nodes if nodes > 1
+               else draw(st.sampled_from([g for g in (1, 2, 4, 8) if g % tp == 0])))
     b_crit = draw(st.floats(1e5, 5e7))
     tokens = draw(st.floats(1e9, 5e12))
     at_batch = draw(st.floats(1e5, 2e7))

@@ -232,7 +232,8 @@ def test_a_broken_base_and_hostile_names_are_commented_inertly_and_then_fail(rep
         seven_b.replace("name: llama2-7b", "name: \"$(touch pwned-name)`x`|<img src=x onerror=alert(1)>\"")
         .replace("hardware:\n", "hardware:\n  tensor_parallel: 1\n"))
     (repo / "plans/bad.yaml").write_text(
-        seven_b.replace("name: llama2-7b", "name: bad").replace("model:\n", "model:\n  \"````$(touch pwned-key)\": 1\n"))
+        seven_b.replace("name: llama2-7b", "name: bad")
+        .replace("model:\n", "model:\n  \"````$(touch pwned-key)\": 1\n"))
     runner = Runner(repo)
     body, gate = runner.pull_request()
     assert runner.outputs == {"check": {"code": "2"}, "diff": {"code": "2"}}

@@ -254,7 +254,8 @@ def test_a_split_override_changes_only_the_layout():
     plan = make_plan()
     base = build_cost_model(plan, 1024)
     alt = build_cost_model(plan, 1024, Split(3, 1, 1, "full", True))
-    assert alt.weights_bytes < base.weights_bytes and alt.activation_bytes_per_sequence < base.activation_bytes_per_sequence
+    assert alt.weights_bytes < base.weights_bytes
+    assert alt.activation_bytes_per_sequence < base.activation_bytes_per_sequence
     assert alt.flops_per_token == base.flops_per_token
 
 

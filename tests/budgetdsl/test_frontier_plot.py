@@ -21,7 +21,7 @@ def solution():
 def test_the_curve_lies_on_the_frontier(solution):
     curve = frontier_curve(solution)
     fr = solution.frontier
-    for b, s, e in zip(curve.batch, curve.steps, curve.tokens):
+    for s, e in zip(curve.steps, curve.tokens):
         # (S/S_min - 1)(E/E_min - 1) = 1 (McCandlish et al. 2018)
         assert (s / fr.s_min - 1) * (e / fr.e_min_tokens - 1) == pytest.approx(1.0, rel=1e-9)
     assert min(curve.batch) <= solution.batch.tokens <= max(curve.batch)

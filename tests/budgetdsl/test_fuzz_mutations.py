@@ -98,7 +98,7 @@ def test_mutants_through_the_command_line_never_exit_3(tmp_path, capsys, monkeyp
             if rc not in (0, 1, 2):
                 bad.append((rc, argv[0], name, ops))
             elif argv[-1] == "json" and out:
-                json.loads(out, parse_constant=lambda c: bad.append(("non-finite", name, ops)))
+                json.loads(out, parse_constant=lambda c, name=name, ops=ops: bad.append(("non-finite", name, ops)))
             elif argv[-1] == "markdown" and out:
                 check_markdown(out)
         path.unlink()

@@ -4,7 +4,6 @@ reproducer. Every one must end in located diagnostics or a finite, inert answer 
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import pathlib
@@ -17,7 +16,7 @@ import pytest
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.loader import load_plan
 from budgetdsl.plan.model import Plan
-from budgetdsl.plan.schema import field_info, numeric_paths
+from budgetdsl.plan.schema import numeric_paths
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from fuzz_mutations import run_pipeline, time_bound  # noqa: E402
@@ -408,7 +407,8 @@ def test_a_hostile_plan_name_renders_inert_in_the_markdown_report(name):
     _assert_inert(md, name)
     heading = md.splitlines()[0]
     codes = [t.content for t in _tokens(heading) if t.type == "code_inline"]
-    assert codes and codes[0].replace("\\|", "|").strip() == re.sub(r"[\n\u202e]", lambda m: " " if m.group() == "\n" else "\ufffd", name).strip()
+    shown = re.sub(r"[\n\u202e]", lambda m: " " if m.group() == "\n" else "\ufffd", name)
+    assert codes and codes[0].replace("\\|", "|").strip() == shown.strip()
 
 
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
@@ -594,7 +594,8 @@ def test_a_nul_byte_in_the_calibration_path_is_a_located_error():
     """Found by the suite's fuzzer: os.path.realpath raised ValueError on the NUL byte."""
     from budgetdsl.solve.solver import solve
 
-    text = SEED.replace("  b_crit: 3M", '  calibration: "a\\x00b.json"\n  at_loss: 2.5').replace("  uncertainty: 30%\n", "")
+    text = (SEED.replace("  b_crit: 3M", '  calibration: "a\\x00b.json"\n  at_loss: 2.5')
+            .replace("  uncertainty: 30%\n", ""))
     with pytest.raises(PlanError) as info:
         solve(load_plan(PLANS / "nul.yaml", text=text))
     assert "error[calibration-outside]" in info.value.diagnostics[0].format()

@@ -404,7 +404,7 @@ def test_an_embedding_larger_than_the_model_is_a_located_error(changes, where):
     text = MINIMAL
     for old, new in changes.items():
         text = text.replace(old, new, 1)
-    line = next(i for i, l in enumerate(text.splitlines(), 1) if l.strip().startswith(where.split(".")[1] + ":"))
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.strip().startswith(where.split(".")[1] + ":"))
     with pytest.raises(PlanError) as info:
         load_plan(REPO / "plans" / "embedding.yaml", text=text)
     out = "\n".join(d.format() for d in info.value.diagnostics)

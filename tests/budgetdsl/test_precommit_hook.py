@@ -92,8 +92,8 @@ def test_breaking_the_base_fails_the_hook_at_each_plan_that_extends_it(repo):
             continue  # sets its own degree: unaffected by the base's
         assert f"{plan}: extends plans/base/a100-cluster.yaml, which changed:" in result.stderr
         assert re.search(rf"^{re.escape(plan)}:\d+:\d+: error\[plan-rule\]", result.stderr, re.M)
-    assert "error" not in "\n".join(l for l in result.stderr.splitlines()
-                                    if l.startswith("plans/base/"))  # the fragment alone is fine
+    assert "error" not in "\n".join(line for line in result.stderr.splitlines()
+                                    if line.startswith("plans/base/"))  # the fragment alone is fine
 
 
 def test_an_invalid_value_in_the_base_fails_in_the_base_itself(repo):

@@ -4,9 +4,16 @@ closed form) are checked against the full cost model of that layout on that coun
 
 from __future__ import annotations
 
+import itertools
+import pathlib
+
+import pytest
+
 from budgetdsl.cost.cost_model import build_cost_model
 from budgetdsl.hardware.layout import launchable
 from budgetdsl.solve import search_space as ss
+from budgetdsl.solve.objectives import OBJECTIVES, axes, choose
+from budgetdsl.theory.frontier import Frontier
 from tests.budgetdsl.solver_plans import make_plan
 
 AUTO = {"tensor_parallel": "auto", "pipeline_parallel": "auto", "zero": "auto", "recompute": "auto"}
@@ -63,15 +70,6 @@ def test_the_space_does_not_depend_on_limits_objective_target_or_noise():
 # The search places a layout × GPU-count pair only when its lower bound (search_space.step_bound,
 # wall_bound, lower_bound) could beat or dominate the pick. The bound must hold for every
 # configuration of the pair, and the walk must end at the pick of the whole space.
-
-import itertools
-import pathlib
-
-import pytest
-
-from budgetdsl.solve.objectives import OBJECTIVES, axes, choose
-from budgetdsl.solve.placement import Limits
-from budgetdsl.theory.frontier import Frontier
 
 BOUND_PLANS = {
     "zero-auto-overlap-default": dict(hardware={"overlap": None}),

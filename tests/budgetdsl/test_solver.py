@@ -3,6 +3,7 @@
 import pathlib
 
 import pytest
+from pydantic import ValidationError
 from solver_plans import DAY, make_plan
 
 from budgetdsl.plan.diagnostics import PlanError
@@ -20,7 +21,7 @@ def test_status_vocabulary_is_closed():
 
 def test_result_is_immutable():
     sol = solve(make_plan())
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         sol.steps = 1  # type: ignore[misc]
 
 
@@ -115,7 +116,8 @@ def test_a_pinned_batch_that_cannot_launch_is_a_plan_error(run, message):
 
 def test_infeasible_plan_names_conflicts_and_smallest_changes():
     plan = make_plan(budget={"deadline": 7.5 * DAY, "flops": 1.2e23, "gpu_hours": None})
-    sol = solve(plan)  # 1024 GPUs need 8.09 days at the declared MFU; the FLOP budget caps the batch floor at ~1500 GPUs
+    # 1024 GPUs need 8.09 days at the declared MFU; the FLOP budget caps the batch floor at ~1500 GPUs
+    sol = solve(plan)
     assert sol.status == "infeasible"
     assert sol.steps is None and sol.batch.tokens is None
     assert any("deadline" in c for c in sol.conflicts)
@@ -155,7 +157,8 @@ def test_a_hopeless_gpu_search_says_where_its_ends_come_from(tmp_path):
     low, high = (int(v.replace(",", "")) for v in m.groups())
     t, gpus = plan.hardware.tensor_parallel, int(plan.hardware.gpus)
     assert low == t  # tensor 8 × pipeline 1: the fewest GPUs the layout launches ...
-    assert f"{low:,}, the fewest GPUs the layout launches (tensor {t} × pipeline 1), does not fit in memory" in g.message
+    assert (f"{low:,}, the fewest GPUs the layout launches (tensor {t} × pipeline 1), does not fit in memory"
+            in g.message)
     assert gpus < high <= 64 * gpus and high % plan.hardware.gpus_per_node == 0  # ... and the search's reach
     assert f"{high:,}, the largest launchable count the search tries (up to 64× the plan's {gpus:,})" in g.message
     # what limits the top: one sequence per replica past that data-parallel degree is too big a batch

@@ -98,7 +98,8 @@ def test_interrupt_writes_partial_file_and_resume_continues_bit_for_bit(tmp_path
     assert partial.trajectory[-1].step == 13  # a final point at the last measured step
     assert checkpoint_path(out).exists()
     # resume through the CLI; settings given again, and a resumable one (steps) may change
-    argv = ["calibrate", "--quick", "--steps", "24", "--checkpoint-every", "10", "--resume", "--quiet", "--out", str(out)]
+    argv = ["calibrate", "--quick", "--steps", "24", "--checkpoint-every", "10", "--resume", "--quiet",
+            "--out", str(out)]
     assert cli(argv) == 0
     resumed = load_calibration(out)
     assert not resumed.interrupted and not checkpoint_path(out).exists()
@@ -153,7 +154,8 @@ def test_ctrl_c_on_a_real_process(tmp_path):
         (["--model", "nosuchmodule_xyz:make", "--data", "nosuchmodule_xyz:data"], "cannot import 'nosuchmodule_xyz'"),
         (["--model", f"{FLAKY}:make_always_nan"], "a --model factory needs a --data factory"),
         (["--data", f"{FLAKY}:make_data"], "the built-in gpt-nano needs token data"),
-        (["--model", f"{FLAKY}:no_such_function", "--data", f"{FLAKY}:make_data"], "has no attribute 'no_such_function'"),
+        (["--model", f"{FLAKY}:no_such_function", "--data", f"{FLAKY}:make_data"],
+         "has no attribute 'no_such_function'"),
         (["--block-size", "100000"], "too few for sequences of 100000"),
     ],
 )

@@ -55,7 +55,8 @@ def test_b_crit_inside_the_measured_range_follows_the_fit(cal):
 def test_far_outside_the_range_is_an_error_unless_extrapolating(cal):
     f = cal.fit
     measured = f"({f.loss_min:.4g} to {f.loss_max:.4g} nats, {f.n_points} points)"
-    with pytest.raises(ValueError, match=re.escape(f"at_loss 1 is outside the losses this calibration measured {measured}")):
+    message = f"at_loss 1 is outside the losses this calibration measured {measured}"
+    with pytest.raises(ValueError, match=re.escape(message)):
         cal.b_crit_tokens_at(1.0)
     with pytest.raises(ValueError, match="set `extrapolate: true`"):
         cal.b_crit_tokens_at(5.0)

@@ -1,8 +1,6 @@
 """`budgetdsl calibrate sweep`: the frontier measured directly on the proxy, end to end through the
 real CLI (the quick size), and its pieces on synthetic data with known truth."""
 
-import math
-from pathlib import Path
 
 import pytest
 

@@ -13,9 +13,10 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml

@@ -1,7 +1,6 @@
 """A batch-size ramp through the exports: Megatron's step schedule (thresholds in tokens), the
 BUDGETDSL_BATCH_SCHEDULE stage list for the launch formats, and the plan end to end."""
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest

@@ -46,8 +46,8 @@ def test_flops_and_wall_clock_axes_use_the_cost_model(state, solution):
         assert c == pytest.approx(e * fpt)
         b = fr.b_crit / (s / fr.s_min - 1)  # invert S(B); T(B) = f·B/rate + c (a declared MFU: c = 0)
         assert w == pytest.approx(s * (fpt * b / rate + fixed), rel=1e-6)
-    assert [l.value for l in data.vlines] == [state.plan.budget.deadline]
-    assert [l.value for l in data.hlines] == [state.plan.budget.flops]
+    assert [line.value for line in data.vlines] == [state.plan.budget.deadline]
+    assert [line.value for line in data.hlines] == [state.plan.budget.flops]
 
 
 def test_the_feasible_arc_is_inside_every_limit(state, solution):
@@ -77,7 +77,7 @@ def test_the_deadline_on_the_steps_axis_is_where_the_wall_clock_reaches_it(state
     fr = Frontier(solution.frontier.b_crit_tokens, solution.frontier.e_min_tokens)
     lo, hi = solution.constraint("deadline").allowed_batch
     ends = [fr.steps(b) for b in (lo, hi) if b is not None and 0 < b < math.inf]  # lo = 0: no fixed time
-    assert ends and sorted(l.value for l in data.vlines) == pytest.approx(sorted(ends))
+    assert ends and sorted(line.value for line in data.vlines) == pytest.approx(sorted(ends))
 
 
 @pytest.mark.parametrize("lo,hi,kind,expected", [

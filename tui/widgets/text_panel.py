@@ -1,13 +1,9 @@
-"""A panel of text that redraws only when its text changes, and relayouts only when its line
-count changes.
-
-`Static.update` asks for a relayout of the whole screen on every call (its size may change);
-re-solving on every keypress updates three such panels, and the relayout was most of the
-keypress-to-redraw time. A TextPanel builds its lines from the last value it was shown (so it can
-use its width), once per value and width: `show` compares them with the lines on screen and does
-nothing when they are the same (a deadline step leaves the layout box as it was), redraws only the
-lines that differ when their count is the same, and `render` and `get_content_height` reuse them.
-Before its first value it shows `PLACEHOLDER` (`solving…`).
+"""A panel of text that redraws only when its text changes, and relayouts only when its line count
+changes: `Static.update` relayouts the whole screen on every call, and re-solving on every keypress
+updates three panels. A TextPanel builds its lines once per value and width; `show` does nothing
+when they equal the lines on screen, redraws only the lines that differ when their count is the
+same, and `render` and `get_content_height` reuse them. Before its first value it shows
+`PLACEHOLDER` (`solving…`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Draw `PlotData` on a log-log character canvas: Rich text, no terminal, no clock (snapshot-stable).
 
-Two marker sets: `braille` draws the curve with 2×4 dots per cell; `ascii` draws it with plain
-characters for fonts without braille (and for copying into a plain-text bug report).
-
-Colour is never the only difference: with `no_color` (the app under NO_COLOR=1, where every colour
-becomes a grey) the feasible arc is drawn as a solid band `⣿` instead of the curve's thin dots and
-the run's `●` is in reverse video, so curve, arc and run still read apart.
+Two marker sets: `braille` draws the curve with 2×4 dots per cell; `ascii` with plain characters
+(fonts without braille, plain-text bug reports). Colour is never the only difference: with
+`no_color` (NO_COLOR=1, where every colour becomes a grey) the feasible arc is a solid band `⣿`
+instead of thin dots and the run's `●` is in reverse video, so curve, arc and run still read apart.
 """
 
 from __future__ import annotations
@@ -20,8 +18,8 @@ from rich.text import Text
 MARKERS = ("braille", "ascii")
 
 STYLES = {"curve": "cyan", "arc": "bold green", "run": "bold yellow", "run_bad": "bold red",
-          "b_crit": "bold magenta", "front": "bold blue", "deadline": "red", "flops": "dark_orange", "axis": "bright_black",
-          "tick": "", "note": "italic bright_black"}
+          "b_crit": "bold magenta", "front": "bold blue", "deadline": "red", "flops": "dark_orange",
+          "axis": "bright_black", "tick": "", "note": "italic bright_black"}
 NO_COLOR_STYLES = {**STYLES, "curve": "", "arc": "bold", "run": "bold reverse", "run_bad": "bold reverse"}
 _SOLID = "⣿"  # the feasible arc's braille cell when colour cannot tell it from the curve
 
@@ -95,6 +93,144 @@ def legend(data: PlotData, markers: str, width: int, no_color: bool = False) -> 
     return lines
 
 
+def _fit_lines(lines, lo: float, hi: float, up: str, down: str) -> tuple[float, float, list, list[str]]:
+    """The limit lines near the shown range (which widens to hold them) and a note for each far
+    off it: a limit far off the curve is named, not drawn."""
+    kept, off = [], []
+    for line in lines:
+        if lo - 1 <= _log(line.value) <= hi + 1:
+            lo, hi = min(lo, _log(line.value) - 0.05), max(hi, _log(line.value) + 0.05)
+            kept.append(line)
+        else:
+            off.append(f"{line.label} off the plot {up if _log(line.value) > hi else down}")
+    return lo, hi, kept, off
+
+
+class _Canvas:
+    """The plot area: its log ranges, a grid of sub-cells (2×4 braille dots or whole cells) for the
+    curve, and the glyphs drawn beneath it (limit lines) and above it (markers)."""
+
+    def __init__(self, g: Glyphs, x: tuple[float, float], y: tuple[float, float], plot_w: int,
+                 plot_h: int) -> None:
+        self.g = g
+        (self.x0, self.x1), (self.y0, self.y1) = x, y
+        self.plot_w, self.plot_h = plot_w, plot_h
+        self.sx, self.sy = g.sub
+        self.cols, self.rows = plot_w * self.sx, plot_h * self.sy
+        self.bits = [[0] * plot_w for _ in range(plot_h)]
+        self.layer = [[0] * plot_w for _ in range(plot_h)]  # 1 curve, 2 feasible arc
+        self.under: dict[tuple[int, int], tuple[str, str]] = {}  # limit lines, beneath the curve
+        self.over: dict[tuple[int, int], tuple[str, str]] = {}  # markers, above it
+
+    def col_of(self, x: float) -> float:
+        return (_log(x) - self.x0) / (self.x1 - self.x0) * (self.cols - 1)
+
+    def row_of(self, y: float) -> float:
+        return (1.0 - (_log(y) - self.y0) / (self.y1 - self.y0)) * (self.rows - 1)
+
+    def limit_lines(self, vlines, hlines, markers: str) -> None:
+        g, under = self.g, self.under
+        for line in vlines:
+            c = round(self.col_of(line.value)) // self.sx
+            if 0 <= c < self.plot_w:
+                for r in range(self.plot_h):
+                    under[(r, c)] = (g.vline, STYLES["deadline"])
+        for line in hlines:
+            r = round(self.row_of(line.value)) // self.sy
+            if 0 <= r < self.plot_h:
+                for c in range(self.plot_w):
+                    under[(r, c)] = ("┼" if (r, c) in under and markers == "braille" else g.hline,
+                                     STYLES["flops"])
+
+    def dot(self, c: int, r: int, level: int) -> None:
+        if 0 <= c < self.cols and 0 <= r < self.rows:
+            sx, sy = self.sx, self.sy
+            cell_r, cell_c = r // sy, c // sx
+            if sx == 2:
+                self.bits[cell_r][cell_c] |= _BRAILLE[r % sy][c % sx]
+            else:
+                self.bits[cell_r][cell_c] = 1
+            self.layer[cell_r][cell_c] = max(self.layer[cell_r][cell_c], level)
+
+    def curve(self, points, feasible) -> None:
+        """The curve point to point, its feasible stretch at level 2."""
+        cols, rows = self.cols, self.rows
+        prev = None
+        for (x, y), ok in zip(points, feasible):
+            c, r = self.col_of(x), self.row_of(y)
+            level = 2 if ok else 1
+            if prev is not None:
+                pc, pr = prev
+                n = int(max(abs(c - pc), abs(r - pr))) + 1
+                if n < 4 * (cols + rows):  # a segment leaving the canvas far off is not drawn
+                    for i in range(1, n + 1):
+                        self.dot(round(pc + (c - pc) * i / n), round(pr + (r - pr) * i / n), level)
+            else:
+                self.dot(round(c), round(r), level)
+            prev = (c, r)
+
+    def mark(self, x: float, y: float, glyph: str, style: str) -> None:
+        c, r = round(self.col_of(x)) // self.sx, round(self.row_of(y)) // self.sy
+        if 0 <= r < self.plot_h and 0 <= c < self.plot_w:
+            self.over[(r, c)] = (glyph, style)
+
+    def ylabels(self, ytick: list[tuple[float, str]]) -> dict[int, str]:
+        """Y tick labels by row, none on a row next to a labelled one."""
+        labels: dict[int, str] = {}
+        for v, t in ytick:
+            r = round(self.row_of(v)) // self.sy
+            if 0 <= r < self.plot_h and r not in labels and r - 1 not in labels and r + 1 not in labels:
+                labels[r] = t
+        return labels
+
+    def xlabels(self, x_axis: str) -> list[tuple[int, str]]:
+        """X tick labels by column, each clear of the one before."""
+        labels: list[tuple[int, str]] = []
+        last_end = -2
+        plot_w = self.plot_w
+        for v, t in ticks(10 ** self.x0, 10 ** self.x1, x_axis, room=max(2, plot_w // 9)):
+            c = round(self.col_of(v)) // self.sx
+            start = max(0, min(plot_w - len(t), c - len(t) // 2))
+            if 0 <= c < plot_w and start > last_end + 1:
+                labels.append((c, t))
+                last_end = start + len(t) - 1
+        return labels
+
+    def cell(self, r: int, c: int, styles: dict[str, str], no_color: bool) -> tuple[str, str]:
+        """The character and style of one cell: a marker, else the curve, else a limit line."""
+        if (r, c) in self.over:
+            return self.over[(r, c)]
+        level = self.layer[r][c]
+        if level:
+            g, sx = self.g, self.sx
+            style = styles["arc"] if level == 2 else styles["curve"]
+            ch = chr(0x2800 + self.bits[r][c]) if sx == 2 else (g.arc if level == 2 else g.curve)
+            if no_color and sx == 2 and level == 2:
+                ch = _SOLID
+            return ch, style
+        return self.under.get((r, c), (" ", ""))
+
+    def append_rows(self, out: Text, ylabels: dict[int, str], label_w: int, styles: dict[str, str],
+                    no_color: bool) -> None:
+        """The plot area's rows, each behind its y label and axis."""
+        g = self.g
+        for r in range(self.plot_h):
+            lab = ylabels.get(r, "")
+            out.append(lab.rjust(label_w), STYLES["tick"])
+            out.append(g.tick_v if lab else g.axis_v, STYLES["axis"])
+            run: list[str] = []
+            run_style = ""
+            for c in range(self.plot_w):  # runs of one style: one span each, not one per cell
+                ch, style = self.cell(r, c, styles, no_color)
+                if style != run_style and run:
+                    out.append("".join(run), run_style)
+                    run = []
+                run_style = style
+                run.append(ch)
+            out.append("".join(run), run_style)
+            out.append("\n")
+
+
 def render_plot(data: PlotData, width: int, height: int, markers: str = "braille",
                 no_color: bool = False) -> Text:
     """The plot in `width` × `height` cells: y ticks, plot area, x axis, x labels, legend.
@@ -108,26 +244,11 @@ def render_plot(data: PlotData, width: int, height: int, markers: str = "braille
     ys = [p[1] for p in data.curve] + [data.b_crit[1]] + ([data.run[1]] if data.run else [])
     xs += [p[0] for p in data.front]
     ys += [p[1] for p in data.front]
-    x0, x1 = _range(xs)
-    y0, y1 = _range(ys)
-    off: list[str] = []
-    vlines = []
-    for line in data.vlines:  # a limit far off the curve is named, not drawn
-        if x0 - 1 <= _log(line.value) <= x1 + 1:
-            x0, x1 = min(x0, _log(line.value) - 0.05), max(x1, _log(line.value) + 0.05)
-            vlines.append(line)
-        else:
-            off.append(f"{line.label} off the plot {'→' if _log(line.value) > x1 else '←'}")
-    hlines = []
-    for line in data.hlines:
-        if y0 - 1 <= _log(line.value) <= y1 + 1:
-            y0, y1 = min(y0, _log(line.value) - 0.05), max(y1, _log(line.value) + 0.05)
-            hlines.append(line)
-        else:
-            off.append(f"{line.label} off the plot {'↑' if _log(line.value) > y1 else '↓'}")
+    x0, x1, vlines, off_x = _fit_lines(data.vlines, *_range(xs), "→", "←")
+    y0, y1, hlines, off_y = _fit_lines(data.hlines, *_range(ys), "↑", "↓")
 
     foot = legend(data, markers, width, no_color)
-    notes = [*data.notes, *off]
+    notes = [*data.notes, *off_x, *off_y]
     if notes:
         foot.append(Text("; ".join(notes), style=STYLES["note"]))
     foot = foot[: max(1, height - 6)]
@@ -135,107 +256,19 @@ def render_plot(data: PlotData, width: int, height: int, markers: str = "braille
     ytick = ticks(10 ** y0, 10 ** y1, data.y_axis, room=max(2, plot_h // 3))
     label_w = max((len(t) for _, t in ytick), default=1)
     plot_w = width - label_w - 1
-    sx, sy = g.sub
-    cols, rows = plot_w * sx, plot_h * sy
-
-    def col_of(x: float) -> float:
-        return (_log(x) - x0) / (x1 - x0) * (cols - 1)
-
-    def row_of(y: float) -> float:
-        return (1.0 - (_log(y) - y0) / (y1 - y0)) * (rows - 1)
-
-    bits = [[0] * plot_w for _ in range(plot_h)]
-    layer = [[0] * plot_w for _ in range(plot_h)]  # 1 curve, 2 feasible arc
-    under: dict[tuple[int, int], tuple[str, str]] = {}  # limit lines, beneath the curve
-    over: dict[tuple[int, int], tuple[str, str]] = {}  # markers, above it
-
-    for line in vlines:
-        c = round(col_of(line.value)) // sx
-        if 0 <= c < plot_w:
-            for r in range(plot_h):
-                under[(r, c)] = (g.vline, STYLES["deadline"])
-    for line in hlines:
-        r = round(row_of(line.value)) // sy
-        if 0 <= r < plot_h:
-            for c in range(plot_w):
-                under[(r, c)] = ("┼" if (r, c) in under and markers == "braille" else g.hline,
-                                 STYLES["flops"])
-
-    def dot(c: int, r: int, level: int) -> None:
-        if 0 <= c < cols and 0 <= r < rows:
-            cell_r, cell_c = r // sy, c // sx
-            if sx == 2:
-                bits[cell_r][cell_c] |= _BRAILLE[r % sy][c % sx]
-            else:
-                bits[cell_r][cell_c] = 1
-            layer[cell_r][cell_c] = max(layer[cell_r][cell_c], level)
-
-    prev = None
-    for (x, y), ok in zip(data.curve, data.feasible):
-        c, r = col_of(x), row_of(y)
-        level = 2 if ok else 1
-        if prev is not None:
-            pc, pr = prev
-            n = int(max(abs(c - pc), abs(r - pr))) + 1
-            if n < 4 * (cols + rows):  # a segment leaving the canvas far off is not drawn
-                for i in range(1, n + 1):
-                    dot(round(pc + (c - pc) * i / n), round(pr + (r - pr) * i / n), level)
-        else:
-            dot(round(c), round(r), level)
-        prev = (c, r)
-
-    def mark(x: float, y: float, glyph: str, style: str) -> None:
-        c, r = round(col_of(x)) // sx, round(row_of(y)) // sy
-        if 0 <= r < plot_h and 0 <= c < plot_w:
-            over[(r, c)] = (glyph, style)
-
+    canvas = _Canvas(g, (x0, x1), (y0, y1), plot_w, plot_h)
+    canvas.limit_lines(vlines, hlines, markers)
+    canvas.curve(data.curve, data.feasible)
     for point in data.front:
-        mark(*point, g.front, STYLES["front"])
-    mark(*data.b_crit, g.b_crit, STYLES["b_crit"])
+        canvas.mark(*point, g.front, STYLES["front"])
+    canvas.mark(*data.b_crit, g.b_crit, STYLES["b_crit"])
     if data.run is not None:
-        mark(*data.run, g.run, styles["run"] if data.run_feasible else styles["run_bad"])
-
-    # Tick positions: y ticks by row, x ticks by column.
-    ylabels: dict[int, str] = {}
-    for v, t in ytick:
-        r = round(row_of(v)) // sy
-        if 0 <= r < plot_h and r not in ylabels and r - 1 not in ylabels and r + 1 not in ylabels:
-            ylabels[r] = t
-    xlabels: list[tuple[int, str]] = []
-    last_end = -2
-    for v, t in ticks(10 ** x0, 10 ** x1, data.x_axis, room=max(2, plot_w // 9)):
-        c = round(col_of(v)) // sx
-        start = max(0, min(plot_w - len(t), c - len(t) // 2))
-        if 0 <= c < plot_w and start > last_end + 1:
-            xlabels.append((c, t))
-            last_end = start + len(t) - 1
+        canvas.mark(*data.run, g.run, styles["run"] if data.run_feasible else styles["run_bad"])
+    ylabels = canvas.ylabels(ytick)
+    xlabels = canvas.xlabels(data.x_axis)
 
     out = Text(no_wrap=True, overflow="crop")
-    for r in range(plot_h):
-        lab = ylabels.get(r, "")
-        out.append(lab.rjust(label_w), STYLES["tick"])
-        out.append(g.tick_v if lab else g.axis_v, STYLES["axis"])
-        run: list[str] = []
-        run_style = ""
-        for c in range(plot_w):  # runs of one style: one span each, not one per cell
-            if (r, c) in over:
-                ch, style = over[(r, c)]
-            elif layer[r][c]:
-                style = styles["arc"] if layer[r][c] == 2 else styles["curve"]
-                ch = chr(0x2800 + bits[r][c]) if sx == 2 else (g.arc if layer[r][c] == 2 else g.curve)
-                if no_color and sx == 2 and layer[r][c] == 2:
-                    ch = _SOLID
-            elif (r, c) in under:
-                ch, style = under[(r, c)]
-            else:
-                ch, style = " ", ""
-            if style != run_style and run:
-                out.append("".join(run), run_style)
-                run = []
-            run_style = style
-            run.append(ch)
-        out.append("".join(run), run_style)
-        out.append("\n")
+    canvas.append_rows(out, ylabels, label_w, styles, no_color)
     tick_cols = {c for c, _ in xlabels}
     out.append(" " * label_w + g.corner, STYLES["axis"])
     out.append("".join(g.tick_h if c in tick_cols else g.axis_h for c in range(plot_w)), STYLES["axis"])

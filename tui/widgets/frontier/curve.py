@@ -45,7 +45,7 @@ class PlotData:
     front: tuple[tuple[float, float], ...] = ()  # the Pareto front's other points (Solution.front)
 
 
-def feasible_batches(solution: "Solution") -> tuple[float, float] | None:
+def feasible_batches(solution: Solution) -> tuple[float, float] | None:
     """The global batches (tokens) every limit allows, from the constraints' `allowed_batch`."""
     lo, hi = 0.0, math.inf
     for c in solution.constraints:
@@ -61,7 +61,7 @@ def feasible_batches(solution: "Solution") -> tuple[float, float] | None:
     return (lo, hi) if lo <= hi else None
 
 
-def plot_data(plan: "Plan", solution: "Solution", x_axis: str = "steps", y_axis: str = "tokens",
+def plot_data(plan: Plan, solution: Solution, x_axis: str = "steps", y_axis: str = "tokens",
               samples: int = 480) -> PlotData:
     from budgetdsl.theory.frontier import Frontier
 
@@ -76,7 +76,7 @@ def plot_data(plan: "Plan", solution: "Solution", x_axis: str = "steps", y_axis:
         try:
             from budgetdsl.cost.cost_model import Split
 
-            b = solution.batch  # the launched layout (the plan's may be `auto`, issue 13)
+            b = solution.batch  # the launched layout (the plan's may be `auto`)
             split = Split(int(b.zero), int(b.tensor_parallel), int(b.pipeline_parallel), str(b.recompute),
                           plan.hardware.flash_attention) if b.zero is not None else None
             step_time = build_cost_model(plan, int(solution.gpus or 1), split).step_time

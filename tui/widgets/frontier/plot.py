@@ -1,10 +1,9 @@
 """The frontier plot widget: log-log, tokens or FLOPs against steps or wall clock.
 
-Drawing the plot and turning its text into terminal lines took most of a keypress (about 15 ms of
-a 30 ms redraw at 160×48). So the widget redraws only when what it shows changes (`PlotData`, its
-size, the markers, NO_COLOR), and then only the rows that differ (a run that moves along the curve
-changes two or three rows); and it keeps the last few drawings by those inputs: toggling an axis
-back, or stepping a value back to where it was, reuses the lines drawn then.
+Drawing is most of a keypress's redraw, so the widget redraws only when what it shows changes
+(`PlotData`, its size, the markers, NO_COLOR), then only the rows that differ (a run moving along
+the curve changes two or three), and it keeps the last few drawings by those inputs: toggling an
+axis back, or stepping a value back, reuses the lines drawn then.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ class FrontierPlot(Widget, can_focus=True):
         self.set_reactive(FrontierPlot.markers, markers if markers in MARKERS else "braille")
         self._title()
 
-    def show(self, plan: "Plan", solution: "Solution | None") -> None:
+    def show(self, plan: Plan, solution: Solution | None) -> None:
         """Plot `solution` (None: the first solve is under way, the plot says `solving…`)."""
         self._plan, self._solution = plan, solution
         self._recompute()

@@ -1,10 +1,8 @@
-"""The launched layout, the runner-up layouts and the Pareto front (issue 13), read from the Solution.
+"""The launched layout, the runner-up layouts and the Pareto front, read from the Solution.
 
-Nothing here is computed: the chosen layout and its step time, each runner-up's wall clock,
-GPU-hours, FLOPs and its objective measure over the winner's (or `dominated`), the reason the
-winner won, and the front's points with the objectives that land on each are the solver's own
-fields (`Solution.layout`, `Solution.front`, `Solution.batch`, `Solution.throughput`), formatted
-with budgetdsl.quantities.humanize as `budgetdsl plan` formats them.
+Nothing here is computed: the chosen layout, each runner-up's costs and objective measure over the
+winner's (or `dominated`), the reason the winner won, and the front's points are the solver's own
+fields (`Solution.layout`, `.front`, `.batch`, `.throughput`), formatted as `budgetdsl plan` does.
 """
 
 from __future__ import annotations
