@@ -12,9 +12,10 @@ is used, so that registering the `export` command costs nothing at start-up.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from budgetdsl.exports.spec import LaunchSpec

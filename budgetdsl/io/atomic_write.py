@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from typing import Mapping
+from collections.abc import Mapping
 
 
 def _umask() -> int:

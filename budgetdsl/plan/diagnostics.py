@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import difflib
 import sys
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Iterable, TextIO
+from typing import TextIO
 
 
 @dataclass(frozen=True, slots=True, order=True)

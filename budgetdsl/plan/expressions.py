@@ -22,8 +22,8 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from budgetdsl.plan.diagnostics import did_you_mean
 from budgetdsl.plan.yaml_source import excerpt

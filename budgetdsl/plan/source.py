@@ -8,9 +8,10 @@ value are kept — for located errors, and for `plan_edit` to write a value back
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
-from typing import Any, Callable
+from typing import Any
 
 from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
 from budgetdsl.plan.yaml_source import (

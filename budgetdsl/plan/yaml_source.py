@@ -14,8 +14,9 @@ import errno
 import os
 import stat
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 

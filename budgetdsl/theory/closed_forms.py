@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 GENERATED = Path(__file__).with_name("closed_forms_generated.py")
 

@@ -25,9 +25,9 @@ B (examples or tokens); E_min and B_crit come out in the same unit.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Iterable, Sequence
 
 # se(ln B_crit) above this (a factor e ≈ 2.7 at one sigma) means the data do not determine B_crit.
 MAX_LOG_SE = 1.0
