@@ -144,6 +144,7 @@ def read_calibration(plan: Plan, path: Path | None = None) -> Any:
 
 def _from_calibration(plan: Plan) -> NoiseEstimate:
     noise = plan.noise
+    assert noise.at_loss is not None  # Noise._one_of: a calibration needs at_loss
     path = calibration_path(plan)
     cal = read_calibration(plan, path)
     source_name = str(noise.source)
@@ -204,6 +205,7 @@ def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Di
     """
     noise = plan.noise
     name = path.name
+    assert noise.at_loss is not None  # Noise._one_of: a calibration needs at_loss
     prov = getattr(cal, "provenance", None)
     trained = prov is not None and float(prov.estimator.ema_beta) < 1.0
     errors: list[Diagnostic] = []
