@@ -84,7 +84,7 @@ def lr_rescaling_past_b_crit(at_batch: float, batch: float, b_crit: float,
 
 def is_tpu(preset: str | None) -> bool:
     """A Google TPU preset (TPU-v4, TPU-v5p): chips that no export format can launch."""
-    return bool(preset) and preset.upper().startswith("TPU")
+    return preset is not None and preset.upper().startswith("TPU")
 
 
 class ExportError(Exception):

@@ -95,7 +95,7 @@ SECTION_EXAMPLES: dict[str, tuple[str, ...]] = {
 
 def _with_examples(help_text: str | None, path: Path) -> str | None:
     """The schema's words for a missing section, then an example of each way to write it."""
-    examples = SECTION_EXAMPLES.get(path[-1]) if len(path) == 1 else None
+    examples = SECTION_EXAMPLES.get(path[0]) if len(path) == 1 and isinstance(path[0], str) else None
     if not examples:
         return help_text
     shown = "\n  or\n".join(f"    {path[-1]}:\n" + "\n".join(f"      {line}" for line in ex.splitlines())
@@ -136,8 +136,9 @@ def _inherited(source: MergedSource, data: dict[str, Any], section: Path, messag
 def _at(data: Any, path: Path) -> Any:
     """The value at `path` in the document, or None."""
     for key in path:
-        if isinstance(data, dict) and key in data or isinstance(data, list) and isinstance(key, int) \
-                and 0 <= key < len(data):
+        if isinstance(data, dict) and key in data:
+            data = data[key]
+        elif isinstance(data, list) and isinstance(key, int) and 0 <= key < len(data):
             data = data[key]
         else:
             return None

@@ -124,6 +124,7 @@ class _Builder:
                 self.problem(node.start_mark, "tag", f"tag {excerpt(node.tag, 60)} is not allowed",
                              "plan files use plain YAML values, without tags")
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        assert isinstance(node, yaml.ScalarNode)  # the composer builds no other kind of node
         return self.scalar(node)
 
     def mapping(self, node: yaml.MappingNode, path: Path) -> dict[str, Any]:
