@@ -1,18 +1,13 @@
-"""The plan language: pydantic models of a plan file, strict, every field described with its unit.
+"""The plan language: strict pydantic models of a plan file, every field described with its unit.
 
-Values arrive here already evaluated (see `plan_loader`): numbers in base units — seconds, bytes,
-FLOP, bytes/s, FLOP/s — and counts of tokens, sequences or parameters as plain numbers. In the
-YAML a user may write units and small expressions (`21 days`, `80 GiB`, `20 * model.params`); the
-JSON Schema (`budgetdsl schema`) therefore accepts a number or a string for every quantity.
-
-Rules that span fields (exactly one source of B_crit, GPUs divisible by tensor × pipeline, …) are
-model validators that raise `PlanRuleError` naming the offending path, so the loader can point at
-the exact key in the file.
+Values arrive evaluated (budgetdsl.plan.values): numbers in base units (s, bytes, FLOP, bytes/s,
+FLOP/s) and plain counts. The YAML may hold units and expressions (`21 days`, `20 * model.params`),
+so the JSON Schema accepts a number or a string for every quantity. Rules that span fields raise
+`PlanRuleError` naming the path, so the loader can point at the key in the file.
 """
 
-# No `from __future__ import annotations` here (nor in solution.py, launch_model.py): pydantic would
-# compile and evaluate each field's annotation from its text when the class is built, at every cold
-# start (issue 13, item 4); written as objects, they are evaluated once, as the class body runs.
+# No `from __future__ import annotations`: pydantic would then evaluate each annotation from its
+# text at every start; written as objects, they are evaluated once, as the class body runs.
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -99,7 +94,7 @@ class QuantitySpec:
 
     dim: Dim
     integer: bool = False
-    auto: bool = False  # `auto` is a value too: the solver searches it (issue 13)
+    auto: bool = False  # `auto` is a value too: the solver searches it
 
 
 def PlanRuleError(path: str, message: str, hint: str | None = None) -> PydanticCustomError:  # noqa: N802
@@ -164,7 +159,7 @@ def Integer(description: str, **kw: Any) -> Any:
     return _quantity(DIMENSIONLESS, description, integer=True, **kw)
 
 
-def Fraction(description: str, **kw: Any) -> Any:  # noqa: N802
+def Fraction(description: str, **kw: Any) -> Any:
     return _quantity(DIMENSIONLESS, description, gt=0, le=1, **kw)
 
 
@@ -351,8 +346,7 @@ class Hardware(_Section):
 def _range_split(gpus: GpuRange, split: int, tp: int | str, pp: int | str) -> None:
     """A range's counts are min, min + step, …: each must split into t·p groups, so min and step
     are multiples of t·p. An unwritten min (1) or step (1) is named as the default it is, and the
-    error is located at a key the user wrote (hostile-input finding: `{max: 64}` beside
-    tensor_parallel 64 was refused over "gpus.min (1)", a value nobody wrote)."""
+    error is located at a key the user wrote."""
     written = gpus.model_fields_set
     what = f"tensor_parallel × pipeline_parallel ({_degree(tp)} × {_degree(pp)} = {split})"
     shown = "{" + ", ".join(f"{k}: {getattr(gpus, k)}" for k in ("min", "max", "step") if k in written) + "}"
@@ -473,7 +467,7 @@ class Noise(_Section):
 
 
 # Stages of a batch-size ramp, given or 'auto': each is priced by bisections over the run's tokens
-# (batch_ramp.stages_from_token_fractions), 64 in about 3 s; 5,000 took a minute.
+# (batch_ramp.stages_from_token_fractions), so their number is capped.
 MAX_RAMP_STAGES = 64
 
 

@@ -2,7 +2,7 @@
 
 Each file of the chain is read (`yaml_source`), cycles are detected, mappings are deep-merged
 (this file's keys win), and for every path the file, line, column and text span of its key and
-value are kept — for located errors, and for `plan_edit` to write a value back where it stands.
+value are kept — for located errors, and for `budgetdsl.plan.edit` to write a value back where it stands.
 """
 
 from __future__ import annotations

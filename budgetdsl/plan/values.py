@@ -20,7 +20,7 @@ from budgetdsl.plan.source import MergedSource
 from budgetdsl.plan.yaml_source import Path, excerpt
 from budgetdsl.quantities.units import DIMENSIONLESS, EXAMPLES, dim_name
 
-MAX_INTEGER = 10**18  # a whole number beyond this is no plan's value (see plan_model's bounds)
+MAX_INTEGER = 10**18  # a whole number beyond this is no plan's value (see the bounds in budgetdsl.plan.model)
 # What to write instead of `auto` where a field does not take it, when another form searches it.
 _NO_AUTO_HINTS: dict[Path, str] = {
     ("hardware", "gpus"): "to let the solver choose the GPU count, give a range: {max: 256} (at most "
@@ -127,7 +127,7 @@ class _Evaluator:
         """The number gate for values YAML typed (`.inf`, `!!float 1e400`, a 400-digit integer):
         the same checks the expression evaluator makes of every result — finite, and of a size a
         double holds — located; None after recording the problem. Each field's physical range is
-        then checked by validation (the bounds in `plan_model`, stated in the schema)."""
+        then checked by validation (the bounds in `budgetdsl.plan.model`, stated in the schema)."""
         if isinstance(raw, int) and abs(raw) > MAX_INTEGER:
             self.problems.append(Diagnostic(self.at(path, 0), "out-of-range",
                                             f"the number {excerpt(raw)} is far too large",
