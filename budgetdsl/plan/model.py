@@ -97,7 +97,7 @@ class QuantitySpec:
     auto: bool = False  # `auto` is a value too: the solver searches it
 
 
-def PlanRuleError(path: str, message: str, hint: str | None = None) -> PydanticCustomError:  # noqa: N802
+def PlanRuleError(path: str, message: str, hint: str | None = None) -> PydanticCustomError:
     """A rule broken at `path` (dotted, relative to the model that checks it), with a hint."""
     return PydanticCustomError("plan_rule", message, {"path": path, "hint": hint or ""})
 
