@@ -46,14 +46,6 @@ class FrontierFit:
     steps: tuple[float, ...]
     dof: int
 
-    def steps_at(self, batch: float) -> float:
-        """Fitted S(B) (McCandlish eq. 2.11)."""
-        return self.s_min + self.e_min / batch
-
-    def examples_at(self, batch: float) -> float:
-        """Fitted E(B) = B·S(B) = E_min (1 + B/B_crit) (McCandlish eq. 2.11)."""
-        return batch * self.steps_at(batch)
-
     def b_crit_interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """B_crit · exp(∓ t·se): the interval of ln B_crit, with Student's t on `dof` degrees."""
         t = _t_quantile(0.5 + confidence / 2.0, self.dof)

@@ -23,8 +23,6 @@ def test_exact_points_are_recovered_exactly():
     assert fit.e_min == pytest.approx(E_MIN, rel=1e-8)
     assert fit.b_crit == pytest.approx(96.0, rel=1e-8)
     assert max(abs(r) for r in fit.residuals) < 1e-9
-    assert fit.steps_at(96.0) == pytest.approx(2 * S_MIN)  # x = 1: twice the minimal steps
-    assert fit.examples_at(96.0) == pytest.approx(2 * E_MIN)
 
 
 @pytest.mark.parametrize("seed", range(6))
