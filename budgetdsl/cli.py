@@ -1,15 +1,8 @@
-"""The `budgetdsl` console command: argument parsing and exit codes, nothing else.
-
-Exit codes (budgetdsl.io.exit_codes.ExitCode, documented in docs/cli.md):
-    0  fine (plan valid / feasible)
-    1  the answer is "no" (a plan is infeasible, a check with --solve failed, a diff regressed)
-    2  invalid input or usage (a plan that does not validate, a missing file, a bad flag)
-    3  internal error (an exception nobody expected: one line on stderr, the traceback in a file)
-  130  interrupted; 141 stdout closed early (`| head`)
+"""The `budgetdsl` console command: argument parsing and exit codes (budgetdsl.io.exit_codes), nothing else.
 
 Diagnostics go to stderr, results to stdout, so `budgetdsl plan --format json | jq` works.
-argparse (stdlib) rather than click/typer: it costs nothing at start-up, and start-up time is a
-product requirement (checking plans in CI and pre-commit hooks).
+argparse rather than click/typer: it costs nothing at start-up, and plans are checked in CI and
+pre-commit hooks.
 """
 
 from __future__ import annotations
@@ -49,12 +42,10 @@ def _without_pydantic_plugins() -> None:
     """Turn pydantic's plugins off for the command line, before pydantic is imported.
 
     pydantic looks for plugins (the `pydantic` entry points of every installed distribution) when
-    it builds its first model: reading each distribution's metadata was ~6 % of a cold
-    `budgetdsl plan` (issue 13, item 4). budgetdsl uses no pydantic plugin, so the command line
-    sets pydantic's documented switch, PYDANTIC_DISABLE_PLUGINS (unless the user set it). Only the
-    documented switch: standing in for pydantic's private loader module would also save importing
-    importlib.metadata (~20 ms), at the price of breaking whenever pydantic changes that module.
-    Python code that imports budgetdsl keeps pydantic's own behaviour."""
+    it builds its first model, reading each distribution's metadata at start-up. budgetdsl uses no
+    pydantic plugin, so the command line sets pydantic's documented switch,
+    PYDANTIC_DISABLE_PLUGINS (unless the user set it). Python code that imports budgetdsl keeps
+    pydantic's own behaviour."""
     if "pydantic" in sys.modules or os.environ.get("PYDANTIC_DISABLE_PLUGINS") is not None:
         return
     os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
@@ -65,7 +56,7 @@ def _unicode_safe_stdio() -> None:
 
     Reports use '—', '→', '×' and plan names hold any character; with stdout in ASCII or Latin-1
     (PYTHONIOENCODING, a C locale without Python's UTF-8 mode, a Windows pipe in cp1252) the
-    first of them raised UnicodeEncodeError (exit 3). JSON, YAML and the scripts are read as UTF-8,
+    first of them would raise UnicodeEncodeError (exit 3). JSON, YAML and the scripts are read as UTF-8,
     so stdout becomes UTF-8 (the data stays exact); stderr is for people, so it keeps the
     terminal's encoding and writes what it cannot show as \\u escapes."""
     out, err = sys.stdout, sys.stderr

@@ -1,20 +1,19 @@
 """Launch configs for cluster schedulers: one module per format, each a pure `LaunchSpec -> str`.
 
-    from budgetdsl.exports.spec import launch_spec
-    spec = launch_spec(plan, solution)          # the only adapter from Plan and Solution
+    spec = launch_spec(plan, solution)          # budgetdsl.exports.spec: the only adapter
     text = export(spec, "slurm")                # or any name in FORMATS
 
-Each format module defines `render(spec) -> str` and `USES`, the plan keys whose defaults it
-reports. The registry below is the single list of formats: the CLI's `--to` choices, the README
-and the tests all read it. This package imports nothing heavy (not even pydantic) until a format
-is used, so that registering the `export` command costs nothing at start-up.
+Each format defines `render(spec) -> str` and `USES`, the plan keys whose defaults it reports.
+FORMATS is the one list of formats (the CLI, the README and the tests read it); nothing heavy is
+imported until a format is used, so registering the `export` command costs nothing at start-up.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from budgetdsl.exports.spec import LaunchSpec

@@ -1,14 +1,9 @@
 """Encoding helpers shared by the formats: every untrusted string leaves through one of these.
 
-- `sh(word)`        one shell word: shlex.quote, or bash's $'...' when the word holds control
-                    characters (a newline stays an escape, the script stays one line per command;
-                    other non-printable characters become their UTF-8 bytes, as hex escapes);
-- `comment(text)`   text for a `#` comment: control characters escaped, so a newline in a plan's
-                    name cannot end the comment and start a command;
-- `dns1035(name)`   a Kubernetes object name (RFC 1035 label), with a hash of the original when
-                    the name had to change, so two different plans never get one job name;
-- `dump_yaml(obj)`  PyYAML's safe dumper, block style, key order kept: strings that would read as
-                    numbers, booleans or YAML syntax come out quoted.
+`sh` (one shell word; bash's $'...' when it holds control characters, so a script stays one line
+per command), `comment` (a `#` comment a newline cannot end), `dns1035` (a Kubernetes name, with a
+hash of the original when it had to change, so two plans never share a job name), `dump_yaml`
+(PyYAML's safe dumper, block style, key order kept, strings that would read as other types quoted).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """`deepspeed`: the DeepSpeed config JSON (`deepspeed.initialize(config=...)`, `--deepspeed_config`).
 
-    train_batch_size = train_micro_batch_size_per_gpu × gradient_accumulation_steps × data parallel
-
-which DeepSpeed asserts at start-up; the data-parallel size is the GPU count divided by tensor ×
-pipeline parallelism, as the launcher's mpu reports it. ZeRO stage from the plan, bf16 (fp16 on
-parts without bf16), AdamW at the plan's scaled peak lr with a linear warmup and no decay after it
-(the plan declares a peak and a warmup, not a schedule). JSON has no comments: what was defaulted
-is printed on stderr by `budgetdsl export`. Checked in the tests by DeepSpeed's `DeepSpeedConfig`.
+train_batch_size = micro batch × accumulation × data parallel (GPUs / (tensor × pipeline)), which
+DeepSpeed asserts at start-up. ZeRO stage from the plan, bf16 (fp16 without bf16), AdamW at the
+scaled peak lr with a linear warmup and no decay (the plan declares a peak and a warmup, not a
+schedule). JSON has no comments: `budgetdsl export` prints what was defaulted on stderr. Checked
+by DeepSpeed's `DeepSpeedConfig`.
 """
 
 from __future__ import annotations

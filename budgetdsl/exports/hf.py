@@ -38,8 +38,6 @@ def arguments(spec: LaunchSpec) -> dict:
 
 
 def render(spec: LaunchSpec) -> str:
-    from budgetdsl.io.terminal_text import (
-        json_text,  # C1 and bidi controls of a name as \u escapes
-    )
+    from budgetdsl.io.terminal_text import json_text  # C1 and bidi controls of a name as \u escapes
 
     return json_text(json.dumps(arguments(spec), indent=2, ensure_ascii=False)) + "\n"

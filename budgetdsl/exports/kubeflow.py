@@ -1,12 +1,10 @@
 """`kubeflow`: a Kubeflow Trainer v2 `TrainJob` (trainer.kubeflow.org/v1alpha1, Trainer v2.3).
 
 The job references a ClusterTrainingRuntime (`launch.runtime`, default `torch-distributed`) whose
-torch plugin sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK and PET_MASTER_ADDR/PORT for
-torchrun; the container runs `torchrun --nnodes=N --nproc-per-node=G <command>` with the same
-integers, so the job reads the same however the runtime is configured. `numProcPerNode` is an
-integer (the plugin's webhook accepts an int or auto/cpu/gpu), `resourcesPerNode` asks for the
-GPUs, `activeDeadlineSeconds` carries the deadline. The name is a DNS-1035 label (the CRD's CEL
-rule). Checked in the tests against the CRD's openAPIV3Schema made strict.
+torch plugin sets PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR/PORT, ...; the container runs
+`torchrun --nnodes=N --nproc-per-node=G <command>` with the same integers, so the job reads the
+same however the runtime is configured. `activeDeadlineSeconds` carries the deadline; the name is a
+DNS-1035 label (the CRD's CEL rule). Checked against the CRD's openAPIV3Schema made strict.
 """
 
 from __future__ import annotations

@@ -2,32 +2,9 @@
 
     source run.megatron.sh && torchrun ... pretrain_gpt.py "${MEGATRON_ARGS[@]}" <data and tokenizer args>
 
-The flags are those of `megatron/training/arguments.py` in Megatron-LM core_r0.16.0 (megatron-core
-0.16), listed in FLAGS; with them `validate_args` accepts the file on its own. The model's shape
-comes from the plan: --num-layers, --hidden-size, --num-attention-heads (which validate_args
-requires; the export refuses a plan that lacks model.layers, model.d_model or model.heads),
---seq-length and --max-position-embeddings equal to it (validate_args: max-position-embeddings ≥
-seq-length), --vocab-size when the plan knows it (read by the Null and TikToken tokenizers; other
-tokenizers bring their own vocabulary), and the activation recomputation the plan's memory model
-assumed (`full`: each layer's input kept, `--recompute-method uniform --recompute-num-layers 1`;
-`selective`: attention). What the plan does not know (--ffn-hidden-size, --num-query-groups,
+The flags are those of `megatron/training/arguments.py` in Megatron-LM core_r0.16.0 (FLAGS), and
+`validate_args` accepts the file on its own; what the plan does not know (--ffn-hidden-size,
 --swiglu, the position embedding) is left to Megatron's defaults and the user.
-With tensor parallelism the file also exports CUDA_DEVICE_MAX_CONNECTIONS=1, which validate_args
-asserts (spec.TP_ENV). Megatron derives the data-parallel size as world size / (tensor ×
-pipeline) and the accumulation as global / (micro × data parallel), which must divide exactly
-(`ConstantNumMicroBatchesCalculator`); the export writes the global batch that makes the
-accumulation the plan's. ZeRO stage 1 or 2 maps to `--use-distributed-optimizer` (optimizer state
-sharded, gradients reduce-scattered); stage 3 too, with a warning that parameters stay replicated.
-The deadline becomes `--exit-duration-in-mins` (Megatron saves and exits cleanly before it).
-
-A batch-size ramp (`run.batch_schedule`) becomes `--step-batch-size-schedule "0:B0 T1:B1 ..."`:
-from T tokens consumed on, a global batch of B sequences. core_r0.16's calculators are constant or a
-linear ramp (`--rampup-batch-size start increment samples`, equal steps at equal sample intervals),
-which cannot hold the ramp's stages; the step schedule is Megatron-LM main's
-`StepBatchsizeNumMicroBatchesCalculator` (megatron/core/num_microbatches_calculator.py, thresholds
-in tokens since it receives --seq-length). It excludes --global-batch-size, and a schedule that
-changes the batch needs sample-based training: --train-samples and --lr-warmup-samples replace
---train-iters and --lr-warmup-iters (as for --rampup-batch-size in arguments.py).
 """
 
 from __future__ import annotations
@@ -55,6 +32,9 @@ REQUIRED = (("--num-layers", "layers", "model.layers"), ("--hidden-size", "hidde
 
 
 def model_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
+    """The model's shape: layers, width and heads (validate_args requires them), the sequence length
+    as --max-position-embeddings (validate_args: ≥ --seq-length), --vocab-size when the plan knows
+    it (the Null and TikToken tokenizers read it), and the recomputation the memory model assumed."""
     missing = [(flag, key) for flag, attr, key in REQUIRED if getattr(spec, attr) is None]
     if missing:
         raise ExportError("Megatron-LM's validate_args requires the model's shape ("
@@ -77,6 +57,16 @@ def model_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
 
 
 def arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
+    """Every flag. Megatron derives data parallel = world / (tensor × pipeline) and accumulation =
+    global / (micro × data parallel), which must divide exactly (ConstantNumMicroBatchesCalculator):
+    the global batch written is the one that makes the accumulation the plan's. ZeRO 1-3 map to
+    --use-distributed-optimizer (3 with a warning: parameters stay replicated); the deadline to
+    --exit-duration-in-mins (Megatron saves and exits before it).
+
+    A batch ramp becomes --step-batch-size-schedule "0:B0 T1:B1 ..." (from T tokens on, B
+    sequences): Megatron-LM main's StepBatchsizeNumMicroBatchesCalculator, since core_r0.16's
+    linear --rampup-batch-size cannot hold stages. It excludes --global-batch-size and needs
+    sample-based training: --train-samples and --lr-warmup-samples replace the -iters flags."""
     args: list[tuple[str, str | None]] = [
         *model_arguments(spec),
         ("--tensor-model-parallel-size", str(spec.tensor_parallel)),

@@ -1,12 +1,10 @@
 """`skypilot`: a SkyPilot task YAML (`sky launch task.yaml`).
 
 `num_nodes` nodes with `resources.accelerators: <GPU>:<count>`, the image as `image_id: docker:…`,
-the plan's numbers and `launch.env` as `envs`, and a `run` script that starts torchrun on every
-node from SkyPilot's own variables — SKYPILOT_NUM_NODES, SKYPILOT_NUM_GPUS_PER_NODE,
-SKYPILOT_NODE_RANK and the first of SKYPILOT_NODE_IPS as the master — the recipe of SkyPilot's
-distributed-training docs. SkyPilot has no job time limit, so the run is wrapped in `timeout`
-with the deadline (SIGTERM, then SIGKILL two minutes later, as Slurm does at --time). Checked in
-the tests by `sky.Task.from_yaml`, and its run script by `bash -n` and shellcheck.
+the plan's numbers and `launch.env` as `envs`, and a `run` script that starts torchrun on every node
+from SkyPilot's variables (SKYPILOT_NODE_RANK, SKYPILOT_NODE_IPS, ...), as SkyPilot's docs do.
+SkyPilot has no time limit, so the run is wrapped in `timeout` with the deadline (SIGTERM, SIGKILL
+two minutes later, as Slurm does). Checked by `sky.Task.from_yaml`, `bash -n` and shellcheck.
 """
 
 from __future__ import annotations

@@ -3,11 +3,9 @@
     #SBATCH --nodes=N --ntasks-per-node=1 --gpus-per-node=G --time=D-HH:MM:SS --exclusive
     srun torchrun --nnodes=N --nproc-per-node=G --rdzv-backend=c10d --rdzv-endpoint=<first node>:PORT
 
-One task per node, each a torchrun that forks G workers; the c10d rendezvous runs on the first
-host of the allocation (`scontrol show hostnames`), keyed by the job id. `--exclusive` gives each
-torchrun the whole node, and `srun --cpus-per-task` hands the workers all of its CPUs (a step
-otherwise gets one CPU per task). Checked in CI by `sbatch --test-only` against a live slurmctld,
-a real single-node run, `bash -n` and shellcheck.
+The c10d rendezvous runs on the allocation's first host, keyed by the job id; `--exclusive` and
+`srun --cpus-per-task` give each torchrun the whole node and its CPUs (a step otherwise gets one
+CPU per task). Checked in CI by `sbatch --test-only`, a real single-node run, `bash -n` and shellcheck.
 """
 
 from __future__ import annotations

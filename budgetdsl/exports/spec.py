@@ -1,25 +1,10 @@
 """What every export format reads: `LaunchSpec`, a small frozen record of one launchable run.
 
-    launch_spec(plan, solution) -> LaunchSpec      the only place that reads a Plan and a Solution
-
-The formats (one module each) are pure functions `LaunchSpec -> str`; they never see the plan or
-the solver, so they are tested on hand-built specs and cannot drift with the solver's internals.
-
-The adapter also owns two decisions no format should make on its own:
-
-- the launch defaults (image, training command, …), each recorded in `defaulted` so that the
-  exported file says what the plan did not;
-- the learning rate at the chosen batch. `optimizer.lr` was tuned at `optimizer.at_batch`; the
-  export rescales it to the chosen global batch B by `optimizer.scaling`:
-    linear  lr · B/B₀   (Goyal et al. 2017, "Accurate, Large Minibatch SGD": with a gradual warmup)
-    sqrt    lr · √(B/B₀) (the usual rule for Adam: Hoffer et al. 2017; Malladi et al. 2022, "On
-                          the SDEs and Scaling Rules for Adaptive Gradient Algorithms")
-    none    lr
-  Both rules assume the gradient noise dominates, i.e. B below the critical batch; past B_crit a
-  bigger batch buys ever less progress per step (McCandlish et al. 2018) and the rules overshoot.
-  The export warns when the rescaling itself carries lr past B_crit by more than LR_BCRIT_MARGIN
-  (`lr_rescaling_past_b_crit`); an lr tuned at the chosen batch (B/B₀ = 1) is not rescaled, and
-  gets no warning whatever B_crit is.
+`launch_spec(plan, solution)` is the only place that reads a Plan and a Solution; the formats are
+pure functions `LaunchSpec -> str`, tested on hand-built specs, that cannot drift with the
+solver's internals. The adapter owns the two decisions no format should make alone: the launch
+defaults (each recorded in `defaulted`, so the file says what the plan did not) and the learning
+rate moved from `optimizer.at_batch` to the chosen batch (budgetdsl.theory.lr_scaling).
 """
 
 from __future__ import annotations
@@ -30,7 +15,7 @@ from typing import Any
 
 from budgetdsl.hardware.layout import launch_problem, nodes_of, stage_layers
 from budgetdsl.plan.launch import Launch
-from budgetdsl.theory.lr_scaling import RULE as LR_RULE  # noqa: F401 - the one definition (also re-exported)
+from budgetdsl.theory.lr_scaling import RULE as LR_RULE
 from budgetdsl.theory.lr_scaling import scale_lr
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"  # NGC PyTorch: torch, NCCL, torchrun
@@ -63,17 +48,19 @@ TP_ENV = ("CUDA_DEVICE_MAX_CONNECTIONS", "1")
 # How far past B_crit a rescaling must reach before the export warns. B_crit is an estimate: the
 # B_simple it usually comes from follows the measured critical batch only to within a factor
 # (McCandlish et al. 2018 compare the two across tasks), so an excess of a few percent is not
-# known to be an excess at all; and the launchable batch is
-# a power-of-two-ish product that lands a few percent off any target (2**22 = 4,194,304 tokens
-# for a 4,000,000-token B_crit is 4.9 % over). A 25 % excess is beyond both; a plan that states a
-# larger relative uncertainty (frontier.b_crit_uncertainty) uses that instead.
+# known to be an excess at all; and the launchable batch is a power-of-two-ish product that lands
+# a few percent off any target (2**22 = 4,194,304 tokens for a 4,000,000-token B_crit is 4.9 % over).
+# A 25 % excess is beyond both; a plan that states a larger relative uncertainty
+# (frontier.b_crit_uncertainty) uses that instead.
 LR_BCRIT_MARGIN = 0.25
 
 
 def lr_rescaling_past_b_crit(at_batch: float, batch: float, b_crit: float,
                              uncertainty: float | None = None) -> float:
     """How far (relative) the lr rescaling from `at_batch` to `batch` tokens reaches past B_crit,
-    or 0 when it stays within the margin. The rule is applied over the interval between B₀ and B;
+    or 0 when it stays within the margin. The scaling rules assume the gradient noise dominates
+    (B below B_crit); past it a bigger batch buys ever less progress per step (McCandlish et al.
+    2018) and the rules overshoot. The rule is applied over the interval between B₀ and B;
     only the part of that interval above B_crit is outside the rule's regime, so this is
     max(B, B₀) / max(min(B, B₀), B_crit) − 1: 0 reach for B = B₀ (nothing is rescaled), B/B_crit − 1
     when a batch tuned below B_crit is scaled above it."""
@@ -84,7 +71,7 @@ def lr_rescaling_past_b_crit(at_batch: float, batch: float, b_crit: float,
 
 def is_tpu(preset: str | None) -> bool:
     """A Google TPU preset (TPU-v4, TPU-v5p): chips that no export format can launch."""
-    return bool(preset) and preset.upper().startswith("TPU")
+    return preset is not None and preset.upper().startswith("TPU")
 
 
 class ExportError(Exception):

@@ -1,14 +1,10 @@
-"""What a calibration's hardware profile says about the plan's kernel efficiency (issue 15 item 4).
+"""What a calibration's hardware profile says about the plan's kernel efficiency.
 
-A calibration records the median training step of its proxy and the proxy's FLOPs per token
-(6N + 12·L·d·s, PaLM appendix B), so it knows the model FLOP/s its device achieved on the proxy's
-layer shapes. When it ran on the plan's GPU that is evidence for the fraction of peak the cost model
-assumes for matrix multiplies (`kernel_efficiency`, fitted per preset in budgetdsl.hardware.gpus) — a lower
-bound, since a small proxy's matrices keep the tensor cores less busy than full-size layers, and
-the step includes the optimizer and the measurement. This module only reads and words it; the cost
-model does not change on it (a plan that trusts it declares `hardware.kernel_efficiency`).
-
-No torch, no numpy: the planner imports it.
+A calibration records its proxy's median step and FLOPs per token (6N + 12·L·d·s, PaLM appendix
+B), hence the model FLOP/s its device reached. On the plan's GPU that is a lower bound on the
+fraction of peak the cost model assumes for matmuls (`kernel_efficiency`): a small proxy keeps the
+tensor cores less busy, and its step includes the optimizer. This module only reads and words it;
+a plan that trusts it declares `hardware.kernel_efficiency`. No torch, no numpy: the planner imports it.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
-"""Accelerator presets: peak dense 16-bit matrix throughput and memory, from vendor datasheets.
+"""Accelerator presets: peak dense 16-bit matrix throughput, memory and bandwidths, from datasheets.
 
-Peak figures are *dense* (no 2:4 sparsity) bf16 tensor-core rates; where a part has no bf16
-(V100) the fp16 rate is given. Memory is what the framework sees: NVIDIA's "80GB" parts expose
-80 GiB (nvidia-smi reports 81920 MiB on an A100 80GB), so NVIDIA memory is in GiB; parts quoted
-in decimal GB (H200's 141 GB, MI300X's 192 GB, B200's 180 GB) are decimal. `network` is the
-per-GPU inter-node bandwidth of the vendor's reference system (one NIC per GPU), a default that a
-plan should override with its cluster's figure. `intra_node` is the per-direction bandwidth between
-GPUs of one node (half the datasheet's bidirectional NVLink / Infinity Fabric / PCIe figure), used
-when every data-parallel replica sits in one node. A plan may name a preset and override any number.
-
-Two numbers feed the predicted utilization (`budgetdsl.cost.throughput`, when a plan gives no
-`hardware.mfu`):
-- `hbm_bandwidth`: the memory bandwidth of the datasheet (bytes/s), which prices the memory-bound
-  kernels (layer norms, activations, dropout, softmax, the optimizer step);
-- `kernel_efficiency`: the fraction of the dense peak the matrix multiplies of a transformer
-  training step reach, one number per part, fitted to public end-to-end measurements as the
-  `KERNEL_EFFICIENCY_SOURCE` of each preset says. It is the only fitted number of the throughput
-  model; everything else (communication, bubbles, recomputation, memory traffic) follows from the
-  layout and the datasheets.
+Peaks are dense (no 2:4 sparsity) bf16 tensor-core rates (V100: fp16). Memory is what the
+framework sees: NVIDIA's "80GB" parts expose 80 GiB (nvidia-smi: 81920 MiB), parts quoted in
+decimal GB (H200, MI300X, B200) are decimal. `network` is the reference system's per-GPU
+inter-node bandwidth, `intra_node` half the bidirectional NVLink / Infinity Fabric / PCIe figure.
+`kernel_efficiency` (the fraction of peak a training step's matmuls reach) is the throughput
+model's only fitted number, with its source; a plan may override any of them.
 """
 
 from __future__ import annotations
@@ -34,10 +22,10 @@ class GpuPreset:
     name: str
     peak_flops: float  # FLOP/s, dense bf16 (fp16 where no bf16)
     memory: float  # bytes
-    network: float  # bytes/s per GPU, reference system
+    network: float  # bytes/s per GPU, reference system (one NIC per GPU): override with the cluster's
     source: str
     intra_node: float  # bytes/s per GPU and direction between GPUs of one node (NVLink, xGMI, PCIe)
-    hbm_bandwidth: float = 0.0  # bytes/s, datasheet
+    hbm_bandwidth: float = 0.0  # bytes/s, datasheet: prices memory-bound kernels (norms, softmax, optimizer)
     kernel_efficiency: float = 0.0  # fraction of peak_flops reached by the step's matmuls (fitted)
     efficiency_source: str = ""
 

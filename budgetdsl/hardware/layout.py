@@ -1,20 +1,10 @@
 """Which GPU counts can launch a layout, and how a layout places its ranks: the one home of these
-rules (the plan validator, the solver's GPU ranges and memory remedies, the cost model and the
-exports all ask here).
+rules, asked by the plan validator, the solver, the cost model and the exports.
 
-A layout is tensor-parallel degree t, pipeline-parallel degree p and data-parallel degree
-dp = G/(t·p). A GPU count G launches it when
-- G splits into whole t·p model replicas (G mod t·p = 0), and
-- the job fills whole nodes: G ≤ gpus_per_node (one partly used node), or G mod gpus_per_node = 0.
-
-Rank order follows Megatron-LM's (Narayanan et al. 2021, section 3.3; `parallel_state`): tensor
-ranks innermost (adjacent GPUs, so t ≤ gpus_per_node stays on NVLink), then data-parallel ranks,
-then pipeline stages outermost. So a GPU's data-parallel peers in its own node number
-min(dp, gpus_per_node / t), and pipeline neighbours are t·dp ranks apart.
-
-Pipeline stages may be uneven (Megatron-Core's `--decoder-first/last-pipeline-num-layers`,
-Llama 3 405B's 126 layers on 16 stages; BLOOM's 70 layers on 12): `stage_layers` balances the
-layers over the stages with the LM head's work counted on the last one.
+A layout (t, p, dp = G/(t·p)) launches on G GPUs when G mod t·p = 0 and the job fills whole nodes
+(G ≤ gpus_per_node, or G mod gpus_per_node = 0). Ranks follow Megatron-LM's order (Narayanan et
+al. 2021, section 3.3): tensor innermost, then data-parallel, then pipeline stages. Stages may be
+uneven (Llama 3 405B: 126 layers on 16): `stage_layers` balances them, the LM head on the last.
 """
 
 from __future__ import annotations

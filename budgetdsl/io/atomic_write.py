@@ -13,7 +13,10 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from typing import Mapping
+from collections.abc import Mapping
+from typing import TypeVar
+
+_PathT = TypeVar("_PathT", bound=str | os.PathLike[str])
 
 
 def _umask() -> int:
@@ -59,15 +62,19 @@ def remove_stale_temps(path: str | os.PathLike[str]) -> list[str]:
     return removed
 
 
-def write_files(files: Mapping[str | os.PathLike[str], str | bytes], mode: int | None = None) -> None:
+def _real(path: str | os.PathLike[str]) -> str:
+    return os.path.realpath(os.fspath(path))
+
+
+def write_files(files: Mapping[_PathT, str | bytes], mode: int | None = None) -> None:
     """Replace every file of `files` (path -> text or bytes). A file that exists keeps its
     permissions; a new one gets `mode`, or the usual 0o666 less the umask. A path that is a
     symbolic link is followed: its target is replaced (the link stays a link), with the temporary
     file beside the target, on the target's file system."""
     temps: list[tuple[str, str]] = []
     try:
-        for path, data in files.items():
-            path = os.path.realpath(os.fspath(path))
+        for name, data in files.items():
+            path = _real(name)
             remove_stale_temps(path)
             directory = os.path.dirname(path)
             fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=".tmp",

@@ -1,21 +1,10 @@
-"""Plan text made inert in the Markdown of pull-request comments (report.py, diff_report.py).
+"""Plan text made inert in the Markdown of pull-request comments (the report and diff commands).
 
-A plan comes from a pull request, and its strings — the name, paths, launch fields, values as
-written — land in a comment that GitHub renders. Nothing a plan says may become an image, a link,
-raw HTML, a heading or a second table row there. Three contexts, three rules (CommonMark 0.31):
-
-- `code(text)`: an inline code span whose content is verbatim. Its fence is one backtick longer
-  than the longest backtick run inside (§6.1), so no content closes it early; inside a code span
-  nothing is a link, an image or HTML.
-- `inline(text)`: running text. Every ASCII punctuation character that can open a construct is
-  backslash-escaped (§2.4: any ASCII punctuation may be), `:` and `@` and the dot of `www.`
-  included so that GitHub's extended autolinks do not fire.
-- `html(text)`: text inside an HTML block such as `<details><summary>…</summary>`, where Markdown
-  is not parsed: HTML entities (html.escape).
-
-All three fold line breaks and other control or format characters (bidi overrides included) into
-spaces or U+FFFD first: a newline would end a table row, a blank line an HTML block, and `|` is
-escaped for GitHub's tables (its table parser splits cells before inline parsing).
+A plan's strings land in a comment GitHub renders, and none may become an image, a link, raw HTML,
+a heading or a second table row. Each context has its rule (CommonMark 0.31): `code` (a fence one
+backtick longer than any run inside, §6.1), `inline` (ASCII punctuation backslash-escaped, §2.4,
+`:`, `@` and `www.` included against GitHub's autolinks), `html` (entities). All three first fold
+control and format characters (`flat`): a newline would end a table row, a blank line an HTML block.
 """
 
 from __future__ import annotations

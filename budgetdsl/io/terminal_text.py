@@ -1,14 +1,10 @@
 """Plan text made inert on a terminal: what the text reports and the diagnostics print.
 
-A plan comes from a pull request, and its strings (the name, launch values, even the file's own
-name, which `diff --base` takes from the PR's tree) reach the reviewer's terminal. A terminal obeys
-control characters: ESC starts a sequence that can set the window title, clear the screen or write
-the clipboard (OSC 52), `\\r` and backspace overwrite what was printed (a report could be made to
-read "feasible"), the 8-bit C1 controls (U+0080–U+009F: U+009B is CSI) act like ESC sequences on
-some terminals, and bidi overrides reorder a line. Every such character is shown as its Python
-escape (`\\x1b`, `\\u202e`), so the text is shown, never obeyed; newlines and tabs of the
-report's own layout are kept where the caller says so. (Markdown has markdown_text.py, the launch
-scripts exports/_text.py.)
+A plan's strings (its name, launch values, even a file name from a pull request's tree) reach a
+reviewer's terminal, which obeys control characters: ESC sequences (window title, clipboard via OSC
+52), `\\r` and backspace that overwrite what was printed, C1 controls, bidi overrides. Each is shown
+as its Python escape (`\\x1b`, `\\u202e`): shown, never obeyed. (Markdown: markdown_text; launch
+scripts: exports/_text.)
 """
 
 from __future__ import annotations

@@ -14,12 +14,12 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-SCHEMA_VERSION = 1
-FIT_FORM = "B_crit(L) = B_star / L**(1/alpha)"
+SCHEMA_VERSION: Final = 1
+FIT_FORM: Final = "B_crit(L) = B_star / L**(1/alpha)"
 # How far outside the measured loss range b_crit_tokens_at answers without `extrapolate`:
 # a tenth of the range's width, and never less than 2% of the loss itself.
 RANGE_MARGIN = 0.1

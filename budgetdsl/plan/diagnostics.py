@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import difflib
 import sys
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Iterable, TextIO
+from typing import TextIO
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -40,9 +41,7 @@ class Diagnostic:
     severity: str = "error"
 
     def format(self) -> str:
-        from budgetdsl.io.terminal_text import (
-            inert,  # file names and plan text: shown, not obeyed
-        )
+        from budgetdsl.io.terminal_text import inert  # file names and plan text: shown, not obeyed
 
         head = f"{inert(str(self.location), keep_lines=False)}: {self.severity}[{self.code}]: {inert(self.message)}"
         return head if not self.hint else f"{head}\n  hint: {inert(self.hint)}"

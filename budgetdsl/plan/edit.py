@@ -14,8 +14,9 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -85,7 +86,7 @@ def _plan_edits(source: MergedSource, changes: Mapping[str, Any]) -> list[Edit]:
     edits: list[Edit] = []
     additions: dict[Path, list[tuple[str, str]]] = {}
     for dotted, value in changes.items():
-        path: Path = tuple(dotted.split("."))
+        path = tuple(dotted.split("."))
         span = source.spans.get(path)
         if value is None:
             if span is not None:
@@ -105,8 +106,8 @@ def _plan_edits(source: MergedSource, changes: Mapping[str, Any]) -> list[Edit]:
         while parent and not (parent in source.spans and source.spans[parent].file == plan_file):
             parent = parent[:-1]
         additions.setdefault(parent, []).append((".".join(path[len(parent):]), render_scalar(value)))
-    for parent, entries in additions.items():
-        edits.append(_addition(source, parent, entries))
+    for section, entries in additions.items():
+        edits.append(_addition(source, section, entries))
     return edits
 
 

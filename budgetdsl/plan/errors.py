@@ -82,9 +82,9 @@ def validation_diagnostics(exc: ValidationError, source: MergedSource, data: dic
     return out
 
 
-# A short example of each way to write a required section, shown when the section is missing
-# (issue 16): the schema's description says what the section is, these say how to write it. Each
-# alternative is a complete section; tests load every one inside a whole plan.
+# A short example of each way to write a required section, shown when the section is missing: the
+# schema's description says what the section is, these say how to write it. Each alternative is a
+# complete section; tests load every one inside a whole plan.
 SECTION_EXAMPLES: dict[str, tuple[str, ...]] = {
     "model": ("params: 1.3B\nseq_len: 2048",),
     "hardware": ("gpu: H100-SXM5-80GB\ngpus: 64",),
@@ -95,7 +95,7 @@ SECTION_EXAMPLES: dict[str, tuple[str, ...]] = {
 
 def _with_examples(help_text: str | None, path: Path) -> str | None:
     """The schema's words for a missing section, then an example of each way to write it."""
-    examples = SECTION_EXAMPLES.get(path[-1]) if len(path) == 1 else None
+    examples = SECTION_EXAMPLES.get(path[0]) if len(path) == 1 and isinstance(path[0], str) else None
     if not examples:
         return help_text
     shown = "\n  or\n".join(f"    {path[-1]}:\n" + "\n".join(f"      {line}" for line in ex.splitlines())
@@ -106,7 +106,7 @@ def _with_examples(help_text: str | None, path: Path) -> str | None:
 
 def _inherited(source: MergedSource, data: dict[str, Any], section: Path, message: str) -> str | None:
     """For a rule broken by keys of a section, the keys the rule names that this plan did not write
-    but took from a base it extends, where each stands, and how to drop one (issue 16): a base's
+    but took from a base it extends, where each stands, and how to drop one: a base's
     `noise.b_crit` plus this plan's `kaplan_loss` gives two B_crit sources, and the fix is in this
     file, `b_crit: null`, not in the shared base."""
     import re
@@ -136,8 +136,9 @@ def _inherited(source: MergedSource, data: dict[str, Any], section: Path, messag
 def _at(data: Any, path: Path) -> Any:
     """The value at `path` in the document, or None."""
     for key in path:
-        if isinstance(data, dict) and key in data or isinstance(data, list) and isinstance(key, int) \
-                and 0 <= key < len(data):
+        if isinstance(data, dict) and key in data:
+            data = data[key]
+        elif isinstance(data, list) and isinstance(key, int) and 0 <= key < len(data):
             data = data[key]
         else:
             return None
@@ -210,7 +211,7 @@ def _hint(kind: str, path: Path, err: Any = None, written: str = "") -> str | No
     if (kind == "less_than_equal" and isinstance(spec, QuantitySpec) and spec.dim == DIMENSIONLESS
             and (err.get("ctx") or {}).get("le") == 1 and isinstance(value, (int, float))
             and not isinstance(value, bool) and 1 < value <= 100 and "%" not in written):
-        # a fraction given as a percentage (`mfu: 40`): issue 16
+        # a fraction given as a percentage (`mfu: 40`)
         return f"did you mean {value:g}%? a fraction is written {value / 100:g} or {value:g}%"
     if kind in ("enum", "literal_error") and isinstance(value, str):  # `zero: aut`, `recompute: ful`
         return did_you_mean(value.strip().lower(), _choices(path))

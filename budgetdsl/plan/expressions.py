@@ -1,20 +1,10 @@
-"""A whitelist evaluator for the small arithmetic a plan value may hold.
+"""A whitelist evaluator for the small arithmetic a plan value may hold (`21 days`, `20 * model.params`).
 
-Plan files come from pull requests and are untrusted, so nothing here calls `eval`, `ast`,
-`sympify` or anything that can reach Python objects: a hand-written tokenizer and a recursive-
-descent parser over a closed grammar, evaluated in floats with dimensions.
-
-    expr    := term (('+' | '-') term)*
-    term    := unary (('*' | '/') unary)*
-    unary   := ('-' | '+') unary | power
-    power   := primary (('^' | '**') unary)?          # right-associative
-    primary := quantity | UNIT | REF | '(' expr ')'
-    quantity:= NUMBER UNIT? (NUMBER UNIT)*             # `21 days`, `1d12h`, `4M`, `30%`
-
-A REF is a dotted path to another field of the same plan (`model.params`); the caller resolves it,
-so cycles are detected where the whole plan is known. Every operation is bounded: the text's
-length, the nesting depth, and each intermediate result (finite floats only, so `10**10**10` is
-an overflow error, not a hang on a big integer).
+Plan files are untrusted, so nothing here calls `eval`, `ast` or `sympify`: a hand-written tokenizer
+and a recursive-descent parser over a closed grammar (`_Parser`), evaluated in floats with
+dimensions. References to other fields are resolved by the caller, which sees the whole plan and
+detects cycles. Text length, nesting depth and every intermediate (finite floats only: `10**10**10`
+is an overflow error, not a hang) are bounded.
 """
 
 from __future__ import annotations
@@ -22,8 +12,8 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from budgetdsl.plan.diagnostics import did_you_mean
 from budgetdsl.plan.yaml_source import excerpt
@@ -104,6 +94,16 @@ def _finite(value: float, col: int) -> float:
 
 
 class _Parser:
+    """Recursive descent over this grammar; a REF is a dotted path to another field (`model.params`).
+
+        expr    := term (('+' | '-') term)*
+        term    := unary (('*' | '/') unary)*
+        unary   := ('-' | '+') unary | power
+        power   := primary (('^' | '**') unary)?          # right-associative
+        primary := quantity | UNIT | REF | '(' expr ')'
+        quantity:= NUMBER UNIT? (NUMBER UNIT)*             # `21 days`, `1d12h`, `4M`, `30%`
+    """
+
     def __init__(self, text: str, resolve: Resolver | None):
         self.text = text
         self.tokens = _tokenize(text)

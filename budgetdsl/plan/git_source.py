@@ -57,7 +57,7 @@ def work_tree_files(root: Path, patterns: list[str]) -> list[str]:
 
 
 def opener_at(commit: str, root: Path):
-    """An opener for `plan_loader.read_merged` that reads files at `commit` (paths on disk are
+    """An opener for `budgetdsl.plan.source.read_merged` that reads files at `commit` (paths on disk are
     mapped to paths in the repository relative to `root`)."""
 
     def open_at(path: str) -> bytes:

@@ -7,7 +7,7 @@ an image reference with spaces, a partition with a quote, an environment variabl
 not one, or one that the launchers themselves set (RANK, MASTER_ADDR, PET_*, ...).
 """
 
-# No `from __future__ import annotations`: see plan_model.py (cold start, issue 13).
+# No `from __future__ import annotations`: see budgetdsl.plan.model.
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator

@@ -18,7 +18,7 @@ answers what the models say stands at a path. This module is the front door.
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from pydantic import ValidationError
 

@@ -1,34 +1,31 @@
-"""The plan language: pydantic models of a plan file, strict, every field described with its unit.
+"""The plan language: strict pydantic models of a plan file, every field described with its unit.
 
-Values arrive here already evaluated (see `plan_loader`): numbers in base units — seconds, bytes,
-FLOP, bytes/s, FLOP/s — and counts of tokens, sequences or parameters as plain numbers. In the
-YAML a user may write units and small expressions (`21 days`, `80 GiB`, `20 * model.params`); the
-JSON Schema (`budgetdsl schema`) therefore accepts a number or a string for every quantity.
-
-Rules that span fields (exactly one source of B_crit, GPUs divisible by tensor × pipeline, …) are
-model validators that raise `PlanRuleError` naming the offending path, so the loader can point at
-the exact key in the file.
+Values arrive evaluated (budgetdsl.plan.values): numbers in base units (s, bytes, FLOP, bytes/s,
+FLOP/s) and plain counts. The YAML may hold units and expressions (`21 days`, `20 * model.params`),
+so the JSON Schema accepts a number or a string for every quantity. Rules that span fields raise
+`PlanRuleError` naming the path, so the loader can point at the key in the file.
 """
 
-# No `from __future__ import annotations` here (nor in solution.py, launch_model.py): pydantic would
-# compile and evaluate each field's annotation from its text when the class is built, at every cold
-# start (issue 13, item 4); written as objects, they are evaluated once, as the class body runs.
+# No `from __future__ import annotations`: pydantic would then evaluate each annotation from its
+# text at every start; written as objects, they are evaluated once, as the class body runs.
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Discriminator,
     Field,
+    GetCoreSchemaHandler,
     PrivateAttr,
     Tag,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic.fields import FieldInfo
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from budgetdsl.hardware.gpus import PRESETS, find_preset
 from budgetdsl.hardware.layout import launch_problem
@@ -45,10 +42,19 @@ from budgetdsl.quantities.units import (
     TIME,
     Dim,
 )
-from budgetdsl.theory.lr_scaling import EXPONENT as LR_EXPONENT
+from budgetdsl.theory.lr_scaling import LrScaling
 
-# The objectives a plan may name; what each measures is budgetdsl.solve.objectives'.
-OBJECTIVES = ("balanced", "min_time", "min_cost", "min_flops")
+
+# The point of the feasible frontier a plan asks for; what each measures is budgetdsl.solve.objectives'.
+# (No docstring: the JSON Schema would show it.)
+class Objective(StrEnum):
+    balanced = "balanced"
+    min_time = "min_time"
+    min_cost = "min_cost"
+    min_flops = "min_flops"
+
+
+OBJECTIVES = tuple(o.value for o in Objective)
 
 # The physical range of every number a plan may hold. No real run comes near these bounds (the
 # largest published runs: ~2·10^12 parameters, ~10^5 GPUs, ~10^26 FLOP, 10^6-token contexts); they
@@ -88,18 +94,37 @@ class QuantitySpec:
 
     dim: Dim
     integer: bool = False
-    auto: bool = False  # `auto` is a value too: the solver searches it (issue 13)
+    auto: bool = False  # `auto` is a value too: the solver searches it
 
 
-def PlanRuleError(path: str, message: str, hint: str | None = None) -> PydanticCustomError:  # noqa: N802
+def PlanRuleError(path: str, message: str, hint: str | None = None) -> PydanticCustomError:
     """A rule broken at `path` (dotted, relative to the model that checks it), with a hint."""
     return PydanticCustomError("plan_rule", message, {"path": path, "hint": hint or ""})
 
 
+def _auto_tag(value: Any) -> str:
+    return "auto" if value == "auto" else "n"
+
+
+@dataclass(frozen=True, slots=True)
+class _IntegerOrAuto:
+    """Validates a bounded integer or the word `auto` as a union tagged by the value, so that the
+    bounds hold the number only; the field's annotation (`int | Literal["auto"]`) is its type."""
+
+    bounds: FieldInfo  # Field(gt=..., le=...)
+    optional: bool
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        union = handler.generate_schema(Annotated[
+            Annotated[int, self.bounds, Tag("n")] | Annotated[Literal["auto"], Tag("auto")], Discriminator(_auto_tag)])
+        return core_schema.nullable_schema(union) if self.optional else union
+
+
 def _quantity(dim: Dim, description: str, *, integer: bool = False, unit: str | None = None,
               optional: bool = False, default: Any = ..., auto: bool = False, **bounds: Any) -> Any:
-    """A field evaluated from a number or an expression of dimension `dim`, in base units; with
-    `auto`, the word `auto` too (the solver searches the value)."""
+    """The field (a default value: `x: float = _quantity(...)`) of a number or an expression of
+    dimension `dim`, in base units; with `auto`, the word `auto` too (the solver searches the
+    value). `integer`, `optional` and `auto` must agree with the field's annotation."""
     unit = unit if unit is not None else BASE_UNIT[dim]
     number: dict[str, Any] = {"type": "integer" if integer else "number"}
     for key, schema_key in (("gt", "exclusiveMinimum"), ("ge", "minimum"), ("le", "maximum"),
@@ -115,26 +140,26 @@ def _quantity(dim: Dim, description: str, *, integer: bool = False, unit: str | 
         default = None if default is ... else default
     if unit:
         description = f"{description} A plain number is in {unit}."
-    python_type: Any = int if integer else float
+    metadata: list[Any] = [QuantitySpec(dim, integer, auto), WithJsonSchema({"anyOf": branches, "x-unit": unit or "1"})]
     if auto:  # the bounds hold the number; the word passes
-        python_type = Annotated[Union[Annotated[python_type, Field(**bounds), Tag("n")],
-                                      Annotated[Literal["auto"], Tag("auto")]],
-                                Discriminator(lambda v: "auto" if v == "auto" else "n")]
+        if not integer:
+            raise TypeError("auto is offered for integer fields only")
+        metadata.insert(0, _IntegerOrAuto(Field(**bounds), optional))
         bounds = {}
-    return Annotated[python_type | None if optional else python_type, QuantitySpec(dim, integer, auto),
-                     WithJsonSchema({"anyOf": branches, "x-unit": unit or "1"}),
-                     Field(default, description=description, **bounds)]
+    field: FieldInfo = Field(default, description=description, **bounds)
+    field.metadata[:0] = metadata
+    return field
 
 
-def Count(description: str, **kw: Any) -> Any:  # noqa: N802 - used as a type
+def Count(description: str, **kw: Any) -> Any:
     return _quantity(DIMENSIONLESS, description, **kw)
 
 
-def Integer(description: str, **kw: Any) -> Any:  # noqa: N802
+def Integer(description: str, **kw: Any) -> Any:
     return _quantity(DIMENSIONLESS, description, integer=True, **kw)
 
 
-def Fraction(description: str, **kw: Any) -> Any:  # noqa: N802
+def Fraction(description: str, **kw: Any) -> Any:
     return _quantity(DIMENSIONLESS, description, gt=0, le=1, **kw)
 
 
@@ -145,16 +170,16 @@ class _Section(BaseModel):
 class ModelShape(_Section):
     """The model being trained: its size and shape drive FLOPs and memory."""
 
-    params: Count("Number of parameters N, e.g. 6.74e9 or 7B.", ge=1, le=MAX_PARAMS)
-    layers: Integer("Transformer layers L.", gt=0, le=MAX_LAYERS, optional=True)
-    d_model: Integer("Model width d.", gt=0, le=MAX_WIDTH, optional=True)
-    heads: Integer("Attention heads a.", gt=0, le=MAX_WIDTH, optional=True)
-    seq_len: Integer("Sequence length s, tokens per sequence.", gt=0, le=MAX_SEQ_LEN)
-    vocab: Integer("Vocabulary size V.", gt=0, le=MAX_VOCAB, optional=True)
-    flops_per_token: _quantity(
+    params: float = Count("Number of parameters N, e.g. 6.74e9 or 7B.", ge=1, le=MAX_PARAMS)
+    layers: int | None = Integer("Transformer layers L.", gt=0, le=MAX_LAYERS, optional=True)
+    d_model: int | None = Integer("Model width d.", gt=0, le=MAX_WIDTH, optional=True)
+    heads: int | None = Integer("Attention heads a.", gt=0, le=MAX_WIDTH, optional=True)
+    seq_len: int = Integer("Sequence length s, tokens per sequence.", gt=0, le=MAX_SEQ_LEN)
+    vocab: int | None = Integer("Vocabulary size V.", gt=0, le=MAX_VOCAB, optional=True)
+    flops_per_token: float | None = _quantity(
         FLOP, "Training FLOPs per token (forward + backward), overriding 6N + 12·L·d·s.", ge=1, le=MAX_FLOPS_PER_TOKEN,
         optional=True)
-    activation_bytes_per_token: _quantity(
+    activation_bytes_per_token: float | None = _quantity(
         DATA, "Activation memory per token for the whole model (all layers, before tensor and "
         "pipeline parallelism divide it), overriding the Korthikanti et al. (2022) estimate.",
         ge=1, le=MAX_BYTES, optional=True)
@@ -182,10 +207,10 @@ class ModelShape(_Section):
 class GpuRange(_Section):
     """A range of GPU counts: the solver chooses the count too."""
 
-    min: Integer("Fewest GPUs to consider; default 1, so {max: 256} reads 'at most 256'.", gt=0,
-                 le=MAX_GPUS, default=1)
-    max: Integer("Most GPUs to consider.", gt=0, le=MAX_GPUS)
-    step: Integer("Step between candidate counts.", gt=0, le=MAX_GPUS, default=1)
+    min: int = Integer("Fewest GPUs to consider; default 1, so {max: 256} reads 'at most 256'.", gt=0,
+                       le=MAX_GPUS, default=1)
+    max: int = Integer("Most GPUs to consider.", gt=0, le=MAX_GPUS)
+    step: int = Integer("Step between candidate counts.", gt=0, le=MAX_GPUS, default=1)
 
     @model_validator(mode="after")
     def _order(self) -> "GpuRange":
@@ -205,10 +230,7 @@ def _gpus_kind(value: Any) -> str:
 
 
 GpuCount = Annotated[
-    Union[
-        Annotated[Integer("Number of GPUs.", gt=0, le=MAX_GPUS), Tag("count")],  # type: ignore[valid-type]
-        Annotated[GpuRange, Tag("range")],
-    ],
+    Annotated[int, Integer("Number of GPUs.", gt=0, le=MAX_GPUS), Tag("count")] | Annotated[GpuRange, Tag("range")],
     Discriminator(_gpus_kind),
     Field(description="GPUs: a count, or {min, max, step} to let the solver choose."),
 ]
@@ -227,52 +249,56 @@ class Hardware(_Section):
     gpu: str | None = Field(None, description="A preset name; see `budgetdsl plan --list-gpus`. "
                             "Presets: " + ", ".join(PRESETS) + ".")
     gpus: GpuCount
-    gpus_per_node: Integer("GPUs per node.", gt=0, le=MAX_GPUS, default=8)
-    memory_per_device: _quantity(DATA, "Memory per GPU, overriding the preset.", ge=MIN_MEMORY,
-                                  le=MAX_BYTES, optional=True)
-    peak_flops: _quantity(FLOP_RATE, "Peak dense bf16 FLOP/s per GPU, overriding the preset.",
-                          ge=MIN_RATE, le=MAX_FLOP_RATE, optional=True)
-    memory_reserve: _quantity(DATA, "Memory per GPU kept free for the CUDA context, communication "
-                              "buffers and fragmentation; default 10% of memory_per_device.", ge=0,
-                              le=MAX_BYTES, optional=True)
-    mfu: _quantity(DIMENSIONLESS, "Measured end-to-end model FLOPs utilization u (PaLM appendix B: model "
-                   "FLOPs per second over the whole run ÷ peak). Given: the step takes "
-                   "f·B/(G·P·u), nothing added on top. Omitted: utilization is predicted "
-                   "from the layout (budgetdsl.cost.throughput).",
-                   ge=MIN_MFU, le=1, optional=True)
-    network: _quantity(BANDWIDTH, "Per-GPU inter-node bandwidth for the gradient all-reduce, "
-                       "overriding the preset's reference system.", ge=MIN_RATE, le=MAX_BANDWIDTH,
-                       optional=True)
-    intra_node_network: _quantity(BANDWIDTH, "Per-GPU bandwidth between GPUs of one node (NVLink), "
-                                  "used when every replica sits in one node; overrides the preset.",
-                                  ge=MIN_RATE, le=MAX_BANDWIDTH, optional=True)
-    overlap: _quantity(DIMENSIONLESS, "Fraction of the data-parallel gradient reduction hidden behind the "
-                       "backward pass (0 = none, 1 = all); default: the framework's own (bucketed into the "
-                       "last micro-batch's backward, DDP/Megatron; prefetched, FSDP/ZeRO-3).", ge=0, le=1,
-                       optional=True)
-    step_overhead: _quantity(TIME, "Fixed time per optimizer step (optimizer, data loading, "
-                             "logging).", ge=0, le=MAX_SECONDS, default=0.0)
-    # Silence means search (issue 13): a layout key the plan does not give is `auto`; a value pins it.
+    gpus_per_node: int = Integer("GPUs per node.", gt=0, le=MAX_GPUS, default=8)
+    memory_per_device: float | None = _quantity(
+        DATA, "Memory per GPU, overriding the preset.", ge=MIN_MEMORY, le=MAX_BYTES, optional=True)
+    peak_flops: float | None = _quantity(
+        FLOP_RATE, "Peak dense bf16 FLOP/s per GPU, overriding the preset.", ge=MIN_RATE, le=MAX_FLOP_RATE,
+        optional=True)
+    memory_reserve: float | None = _quantity(
+        DATA, "Memory per GPU kept free for the CUDA context, communication buffers and fragmentation; "
+        "default 10% of memory_per_device.", ge=0, le=MAX_BYTES, optional=True)
+    mfu: float | None = _quantity(
+        DIMENSIONLESS, "Measured end-to-end model FLOPs utilization u (PaLM appendix B: model FLOPs per "
+        "second over the whole run ÷ peak). Given: the step takes f·B/(G·P·u), nothing added on top. "
+        "Omitted: utilization is predicted from the layout (budgetdsl.cost.throughput).",
+        ge=MIN_MFU, le=1, optional=True)
+    network: float | None = _quantity(
+        BANDWIDTH, "Per-GPU inter-node bandwidth for the gradient all-reduce, overriding the preset's "
+        "reference system.", ge=MIN_RATE, le=MAX_BANDWIDTH, optional=True)
+    intra_node_network: float | None = _quantity(
+        BANDWIDTH, "Per-GPU bandwidth between GPUs of one node (NVLink), used when every replica sits in "
+        "one node; overrides the preset.", ge=MIN_RATE, le=MAX_BANDWIDTH, optional=True)
+    overlap: float | None = _quantity(
+        DIMENSIONLESS, "Fraction of the data-parallel gradient reduction hidden behind the backward pass "
+        "(0 = none, 1 = all); default: the framework's own (bucketed into the last micro-batch's "
+        "backward, DDP/Megatron; prefetched, FSDP/ZeRO-3).", ge=0, le=1, optional=True)
+    step_overhead: float = _quantity(
+        TIME, "Fixed time per optimizer step (optimizer, data loading, logging).", ge=0, le=MAX_SECONDS,
+        default=0.0)
+    # Silence means search: a layout key the plan does not give is `auto`; a value pins it.
     zero: Literal[0, 1, 2, 3, "auto"] = Field("auto", description="ZeRO stage: 1 shards optimizer state, 2 "
                                               "also gradients, 3 also weights (FSDP full sharding); auto "
                                               "(the default): the solver searches it.")
-    tensor_parallel: Integer("Tensor-parallel degree t; auto (the default): the solver searches it.", gt=0,
-                             le=MAX_GPUS, default="auto", auto=True)
-    pipeline_parallel: Integer("Pipeline-parallel degree p; auto (the default): the solver searches it.", gt=0,
-                               le=MAX_GPUS, default="auto", auto=True)
+    tensor_parallel: int | Literal["auto"] = Integer(
+        "Tensor-parallel degree t; auto (the default): the solver searches it.", gt=0, le=MAX_GPUS,
+        default="auto", auto=True)
+    pipeline_parallel: int | Literal["auto"] = Integer(
+        "Pipeline-parallel degree p; auto (the default): the solver searches it.", gt=0, le=MAX_GPUS,
+        default="auto", auto=True)
     recompute: Recompute = Field(Recompute.auto, strict=False, description="Activation recomputation: none, "
                                  "selective (attention), full (each layer), or auto (the default: searched).")
     flash_attention: bool = Field(True, description="Fused attention that keeps no s×s scores.")
     sequence_parallel: bool = Field(False, description="Megatron sequence parallelism (Korthikanti et "
                                     "al. 2022): layer norms and dropout split over the tensor-parallel "
                                     "ranks too (activations ÷ t); off by default, as in Megatron-LM.")
-    virtual_pipeline_stages: Integer("Interleaved 1F1B: model chunks per GPU v (Megatron's virtual "
-                                     "pipeline); the bubble shrinks to (p − 1)/(v·m).", gt=0, le=1024, default=1)
+    virtual_pipeline_stages: int = Integer("Interleaved 1F1B: model chunks per GPU v (Megatron's virtual "
+                                           "pipeline); the bubble shrinks to (p − 1)/(v·m).", gt=0, le=1024, default=1)
     grad_dtype: Literal["fp32", "bf16"] = Field("fp32", description="Gradient accumulation and "
                                                 "reduction dtype: fp32 (Megatron-LM's main_grad and "
                                                 "DeepSpeed's default for bf16 runs) or bf16.")
-    kernel_efficiency: Fraction("Fraction of peak FLOP/s the step's matmuls reach, for predicted "
-                                "utilization; overrides the GPU preset's fitted value.", optional=True)
+    kernel_efficiency: float | None = Fraction("Fraction of peak FLOP/s the step's matmuls reach, for predicted "
+                                               "utilization; overrides the GPU preset's fitted value.", optional=True)
 
     @field_validator("gpu")
     @classmethod
@@ -320,8 +346,7 @@ class Hardware(_Section):
 def _range_split(gpus: GpuRange, split: int, tp: int | str, pp: int | str) -> None:
     """A range's counts are min, min + step, …: each must split into t·p groups, so min and step
     are multiples of t·p. An unwritten min (1) or step (1) is named as the default it is, and the
-    error is located at a key the user wrote (hostile-input finding: `{max: 64}` beside
-    tensor_parallel 64 was refused over "gpus.min (1)", a value nobody wrote)."""
+    error is located at a key the user wrote."""
     written = gpus.model_fields_set
     what = f"tensor_parallel × pipeline_parallel ({_degree(tp)} × {_degree(pp)} = {split})"
     shown = "{" + ", ".join(f"{k}: {getattr(gpus, k)}" for k in ("min", "max", "step") if k in written) + "}"
@@ -362,15 +387,15 @@ DECLARED_LAYOUT_DEFAULTS = {"tensor_parallel": 1, "pipeline_parallel": 1, "zero"
 class Budget(_Section):
     """The limits the run must respect. Each is optional; the solver reports the slack of each."""
 
-    deadline: _quantity(TIME, "Wall-clock limit of the run, e.g. '21 days'.", ge=1, le=MAX_SECONDS,
-                         optional=True)
-    flops: _quantity(FLOP, "Compute budget, e.g. '1.2e23' or '120 ZFLOP'.", ge=1, le=MAX_FLOPS,
-                      optional=True)
-    gpu_hours: Count("GPU-hour budget, e.g. '250k'.", ge=MIN_MONEY, le=MAX_MONEY, optional=True)
-    usd: Count("Money budget in US dollars; needs usd_per_gpu_hour.", ge=MIN_MONEY, le=MAX_MONEY,
-                optional=True)
-    usd_per_gpu_hour: Count("Price of one GPU-hour in US dollars.", ge=MIN_MONEY, le=MAX_PRICE,
-                             optional=True)
+    deadline: float | None = _quantity(
+        TIME, "Wall-clock limit of the run, e.g. '21 days'.", ge=1, le=MAX_SECONDS, optional=True)
+    flops: float | None = _quantity(
+        FLOP, "Compute budget, e.g. '1.2e23' or '120 ZFLOP'.", ge=1, le=MAX_FLOPS, optional=True)
+    gpu_hours: float | None = Count("GPU-hour budget, e.g. '250k'.", ge=MIN_MONEY, le=MAX_MONEY, optional=True)
+    usd: float | None = Count(
+        "Money budget in US dollars; needs usd_per_gpu_hour.", ge=MIN_MONEY, le=MAX_MONEY, optional=True)
+    usd_per_gpu_hour: float | None = Count(
+        "Price of one GPU-hour in US dollars.", ge=MIN_MONEY, le=MAX_PRICE, optional=True)
 
     @model_validator(mode="after")
     def _price(self) -> "Budget":
@@ -382,12 +407,12 @@ class Budget(_Section):
 class Target(_Section):
     """How much training reaches the quality target: tokens at a batch, or E_min directly."""
 
-    tokens: Count("Tokens that reach the target when trained at `at_batch`.", ge=1, le=MAX_TOKENS,
-                   optional=True)
-    at_batch: Count("Global batch (tokens) at which `tokens` reach the target.", ge=1, le=MAX_BATCH,
-                     optional=True)
-    min_tokens: Count("E_min: tokens to the target in the small-batch limit.", ge=1, le=MAX_TOKENS,
-                       optional=True)
+    tokens: float | None = Count(
+        "Tokens that reach the target when trained at `at_batch`.", ge=1, le=MAX_TOKENS, optional=True)
+    at_batch: float | None = Count(
+        "Global batch (tokens) at which `tokens` reach the target.", ge=1, le=MAX_BATCH, optional=True)
+    min_tokens: float | None = Count(
+        "E_min: tokens to the target in the small-batch limit.", ge=1, le=MAX_TOKENS, optional=True)
 
     @model_validator(mode="after")
     def _one_of(self) -> "Target":
@@ -412,18 +437,18 @@ class NoiseSource(StrEnum):
 class Noise(_Section):
     """Where the critical batch B_crit comes from, and how uncertain it is."""
 
-    b_crit: Count("B_crit in tokens.", ge=1, le=MAX_BATCH, optional=True)
-    kaplan_loss: _quantity(DIMENSIONLESS, "Loss (nats/token) at which to evaluate Kaplan et al. "
-                           "(2020) B_crit(L) = 2e8 / L^(1/0.21) tokens.", unit="nats", ge=MIN_LOSS,
-                           le=MAX_LOSS, optional=True)
+    b_crit: float | None = Count("B_crit in tokens.", ge=1, le=MAX_BATCH, optional=True)
+    kaplan_loss: float | None = _quantity(DIMENSIONLESS, "Loss (nats/token) at which to evaluate Kaplan et al. "
+                                          "(2020) B_crit(L) = 2e8 / L^(1/0.21) tokens.", unit="nats", ge=MIN_LOSS,
+                                          le=MAX_LOSS, optional=True)
     calibration: str | None = Field(None, description="A calibration file written by `budgetdsl "
                                     "calibrate`, relative to this plan.")
-    at_loss: _quantity(DIMENSIONLESS, "Held-out loss at which to read the calibration's B_crit(L).",
-                       unit="nats", ge=MIN_LOSS, le=MAX_LOSS, optional=True)
+    at_loss: float | None = _quantity(DIMENSIONLESS, "Held-out loss at which to read the calibration's B_crit(L).",
+                                      unit="nats", ge=MIN_LOSS, le=MAX_LOSS, optional=True)
     extrapolate: bool = Field(False, description="Allow at_loss outside the calibrated range.")
     source: NoiseSource = Field(NoiseSource.b_simple, strict=False, description="Which calibration measurement to "
                                 "use: b_simple (gradient noise scale) or sweep (direct frontier fit).")
-    uncertainty: Fraction("Relative uncertainty of B_crit, e.g. '30%'.", optional=True)
+    uncertainty: float | None = Fraction("Relative uncertainty of B_crit, e.g. '30%'.", optional=True)
 
     @model_validator(mode="after")
     def _one_of(self) -> "Noise":
@@ -442,33 +467,34 @@ class Noise(_Section):
 
 
 # Stages of a batch-size ramp, given or 'auto': each is priced by bisections over the run's tokens
-# (batch_ramp.stages_from_token_fractions), 64 in about 3 s; 5,000 took a minute.
+# (batch_ramp.stages_from_token_fractions), so their number is capped.
 MAX_RAMP_STAGES = 64
 
 
 class Stage(_Section):
     """One stage of a batch-size schedule: this global batch until this fraction of the run."""
 
-    until: Fraction("End of the stage as a fraction of the run's tokens, e.g. '25%'; the last "
-                    "stage ends at 100%.")
-    batch: Count("Global batch in tokens during the stage.", ge=1, le=MAX_BATCH)
+    until: float = Fraction("End of the stage as a fraction of the run's tokens, e.g. '25%'; the last "
+                            "stage ends at 100%.")
+    batch: float = Count("Global batch in tokens during the stage.", ge=1, le=MAX_BATCH)
 
 
 class Run(_Section):
     """A pinned configuration to evaluate instead of optimizing, or a batch-size schedule."""
 
-    batch: Count("Global batch in tokens.", ge=1, le=MAX_BATCH, optional=True)
-    micro_batch: Integer("Sequences per device per micro-step; auto (or omitted): the solver chooses.",
-                         gt=0, le=MAX_MICRO_BATCH, optional=True, auto=True)
+    batch: float | None = Count("Global batch in tokens.", ge=1, le=MAX_BATCH, optional=True)
+    micro_batch: int | Literal["auto"] | None = Integer(
+        "Sequences per device per micro-step; auto (or omitted): the solver chooses.",
+        gt=0, le=MAX_MICRO_BATCH, optional=True, auto=True)
     batch_schedule: Annotated[
-        Union[Annotated[Literal["auto"], Tag("auto")], Annotated[list[Stage], Tag("stages")]],
+        Annotated[Literal["auto"], Tag("auto")] | Annotated[list[Stage], Tag("stages")],
         Discriminator(lambda v: "stages" if isinstance(v, list) else "auto"),
     ] | None = Field(
         None, description="A batch-size ramp: 'auto' plans it from the calibration's "
         "B_noise trajectory (needs noise.calibration), or a list of stages {until, batch}.")
-    ramp_stages: Integer("Stages of an 'auto' batch schedule.", gt=0, le=MAX_RAMP_STAGES, default=4)
-    ramp_x: _quantity(DIMENSIONLESS, "The batch of an 'auto' schedule tracks ramp_x × B_noise.",
-                      ge=1e-3, le=1e3, default=1.0)
+    ramp_stages: int = Integer("Stages of an 'auto' batch schedule.", gt=0, le=MAX_RAMP_STAGES, default=4)
+    ramp_x: float = _quantity(DIMENSIONLESS, "The batch of an 'auto' schedule tracks ramp_x × B_noise.",
+                              ge=1e-3, le=1e3, default=1.0)
 
     @model_validator(mode="after")
     def _stages(self) -> "Run":
@@ -489,20 +515,14 @@ class Run(_Section):
         return self
 
 
-# The objectives' and the lr scaling rules' names are defined once, beside what each means
-# (budgetdsl.solve.objectives, budgetdsl.theory.lr_scaling); the plan language takes exactly those.
-Objective = StrEnum("Objective", [(name, name) for name in OBJECTIVES])
-LrScaling = StrEnum("LrScaling", [(name, name) for name in LR_EXPONENT])
-
-
 class Optimizer(_Section):
     """The learning rate as tuned at one batch, rescaled by the exports to the chosen batch."""
 
-    lr: _quantity(DIMENSIONLESS, "Peak learning rate tuned at `at_batch`.", ge=MIN_LR, le=MAX_LR)
-    at_batch: Count("Global batch (tokens) at which lr was tuned.", ge=1, le=MAX_BATCH)
+    lr: float = _quantity(DIMENSIONLESS, "Peak learning rate tuned at `at_batch`.", ge=MIN_LR, le=MAX_LR)
+    at_batch: float = Count("Global batch (tokens) at which lr was tuned.", ge=1, le=MAX_BATCH)
     scaling: LrScaling = Field(LrScaling.sqrt, strict=False, description="How lr follows the batch: linear "
                                "(Goyal et al. 2017), sqrt (usual for Adam), or none.")
-    warmup_steps: Integer("Learning-rate warmup steps.", ge=0, le=MAX_STEPS, default=0)
+    warmup_steps: int = Integer("Learning-rate warmup steps.", ge=0, le=MAX_STEPS, default=0)
 
 
 class Plan(_Section):

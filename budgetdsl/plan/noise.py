@@ -54,11 +54,11 @@ class ResolvedNoise:
     estimate: NoiseEstimate | None
     error: PlanError | None
 
-    def matches(self, plan: "Plan") -> bool:
+    def matches(self, plan: Plan) -> bool:
         return plan.noise == self.noise and plan.model == self.model and plan.hardware.gpu == self.gpu
 
 
-def locate(plan: "Plan", path: tuple[str | int, ...]) -> Location:
+def locate(plan: Plan, path: tuple[str | int, ...]) -> Location:
     """Where `path` was written, for located errors; `<plan NAME>` when the plan has no source."""
     source = getattr(plan, "_source", None)
     if source is None:
@@ -66,17 +66,17 @@ def locate(plan: "Plan", path: tuple[str | int, ...]) -> Location:
     return source.locate(path)
 
 
-def plan_error(plan: "Plan", path: tuple[str | int, ...], code: str, message: str,
+def plan_error(plan: Plan, path: tuple[str | int, ...], code: str, message: str,
                hint: str | None = None) -> PlanError:
     return PlanError([Diagnostic(locate(plan, path), code, message, hint)])
 
 
-def _located(plan: "Plan", path: tuple[str | int, ...], code: str, message: str,
+def _located(plan: Plan, path: tuple[str | int, ...], code: str, message: str,
              hint: str | None = None) -> Diagnostic:
     return Diagnostic(locate(plan, path), code, message, hint)
 
 
-def plan_warning(plan: "Plan", path: tuple[str | int, ...], code: str, message: str,
+def plan_warning(plan: Plan, path: tuple[str | int, ...], code: str, message: str,
                  hint: str | None = None) -> Diagnostic:
     return Diagnostic(locate(plan, path), code, message, hint, severity="warning")
 
@@ -90,7 +90,7 @@ def _load_calibration(path: str, mtime_ns: int) -> Any:
     return load_calibration(path)
 
 
-def calibration_path(plan: "Plan") -> Path:
+def calibration_path(plan: Plan) -> Path:
     """`noise.calibration` resolved against the file that declared it."""
     assert plan.noise.calibration is not None
     raw = Path(plan.noise.calibration)
@@ -101,7 +101,7 @@ def calibration_path(plan: "Plan") -> Path:
     return base / raw
 
 
-def read_calibration(plan: "Plan", path: Path | None = None) -> Any:
+def read_calibration(plan: Plan, path: Path | None = None) -> Any:
     """The plan's calibration file, read the way the plan was read: from disk (cached by mtime),
     or through the plan's opener (a git revision, for `diff --base`). Located PlanError when it
     is missing or invalid."""
@@ -142,8 +142,9 @@ def read_calibration(plan: "Plan", path: Path | None = None) -> Any:
                          f"cannot read calibration {str(path)!r}: {exc}") from None
 
 
-def _from_calibration(plan: "Plan") -> NoiseEstimate:
+def _from_calibration(plan: Plan) -> NoiseEstimate:
     noise = plan.noise
+    assert noise.at_loss is not None  # Noise._one_of: a calibration needs at_loss
     path = calibration_path(plan)
     cal = read_calibration(plan, path)
     source_name = str(noise.source)
@@ -183,7 +184,7 @@ def _from_calibration(plan: "Plan") -> NoiseEstimate:
 PROXY_CORPORA = {"stdlib": "the built-in stdlib proxy corpus (Python source read as bytes, vocabulary 256)"}
 
 
-def transfer_checks(plan: "Plan", cal: Any, b_crit: float, path: Path) -> tuple[Diagnostic, ...]:
+def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Diagnostic, ...]:
     """Whether the calibration's B_crit means anything for this plan's model. Raises a located
     PlanError where it does not; returns located warnings where it is doubtful.
 
@@ -204,6 +205,7 @@ def transfer_checks(plan: "Plan", cal: Any, b_crit: float, path: Path) -> tuple[
     """
     noise = plan.noise
     name = path.name
+    assert noise.at_loss is not None  # Noise._one_of: a calibration needs at_loss
     prov = getattr(cal, "provenance", None)
     trained = prov is not None and float(prov.estimator.ema_beta) < 1.0
     errors: list[Diagnostic] = []
@@ -252,7 +254,7 @@ def transfer_checks(plan: "Plan", cal: Any, b_crit: float, path: Path) -> tuple[
     return tuple(warnings)
 
 
-def noise_estimate(plan: "Plan") -> NoiseEstimate:
+def noise_estimate(plan: Plan) -> NoiseEstimate:
     """B_crit in tokens and where it came from: the estimate read when the plan was loaded (a
     located PlanError when reading it failed), or, for a plan built in memory or changed since,
     read now. Only a calibration reads a file; a declared b_crit or kaplan_loss is arithmetic."""
@@ -267,7 +269,7 @@ def noise_estimate(plan: "Plan") -> NoiseEstimate:
     return res.estimate
 
 
-def resolve_noise(plan: "Plan") -> ResolvedNoise:
+def resolve_noise(plan: Plan) -> ResolvedNoise:
     """Read the plan's noise source once (the calibration file, if any), keeping a located error
     for when the plan is solved: loading a plan does not fail on its calibration (`budgetdsl
     check` reports it, `solve` raises it)."""
@@ -278,7 +280,7 @@ def resolve_noise(plan: "Plan") -> ResolvedNoise:
     return ResolvedNoise(plan.noise, plan.model, plan.hardware.gpu, estimate, error)
 
 
-def _estimate(plan: "Plan") -> NoiseEstimate:
+def _estimate(plan: Plan) -> NoiseEstimate:
     noise = plan.noise
     declared_u = (noise.uncertainty, "noise.uncertainty") if noise.uncertainty is not None else (None, None)
     if noise.b_crit is not None:

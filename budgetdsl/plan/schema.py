@@ -37,8 +37,7 @@ def is_model(annotation: Any) -> bool:
 def field_spec(path: Path, model: type[BaseModel] = Plan) -> QuantitySpec | type[BaseModel] | None:
     """What the schema says stands at `path`: a quantity, a section model, or None (other/unknown).
 
-    Memoized: the evaluator asks it for every key of every plan (and a sweep for every variant),
-    and walking the annotations was most of a sweep's time (issue 14)."""
+    Memoized: the evaluator asks it for every key of every plan, and a sweep for every variant."""
     return _field_spec(tuple(path), model)
 
 

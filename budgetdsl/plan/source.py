@@ -2,15 +2,16 @@
 
 Each file of the chain is read (`yaml_source`), cycles are detected, mappings are deep-merged
 (this file's keys win), and for every path the file, line, column and text span of its key and
-value are kept — for located errors, and for `plan_edit` to write a value back where it stands.
+value are kept — for located errors, and for `budgetdsl.plan.edit` to write a value back where it stands.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
-from typing import Any, Callable
+from typing import Any
 
 from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
 from budgetdsl.plan.yaml_source import (
@@ -126,8 +127,8 @@ def _base_path(where: Location, parent: str, current: FsPath, root: FsPath, on_d
     return nxt
 
 
-def read_merged(path: str | os.PathLike[str], text: str | None = None,
-                opener: Callable[[str], bytes] = read_bytes, root: str | os.PathLike[str] | None = None) -> MergedSource:
+def read_merged(path: str | os.PathLike[str], text: str | None = None, opener: Callable[[str], bytes] = read_bytes,
+                root: str | os.PathLike[str] | None = None) -> MergedSource:
     """Read a plan file and the chain of files it extends, merged, with every position kept.
 
     With `text`, the plan's own content is `text` (an editor buffer) and `path` only names it and
@@ -158,22 +159,21 @@ def read_merged(path: str | os.PathLike[str], text: str | None = None,
                     raise
                 message = (f"base plan {excerpt(parent)} not found" if first.code == "file-not-found"
                            and "directory" not in first.message else f"base plan {excerpt(parent)}: {first.message}")
-                from budgetdsl.io.terminal_text import (
-                    inert,  # the path is plan text: one line
-                )
+                from budgetdsl.io.terminal_text import inert  # the path is plan text: one line
 
                 raise PlanError([Diagnostic(where, "extends", message,
                                             f"the path is relative to {chain[-1][1].values[()].file!r}: "
                                             f"{inert(display, keep_lines=False)}")]) from None
         seen[real] = display
         chain.append((current, doc))
-        parent = doc.data.get("extends")
-        if parent is None:
+        extends = doc.data.get("extends")
+        if extends is None:
             break
         where = doc.values.get(("extends",), Location(display, 1, 1))
-        if not isinstance(parent, str) or not parent.strip():
+        if not isinstance(extends, str) or not extends.strip():
             raise PlanError([Diagnostic(where, "extends", "extends must be a path to a base plan",
                                         "e.g. extends: base/a100-cluster.yaml")])
+        parent = extends
         if not parent.endswith((".yaml", ".yml")):
             raise PlanError([Diagnostic(where, "extends", f"extends must name a .yaml file, got {excerpt(parent)}")])
         nxt = _base_path(where, parent, current, box, on_disk)
@@ -216,9 +216,12 @@ def _without_fragment_mark(doc: SourceDoc) -> SourceDoc:
     if FRAGMENT_KEY not in doc.data:
         return doc
     path = (FRAGMENT_KEY,)
-    return SourceDoc({k: v for k, v in doc.data.items() if k != FRAGMENT_KEY},
-                     *({p: x for p, x in table.items() if p[:1] != path}
-                       for table in (doc.values, doc.keys, doc.spans, doc.key_spans)), text=doc.text)
+
+    def kept(table: dict[Path, Any]) -> dict[Path, Any]:
+        return {p: x for p, x in table.items() if p[:1] != path}
+
+    return SourceDoc({k: v for k, v in doc.data.items() if k != FRAGMENT_KEY}, kept(doc.values),
+                     kept(doc.keys), kept(doc.spans), kept(doc.key_spans), text=doc.text)
 
 
 def _drop_replaced(merged: MergedSource, doc: SourceDoc) -> None:

@@ -20,7 +20,7 @@ from budgetdsl.plan.source import MergedSource
 from budgetdsl.plan.yaml_source import Path, excerpt
 from budgetdsl.quantities.units import DIMENSIONLESS, EXAMPLES, dim_name
 
-MAX_INTEGER = 10**18  # a whole number beyond this is no plan's value (see plan_model's bounds)
+MAX_INTEGER = 10**18  # a whole number beyond this is no plan's value (see the bounds in budgetdsl.plan.model)
 # What to write instead of `auto` where a field does not take it, when another form searches it.
 _NO_AUTO_HINTS: dict[Path, str] = {
     ("hardware", "gpus"): "to let the solver choose the GPU count, give a range: {max: 256} (at most "
@@ -33,11 +33,19 @@ class Failed:
     """A value that did not evaluate; its diagnostic is already recorded."""
 
 
+@dataclass(frozen=True, slots=True)
+class Verbatim:
+    """A value that is no quantity (`auto`, null, a bool, a list): passed on as written, for the
+    model to accept (`auto`) or reject with a located error."""
+
+    value: Any
+
+
 class _Evaluator:
     def __init__(self, source: MergedSource, partial: bool = False):
         self.source = source
         self.partial = partial  # a base fragment: the plans that extend it set what it refers to
-        self.done: dict[Path, Quantity | Failed] = {}
+        self.done: dict[Path, Quantity | Verbatim | Failed] = {}
         self.active: list[Path] = []
         self.problems: list[Diagnostic] = []
 
@@ -56,7 +64,7 @@ class _Evaluator:
                 raise KeyError(path)
         return node
 
-    def value_of(self, path: Path, spec: QuantitySpec) -> Quantity | Failed:
+    def value_of(self, path: Path, spec: QuantitySpec) -> Quantity | Verbatim | Failed:
         if path in self.done:
             return self.done[path]
         raw = self.raw(path)
@@ -68,10 +76,10 @@ class _Evaluator:
         self.done[path] = q
         return q
 
-    def _evaluate(self, raw: Any, path: Path, spec: QuantitySpec) -> Quantity | Failed:
+    def _evaluate(self, raw: Any, path: Path, spec: QuantitySpec) -> Quantity | Verbatim | Failed:
         if isinstance(raw, bool) or raw is None or not isinstance(raw, (int, float, str)) or \
-                (spec.auto and raw == "auto"):  # `auto`: the solver searches the value (issue 13)
-            return Quantity(raw)  # type: ignore[arg-type] - left for pydantic to reject, located
+                (spec.auto and raw == "auto"):  # `auto`: the solver searches the value
+            return Verbatim(raw)
         if isinstance(raw, (int, float)):
             number = self.gate(raw, path)
             if number is None:
@@ -119,7 +127,7 @@ class _Evaluator:
         """The number gate for values YAML typed (`.inf`, `!!float 1e400`, a 400-digit integer):
         the same checks the expression evaluator makes of every result — finite, and of a size a
         double holds — located; None after recording the problem. Each field's physical range is
-        then checked by validation (the bounds in `plan_model`, stated in the schema)."""
+        then checked by validation (the bounds in `budgetdsl.plan.model`, stated in the schema)."""
         if isinstance(raw, int) and abs(raw) > MAX_INTEGER:
             self.problems.append(Diagnostic(self.at(path, 0), "out-of-range",
                                             f"the number {excerpt(raw)} is far too large",
@@ -159,7 +167,7 @@ class _Evaluator:
             return Quantity(float(default), spec.dim)
         if isinstance(q, Failed):
             raise _RefFailed
-        if not isinstance(q.value, (int, float)) or isinstance(q.value, bool):
+        if isinstance(q, Verbatim):
             self.problems.append(Diagnostic(self.at(origin, col), "reference",
                                             f"{excerpt(ref, 60)} is not a number here ({excerpt(q.value)})"))
             raise _RefFailed
@@ -184,7 +192,7 @@ class _Evaluator:
             return out
         return node
 
-    def final(self, q: Quantity | Failed, path: Path, spec: QuantitySpec) -> Any:
+    def final(self, q: Quantity | Verbatim | Failed, path: Path, spec: QuantitySpec) -> Any:
         if isinstance(q, Failed):
             return Failed()
         value = q.value

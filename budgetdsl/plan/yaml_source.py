@@ -14,14 +14,15 @@ import errno
 import os
 import stat
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
 from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
 
-try:  # the C parser is 5-10x faster and keeps marks too
+try:  # the C parser is faster and keeps marks too
     _Loader: type = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _Loader = yaml.SafeLoader
@@ -123,6 +124,7 @@ class _Builder:
                 self.problem(node.start_mark, "tag", f"tag {excerpt(node.tag, 60)} is not allowed",
                              "plan files use plain YAML values, without tags")
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        assert isinstance(node, yaml.ScalarNode)  # the composer builds no other kind of node
         return self.scalar(node)
 
     def mapping(self, node: yaml.MappingNode, path: Path) -> dict[str, Any]:
@@ -167,7 +169,7 @@ class _Builder:
             # A tag (`!!int 0.5`, `!!bool maybe`) may force a kind onto any text, and Python's int()
             # refuses more than 4,300 digits: a value that is not one of its kind is a located error.
             # Numbers longer than MAX_NUMBER_CHARS are refused before conversion (the number gate in
-            # plan_values then checks every number's magnitude and finiteness).
+            # budgetdsl.plan.values then checks every number's magnitude and finiteness).
             if kind != "bool" and len(node.value) > MAX_NUMBER_CHARS:
                 self.problem(node.start_mark, "too-large",
                              f"a number written with more than {MAX_NUMBER_CHARS} characters",
@@ -189,7 +191,7 @@ def parse_yaml(text: str, filename: str) -> SourceDoc:
     """Parse one plan document; raise PlanError with every problem found."""
     # A byte-order mark (Windows editors write one) is not YAML content; libyaml's offsets skip it
     # and the pure-Python parser's count it, so it is set aside and the spans shifted back below:
-    # they index the text as read, which an edit (plan_edit, the TUI's save) rewrites in place.
+    # they index the text as read, which an edit (budgetdsl.plan.edit, the TUI's save) rewrites in place.
     bom = 1 if text.startswith("\ufeff") else 0
     try:
         node = yaml.compose(text[bom:], Loader=_Loader)

@@ -1,17 +1,8 @@
 """Physical dimensions and the unit vocabulary of plan files.
 
-A small, tested table instead of pint: building pint's default registry costs about half a second
-of start-up (measured), and `budgetdsl check` runs in pre-commit hooks. Plans need only four base
-dimensions — time, data, floating-point operations and dimensionless counts — so a quantity is a
-float in base units (s, byte, FLOP) with a vector of exponents over (s, byte, FLOP).
-
-Conventions (also in the README):
-- decimal prefixes for bytes and bits (`GB` = 1e9 bytes, `Gb` = 1e9 bits), binary ones spelled
-  out (`GiB` = 2**30 bytes);
-- counts take `k`/`K`, `M`, `B`/`G`, `T` (thousand … trillion): `4M` tokens, `7B` parameters,
-  and binary `Ki`, `Mi`, `Gi`, `Ti`: `4Mi` tokens = 1024 sequences of 4096;
-  `B` alone is *billion*, never bytes (write `bytes` or `GB`);
-- `FLOP` counts operations, `FLOP/s` (or `FLOPS`) is a rate; `%` is 0.01.
+A small, tested table instead of pint, whose registry is slow to build (`budgetdsl check` runs in
+pre-commit hooks). A quantity is a float in base units (s, byte, FLOP) with a vector of exponents
+over (s, byte, FLOP); a count has none. The conventions, also in the README, head `_build_units`.
 """
 
 from __future__ import annotations
@@ -70,6 +61,13 @@ class Unit:
 
 
 def _build_units() -> dict[str, Unit]:
+    """The unit table. Conventions:
+    - decimal prefixes for bytes and bits (`GB` = 1e9 bytes, `Gb` = 1e9 bits), binary ones spelled
+      out (`GiB` = 2**30 bytes);
+    - counts take `k`/`K`, `M`, `B`/`G`, `T` (thousand … trillion) and binary `Ki`, `Mi`, `Gi`, `Ti`
+      (`4Mi` tokens = 1024 sequences of 4096); `B` alone is *billion*, never bytes;
+    - `FLOP` counts operations, `FLOP/s` (or `FLOPS`) is a rate; `%` is 0.01.
+    """
     units: dict[str, Unit] = {}
 
     def add(names: str, factor: float, dim: Dim) -> None:

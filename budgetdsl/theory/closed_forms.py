@@ -1,25 +1,9 @@
 """The solver's closed forms, derived once with sympy and emitted as plain Python.
 
-docs/design.md section 3: the frontier and the constraints are sympy expressions in the global batch B
-(tokens); sympy derives the boundaries once, so one solve costs microseconds and never calls the
-CAS. The derivation lives here (`derive()`); its result is printed into the committed module
-`budgetdsl/theory/closed_forms_generated.py` (`python -m budgetdsl.theory.closed_forms` rewrites it), which the
-solver imports. A test re-derives the module with sympy and fails when the committed copy is stale.
-
-Why emitted rather than lambdified at run time: importing sympy costs ~0.35 s and the derivation
-plus `lambdify` ~0.5 s more on the development machines, which alone would spend the cold-start
-budget of `budgetdsl plan` (≤ 1 s). `lambdified()` keeps the run-time path available (cached per
-process) and the tests check that both agree.
-
-Symbols (all positive):
-    B      global batch, tokens           b_crit  B_crit, tokens
-    e_min  E_min, tokens                  f       training FLOPs per token
-    rate   G·P·u, achieved FLOP/s          c       T_comm + T_fixed, seconds per step
-    flops  FLOP budget                     w_max   a wall-clock limit, seconds
-
-The frontier (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", eq. 2.11 and
-2.12):  S(B) = S_min (1 + B_crit/B),  E(B) = E_min (1 + B/B_crit),  S_min = E_min / B_crit.
-Step time (docs/design.md section 2):  T(B) = f·B/rate + c.  Wall clock W(B) = S(B)·T(B).
+The frontier and the constraints are sympy expressions in the global batch B (tokens), solved
+here once (`derive()`) and printed into the committed `closed_forms_generated.py` (rewritten by
+`python -m budgetdsl.theory.closed_forms`; a test fails when it is stale), so a solve never imports
+sympy, whose import and derivation would spend the start-up budget of `budgetdsl plan`.
 """
 
 from __future__ import annotations
@@ -27,7 +11,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 GENERATED = Path(__file__).with_name("closed_forms_generated.py")
 
@@ -52,7 +36,18 @@ SIGNATURES: dict[str, tuple[tuple[str, ...], str]] = {
 
 @functools.cache
 def derive() -> dict[str, Any]:
-    """Every closed form as a sympy expression (or tuple of them); sympy is imported here only."""
+    """Every closed form as a sympy expression (or tuple of them); sympy is imported here only.
+
+    The frontier (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", eq. 2.11
+    and 2.12):  S(B) = S_min (1 + B_crit/B),  E(B) = E_min (1 + B/B_crit),  S_min = E_min / B_crit.
+    Step time (docs/design.md section 2):  T(B) = f·B/rate + c.  Wall clock W(B) = S(B)·T(B).
+
+    Symbols (all positive):
+        B      global batch, tokens           b_crit  B_crit, tokens
+        e_min  E_min, tokens                  f       training FLOPs per token
+        rate   G·P·u, achieved FLOP/s          c       T_comm + T_fixed, seconds per step
+        flops  FLOP budget                     w_max   a wall-clock limit, seconds
+    """
     import sympy as sp
 
     B, b_crit, e_min, f, rate, c, flops, w_max = sp.symbols(
@@ -74,14 +69,14 @@ def derive() -> dict[str, Any]:
     a2, a1, a0 = (sp.simplify(k) for k in poly.all_coeffs())
     disc = a1**2 - 4 * a2 * a0
     roots = ((-a1 - sp.sqrt(disc)) / (2 * a2), (-a1 + sp.sqrt(disc)) / (2 * a2))
-    assert sp.simplify(poly.as_expr().subs(B, roots[0])) == 0  # noqa: S101 - a derivation check
+    assert sp.simplify(poly.as_expr().subs(B, roots[0])) == 0  # a derivation check
     # Minimum of W: dW/dB = 0 has one positive root.
     critical = [r for r in sp.solve(sp.diff(wall, B), B) if r.is_positive]
-    assert len(critical) == 1  # noqa: S101
+    assert len(critical) == 1
     # Balanced point: minimum of (S/S_min)(E/E_min).
     product = sp.simplify((steps / s_min) * (examples / e_min))
     balanced = [r for r in sp.solve(sp.diff(product, B), B) if r.is_positive]
-    assert len(balanced) == 1  # noqa: S101
+    assert len(balanced) == 1
     # E_min from `target.tokens` reached at `target.at_batch`: tokens = E(at_batch).
     (e_min_target,) = sp.solve(sp.Eq(examples.subs(B, at_batch), tokens), e_min)
     return {
@@ -92,8 +87,6 @@ def derive() -> dict[str, Any]:
         "balanced_batch": balanced[0],
         "e_min_from_target": e_min_target,
         "kaplan_b_crit": b_star / loss ** (1 / alpha_b),
-        "_symbols": {s.name: s for s in (B, b_crit, e_min, f, rate, c, flops, w_max, tokens, at_batch,
-                                        loss, b_star, alpha_b)},
     }
 
 
@@ -118,21 +111,6 @@ def render_module() -> str:
                          for e in exprs)
         lines += ["", f"def {name}({', '.join(args)}):", f'    """{doc}"""', f"    return {body}", ""]
     return "\n".join(lines).rstrip() + "\n"
-
-
-@functools.cache
-def lambdified() -> dict[str, Callable[..., Any]]:
-    """The same closed forms through `sympy.lambdify`, compiled once per process."""
-    import sympy as sp
-
-    forms = derive()
-    symbols = forms["_symbols"]
-    out: dict[str, Callable[..., Any]] = {}
-    for name, (args, _doc) in SIGNATURES.items():
-        expr = forms[name]
-        out[name] = sp.lambdify([symbols[a] for a in args], list(expr) if isinstance(expr, tuple) else expr,
-                                modules="math")
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,33 +1,18 @@
 """Fit the critical-batch frontier to measured (batch, steps-to-target) pairs.
 
-McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", eq. 2.11: training to one
-fixed loss at a constant batch B takes
-
-    S(B) = S_min (1 + B_crit / B) = S_min + E_min / B,        B_crit = E_min / S_min
-
-steps, and E(B) = B·S(B) examples. Given runs at several batches, `fit_frontier` finds S_min and
-E_min by least squares in log space, minimizing Σ (ln S_i − ln(S_min + E_min/B_i))²: the scatter
-of steps-to-target is roughly proportional to S (a relative error), and log residuals weigh a
-50-step run and a 5,000-step run alike. The parameters are θ = (ln S_min, ln E_min), which keeps
-both positive; Gauss-Newton with a Levenberg-Marquardt damping converges from the two asymptotes'
-starting point. The covariance is σ²(JᵀJ)⁻¹ with σ² the residual variance (n − 2 degrees of
-freedom), so the uncertainty reflects how well the points actually lie on the hyperbola.
-
-B_crit is determined only when the batches straddle it. All batches far below it, S ≈ E_min/B and
-S_min is invisible; all far above it, S ≈ S_min and E_min is invisible. In both cases the fit
-raises `FrontierUndetermined` naming the batches that would settle it, instead of returning a
-number with a meaningless error bar.
-
-Pure Python (no numpy): the planner imports this module. Units are whatever the caller uses for
-B (examples or tokens); E_min and B_crit come out in the same unit.
+McCandlish et al. 2018, eq. 2.11: S(B) = S_min (1 + B_crit/B) = S_min + E_min/B, B_crit =
+E_min/S_min. `fit_frontier` finds S_min and E_min by least squares in log space, with an
+uncertainty from the residuals, and refuses (`FrontierUndetermined`) when the batches do not
+straddle B_crit. Pure Python, no numpy: the planner imports it. E_min and B_crit come out in the
+unit of B the caller uses (examples or tokens).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Iterable, Sequence
 
 # se(ln B_crit) above this (a factor e ≈ 2.7 at one sigma) means the data do not determine B_crit.
 MAX_LOG_SE = 1.0
@@ -60,14 +45,6 @@ class FrontierFit:
     batches: tuple[float, ...]
     steps: tuple[float, ...]
     dof: int
-
-    def steps_at(self, batch: float) -> float:
-        """Fitted S(B) (McCandlish eq. 2.11)."""
-        return self.s_min + self.e_min / batch
-
-    def examples_at(self, batch: float) -> float:
-        """Fitted E(B) = B·S(B) = E_min (1 + B/B_crit) (McCandlish eq. 2.11)."""
-        return batch * self.steps_at(batch)
 
     def b_crit_interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """B_crit · exp(∓ t·se): the interval of ln B_crit, with Student's t on `dof` degrees."""
@@ -154,8 +131,14 @@ def _least_squares(pts: list[tuple[float, float]]) -> tuple[float, float]:
 def fit_frontier(points: Iterable[tuple[float, float]]) -> FrontierFit:
     """Fit S = S_min + E_min/B (McCandlish et al. 2018, eq. 2.11) to (batch, steps) pairs.
 
-    Raises FrontierFitError for unusable input, FrontierUndetermined when the batches do not
-    straddle B_crit (the message says which batches to add).
+    Minimizes Σ (ln S_i − ln(S_min + E_min/B_i))²: the scatter of steps-to-target is roughly
+    relative, and log residuals weigh a 50-step and a 5,000-step run alike. θ = (ln S_min, ln E_min)
+    keeps both positive; Levenberg-Marquardt from the asymptotes converges. The covariance is
+    σ²(JᵀJ)⁻¹ with σ² the residual variance (n − 2 degrees of freedom).
+
+    B_crit is determined only when the batches straddle it: far below it S ≈ E_min/B hides S_min,
+    far above it S ≈ S_min hides E_min. Raises FrontierFitError for unusable input,
+    FrontierUndetermined when the batches do not straddle B_crit (the message says which to add).
     """
     pts = [(float(b), float(s)) for b, s in points]
     for b, s in pts:
@@ -212,10 +195,3 @@ def fit_frontier(points: Iterable[tuple[float, float]]) -> FrontierFit:
         s_min_rel_se=math.sqrt(cov[0][0]), e_min_rel_se=math.sqrt(cov[1][1]), b_crit_rel_se=b_se,
         residuals=tuple(residuals), batches=tuple(b for b, _ in pts), steps=tuple(s for _, s in pts),
         dof=dof)
-
-
-def fit_frontier_arrays(batches: Sequence[float], steps: Sequence[float]) -> FrontierFit:
-    """`fit_frontier(zip(batches, steps))`, checking the lengths."""
-    if len(batches) != len(steps):
-        raise FrontierFitError(f"{len(batches)} batches but {len(steps)} step counts")
-    return fit_frontier(zip(batches, steps))

@@ -11,10 +11,20 @@
 from __future__ import annotations
 
 import math
+from enum import StrEnum
 
-EXPONENT = {"sqrt": 0.5, "linear": 1.0, "none": 0.0}
+
+# The rules a plan may name (`optimizer.scaling`). No docstring: the JSON Schema would show it.
+class LrScaling(StrEnum):
+    sqrt = "sqrt"
+    linear = "linear"
+    none = "none"
+
+
+EXPONENT: dict[str, float] = {LrScaling.sqrt: 0.5, LrScaling.linear: 1.0, LrScaling.none: 0.0}
 # How an export names each rule beside the lr it derives.
-RULE = {"sqrt": "× √(B/B₀) (Adam)", "linear": "× B/B₀ (Goyal et al. 2017)", "none": "unscaled"}
+RULE: dict[str, str] = {
+    LrScaling.sqrt: "× √(B/B₀) (Adam)", LrScaling.linear: "× B/B₀ (Goyal et al. 2017)", LrScaling.none: "unscaled"}
 
 
 def scale_lr(lr: float, at_batch: float, batch: float, scaling: str) -> float:

@@ -7,12 +7,7 @@ import random
 
 import pytest
 
-from budgetdsl.theory.frontier_fit import (
-    FrontierFitError,
-    FrontierUndetermined,
-    fit_frontier,
-    fit_frontier_arrays,
-)
+from budgetdsl.theory.frontier_fit import FrontierFitError, FrontierUndetermined, fit_frontier
 
 S_MIN, E_MIN = 400.0, 400.0 * 96.0  # B_crit = 96 examples
 
@@ -28,8 +23,6 @@ def test_exact_points_are_recovered_exactly():
     assert fit.e_min == pytest.approx(E_MIN, rel=1e-8)
     assert fit.b_crit == pytest.approx(96.0, rel=1e-8)
     assert max(abs(r) for r in fit.residuals) < 1e-9
-    assert fit.steps_at(96.0) == pytest.approx(2 * S_MIN)  # x = 1: twice the minimal steps
-    assert fit.examples_at(96.0) == pytest.approx(2 * E_MIN)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -90,11 +83,6 @@ def test_undetermined_is_a_fit_error_and_a_value_error():
 def test_unusable_input_is_refused(points, message):
     with pytest.raises(FrontierFitError, match=message):
         fit_frontier(points)
-
-
-def test_arrays_of_different_lengths_are_refused():
-    with pytest.raises(FrontierFitError, match="3 batches but 2"):
-        fit_frontier_arrays([8, 16, 32], [100, 60])
 
 
 def test_units_carry_through():

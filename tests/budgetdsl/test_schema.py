@@ -117,3 +117,38 @@ def test_every_field_is_described():
     undocumented = [f"{name}.{key}" for name, d in models.items()
                     for key, prop in d.get("properties", {}).items() if not described(prop)]
     assert undocumented == []
+
+
+def test_every_quantity_field_is_annotated_with_the_type_it_validates():
+    """A quantity field states its type twice: the annotation (what type checkers and readers see)
+    and the `_quantity` flags (what the validator and the schema accept). They must agree."""
+    import typing
+
+    from pydantic import BaseModel
+
+    from budgetdsl.plan.model import Plan, QuantitySpec
+
+    def sections(model):
+        yield model
+        for info in model.model_fields.values():
+            for arg in (info.annotation, *typing.get_args(info.annotation)):
+                if isinstance(arg, type) and issubclass(arg, BaseModel):
+                    yield from sections(arg)
+                for inner in typing.get_args(arg):  # list[Stage]
+                    if isinstance(inner, type) and issubclass(inner, BaseModel):
+                        yield from sections(inner)
+
+    checked = 0
+    for model in set(sections(Plan)):
+        for name, info in model.model_fields.items():
+            spec = next((m for m in info.metadata if isinstance(m, QuantitySpec)), None)
+            if spec is None:
+                continue
+            expected = {int if spec.integer else float}
+            if spec.auto:
+                expected.add(typing.Literal["auto"])
+            if info.default is None:
+                expected.add(type(None))
+            assert set(typing.get_args(info.annotation) or [info.annotation]) == expected, (model, name)
+            checked += 1
+    assert checked > 40
