@@ -57,3 +57,26 @@ def test_the_documented_local_hooks_are_the_repositorys_hooks():
         assert hook["language"] == "system"  # the budgetdsl of the active environment
         for key in ("name", "entry", "files", "require_serial"):
             assert hook[key] == ours[hook_id][key], (hook_id, key)
+
+
+def test_the_documented_launch_section_loads_in_a_whole_plan(tmp_path):
+    from budgetdsl.plan.loader import load_plan
+
+    launch = _block(REPO / "docs/plan-language.md", "A `launch:` section", "yaml")
+    plan = tmp_path / "p.yaml"
+    plan.write_text((REPO / "plans/minimal.yaml").read_text() + launch)
+    loaded = load_plan(str(plan))
+    assert loaded.launch.command == ["train.py", "--config", "configs/llama2-7b.yaml"]
+    assert loaded.launch.env == {"NCCL_DEBUG": "WARN"}
+
+
+def test_a_command_written_as_a_string_is_shown_as_a_list(tmp_path, capsys):
+    from budgetdsl.cli import main
+
+    plan = tmp_path / "p.yaml"
+    plan.write_text((REPO / "plans/minimal.yaml").read_text()
+                    + "launch:\n  command: python train.py --config 'my cfg.yaml'\n")
+    assert main(["check", str(plan)]) == 2
+    err = capsys.readouterr().err
+    assert ("hint: write the program and its arguments as a list of words (never a shell string), "
+            'e.g. command: ["python", "train.py", "--config", "my cfg.yaml"]') in err
