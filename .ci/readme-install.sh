@@ -39,14 +39,14 @@ mkdir "$work/plans-repo" && cd "$work/plans-repo"
 cp -r "$work/clone/plans" plans
 mkdir -p tests/fixtures && cp -r "$work/clone/tests/fixtures/calibration" tests/fixtures/calibration
 block "$work/clone/docs/pr-workflow.md" "## pre-commit" yaml > .pre-commit-config.yaml
-git="git -c user.name=ci -c user.email=ci@example.invalid"
-$git init -q && $git add . && $git commit -qm plans
+g() { git -c user.name=ci -c user.email=ci@example.invalid "$@"; }
+g init -q && g add . && g commit -qm plans
 export PRE_COMMIT_HOME="$work/pre-commit-home"
 # shellcheck disable=SC1091  # the venv's activate script, as the docs say
 source "$work/clone/.venv/bin/activate"
 pre-commit run --all-files
 sed -i 's/tensor_parallel: 1/tensor_parallel: 3/' plans/base/a100-cluster.yaml
-$git add plans/base/a100-cluster.yaml
+g add plans/base/a100-cluster.yaml
 if pre-commit run > "$work/hook.out" 2>&1; then
   cat "$work/hook.out"; echo "readme-install: the hooks passed a base that breaks its plans" >&2; exit 1
 fi
