@@ -16,6 +16,7 @@ import textwrap
 from budgetdsl import __version__
 from budgetdsl.commands import COMMANDS
 from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.io.result_stream import OutputError, results_stdout
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -74,14 +75,21 @@ def _unicode_safe_stdio() -> None:
 def main(argv: list[str] | None = None) -> int:
     _without_pydantic_plugins()
     _unicode_safe_stdio()
+    stdout = sys.stdout
+    sys.stdout = results_stdout(stdout)  # every write flushed and checked: OutputError, EPIPE
     try:
         words = sys.argv[1:] if argv is None else argv
         parser = build_parser(words[0] if words and words[0] in COMMANDS else None)
         args = parser.parse_args(argv)  # usage errors: SystemExit(2) with argparse's message
-        return int(args.handler(args))
+        code = int(args.handler(args))
+        sys.stdout.flush()
+        return code
     except KeyboardInterrupt:
         print("budgetdsl: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
+    except OutputError as exc:  # a full disk under `> file`: the user's to act on, not a bug
+        print(exc.line(), file=sys.stderr)
+        return ExitCode.INVALID
     except BrokenPipeError as exc:
         if not _stdout_closed():
             from budgetdsl.io.crash_report import report_internal_error
@@ -92,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         from budgetdsl.io.crash_report import report_internal_error
 
         return report_internal_error(exc, argv)
+    finally:
+        sys.stdout = stdout
 
 
 def _stdout_closed() -> bool:

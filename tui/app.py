@@ -191,7 +191,7 @@ class BudgetApp(App[None]):
         if self.solution is None:  # the first solve: in the worker, the panels say `solving…`
             self._request(_Request(self.state, None, "cannot solve the plan", 0))
         self._show()
-        self.query_one("#gpus", QuantityInput).focus()
+        self.query_one(FrontierPlot).focus()  # letters are commands at once; Tab enters the controls
         for problem in self._keymap_problems:
             self.notify(problem, title="keymap entry ignored", severity="warning", timeout=10, markup=False)
 

@@ -25,7 +25,7 @@ def load_or_report(path: str) -> Plan | None:
 
 
 def extra_hint(extra: str) -> str:
-    """How to install an optional extra. budgetdsl is not on PyPI, so a bare
-    `pip install 'budgetdsl[x]'` would fail (or fetch someone else's package of that name)."""
-    return (f"install the '{extra}' extra: pip install -e '.[{extra}]' in a clone, or "
-            f"pip install 'budgetdsl[{extra}] @ git+<repository URL>' (not on PyPI)")
+    """How to install an optional extra, as the README installs budgetdsl: from a clone. It is not
+    on PyPI, so a bare `pip install 'budgetdsl[x]'` would fail (or fetch someone else's package)."""
+    return (f"install the '{extra}' extra: pip install '.[{extra}]' in the clone of budgetdsl "
+            "(README, 'Install from the repository'; not on PyPI)")

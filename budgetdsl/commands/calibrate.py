@@ -391,8 +391,9 @@ def _writable(out, flag: str = "--out") -> None:
         example = path / ("frontier.svg" if flag == "--plot" else "calibration.json")
         raise ValueError(f"{flag} {out} is a folder; name the file, e.g. {flag} {example}")
     folder = path.parent
+    if not folder.exists():  # one rule with export -o: a missing folder is refused, not made
+        raise ValueError(f"{flag} {out}: no such folder {folder}; make it first (mkdir -p {folder})")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.{os.getpid()}.", suffix=".probe"):
             pass
     except OSError as exc:

@@ -82,6 +82,7 @@ def _base_diff(args: argparse.Namespace):
         opener_at,
         repo_root,
         resolve_revision,
+        shown_ref,
     )
     try:
         root = repo_root()
@@ -106,7 +107,7 @@ def _base_diff(args: argparse.Namespace):
     for path, rel in zip(paths, rel_paths):  # a misspelt path must not compare nothing and pass
         if not os.path.lexists(path) and not any(rel in (".", t) or t.startswith(rel.rstrip("/") + "/")
                                                  for t in tracked):
-            print(f"budgetdsl diff: {path}: no such file or folder in the work tree or at {args.base}",
+            print(f"budgetdsl diff: {path}: no such file or folder in the work tree or at {shown_ref(args.base)}",
                   file=sys.stderr)
             return None
     for rel in tracked:

@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     code = ExitCode.OK
     texts: list[str] = []
     dumps: list[dict] = []
+    drawn: dict[str, str] = {}  # picture path -> the plan file drawn there, in this run
     for path in args.plans:
         try:
             solution = solve(load_plan(path))
@@ -78,7 +79,12 @@ def run(args: argparse.Namespace) -> int:
         picture = None
         if args.plot:
             try:
-                picture = _picture(args, solution)
+                picture = _picture(args, solution, path, drawn)
+            except ValueError as exc:  # two plans of one name: one picture would replace the other
+                from budgetdsl.io.terminal_text import inert
+
+                print(inert(f"{path}: error[plot]: {exc}", keep_lines=False), file=sys.stderr)
+                code = ExitCode.INVALID
             except OSError as exc:  # a read-only disk, a folder that cannot be made
                 where = exc.filename or args.plot
                 print(f"{where}: error[io]: cannot write the picture: {exc.strerror or exc}",
@@ -112,15 +118,32 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def _picture(args: argparse.Namespace, solution) -> str:
-    """Draw the frontier picture of `solution` where --plot says; return the path written."""
-    import os
+def file_name(name: str) -> str:
+    """A plan's name as a file name: the name itself when every character is safe in a path, else
+    its safe characters and 8 hex digits of its SHA-256 (`minimal/1b` -> `minimal-1b-<hash>`), so
+    that two names never share one picture (`minimal-1b` keeps its own)."""
+    import hashlib
     import re
+
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).lstrip(".-") or "plan"  # a name is untrusted
+    if safe == name:
+        return safe
+    return f"{safe}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
+def _picture(args: argparse.Namespace, solution, plan_path: str, drawn: dict[str, str]) -> str:
+    """Draw the frontier picture of `solution` where --plot says; return the path written.
+    ValueError when another plan of this run was drawn to the same path."""
+    import os
 
     from budgetdsl.report.frontier_plot import draw
 
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", solution.plan).lstrip(".-") or "plan"  # a name is untrusted
-    path = args.plot.replace("{name}", safe)
+    path = args.plot.replace("{name}", file_name(solution.plan))
+    key = os.path.normcase(os.path.abspath(path))
+    if key in drawn:
+        raise ValueError(f"not drawn: {path} holds the picture of {drawn[key]}, which has the same "
+                         f"plan name; give the plans different names")
+    drawn[key] = plan_path
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     draw(solution, path, axes=args.plot_axes)
     return path

@@ -213,6 +213,17 @@ def _hint(kind: str, path: Path, err: Any = None, written: str = "") -> str | No
             and not isinstance(value, bool) and 1 < value <= 100 and "%" not in written):
         # a fraction given as a percentage (`mfu: 40`)
         return f"did you mean {value:g}%? a fraction is written {value / 100:g} or {value:g}%"
+    if kind == "list_type" and path == ("launch", "command") and isinstance(value, str):
+        import json  # a shell string where the command's words belong: show them as a list
+        import shlex
+
+        try:
+            shown = json.dumps(shlex.split(value) or ["train.py"])
+        except ValueError:  # unbalanced quotes
+            shown = ""
+        if not shown or len(shown) > 200:
+            shown = '["train.py", "--config", "cfg.yaml"]'
+        return f"write the program and its arguments as a list of words (never a shell string), e.g. command: {shown}"
     if kind in ("enum", "literal_error") and isinstance(value, str):  # `zero: aut`, `recompute: ful`
         return did_you_mean(value.strip().lower(), _choices(path))
     if isinstance(spec, QuantitySpec) and kind in _CODES and _CODES[kind] == "wrong-type":

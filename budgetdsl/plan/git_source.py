@@ -30,16 +30,22 @@ def repo_root(cwd: str | os.PathLike[str] = ".") -> Path:
     return Path(_git(["rev-parse", "--show-toplevel"], cwd).decode().strip())
 
 
+def shown_ref(ref: str, limit: int = 80) -> str:
+    """`ref` quoted for a message, cut to `limit` characters with its length (a ref is argv)."""
+    text = repr(ref)
+    return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(ref):,} characters)"
+
+
 def resolve_revision(ref: str, cwd: str | os.PathLike[str] = ".") -> str:
     """The commit id of `ref`; GitError with git's message when it does not name one."""
     if ref.startswith("-"):
-        raise GitError(f"not a revision: {ref!r}")
+        raise GitError(f"not a revision: {shown_ref(ref)}")
     try:
         return _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd).decode().strip()
     except GitError as exc:
         if str(exc).startswith("fatal:"):  # not a repository, ...: git's own words
             raise
-        raise GitError(f"unknown revision {ref!r}\n  hint: a branch or commit this clone has; fetch it "
+        raise GitError(f"unknown revision {shown_ref(ref)}\n  hint: a branch or commit this clone has; fetch it "
                        "first (git fetch origin main; a CI checkout needs the base's history, e.g. "
                        "actions/checkout with fetch-depth: 0)") from None
 

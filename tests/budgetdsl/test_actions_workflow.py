@@ -79,10 +79,12 @@ def test_nothing_is_interpolated_into_a_script():
             assert "${{" not in text, s.get("name")
 
 
-def test_it_installs_budgetdsl_from_a_git_url_the_user_edits():
-    spec = WORKFLOW["env"]["BUDGETDSL"]
-    assert re.fullmatch(r"budgetdsl @ git\+https://github\.com/OWNER/budgetdsl@v[0-9.]+", spec)
-    assert "OWNER" in WORKFLOW_FILE.read_text().split("BUDGETDSL:")[0]  # the comment says to edit it
+def test_it_installs_budgetdsl_from_the_checkout_as_written():
+    """No release tag exists: the template installs the checked-out clone, and says how to name
+    another repository at a commit (issue 23: `@v0.1.0` named a tag that was never made)."""
+    assert WORKFLOW["env"]["BUDGETDSL"] == "."
+    text = WORKFLOW_FILE.read_text()
+    assert "@COMMIT" in text.split("BUDGETDSL:")[0] and "v0.1.0" not in text
     assert '"$BUDGETDSL"' in step("Install budgetdsl")["run"]
 
 

@@ -1,6 +1,7 @@
 """`budgetdsl plan --plot`: the picture is written, linked from Markdown, and named safely."""
 
 import pathlib
+import re
 
 import pytest
 
@@ -32,4 +33,38 @@ def test_a_hostile_plan_name_cannot_escape_the_folder(tmp_path):
         "name: llama2-7b", 'name: "../../x/$(rm -rf)"'))
     (tmp_path / "out").mkdir()
     assert main(["plan", str(plan), "--plot", str(tmp_path / "out" / "{name}.svg")]) == 0
-    assert [p.name for p in (tmp_path / "out").iterdir()] == ["x-rm--rf-.svg"]
+    [picture] = [p.name for p in (tmp_path / "out").iterdir()]
+    assert re.fullmatch(r"x-rm--rf--[0-9a-f]{8}\.svg", picture)
+
+
+def _named(tmp_path, file: str, name: str) -> str:
+    plan = tmp_path / file
+    plan.write_text((REPO / "plans/minimal.yaml").read_text().replace("name: minimal-1b", f"name: {name}"))
+    return str(plan)
+
+
+def test_names_that_sanitize_alike_draw_two_pictures(tmp_path, capsys):
+    """`minimal-1b` and `minimal/1b` once both wrote minimal-1b.svg: one Markdown showed the
+    other plan's picture."""
+    plans = [_named(tmp_path, "a.yaml", "minimal-1b"), _named(tmp_path, "b.yaml", "minimal/1b")]
+    out = tmp_path / "out"
+    assert main(["plan", *plans, "--format", "markdown", "--plot", str(out / "{name}.svg")]) == 0
+    pictures = sorted(p.name for p in out.iterdir())
+    assert len(pictures) == 2 and "minimal-1b.svg" in pictures  # a safe name keeps its own
+    other = next(p for p in pictures if p != "minimal-1b.svg")
+    assert re.fullmatch(r"minimal-1b-[0-9a-f]{8}\.svg", other)
+    links = re.findall(r"!\[frontier of (.*?)\]\((.*?)\)", capsys.readouterr().out)
+    assert links == [("minimal-1b", str(out / "minimal-1b.svg")), ("minimal/1b", str(out / other))]
+    # deterministic: the same name gives the same file in another run
+    assert main(["plan", plans[1], "--plot", str(tmp_path / "again" / "{name}.svg")]) == 0
+    assert [p.name for p in (tmp_path / "again").iterdir()] == [other]
+
+
+def test_two_plans_of_one_name_do_not_share_a_picture(tmp_path, capsys):
+    plans = [_named(tmp_path, "a.yaml", "same"), _named(tmp_path, "b.yaml", "same")]
+    out = tmp_path / "out"
+    assert main(["plan", *plans, "--format", "markdown", "--plot", str(out / "{name}.svg")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.count("![frontier of same]") == 1  # the second plan links no picture
+    assert f"{plans[1]}: error[plot]: not drawn: {out / 'same.svg'} holds the picture of {plans[0]}" in captured.err
+    assert [p.name for p in out.iterdir()] == ["same.svg"]

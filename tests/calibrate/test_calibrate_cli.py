@@ -27,6 +27,7 @@ REPO = HERE.parent.parent
 
 def test_quick_run_writes_a_complete_calibration(cli, tmp_path, capsys):
     out = tmp_path / "cal" / "quick.json"
+    out.parent.mkdir()  # --out's folder must exist, as for export -o
     assert cli(["calibrate", "--quick", "--out", str(out)]) == 0
     cal = load_calibration(out)
     assert not cal.interrupted and cal.stop_reason is None

@@ -22,8 +22,8 @@ def test_the_first_line_comes_before_torch_is_imported(monkeypatch, cli, tmp_pat
     first, second = err.splitlines()
     assert out == ""
     assert first == f"budgetdsl {' '.join(command)}: loading torch..."
-    assert second.endswith("needs PyTorch; install the 'calibrate' extra: pip install -e '.[calibrate]' in a clone, "
-                           "or pip install 'budgetdsl[calibrate] @ git+<repository URL>' (not on PyPI)")
+    assert second.endswith("needs PyTorch; install the 'calibrate' extra: pip install '.[calibrate]' in the "
+                           "clone of budgetdsl (README, 'Install from the repository'; not on PyPI)")
 
 
 def test_no_first_line_under_quiet_or_on_other_ranks(monkeypatch, cli, tmp_path, capsys):

@@ -39,6 +39,8 @@ async def test_change_gpus_deadline_and_batch_then_save_and_reload(plans):
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
         await pilot.pause()
+        await pilot.press("tab")  # from the plot, where the app opens, into the GPU count
+        await pilot.pause()
         assert app.focused.id == "gpus"
         await pilot.press("minus")  # 1024 -> 512 GPUs
         await pilot.pause()

@@ -22,7 +22,7 @@ async def test_escape_leaves_the_input_and_q_then_quits_through_the_unsaved_dial
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
         await pilot.pause()
-        await pilot.press("minus")  # 1024 -> 512 GPUs: an unsaved change
+        await pilot.press("tab", "minus")  # into the GPU count; 1024 -> 512 GPUs: an unsaved change
         await pilot.pause()
         batch = app.query_one("#batch", QuantityInput)
         batch.focus()
@@ -60,6 +60,7 @@ async def test_the_footer_says_esc_leaves_a_field():
     app = make_app(PLAN, keymap={})
     async with app.run_test(size=(120, 30)) as pilot:
         await ready(pilot)
+        await pilot.press("tab")  # from the plot, where the app opens, into the GPU count
         await pilot.pause()
         shown = {b.binding.key: b.binding.description for b in app.screen.active_bindings.values()
                  if b.binding.show}
@@ -131,7 +132,7 @@ async def test_a_keymap_moves_a_field_binding_too():
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
         await pilot.pause()
-        await pilot.press("escape")  # no longer leaves the field
+        await pilot.press("tab", "escape")  # into the GPU count; Esc no longer leaves it
         await pilot.pause()
         assert app.focused.id == "gpus"
         await pilot.press("ctrl+g")
@@ -155,3 +156,31 @@ async def test_the_keymap_file_is_read_and_a_bad_entry_is_named(tmp_path, monkey
         await pilot.pause()
         assert app.query_one(FrontierPlot).y_axis == "flops"
         assert any("no-such-binding" in n for n in notifications(app))
+
+
+@pytest.mark.parametrize("key", ["q", "question_mark", "x"])
+@headless
+async def test_the_first_keypress_does_what_the_help_says(key):
+    """The app opened with focus in the GPUs field, so the first `q` typed "q" into it. It opens on
+    the plot: a letter is a command at once, and Tab enters the first control."""
+    app = make_app(PLAN, keymap={})
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        await pilot.pause()
+        gpus = app.query_one("#gpus", QuantityInput)
+        before, x_axis = gpus.value, app.query_one(FrontierPlot).x_axis
+        await pilot.press(key)
+        await pilot.pause()
+        assert gpus.value == before and not app.state.changes
+        if key == "q":
+            assert not app.is_running
+            return
+        if key == "question_mark":
+            assert type(app.screen).__name__ == "HelpScreen"
+        else:
+            assert app.query_one(FrontierPlot).x_axis != x_axis
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("tab")
+        await pilot.pause()
+        assert app.focused is gpus

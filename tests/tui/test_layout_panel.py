@@ -93,6 +93,8 @@ async def test_the_box_shows_the_searched_layout_and_front_and_plus_researches_i
         assert app.solution == expected
         assert_box_shows(shown(app.query_one("#layout")), expected)
 
+        await pilot.press("tab")  # from the plot, where the app opens, into the GPU count
+        await pilot.pause()
         assert app.focused.id == "gpus"
         await pilot.press("plus")  # 64 -> 128 GPUs, the layout searched again
         await settle(pilot)
@@ -183,7 +185,7 @@ async def test_a_slow_solve_moves_to_the_worker_and_only_the_newest_request_is_d
         await ready(pilot)
         assert solved == [64]  # the plan as loaded, solved in the worker at launch
         solved.clear()
-        await pilot.press("plus", "plus", "plus")  # 64 -> 512
+        await pilot.press("tab", "plus", "plus", "plus")  # into the GPU count; 64 -> 512
         assert app.query_one("#gpus").value == "512"  # the control follows the keys at once
         assert "solving…" in shown(app.query_one("#status"))
         await settle(pilot)
@@ -233,7 +235,7 @@ async def test_a_solve_the_solver_refuses_in_the_worker_is_not_applied(plans, mo
     async with app.run_test(size=(100, 32)) as pilot:
         await ready(pilot)
         shown_before = app.solution
-        await pilot.press("plus")
+        await pilot.press("tab", "plus")  # into the GPU count; 64 -> 128
         await settle(pilot)
         assert "no run on 128 GPUs" in notifications(app)[-1]
         gpus = app.query_one("#gpus")

@@ -12,6 +12,7 @@ from tui_helpers import headless, notifications, ready
 
 
 async def _change_gpus_then(app, pilot, edit_on_disk) -> None:
+    await pilot.press("tab")  # from the plot, where the app opens, into the GPU count
     await pilot.pause()
     assert app.focused.id == "gpus"
     await pilot.press("minus")  # 1024 -> 512 GPUs

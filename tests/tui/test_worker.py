@@ -99,7 +99,7 @@ async def test_a_change_refused_before_the_first_answer_falls_back_to_the_plan_a
     app = make_app(path)
     async with app.run_test(size=(100, 32)) as pilot:
         await pilot.pause()
-        await pilot.press("plus")  # GPUs 1024 -> 2048, where the pinned 1024 sequences do not divide
+        await pilot.press("tab", "plus")  # GPUs 1024 -> 2048, where the pinned 1024 sequences do not divide
         assert app.query_one("#gpus").value == "2048"
         gate.set()
         await ready(pilot)

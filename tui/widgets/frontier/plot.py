@@ -33,6 +33,7 @@ class FrontierPlot(Widget, can_focus=True):
         Binding("x", "app.toggle_x", "Steps/wall clock", show=False, id="plot.x-axis.letter"),
         Binding("y", "app.toggle_y", "Tokens/FLOPs", show=False, id="plot.y-axis.letter"),
         Binding("m", "app.toggle_markers", "Markers", show=False, id="plot.markers.letter"),
+        Binding("tab", "app.focus('gpus')", "Controls", show=False, id="plot.controls"),
     ]
 
     x_axis: reactive[str] = reactive("steps")
