@@ -36,12 +36,14 @@ from budgetdsl.cost.throughput import (
     Shape,
     StepCost,
     declared_step,
-    linearised,
+    linear_step_seconds,
     step_cost,
+    step_seconds_at,
 )
 from budgetdsl.cost.throughput import step_time as _step_time
 from budgetdsl.hardware.gpus import find_preset
 from budgetdsl.hardware.layout import launchable_counts as _launchable_counts
+from budgetdsl.theory.xp import SCALAR
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
@@ -143,16 +145,13 @@ class CostModel:
     def step_time(self, batch_tokens: float, grad_accum: int | None = None) -> float:
         """T(B), seconds. Declared: f·B/(G·P·u). Predicted: the modelled step at `grad_accum`
         micro-batches per step; without it, the linear form f·B/rate + c."""
-        if self.mode == DECLARED or grad_accum is None:
-            return self.flops_per_token * batch_tokens / self.rate + self.fixed_time
-        assert self._step is not None  # the breakdown's total, in closed form (throughput.StepCost)
-        return self._step.total(batch_tokens / (self.seq_len * self.data_parallel * grad_accum), grad_accum)
+        return step_time(self, batch_tokens, grad_accum)
 
     def linear_at(self, micro_batch: float) -> tuple[float, float]:
         """(rate, c) of T(B) = f·B/rate + c at a fixed micro-batch."""
-        if self.mode == DECLARED or self.shape is None:
+        if self.mode == DECLARED or self._step is None:
             return self.rate, self.fixed_time
-        per_token, fixed = linearised(self.shape, self.device, self.layout, micro_batch, self.step_overhead)
+        per_token, fixed = self._step.linear(micro_batch, self.data_parallel, self.seq_len)
         return self.flops_per_token / per_token, fixed
 
     # -- memory --------------------------------------------------------------------------------
@@ -199,6 +198,14 @@ class CostModel:
         """The largest micro-batch (sequences per device) that fits every stage; 0 when not even
         one does."""
         return self._micro_max
+
+
+def step_time(cm, batch_tokens, grad_accum, xp=SCALAR):
+    """`CostModel.step_time` of `cm`, or of a sweep's pairs (`cm`'s fields numpy arrays, `xp` numpy):
+    the one dispatch between the declared line and the modelled step (`throughput.step_seconds`)."""
+    if cm.mode == DECLARED or grad_accum is None:
+        return linear_step_seconds(cm.flops_per_token, batch_tokens, cm.rate, cm.fixed_time)
+    return step_seconds_at(cm._step, batch_tokens, cm.seq_len, cm.data_parallel, grad_accum, xp)
 
 
 def _declared(section: Any, key: str) -> bool:
@@ -315,7 +322,7 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
                    reserve_bytes=reserve.value, shape=shape, device=device, layout=layout,
                    step_overhead=overhead, _coefs=coefs)
     if mode != DECLARED:
-        assert cm._step is not None  # T(B) = B·a + c at the reference micro-batch (throughput.linearised)
+        assert cm._step is not None  # T(B) = B·a + c at the reference micro-batch (throughput.StepCost.linear)
         per_token, fixed_time = cm._step.linear(cm._reference_micro, dp, m.seq_len)
         object.__setattr__(cm, "rate", f.value / per_token)
         object.__setattr__(cm, "fixed_time", fixed_time)

@@ -51,17 +51,45 @@ class Frontier:
 
     def steps(self, batch: float) -> float:
         """S(B), optimizer steps (continuous)."""
-        return self.s_min * (1.0 + self.b_crit / batch)
+        return steps(self.e_min, self.b_crit, batch)
 
     def examples(self, batch: float) -> float:
         """E(B), tokens (continuous)."""
-        return self.e_min * (1.0 + batch / self.b_crit)
+        return self.e_min * e_over_emin(self.b_crit, batch)
 
     def s_over_smin(self, batch: float) -> float:
-        return 1.0 + self.b_crit / batch
+        return s_over_smin(self.b_crit, batch)
 
     def e_over_emin(self, batch: float) -> float:
-        return 1.0 + batch / self.b_crit
+        return e_over_emin(self.b_crit, batch)
+
+
+# The frontier's factors, eq. 2.11 and 2.12, as functions of B_crit and B: plain arithmetic, so the
+# same definitions run on floats (one plan) and on numpy arrays (a sweep's rows).
+
+def s_over_smin(b_crit, batch):
+    """S(B)/S_min = 1 + B_crit/B."""
+    return 1.0 + b_crit / batch
+
+
+def e_over_emin(b_crit, batch):
+    """E(B)/E_min = 1 + B/B_crit."""
+    return 1.0 + batch / b_crit
+
+
+def steps(e_min, b_crit, batch):
+    """S(B) = S_min (1 + B_crit/B), optimizer steps (continuous)."""
+    return e_min / b_crit * s_over_smin(b_crit, batch)
+
+
+def balance(x):
+    """(S/S_min)(E/E_min) = (1 + 1/x)(1 + x) at x = B/B_crit: least, 4, at x = 1."""
+    return s_over_smin(1.0, x) * e_over_emin(1.0, x)
+
+
+def balance_at(b_crit, batch):
+    """(S/S_min)(E/E_min) at B, from B and B_crit themselves (no x: the placement's own key)."""
+    return s_over_smin(b_crit, batch) * e_over_emin(b_crit, batch)
 
 
 
