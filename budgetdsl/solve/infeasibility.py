@@ -19,6 +19,12 @@ UNITS = {"deadline": "s", "flops": "FLOP", "gpu_hours": "GPU-h", "usd": "USD", "
 TIGHT = 0.01  # a limit with less than 1 % slack binds
 
 
+def binds(slack, limit):
+    """A limit binds when the run sits on it: less than TIGHT of a positive limit left. Floats, or
+    numpy arrays of a sweep's rows (elementwise)."""
+    return (limit > 0) & (slack < TIGHT * limit)
+
+
 def conflicting_names(pl: Placement) -> list[str]:
     if pl.config is not None:
         return list(pl.config.violated)
@@ -95,7 +101,7 @@ def constraints(limits: "Limits", pl: Placement, pinned: bool) -> list[Constrain
         else:
             decided = iv is not None and ((pushed_lo and iv[0] == pl.lo) or (pushed_hi and iv[1] == pl.hi))
             detail = ""
-        tight = slack is not None and limit > 0 and slack < TIGHT * limit
+        tight = slack is not None and binds(slack, limit)
         out.append(Constraint(
             name=name, sense="<=", limit=limit, value=value, slack=slack,
             binding=bool(decided or tight or satisfied is False or (iv is None and name in pl.intervals)

@@ -20,9 +20,10 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from budgetdsl.cost.cost_model import DECLARED, CostModel
+from budgetdsl.cost.cost_model import CostModel, step_time
 from budgetdsl.theory import closed_forms_generated as cf
-from budgetdsl.theory.frontier import Frontier
+from budgetdsl.theory.frontier import Frontier, balance_at, steps
+from budgetdsl.theory.xp import SCALAR
 
 INF = math.inf
 TIME_LIMITS = ("deadline", "gpu_hours", "usd")
@@ -141,7 +142,7 @@ def objective_target(objective: str, cm: CostModel, fr: Frontier) -> float:
 def score(objective: str, fr: Frontier, cfg: Config) -> float:
     """The objective's measure of a configuration (lower is better)."""
     if objective == "balanced":
-        return fr.s_over_smin(cfg.batch) * fr.e_over_emin(cfg.batch)
+        return balance_at(fr.b_crit, cfg.batch)
     if objective == "min_time":
         return cfg.wall
     if objective == "min_flops":
@@ -158,22 +159,23 @@ def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int
 def _numbers(cm: CostModel, fr: Frontier, micro: int, accum: int) -> tuple:
     """What `evaluate` computes before the limits: (sequences, batch, steps, tokens, flops, wall,
     GPU-hours, memory), a pure function of the cost model, the frontier, micro and accum."""
-    dp = cm.data_parallel
-    seq_len = cm.seq_len
-    sequences = micro * accum * dp
-    batch = float(sequences * seq_len)
-    bc = fr.b_crit
-    steps = math.ceil(fr.e_min / bc * (1.0 + bc / batch) * (1.0 - _STEP_TOL))  # Frontier.steps
-    if steps < 1:
-        steps = 1
-    tokens = steps * batch
-    flops = cm.flops_per_token * tokens
-    step = cm._step
-    if step is not None and cm.mode != DECLARED:  # CostModel.step_time, its closed form inlined
-        wall = steps * step.total(batch / (seq_len * dp * accum), accum)
-    else:
-        wall = steps * cm.step_time(batch, accum)
-    return sequences, batch, steps, tokens, flops, wall, cm.gpus * wall / 3600.0, cm.memory_at(micro)
+    return (*numbers(cm, fr.b_crit, fr.e_min, micro, accum), cm.memory_at(micro))
+
+
+def whole_steps(e_min, b_crit, batch, xp=SCALAR):
+    """ceil(S(B)), at least 1: the optimizer steps a run of batch B takes (Frontier.steps)."""
+    return xp.maximum(1, xp.ceil(steps(e_min, b_crit, batch) * (1.0 - _STEP_TOL)))
+
+
+def numbers(cm, b_crit, e_min, micro, accum, xp=SCALAR) -> tuple:
+    """(sequences, batch, steps, tokens, flops, wall clock, GPU-hours) of `micro` × `accum` on `cm`:
+    one configuration (floats), or a sweep's (numpy arrays; `cm`'s fields arrays, `xp` numpy)."""
+    sequences = micro * accum * cm.data_parallel
+    batch = sequences * cm.seq_len * 1.0  # tokens, a float (an int product is exact, then rounded once)
+    n = whole_steps(e_min, b_crit, batch, xp)
+    tokens = n * batch
+    wall = n * step_time(cm, batch, accum, xp)
+    return sequences, batch, n, tokens, cm.flops_per_token * tokens, wall, cm.gpus * wall / 3600.0
 
 
 def _config(cm: CostModel, limits: Limits, micro: int, accum: int, micro_max: int, numbers: tuple) -> Config:
@@ -305,20 +307,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     micro_max = cm.micro_batch_max
     shared = evals.get("intervals")
     if shared is None:
-        intervals = limit_intervals(cm, fr, limits)
-        lo, hi = 0.0, INF
-        for iv in intervals.values():
-            if iv is None:
-                lo, hi = INF, 0.0
-                break
-            lo, hi = max(lo, iv[0]), min(hi, iv[1])
-        per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
-        n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12))) if lo <= hi and lo < INF else None
-        n_hi = math.floor(hi / per * (1.0 + 1e-12)) if n_lo is not None and hi < INF else None
-        # what every objective of this cost model, frontier and limits shares: the interval, its
-        # integer ends, the configurations by (micro, accum) and the feasible ones of each count
-        configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
-        shared = evals["intervals"] = (intervals, lo, hi, per, n_lo, n_hi, configs, {})
+        shared = evals["intervals"] = _shared(cm, fr, limits)
     intervals, lo, hi, per, n_lo, n_hi, configs, counts = shared
     target = objective_target(objective, cm, fr)
     if micro_max < 1 or (micro_fixed is not None and micro_fixed > micro_max):
@@ -371,20 +360,49 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     if not hit:
         # Integer steps pushed the target's neighbours over a limit: walk outward from the target
         # to the nearest launchable batch, so the answer stays next to the objective's choice.
-        seen = set(order)
-        n0 = min(max(round(n_t), n_lo), n_hi)
-        for i in range(1, _FALLBACK_SCAN):
-            n = n0 + ((i + 1) // 2) * (1 if i % 2 else -1)
-            if n_lo <= n <= n_hi and n not in seen:
-                seen.add(n)
-                entry = entries.get(n)
-                if entry is None:
-                    entry = entries[n] = _feasible_at(cm, fr, limits, n, micro_max, micro_fixed, pipeline, configs)
-                best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
-                if entry[0]:
-                    break
+        def at(n: int) -> tuple[bool, tuple[Config, ...]]:
+            entry = entries.get(n)
+            if entry is None:
+                entry = entries[n] = _feasible_at(cm, fr, limits, n, micro_max, micro_fixed, pipeline, configs)
+            return entry
+        best, best_key = _walk(at, set(order), min(max(round(n_t), n_lo), n_hi), n_lo, n_hi,
+                               lambda found, b, k: _better(found, kind, bc, clipped, b, k), best, best_key)
     return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, best, micro_max,
                                       None if best is not None else "integer"))
+
+
+def _shared(cm: CostModel, fr: Frontier, limits: Limits) -> tuple:
+    """What every objective of one cost model, frontier and limits shares in `place`: the limits'
+    intervals, their intersection [lo, hi], tokens per sequence per replica, the interval's integer
+    ends (sequences per replica), the configurations by (micro, accum) and the feasible ones of
+    each count."""
+    intervals = limit_intervals(cm, fr, limits)
+    lo, hi = 0.0, INF
+    for iv in intervals.values():
+        if iv is None:
+            lo, hi = INF, 0.0
+            break
+        lo, hi = max(lo, iv[0]), min(hi, iv[1])
+    per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
+    n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12))) if lo <= hi and lo < INF else None
+    n_hi = math.floor(hi / per * (1.0 + 1e-12)) if n_lo is not None and hi < INF else None
+    configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
+    return (intervals, lo, hi, per, n_lo, n_hi, configs, {})
+
+
+def _walk(at, seen: set, n0: int, n_lo: int, n_hi: int, better, best, best_key):
+    """`place`'s outward walk from n0 (n0 + 1, n0 − 1, n0 + 2, ...) within [n_lo, n_hi] to the first
+    count with a launchable configuration of exactly its sequences, every count met weighed by
+    `better`; `at(n)`: (exact, the feasible configurations near n)."""
+    for i in range(1, _FALLBACK_SCAN):
+        n = n0 + ((i + 1) // 2) * (1 if i % 2 else -1)
+        if n_lo <= n <= n_hi and n not in seen:
+            seen.add(n)
+            exact, found = at(n)
+            best, best_key = better(found, best, best_key)
+            if exact:
+                break
+    return best, best_key
 
 
 def _better(configs, kind: int, bc: float, clipped: float, best, best_key):
@@ -395,7 +413,7 @@ def _better(configs, kind: int, bc: float, clipped: float, best, best_key):
     for cfg in configs:
         b = cfg.batch
         if kind == 0:
-            m = (1.0 + bc / b) * (1.0 + b / bc)
+            m = balance_at(bc, b)
         elif kind == 1:
             m = cfg.wall
         elif kind == 2:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split, cost_model_key
+from budgetdsl.cost.memory import micro_batch_room, zero_divisors
 from budgetdsl.cost.throughput import Layout, StepCost, step_cost_columns
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.noise import NoiseEstimate
@@ -472,21 +473,10 @@ def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
     free = family.memory_per_device - family.reserve_bytes
     if stages is None:
         stages = _binding_stages(family)
-    floor, inf = math.floor, math.inf
 
     def at(dp: int) -> int:
-        d3, d2, d1 = (dp if z >= 3 else 1), (dp if z >= 2 else 1), (dp if z >= 1 else 1)
-        best = inf
-        for w, gr, o, ps in stages:
-            room = free - (w / d3 + gr / d2 + o / d1)
-            if room <= 0:
-                best = 0
-                break
-            if ps > 0:
-                v = floor(room / ps * (1 + 1e-12))
-                if v < best:
-                    best = v
-        return 0 if best is inf else max(0, int(best))
+        d3, d2, d1 = zero_divisors(dp, z)
+        return micro_batch_room(free, [(w / d3 + gr / d2 + o / d1, ps) for w, gr, o, ps in stages])
 
     n = len(dps)
     if not n:
