@@ -420,6 +420,8 @@ def _better(configs, kind: int, bc: float, clipped: float, best, best_key):
             m = cfg.flops
         else:
             m = cfg.usd if cfg.usd is not None else cfg.gpu_hours
+        if best_key is not None and m > best_key[0]:
+            continue  # ranks after the best on the measure alone (the tuple comparison's answer)
         key = (m, cfg.wall, cfg.grad_accum, abs(b - clipped))
         if best_key is None or key < best_key:
             best, best_key = cfg, key

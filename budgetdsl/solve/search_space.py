@@ -45,7 +45,7 @@ from budgetdsl.solve.layout_search import candidates as layout_candidates
 from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto, rank
 from budgetdsl.solve.placement import Limits, Placement, evaluate
 from budgetdsl.solve.search_replay import Placed, Record, replay
-from budgetdsl.theory.frontier import Frontier
+from budgetdsl.theory.frontier import Frontier, wall_bound
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
@@ -951,24 +951,12 @@ def _columns(consts: "_Bounds"):
 
 
 def _wall_bounds(cols, lo, bc: float, s_min: float, hi=None):
-    """`wall_bound` of every pair (numpy): the least of S_min(1 + B_crit/B)·max of the two lines
-    on [lo, hi] (hi None: no upper end), at the ends, each line's own least and their crossing."""
+    """`wall_bound` of every pair (numpy columns of the lines) on [lo, hi] (hi None: no upper end)."""
     import numpy as np
 
     a1, c1, a2, c2 = cols[:4]
-
-    def at(b):
-        return (1.0 + bc / b) * np.maximum(a1 * b + c1, a2 * b + c2)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        best = at(lo)
-        if hi is not None:
-            best = np.minimum(best, at(hi))
-        candidates = [np.where((a > 0.0) & (c > 0.0), np.sqrt(bc * c / a), np.nan) for a, c in ((a1, c1), (a2, c2))]
-        candidates.append(np.where(a1 != a2, (c2 - c1) / (a1 - a2), np.nan))
-        for b in candidates:
-            inside = (b >= lo) & (b <= hi) if hi is not None else (b >= lo)
-            best = np.where(inside, np.minimum(best, at(np.where(inside, b, lo))), best)
-    return s_min * best
+        return wall_bound(((a1, c1), (a2, c2)), lo, bc, s_min, hi, np)
 
 
 def _axes_bounds(consts: "_Bounds", bc: float, s_min: float, fe: float, price: float | None):
@@ -1154,31 +1142,6 @@ def step_bound(step: StepCost | None, micro_max: int, b_min: float,
                 line1 = (k, fixed + bk * b_c + total - min(step.reduce, (2.0 / 3.0) * b_c * w))
                 line2 = (k + slope, fixed + total)
     return (line1[0] / b_min, line1[1]), (max(0.0, line2[0]) / b_min, line2[1])
-
-
-def wall_bound(lines: tuple[tuple[float, float], tuple[float, float]], b_min: float, b_crit: float,
-               s_min: float, b_max: float = math.inf) -> float:
-    """The least of W(B) ≥ S_min(1 + B_crit/B)·max(a1·B + c1, a2·B + c2) over b_min ≤ B ≤ b_max
-    (steps from the continuous frontier, McCandlish et al. 2018 eq. 2.11; integer steps only add).
-    Each S_min(1 + B_crit/B)(a·B + c) is convex in B (c ≥ 0), so is their maximum, and its least
-    on [b_min, b_max] lies at an end, at a line's own least √(B_crit·c/a), or where the lines
-    cross: the least of the maximum at those points is exact."""
-    (a1, c1), (a2, c2) = lines
-    points = [b_min]
-    if b_max < math.inf:
-        points.append(b_max)
-    for a, c in lines:
-        if a > 0.0 and c > 0.0:
-            points.append(math.sqrt(b_crit * c / a))
-    if a1 != a2:
-        points.append((c2 - c1) / (a1 - a2))
-    best = math.inf
-    for b in points:
-        if b_min <= b <= b_max:
-            v = (1.0 + b_crit / b) * max(a1 * b + c1, a2 * b + c2)
-            if v < best:
-                best = v
-    return s_min * best
 
 
 def balanced_key(lines: tuple[tuple[float, float], tuple[float, float]], b_min: float, gpus: int,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from budgetdsl.theory import closed_forms_generated as cf
+from budgetdsl.theory.xp import SCALAR
 
 
 class Target(Protocol):
@@ -91,6 +92,34 @@ def balance_at(b_crit, batch):
     """(S/S_min)(E/E_min) at B, from B and B_crit themselves (no x: the placement's own key)."""
     return s_over_smin(b_crit, batch) * e_over_emin(b_crit, batch)
 
+
+
+def wall_bound(lines, b_min, b_crit, s_min, b_max=None, xp=SCALAR):
+    """The least of W(B) ≥ S_min(1 + B_crit/B)·max(a1·B + c1, a2·B + c2) over b_min ≤ B ≤ b_max
+    (None: no upper end), `lines` = ((a1, c1), (a2, c2)), c ≥ 0: a lower bound of the wall clock of
+    a step time above both lines (steps from the continuous frontier, eq. 2.11; integer steps only
+    add). Each S_min(1 + B_crit/B)(a·B + c) is convex in B, so is their maximum, and its least on
+    the interval lies at an end, at a line's own least √(B_crit·c/a), or where the lines cross.
+    Floats, or numpy arrays (the lines per pair, or B_crit and S_min per row) with `xp` numpy."""
+    (a1, c1), (a2, c2) = lines
+
+    def at(b):
+        return s_over_smin(b_crit, b) * xp.maximum(a1 * b + c1, a2 * b + c2)
+
+    def lower(best, b, inside):
+        return xp.where(inside, xp.minimum(best, at(xp.where(inside, b, b_min))), best)
+
+    best = at(b_min)
+    if b_max is not None:
+        best = xp.minimum(best, at(b_max))
+    for a, c in lines:  # each line's own least, where a > 0 and c > 0
+        own = (a > 0.0) & (c > 0.0)
+        b = xp.sqrt(b_crit * xp.where(own, c, 1.0) / xp.where(own, a, 1.0))
+        best = lower(best, b, own & (b >= b_min) & (True if b_max is None else b <= b_max))
+    cross = a1 != a2  # where the lines cross
+    b = (c2 - c1) / xp.where(cross, a1 - a2, 1.0)
+    best = lower(best, b, cross & (b >= b_min) & (True if b_max is None else b <= b_max))
+    return s_min * best
 
 
 def e_min_of(target: "Target", b_crit: float) -> float:
