@@ -7,7 +7,7 @@ bytes (no clocks, no terminal widths, no dict-order surprises), numbers for peop
 from __future__ import annotations
 
 from budgetdsl.quantities.humanize import data, human, si, significant
-from budgetdsl.solve.infeasibility import TIGHT, binds
+from budgetdsl.solve.placement import TIGHT, binds
 from budgetdsl.solve.solution import Constraint, Solution
 
 
@@ -97,7 +97,7 @@ def _frontier_rows(sol: Solution) -> list[tuple[str, str]]:
     return rows
 
 
-# A limit "binds" only when the run sits on it (`infeasibility.binds`, the solver's own rule). A
+# A limit "binds" only when the run sits on it (`placement.binds`, the solver's own rule). A
 # limit the solver marks binding with more slack than that decided the run without being reached:
 # memory capped the micro-batch (the next one would not fit, so the free memory is less than one
 # sequence's activations), or another limit capped the global batch before the launchable rounding

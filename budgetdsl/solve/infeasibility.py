@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from budgetdsl.solve.placement import INF, LIMIT_NAMES, Placement
+from budgetdsl.solve.placement import INF, LIMIT_NAMES, Placement, binds
 from budgetdsl.solve.solution import Constraint
 
 if TYPE_CHECKING:
@@ -16,13 +16,6 @@ if TYPE_CHECKING:
 
 UNITS = {"deadline": "s", "flops": "FLOP", "gpu_hours": "GPU-h", "usd": "USD", "memory": "B",
          "min_batch": "tokens"}
-TIGHT = 0.01  # a limit with less than 1 % slack binds
-
-
-def binds(slack, limit):
-    """A limit binds when the run sits on it: less than TIGHT of a positive limit left. Floats, or
-    numpy arrays of a sweep's rows (elementwise)."""
-    return (limit > 0) & (slack < TIGHT * limit)
 
 
 def conflicting_names(pl: Placement) -> list[str]:

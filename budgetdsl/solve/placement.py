@@ -31,6 +31,7 @@ LIMIT_NAMES = ("deadline", "flops", "gpu_hours", "usd")
 # An integer step count is ceil(S(B)); the tolerance keeps S(B) = 476837.0000000001 (float noise on
 # an exact integer) from costing a whole extra step.
 _STEP_TOL = 1e-12
+TIGHT = 0.01  # a limit with less than 1 % slack binds (`binds`)
 _FALLBACK_SCAN = 512  # integer batch sizes tried when the neighbours of the target all fail
 _DIVISOR_SCAN = 4096
 
@@ -55,13 +56,26 @@ class Limits:
 
     def wall_limit(self, name: str, gpus: int) -> float | None:
         """A time-type limit as a bound on the wall clock W, seconds."""
-        if name == "deadline":
-            return self.deadline
-        if name == "gpu_hours":
-            return None if self.gpu_hours is None else 3600.0 * self.gpu_hours / gpus
-        if self.usd is None or not self.price:
+        value = getattr(self, name)
+        if value is None or (name == "usd" and not self.price):
             return None
-        return 3600.0 * self.usd / (self.price * gpus)
+        return wall_limit(name, value, self.price, gpus)
+
+
+def wall_limit(name: str, value, price, gpus):
+    """The time-type limit `name` (deadline s, gpu_hours, usd at `price` per GPU-hour) of `value` as
+    a bound on the wall clock W of a run on `gpus` GPUs, seconds (floats, or a sweep's arrays)."""
+    if name == "deadline":
+        return value
+    if name == "gpu_hours":
+        return 3600.0 * value / gpus
+    return 3600.0 * value / (price * gpus)
+
+
+def binds(slack, limit):
+    """A limit binds when the run sits on it: less than TIGHT of a positive limit left. Floats, or
+    numpy arrays of a sweep's rows (elementwise)."""
+    return (limit > 0) & (slack < TIGHT * limit)
 
 
 class Config(NamedTuple):
@@ -97,21 +111,25 @@ _new_config = tuple.__new__  # Config(*fields) without binding 14 keyword-capabl
 
 
 def quadratic_interval(a2: float, a1: float, a0: float) -> tuple[float, float] | None:
-    """{B > 0 : a2·B² + a1·B + a0 ≤ 0} for a2 > 0, a0 ≥ 0, or None when empty.
+    """{B > 0 : a2·B² + a1·B + a0 ≤ 0} for a2 > 0, a0 ≥ 0, or None when empty."""
+    lo, hi, ok = quadratic_roots(a2, a1, a0)
+    return (lo, hi) if ok else None
+
+
+def quadratic_roots(a2, a1, a0, xp=SCALAR):
+    """`quadratic_interval` as (low, high, nonempty): floats, or a sweep's arrays with `xp` numpy
+    (low and high mean something only where nonempty).
 
     The roots are those of `cf.time_roots` (sympy's), computed in the cancellation-free form
     q = −(a1 + sign(a1)·√disc)/2, roots q/a2 and a0/q (Press et al., Numerical Recipes, §5.6)."""
     disc = a1 * a1 - 4.0 * a2 * a0
-    if disc < 0.0:
-        return None
-    q = -0.5 * (a1 + math.copysign(math.sqrt(disc), a1))
-    if q == 0.0:
-        return None
+    real = disc >= 0.0
+    q = -0.5 * (a1 + xp.copysign(xp.sqrt(xp.where(real, disc, 0.0)), a1))
+    ok = real & (q != 0.0)
+    q = xp.where(ok, q, 1.0)
     r1, r2 = q / a2, a0 / q
-    lo, hi = (r1, r2) if r1 <= r2 else (r2, r1)
-    if hi <= 0.0:
-        return None
-    return (max(lo, 0.0), hi)
+    hi = xp.maximum(r1, r2)
+    return xp.maximum(xp.minimum(r1, r2), 0.0), hi, ok & (hi > 0.0)
 
 
 def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tuple[float, float] | None]:

@@ -20,6 +20,7 @@ class _Scalar:
     sqrt = staticmethod(math.sqrt)
     floor = staticmethod(math.floor)
     ceil = staticmethod(math.ceil)
+    copysign = staticmethod(math.copysign)
 
     @staticmethod
     def where(condition: Any, a: Any, b: Any) -> Any:
