@@ -1027,7 +1027,7 @@ def _dump_without(plan, path: str) -> dict:
 
 def prepare(source, settings):
     """(base plan, pairs, axes) when the kernel models this sweep, else None."""
-    from budgetdsl.solve.sweep import variant
+    from budgetdsl.solve.sweep_rows import variant
 
     paths = [s.path for s in settings]
     if not settings or any(p not in SUPPORTED for p in paths) or len(set(paths)) != len(paths):
@@ -1271,7 +1271,7 @@ def _sort_key(p: Pair) -> tuple:
 
 def iter_kernel_rows(source, settings) -> Iterator:
     """The sweep's rows (sweep.SweepRow, in order), the decidable ones from the kernel."""
-    from budgetdsl.solve.sweep import Blame, Summary, SweepRow, solve_row
+    from budgetdsl.solve.sweep_rows import Blame, Summary, SweepRow, solve_row
 
     blame = Blame(source)  # where the invalid rows' problems are reported, shared by the sweep
     prepared = prepare(source, settings)
