@@ -212,7 +212,7 @@ def _declared(section: Any, key: str) -> bool:
     return key in section.model_fields_set
 
 
-def flops_per_token(plan: "Plan") -> Coef:
+def flops_per_token(plan: Plan) -> Coef:
     m = plan.model
     if m.flops_per_token is not None:
         return Coef(m.flops_per_token, "FLOP/token", DECLARED, "model.flops_per_token")
@@ -226,7 +226,7 @@ def flops_per_token(plan: "Plan") -> Coef:
 _preset = functools.lru_cache(maxsize=64)(find_preset)
 
 
-def _hardware_number(plan: "Plan", key: str, preset_attr: str, unit: str) -> Coef:
+def _hardware_number(plan: Plan, key: str, preset_attr: str, unit: str) -> Coef:
     hw = plan.hardware
     value = getattr(hw, key, None)
     if value is not None:
@@ -239,20 +239,20 @@ def _hardware_number(plan: "Plan", key: str, preset_attr: str, unit: str) -> Coe
     return Coef(float(getattr(preset, preset_attr)), unit, PRESET, f"{preset.name} ({preset.source})")
 
 
-def plan_split(plan: "Plan") -> Split:
+def plan_split(plan: Plan) -> Split:
     """The plan's own layout; a ValueError when a key is `auto` (the solver chooses it: pass the
     solution's layout, `Split` of `solution.batch`, to `build_cost_model`)."""
     hw = plan.hardware
     if hw.searched():
         raise ValueError(f"the layout is searched ({', '.join(hw.searched())}: auto): the solution names it")
-    return Split(hw.zero, hw.tensor_parallel, hw.pipeline_parallel, str(hw.recompute), hw.flash_attention)
+    return Split(int(hw.zero), hw.tensor_parallel, hw.pipeline_parallel, str(hw.recompute), hw.flash_attention)
 
 
 class ShapeUnknown(ValueError):
     """The memory or throughput model needs a shape the plan does not give."""
 
 
-def _device(plan: "Plan", coefs: dict[str, Coef]) -> Device | None:
+def _device(plan: Plan, coefs: dict[str, Coef]) -> Device | None:
     """The throughput model's device; None without a preset or the numbers (declared mode only)."""
     hw = plan.hardware
     try:
@@ -266,7 +266,7 @@ def _device(plan: "Plan", coefs: dict[str, Coef]) -> Device | None:
     return Device(coefs["peak_flops"].value, hbm.value, eff.value, intra.value, net.value, int(hw.gpus_per_node))
 
 
-def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> CostModel:
+def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostModel:
     """The cost model of `plan` on `gpus` GPUs (a count the plan allows), with `split` overriding
     the plan's ZeRO stage / parallel degrees / recomputation to evaluate a remedy.
 
@@ -331,7 +331,7 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
     return cm
 
 
-def _describe(plan: "Plan", gpus: int, split: Split, mode: str, peak: Coef, memory: Coef, overhead: float,
+def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory: Coef, overhead: float,
               layout: Layout, grad_dtype: str, reserve: Coef, cm: CostModel) -> None:
     """The derived coefficients of `cm` and how each was obtained (for the report)."""
     m, hw, coefs, stages = plan.model, plan.hardware, cm._coefs, cm.stages
@@ -366,7 +366,8 @@ def _describe(plan: "Plan", gpus: int, split: Split, mode: str, peak: Coef, memo
                                     + (" " + shard[1] if split.zero >= 1 else ""))
     if m.activation_bytes_per_token is not None:
         act_detail = "model.activation_bytes_per_token × s / (t·p)" + (f" × {p} in flight (1F1B)" if p > 1 else "")
-        coefs["activation_bytes_per_sequence"] = Coef(heavy.activations_per_sequence, "B/sequence", DECLARED, act_detail)
+        coefs["activation_bytes_per_sequence"] = Coef(heavy.activations_per_sequence, "B/sequence", DECLARED,
+                                                      act_detail)
     else:
         formula = {"full": "2·s·d", "selective": "34·s·d"}.get(
             split.recompute, "34·s·d" if split.flash_attention else "s·d·(34 + 5·a·s/d)")
@@ -395,12 +396,12 @@ def _describe(plan: "Plan", gpus: int, split: Split, mode: str, peak: Coef, memo
 # Cost models are pure functions of (the plan's model and hardware sections, GPU count, layout), so
 # they are kept across solves: a sweep of limits or objectives, or a warm re-solve, rebuilds none.
 # LRU, bounded; a CostModel is frozen.
-_CACHE: "OrderedDict[tuple, CostModel]" = OrderedDict()
+_CACHE: OrderedDict[tuple, CostModel] = OrderedDict()
 _CACHE_SIZE = 4096  # a search builds cost models only for the pairs it places
 _LAYOUT_KEYS = {"gpus", "tensor_parallel", "pipeline_parallel", "zero", "recompute"}
 
 
-def cost_model_key(plan: "Plan") -> tuple:
+def cost_model_key(plan: Plan) -> tuple:
     """What a cost model reads of a plan besides the GPU count and the layout (its `Split`).
     Remembered by the identity of the (frozen) model and hardware sections: a warm re-solve, and
     every copy of a plan that keeps them (`layout_search.concrete`), serialises them once."""
@@ -419,7 +420,7 @@ def cost_model_key(plan: "Plan") -> tuple:
 _KEYS: dict[tuple[int, int], tuple[Any, Any, tuple]] = {}  # (id model, id hardware) -> (model, hardware, key)
 
 
-def cached_cost_model(key: tuple, plan: "Plan", gpus: int, split: Split) -> CostModel:
+def cached_cost_model(key: tuple, plan: Plan, gpus: int, split: Split) -> CostModel:
     """`build_cost_model(plan, gpus, split)`, kept across solves under `cost_model_key(plan)`."""
     if not key:
         return build_cost_model(plan, gpus, split)
@@ -434,7 +435,7 @@ def cached_cost_model(key: tuple, plan: "Plan", gpus: int, split: Split) -> Cost
     return cm
 
 
-def launchable_counts(plan: "Plan", counts: range | list[int]) -> list[int]:
+def launchable_counts(plan: Plan, counts: range | list[int]) -> list[int]:
     """The GPU counts of a range that launch the plan's layout (`budgetdsl.hardware.layout`)."""
     hw = plan.hardware
     return _launchable_counts(counts, hw.tensor_parallel, hw.pipeline_parallel, hw.gpus_per_node)

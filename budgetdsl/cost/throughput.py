@@ -177,7 +177,7 @@ class Breakdown:
     def hfu(self) -> float:
         return self._per_gpu(self.hardware_flops) / self.peak_flops
 
-    def scaled(self, total: float) -> "Breakdown":
+    def scaled(self, total: float) -> Breakdown:
         """The same shares inside a step of `total` seconds (declared mode)."""
         k = total / self.total if self.total > 0 else 0.0
         return replace(self, **{c: getattr(self, c) * k for c in COMPONENTS})
@@ -302,7 +302,8 @@ def linear_step_seconds(flops_per_token, batch_tokens, rate, fixed):
 
 
 @functools.lru_cache(maxsize=1024)
-def _stage_shares(shape: Shape, device: Device, layout: Layout) -> tuple[tuple[int, ...], int, tuple[float, float, float]]:
+def _stage_shares(shape: Shape, device: Device,
+                  layout: Layout) -> tuple[tuple[int, ...], int, tuple[float, float, float]]:
     """(layers per stage, the slowest stage, its compute, recompute and TP shares) of one sequence
     per micro-batch: independent of the GPU count and ZeRO stage, so a layout search computes them
     once per (t, p, recomputation) — `layout` arrives with gpus = t·p and zero = 0."""

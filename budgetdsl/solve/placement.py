@@ -44,12 +44,12 @@ class Limits:
     usd: float | None = None
     price: float | None = None  # USD per GPU-hour
 
-    def without(self, name: str) -> "Limits":
+    def without(self, name: str) -> Limits:
         values = {k: getattr(self, k) for k in ("deadline", "flops", "gpu_hours", "usd", "price")}
         values[name] = None
         return Limits(**values)
 
-    def replaced(self, name: str, value: float) -> "Limits":
+    def replaced(self, name: str, value: float) -> Limits:
         values = {k: getattr(self, k) for k in ("deadline", "flops", "gpu_hours", "usd", "price")}
         values[name] = value
         return Limits(**values)
@@ -274,6 +274,7 @@ def _pairs_near(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool)
     hit = _PAIRS.get(key)
     if hit is not None:
         return hit
+    out: tuple[tuple[int, int], ...]
     if micro_fixed is not None:
         a = max(1, n // micro_fixed)
         out = ((micro_fixed, a), (micro_fixed, a + 1)) if a * micro_fixed < n else ((micro_fixed, a),)

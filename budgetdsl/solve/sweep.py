@@ -76,11 +76,11 @@ def iter_sweep(source: MergedSource, settings: list[Setting], full: bool = True)
     `Summary` where the kernel answers them (the kernel works in chunks of rows)."""
     rows = size(settings)
     if not full and _use_kernel(rows):
-        try:  # numpy is a core dependency; an install without it takes the scalar path
+        try:
             from budgetdsl.solve.sweep_kernel import iter_kernel_rows
-        except ImportError:
-            iter_kernel_rows = None
-        if iter_kernel_rows is not None:
+        except ImportError:  # numpy is a core dependency; an install without it takes the scalar path
+            pass
+        else:
             yield from iter_kernel_rows(source, settings)
             return
     blame = Blame(source)

@@ -41,30 +41,11 @@ from __future__ import annotations
 import itertools
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from typing import Iterator
+from typing import TYPE_CHECKING
 
-
-def _import_numpy():
-    """numpy, loaded with its BLAS on one thread. The kernel does no linear algebra, and OpenBLAS
-    starting its thread pool was a third of numpy's import (~45 ms CPU on the 2-core machine). The
-    variable is read once, when the library loads, so the caller's environment is restored; a user's
-    own setting is left alone, and a numpy already imported is returned as it is."""
-    names = ("OPENBLAS_NUM_THREADS",)
-    added = [n for n in names if n not in os.environ]
-    for n in added:
-        os.environ[n] = "1"
-    try:
-        import numpy
-    finally:
-        for n in added:
-            os.environ.pop(n, None)
-    return numpy
-
-
-np = _import_numpy()
-
-from budgetdsl.cost.cost_model import DECLARED
+from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.solve.objectives import OBJECTIVES, TOLERANCE, _magnitude, rank
 from budgetdsl.solve.placement import (
@@ -79,6 +60,29 @@ from budgetdsl.solve.placement import (
 )
 from budgetdsl.theory import closed_forms_generated as cf
 from budgetdsl.theory.frontier import balance, balance_at, e_over_emin, wall_bound
+
+
+def _import_numpy():
+    """numpy, loaded with its BLAS on one thread: the kernel does no linear algebra, and starting
+    OpenBLAS's thread pool is much of numpy's import. The variable is read once, when the library
+    loads, so the caller's environment is restored; a user's own setting is left alone, and a numpy
+    already imported is returned as it is."""
+    names = ("OPENBLAS_NUM_THREADS",)
+    added = [n for n in names if n not in os.environ]
+    for n in added:
+        os.environ[n] = "1"
+    try:
+        import numpy
+    finally:
+        for n in added:
+            os.environ.pop(n, None)
+    return numpy
+
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = _import_numpy()
 
 # The paths whose values the kernel models (anything else: the scalar path).
 BUDGET = ("deadline", "flops", "gpu_hours", "usd", "usd_per_gpu_hour")
@@ -96,7 +100,7 @@ _KIND_OF = {"balanced": 0, "min_time": 1, "min_cost": 1, "min_flops": 2}
 class Pair:
     """One layout × GPU-count pair of the search space, with what a placement reads of its model."""
 
-    cm: object  # cost_model.CostModel
+    cm: CostModel
     gpus: int
     dp: int
     seq_len: int
@@ -106,7 +110,7 @@ class Pair:
     c: float
     micro_max: int
     pipeline: bool
-    split: object  # cost_model.Split
+    split: Split
 
 
 _STEP = ("per_sequence", "window", "bubble_k", "dp_per_micro", "reduce", "gather", "fixed")
@@ -153,9 +157,9 @@ def block(pairs: list[Pair], which: np.ndarray) -> Block:
     mode = pairs[0].cm.mode
     step = None
     if mode != DECLARED:
-        steps = [p.cm._step for p in pairs]
+        steps = [p.cm._step for p in pairs if p.cm._step is not None]  # every pair's, predicted
         step = Steps(**{n: np.array([getattr(st, n) for st in steps])[which] for n in _STEP},
-                     zero3=col(lambda p: p.cm._step.zero3, bool), overlap=steps[0].overlap)
+                     zero3=np.array([st.zero3 for st in steps], dtype=bool)[which], overlap=steps[0].overlap)
     return Block(col(lambda p: p.gpus), col(lambda p: p.dp), col(lambda p: p.seq_len), col(lambda p: p.per),
                  col(lambda p: p.f), col(lambda p: p.rate), col(lambda p: p.c), col(lambda p: p.micro_max, np.int64),
                  col(lambda p: p.pipeline, bool), mode, step)
@@ -369,8 +373,8 @@ def _intervals(p: Block, r: Rows):
                  "usd": ~np.isnan(r.usd) & ~np.isnan(r.price)}
         for name in TIME_LIMITS:
             w_max = wall_limit(name, getattr(r, name), r.price, p.gpus)
-            ilo, ihi, iok = quadratic_roots(*cf.time_quadratic(r.bc, r.em, p.flops_per_token, p.rate, p.fixed_time,
-                                                               w_max), np)
+            a2, a1, a0 = cf.time_quadratic(r.bc, r.em, p.flops_per_token, p.rate, p.fixed_time, w_max)
+            ilo, ihi, iok = quadratic_roots(a2, a1, a0, np)
             iok &= given[name]
             ivs[name] = (ilo, ihi, given[name], iok)
             empty |= given[name] & ~iok
@@ -468,7 +472,7 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
     walk = go & ~hit
     if walk.any():
         best = _walk(p, r, kind, st, best, has, walk, micro_fixed, divisors)
-    return Placed(*best, has=~np.isnan(best[0]) & go, unsure=st.unsure, target=st.target)
+    return Placed(**dict(zip(CONFIG, best)), has=~np.isnan(best[0]) & go, unsure=st.unsure, target=st.target)
 
 
 def _least(kind: str, r: Rows, st: _Start, evs: list) -> tuple[list, np.ndarray, np.ndarray]:
@@ -694,12 +698,13 @@ class _Store:
         v, f = np.full((nv, self.R), np.nan), np.zeros((nf, self.R), bool)
         n, k = len(names), len(KINDS)
         return dict(_values=v, _flags=f, lo=v[0], hi=v[1], done=f[0],
-                    ivs={name: (v[2 + 2 * j], v[3 + 2 * j], f[1 + 2 * j], f[2 + 2 * j]) for j, name in enumerate(names)},
+                    ivs={name: (v[2 + 2 * j], v[3 + 2 * j], f[1 + 2 * j], f[2 + 2 * j])
+                         for j, name in enumerate(names)},
                     targets=[v[2 + 2 * n + q] for q in range(k)],
                     kinds=[dict(has=f[1 + 2 * n + q], **{c: v[2 + 2 * n + k + q * len(CONFIG) + x]
                                                           for x, c in enumerate(CONFIG)}) for q in range(k)])
 
-    def view(self, rows: np.ndarray) -> "_Store":
+    def view(self, rows: np.ndarray) -> _Store:
         """The same placements on a subset of the rows."""
         out = _Store(len(rows))
         out.unsure = self.unsure[rows]
@@ -777,7 +782,7 @@ HEAVY = 24  # a row that needs more pairs than this is placed with its like, on 
 
 
 def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divisors, searched: bool = True,
-           every: bool = False) -> "Decided":
+           every: bool = False) -> Decided:
     """Each row's pick, placing a pair on a row only where it can matter: first the pairs whose
     bound ranks best, then, until nothing changes, every pair whose bound ranks no worse than the
     row's pick or could dominate it (the exact pruning of search_space.search_layouts: no
@@ -848,7 +853,7 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
     return d
 
 
-def _merge(d: "Decided", other: "Decided", rows: np.ndarray) -> None:
+def _merge(d: Decided, other: Decided, rows: np.ndarray) -> None:
     """`other`'s rows (answers for the chunk's `rows`) written into `d`."""
     for f in fields(Decided):
         a, b = getattr(d, f.name), getattr(other, f.name)
@@ -935,7 +940,7 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
     contenders = front & (measure <= best[:, None] * (1.0 + 1e-10))
     n_cont = contenders.sum(axis=1)
     pick = np.argmin(measure, axis=1)
-    feasible = front.any(axis=1)
+    feasible = np.asarray(front.any(axis=1))
     kind_of = np.array([c[1] for c in cols])
     pair_of = np.array([c[0] for c in cols])
     order_of = _search_order(pairs, searched, r, pair_of, kind_of)
@@ -948,7 +953,7 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
         objective = OBJECTIVES[int(r.objective[row])]
         price = None if np.isnan(r.price[row]) else float(r.price[row])
         keys = []
-        for j in np.flatnonzero(contenders[row]):
+        for j in np.flatnonzero(contenders[row]).tolist():
             c = _Cfg(float(wall[row, j]), float(cost[row, j]) if price is not None else None, float(cost[row, j]),
                      float(flops[row, j]), float(batch[row, j]))
             rk = rank(objective, c, float(r.bc[row]))
@@ -981,8 +986,8 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
         for n, (ilo, ihi, iok) in ivs.items():
             ilo[m], ihi[m], iok[m] = st["ivs"][n][0][m], st["ivs"][n][1][m], st["ivs"][n][3][m]
     return Decided(at(micro), at(accum), at(batch), at(stack("steps")), at(wall), at(stack("gh")), at(cost),
-                   at(flops), ok=ok, any=feasible, unsure=unsure, pair=chosen, kind=kind_of[pick], measure=at(measure), lo=lo,
-                   hi=hi, target=target, ivs=ivs)
+                   at(flops), ok=ok, any=feasible, unsure=unsure, pair=chosen, kind=kind_of[pick],
+                   measure=at(measure), lo=lo, hi=hi, target=target, ivs=ivs)
 
 
 # -- rows: values per axis, chunks, summaries ------------------------------------------------------
@@ -1072,7 +1077,7 @@ def prepare(source, settings):
 
 def _column(base_value, axes, idx, path, R):
     """One row parameter: the base plan's value, or the swept axis's (NaN: absent)."""
-    for a, (axis, ix) in enumerate(zip(axes, idx)):
+    for axis, ix in zip(axes, idx):
         if axis.path == path:
             table = np.array([np.nan if (v is None or isinstance(v, PlanError)) else float(v)
                               for v in axis.numbers])
@@ -1233,6 +1238,7 @@ def _diagnosed(base, pairs: list[Pair], r: Rows, micro_fixed: int | None, search
         if searched:
             # the layouts holding a least-conflicting pair; the one the walk met first, by any pair
             mine = np.flatnonzero(np.isin(layout, layout[among]))
+            assert approx is not None
             a = approx[mine, row]
             if not np.isfinite(a).all():
                 out.append(None)
@@ -1241,6 +1247,7 @@ def _diagnosed(base, pairs: list[Pair], r: Rows, micro_fixed: int | None, search
             keyed = []
             for i in near.tolist():  # search_space.bound_rank, the search's tie order
                 p = pairs[i]
+                key: tuple[float, ...]
                 if objective == "balanced":
                     key = balanced_key(lines_of(i), float(p.dp * ref.seq_len), p.gpus, fr.b_crit, fr.s_min,
                                        limits.price)

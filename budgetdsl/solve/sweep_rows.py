@@ -25,21 +25,21 @@ class Setting:
     values: tuple[str, ...]
 
 
-@dataclass(slots=True)  # not frozen: a frozen dataclass of 19 fields takes 6x as long to build
+@dataclass(slots=True)  # not frozen: many are built, and a frozen one builds slower
 class Summary:
     """What a sweep's table and CSV show of one row's answer (`summarize(solution)`, or the
     kernel's own numbers, which equal it field for field)."""
 
     status: str  # optimal | pinned | infeasible
     feasible: bool
-    gpus: int
+    gpus: int | None
     batch_tokens: float | None
     micro_batch: int | None
     grad_accum: int | None
-    data_parallel: int
+    data_parallel: int | None
     tensor_parallel: int
     pipeline_parallel: int
-    zero: int
+    zero: int | None
     recompute: str
     steps: int | None
     tokens: float | None

@@ -21,9 +21,12 @@ from budgetdsl.theory.xp import SCALAR
 class Target(Protocol):
     """What a plan's `target:` says (budgetdsl.plan.model.Target): E_min, or tokens at a batch."""
 
-    min_tokens: float | None
-    tokens: float | None
-    at_batch: float | None
+    @property
+    def min_tokens(self) -> float | None: ...
+    @property
+    def tokens(self) -> float | None: ...
+    @property
+    def at_batch(self) -> float | None: ...
 
 # Kaplan et al. 2020, "Scaling Laws for Neural Language Models", eq. 1.4 and table 4:
 # B_crit(L) ≈ B*/L^(1/α_B), B* ≈ 2·10⁸ tokens, α_B ≈ 0.21, L in nats on their WebText2 data.
@@ -122,12 +125,12 @@ def wall_bound(lines, b_min, b_crit, s_min, b_max=None, xp=SCALAR):
     return s_min * best
 
 
-def e_min_of(target: "Target", b_crit: float) -> float:
+def e_min_of(target: Target, b_crit: float) -> float:
     if target.min_tokens is not None:
         return float(target.min_tokens)
     assert target.tokens is not None and target.at_batch is not None  # the plan validator ensures it
     return cf.e_min_from_target(target.tokens, target.at_batch, b_crit)
 
 
-def frontier_from_target(target: "Target", b_crit: float) -> Frontier:
+def frontier_from_target(target: Target, b_crit: float) -> Frontier:
     return Frontier(b_crit=b_crit, e_min=e_min_of(target, b_crit))
