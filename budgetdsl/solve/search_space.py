@@ -45,7 +45,7 @@ from budgetdsl.solve.layout_search import candidates as layout_candidates
 from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto, rank
 from budgetdsl.solve.placement import Limits, Placement, evaluate
 from budgetdsl.solve.search_replay import Placed, Record, replay
-from budgetdsl.theory.frontier import Frontier, wall_bound
+from budgetdsl.theory.frontier import Frontier, balance, e_over_emin, wall_bound
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
@@ -707,7 +707,7 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
             gpu_hours = g * wall / 3600.0
             walls.append(wall)
             costs.append(gpu_hours * price if price else gpu_hours)
-            flops.append(fe * (1.0 + b_min / bc) * shrink)
+            flops.append(fe * e_over_emin(bc, b_min) * shrink)
         memo = _WALK_MEMO[memo_key] = (consts, walls, costs, flops, {})
         if len(_WALK_MEMO) > 64:
             del _WALK_MEMO[next(iter(_WALK_MEMO))]
@@ -966,7 +966,7 @@ def _axes_bounds(consts: "_Bounds", bc: float, s_min: float, fe: float, price: f
     wall = _wall_bounds(cols, b_min, bc, s_min) * (1.0 - 1e-9)
     gpu_hours = g * wall / 3600.0
     cost = gpu_hours * price if price else gpu_hours
-    fl = fe * (1.0 + b_min / bc) * (1.0 - 1e-9)
+    fl = fe * e_over_emin(bc, b_min) * (1.0 - 1e-9)
     return wall.tolist(), cost.tolist(), fl.tolist()
 
 
@@ -981,7 +981,7 @@ def _balanced_keys(consts: "_Bounds", bc: float, s_min: float, price: float | No
     k0, k1 = np.floor(n), np.ceil(n)
     x0 = np.where(k0 > 1, k0, 1.0) * b_min / bc
     x1 = np.where(k1 > 1, k1, 1.0) * b_min / bc
-    v0, v1 = (1.0 + 1.0 / x0) * (1.0 + x0), (1.0 + 1.0 / x1) * (1.0 + x1)
+    v0, v1 = balance(x0), balance(x1)
     v = np.where(v1 < v0, v1, v0)
     t = 0.5 * (v * (1.0 + 1e-11) - 2.0)
     with np.errstate(invalid="ignore"):
@@ -1094,7 +1094,7 @@ def lower_bound(ref: CostModel, gpus: int, dp: int, step: StepCost | None, fr: F
     bc = fr.b_crit
     wall = wall_bound(step_bound(step, micro_max, b_min, linear), b_min, bc, fr.s_min) * (1.0 - 1e-9)
     gpu_hours = gpus * wall / 3600.0
-    flops = ref.flops_per_token * fr.e_min * (1.0 + b_min / bc) * (1.0 - 1e-9)
+    flops = ref.flops_per_token * fr.e_min * e_over_emin(bc, b_min) * (1.0 - 1e-9)
     return (wall, gpu_hours * limits.price if limits.price else gpu_hours, flops)
 
 
@@ -1155,7 +1155,7 @@ def balanced_key(lines: tuple[tuple[float, float], tuple[float, float]], b_min: 
     n = b_crit / b_min
     k0, k1 = math.floor(n), math.ceil(n)
     x0, x1 = (k0 if k0 > 1 else 1) * b_min / b_crit, (k1 if k1 > 1 else 1) * b_min / b_crit
-    v0, v1 = (1.0 + 1.0 / x0) * (1.0 + x0), (1.0 + 1.0 / x1) * (1.0 + x1)
+    v0, v1 = balance(x0), balance(x1)
     v = v1 if v1 < v0 else v0
     t = 0.5 * (v * (1.0 + 1e-11) - 2.0)  # x + 1/x ≤ 2t
     root = math.sqrt(t * t - 1.0) if t > 1.0 else 0.0
