@@ -189,7 +189,7 @@ def numbers(cm, b_crit, e_min, micro, accum, xp=SCALAR) -> tuple:
     """(sequences, batch, steps, tokens, flops, wall clock, GPU-hours) of `micro` × `accum` on `cm`:
     one configuration (floats), or a sweep's (numpy arrays; `cm`'s fields arrays, `xp` numpy)."""
     sequences = micro * accum * cm.data_parallel
-    batch = sequences * cm.seq_len * 1.0  # tokens, a float (an int product is exact, then rounded once)
+    batch = sequences * cm.seq_len * 1.0  # tokens, a float: the exact (integer) product, rounded once
     n = whole_steps(e_min, b_crit, batch, xp)
     tokens = n * batch
     wall = n * step_time(cm, batch, accum, xp)

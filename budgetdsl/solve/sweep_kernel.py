@@ -124,7 +124,7 @@ class Steps:
     per_sequence: np.ndarray
     window: np.ndarray
     bubble_k: np.ndarray
-    zero3: np.ndarray
+    zero3: np.ndarray | bool
     dp_per_micro: np.ndarray
     reduce: np.ndarray
     gather: np.ndarray
@@ -139,7 +139,7 @@ class Block:
 
     gpus: np.ndarray
     data_parallel: np.ndarray
-    seq_len: np.ndarray
+    seq_len: int  # the plan's, every pair's
     per: np.ndarray  # tokens per sequence per replica
     flops_per_token: np.ndarray
     rate: np.ndarray
@@ -158,9 +158,11 @@ def block(pairs: list[Pair], which: np.ndarray) -> Block:
     step = None
     if mode != DECLARED:
         steps = [p.cm._step for p in pairs if p.cm._step is not None]  # every pair's, predicted
+        zero3 = np.array([st.zero3 for st in steps], dtype=bool)[which]
+        kinds = set(zero3.tolist())  # one kind: a plain bool (throughput.exposed_dp computes one side)
         step = Steps(**{n: np.array([getattr(st, n) for st in steps])[which] for n in _STEP},
-                     zero3=np.array([st.zero3 for st in steps], dtype=bool)[which], overlap=steps[0].overlap)
-    return Block(col(lambda p: p.gpus), col(lambda p: p.dp), col(lambda p: p.seq_len), col(lambda p: p.per),
+                     zero3=kinds.pop() if len(kinds) == 1 else zero3, overlap=steps[0].overlap)
+    return Block(col(lambda p: p.gpus), col(lambda p: p.dp), pairs[0].seq_len, col(lambda p: p.per),
                  col(lambda p: p.f), col(lambda p: p.rate), col(lambda p: p.c), col(lambda p: p.micro_max, np.int64),
                  col(lambda p: p.pipeline, bool), mode, step)
 

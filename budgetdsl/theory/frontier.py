@@ -117,11 +117,13 @@ def wall_bound(lines, b_min, b_crit, s_min, b_max=None, xp=SCALAR):
         best = xp.minimum(best, at(b_max))
     for a, c in lines:  # each line's own least, where a > 0 and c > 0
         own = (a > 0.0) & (c > 0.0)
-        b = xp.sqrt(b_crit * xp.where(own, c, 1.0) / xp.where(own, a, 1.0))
-        best = lower(best, b, own & (b >= b_min) & (True if b_max is None else b <= b_max))
+        if own is not False:  # (a plain False: no such point anywhere)
+            b = xp.sqrt(b_crit * xp.where(own, c, 1.0) / xp.where(own, a, 1.0))
+            best = lower(best, b, own & (b >= b_min) & (True if b_max is None else b <= b_max))
     cross = a1 != a2  # where the lines cross
-    b = (c2 - c1) / xp.where(cross, a1 - a2, 1.0)
-    best = lower(best, b, cross & (b >= b_min) & (True if b_max is None else b <= b_max))
+    if cross is not False:
+        b = (c2 - c1) / xp.where(cross, a1 - a2, 1.0)
+        best = lower(best, b, cross & (b >= b_min) & (True if b_max is None else b <= b_max))
     return s_min * best
 
 

@@ -9,6 +9,7 @@ numpy and compares as it always has (builtin min/max); `where` picks one of two 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 
@@ -25,6 +26,14 @@ class _Scalar:
     @staticmethod
     def where(condition: Any, a: Any, b: Any) -> Any:
         return a if condition else b
+
+
+def select(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], Any], xp: Any) -> Any:
+    """xp.where(condition, if_true(), if_false()), computing only the side a plain bool condition
+    picks (one plan, or a sweep's block of one kind): each side is still written once."""
+    if condition is True or condition is False:
+        return if_true() if condition else if_false()
+    return xp.where(condition, if_true(), if_false())
 
 
 SCALAR: Any = _Scalar()
