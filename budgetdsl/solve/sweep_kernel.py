@@ -1,39 +1,13 @@
-"""The sweep kernel: many rows of one plan placed together, vectorized with numpy, each row equal
-to `solve()` of that row's plan (docs/solver.md, "Sweeps").
+"""The sweep kernel: many rows of one plan placed together, each row equal to `solve()` of that
+row's plan (docs/solver.md, "Sweeps").
 
-A sweep that changes only limits (budget.*), the target (target.*), B_crit (noise.b_crit) or the
-objective leaves the search space alone: the layout × GPU-count pairs, each pair's cost model and
-step-time model depend on the model and hardware only. So the pairs are listed once, and for every
-pair and every row at once this module repeats what `solve()` does on one row:
-
-1. the feasible interval of B (`placement.limit_intervals`, the closed forms of
-   `closed_forms_generated`, the same float operations in the same order);
-2. each objective's target (`placement.objective_target`) and its integer neighbours, the
-   interval's ends, the (micro-batch, accumulation) splits `placement._configs_for` lists, each
-   split evaluated exactly (`placement.evaluate`: integer steps, wall clock, GPU-hours, FLOPs,
-   violated limits) and the best by `place`'s key;
-3. per row, the objective's pick among the candidates (`objectives.choose`): the non-dominated
-   set over (wall clock, cost, FLOPs) with TOLERANCE, then the objective's rank, rounded as
-   `choose` rounds it; an exact tie between layouts (one step time, two ZeRO stages) goes to the
-   pair the search places first (search_space.search_layouts' order).
-
-A pair is placed on a row only where its lower bound can rank with the row's pick or dominate it
-(`decide`), the search's own exact pruning.
-
-min_cost is placed once with min_time: the two share a target, and at one GPU count cost is a
-non-decreasing function of the wall clock, so `place`'s key orders every split alike.
-
-A row with no feasible configuration on any pair is diagnosed here as solve() diagnoses it
-(`_diagnosed`): the layout whose placement conflicts least, the first such in the search's order,
-and its binding limits. A row the kernel cannot decide exactly goes back to the scalar path
-(`sweep.solve_row`): rows whose placement needs `place`'s outward walk
-beyond a few steps, rows where two different configurations tie on a key or lie within the
-dominance tolerance of each other (the scalar order of candidates would decide), and numbers
-outside the exact integer range of a float. A sweep whose values the kernel does not model (the
-hardware, the model, `run:`, a value that refers to another swept path, or an expression of the
-file that reads a swept path) is solved by the scalar path whole.
-
-numpy is imported here, and this module only by the sweep command (`budgetdsl` imports no numpy).
+A sweep of limits, the target, B_crit or the objective leaves the layout × GPU-count pairs alone,
+so they are listed once and every (pair, row) is placed at once. The numbers are the solver's own
+functions on numpy arrays (step time, evaluation, intervals, frontier factors, wall-clock bound,
+binds); this module batches the rows, lists each placement's candidate splits, takes `place`'s and
+`choose`'s picks over them, and prunes pairs by the search's bounds. A row it cannot decide
+exactly goes back to `solve()` (`sweep_rows.solve_row`). numpy is imported here, and this module
+only by the sweep command (`budgetdsl` imports no numpy).
 """
 
 from __future__ import annotations
