@@ -338,7 +338,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         clipped = hi
     n_t = clipped / per
     if n_lo is None:
-        n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12)))
+        n_lo = least_sequences(lo, per)
     if n_hi is None:
         c = math.ceil(n_t)
         n_hi = (n_lo if n_lo > c else c) + 1
@@ -403,10 +403,21 @@ def _shared(cm: CostModel, fr: Frontier, limits: Limits) -> tuple:
             break
         lo, hi = max(lo, iv[0]), min(hi, iv[1])
     per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
-    n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12))) if lo <= hi and lo < INF else None
-    n_hi = math.floor(hi / per * (1.0 + 1e-12)) if n_lo is not None and hi < INF else None
+    n_lo = least_sequences(lo, per) if lo <= hi and lo < INF else None
+    n_hi = most_sequences(hi, per) if n_lo is not None and hi < INF else None
     configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
     return (intervals, lo, hi, per, n_lo, n_hi, configs, {})
+
+
+def least_sequences(lo, per, xp=SCALAR):
+    """The fewest whole sequences per replica (at least 1) whose batch, `per` tokens each, is ≥ lo
+    (the relative 1e-12 keeps float noise on an exact multiple from adding one)."""
+    return xp.maximum(1, xp.ceil(lo / per * (1.0 - 1e-12)))
+
+
+def most_sequences(hi, per, xp=SCALAR):
+    """The most whole sequences per replica whose batch, `per` tokens each, is ≤ hi."""
+    return xp.floor(hi / per * (1.0 + 1e-12))
 
 
 def _walk(at, seen: set, n0: int, n_lo: int, n_hi: int, better, best, best_key):

@@ -28,6 +28,8 @@ from budgetdsl.solve.placement import (
     LIMIT_NAMES,
     TIME_LIMITS,
     binds,
+    least_sequences,
+    most_sequences,
     numbers,
     quadratic_roots,
     wall_limit,
@@ -412,9 +414,9 @@ def _start(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed) -> _Start:
             go &= micro_fixed <= p.micro_max
         clipped = np.minimum(np.maximum(target, lo), hi)
         n_t = clipped / p.per
-        n_lo = np.maximum(1.0, np.ceil(lo / p.per * (1.0 - 1e-12)))
+        n_lo = least_sequences(lo, p.per, np)
         finite = hi < INF
-        n_hi = np.where(finite, np.floor(hi / p.per * (1.0 + 1e-12)), np.maximum(n_lo, np.ceil(n_t)) + 1.0)
+        n_hi = np.where(finite, most_sequences(hi, p.per, np), np.maximum(n_lo, np.ceil(n_t)) + 1.0)
         go &= n_lo <= n_hi
         unsure |= go & (n_hi > EXACT)
         go &= ~unsure
