@@ -38,7 +38,7 @@ from budgetdsl.cost.throughput import (
     declared_step,
     linear_step_seconds,
     step_cost,
-    step_seconds_at,
+    step_seconds,
 )
 from budgetdsl.cost.throughput import step_time as _step_time
 from budgetdsl.hardware.gpus import find_preset
@@ -205,7 +205,8 @@ def step_time(cm, batch_tokens, grad_accum, xp=SCALAR):
     the one dispatch between the declared line and the modelled step (`throughput.step_seconds`)."""
     if cm.mode == DECLARED or grad_accum is None:
         return linear_step_seconds(cm.flops_per_token, batch_tokens, cm.rate, cm.fixed_time)
-    return step_seconds_at(cm._step, batch_tokens, cm.seq_len, cm.data_parallel, grad_accum, xp)
+    micro_batch = batch_tokens / (cm.seq_len * cm.data_parallel * grad_accum)  # sequences per replica
+    return step_seconds(cm._step, micro_batch, grad_accum, xp)
 
 
 def _declared(section: Any, key: str) -> bool:

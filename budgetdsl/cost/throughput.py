@@ -59,7 +59,7 @@ import functools
 from dataclasses import dataclass, replace
 
 from budgetdsl.hardware.layout import data_parallel_peers_in_node, stage_layers
-from budgetdsl.theory.xp import SCALAR, select
+from budgetdsl.theory.xp import SCALAR
 
 # Passes over each layer's stored activation bytes made by the memory-bound kernels of one
 # forward + backward: the forward writes and reads each (2), the backward reads the saved value
@@ -280,21 +280,15 @@ def exposed_dp(zero3, per_micro, reduce, gather, overlap, b, window, m, xp=SCALA
     other m − 1 micro-batches' reductions each behind its own backward. A declared `overlap`
     hides that fraction of every collective instead."""
     per_step = m * per_micro
-    total = select(zero3, lambda: per_step, lambda: reduce + gather, xp)
+    total = xp.where(zero3, per_step, reduce + gather)
     if overlap is not None:
         exposed = total * (1.0 - overlap)
         each = per_micro * (1.0 - overlap)
     else:
         backward = (2.0 / 3.0) * b * window
-        exposed = total - select(zero3, lambda: xp.minimum(per_step, m * b * window),
-                                 lambda: xp.minimum(reduce, backward), xp)
+        exposed = total - xp.where(zero3, xp.minimum(per_step, m * b * window), xp.minimum(reduce, backward))
         each = xp.maximum(0.0, per_micro - backward)
-    return xp.maximum(0.0, exposed), select(zero3, lambda: 0.0, lambda: (m - 1) * each, xp)
-
-
-def step_seconds_at(step, batch_tokens, seq_len, dp, micro_batches, xp=SCALAR):
-    """`step_seconds` of a global batch of `batch_tokens` in `micro_batches` per replica."""
-    return step_seconds(step, batch_tokens / (seq_len * dp * micro_batches), micro_batches, xp)
+    return xp.maximum(0.0, exposed), xp.where(zero3, 0.0, (m - 1) * each)
 
 
 def linear_step_seconds(flops_per_token, batch_tokens, rate, fixed):
@@ -458,6 +452,6 @@ def declared_step(breakdown: Breakdown, mfu: float) -> Breakdown:
 
 
 __all__ = ["Shape", "Device", "Layout", "Breakdown", "COMPONENTS", "StepCost", "step_cost", "step_cost_columns",
-           "step_seconds", "step_seconds_at", "exposed_dp", "linear_step_seconds", "step_time", "declared_step",
+           "step_seconds", "exposed_dp", "linear_step_seconds", "step_time", "declared_step",
            "dp_collective_time", "recompute_flops_per_token"]
 

@@ -142,7 +142,8 @@ def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tu
     for name in TIME_LIMITS:
         w_max = limits.wall_limit(name, cm.gpus)
         if w_max is not None:
-            out[name] = quadratic_interval(*cf.time_quadratic(fr.b_crit, fr.e_min, f, rate, c, w_max))
+            lo, hi, ok = quadratic_roots(*cf.time_quadratic(fr.b_crit, fr.e_min, f, rate, c, w_max))
+            out[name] = (lo, hi) if ok else None
     return out
 
 
@@ -180,17 +181,12 @@ def _numbers(cm: CostModel, fr: Frontier, micro: int, accum: int) -> tuple:
     return (*numbers(cm, fr.b_crit, fr.e_min, micro, accum), cm.memory_at(micro))
 
 
-def whole_steps(e_min, b_crit, batch, xp=SCALAR):
-    """ceil(S(B)), at least 1: the optimizer steps a run of batch B takes (Frontier.steps)."""
-    return xp.maximum(1, xp.ceil(steps(e_min, b_crit, batch) * (1.0 - _STEP_TOL)))
-
-
 def numbers(cm, b_crit, e_min, micro, accum, xp=SCALAR) -> tuple:
     """(sequences, batch, steps, tokens, flops, wall clock, GPU-hours) of `micro` × `accum` on `cm`:
     one configuration (floats), or a sweep's (numpy arrays; `cm`'s fields arrays, `xp` numpy)."""
     sequences = micro * accum * cm.data_parallel
     batch = sequences * cm.seq_len * 1.0  # tokens, a float: the exact (integer) product, rounded once
-    n = whole_steps(e_min, b_crit, batch, xp)
+    n = xp.maximum(1, xp.ceil(steps(e_min, b_crit, batch) * (1.0 - _STEP_TOL)))  # ceil(S(B)), ≥ 1
     tokens = n * batch
     wall = n * step_time(cm, batch, accum, xp)
     return sequences, batch, n, tokens, cm.flops_per_token * tokens, wall, cm.gpus * wall / 3600.0

@@ -9,31 +9,15 @@ numpy and compares as it always has (builtin min/max); `where` picks one of two 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 
-class _Scalar:
-    """numpy's names for the few functions a formula needs beyond + − × ÷, on floats."""
-
-    minimum = staticmethod(min)
-    maximum = staticmethod(max)
-    sqrt = staticmethod(math.sqrt)
-    floor = staticmethod(math.floor)
-    ceil = staticmethod(math.ceil)
-    copysign = staticmethod(math.copysign)
-
-    @staticmethod
-    def where(condition: Any, a: Any, b: Any) -> Any:
-        return a if condition else b
+def _where(condition: Any, a: Any, b: Any) -> Any:
+    return a if condition else b
 
 
-def select(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], Any], xp: Any) -> Any:
-    """xp.where(condition, if_true(), if_false()), computing only the side a plain bool condition
-    picks (one plan, or a sweep's block of one kind): each side is still written once."""
-    if condition is True or condition is False:
-        return if_true() if condition else if_false()
-    return xp.where(condition, if_true(), if_false())
-
-
-SCALAR: Any = _Scalar()
+# numpy's names for the few functions a formula needs beyond + − × ÷, on floats (a namespace of
+# plain functions: the float path is the solver's hot path)
+SCALAR: Any = SimpleNamespace(minimum=min, maximum=max, sqrt=math.sqrt, floor=math.floor, ceil=math.ceil,
+                              copysign=math.copysign, where=_where)
