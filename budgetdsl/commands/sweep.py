@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 from budgetdsl.io.exit_codes import ExitCode
 from budgetdsl.plan.diagnostics import PlanError

@@ -548,13 +548,13 @@ def _walk(p: Block, r: Rows, kind: str, st: _Start, best: list, has, walk, micro
         for m_, a_, e_ in _splits(p, n, micro_fixed, divisors):
             ev = _evaluate(p, r, m_, a_, e_, micro_fixed)
             okk = ev.ok & active
-            unsure[:] |= active & ev.big
+            np.logical_or(unsure, active & ev.big, out=unsure)
             with np.errstate(divide="ignore", invalid="ignore"):
                 key = (_score(kind, r.bc, ev.batch, ev.wall, ev.flops), ev.wall, ev.accum, np.abs(ev.batch - clipped))
             less, equal = _better(key, best_key)
             had = ~np.isnan(best[0])
             take = okk & (~had | less)
-            unsure[:] |= okk & had & equal & ((ev.micro != best[0]) | (ev.accum != best[1]))
+            np.logical_or(unsure, okk & had & equal & ((ev.micro != best[0]) | (ev.accum != best[1])), out=unsure)
             best = [np.where(take, getattr(ev, f), b) for f, b in zip(CONFIG, best)]
             best_key = tuple(np.where(take, k, b) for k, b in zip(key, best_key))
             exact |= okk & (ev.micro * ev.accum == n)
