@@ -36,12 +36,14 @@ from budgetdsl.cost.throughput import (
     Shape,
     StepCost,
     declared_step,
-    linearised,
+    linear_step_seconds,
     step_cost,
+    step_seconds,
 )
 from budgetdsl.cost.throughput import step_time as _step_time
 from budgetdsl.hardware.gpus import find_preset
 from budgetdsl.hardware.layout import launchable_counts as _launchable_counts
+from budgetdsl.theory.xp import SCALAR
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
@@ -143,16 +145,13 @@ class CostModel:
     def step_time(self, batch_tokens: float, grad_accum: int | None = None) -> float:
         """T(B), seconds. Declared: f·B/(G·P·u). Predicted: the modelled step at `grad_accum`
         micro-batches per step; without it, the linear form f·B/rate + c."""
-        if self.mode == DECLARED or grad_accum is None:
-            return self.flops_per_token * batch_tokens / self.rate + self.fixed_time
-        assert self._step is not None  # the breakdown's total, in closed form (throughput.StepCost)
-        return self._step.total(batch_tokens / (self.seq_len * self.data_parallel * grad_accum), grad_accum)
+        return step_time(self, batch_tokens, grad_accum)
 
     def linear_at(self, micro_batch: float) -> tuple[float, float]:
         """(rate, c) of T(B) = f·B/rate + c at a fixed micro-batch."""
-        if self.mode == DECLARED or self.shape is None:
+        if self.mode == DECLARED or self._step is None:
             return self.rate, self.fixed_time
-        per_token, fixed = linearised(self.shape, self.device, self.layout, micro_batch, self.step_overhead)
+        per_token, fixed = self._step.linear(micro_batch, self.data_parallel, self.seq_len)
         return self.flops_per_token / per_token, fixed
 
     # -- memory --------------------------------------------------------------------------------
@@ -201,11 +200,20 @@ class CostModel:
         return self._micro_max
 
 
+def step_time(cm, batch_tokens, grad_accum, xp=SCALAR):
+    """`CostModel.step_time` of `cm`, or of a sweep's pairs (`cm`'s fields numpy arrays, `xp` numpy):
+    the one dispatch between the declared line and the modelled step (`throughput.step_seconds`)."""
+    if cm.mode == DECLARED or grad_accum is None:
+        return linear_step_seconds(cm.flops_per_token, batch_tokens, cm.rate, cm.fixed_time)
+    micro_batch = batch_tokens / (cm.seq_len * cm.data_parallel * grad_accum)  # sequences per replica
+    return step_seconds(cm._step, micro_batch, grad_accum, xp)
+
+
 def _declared(section: Any, key: str) -> bool:
     return key in section.model_fields_set
 
 
-def flops_per_token(plan: "Plan") -> Coef:
+def flops_per_token(plan: Plan) -> Coef:
     m = plan.model
     if m.flops_per_token is not None:
         return Coef(m.flops_per_token, "FLOP/token", DECLARED, "model.flops_per_token")
@@ -219,7 +227,7 @@ def flops_per_token(plan: "Plan") -> Coef:
 _preset = functools.lru_cache(maxsize=64)(find_preset)
 
 
-def _hardware_number(plan: "Plan", key: str, preset_attr: str, unit: str) -> Coef:
+def _hardware_number(plan: Plan, key: str, preset_attr: str, unit: str) -> Coef:
     hw = plan.hardware
     value = getattr(hw, key, None)
     if value is not None:
@@ -232,20 +240,20 @@ def _hardware_number(plan: "Plan", key: str, preset_attr: str, unit: str) -> Coe
     return Coef(float(getattr(preset, preset_attr)), unit, PRESET, f"{preset.name} ({preset.source})")
 
 
-def plan_split(plan: "Plan") -> Split:
+def plan_split(plan: Plan) -> Split:
     """The plan's own layout; a ValueError when a key is `auto` (the solver chooses it: pass the
     solution's layout, `Split` of `solution.batch`, to `build_cost_model`)."""
     hw = plan.hardware
     if hw.searched():
         raise ValueError(f"the layout is searched ({', '.join(hw.searched())}: auto): the solution names it")
-    return Split(hw.zero, hw.tensor_parallel, hw.pipeline_parallel, str(hw.recompute), hw.flash_attention)
+    return Split(int(hw.zero), hw.tensor_parallel, hw.pipeline_parallel, str(hw.recompute), hw.flash_attention)
 
 
 class ShapeUnknown(ValueError):
     """The memory or throughput model needs a shape the plan does not give."""
 
 
-def _device(plan: "Plan", coefs: dict[str, Coef]) -> Device | None:
+def _device(plan: Plan, coefs: dict[str, Coef]) -> Device | None:
     """The throughput model's device; None without a preset or the numbers (declared mode only)."""
     hw = plan.hardware
     try:
@@ -259,7 +267,7 @@ def _device(plan: "Plan", coefs: dict[str, Coef]) -> Device | None:
     return Device(coefs["peak_flops"].value, hbm.value, eff.value, intra.value, net.value, int(hw.gpus_per_node))
 
 
-def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> CostModel:
+def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostModel:
     """The cost model of `plan` on `gpus` GPUs (a count the plan allows), with `split` overriding
     the plan's ZeRO stage / parallel degrees / recomputation to evaluate a remedy.
 
@@ -315,7 +323,7 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
                    reserve_bytes=reserve.value, shape=shape, device=device, layout=layout,
                    step_overhead=overhead, _coefs=coefs)
     if mode != DECLARED:
-        assert cm._step is not None  # T(B) = B·a + c at the reference micro-batch (throughput.linearised)
+        assert cm._step is not None  # T(B) = B·a + c at the reference micro-batch (throughput.StepCost.linear)
         per_token, fixed_time = cm._step.linear(cm._reference_micro, dp, m.seq_len)
         object.__setattr__(cm, "rate", f.value / per_token)
         object.__setattr__(cm, "fixed_time", fixed_time)
@@ -324,7 +332,7 @@ def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> Cos
     return cm
 
 
-def _describe(plan: "Plan", gpus: int, split: Split, mode: str, peak: Coef, memory: Coef, overhead: float,
+def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory: Coef, overhead: float,
               layout: Layout, grad_dtype: str, reserve: Coef, cm: CostModel) -> None:
     """The derived coefficients of `cm` and how each was obtained (for the report)."""
     m, hw, coefs, stages = plan.model, plan.hardware, cm._coefs, cm.stages
@@ -359,7 +367,8 @@ def _describe(plan: "Plan", gpus: int, split: Split, mode: str, peak: Coef, memo
                                     + (" " + shard[1] if split.zero >= 1 else ""))
     if m.activation_bytes_per_token is not None:
         act_detail = "model.activation_bytes_per_token × s / (t·p)" + (f" × {p} in flight (1F1B)" if p > 1 else "")
-        coefs["activation_bytes_per_sequence"] = Coef(heavy.activations_per_sequence, "B/sequence", DECLARED, act_detail)
+        coefs["activation_bytes_per_sequence"] = Coef(heavy.activations_per_sequence, "B/sequence", DECLARED,
+                                                      act_detail)
     else:
         formula = {"full": "2·s·d", "selective": "34·s·d"}.get(
             split.recompute, "34·s·d" if split.flash_attention else "s·d·(34 + 5·a·s/d)")
@@ -388,12 +397,12 @@ def _describe(plan: "Plan", gpus: int, split: Split, mode: str, peak: Coef, memo
 # Cost models are pure functions of (the plan's model and hardware sections, GPU count, layout), so
 # they are kept across solves: a sweep of limits or objectives, or a warm re-solve, rebuilds none.
 # LRU, bounded; a CostModel is frozen.
-_CACHE: "OrderedDict[tuple, CostModel]" = OrderedDict()
+_CACHE: OrderedDict[tuple, CostModel] = OrderedDict()
 _CACHE_SIZE = 4096  # a search builds cost models only for the pairs it places
 _LAYOUT_KEYS = {"gpus", "tensor_parallel", "pipeline_parallel", "zero", "recompute"}
 
 
-def cost_model_key(plan: "Plan") -> tuple:
+def cost_model_key(plan: Plan) -> tuple:
     """What a cost model reads of a plan besides the GPU count and the layout (its `Split`).
     Remembered by the identity of the (frozen) model and hardware sections: a warm re-solve, and
     every copy of a plan that keeps them (`layout_search.concrete`), serialises them once."""
@@ -412,7 +421,7 @@ def cost_model_key(plan: "Plan") -> tuple:
 _KEYS: dict[tuple[int, int], tuple[Any, Any, tuple]] = {}  # (id model, id hardware) -> (model, hardware, key)
 
 
-def cached_cost_model(key: tuple, plan: "Plan", gpus: int, split: Split) -> CostModel:
+def cached_cost_model(key: tuple, plan: Plan, gpus: int, split: Split) -> CostModel:
     """`build_cost_model(plan, gpus, split)`, kept across solves under `cost_model_key(plan)`."""
     if not key:
         return build_cost_model(plan, gpus, split)
@@ -427,7 +436,7 @@ def cached_cost_model(key: tuple, plan: "Plan", gpus: int, split: Split) -> Cost
     return cm
 
 
-def launchable_counts(plan: "Plan", counts: range | list[int]) -> list[int]:
+def launchable_counts(plan: Plan, counts: range | list[int]) -> list[int]:
     """The GPU counts of a range that launch the plan's layout (`budgetdsl.hardware.layout`)."""
     hw = plan.hardware
     return _launchable_counts(counts, hw.tensor_parallel, hw.pipeline_parallel, hw.gpus_per_node)

@@ -92,10 +92,10 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
     grad_bytes = GRAD_BYTES[grad_dtype]
     interleave = 1.0 + (p - 1) / (p * virtual_stages) if virtual_stages > 1 else 1.0
 
+    d3, d2, d1 = zero_divisors(dp, zero)
+
     def static(local: float) -> tuple[float, float, float]:
-        return (BYTES_WEIGHTS * local / (dp if zero >= 3 else 1),
-                grad_bytes * local / (dp if zero >= 2 else 1),
-                BYTES_OPTIMIZER * local / (dp if zero >= 1 else 1))
+        return BYTES_WEIGHTS * local / d3, grad_bytes * local / d2, BYTES_OPTIMIZER * local / d1
 
     if activation_bytes_per_token is not None or layers is None or d_model is None:
         if activation_bytes_per_token is None:
@@ -129,15 +129,28 @@ def heaviest(stages: list[StageMemory], micro_batch: int = 1) -> StageMemory:
     return max(stages, key=lambda st: (st.at(micro_batch), -st.stage))
 
 
-def micro_batch_max(stages: list[StageMemory], free: float) -> int:
-    """The largest micro-batch every stage fits in `free` bytes (memory − reserve); 0 when none."""
+def zero_divisors(dp: int, zero: int) -> tuple[int, int, int]:
+    """What ZeRO divides the (weights, gradients, optimizer state) of a GPU by: stage 1 shards the
+    optimizer state over the dp replicas, stage 2 the gradients too, stage 3 the weights too."""
+    return (dp if zero >= 3 else 1), (dp if zero >= 2 else 1), (dp if zero >= 1 else 1)
+
+
+def micro_batch_room(free: float, stages) -> int:
+    """The largest micro-batch every stage of `stages`, (static bytes, bytes per sequence) each,
+    fits in `free` bytes (memory − reserve); 0 when none."""
     best = math.inf
-    for st in stages:
-        room = free - st.static
+    for static, per_sequence in stages:
+        room = free - static
         if room <= 0:
             return 0
-        if st.per_sequence <= 0:
-            continue
-        # the tiny relative tolerance keeps an exact fit (room = k·per_sequence) from losing k
-        best = min(best, math.floor(room / st.per_sequence * (1 + 1e-12)))
+        if per_sequence > 0:
+            # the tiny relative tolerance keeps an exact fit (room = k·per_sequence) from losing k
+            fits = math.floor(room / per_sequence * (1 + 1e-12))
+            if fits < best:
+                best = fits
     return 0 if best is math.inf else max(0, int(best))
+
+
+def micro_batch_max(stages: list[StageMemory], free: float) -> int:
+    """The largest micro-batch every stage fits in `free` bytes (memory − reserve); 0 when none."""
+    return micro_batch_room(free, ((st.static, st.per_sequence) for st in stages))

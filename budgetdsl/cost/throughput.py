@@ -59,6 +59,7 @@ import functools
 from dataclasses import dataclass, replace
 
 from budgetdsl.hardware.layout import data_parallel_peers_in_node, stage_layers
+from budgetdsl.theory.xp import SCALAR
 
 # Passes over each layer's stored activation bytes made by the memory-bound kernels of one
 # forward + backward: the forward writes and reads each (2), the backward reads the saved value
@@ -176,7 +177,7 @@ class Breakdown:
     def hfu(self) -> float:
         return self._per_gpu(self.hardware_flops) / self.peak_flops
 
-    def scaled(self, total: float) -> "Breakdown":
+    def scaled(self, total: float) -> Breakdown:
         """The same shares inside a step of `total` seconds (declared mode)."""
         k = total / self.total if self.total > 0 else 0.0
         return replace(self, **{c: getattr(self, c) * k for c in COMPONENTS})
@@ -259,23 +260,45 @@ class StepCost:
         return per_token, t1 - per_token * dp * micro_batch * seq_len
 
     def total(self, micro_batch: float, micro_batches: float) -> float:
-        m, b = micro_batches, micro_batch
-        if self.zero3:
-            total_dp = m * self.dp_per_micro
-            hidden = min(total_dp, m * b * self.window)
-        else:
-            total_dp = self.reduce + self.gather
-            hidden = min(self.reduce, (2.0 / 3.0) * b * self.window)
-        exposed = total_dp * (1.0 - self.overlap) if self.overlap is not None else total_dp - hidden
-        out = m * b * self.per_sequence + self.bubble_k * b + max(0.0, exposed)
-        if self.dp_per_micro and not self.zero3:  # ZeRO-2: the other m − 1 micro-batches' reductions
-            out += (m - 1) * (self.dp_per_micro * (1.0 - self.overlap) if self.overlap is not None
-                              else max(0.0, self.dp_per_micro - (2.0 / 3.0) * b * self.window))
-        return out + self.fixed
+        return step_seconds(self, micro_batch, micro_batches)
+
+
+def step_seconds(step, b, m, xp=SCALAR):
+    """T(b, m) of a `StepCost` (class docstring): m micro-batches of b sequences per replica. The
+    step time, defined here only: `step` holds floats (one layout) or numpy arrays of its fields
+    (a sweep's pairs, `xp` = numpy; `zero3` then a boolean array)."""
+    once, zero2 = exposed_dp(step.zero3, step.dp_per_micro, step.reduce, step.gather, step.overlap, b, step.window,
+                             m, xp)
+    return m * b * step.per_sequence + step.bubble_k * b + once + zero2 + step.fixed
+
+
+def exposed_dp(zero3, per_micro, reduce, gather, overlap, b, window, m, xp=SCALAR):
+    """(the data-parallel seconds a step leaves exposed once, ZeRO-2's other m − 1 reductions), with
+    m micro-batches of b sequences each hidden behind b·window of compute (module docstring):
+    ZeRO-3 gathers and reduces per micro-batch behind its compute; ZeRO 0–2 reduce once behind
+    the last micro-batch's backward (⅔ of its compute), and ZeRO-2 (per_micro, not ZeRO-3) the
+    other m − 1 micro-batches' reductions each behind its own backward. A declared `overlap`
+    hides that fraction of every collective instead."""
+    per_step = m * per_micro
+    total = xp.where(zero3, per_step, reduce + gather)
+    if overlap is not None:
+        exposed = total * (1.0 - overlap)
+        each = per_micro * (1.0 - overlap)
+    else:
+        backward = (2.0 / 3.0) * b * window
+        exposed = total - xp.where(zero3, xp.minimum(per_step, m * b * window), xp.minimum(reduce, backward))
+        each = xp.maximum(0.0, per_micro - backward)
+    return xp.maximum(0.0, exposed), xp.where(zero3, 0.0, (m - 1) * each)
+
+
+def linear_step_seconds(flops_per_token, batch_tokens, rate, fixed):
+    """T(B) = f·B/rate + c: the step with a declared MFU (c = 0), and the closed forms' line."""
+    return flops_per_token * batch_tokens / rate + fixed
 
 
 @functools.lru_cache(maxsize=1024)
-def _stage_shares(shape: Shape, device: Device, layout: Layout) -> tuple[tuple[int, ...], int, tuple[float, float, float]]:
+def _stage_shares(shape: Shape, device: Device,
+                  layout: Layout) -> tuple[tuple[int, ...], int, tuple[float, float, float]]:
     """(layers per stage, the slowest stage, its compute, recompute and TP shares) of one sequence
     per micro-batch: independent of the GPU count and ZeRO stage, so a layout search computes them
     once per (t, p, recomputation) — `layout` arrives with gpus = t·p and zero = 0."""
@@ -307,88 +330,29 @@ def _stage_shares(shape: Shape, device: Device, layout: Layout) -> tuple[tuple[i
     return stages, slow, per_stage[slow]
 
 
-def _unit_step(shape: Shape, device: Device, layout: Layout):
-    """The shares of one micro-batch of one sequence on every stage, the slowest stage, and its
-    data-parallel collectives: what `step_time` and `step_cost` scale."""
+def _slowest(shape: Shape, device: Device, layout: Layout) -> tuple[tuple[int, ...], tuple[float, float, float], float]:
+    """(layers per stage, the slowest stage's compute, recompute and TP shares of one sequence, its
+    GPU's parameters): what every GPU count of a (t, p, recomputation) layout shares."""
     t, p = layout.tensor_parallel, layout.pipeline_parallel
-    dp = layout.data_parallel
-    d = float(shape.d_model)
     stages, slow, shares = _stage_shares(shape, device, Layout(
         t * p, t, p, layout.virtual_stages, 0, layout.recompute, layout.flash_attention, layout.sequence_parallel))
-    pp_link = device.intra_node if t * dp < device.gpus_per_node else device.network
-    pp_micro = 2.0 * shape.seq_len * d * BF16 / t / pp_link if p > 1 else 0.0
-    # data parallelism: the gradients (and for ZeRO the weights) of the slowest stage's GPU
-    n_slow = stages[slow]
-    local = (n_slow * shape.layer_params + (shape.embedding_params if slow == 0 or slow == p - 1 else 0.0)) / t
+    local = (stages[slow] * shape.layer_params + (shape.embedding_params if slow == 0 or slow == p - 1 else 0.0)) / t
+    return stages, shares, local
+
+
+def _pipeline_send(shape: Shape, t: int, p: int, link: float) -> float:
+    """Seconds per sequence of micro-batch to send a stage's activations forward and gradients back."""
+    return 2.0 * shape.seq_len * float(shape.d_model) * BF16 / t / link if p > 1 else 0.0
+
+
+def _collectives(shape: Shape, device: Device, layout: Layout, local: float, dps: list[int],
+                 shared: dict | None = None) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Per data-parallel degree of `dps`: (per micro-batch, gradient reduction per step, weights'
+    all-gather per step, optimizer step) seconds of the slowest stage's GPU (module docstring). A
+    reduce-scatter or all-gather is half an all-reduce (`dp_collective_time`); `shared`, a dict a
+    layout search passes to every layout, keeps each all-reduce column by (bytes, t, device)."""
+    t, zero = layout.tensor_parallel, layout.zero
     grads = layout.grad_bytes * local
-    if layout.zero >= 3:
-        dp_parts = (2 * dp_collective_time(BF16 * local, dp, t, device, "all_gather")
-                    + dp_collective_time(grads, dp, t, device, "reduce_scatter"), 0.0, 0.0)
-    elif layout.zero >= 1:
-        rs = dp_collective_time(grads, dp, t, device, "reduce_scatter")
-        dp_parts = (rs if layout.zero == 2 else 0.0, rs, dp_collective_time(BF16 * local, dp, t, device, "all_gather"))
-    else:
-        dp_parts = (0.0, dp_collective_time(grads, dp, t, device, "all_reduce"), 0.0)
-    opt_params = local / (dp if layout.zero >= 1 else 1)
-    optimizer = (layout.grad_bytes + ADAM_BYTES) * opt_params / device.hbm_bandwidth
-    return stages, shares, pp_micro, dp_parts, optimizer
-
-
-def step_cost(shape: Shape, device: Device, layout: Layout, step_overhead: float = 0.0) -> StepCost:
-    """The layout's `StepCost`: T(b, m) for every micro-batch b and count m in closed form."""
-    _, (c1, r1, tp1), pp1, (per_micro, reduce, gather), optimizer = _unit_step(shape, device, layout)
-    p, v = layout.pipeline_parallel, max(1, layout.virtual_stages)
-    k = c1 + r1 + tp1 + pp1
-    return StepCost(k, c1 + r1 + tp1, (p - 1) / v * k if p > 1 else 0.0, layout.zero >= 3, per_micro,
-                    reduce, gather, layout.overlap, optimizer + step_overhead)
-
-
-def step_costs(shape: Shape, device: Device, layout: Layout, counts: list[int],
-               step_overhead: float = 0.0, shared: dict | None = None) -> list[StepCost]:
-    """`step_cost` of `layout` on each GPU count of `counts` (a layout search's many counts of one
-    layout): the same float operations as `_unit_step` and `step_cost` per count, with what does
-    not depend on the count computed once (`step_cost_columns`)."""
-    k, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed = step_cost_columns(
-        shape, device, layout, counts, step_overhead, shared)
-    return [StepCost(k[i], window, bubble[i], zero3, per_micro[i], reduce[i], gather[i], overlap, fixed[i])
-            for i in range(len(counts))]
-
-
-def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list[int],
-                      step_overhead: float = 0.0, shared: dict | None = None) -> tuple:
-    """The fields of `step_costs(...)` as columns, one entry per count (what a search of many counts
-    keeps instead of one `StepCost` per count): (per_sequence, window, bubble_k, zero3, dp_per_micro,
-    reduce, gather, overlap, fixed), `window`, `zero3` and `overlap` one value for every count.
-    What does not depend on the count is computed once: the stage shares, the slowest stage's
-    parameters, the two pipeline links (within a node or not). The data-parallel collectives depend
-    only on the bytes, dp, t and the device (`dp_collective_time`; a reduce-scatter or all-gather is
-    half an all-reduce, `0.5·t_ar` as there): `shared`, a dict a search passes to every layout, keeps
-    each all-reduce column by (bytes, t, device), so the layouts of one t and p (every ZeRO stage
-    and recomputation whose slowest stage is the same) compute them once."""
-    t, p = layout.tensor_parallel, layout.pipeline_parallel
-    tp = t * p
-    d = float(shape.d_model)
-    stages, slow, (c1, r1, tp1) = _stage_shares(shape, device, Layout(
-        tp, t, p, layout.virtual_stages, 0, layout.recompute, layout.flash_attention, layout.sequence_parallel))
-    n_slow = stages[slow]
-    local = (n_slow * shape.layer_params + (shape.embedding_params if slow == 0 or slow == p - 1 else 0.0)) / t
-    grads = layout.grad_bytes * local
-    zero, gpn = layout.zero, device.gpus_per_node
-    v = max(1, layout.virtual_stages)
-    crt = c1 + r1 + tp1
-    fixed_bytes = layout.grad_bytes + ADAM_BYTES
-    hbm = device.hbm_bandwidth
-    # the two pipeline links: t·dp < GPUs per node (NVLink) or not (the NIC)
-    kb = []
-    for pp_link in (device.intra_node, device.network):
-        pp1 = 2.0 * shape.seq_len * d * BF16 / t / pp_link if p > 1 else 0.0
-        k = c1 + r1 + tp1 + pp1
-        kb.append((k, (p - 1) / v * k if p > 1 else 0.0))
-    (k_in, b_in), (k_out, b_out) = kb
-    dps = [gpus // tp for gpus in counts]
-    inside = [t * dp < gpn for dp in dps]
-    ks = [k_in if i else k_out for i in inside]
-    bubbles = [b_in if i else b_out for i in inside]
 
     def all_reduce(nbytes: float) -> list[float]:
         memo = None
@@ -417,51 +381,65 @@ def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list
         gather = [0.5 * a if a else 0.0 for a in all_reduce(BF16 * local)]
     else:
         per_micro, reduce, gather = zeros, all_reduce(grads), zeros
-    if zero >= 1:
-        fixed = [fixed_bytes * (local / dp) / hbm + step_overhead for dp in dps]
+    fixed_bytes, hbm = layout.grad_bytes + ADAM_BYTES, device.hbm_bandwidth
+    if zero >= 1:  # Adam over the GPU's shard of the parameters
+        optimizer = [fixed_bytes * (local / dp) / hbm for dp in dps]
     else:
-        f0 = fixed_bytes * (local / 1) / hbm + step_overhead
-        fixed = [f0] * len(dps)
-    return ks, crt, bubbles, zero >= 3, per_micro, reduce, gather, layout.overlap, fixed
+        optimizer = [fixed_bytes * (local / 1) / hbm] * len(dps)
+    return per_micro, reduce, gather, optimizer
+
+
+def step_cost(shape: Shape, device: Device, layout: Layout, step_overhead: float = 0.0) -> StepCost:
+    """The layout's `StepCost`: T(b, m) for every micro-batch b and count m in closed form."""
+    k, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed = step_cost_columns(
+        shape, device, layout, [layout.gpus], step_overhead)
+    return StepCost(k[0], window, bubble[0], zero3, per_micro[0], reduce[0], gather[0], overlap, fixed[0])
+
+
+def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list[int],
+                      step_overhead: float = 0.0, shared: dict | None = None) -> tuple:
+    """The fields of `step_cost` of `layout` on each GPU count of `counts` (a layout search's many
+    counts of one layout), as columns: (per_sequence, window, bubble_k, zero3, dp_per_micro,
+    reduce, gather, overlap, fixed), `window`, `zero3` and `overlap` one value for every count.
+    What does not depend on the count is computed once: the stage shares, the slowest stage's
+    parameters, the two pipeline links (within a node or not); `shared`: see `_collectives`."""
+    t, p = layout.tensor_parallel, layout.pipeline_parallel
+    _, (c1, r1, tp1), local = _slowest(shape, device, layout)
+    v = max(1, layout.virtual_stages)
+    # the two pipeline links: t·dp < GPUs per node (NVLink) or not (the NIC)
+    kb = []
+    for pp_link in (device.intra_node, device.network):
+        k = c1 + r1 + tp1 + _pipeline_send(shape, t, p, pp_link)
+        kb.append((k, (p - 1) / v * k if p > 1 else 0.0))
+    (k_in, b_in), (k_out, b_out) = kb
+    dps = [gpus // (t * p) for gpus in counts]
+    inside = [t * dp < device.gpus_per_node for dp in dps]
+    per_micro, reduce, gather, optimizer = _collectives(shape, device, layout, local, dps, shared)
+    return ([k_in if i else k_out for i in inside], c1 + r1 + tp1, [b_in if i else b_out for i in inside],
+            layout.zero >= 3, per_micro, reduce, gather, layout.overlap, [o + step_overhead for o in optimizer])
 
 
 def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, global_batch: float,
               step_overhead: float = 0.0) -> Breakdown:
     """The predicted step of `global_batch` sequences in micro-batches of `micro_batch` sequences
     per GPU (m = global_batch/(dp·micro_batch) per step; fractional m is allowed for the closed
-    forms' linearisation)."""
-    p, v = layout.pipeline_parallel, max(1, layout.virtual_stages)
+    forms' linearisation), itemised: the shares of `step_seconds`, each scaled to the step."""
+    t, p, v = layout.tensor_parallel, layout.pipeline_parallel, max(1, layout.virtual_stages)
     dp = layout.data_parallel
-    s = shape.seq_len
     b = micro_batch
     m = global_batch / (dp * micro_batch)
-    stages, (c1, r1, tp1), pp1, (per_micro, reduce, gather), optimizer = _unit_step(shape, device, layout)
+    stages, (c1, r1, tp1), local = _slowest(shape, device, layout)
+    pp1 = _pipeline_send(shape, t, p, device.intra_node if t * dp < device.gpus_per_node else device.network)
+    (per_micro,), (reduce,), (gather,), (optimizer,) = _collectives(shape, device, layout, local, [dp])
     c_mb, r_mb, tp_mb, pp_micro = c1 * b, r1 * b, tp1 * b, pp1 * b
     micro_time = c_mb + r_mb + tp_mb + pp_micro
     bubble = (p - 1) / v * micro_time if p > 1 else 0.0
-    if layout.zero >= 3:
-        total_dp = m * per_micro
-        window = m * (c_mb + r_mb + tp_mb)  # prefetch behind each micro-batch's compute
-        hidden_by_default = min(total_dp, window)
-    else:
-        total_dp = reduce + gather
-        # DDP/Megatron: the reduction runs in buckets during the last micro-batch's backward
-        # (two thirds of its compute); the weights' all-gather follows the optimizer step.
-        hidden_by_default = min(reduce, (2.0 / 3.0) * (c_mb + r_mb + tp_mb))
-    if layout.overlap is not None:
-        dp_exposed = total_dp * (1.0 - layout.overlap)
-    else:
-        dp_exposed = total_dp - hidden_by_default
-    dp_exposed = max(0.0, dp_exposed)
-    if per_micro and layout.zero < 3:  # ZeRO-2: the other m − 1 reductions, each behind its backward
-        dp_exposed += (m - 1) * (per_micro * (1.0 - layout.overlap) if layout.overlap is not None
-                                 else max(0.0, per_micro - (2.0 / 3.0) * (c_mb + r_mb + tp_mb)))
-
-    seq_tokens = global_batch * s
+    once, zero2 = exposed_dp(layout.zero >= 3, per_micro, reduce, gather, layout.overlap, 1.0, c_mb + r_mb + tp_mb, m)
+    seq_tokens = global_batch * shape.seq_len
     model_flops = shape.flops_per_token * seq_tokens
     hardware_flops = model_flops + recompute_flops_per_token(shape, layout.recompute) * seq_tokens
     return Breakdown(compute=m * c_mb, recompute=m * r_mb, tp_comm=m * tp_mb, pp_comm=m * pp_micro,
-                     bubble=bubble, dp_comm=dp_exposed, optimizer=optimizer,
+                     bubble=bubble, dp_comm=once + zero2, optimizer=optimizer,
                      overhead=step_overhead, model_flops=model_flops, hardware_flops=hardware_flops,
                      gpus=layout.gpus, peak_flops=device.peak_flops, micro_batch=micro_batch,
                      micro_batches=m, stage_layers=stages)
@@ -473,23 +451,7 @@ def declared_step(breakdown: Breakdown, mfu: float) -> Breakdown:
     return breakdown.scaled(total)
 
 
-def linearised(shape: Shape, device: Device, layout: Layout, micro_batch: float,
-               step_overhead: float = 0.0) -> tuple[float, float]:
-    """(seconds per token, fixed seconds per step) of T(B) = B·a + c at a fixed micro-batch: the
-    per-micro-batch parts grow with the batch, the bubble, data-parallel reduction and optimizer
-    step do not (the closed forms' model). Exact for every batch of whole micro-batches except the
-    ZeRO-3 gathers, which grow with m and are taken at m = 1 and 2."""
-    dp = layout.data_parallel
-    b1 = dp * micro_batch
-    t1 = step_time(shape, device, layout, micro_batch, b1, step_overhead).total
-    t2 = step_time(shape, device, layout, micro_batch, 2 * b1, step_overhead).total
-    per_token = (t2 - t1) / (b1 * shape.seq_len)
-    if not per_token > 0 and step_overhead:  # an overhead (1e10 s) that rounds a micro-batch's time away:
-        per_token, fixed = linearised(shape, device, layout, micro_batch, 0.0)  # the slope without it
-        return per_token, fixed + step_overhead
-    return per_token, t1 - per_token * b1 * shape.seq_len
-
-
-__all__ = ["Shape", "Device", "Layout", "Breakdown", "COMPONENTS", "StepCost", "step_cost", "step_costs", "step_cost_columns", "step_time", "declared_step",
-           "linearised", "dp_collective_time", "recompute_flops_per_token"]
+__all__ = ["Shape", "Device", "Layout", "Breakdown", "COMPONENTS", "StepCost", "step_cost", "step_cost_columns",
+           "step_seconds", "exposed_dp", "linear_step_seconds", "step_time", "declared_step",
+           "dp_collective_time", "recompute_flops_per_token"]
 

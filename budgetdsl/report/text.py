@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from budgetdsl.quantities.humanize import data, human, si, significant
+from budgetdsl.solve.placement import TIGHT, binds
 from budgetdsl.solve.solution import Constraint, Solution
 
 
@@ -98,12 +99,11 @@ def _frontier_rows(sol: Solution) -> list[tuple[str, str]]:
     return rows
 
 
-# A limit "binds" only when the run sits on it: less than 1 % of the limit left (the solver's own
-# tightness rule). A limit the solver marks binding with more slack than that decided the run
-# without being reached: memory capped the micro-batch (the next one would not fit, so the free
-# memory is less than one sequence's activations), or another limit capped the global batch
-# before the launchable rounding stepped back from it. Those read "caps …", not "binds".
-TIGHT_SLACK = 0.01
+# A limit "binds" only when the run sits on it (`placement.binds`, the solver's own rule). A
+# limit the solver marks binding with more slack than that decided the run without being reached:
+# memory capped the micro-batch (the next one would not fit, so the free memory is less than one
+# sequence's activations), or another limit capped the global batch before the launchable rounding
+# stepped back from it. Those read "caps …", not "binds".
 
 
 def limit_state(c: Constraint, violated: tuple[str, str] = ("VIOLATED", "VIOLATED")) -> str:
@@ -113,7 +113,7 @@ def limit_state(c: Constraint, violated: tuple[str, str] = ("VIOLATED", "VIOLATE
         return "—"
     if not c.satisfied:
         return violated[0] if c.sense == "<=" else violated[1]
-    if c.slack is not None and c.limit and abs(c.slack) < TIGHT_SLACK * abs(c.limit):
+    if c.slack is not None and binds(c.slack, c.limit):
         return "binds"
     if c.binding:
         return "caps micro-batch" if c.name == "memory" else "caps batch"
@@ -127,7 +127,7 @@ def limit_use(c: Constraint) -> str:
         return "—"
     ratio = c.value / c.limit
     if c.sense == ">=":
-        return "at min" if abs(ratio - 1) < TIGHT_SLACK else f"{significant(ratio)}× min"
+        return "at min" if abs(ratio - 1) < TIGHT else f"{significant(ratio)}× min"
     return f"{ratio:.0%}"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from budgetdsl.solve.placement import INF, LIMIT_NAMES, Placement
+from budgetdsl.solve.placement import INF, LIMIT_NAMES, Placement, binds
 from budgetdsl.solve.solution import Constraint
 
 if TYPE_CHECKING:
@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
 UNITS = {"deadline": "s", "flops": "FLOP", "gpu_hours": "GPU-h", "usd": "USD", "memory": "B",
          "min_batch": "tokens"}
-TIGHT = 0.01  # a limit with less than 1 % slack binds
 
 
 def conflicting_names(pl: Placement) -> list[str]:
@@ -74,7 +73,7 @@ def conflicts(pl: Placement) -> list[str]:
     return out
 
 
-def constraints(limits: "Limits", pl: Placement, pinned: bool) -> list[Constraint]:
+def constraints(limits: Limits, pl: Placement, pinned: bool) -> list[Constraint]:
     """Each limit at the configuration (`solution.Constraint`, its numbers checked finite)."""
     cm, cfg = pl.cm, pl.config
     out: list[Constraint] = []
@@ -95,7 +94,7 @@ def constraints(limits: "Limits", pl: Placement, pinned: bool) -> list[Constrain
         else:
             decided = iv is not None and ((pushed_lo and iv[0] == pl.lo) or (pushed_hi and iv[1] == pl.hi))
             detail = ""
-        tight = slack is not None and limit > 0 and slack < TIGHT * limit
+        tight = slack is not None and binds(slack, limit)
         out.append(Constraint(
             name=name, sense="<=", limit=limit, value=value, slack=slack,
             binding=bool(decided or tight or satisfied is False or (iv is None and name in pl.intervals)

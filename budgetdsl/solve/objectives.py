@@ -33,6 +33,7 @@ from math import log10 as _log10
 from typing import Generic, TypeVar
 
 from budgetdsl.plan.model import OBJECTIVES  # the names are the plan language's
+from budgetdsl.theory.frontier import balance
 
 MEASURE = {"balanced": "(S/S_min)(E/E_min)", "min_time": "wall clock", "min_flops": "FLOPs",
            "min_cost": "cost"}
@@ -126,11 +127,6 @@ def _pareto3_sorted(ordered: list[tuple[float, ...]], order: list[int]) -> set[i
             front.append(ordered[pos])
             keep.add(order[pos])
     return keep
-
-
-def balance(x: float) -> float:
-    """(S/S_min)(E/E_min) = (1 + 1/x)(1 + x) at x = B/B_crit (McCandlish et al. 2018, eq. 2.11)."""
-    return (1.0 + 1.0 / x) * (1.0 + x)
 
 
 def rank(objective: str, cfg, b_crit: float) -> tuple[float, ...]:

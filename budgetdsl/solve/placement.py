@@ -20,9 +20,10 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from budgetdsl.cost.cost_model import DECLARED, CostModel
+from budgetdsl.cost.cost_model import CostModel, step_time
 from budgetdsl.theory import closed_forms_generated as cf
-from budgetdsl.theory.frontier import Frontier
+from budgetdsl.theory.frontier import Frontier, balance_at, steps
+from budgetdsl.theory.xp import SCALAR
 
 INF = math.inf
 TIME_LIMITS = ("deadline", "gpu_hours", "usd")
@@ -30,6 +31,7 @@ LIMIT_NAMES = ("deadline", "flops", "gpu_hours", "usd")
 # An integer step count is ceil(S(B)); the tolerance keeps S(B) = 476837.0000000001 (float noise on
 # an exact integer) from costing a whole extra step.
 _STEP_TOL = 1e-12
+TIGHT = 0.01  # a limit with less than 1 % slack binds (`binds`)
 _FALLBACK_SCAN = 512  # integer batch sizes tried when the neighbours of the target all fail
 _DIVISOR_SCAN = 4096
 
@@ -42,25 +44,38 @@ class Limits:
     usd: float | None = None
     price: float | None = None  # USD per GPU-hour
 
-    def without(self, name: str) -> "Limits":
+    def without(self, name: str) -> Limits:
         values = {k: getattr(self, k) for k in ("deadline", "flops", "gpu_hours", "usd", "price")}
         values[name] = None
         return Limits(**values)
 
-    def replaced(self, name: str, value: float) -> "Limits":
+    def replaced(self, name: str, value: float) -> Limits:
         values = {k: getattr(self, k) for k in ("deadline", "flops", "gpu_hours", "usd", "price")}
         values[name] = value
         return Limits(**values)
 
     def wall_limit(self, name: str, gpus: int) -> float | None:
         """A time-type limit as a bound on the wall clock W, seconds."""
-        if name == "deadline":
-            return self.deadline
-        if name == "gpu_hours":
-            return None if self.gpu_hours is None else 3600.0 * self.gpu_hours / gpus
-        if self.usd is None or not self.price:
+        value = getattr(self, name)
+        if value is None or (name == "usd" and not self.price):
             return None
-        return 3600.0 * self.usd / (self.price * gpus)
+        return wall_limit(name, value, self.price, gpus)
+
+
+def wall_limit(name: str, value, price, gpus):
+    """The time-type limit `name` (deadline s, gpu_hours, usd at `price` per GPU-hour) of `value` as
+    a bound on the wall clock W of a run on `gpus` GPUs, seconds (floats, or a sweep's arrays)."""
+    if name == "deadline":
+        return value
+    if name == "gpu_hours":
+        return 3600.0 * value / gpus
+    return 3600.0 * value / (price * gpus)
+
+
+def binds(slack, limit):
+    """A limit binds when the run sits on it: less than TIGHT of a positive limit left. Floats, or
+    numpy arrays of a sweep's rows (elementwise)."""
+    return (limit > 0) & (slack < TIGHT * limit)
 
 
 class Config(NamedTuple):
@@ -96,21 +111,25 @@ _new_config = tuple.__new__  # Config(*fields) without binding 14 keyword-capabl
 
 
 def quadratic_interval(a2: float, a1: float, a0: float) -> tuple[float, float] | None:
-    """{B > 0 : a2·B² + a1·B + a0 ≤ 0} for a2 > 0, a0 ≥ 0, or None when empty.
+    """{B > 0 : a2·B² + a1·B + a0 ≤ 0} for a2 > 0, a0 ≥ 0, or None when empty."""
+    lo, hi, ok = quadratic_roots(a2, a1, a0)
+    return (lo, hi) if ok else None
+
+
+def quadratic_roots(a2, a1, a0, xp=SCALAR):
+    """`quadratic_interval` as (low, high, nonempty): floats, or a sweep's arrays with `xp` numpy
+    (low and high mean something only where nonempty).
 
     The roots are those of `cf.time_roots` (sympy's), computed in the cancellation-free form
     q = −(a1 + sign(a1)·√disc)/2, roots q/a2 and a0/q (Press et al., Numerical Recipes, §5.6)."""
     disc = a1 * a1 - 4.0 * a2 * a0
-    if disc < 0.0:
-        return None
-    q = -0.5 * (a1 + math.copysign(math.sqrt(disc), a1))
-    if q == 0.0:
-        return None
+    real = disc >= 0.0
+    q = -0.5 * (a1 + xp.copysign(xp.sqrt(xp.where(real, disc, 0.0)), a1))
+    ok = real & (q != 0.0)
+    q = xp.where(ok, q, 1.0)
     r1, r2 = q / a2, a0 / q
-    lo, hi = (r1, r2) if r1 <= r2 else (r2, r1)
-    if hi <= 0.0:
-        return None
-    return (max(lo, 0.0), hi)
+    hi = xp.maximum(r1, r2)
+    return xp.maximum(xp.minimum(r1, r2), 0.0), hi, ok & (hi > 0.0)
 
 
 def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tuple[float, float] | None]:
@@ -123,7 +142,8 @@ def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tu
     for name in TIME_LIMITS:
         w_max = limits.wall_limit(name, cm.gpus)
         if w_max is not None:
-            out[name] = quadratic_interval(*cf.time_quadratic(fr.b_crit, fr.e_min, f, rate, c, w_max))
+            lo, hi, ok = quadratic_roots(*cf.time_quadratic(fr.b_crit, fr.e_min, f, rate, c, w_max))
+            out[name] = (lo, hi) if ok else None
     return out
 
 
@@ -141,7 +161,7 @@ def objective_target(objective: str, cm: CostModel, fr: Frontier) -> float:
 def score(objective: str, fr: Frontier, cfg: Config) -> float:
     """The objective's measure of a configuration (lower is better)."""
     if objective == "balanced":
-        return fr.s_over_smin(cfg.batch) * fr.e_over_emin(cfg.batch)
+        return balance_at(fr.b_crit, cfg.batch)
     if objective == "min_time":
         return cfg.wall
     if objective == "min_flops":
@@ -158,22 +178,18 @@ def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int
 def _numbers(cm: CostModel, fr: Frontier, micro: int, accum: int) -> tuple:
     """What `evaluate` computes before the limits: (sequences, batch, steps, tokens, flops, wall,
     GPU-hours, memory), a pure function of the cost model, the frontier, micro and accum."""
-    dp = cm.data_parallel
-    seq_len = cm.seq_len
-    sequences = micro * accum * dp
-    batch = float(sequences * seq_len)
-    bc = fr.b_crit
-    steps = math.ceil(fr.e_min / bc * (1.0 + bc / batch) * (1.0 - _STEP_TOL))  # Frontier.steps
-    if steps < 1:
-        steps = 1
-    tokens = steps * batch
-    flops = cm.flops_per_token * tokens
-    step = cm._step
-    if step is not None and cm.mode != DECLARED:  # CostModel.step_time, its closed form inlined
-        wall = steps * step.total(batch / (seq_len * dp * accum), accum)
-    else:
-        wall = steps * cm.step_time(batch, accum)
-    return sequences, batch, steps, tokens, flops, wall, cm.gpus * wall / 3600.0, cm.memory_at(micro)
+    return (*numbers(cm, fr.b_crit, fr.e_min, micro, accum), cm.memory_at(micro))
+
+
+def numbers(cm, b_crit, e_min, micro, accum, xp=SCALAR) -> tuple:
+    """(sequences, batch, steps, tokens, flops, wall clock, GPU-hours) of `micro` × `accum` on `cm`:
+    one configuration (floats), or a sweep's (numpy arrays; `cm`'s fields arrays, `xp` numpy)."""
+    sequences = micro * accum * cm.data_parallel
+    batch = sequences * cm.seq_len * 1.0  # tokens, a float: the exact (integer) product, rounded once
+    n = xp.maximum(1, xp.ceil(steps(e_min, b_crit, batch) * (1.0 - _STEP_TOL)))  # ceil(S(B)), ≥ 1
+    tokens = n * batch
+    wall = n * step_time(cm, batch, accum, xp)
+    return sequences, batch, n, tokens, cm.flops_per_token * tokens, wall, cm.gpus * wall / 3600.0
 
 
 def _config(cm: CostModel, limits: Limits, micro: int, accum: int, micro_max: int, numbers: tuple) -> Config:
@@ -254,6 +270,7 @@ def _pairs_near(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool)
     hit = _PAIRS.get(key)
     if hit is not None:
         return hit
+    out: tuple[tuple[int, int], ...]
     if micro_fixed is not None:
         a = max(1, n // micro_fixed)
         out = ((micro_fixed, a), (micro_fixed, a + 1)) if a * micro_fixed < n else ((micro_fixed, a),)
@@ -305,20 +322,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     micro_max = cm.micro_batch_max
     shared = evals.get("intervals")
     if shared is None:
-        intervals = limit_intervals(cm, fr, limits)
-        lo, hi = 0.0, INF
-        for iv in intervals.values():
-            if iv is None:
-                lo, hi = INF, 0.0
-                break
-            lo, hi = max(lo, iv[0]), min(hi, iv[1])
-        per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
-        n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12))) if lo <= hi and lo < INF else None
-        n_hi = math.floor(hi / per * (1.0 + 1e-12)) if n_lo is not None and hi < INF else None
-        # what every objective of this cost model, frontier and limits shares: the interval, its
-        # integer ends, the configurations by (micro, accum) and the feasible ones of each count
-        configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
-        shared = evals["intervals"] = (intervals, lo, hi, per, n_lo, n_hi, configs, {})
+        shared = evals["intervals"] = _shared(cm, fr, limits)
     intervals, lo, hi, per, n_lo, n_hi, configs, counts = shared
     target = objective_target(objective, cm, fr)
     if micro_max < 1 or (micro_fixed is not None and micro_fixed > micro_max):
@@ -330,7 +334,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         clipped = hi
     n_t = clipped / per
     if n_lo is None:
-        n_lo = max(1, math.ceil(lo / per * (1.0 - 1e-12)))
+        n_lo = least_sequences(lo, per)
     if n_hi is None:
         c = math.ceil(n_t)
         n_hi = (n_lo if n_lo > c else c) + 1
@@ -371,20 +375,60 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     if not hit:
         # Integer steps pushed the target's neighbours over a limit: walk outward from the target
         # to the nearest launchable batch, so the answer stays next to the objective's choice.
-        seen = set(order)
-        n0 = min(max(round(n_t), n_lo), n_hi)
-        for i in range(1, _FALLBACK_SCAN):
-            n = n0 + ((i + 1) // 2) * (1 if i % 2 else -1)
-            if n_lo <= n <= n_hi and n not in seen:
-                seen.add(n)
-                entry = entries.get(n)
-                if entry is None:
-                    entry = entries[n] = _feasible_at(cm, fr, limits, n, micro_max, micro_fixed, pipeline, configs)
-                best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
-                if entry[0]:
-                    break
+        def at(n: int) -> tuple[bool, tuple[Config, ...]]:
+            entry = entries.get(n)
+            if entry is None:
+                entry = entries[n] = _feasible_at(cm, fr, limits, n, micro_max, micro_fixed, pipeline, configs)
+            return entry
+        best, best_key = _walk(at, set(order), min(max(round(n_t), n_lo), n_hi), n_lo, n_hi,
+                               lambda found, b, k: _better(found, kind, bc, clipped, b, k), best, best_key)
     return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, best, micro_max,
                                       None if best is not None else "integer"))
+
+
+def _shared(cm: CostModel, fr: Frontier, limits: Limits) -> tuple:
+    """What every objective of one cost model, frontier and limits shares in `place`: the limits'
+    intervals, their intersection [lo, hi], tokens per sequence per replica, the interval's integer
+    ends (sequences per replica), the configurations by (micro, accum) and the feasible ones of
+    each count."""
+    intervals = limit_intervals(cm, fr, limits)
+    lo, hi = 0.0, INF
+    for iv in intervals.values():
+        if iv is None:
+            lo, hi = INF, 0.0
+            break
+        lo, hi = max(lo, iv[0]), min(hi, iv[1])
+    per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
+    n_lo = least_sequences(lo, per) if lo <= hi and lo < INF else None
+    n_hi = most_sequences(hi, per) if n_lo is not None and hi < INF else None
+    configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
+    return (intervals, lo, hi, per, n_lo, n_hi, configs, {})
+
+
+def least_sequences(lo, per, xp=SCALAR):
+    """The fewest whole sequences per replica (at least 1) whose batch, `per` tokens each, is ≥ lo
+    (the relative 1e-12 keeps float noise on an exact multiple from adding one)."""
+    return xp.maximum(1, xp.ceil(lo / per * (1.0 - 1e-12)))
+
+
+def most_sequences(hi, per, xp=SCALAR):
+    """The most whole sequences per replica whose batch, `per` tokens each, is ≤ hi."""
+    return xp.floor(hi / per * (1.0 + 1e-12))
+
+
+def _walk(at, seen: set, n0: int, n_lo: int, n_hi: int, better, best, best_key):
+    """`place`'s outward walk from n0 (n0 + 1, n0 − 1, n0 + 2, ...) within [n_lo, n_hi] to the first
+    count with a launchable configuration of exactly its sequences, every count met weighed by
+    `better`; `at(n)`: (exact, the feasible configurations near n)."""
+    for i in range(1, _FALLBACK_SCAN):
+        n = n0 + ((i + 1) // 2) * (1 if i % 2 else -1)
+        if n_lo <= n <= n_hi and n not in seen:
+            seen.add(n)
+            exact, found = at(n)
+            best, best_key = better(found, best, best_key)
+            if exact:
+                break
+    return best, best_key
 
 
 def _better(configs, kind: int, bc: float, clipped: float, best, best_key):
@@ -395,13 +439,15 @@ def _better(configs, kind: int, bc: float, clipped: float, best, best_key):
     for cfg in configs:
         b = cfg.batch
         if kind == 0:
-            m = (1.0 + bc / b) * (1.0 + b / bc)
+            m = balance_at(bc, b)
         elif kind == 1:
             m = cfg.wall
         elif kind == 2:
             m = cfg.flops
         else:
             m = cfg.usd if cfg.usd is not None else cfg.gpu_hours
+        if best_key is not None and m > best_key[0]:
+            continue  # ranks after the best on the measure alone (the tuple comparison's answer)
         key = (m, cfg.wall, cfg.grad_accum, abs(b - clipped))
         if best_key is None or key < best_key:
             best, best_key = cfg, key

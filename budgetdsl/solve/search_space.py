@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split, cost_model_key
+from budgetdsl.cost.memory import micro_batch_room, zero_divisors
 from budgetdsl.cost.throughput import Layout, StepCost, step_cost_columns
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.noise import NoiseEstimate
@@ -44,7 +45,7 @@ from budgetdsl.solve.layout_search import candidates as layout_candidates
 from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto, rank
 from budgetdsl.solve.placement import Limits, Placement, evaluate
 from budgetdsl.solve.search_replay import Placed, Record, replay
-from budgetdsl.theory.frontier import Frontier
+from budgetdsl.theory.frontier import Frontier, balance, e_over_emin, wall_bound
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
@@ -472,21 +473,10 @@ def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
     free = family.memory_per_device - family.reserve_bytes
     if stages is None:
         stages = _binding_stages(family)
-    floor, inf = math.floor, math.inf
 
     def at(dp: int) -> int:
-        d3, d2, d1 = (dp if z >= 3 else 1), (dp if z >= 2 else 1), (dp if z >= 1 else 1)
-        best = inf
-        for w, gr, o, ps in stages:
-            room = free - (w / d3 + gr / d2 + o / d1)
-            if room <= 0:
-                best = 0
-                break
-            if ps > 0:
-                v = floor(room / ps * (1 + 1e-12))
-                if v < best:
-                    best = v
-        return 0 if best is inf else max(0, int(best))
+        d3, d2, d1 = zero_divisors(dp, z)
+        return micro_batch_room(free, [(w / d3 + gr / d2 + o / d1, ps) for w, gr, o, ps in stages])
 
     n = len(dps)
     if not n:
@@ -717,7 +707,7 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
             gpu_hours = g * wall / 3600.0
             walls.append(wall)
             costs.append(gpu_hours * price if price else gpu_hours)
-            flops.append(fe * (1.0 + b_min / bc) * shrink)
+            flops.append(fe * e_over_emin(bc, b_min) * shrink)
         memo = _WALK_MEMO[memo_key] = (consts, walls, costs, flops, {})
         if len(_WALK_MEMO) > 64:
             del _WALK_MEMO[next(iter(_WALK_MEMO))]
@@ -961,24 +951,12 @@ def _columns(consts: "_Bounds"):
 
 
 def _wall_bounds(cols, lo, bc: float, s_min: float, hi=None):
-    """`wall_bound` of every pair (numpy): the least of S_min(1 + B_crit/B)·max of the two lines
-    on [lo, hi] (hi None: no upper end), at the ends, each line's own least and their crossing."""
+    """`wall_bound` of every pair (numpy columns of the lines) on [lo, hi] (hi None: no upper end)."""
     import numpy as np
 
     a1, c1, a2, c2 = cols[:4]
-
-    def at(b):
-        return (1.0 + bc / b) * np.maximum(a1 * b + c1, a2 * b + c2)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        best = at(lo)
-        if hi is not None:
-            best = np.minimum(best, at(hi))
-        candidates = [np.where((a > 0.0) & (c > 0.0), np.sqrt(bc * c / a), np.nan) for a, c in ((a1, c1), (a2, c2))]
-        candidates.append(np.where(a1 != a2, (c2 - c1) / (a1 - a2), np.nan))
-        for b in candidates:
-            inside = (b >= lo) & (b <= hi) if hi is not None else (b >= lo)
-            best = np.where(inside, np.minimum(best, at(np.where(inside, b, lo))), best)
-    return s_min * best
+        return wall_bound(((a1, c1), (a2, c2)), lo, bc, s_min, hi, np)
 
 
 def _axes_bounds(consts: "_Bounds", bc: float, s_min: float, fe: float, price: float | None):
@@ -988,7 +966,7 @@ def _axes_bounds(consts: "_Bounds", bc: float, s_min: float, fe: float, price: f
     wall = _wall_bounds(cols, b_min, bc, s_min) * (1.0 - 1e-9)
     gpu_hours = g * wall / 3600.0
     cost = gpu_hours * price if price else gpu_hours
-    fl = fe * (1.0 + b_min / bc) * (1.0 - 1e-9)
+    fl = fe * e_over_emin(bc, b_min) * (1.0 - 1e-9)
     return wall.tolist(), cost.tolist(), fl.tolist()
 
 
@@ -1003,7 +981,7 @@ def _balanced_keys(consts: "_Bounds", bc: float, s_min: float, price: float | No
     k0, k1 = np.floor(n), np.ceil(n)
     x0 = np.where(k0 > 1, k0, 1.0) * b_min / bc
     x1 = np.where(k1 > 1, k1, 1.0) * b_min / bc
-    v0, v1 = (1.0 + 1.0 / x0) * (1.0 + x0), (1.0 + 1.0 / x1) * (1.0 + x1)
+    v0, v1 = balance(x0), balance(x1)
     v = np.where(v1 < v0, v1, v0)
     t = 0.5 * (v * (1.0 + 1e-11) - 2.0)
     with np.errstate(invalid="ignore"):
@@ -1116,7 +1094,7 @@ def lower_bound(ref: CostModel, gpus: int, dp: int, step: StepCost | None, fr: F
     bc = fr.b_crit
     wall = wall_bound(step_bound(step, micro_max, b_min, linear), b_min, bc, fr.s_min) * (1.0 - 1e-9)
     gpu_hours = gpus * wall / 3600.0
-    flops = ref.flops_per_token * fr.e_min * (1.0 + b_min / bc) * (1.0 - 1e-9)
+    flops = ref.flops_per_token * fr.e_min * e_over_emin(bc, b_min) * (1.0 - 1e-9)
     return (wall, gpu_hours * limits.price if limits.price else gpu_hours, flops)
 
 
@@ -1166,31 +1144,6 @@ def step_bound(step: StepCost | None, micro_max: int, b_min: float,
     return (line1[0] / b_min, line1[1]), (max(0.0, line2[0]) / b_min, line2[1])
 
 
-def wall_bound(lines: tuple[tuple[float, float], tuple[float, float]], b_min: float, b_crit: float,
-               s_min: float, b_max: float = math.inf) -> float:
-    """The least of W(B) ≥ S_min(1 + B_crit/B)·max(a1·B + c1, a2·B + c2) over b_min ≤ B ≤ b_max
-    (steps from the continuous frontier, McCandlish et al. 2018 eq. 2.11; integer steps only add).
-    Each S_min(1 + B_crit/B)(a·B + c) is convex in B (c ≥ 0), so is their maximum, and its least
-    on [b_min, b_max] lies at an end, at a line's own least √(B_crit·c/a), or where the lines
-    cross: the least of the maximum at those points is exact."""
-    (a1, c1), (a2, c2) = lines
-    points = [b_min]
-    if b_max < math.inf:
-        points.append(b_max)
-    for a, c in lines:
-        if a > 0.0 and c > 0.0:
-            points.append(math.sqrt(b_crit * c / a))
-    if a1 != a2:
-        points.append((c2 - c1) / (a1 - a2))
-    best = math.inf
-    for b in points:
-        if b_min <= b <= b_max:
-            v = (1.0 + b_crit / b) * max(a1 * b + c1, a2 * b + c2)
-            if v < best:
-                best = v
-    return s_min * best
-
-
 def balanced_key(lines: tuple[tuple[float, float], tuple[float, float]], b_min: float, gpus: int,
                  b_crit: float, s_min: float, price: float | None) -> tuple[float, float, float]:
     """No configuration of a pair ranks before this for `balanced` (objectives.rank: (balance,
@@ -1202,7 +1155,7 @@ def balanced_key(lines: tuple[tuple[float, float], tuple[float, float]], b_min: 
     n = b_crit / b_min
     k0, k1 = math.floor(n), math.ceil(n)
     x0, x1 = (k0 if k0 > 1 else 1) * b_min / b_crit, (k1 if k1 > 1 else 1) * b_min / b_crit
-    v0, v1 = (1.0 + 1.0 / x0) * (1.0 + x0), (1.0 + 1.0 / x1) * (1.0 + x1)
+    v0, v1 = balance(x0), balance(x1)
     v = v1 if v1 < v0 else v0
     t = 0.5 * (v * (1.0 + 1e-11) - 2.0)  # x + 1/x ≤ 2t
     root = math.sqrt(t * t - 1.0) if t > 1.0 else 0.0

@@ -1,39 +1,13 @@
-"""The sweep kernel: many rows of one plan placed together, vectorized with numpy, each row equal
-to `solve()` of that row's plan (docs/solver.md, "Sweeps").
+"""The sweep kernel: many rows of one plan placed together, each row equal to `solve()` of that
+row's plan (docs/solver.md, "Sweeps").
 
-A sweep that changes only limits (budget.*), the target (target.*), B_crit (noise.b_crit) or the
-objective leaves the search space alone: the layout × GPU-count pairs, each pair's cost model and
-step-time model depend on the model and hardware only. So the pairs are listed once, and for every
-pair and every row at once this module repeats what `solve()` does on one row:
-
-1. the feasible interval of B (`placement.limit_intervals`, the closed forms of
-   `closed_forms_generated`, the same float operations in the same order);
-2. each objective's target (`placement.objective_target`) and its integer neighbours, the
-   interval's ends, the (micro-batch, accumulation) splits `placement._configs_for` lists, each
-   split evaluated exactly (`placement.evaluate`: integer steps, wall clock, GPU-hours, FLOPs,
-   violated limits) and the best by `place`'s key;
-3. per row, the objective's pick among the candidates (`objectives.choose`): the non-dominated
-   set over (wall clock, cost, FLOPs) with TOLERANCE, then the objective's rank, rounded as
-   `choose` rounds it; an exact tie between layouts (one step time, two ZeRO stages) goes to the
-   pair the search places first (search_space.search_layouts' order).
-
-A pair is placed on a row only where its lower bound can rank with the row's pick or dominate it
-(`decide`), the search's own exact pruning.
-
-min_cost is placed once with min_time: the two share a target, and at one GPU count cost is a
-non-decreasing function of the wall clock, so `place`'s key orders every split alike.
-
-A row with no feasible configuration on any pair is diagnosed here as solve() diagnoses it
-(`_diagnosed`): the layout whose placement conflicts least, the first such in the search's order,
-and its binding limits. A row the kernel cannot decide exactly goes back to the scalar path
-(`sweep.solve_row`): rows whose placement needs `place`'s outward walk
-beyond a few steps, rows where two different configurations tie on a key or lie within the
-dominance tolerance of each other (the scalar order of candidates would decide), and numbers
-outside the exact integer range of a float. A sweep whose values the kernel does not model (the
-hardware, the model, `run:`, a value that refers to another swept path, or an expression of the
-file that reads a swept path) is solved by the scalar path whole.
-
-numpy is imported here, and this module only by the sweep command (`budgetdsl` imports no numpy).
+A sweep of limits, the target, B_crit or the objective leaves the layout × GPU-count pairs alone,
+so they are listed once and every (pair, row) is placed at once. The numbers are the solver's own
+functions on numpy arrays (step time, evaluation, intervals, frontier factors, wall-clock bound,
+binds); this module batches the rows, lists each placement's candidate splits, takes `place`'s and
+`choose`'s picks over them, and prunes pairs by the search's bounds. A row it cannot decide
+exactly goes back to `solve()` (`sweep_rows.solve_row`). numpy is imported here, and this module
+only by the sweep command (`budgetdsl` imports no numpy).
 """
 
 from __future__ import annotations
@@ -41,15 +15,34 @@ from __future__ import annotations
 import itertools
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from typing import Iterator
+from typing import TYPE_CHECKING
+
+from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.solve.objectives import OBJECTIVES, TOLERANCE, _magnitude, rank
+from budgetdsl.solve.placement import (
+    _DIVISOR_SCAN,
+    INF,
+    LIMIT_NAMES,
+    TIME_LIMITS,
+    binds,
+    least_sequences,
+    most_sequences,
+    numbers,
+    quadratic_roots,
+    wall_limit,
+)
+from budgetdsl.theory import closed_forms_generated as cf
+from budgetdsl.theory.frontier import balance, balance_at, e_over_emin, wall_bound
 
 
 def _import_numpy():
-    """numpy, loaded with its BLAS on one thread. The kernel does no linear algebra, and OpenBLAS
-    starting its thread pool was a third of numpy's import (~45 ms CPU on the 2-core machine). The
-    variable is read once, when the library loads, so the caller's environment is restored; a user's
-    own setting is left alone, and a numpy already imported is returned as it is."""
+    """numpy, loaded with its BLAS on one thread: the kernel does no linear algebra, and starting
+    OpenBLAS's thread pool is much of numpy's import. The variable is read once, when the library
+    loads, so the caller's environment is restored; a user's own setting is left alone, and a numpy
+    already imported is returned as it is."""
     names = ("OPENBLAS_NUM_THREADS",)
     added = [n for n in names if n not in os.environ]
     for n in added:
@@ -62,11 +55,10 @@ def _import_numpy():
     return numpy
 
 
-np = _import_numpy()
-
-from budgetdsl.plan.diagnostics import PlanError
-from budgetdsl.solve.objectives import OBJECTIVES, TOLERANCE, _magnitude, rank
-from budgetdsl.solve.placement import _DIVISOR_SCAN, _STEP_TOL, INF, LIMIT_NAMES
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = _import_numpy()
 
 # The paths whose values the kernel models (anything else: the scalar path).
 BUDGET = ("deadline", "flops", "gpu_hours", "usd", "usd_per_gpu_hour")
@@ -78,14 +70,13 @@ WALK = 24  # steps of `place`'s outward walk done here; a row that needs more: t
 EXACT = float(2 ** 52)  # integers (sequences, steps) beyond this leave the exact range of a float
 KINDS = ("balanced", "min_time", "min_flops")  # placements per pair (min_cost places as min_time)
 _KIND_OF = {"balanced": 0, "min_time": 1, "min_cost": 1, "min_flops": 2}
-_TIGHT = 0.01  # solver._TIGHT: a limit with less than 1 % slack binds
 
 
 @dataclass(slots=True)
 class Pair:
     """One layout × GPU-count pair of the search space, with what a placement reads of its model."""
 
-    cm: object  # cost_model.CostModel
+    cm: CostModel
     gpus: int
     dp: int
     seq_len: int
@@ -95,44 +86,61 @@ class Pair:
     c: float
     micro_max: int
     pipeline: bool
-    split: object  # cost_model.Split
+    split: Split
 
 
 _STEP = ("per_sequence", "window", "bubble_k", "dp_per_micro", "reduce", "gather", "fixed")
 
 
 @dataclass(slots=True)
+class Steps:
+    """The pairs' `throughput.StepCost` fields per element (`zero3` a boolean array): what
+    `throughput.step_seconds` reads of a step, on arrays."""
+
+    per_sequence: np.ndarray
+    window: np.ndarray
+    bubble_k: np.ndarray
+    zero3: np.ndarray | bool
+    dp_per_micro: np.ndarray
+    reduce: np.ndarray
+    gather: np.ndarray
+    overlap: float | None  # hardware.overlap: the same for every pair of a plan
+    fixed: np.ndarray
+
+
+@dataclass(slots=True)
 class Block:
-    """Pair constants per element: many (pair, row) placements evaluated in one pass (every field
-    an array over the elements, or a scalar shared by all)."""
+    """Pair constants per element: many (pair, row) placements evaluated in one pass. The fields a
+    cost model has go by its names (`cost_model.step_time` and `placement.numbers` read them)."""
 
     gpus: np.ndarray
-    dp: np.ndarray
-    seq_len: np.ndarray
-    per: np.ndarray
-    f: np.ndarray
+    data_parallel: np.ndarray
+    seq_len: int  # the plan's, every pair's
+    per: np.ndarray  # tokens per sequence per replica
+    flops_per_token: np.ndarray
     rate: np.ndarray
-    c: np.ndarray
+    fixed_time: np.ndarray
     micro_max: np.ndarray
     pipeline: np.ndarray
-    declared: bool  # hardware.mfu: the same for every pair of a plan
-    overlap: float | None  # hardware.overlap: likewise
-    zero3: np.ndarray
-    step: dict  # _STEP name -> array
+    mode: str  # declared | predicted: the same for every pair of a plan
+    _step: Steps | None
 
 
 def block(pairs: list[Pair], which: np.ndarray) -> Block:
     """The constants of pairs[which[k]] for every element k."""
     def col(get, dtype=float):
         return np.array([get(p) for p in pairs], dtype=dtype)[which]
-    first = pairs[0].cm
-    declared = first.mode == "declared"
-    steps = [p.cm._step for p in pairs]
-    step = {} if declared else {n: np.array([getattr(st, n) for st in steps])[which] for n in _STEP}
-    return Block(col(lambda p: p.gpus), col(lambda p: p.dp), col(lambda p: p.seq_len), col(lambda p: p.per),
+    mode = pairs[0].cm.mode
+    step = None
+    if mode != DECLARED:
+        steps = [p.cm._step for p in pairs if p.cm._step is not None]  # every pair's, predicted
+        zero3 = np.array([st.zero3 for st in steps], dtype=bool)[which]
+        kinds = set(zero3.tolist())  # one kind: a plain bool (throughput.exposed_dp computes one side)
+        step = Steps(**{n: np.array([getattr(st, n) for st in steps])[which] for n in _STEP},
+                     zero3=kinds.pop() if len(kinds) == 1 else zero3, overlap=steps[0].overlap)
+    return Block(col(lambda p: p.gpus), col(lambda p: p.dp), pairs[0].seq_len, col(lambda p: p.per),
                  col(lambda p: p.f), col(lambda p: p.rate), col(lambda p: p.c), col(lambda p: p.micro_max, np.int64),
-                 col(lambda p: p.pipeline, bool), declared, None if declared else steps[0].overlap,
-                 np.zeros(len(which), bool) if declared else col(lambda p: p.cm._step.zero3, bool), step)
+                 col(lambda p: p.pipeline, bool), mode, step)
 
 
 # -- the plan: its pairs --------------------------------------------------------------------------
@@ -169,38 +177,7 @@ def plan_pairs(plan) -> list[Pair] | None:
                  cm.split) for cm in cms]
 
 
-# -- step time and evaluation, vectorized --------------------------------------------------------
-
-def _step_time(p: Block, batch, accum):
-    """CostModel.step_time(batch, accum), elementwise, in the scalar's order of operations
-    (throughput.StepCost.total; both ZeRO branches computed, each as the scalar computes it)."""
-    if p.declared:
-        return p.f * batch / p.rate + p.c
-    st = p.step
-    m = accum
-    b = batch / (p.seq_len * p.dp * accum)
-    z3 = p.zero3.any()
-    if z3:
-        z3_dp = m * st["dp_per_micro"]
-    if p.zero3.all():
-        total_dp, hidden = z3_dp, np.minimum(z3_dp, m * b * st["window"])
-    elif not z3:
-        total_dp = st["reduce"] + st["gather"]
-        hidden = np.minimum(st["reduce"], (2.0 / 3.0) * b * st["window"])
-    else:
-        total_dp = np.where(p.zero3, z3_dp, st["reduce"] + st["gather"])
-        hidden = np.where(p.zero3, np.minimum(z3_dp, m * b * st["window"]),
-                          np.minimum(st["reduce"], (2.0 / 3.0) * b * st["window"]))
-    exposed = total_dp * (1.0 - p.overlap) if p.overlap is not None else total_dp - hidden
-    out = m * b * st["per_sequence"] + st["bubble_k"] * b + np.maximum(0.0, exposed)
-    zero2 = (st["dp_per_micro"] != 0.0) & ~p.zero3  # StepCost.total: ZeRO-2's other m − 1 reductions
-    if zero2.any():
-        per = st["dp_per_micro"]
-        extra = (m - 1) * (per * (1.0 - p.overlap) if p.overlap is not None
-                           else np.maximum(0.0, per - (2.0 / 3.0) * b * st["window"]))
-        out = np.where(zero2, out + extra, out)
-    return out + st["fixed"]
-
+# -- evaluation, vectorized ---------------------------------------------------------------------
 
 @dataclass(slots=True)
 class Rows:
@@ -246,15 +223,11 @@ class Evals(Config):
 
 
 def _evaluate(p: Block, r: Rows, micro, accum, exists, micro_fixed: int | None) -> Evals:
-    """placement.evaluate, elementwise (micro, accum: float arrays of whole numbers). A limit no
-    row has is not compared (NaN, absent, would compare False anyway)."""
-    sequences = micro * accum * p.dp
-    batch = sequences * p.seq_len
+    """placement.evaluate, elementwise (micro, accum: float arrays of whole numbers): its numbers
+    (`placement.numbers`), then the limits. A limit no row has is not compared (NaN, absent,
+    would compare False anyway)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        steps = np.maximum(1.0, np.ceil(r.em / r.bc * (1.0 + r.bc / batch) * (1.0 - _STEP_TOL)))
-        flops = p.f * (steps * batch)
-        wall = steps * _step_time(p, batch, accum)
-        gh = p.gpus * wall / 3600.0
+        _, batch, steps, _, flops, wall, gh = numbers(p, r.bc, r.em, micro, accum, np)
         ok = exists & (batch <= EXACT) & (steps <= EXACT) & np.isfinite(wall)
         big = exists & ~ok
         if micro_fixed is not None:
@@ -368,30 +341,21 @@ def _intervals(p: Block, r: Rows):
     empty = np.zeros(R, bool)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         present = ~np.isnan(r.flops)
-        fhi = -r.bc + r.bc * r.flops / (r.em * p.f)  # cf.flops_upper_bound
+        fhi = cf.flops_upper_bound(r.bc, r.em, p.flops_per_token, r.flops)
         fok = present & (fhi > 0.0)
         ivs["flops"] = (np.zeros(R), fhi, present, fok)
         empty |= present & ~fok
         lo = np.where(fok, np.maximum(lo, 0.0), lo)
         hi = np.where(fok, np.minimum(hi, fhi), hi)
-        has_price = ~np.isnan(r.price)
-        walls = {"deadline": (r.deadline, ~np.isnan(r.deadline)),
-                 "gpu_hours": (3600.0 * r.gpu_hours / p.gpus, ~np.isnan(r.gpu_hours)),
-                 "usd": (3600.0 * r.usd / (r.price * p.gpus), ~np.isnan(r.usd) & has_price)}
-        for name in ("deadline", "gpu_hours", "usd"):
-            w_max, there = walls[name]
-            # cf.time_quadratic, then placement.quadratic_interval
-            a2 = r.em * p.f / (r.bc * p.rate)
-            a1 = r.em * p.f / p.rate - w_max + p.c * r.em / r.bc
-            a0 = p.c * r.em
-            disc = a1 * a1 - 4.0 * a2 * a0
-            q = -0.5 * (a1 + np.copysign(np.sqrt(np.where(disc < 0.0, 0.0, disc)), a1))
-            r1, r2 = q / a2, a0 / q
-            ilo, ihi = np.minimum(r1, r2), np.maximum(r1, r2)
-            iok = there & (disc >= 0.0) & (q != 0.0) & (ihi > 0.0)
-            ilo = np.maximum(ilo, 0.0)
-            ivs[name] = (ilo, ihi, there, iok)
-            empty |= there & ~iok
+        given = {"deadline": ~np.isnan(r.deadline), "gpu_hours": ~np.isnan(r.gpu_hours),
+                 "usd": ~np.isnan(r.usd) & ~np.isnan(r.price)}
+        for name in TIME_LIMITS:
+            w_max = wall_limit(name, getattr(r, name), r.price, p.gpus)
+            a2, a1, a0 = cf.time_quadratic(r.bc, r.em, p.flops_per_token, p.rate, p.fixed_time, w_max)
+            ilo, ihi, iok = quadratic_roots(a2, a1, a0, np)
+            iok &= given[name]
+            ivs[name] = (ilo, ihi, given[name], iok)
+            empty |= given[name] & ~iok
             lo = np.where(iok, np.maximum(lo, ilo), lo)
             hi = np.where(iok, np.minimum(hi, ihi), hi)
     return lo, hi, empty, ivs
@@ -407,14 +371,40 @@ def _better(key_new, key_old):
     return less, equal
 
 
-def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, cache) -> Placed:
-    """placement.place for one objective, elementwise."""
+def _score(kind: str, bc, batch, wall, flops):
+    """`place`'s measure of an objective (placement._better): balanced (S/S_min)(E/E_min), else the
+    wall clock (min_time, and min_cost, placed with it) or the FLOPs (min_flops)."""
+    if kind == "balanced":
+        return balance_at(bc, batch)
+    return wall if kind == "min_time" else flops
+
+
+@dataclass(slots=True)
+class _Start:
+    """`place`'s start, elementwise: the objective's target, clipped into [lo, hi], the target and
+    the interval in sequences per replica, its floor and ceiling, which elements are placed (`go`)
+    and which the kernel cannot decide."""
+
+    target: np.ndarray
+    clipped: np.ndarray
+    n_t: np.ndarray
+    n_lo: np.ndarray
+    n_hi: np.ndarray
+    nf: np.ndarray
+    nc: np.ndarray
+    go: np.ndarray
+    unsure: np.ndarray
+
+
+def _start(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed) -> _Start:
+    """placement.place up to its candidates (placement.objective_target, the interval's integer ends)."""
     R = len(r)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if kind == "balanced":
-            target = r.bc.copy()
-        elif kind == "min_time":
-            target = np.where(p.c > 0.0, np.sqrt(r.bc) * np.sqrt(p.c) * np.sqrt(p.rate) / np.sqrt(p.f), 0.0)
+            target = cf.balanced_batch(r.bc).copy()
+        elif kind == "min_time":  # cf.min_time_batch, whose generated form takes floats
+            c = p.fixed_time
+            target = np.where(c > 0.0, np.sqrt(r.bc) * np.sqrt(c) * np.sqrt(p.rate) / np.sqrt(p.flops_per_token), 0.0)
         else:
             target = np.zeros(R)
         unsure = np.zeros(R, bool)
@@ -424,14 +414,22 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
             go &= micro_fixed <= p.micro_max
         clipped = np.minimum(np.maximum(target, lo), hi)
         n_t = clipped / p.per
-        n_lo = np.maximum(1.0, np.ceil(lo / p.per * (1.0 - 1e-12)))
+        n_lo = least_sequences(lo, p.per, np)
         finite = hi < INF
-        n_hi = np.where(finite, np.floor(hi / p.per * (1.0 + 1e-12)), np.maximum(n_lo, np.ceil(n_t)) + 1.0)
+        n_hi = np.where(finite, most_sequences(hi, p.per, np), np.maximum(n_lo, np.ceil(n_t)) + 1.0)
         go &= n_lo <= n_hi
         unsure |= go & (n_hi > EXACT)
         go &= ~unsure
         nf = np.minimum(np.maximum(np.floor(n_t), n_lo), n_hi)
         nc = np.minimum(np.maximum(np.ceil(n_t), n_lo), n_hi)
+    return _Start(target, clipped, n_t, n_lo, n_hi, nf, nc, go, unsure)
+
+
+def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, cache) -> Placed:
+    """placement.place for one objective, elementwise: the target's neighbours and the interval's
+    ends, every split of each at once (`_least`), then the outward walk (`_walk`)."""
+    R = len(r)
+    st = _start(p, r, kind, lo, hi, empty, micro_fixed)
     fill = np.ones(R)
 
     def evaluated(n, active):
@@ -445,42 +443,42 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
                                        np.stack([x[2] for x in splits]), micro_fixed)
         return ev
 
-    def key_of(ev):
-        if kind == "balanced":
-            score = (1.0 + r.bc / ev.batch) * (1.0 + ev.batch / r.bc)
-        elif kind == "min_time":
-            score = ev.wall
-        else:
-            score = ev.flops
-        return (score, ev.wall, ev.accum, np.abs(ev.batch - clipped))
-
-    # the neighbours of the target and the interval's ends, every split of each at once; the best
-    # by place's key (score, wall clock, accumulation, distance to the target), lexicographically
-    slots = [(nf, go, True), (nc, go & (nc != nf), True), (n_lo, go, False), (n_hi, go, False)]
+    go, nf, nc = st.go, st.nf, st.nc
+    slots = [(nf, go, True), (nc, go & (nc != nf), True), (st.n_lo, go, False), (st.n_hi, go, False)]
     evs = [(evaluated(n, act), n, act, nb) for n, act, nb in slots]
+    best, has, hit = _least(kind, r, st, evs)
+    walk = go & ~hit
+    if walk.any():
+        best = _walk(p, r, kind, st, best, has, walk, micro_fixed, divisors)
+    return Placed(**dict(zip(CONFIG, best)), has=~np.isnan(best[0]) & go, unsure=st.unsure, target=st.target)
+
+
+def _least(kind: str, r: Rows, st: _Start, evs: list) -> tuple[list, np.ndarray, np.ndarray]:
+    """The best of the evaluated splits `evs` by place's key (score, wall clock, accumulation,
+    distance to the target), lexicographically: (its CONFIG fields, where one was found, where a
+    neighbour of the target launches exactly). Marks `st.unsure` where two different splits tie."""
+    R = len(r)
+    unsure, clipped = st.unsure, st.clipped
     cand = np.concatenate([ev.ok & act[None, :] for ev, _, act, _ in evs])
     for ev, _, act, _ in evs:
         unsure |= (ev.big & act[None, :]).any(axis=0)
 
     def key_part(ev, c, which: int):
-        """Component `which` of key_of on the columns c (the same operations)."""
+        """Component `which` of place's key on the columns c."""
         if which == 0:
-            if kind == "balanced":
-                batch, bc = ev.batch[:, c], r.bc[c]
-                return (1.0 + bc / batch) * (1.0 + batch / bc)
-            return ev.wall[:, c] if kind == "min_time" else ev.flops[:, c]
+            return _score(kind, r.bc[c], ev.batch[:, c], ev.wall[:, c], ev.flops[:, c])
         if which == 1:
             return ev.wall[:, c]
         if which == 2:
             return ev.accum[:, c]
         return np.abs(ev.batch[:, c] - clipped[c])
 
-    # the lexicographic minimum: the score decides almost every column; the later components are
-    # compared only where several splits share the best score
-    k0 = np.concatenate([key_part(ev, slice(None), 0) for ev, _, _, _ in evs])
+    # the score decides almost every column; the later components are compared only where several
+    # splits share the best score
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k0 = np.concatenate([key_part(ev, slice(None), 0) for ev, _, _, _ in evs])
     cand &= k0 == np.where(cand, k0, np.inf).min(axis=0)[None, :]
     pick = np.argmax(cand, axis=0)
-    cols = np.arange(R)
     offsets = np.cumsum([0] + [ev.micro.shape[0] for ev, _, _, _ in evs])
 
     def locate():
@@ -528,49 +526,53 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
     for ev, n, act, nb in evs:
         if nb:
             hit |= (ev.ok & act[None, :] & (ev.micro * ev.accum == n[None, :])).any(axis=0)
+    return best, has, hit
 
-    def consider(n, active, neighbour: bool):
-        """One more n (the walk): its splits against the best so far, as place's `consider`."""
-        nonlocal best, best_key, unsure
+
+def _walk(p: Block, r: Rows, kind: str, st: _Start, best: list, has, walk, micro_fixed, divisors) -> list:
+    """placement.place's outward walk from the target where neither neighbour was launchable, up
+    to WALK steps each way; a row that needs more is unsure (the scalar path). Each count's splits
+    weigh against the best so far as place's `_better` weighs them."""
+    R = len(r)
+    unsure, clipped, n_lo, n_hi = st.unsure, st.clipped, st.n_lo, st.n_hi
+    fill = np.ones(R)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = _score(kind, r.bc, best[2], best[4], best[7])
+        best_key = tuple(np.where(has, k, np.inf) for k in (score, best[4], best[1], np.abs(best[2] - clipped)))
+
+    def consider(n, active):
+        """One more n: its splits against the best so far; where one launches n exactly."""
+        nonlocal best, best_key
         n = np.where(active, n, fill)
         exact = np.zeros(R, bool)
         for m_, a_, e_ in _splits(p, n, micro_fixed, divisors):
             ev = _evaluate(p, r, m_, a_, e_, micro_fixed)
             okk = ev.ok & active
-            unsure |= active & ev.big
-            key = key_of(ev)
+            np.logical_or(unsure, active & ev.big, out=unsure)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                key = (_score(kind, r.bc, ev.batch, ev.wall, ev.flops), ev.wall, ev.accum, np.abs(ev.batch - clipped))
             less, equal = _better(key, best_key)
             had = ~np.isnan(best[0])
             take = okk & (~had | less)
-            unsure |= okk & had & equal & ((ev.micro != best[0]) | (ev.accum != best[1]))
+            np.logical_or(unsure, okk & had & equal & ((ev.micro != best[0]) | (ev.accum != best[1])), out=unsure)
             best = [np.where(take, getattr(ev, f), b) for f, b in zip(CONFIG, best)]
             best_key = tuple(np.where(take, k, b) for k, b in zip(key, best_key))
-            if neighbour:
-                exact |= okk & (ev.micro * ev.accum == n)
+            exact |= okk & (ev.micro * ev.accum == n)
         return exact
 
-    # placement.place's outward walk from the target when neither neighbour was launchable
-    walk = go & ~hit
-    if walk.any():
-        with np.errstate(divide="ignore", invalid="ignore"):
-            batch_b, bc = best[2], r.bc
-            score = ((1.0 + bc / batch_b) * (1.0 + batch_b / bc) if kind == "balanced" else
-                     best[4] if kind == "min_time" else best[7])
-            best_key = tuple(np.where(has, k, np.inf) for k in (score, best[4], best[1], np.abs(batch_b - clipped)))
-        n0 = np.minimum(np.maximum(np.rint(n_t), n_lo), n_hi)
-        for i in range(1, 2 * WALK + 1):
-            step = float((i + 1) // 2) * (1.0 if i % 2 else -1.0)
-            n = n0 + step
-            if not walk.any():
-                break
-            live = walk & (n >= n_lo) & (n <= n_hi) & (n != nf) & (n != nc) & (n != n_lo) & (n != n_hi)
-            if live.any():
-                walk &= ~consider(n, live, True)
-            k = float((i + 1) // 2)
-            walk &= ~((n0 + k > n_hi) & (n0 - k < n_lo))  # the interval is exhausted both ways
-        unsure |= walk
-    has = ~np.isnan(best[0]) & go
-    return Placed(*best, has=has, unsure=unsure, target=target)
+    n0 = np.minimum(np.maximum(np.rint(st.n_t), n_lo), n_hi)
+    for i in range(1, 2 * WALK + 1):
+        step = float((i + 1) // 2) * (1.0 if i % 2 else -1.0)
+        n = n0 + step
+        if not walk.any():
+            break
+        live = walk & (n >= n_lo) & (n <= n_hi) & (n != st.nf) & (n != st.nc) & (n != n_lo) & (n != n_hi)
+        if live.any():
+            walk &= ~consider(n, live)
+        k = float((i + 1) // 2)
+        walk &= ~((n0 + k > n_hi) & (n0 - k < n_lo))  # the interval is exhausted both ways
+    unsure |= walk
+    return best
 
 
 # -- choosing per row ----------------------------------------------------------------------------
@@ -589,11 +591,6 @@ class Decided(Config):
     hi: np.ndarray
     target: np.ndarray  # the objective's own target on the chosen pair
     ivs: dict  # limit -> (low, high, nonempty) of the chosen pair
-
-
-def _balance(batch, bc):
-    x = batch / bc
-    return (1.0 + 1.0 / x) * (1.0 + x)
 
 
 @dataclass(slots=True)
@@ -629,7 +626,7 @@ def _search_order(pairs: list[Pair], searched: bool, r: Rows, pair_of, kind_of):
             choice = (p.split.tensor_parallel * p.split.pipeline_parallel, p.split.pipeline_parallel, p.split.zero,
                       ("none", "selective", "full").index(p.split.recompute))
             b_min = float(p.dp * ref.seq_len)
-            linear = 0.0 if p.cm._step is not None else ref.flops_per_token / (p.gpus * ref.peak_flops * ref.mfu)
+            linear = _per_token(p)
             lines = step_bound(p.cm._step, p.micro_max, b_min, linear)
             keyed.append(((bound_rank(objective, b, p.dp, ref, fr, lines, p.gpus, price), choice, p.gpus,
                            int(kind_of[j])), j))
@@ -679,12 +676,13 @@ class _Store:
         v, f = np.full((nv, self.R), np.nan), np.zeros((nf, self.R), bool)
         n, k = len(names), len(KINDS)
         return dict(_values=v, _flags=f, lo=v[0], hi=v[1], done=f[0],
-                    ivs={name: (v[2 + 2 * j], v[3 + 2 * j], f[1 + 2 * j], f[2 + 2 * j]) for j, name in enumerate(names)},
+                    ivs={name: (v[2 + 2 * j], v[3 + 2 * j], f[1 + 2 * j], f[2 + 2 * j])
+                         for j, name in enumerate(names)},
                     targets=[v[2 + 2 * n + q] for q in range(k)],
                     kinds=[dict(has=f[1 + 2 * n + q], **{c: v[2 + 2 * n + k + q * len(CONFIG) + x]
                                                           for x, c in enumerate(CONFIG)}) for q in range(k)])
 
-    def view(self, rows: np.ndarray) -> "_Store":
+    def view(self, rows: np.ndarray) -> _Store:
         """The same placements on a subset of the rows."""
         out = _Store(len(rows))
         out.unsure = self.unsure[rows]
@@ -734,17 +732,16 @@ def _bounds_of_rows(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for p in pairs:
             b_min = float(p.dp * p.seq_len)
-            st = p.cm._step
-            linear = 0.0 if st is not None else ref.flops_per_token / (p.gpus * ref.peak_flops * ref.mfu)
-            w = _wall_bound(step_bound(st, p.micro_max, b_min, linear), b_min, r.bc, s_min) * (1.0 - 1e-9)
+            lines = step_bound(p.cm._step, p.micro_max, b_min, _per_token(p))
+            w = wall_bound(lines, b_min, r.bc, s_min, None, np) * (1.0 - 1e-9)
             gh = p.gpus * w / 3600.0
             c = np.where(has_price, gh * r.price, gh)
-            f = ref.flops_per_token * r.em * (1.0 + b_min / r.bc) * (1.0 - 1e-9)
+            f = ref.flops_per_token * r.em * e_over_emin(r.bc, b_min) * (1.0 - 1e-9)
             measure = {1: w, 2: c, 3: f}
             if 0 in present:
                 n = r.bc / b_min
-                measure[0] = np.minimum(_balance(np.maximum(1.0, np.floor(n)) * b_min, r.bc),
-                                        _balance(np.maximum(1.0, np.ceil(n)) * b_min, r.bc))
+                measure[0] = np.minimum(balance(np.maximum(1.0, np.floor(n)) * b_min / r.bc),
+                                        balance(np.maximum(1.0, np.ceil(n)) * b_min / r.bc))
             walls.append(w)
             costs.append(c)
             flops.append(f)
@@ -753,31 +750,17 @@ def _bounds_of_rows(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
     return np.array(walls), np.array(costs), np.array(flops), np.array(r0)
 
 
-def _wall_bound(lines, b_min: float, bc: np.ndarray, s_min: np.ndarray) -> np.ndarray:
-    """search_space.wall_bound on every row (B_crit and S_min per row): the least of the convex
-    S_min(1 + B_crit/B)·max(a1·B + c1, a2·B + c2) over B ≥ b_min, at b_min, each line's own least
-    and the lines' crossing."""
-    (a1, c1), (a2, c2) = lines
-
-    def at(b):
-        return (1.0 + bc / b) * np.maximum(a1 * b + c1, a2 * b + c2)
-    best = at(np.full(len(bc), b_min))
-    for a, c in lines:
-        if a > 0.0 and c > 0.0:
-            b = np.sqrt(bc * c / a)
-            best = np.where(b >= b_min, np.minimum(best, at(np.maximum(b, b_min))), best)
-    if a1 != a2:
-        x = (c2 - c1) / (a1 - a2)
-        if x >= b_min:
-            best = np.minimum(best, at(np.full(len(bc), x)))
-    return s_min * best
+def _per_token(p: Pair) -> float:
+    """Seconds per token of a declared MFU's step, f/(G·P·u) (0 for a modelled step): the slope of
+    search_space.step_bound's lines."""
+    return 0.0 if p.cm._step is not None else p.f / p.cm.rate
 
 
 HEAVY = 24  # a row that needs more pairs than this is placed with its like, on every pair
 
 
 def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divisors, searched: bool = True,
-           every: bool = False) -> "Decided":
+           every: bool = False) -> Decided:
     """Each row's pick, placing a pair on a row only where it can matter: first the pairs whose
     bound ranks best, then, until nothing changes, every pair whose bound ranks no worse than the
     row's pick or could dominate it (the exact pruning of search_space.search_layouts: no
@@ -848,7 +831,7 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
     return d
 
 
-def _merge(d: "Decided", other: "Decided", rows: np.ndarray) -> None:
+def _merge(d: Decided, other: Decided, rows: np.ndarray) -> None:
     """`other`'s rows (answers for the chunk's `rows`) written into `d`."""
     for f in fields(Decided):
         a, b = getattr(d, f.name), getattr(other, f.name)
@@ -928,14 +911,14 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
     # the objective's measure of every candidate
     obj = r.objective[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        measure = np.where(obj == 0, _balance(batch, r.bc[:, None]),
+        measure = np.where(obj == 0, balance(batch / r.bc[:, None]),
                            np.where(obj == 1, wall, np.where(obj == 2, cost, flops)))
     measure = np.where(front, measure, np.inf)
     best = measure.min(axis=1)
     contenders = front & (measure <= best[:, None] * (1.0 + 1e-10))
     n_cont = contenders.sum(axis=1)
     pick = np.argmin(measure, axis=1)
-    feasible = front.any(axis=1)
+    feasible = np.asarray(front.any(axis=1))
     kind_of = np.array([c[1] for c in cols])
     pair_of = np.array([c[0] for c in cols])
     order_of = _search_order(pairs, searched, r, pair_of, kind_of)
@@ -948,7 +931,7 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
         objective = OBJECTIVES[int(r.objective[row])]
         price = None if np.isnan(r.price[row]) else float(r.price[row])
         keys = []
-        for j in np.flatnonzero(contenders[row]):
+        for j in np.flatnonzero(contenders[row]).tolist():
             c = _Cfg(float(wall[row, j]), float(cost[row, j]) if price is not None else None, float(cost[row, j]),
                      float(flops[row, j]), float(batch[row, j]))
             rk = rank(objective, c, float(r.bc[row]))
@@ -981,8 +964,8 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
         for n, (ilo, ihi, iok) in ivs.items():
             ilo[m], ihi[m], iok[m] = st["ivs"][n][0][m], st["ivs"][n][1][m], st["ivs"][n][3][m]
     return Decided(at(micro), at(accum), at(batch), at(stack("steps")), at(wall), at(stack("gh")), at(cost),
-                   at(flops), ok=ok, any=feasible, unsure=unsure, pair=chosen, kind=kind_of[pick], measure=at(measure), lo=lo,
-                   hi=hi, target=target, ivs=ivs)
+                   at(flops), ok=ok, any=feasible, unsure=unsure, pair=chosen, kind=kind_of[pick],
+                   measure=at(measure), lo=lo, hi=hi, target=target, ivs=ivs)
 
 
 # -- rows: values per axis, chunks, summaries ------------------------------------------------------
@@ -1027,7 +1010,7 @@ def _dump_without(plan, path: str) -> dict:
 
 def prepare(source, settings):
     """(base plan, pairs, axes) when the kernel models this sweep, else None."""
-    from budgetdsl.solve.sweep import variant
+    from budgetdsl.solve.sweep_rows import variant
 
     paths = [s.path for s in settings]
     if not settings or any(p not in SUPPORTED for p in paths) or len(set(paths)) != len(paths):
@@ -1072,7 +1055,7 @@ def prepare(source, settings):
 
 def _column(base_value, axes, idx, path, R):
     """One row parameter: the base plan's value, or the swept axis's (NaN: absent)."""
-    for a, (axis, ix) in enumerate(zip(axes, idx)):
+    for axis, ix in zip(axes, idx):
         if axis.path == path:
             table = np.array([np.nan if (v is None or isinstance(v, PlanError)) else float(v)
                               for v in axis.numbers])
@@ -1090,7 +1073,7 @@ def _rows(base, axes, idx) -> tuple[Rows, np.ndarray]:
     tokens = _column(t.tokens, axes, idx, "target.tokens", R)
     at_batch = _column(t.at_batch, axes, idx, "target.at_batch", R)
     min_tokens = _column(t.min_tokens, axes, idx, "target.min_tokens", R)
-    em = np.where(~np.isnan(min_tokens), min_tokens, bc * tokens / (at_batch + bc))  # frontier.e_min_of
+    em = np.where(~np.isnan(min_tokens), min_tokens, cf.e_min_from_target(tokens, at_batch, bc))  # e_min_of
     objective = _column(OBJECTIVES.index(str(base.objective)), axes, idx, "objective", R)
     invalid = np.zeros(R, bool)
     for axis, ix in zip(axes, idx):
@@ -1121,7 +1104,7 @@ def _bindings(pairs: list[Pair], r: Rows, d: Decided, ok: np.ndarray) -> list:
             limit, value = limits[name][rows], values[name][rows]
             ilo, ihi, iok = (x[rows] for x in d.ivs[name])
             decided = iok & ((pushed_lo & (ilo == lo)) | (pushed_hi & (ihi == hi)))
-            tight = (limit > 0) & (limit - value < _TIGHT * limit)
+            tight = binds(limit - value, limit)
             bits[rows] |= (~np.isnan(limit) & (decided | tight | (value > limit))).astype(np.int64) << b
         micro, accum = d.micro[rows].astype(int), d.accum[rows].astype(int)
         need = np.zeros(len(rows))
@@ -1130,7 +1113,7 @@ def _bindings(pairs: list[Pair], r: Rows, d: Decided, ok: np.ndarray) -> list:
         cap = np.array([float(p.cm.memory_per_device) for p in pairs])[pi]
         room = np.array([p.micro_max for p in pairs])[pi]
         floor = np.array([float(p.dp * p.seq_len) for p in pairs])[pi]
-        memory = ((micro == room) & (accum > 1)) | ((cap > 0) & (cap - need < _TIGHT * cap)) | (need > cap)
+        memory = ((micro == room) & (accum > 1)) | binds(cap - need, cap) | (need > cap)
         bits[rows] |= memory.astype(np.int64) << 4
         bits[rows] |= ((pushed_lo & (floor == lo)) | (d.batch[rows] == floor)).astype(np.int64) << 5
     table: dict[int, tuple[str, ...]] = {}
@@ -1214,7 +1197,7 @@ def _diagnosed(base, pairs: list[Pair], r: Rows, micro_fixed: int | None, search
         lines = kept.get(i)
         if lines is None:
             p = pairs[i]
-            linear = 0.0 if p.cm._step is not None else ref.flops_per_token / (p.gpus * ref.peak_flops * ref.mfu)
+            linear = _per_token(p)
             lines = kept[i] = step_bound(p.cm._step, p.micro_max, float(p.dp * ref.seq_len), linear)
         return lines
     out: list = []
@@ -1233,6 +1216,7 @@ def _diagnosed(base, pairs: list[Pair], r: Rows, micro_fixed: int | None, search
         if searched:
             # the layouts holding a least-conflicting pair; the one the walk met first, by any pair
             mine = np.flatnonzero(np.isin(layout, layout[among]))
+            assert approx is not None
             a = approx[mine, row]
             if not np.isfinite(a).all():
                 out.append(None)
@@ -1241,6 +1225,7 @@ def _diagnosed(base, pairs: list[Pair], r: Rows, micro_fixed: int | None, search
             keyed = []
             for i in near.tolist():  # search_space.bound_rank, the search's tie order
                 p = pairs[i]
+                key: tuple[float, ...]
                 if objective == "balanced":
                     key = balanced_key(lines_of(i), float(p.dp * ref.seq_len), p.gpus, fr.b_crit, fr.s_min,
                                        limits.price)
@@ -1271,7 +1256,7 @@ def _sort_key(p: Pair) -> tuple:
 
 def iter_kernel_rows(source, settings) -> Iterator:
     """The sweep's rows (sweep.SweepRow, in order), the decidable ones from the kernel."""
-    from budgetdsl.solve.sweep import Blame, Summary, SweepRow, solve_row
+    from budgetdsl.solve.sweep_rows import Blame, Summary, SweepRow, solve_row
 
     blame = Blame(source)  # where the invalid rows' problems are reported, shared by the sweep
     prepared = prepare(source, settings)
