@@ -4,10 +4,11 @@ Prints, side by side from one run (issue 13, item 4; aims at rest: cold ≤ 0.5 
 warm ≥ 1,000 full-search plans/s, a 10,000-point sweep ≤ 1 s):
   baseline  a bare `python -c pass` process, and `python -c "import budgetdsl.cli"`, median
   cold      `python -m budgetdsl plan PLAN` as a whole process, per example plan, median
-  warm      solves per second in one process, `solve(plan)` on a loaded plan: a fixed-layout plan
-            (every layout key pinned) and the same plan with every layout key `auto` (full search);
-            the first solve of each (nothing cached) is shown apart; re-solving the same plan replays
-            the last search (search_replay) from the placements kept across solves, so each is also
+  warm      solves per second in one process, `solve(plan, cache)` on a loaded plan with one
+            `SolveCache`: a fixed-layout plan (every layout key pinned) and the same plan with every
+            layout key `auto` (full search); the first solve of each (an empty cache) is shown apart;
+            re-solving the same plan replays the last search (search_replay) from the placements
+            kept in the cache, so each is also
             solved with a new gpu_hours limit every time (what a sweep's rows or the TUI's edits
             meet: the pairs the last search placed are placed again and the search replayed), and
             with a new limit and nothing kept that depends on the limits (every solve searches
@@ -83,7 +84,7 @@ def with_layout(plan, value):
 
 def main() -> None:
     from budgetdsl.plan.loader import load_plan
-    from budgetdsl.solve.solver import solve
+    from budgetdsl.solve.solver import SolveCache, solve
 
     runs = int(os.environ.get("BENCH_RUNS", "5"))
     load = os.getloadavg()
@@ -106,14 +107,11 @@ def main() -> None:
                                "recompute": first.batch.recompute})
     auto = with_layout(plan, "auto")
     for label, p in (("fixed layout", fixed), ("full search (every layout key auto)", auto)):
-        from budgetdsl.cost import cost_model
-        from budgetdsl.solve import search_space
-        cost_model._CACHE.clear()
-        search_space.clear_cache()
+        cache = SolveCache()
         t = time.perf_counter()
-        solve(p)
+        solve(p, cache)
         t_first = time.perf_counter() - t
-        r = rate(lambda: solve(p))
+        r = rate(lambda: solve(p, cache))
         print(f"warm      {r:,.0f} solves/s ({1e6 / r:.0f} µs) — plans/minimal.yaml, {label}, the same plan "
               f"again ({'the search replayed from ' if p is auto else ''}placements kept across solves); first solve "
               f"{t_first * 1000:.0f} ms; {r * base:.1f} solves per python -c pass")
@@ -122,16 +120,14 @@ def main() -> None:
 
         def new_limit():
             return p.model_copy(update={"budget": p.budget.model_copy(update={"gpu_hours": 1e6 + next(limits)})})
-        fresh = rate(lambda: solve(new_limit()))
+        fresh = rate(lambda: solve(new_limit(), cache))
         print(f"warm      {fresh:,.0f} solves/s ({1e6 / fresh:.0f} µs) — the same, a new gpu_hours limit each "
               f"solve ({'the search replayed' if p is auto else 'placed again'})")
         if p is not auto:  # no search to replay: placing again is what a new limit costs
             continue
-        from budgetdsl.solve import context as solve_context
         def afresh():
-            solve_context.clear_cache()  # what depends on the limits: placements, picks, the replay's records
-            search_space._RECORDS.clear()
-            solve(new_limit())
+            cache.forget_limits()  # what depends on the limits: placements, picks, the replay's records
+            solve(new_limit(), cache)
         cold_limits = rate(afresh)
         print(f"warm      {cold_limits:,.0f} solves/s ({1e6 / cold_limits:.0f} µs) — the same, nothing kept that "
               f"depends on the limits (searched afresh each solve; the replay: {fresh / cold_limits:.2f}x)")

@@ -44,9 +44,10 @@ class NoiseEstimate:
 @dataclass(frozen=True, slots=True)
 class ResolvedNoise:
     """A plan's noise source as read when the plan was loaded (`resolve_noise`, called by
-    `plan_loader.load_merged`): the estimate, or the located error reading it gave, and the
-    sections it was read from. `solve` reads this instead of the calibration file, so a solve
-    reads no file; a plan changed since (another noise section, model or GPU) is resolved again."""
+    `plan.loader.load_merged`; `LoadedPlan.resolved_noise`): the estimate, or the located error
+    reading it gave, and the sections it was read from. `solve` reads this instead of the
+    calibration file, so a solve reads no file; a plan changed since (another noise section, model
+    or GPU) must be loaded again."""
 
     noise: Any  # plan.noise
     model: Any  # plan.model (the transfer checks read seq_len and vocab)
@@ -54,29 +55,29 @@ class ResolvedNoise:
     estimate: NoiseEstimate | None
     error: PlanError | None
 
-    def matches(self, plan: "Plan") -> bool:
+    def matches(self, plan: Plan) -> bool:
         return plan.noise == self.noise and plan.model == self.model and plan.hardware.gpu == self.gpu
 
 
-def locate(plan: "Plan", path: tuple[str | int, ...]) -> Location:
+def locate(plan: Plan, path: tuple[str | int, ...]) -> Location:
     """Where `path` was written, for located errors; `<plan NAME>` when the plan has no source."""
-    source = getattr(plan, "_source", None)
+    source = getattr(plan, "source", None)  # plan.loader.LoadedPlan
     if source is None:
         return Location(f"<plan {plan.name}>")
     return source.locate(path)
 
 
-def plan_error(plan: "Plan", path: tuple[str | int, ...], code: str, message: str,
+def plan_error(plan: Plan, path: tuple[str | int, ...], code: str, message: str,
                hint: str | None = None) -> PlanError:
     return PlanError([Diagnostic(locate(plan, path), code, message, hint)])
 
 
-def _located(plan: "Plan", path: tuple[str | int, ...], code: str, message: str,
+def _located(plan: Plan, path: tuple[str | int, ...], code: str, message: str,
              hint: str | None = None) -> Diagnostic:
     return Diagnostic(locate(plan, path), code, message, hint)
 
 
-def plan_warning(plan: "Plan", path: tuple[str | int, ...], code: str, message: str,
+def plan_warning(plan: Plan, path: tuple[str | int, ...], code: str, message: str,
                  hint: str | None = None) -> Diagnostic:
     return Diagnostic(locate(plan, path), code, message, hint, severity="warning")
 
@@ -90,7 +91,7 @@ def _load_calibration(path: str, mtime_ns: int) -> Any:
     return load_calibration(path)
 
 
-def calibration_path(plan: "Plan") -> Path:
+def calibration_path(plan: Plan) -> Path:
     """`noise.calibration` resolved against the file that declared it."""
     assert plan.noise.calibration is not None
     raw = Path(plan.noise.calibration)
@@ -101,7 +102,7 @@ def calibration_path(plan: "Plan") -> Path:
     return base / raw
 
 
-def read_calibration(plan: "Plan", path: Path | None = None) -> Any:
+def read_calibration(plan: Plan, path: Path | None = None) -> Any:
     """The plan's calibration file, read the way the plan was read: from disk (cached by mtime),
     or through the plan's opener (a git revision, for `diff --base`). Located PlanError when it
     is missing or invalid."""
@@ -110,7 +111,7 @@ def read_calibration(plan: "Plan", path: Path | None = None) -> Any:
                          f"calibration file {str(path)!r} not found",
                          "the path is relative to the plan file that names it; "
                          "write one with `budgetdsl calibrate`")
-    source = getattr(plan, "_source", None)
+    source = getattr(plan, "source", None)  # plan.loader.LoadedPlan
     opener = getattr(source, "opener", None)
     plan_file = source.paths.get(source.files[0]) if source is not None and source.files else None
     if plan_file is not None:  # a calibration stays inside the plan's repository, as bases do
@@ -142,7 +143,7 @@ def read_calibration(plan: "Plan", path: Path | None = None) -> Any:
                          f"cannot read calibration {str(path)!r}: {exc}") from None
 
 
-def _from_calibration(plan: "Plan") -> NoiseEstimate:
+def _from_calibration(plan: Plan) -> NoiseEstimate:
     noise = plan.noise
     path = calibration_path(plan)
     cal = read_calibration(plan, path)
@@ -183,7 +184,7 @@ def _from_calibration(plan: "Plan") -> NoiseEstimate:
 PROXY_CORPORA = {"stdlib": "the built-in stdlib proxy corpus (Python source read as bytes, vocabulary 256)"}
 
 
-def transfer_checks(plan: "Plan", cal: Any, b_crit: float, path: Path) -> tuple[Diagnostic, ...]:
+def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Diagnostic, ...]:
     """Whether the calibration's B_crit means anything for this plan's model. Raises a located
     PlanError where it does not; returns located warnings where it is doubtful.
 
@@ -252,22 +253,24 @@ def transfer_checks(plan: "Plan", cal: Any, b_crit: float, path: Path) -> tuple[
     return tuple(warnings)
 
 
-def noise_estimate(plan: "Plan") -> NoiseEstimate:
-    """B_crit in tokens and where it came from: the estimate read when the plan was loaded (a
-    located PlanError when reading it failed), or, for a plan built in memory or changed since,
-    read now. Only a calibration reads a file; a declared b_crit or kaplan_loss is arithmetic."""
+def noise_estimate(plan: Plan) -> NoiseEstimate:
+    """B_crit in tokens and where it came from: a declared b_crit or kaplan_loss is arithmetic; a
+    calibration is the estimate read when the plan was loaded (`LoadedPlan.resolved_noise`; a
+    located PlanError when reading it failed). Reads no file: a calibrated plan built in memory, or
+    changed since it was loaded, is a ValueError (load it: `plan.loader.load_merged`)."""
     if plan.noise.calibration is None:  # b_crit or kaplan_loss: arithmetic, nothing was read
         return _estimate(plan)
-    res = getattr(plan, "_noise", None)
+    res = getattr(plan, "resolved_noise", None)
     if res is None or not res.matches(plan):
-        res = resolve_noise(plan)
+        raise ValueError("noise.calibration is read when the plan is loaded (plan.loader.load_merged), "
+                         "and this plan was built or changed without it: load it again")
     if res.error is not None:
         raise res.error
     assert res.estimate is not None
     return res.estimate
 
 
-def resolve_noise(plan: "Plan") -> ResolvedNoise:
+def resolve_noise(plan: Plan) -> ResolvedNoise:
     """Read the plan's noise source once (the calibration file, if any), keeping a located error
     for when the plan is solved: loading a plan does not fail on its calibration (`budgetdsl
     check` reports it, `solve` raises it)."""
@@ -278,7 +281,7 @@ def resolve_noise(plan: "Plan") -> ResolvedNoise:
     return ResolvedNoise(plan.noise, plan.model, plan.hardware.gpu, estimate, error)
 
 
-def _estimate(plan: "Plan") -> NoiseEstimate:
+def _estimate(plan: Plan) -> NoiseEstimate:
     noise = plan.noise
     declared_u = (noise.uncertainty, "noise.uncertainty") if noise.uncertainty is not None else (None, None)
     if noise.b_crit is not None:

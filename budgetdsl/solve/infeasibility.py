@@ -74,7 +74,7 @@ def conflicts(pl: Placement) -> list[str]:
     return out
 
 
-def constraints(limits: "Limits", pl: Placement, pinned: bool) -> list[Constraint]:
+def constraints(limits: Limits, pl: Placement, pinned: bool) -> list[Constraint]:
     """Each limit at the configuration (`solution.Constraint`, its numbers checked finite)."""
     cm, cfg = pl.cm, pl.config
     out: list[Constraint] = []

@@ -32,7 +32,7 @@ from math import isfinite as _isfinite
 from math import log10 as _log10
 from typing import Generic, TypeVar
 
-from budgetdsl.plan.model import OBJECTIVES  # the names are the plan language's
+from budgetdsl.plan.model import OBJECTIVES  # noqa: F401 - re-exported: the names are the plan language's
 
 MEASURE = {"balanced": "(S/S_min)(E/E_min)", "min_time": "wall clock", "min_flops": "FLOPs",
            "min_cost": "cost"}
@@ -324,7 +324,7 @@ class Pool(Generic[T]):
         self._front = [pts, ids, f]
         return dominated
 
-    def remapped(self, new: Callable[[T], T]) -> "Pool[T]":
+    def remapped(self, new: Callable[[T], T]) -> Pool[T]:
         """This pool with each item replaced by `new(item)`, an item of the same configuration (the
         points, keys and flags are the configurations'; nothing is compared again)."""
         out = object.__new__(Pool)
