@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from budgetdsl.plan.calibration_file import CalibrationFile
@@ -131,10 +131,12 @@ class NoiseTrajectory:
         beta = p.estimator.ema_beta
         window = (1.0 + beta) / (1.0 - beta) if beta < 1 else 0.0
         start = p.optimizer.warmup_steps + window
-        pts = [(t.step, t.b_simple, t.b_simple_tokens) for t in cal.trajectory
-               if _usable(t) and t.step >= start]
+        # (step, B_simple, in tokens) of the usable points: both known and positive (`_usable`)
+        pts = cast(list[tuple[int, float, float]],
+                   [(t.step, t.b_simple, t.b_simple_tokens) for t in cal.trajectory if _usable(t) and t.step >= start])
         if len(pts) < 2:
-            pts = [(t.step, t.b_simple, t.b_simple_tokens) for t in cal.trajectory if _usable(t)]
+            pts = cast(list[tuple[int, float, float]],
+                       [(t.step, t.b_simple, t.b_simple_tokens) for t in cal.trajectory if _usable(t)])
         if not pts:
             raise ValueError(f"{name} has no positive B_simple in its trajectory: no ramp can follow it")
         steps = [s for s, _, _ in pts]
@@ -163,7 +165,8 @@ class NoiseTrajectory:
         progress = [0.0] + [phi_at[s] / total for s in steps]
         tokens = [pts[0][2]] + [tk for _, _, tk in pts]
         # the first kept point may sit at φ = 0 exactly (a proxy that starts measuring at step 0)
-        out_p, out_b = [], []
+        out_p: list[float] = []
+        out_b: list[float] = []
         for q, b in zip(progress, tokens):
             if out_p and q <= out_p[-1]:
                 out_b[-1] = b

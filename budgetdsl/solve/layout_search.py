@@ -102,7 +102,7 @@ def launches(choice: LayoutChoice, gpus: int, gpus_per_node: int) -> bool:
 def concrete(plan: Plan, choice: LayoutChoice | None) -> Plan:
     """`plan` with the layout written in (and `run.micro_batch: auto` as omitted): the plan every
     other part of the solver reads. Private attributes (the loaded source) are kept."""
-    update = {}
+    update: dict[str, object] = {}
     if choice is not None:
         update["hardware"] = plan.hardware.model_copy(update=dict(
             tensor_parallel=choice.tensor_parallel, pipeline_parallel=choice.pipeline_parallel,

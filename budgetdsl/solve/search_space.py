@@ -18,7 +18,7 @@ import gc
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
 from budgetdsl.cost.throughput import Layout, StepCost, step_cost_columns
@@ -42,7 +42,7 @@ from budgetdsl.solve.context import pick as choose_pick
 from budgetdsl.solve.layout_search import LayoutChoice, concrete
 from budgetdsl.solve.layout_search import candidates as layout_candidates
 from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto, rank
-from budgetdsl.solve.placement import Limits, Placement, evaluate
+from budgetdsl.solve.placement import Config, Limits, Placement, evaluate
 from budgetdsl.solve.search_replay import Placed, Record, replay
 from budgetdsl.theory.frontier import Frontier
 
@@ -68,6 +68,8 @@ class Pair:
 
     __slots__ = ("_block", "_k")
     _FIELDS = ("layout", "gpus", "split", "micro_batch_max", "data_parallel", "step")
+    _block: _Block
+    _k: int
 
     def __init__(self, block: _Block, k: int):
         object.__setattr__(self, "_block", block)
@@ -336,6 +338,15 @@ class _StepView:
 
     __slots__ = ("per_sequence", "window", "bubble_k", "zero3", "dp_per_micro", "reduce", "gather", "overlap",
                  "fixed")
+    per_sequence: float
+    window: float
+    bubble_k: float
+    zero3: bool
+    dp_per_micro: float
+    reduce: float
+    gather: float
+    overlap: float | None
+    fixed: float
 
 
 def _bounds_of(plan: Plan, key: tuple, space: SearchSpace, cache: SolveCache) -> tuple[int, float, tuple, bool]:
@@ -352,7 +363,7 @@ def _bounds_of(plan: Plan, key: tuple, space: SearchSpace, cache: SolveCache) ->
     rows: list[tuple] = []
     for b in blocks:
         if b.step_columns is None:
-            peak, mfu = ref.peak_flops, ref.mfu
+            peak, mfu = ref.peak_flops, cast(float, ref.mfu)  # a declared MFU: no step in closed form
             rows += [(step_bound(None, mm, b_min, f / (g * peak * mfu)), b_min, g)
                      for g, mm, b_min in zip(b.gpus, b.micro, [float(dp * s) for dp in b.dp])]
         else:
@@ -421,6 +432,7 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
         fl = family.layout
         columns = None
         if family._step is not None:  # throughput.step_cost per count, what the counts share computed once
+            assert fl is not None and family.shape is not None and family.device is not None  # predicted
             columns = step_cost_columns(
                 family.shape, family.device, Layout(gpus[0], t, p, fl.virtual_stages, choice.zero,
                                                     choice.recompute, fl.flash_attention, fl.sequence_parallel,
@@ -557,7 +569,7 @@ class _PairModel:
         self.gpus, self.data_parallel, self.seq_len, self.flops_per_token = gpus, dp, ref.seq_len, ref.flops_per_token
         self.mode, self._step = ref.mode, step
         # declared: T(B) = f·B/(G·P·u), as build_cost_model sets rate and fixed_time
-        self.rate = gpus * ref.peak_flops * ref.mfu if ref.mode == DECLARED else 0.0
+        self.rate = gpus * ref.peak_flops * cast(float, ref.mfu) if ref.mode == DECLARED else 0.0
         self.fixed_time = 0.0
 
     def memory_at(self, micro_batch: int) -> float:
@@ -585,7 +597,7 @@ def _search_pinned(space: SearchSpace, base: Plan, ctx_of, fr: Frontier, limits:
     bc = fr.b_crit
     first_problem: tuple[_Block, str | None] | None = None
     per_layout: list[tuple[_Block, list[int], list[int], int]] = []  # (block, options, feasible, chosen)
-    configs: dict[tuple[int, int], object] = {}  # (block index, k) -> Config
+    configs: dict[tuple[int, int], Config] = {}  # (block index, k)
     everything: list[tuple[int, int]] = []  # every feasible configuration, in the solver's order
     s = base.model.seq_len
     sequences = pinned_sequences(run, s)
@@ -605,10 +617,12 @@ def _search_pinned(space: SearchSpace, base: Plan, ctx_of, fr: Frontier, limits:
             if first_problem is None:  # solve_layout's error: the first count's reason
                 first_problem = (b, pinned_problem(run, s, b.dp[0]))
             continue
-        feasible = [k for k in options if not configs[(bi, k)].violated]
-        chosen = choose(objective, feasible, lambda k, bi=bi: configs[(bi, k)], bc)
+        row = {k: configs[(bi, k)] for k in options}  # this layout's configurations by count index
+        feasible = [k for k in options if not row[k].violated]
+        chosen = choose(objective, feasible, row.__getitem__, bc)
         if chosen is None:  # solve_context.closest: the fewest violated limits, ties to the most GPUs
-            chosen = min(options, key=lambda k: (len(configs[(bi, k)].violated), -b.gpus[k]))
+            gpus = b.gpus
+            chosen = min(options, key=lambda k: (len(row[k].violated), -gpus[k]))
         per_layout.append((b, options, feasible, chosen))
         everything += [(bi, k) for k in feasible]
     if not per_layout:
@@ -632,7 +646,8 @@ def _search_pinned(space: SearchSpace, base: Plan, ctx_of, fr: Frontier, limits:
         if pl is None:
             b = blocks[bi]
             res = pinned_placement(ctx_of(b.layout, b.split), cost_model(ctx_of(b.layout, b.split), b.gpus[k]))
-            assert not isinstance(res, str) and res.config == configs[(bi, k)]._replace(memory=res.config.memory)
+            assert not isinstance(res, str) and res.config is not None
+            assert res.config == configs[(bi, k)]._replace(memory=res.config.memory)
             pl = built[(bi, k)] = res
         return pl
 
@@ -905,7 +920,8 @@ class _Walk:
             pick = self._place_threats(obj, order, pick)
             if pick is None or stop == len(order):
                 return
-            if keys[order[stop]] > self._best_key(obj, pick):  # type: ignore[operator]
+            best_key = self._best_key(obj, pick)
+            if best_key is None or keys[order[stop]] > best_key:
                 return
             start = stop
 
@@ -927,7 +943,7 @@ class _Walk:
             i = order[pos]
             if done[i]:
                 continue
-            if stale and (pool.nan or pool.min_key[obj] is None or keys[i] > pool.min_key[obj]
+            if stale and (pool.nan or (least := pool.min_key[obj]) is None or keys[i] > least
                           or (balanced and walls[i] >= pool.min_wall and costs[i] >= pool.min_cost)):
                 pick = pool.pick(obj)
                 best_key = self._best_key(obj, pick)
@@ -935,7 +951,7 @@ class _Walk:
             if not stale:
                 if best_key is not None and keys[i] > best_key:
                     return pos, pick  # sorted: no later pair can supply the pick either
-                if pick is not None and balanced and pick.config.batch <= self.bc and self._dominated(i, pick):
+                if balanced and pick is not None and self._dominated(i, pick):
                     continue
             new = self.place_pair(i)
             if new or pick is None:  # the pick of an unchanged pool is the same pick
@@ -944,14 +960,18 @@ class _Walk:
         return len(order), (pool.pick(obj) if stale else pick)
 
     def _dominated(self, i: int, pick: Placement) -> bool:
-        """balanced below x = 1: a batch below the pick's, or above B_crit²/its, ranks worse; the
-        pair's configurations between spend at least its FLOPs (E grows with B), and if its bound
-        there is no faster and no cheaper the pick dominates (or ties) every one of them."""
-        pw, pc, _ = axes(pick.config)
+        """balanced, the pick below x = 1: a batch below the pick's, or above B_crit²/its, ranks
+        worse; the pair's configurations between spend at least its FLOPs (E grows with B), and if
+        its bound there is no faster and no cheaper the pick dominates (or ties) every one of them."""
+        cfg = pick.config
+        assert cfg is not None  # a pool item
+        if cfg.batch > self.bc:
+            return False
+        pw, pc, _ = axes(cfg)
         if self.walls[i] >= pw and self.costs[i] >= pc:
             return True
         lines, b_min, g = self.consts.per_pair[i]
-        bc, pb, price = self.bc, pick.config.batch, self.price
+        bc, pb, price = self.bc, cfg.batch, self.price
         lo = pb if pb > b_min else b_min
         wall = wall_bound(lines, lo, bc, self.s_min, max(lo, bc * bc / pb)) * (1.0 - 1e-9)
         gpu_hours = g * wall / 3600.0
@@ -1161,7 +1181,7 @@ def lower_bound(ref: CostModel, gpus: int, dp: int, step: StepCost | None, fr: F
     FLOPs ≥ f·E_min(1 + B/B_crit) at the smallest batch, one sequence per replica. Steps are
     rounded up, so the continuous frontier bounds them."""
     b_min = float(dp * ref.seq_len)
-    linear = 0.0 if step is not None else ref.flops_per_token / (gpus * ref.peak_flops * ref.mfu)
+    linear = 0.0 if step is not None else ref.flops_per_token / (gpus * ref.peak_flops * cast(float, ref.mfu))
     bc = fr.b_crit
     wall = wall_bound(step_bound(step, micro_max, b_min, linear), b_min, bc, fr.s_min) * (1.0 - 1e-9)
     gpu_hours = gpus * wall / 3600.0

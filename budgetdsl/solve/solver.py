@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.noise import noise_estimate, plan_error
@@ -138,14 +138,14 @@ def _solve(plan: Plan, cache: SolveCache) -> Solution:
     if not pinned_batch and chosen.feasible:
         # the objective's own target on the chosen count, for the constraints and notes; the
         # configuration is the non-dominated pick
-        own = place_on(ctx, chosen.cm.gpus, micro_fixed=micro_fixed)
-        if own.config is not None and own.config != chosen.config and own.feasible and \
-                dominates(axes(chosen.config), axes(own.config)):
+        own, mine = place_on(ctx, chosen.cm.gpus, micro_fixed=micro_fixed), chosen.config
+        if mine is not None and own.config is not None and own.config != mine and own.feasible and \
+                dominates(axes(mine), axes(own.config)):
             from budgetdsl.quantities.humanize import human
 
             dominated_note = (f"{ctx.objective}: its own batch on {chosen.cm.gpus} GPUs, "
                               f"{human('tokens', own.config.batch)}, is dominated (slower or as slow, no "
-                              f"cheaper, more FLOPs) by {human('tokens', chosen.config.batch)}, "
+                              f"cheaper, more FLOPs) by {human('tokens', mine.batch)}, "
                               "the non-dominated point chosen instead (docs/solver.md, Objectives)")
         chosen = Placement(chosen.cm, chosen.frontier, own.intervals, own.lo, own.hi, own.target, own.clipped,
                            chosen.config, chosen.micro_max, None)
@@ -154,11 +154,11 @@ def _solve(plan: Plan, cache: SolveCache) -> Solution:
 
     if isinstance(plan.hardware.gpus, GpuRange):
         r = plan.hardware.gpus
-        feasible = [p for p in placements if p.feasible]
+        feasible_counts = [p for p in placements if p.feasible]
         reason = (solution_notes.gpu_choice_reason(ctx, chosen, placements) if chosen.feasible
                   else "no count in the range has a feasible configuration")
         gpu_choice = GpuChoice(min=r.min, max=r.max, step=r.step, considered=len(placements),
-                               feasible=len(feasible), chosen=chosen.cm.gpus if chosen.feasible else None,
+                               feasible=len(feasible_counts), chosen=chosen.cm.gpus if chosen.feasible else None,
                                reason=reason)
 
     cfg = chosen.config
@@ -231,12 +231,10 @@ def _not_finite(plan: Plan, exc: ValidationError) -> PlanError | None:
                       "bring the plan's sizes and limits nearer to a real run's")
 
 
-def _part_field(title: str, model: type = Solution) -> str | None:
+def _part_field(title: str, model: type[BaseModel] = Solution) -> str | None:
     """Where in `Solution` a part of class `title` sits (FrontierPoint: frontier; RampStage:
     ramp.stages), or None for the Solution itself."""
     import typing
-
-    from pydantic import BaseModel
 
     def classes(annotation) -> list:
         out = [annotation] if isinstance(annotation, type) else []
