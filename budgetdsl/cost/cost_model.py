@@ -204,7 +204,7 @@ def _declared(section: Any, key: str) -> bool:
     return key in section.model_fields_set
 
 
-def flops_per_token(plan: Plan) -> Coef:
+def flops_per_token(plan: "Plan") -> Coef:
     m = plan.model
     if m.flops_per_token is not None:
         return Coef(m.flops_per_token, "FLOP/token", DECLARED, "model.flops_per_token")
@@ -215,7 +215,7 @@ def flops_per_token(plan: Plan) -> Coef:
     return Coef(6.0 * m.params, "FLOP/token", DERIVED, "6N (shape unknown; Kaplan et al. 2020)")
 
 
-def _hardware_number(plan: Plan, key: str, preset_attr: str, unit: str) -> Coef:
+def _hardware_number(plan: "Plan", key: str, preset_attr: str, unit: str) -> Coef:
     hw = plan.hardware
     value = getattr(hw, key, None)
     if value is not None:
@@ -228,7 +228,7 @@ def _hardware_number(plan: Plan, key: str, preset_attr: str, unit: str) -> Coef:
     return Coef(float(getattr(preset, preset_attr)), unit, PRESET, f"{preset.name} ({preset.source})")
 
 
-def plan_split(plan: Plan) -> Split:
+def plan_split(plan: "Plan") -> Split:
     """The plan's own layout; a ValueError when a key is `auto` (the solver chooses it: pass the
     solution's layout, `Split` of `solution.batch`, to `build_cost_model`)."""
     hw = plan.hardware
@@ -241,7 +241,7 @@ class ShapeUnknown(ValueError):
     """The memory or throughput model needs a shape the plan does not give."""
 
 
-def _device(plan: Plan, coefs: dict[str, Coef]) -> Device | None:
+def _device(plan: "Plan", coefs: dict[str, Coef]) -> Device | None:
     """The throughput model's device; None without a preset or the numbers (declared mode only)."""
     hw = plan.hardware
     try:
@@ -255,7 +255,7 @@ def _device(plan: Plan, coefs: dict[str, Coef]) -> Device | None:
     return Device(coefs["peak_flops"].value, hbm.value, eff.value, intra.value, net.value, int(hw.gpus_per_node))
 
 
-def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostModel:
+def build_cost_model(plan: "Plan", gpus: int, split: Split | None = None) -> CostModel:
     """The cost model of `plan` on `gpus` GPUs (a count the plan allows), with `split` overriding
     the plan's ZeRO stage / parallel degrees / recomputation to evaluate a remedy.
 
@@ -320,7 +320,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
     return cm
 
 
-def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory: Coef, overhead: float,
+def _describe(plan: "Plan", gpus: int, split: Split, mode: str, peak: Coef, memory: Coef, overhead: float,
               layout: Layout, grad_dtype: str, reserve: Coef, cm: CostModel) -> None:
     """The derived coefficients of `cm` and how each was obtained (for the report)."""
     m, hw, coefs, stages = plan.model, plan.hardware, cm._coefs, cm.stages
@@ -384,13 +384,13 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
 _LAYOUT_KEYS = {"gpus", "tensor_parallel", "pipeline_parallel", "zero", "recompute"}
 
 
-def cost_model_key(plan: Plan) -> tuple:
+def cost_model_key(plan: "Plan") -> tuple:
     """What a cost model reads of a plan besides the GPU count and the layout (its `Split`): the
     key under which a caller's cache (`budgetdsl.solve.cache.SolveCache`) keeps cost models."""
     return (plan.model.model_dump_json(), plan.hardware.model_dump_json(exclude=_LAYOUT_KEYS))
 
 
-def launchable_counts(plan: Plan, counts: range | list[int]) -> list[int]:
+def launchable_counts(plan: "Plan", counts: range | list[int]) -> list[int]:
     """The GPU counts of a range that launch the plan's layout (`budgetdsl.hardware.layout`)."""
     hw = plan.hardware
     return _launchable_counts(counts, hw.tensor_parallel, hw.pipeline_parallel, hw.gpus_per_node)
