@@ -834,9 +834,7 @@ class _Walk:
         self.least = max(1, micro_fixed or 1)
         self.roomless: dict[LayoutChoice, int | None] = dict(_roomless(consts, self.pairs, self.least))
         self.history: list[Placed] = []
-        # (issue 13: the labels of the front were the picks among the candidates placed for the
-        # plan's objective, e.g. min_flops shown at 16,384 tokens on plans/minimal.yaml where
-        # `objective: min_flops` launches 2,048)
+        # every objective's pick: the report's front shows where each objective's own plan lands
         self.pool: Pool[Placement] = Pool(objective, _config, self.bc, self.others)
 
     def run(self) -> None:
