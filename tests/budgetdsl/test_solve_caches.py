@@ -13,13 +13,13 @@ import subprocess
 import sys
 
 from hypothesis import HealthCheck, Phase, given, settings
+from solver_plans import DAY, make_plan, plans
 
 from budgetdsl.plan.loader import load_plan
 from budgetdsl.plan.model import GpuRange
 from budgetdsl.solve import search_space
 from budgetdsl.solve.cache import SolveCache
 from budgetdsl.solve.solver import solve
-from solver_plans import DAY, make_plan, plans
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LAYOUT = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
