@@ -1,7 +1,7 @@
 """Benchmark `budgetdsl plan` and `budgetdsl sweep` (not a timed test): `python bench/bench_plan.py`.
 
 Prints from one run: a bare Python start and `import budgetdsl.cli`; each example plan cold, as a
-whole process; warm solves per second in one process (a pinned layout and a full search, the same
+whole process; warm solves per second in one process with one `SolveCache` (a pinned layout and a full search, the same
 plan again and with a new gpu_hours limit each solve); a 100 × 100 sweep through the command line.
 Each figure beside the load average, its CPU time and its ratio to the bare-Python start, so runs
 on a loaded machine compare. Child processes read bytecode from a cache, as an installed package.
@@ -68,7 +68,7 @@ def with_layout(plan, value):
 
 def main() -> None:
     from budgetdsl.plan.loader import load_plan
-    from budgetdsl.solve.solver import solve
+    from budgetdsl.solve.solver import SolveCache, solve
 
     runs = int(os.environ.get("BENCH_RUNS", "5"))
     load = os.getloadavg()
@@ -91,14 +91,11 @@ def main() -> None:
                                "recompute": first.batch.recompute})
     auto = with_layout(plan, "auto")
     for label, p in (("fixed layout", fixed), ("full search (every layout key auto)", auto)):
-        from budgetdsl.cost import cost_model
-        from budgetdsl.solve import search_space
-        cost_model._CACHE.clear()
-        search_space.clear_cache()
+        cache = SolveCache()
         t = time.perf_counter()
-        solve(p)
+        solve(p, cache)
         t_first = time.perf_counter() - t
-        r = rate(lambda p=p: solve(p))
+        r = rate(lambda p=p, cache=cache: solve(p, cache))
         print(f"warm      {r:,.0f} solves/s ({1e6 / r:.0f} µs) — plans/minimal.yaml, {label}, the same plan "
               f"again ({'the search replayed from ' if p is auto else ''}placements kept across solves); first solve "
               f"{t_first * 1000:.0f} ms; {r * base:.1f} solves per python -c pass")
@@ -107,16 +104,15 @@ def main() -> None:
 
         def new_limit(p=p, limits=limits):
             return p.model_copy(update={"budget": p.budget.model_copy(update={"gpu_hours": 1e6 + next(limits)})})
-        fresh = rate(lambda: solve(new_limit()))
+        fresh = rate(lambda new_limit=new_limit, cache=cache: solve(new_limit(), cache))
         print(f"warm      {fresh:,.0f} solves/s ({1e6 / fresh:.0f} µs) — the same, a new gpu_hours limit each "
               f"solve ({'the search replayed' if p is auto else 'placed again'})")
         if p is not auto:  # no search to replay: placing again is what a new limit costs
             continue
-        from budgetdsl.solve import context as solve_context
-        def afresh():
-            solve_context.clear_cache()  # what depends on the limits: placements, picks, the replay's records
-            search_space._RECORDS.clear()
-            solve(new_limit())
+
+        def afresh(cache=cache, new_limit=new_limit):
+            cache.forget_limits()  # what depends on the limits: placements, picks, the replay's records
+            solve(new_limit(), cache)
         cold_limits = rate(afresh)
         print(f"warm      {cold_limits:,.0f} solves/s ({1e6 / cold_limits:.0f} µs) — the same, nothing kept that "
               f"depends on the limits (searched afresh each solve; the replay: {fresh / cold_limits:.2f}x)")

@@ -51,7 +51,7 @@ from textual.widgets import Footer, Select
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.edit import ChangedOnDisk, EditError
 from budgetdsl.solve.solution import Solution
-from budgetdsl.solve.solver import solve
+from budgetdsl.solve.solver import SolveCache, solve
 
 
 def _first_problem(exc: PlanError) -> tuple[str, str | None]:
@@ -144,6 +144,9 @@ class BudgetApp(App[None]):
         # None until the first solve (in the worker, from on_mount) has come back
         self.solution: Solution | None = solution
         self._solve_s = solve_s  # how long the last solve took
+        # what successive solves share (cost models, the search to replay): one solve at a time
+        # uses it, inline or in the worker (`_pending` holds inline solves back while it runs)
+        self._cache = SolveCache()
         self._pending: _Request | None = None  # the newest request, waiting for (or in) the worker
         self._generation = 0
         self._worker_busy = False
@@ -242,7 +245,7 @@ class BudgetApp(App[None]):
 
     def _solve(self, state: WhatIf) -> Solution:
         start = time.perf_counter()
-        solution = solve(state.plan)
+        solution = solve(state.plan, self._cache)
         self._solve_s = time.perf_counter() - start
         return solution
 
@@ -287,7 +290,7 @@ class BudgetApp(App[None]):
     def _solve_in_thread(self, state: WhatIf, generation: int) -> None:
         start = time.perf_counter()
         try:
-            solution, error = solve(state.plan), None
+            solution, error = solve(state.plan, self._cache), None
         except PlanError as exc:
             solution, error = None, exc
         self.call_from_thread(self._solved, generation, solution, error, time.perf_counter() - start)

@@ -75,8 +75,7 @@ class WhatIf:
         from budgetdsl.plan.loader import load_merged
 
         merged = dataclasses.replace(source, data=_apply(source.data, changes)) if changes else source
-        plan = load_merged(merged)
-        plan._source = merged  # located errors and the calibration path resolve against the files
+        plan = load_merged(merged)  # located errors and the calibration path resolve against the files
         return cls(path, source, dict(changes), plan)
 
     # -- reading ---------------------------------------------------------------------------------

@@ -41,7 +41,6 @@ def check_files(paths: list[str], fragments: set[str] | None = None,
                 results[path] = []
                 continue
             plan = load_merged(source)
-            plan._source = source
             if plan.noise.calibration is not None:  # the file it names must exist and cover at_loss
                 from budgetdsl.plan.noise import noise_estimate
 

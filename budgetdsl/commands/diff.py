@@ -19,12 +19,13 @@ from budgetdsl.io.exit_codes import ExitCode
 from budgetdsl.plan.diagnostics import PlanError
 
 
-def _solved(path: str, opener: Callable[[str], bytes] | None = None):
+def _solved(path: str, opener: Callable[[str], bytes] | None = None, cache=None):
+    """(plan, solution) of `path`; `cache`: what the diff's solves share (`solve.cache.SolveCache`)."""
     from budgetdsl.plan.loader import load_plan
     from budgetdsl.solve.solver import solve
 
     plan = load_plan(path) if opener is None else load_plan(path, opener=opener)
-    return plan, solve(plan)
+    return plan, solve(plan, cache)
 
 
 def _is_plan(path: str, opener: Callable[[str], bytes]) -> bool:
@@ -41,19 +42,19 @@ def _is_plan(path: str, opener: Callable[[str], bytes]) -> bool:
         return not any(d.code == "file-not-found" for d in exc.diagnostics)
 
 
-def _compare(path: str, old_opener, new_opener, old_exists: bool, new_exists: bool):
+def _compare(path: str, old_opener, new_opener, old_exists: bool, new_exists: bool, cache=None):
     from budgetdsl.report.plan_diff import diff_plan
 
     old = new = None
     problems: list[str] = []
     if old_exists:
         try:
-            old = _solved(path, old_opener)
+            old = _solved(path, old_opener, cache)
         except PlanError:
             old = None  # invalid at the base: nothing to compare against
     if new_exists:
         try:
-            new = _solved(path, new_opener)
+            new = _solved(path, new_opener, cache)
         except PlanError as exc:
             problems = [d.format() for d in exc.diagnostics]
     return diff_plan(path, old, new, problems)
@@ -61,15 +62,17 @@ def _compare(path: str, old_opener, new_opener, old_exists: bool, new_exists: bo
 
 def _files_diff(args: argparse.Namespace):
     from budgetdsl.report.plan_diff import diff_plan
+    from budgetdsl.solve.cache import SolveCache
 
     old, new = args.files
+    cache = SolveCache()  # the two versions share their cost models where the model and hardware agree
     try:
-        before = _solved(old)
+        before = _solved(old, cache=cache)
     except PlanError as exc:
         exc.report()
         return None
     try:
-        after = _solved(new)
+        after = _solved(new, cache=cache)
         return [diff_plan(new, before, after)]
     except PlanError as exc:
         return [diff_plan(new, before, None, [d.format() for d in exc.diagnostics])]
@@ -117,12 +120,15 @@ def _base_diff(args: argparse.Namespace):
             candidates.add(os.path.relpath(p))
         for dirpath, _, names in os.walk(p):
             candidates.update(os.path.relpath(os.path.join(dirpath, n)) for n in names)
+    from budgetdsl.solve.cache import SolveCache
+
+    cache = SolveCache()  # every version of every plan compared shares cost models and spaces
     diffs = []
     for path in sorted(c for c in candidates if c.endswith((".yaml", ".yml"))):
         in_old = _is_plan(path, old_opener)
         in_new = os.path.isfile(path) and _is_plan(path, new_opener)
         if in_old or in_new:
-            diffs.append(_compare(path, old_opener, new_opener, in_old, in_new))
+            diffs.append(_compare(path, old_opener, new_opener, in_old, in_new, cache))
     return diffs
 
 

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _files_read(plan, path: str) -> set[str]:
     """The plan file and every base it extends: an export must never replace one of them."""
-    source = getattr(plan, "_source", None)
+    source = getattr(plan, "source", None)  # plan.loader.LoadedPlan
     return {path, *(str(p) for p in getattr(source, "paths", {}).values())}
 
 

@@ -23,7 +23,6 @@ numbers the answer rests on.
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -224,15 +223,12 @@ def flops_per_token(plan: Plan) -> Coef:
     return Coef(6.0 * m.params, "FLOP/token", DERIVED, "6N (shape unknown; Kaplan et al. 2020)")
 
 
-_preset = functools.lru_cache(maxsize=64)(find_preset)
-
-
 def _hardware_number(plan: Plan, key: str, preset_attr: str, unit: str) -> Coef:
     hw = plan.hardware
     value = getattr(hw, key, None)
     if value is not None:
         return Coef(float(value), unit, DECLARED, f"hardware.{key}")
-    preset = _preset(hw.gpu or "")
+    preset = find_preset(hw.gpu or "")
     if preset is None:
         raise ShapeUnknown(f"hardware.{key} is not set and there is no GPU preset")
     if preset_attr == "kernel_efficiency":
@@ -394,46 +390,13 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
                                         + (" (uneven; the last carries the LM head)" if len(set(counts)) > 1 else ""))
 
 
-# Cost models are pure functions of (the plan's model and hardware sections, GPU count, layout), so
-# they are kept across solves: a sweep of limits or objectives, or a warm re-solve, rebuilds none.
-# LRU, bounded; a CostModel is frozen.
-_CACHE: OrderedDict[tuple, CostModel] = OrderedDict()
-_CACHE_SIZE = 4096  # a search builds cost models only for the pairs it places
 _LAYOUT_KEYS = {"gpus", "tensor_parallel", "pipeline_parallel", "zero", "recompute"}
 
 
 def cost_model_key(plan: Plan) -> tuple:
-    """What a cost model reads of a plan besides the GPU count and the layout (its `Split`).
-    Remembered by the identity of the (frozen) model and hardware sections: a warm re-solve, and
-    every copy of a plan that keeps them (`layout_search.concrete`), serialises them once."""
-    model, hardware = plan.model, plan.hardware
-    ident = (id(model), id(hardware))
-    hit = _KEYS.get(ident)
-    if hit is not None and hit[0] is model and hit[1] is hardware:  # held below: the ids are theirs
-        return hit[2]
-    key = (model.model_dump_json(), hardware.model_dump_json(exclude=_LAYOUT_KEYS))
-    _KEYS[ident] = (model, hardware, key)
-    if len(_KEYS) > 16:  # a few plans solved in turn; a sweep's rows must not pile up
-        del _KEYS[next(iter(_KEYS))]
-    return key
-
-
-_KEYS: dict[tuple[int, int], tuple[Any, Any, tuple]] = {}  # (id model, id hardware) -> (model, hardware, key)
-
-
-def cached_cost_model(key: tuple, plan: Plan, gpus: int, split: Split) -> CostModel:
-    """`build_cost_model(plan, gpus, split)`, kept across solves under `cost_model_key(plan)`."""
-    if not key:
-        return build_cost_model(plan, gpus, split)
-    full = (key, gpus, split)
-    cm = _CACHE.get(full)
-    if cm is not None:
-        _CACHE.move_to_end(full)
-        return cm
-    cm = _CACHE[full] = build_cost_model(plan, gpus, split)
-    if len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return cm
+    """What a cost model reads of a plan besides the GPU count and the layout (its `Split`): the
+    key under which a caller's cache (`budgetdsl.solve.cache.SolveCache`) keeps cost models."""
+    return (plan.model.model_dump_json(), plan.hardware.model_dump_json(exclude=_LAYOUT_KEYS))
 
 
 def launchable_counts(plan: Plan, counts: range | list[int]) -> list[int]:

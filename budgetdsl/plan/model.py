@@ -18,7 +18,6 @@ from pydantic import (
     Discriminator,
     Field,
     GetCoreSchemaHandler,
-    PrivateAttr,
     Tag,
     WithJsonSchema,
     field_validator,
@@ -529,8 +528,6 @@ class Plan(_Section):
     """A training-run plan: what the team has and what it must reach."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="budgetdsl plan")
-    _source: Any = PrivateAttr(None)  # plan_loader.MergedSource: where each value was written
-    _noise: Any = PrivateAttr(None)  # noise_source.ResolvedNoise: the noise source, read at load time
 
     name: str = Field(description="Name of the run.", min_length=1, max_length=200)
     description: str | None = Field(None, description="Free text for reviewers.")

@@ -44,9 +44,10 @@ class NoiseEstimate:
 @dataclass(frozen=True, slots=True)
 class ResolvedNoise:
     """A plan's noise source as read when the plan was loaded (`resolve_noise`, called by
-    `plan_loader.load_merged`): the estimate, or the located error reading it gave, and the
-    sections it was read from. `solve` reads this instead of the calibration file, so a solve
-    reads no file; a plan changed since (another noise section, model or GPU) is resolved again."""
+    `plan.loader.load_merged`; `LoadedPlan.resolved_noise`): the estimate, or the located error
+    reading it gave, and the sections it was read from. `solve` reads this instead of the
+    calibration file, so a solve reads no file; a plan changed since (another noise section, model
+    or GPU) must be loaded again."""
 
     noise: Any  # plan.noise
     model: Any  # plan.model (the transfer checks read seq_len and vocab)
@@ -60,7 +61,7 @@ class ResolvedNoise:
 
 def locate(plan: Plan, path: tuple[str | int, ...]) -> Location:
     """Where `path` was written, for located errors; `<plan NAME>` when the plan has no source."""
-    source = getattr(plan, "_source", None)
+    source = getattr(plan, "source", None)  # plan.loader.LoadedPlan
     if source is None:
         return Location(f"<plan {plan.name}>")
     return source.locate(path)
@@ -110,7 +111,7 @@ def read_calibration(plan: Plan, path: Path | None = None) -> Any:
                          f"calibration file {str(path)!r} not found",
                          "the path is relative to the plan file that names it; "
                          "write one with `budgetdsl calibrate`")
-    source = getattr(plan, "_source", None)
+    source = getattr(plan, "source", None)  # plan.loader.LoadedPlan
     opener = getattr(source, "opener", None)
     plan_file = source.paths.get(source.files[0]) if source is not None and source.files else None
     if plan_file is not None:  # a calibration stays inside the plan's repository, as bases do
@@ -255,14 +256,16 @@ def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Di
 
 
 def noise_estimate(plan: Plan) -> NoiseEstimate:
-    """B_crit in tokens and where it came from: the estimate read when the plan was loaded (a
-    located PlanError when reading it failed), or, for a plan built in memory or changed since,
-    read now. Only a calibration reads a file; a declared b_crit or kaplan_loss is arithmetic."""
+    """B_crit in tokens and where it came from: a declared b_crit or kaplan_loss is arithmetic; a
+    calibration is the estimate read when the plan was loaded (`LoadedPlan.resolved_noise`; a
+    located PlanError when reading it failed). Reads no file: a calibrated plan built in memory, or
+    changed since it was loaded, is a ValueError (load it: `plan.loader.load_merged`)."""
     if plan.noise.calibration is None:  # b_crit or kaplan_loss: arithmetic, nothing was read
         return _estimate(plan)
-    res = getattr(plan, "_noise", None)
+    res = getattr(plan, "resolved_noise", None)
     if res is None or not res.matches(plan):
-        res = resolve_noise(plan)
+        raise ValueError("noise.calibration is read when the plan is loaded (plan.loader.load_merged), "
+                         "and this plan was built or changed without it: load it again")
     if res.error is not None:
         raise res.error
     assert res.estimate is not None

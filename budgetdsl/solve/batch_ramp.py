@@ -38,8 +38,9 @@ Pure Python, no numpy: the planner imports this module.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from budgetdsl.plan.calibration_file import CalibrationFile
@@ -82,7 +83,7 @@ class NoiseTrajectory:
             raise ValueError("progress must increase strictly")
 
     @classmethod
-    def constant(cls, b_noise: float, source: str = "constant") -> "NoiseTrajectory":
+    def constant(cls, b_noise: float, source: str = "constant") -> NoiseTrajectory:
         return cls((0.0, 1.0), (b_noise, b_noise), source)
 
     def at(self, phi: float) -> float:
@@ -108,13 +109,13 @@ class NoiseTrajectory:
     def mean(self, a: float = 0.0, b: float = 1.0) -> float:
         return self.integral(a, b) / (b - a)
 
-    def scaled_to_mean(self, b_crit: float) -> "NoiseTrajectory":
+    def scaled_to_mean(self, b_crit: float) -> NoiseTrajectory:
         """The same shape with ∫₀¹ B_noise dφ = b_crit (the fixed-batch B_crit = E_min/S_min)."""
         k = b_crit / self.mean()
         return NoiseTrajectory(self.progress, tuple(k * v for v in self.b_noise), self.source)
 
     @classmethod
-    def from_calibration(cls, cal: "CalibrationFile", name: str = "calibration") -> "NoiseTrajectory":
+    def from_calibration(cls, cal: CalibrationFile, name: str = "calibration") -> NoiseTrajectory:
         """The proxy's B_simple trajectory against progress (module docstring): its fixed batch B_p
         turns each step into dφ ∝ 1/(1 + B_noise/B_p) minimal steps; points inside the warmup or
         the first EMA window, or without a positive B_simple, are dropped."""
@@ -130,10 +131,12 @@ class NoiseTrajectory:
         beta = p.estimator.ema_beta
         window = (1.0 + beta) / (1.0 - beta) if beta < 1 else 0.0
         start = p.optimizer.warmup_steps + window
-        pts = [(t.step, t.b_simple, t.b_simple_tokens) for t in cal.trajectory
-               if _usable(t) and t.step >= start]
+        # (step, B_simple, in tokens) of the usable points: both known and positive (`_usable`)
+        pts = cast(list[tuple[int, float, float]],
+                   [(t.step, t.b_simple, t.b_simple_tokens) for t in cal.trajectory if _usable(t) and t.step >= start])
         if len(pts) < 2:
-            pts = [(t.step, t.b_simple, t.b_simple_tokens) for t in cal.trajectory if _usable(t)]
+            pts = cast(list[tuple[int, float, float]],
+                       [(t.step, t.b_simple, t.b_simple_tokens) for t in cal.trajectory if _usable(t)])
         if not pts:
             raise ValueError(f"{name} has no positive B_simple in its trajectory: no ramp can follow it")
         steps = [s for s, _, _ in pts]
@@ -162,7 +165,8 @@ class NoiseTrajectory:
         progress = [0.0] + [phi_at[s] / total for s in steps]
         tokens = [pts[0][2]] + [tk for _, _, tk in pts]
         # the first kept point may sit at φ = 0 exactly (a proxy that starts measuring at step 0)
-        out_p, out_b = [], []
+        out_p: list[float] = []
+        out_b: list[float] = []
         for q, b in zip(progress, tokens):
             if out_p and q <= out_p[-1]:
                 out_b[-1] = b

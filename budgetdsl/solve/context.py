@@ -1,7 +1,8 @@
 """What one solve shares between its parts: the plan's noise, frontier, limits and objective, the
-cost models and placements it has already computed (memoized for this solve only), and the few
-steps every part repeats — the GPU counts of the plan, a placement on one count, the candidates of
-every objective, the objective's pick, the pinned configuration.
+cost models and placements it has already computed (memoized for this solve, and kept across solves
+in the caller's `SolveCache`), and the few steps every part repeats — the GPU counts of the plan, a
+placement on one count, the candidates of every objective, the objective's pick, the pinned
+configuration.
 
 The solver's concepts (layout search, diagnosis and relaxations, uncertainty, the pinned
 comparison, the ramp, the wording) each live in their own module and read this one; none of them
@@ -17,11 +18,11 @@ from budgetdsl.cost.cost_model import (
     CostModel,
     ShapeUnknown,
     Split,
-    cached_cost_model,
     launchable_counts,
     plan_split,
 )
 from budgetdsl.plan.noise import NoiseEstimate, plan_error
+from budgetdsl.solve.cache import PICKS, PLACEMENTS, SolveCache
 from budgetdsl.solve.objectives import OBJECTIVES, choose
 from budgetdsl.solve.placement import Limits, Placement, evaluate, place
 from budgetdsl.theory.frontier import Frontier
@@ -34,24 +35,25 @@ if TYPE_CHECKING:
 class Context:
     """What every GPU count shares."""
 
-    plan: "Plan"
+    plan: Plan
     noise: NoiseEstimate
     frontier: Frontier
     limits: Limits
     objective: str
     memo: dict = field(default_factory=dict, compare=False)  # cost models and placements of this solve
     split: Split | None = None  # the layout searched (None: the plan's own)
-    key: tuple = ()  # the plan's model and hardware, as cost_model.cached_cost_model's key
+    key: tuple = ()  # the plan's model and hardware (`SolveCache.model_key`); () keeps no cost model
+    cache: SolveCache = field(default_factory=SolveCache, compare=False)  # what solves share (the caller's)
 
 
-def plan_limits(plan: "Plan") -> Limits:
+def plan_limits(plan: Plan) -> Limits:
     b = plan.budget
     return Limits(b.deadline, b.flops, b.gpu_hours, b.usd, b.usd_per_gpu_hour)
 
 
 def cost_model(ctx: Context, gpus: int, split: Split | None = None) -> CostModel:
-    """The cost model of the context's layout (or `split`) on `gpus`, kept across solves
-    (`cost_model.cached_cost_model`); a missing shape is a located error."""
+    """The cost model of the context's layout (or `split`) on `gpus`, kept across solves in the
+    context's cache (`SolveCache.cost_model`); a missing shape is a located error."""
     if split is None:  # the context's layout: keyed by the count alone (no Split hashed)
         cm = ctx.memo.get(("cm", gpus))
         if cm is None:
@@ -62,14 +64,14 @@ def cost_model(ctx: Context, gpus: int, split: Split | None = None) -> CostModel
     if cm is not None:
         return cm
     try:
-        cm = ctx.memo[key] = cached_cost_model(ctx.key, ctx.plan, gpus, split)
+        cm = ctx.memo[key] = ctx.cache.cost_model(ctx.key, ctx.plan, gpus, split)
         return cm
     except ShapeUnknown as exc:
         raise plan_error(ctx.plan, ("model",), "shape-unknown", str(exc),
                          "give the shape, or the activation memory per token") from None
 
 
-def raw_counts(plan: "Plan") -> list[int]:
+def raw_counts(plan: Plan) -> list[int]:
     """The GPU counts the plan names (a range listed), launchable or not."""
     from budgetdsl.plan.model import GpuRange
 
@@ -77,7 +79,7 @@ def raw_counts(plan: "Plan") -> list[int]:
     return list(gpus.counts()) if isinstance(gpus, GpuRange) else [int(gpus)]
 
 
-def gpu_counts(plan: "Plan") -> list[int]:
+def gpu_counts(plan: Plan) -> list[int]:
     """The GPU counts of the plan that launch its own layout (a fixed count as given)."""
     from budgetdsl.plan.model import GpuRange
 
@@ -90,7 +92,8 @@ def gpu_counts(plan: "Plan") -> list[int]:
 def place_on(ctx: Context, gpus: int, limits: Limits | None = None, objective: str | None = None,
              micro_fixed: int | None = None) -> Placement:
     """`placement.place` on `gpus`, memoized within one solve (the pinned comparison and the
-    relaxations ask for the same placements again) and kept across solves (`_shared`)."""
+    relaxations ask for the same placements again) and kept across solves (`_shared`, in the
+    context's cache)."""
     own = limits is None or limits is ctx.limits  # the context's own limits: keyed without hashing them
     limits = ctx.limits if limits is None else limits
     objective = ctx.objective if objective is None else objective
@@ -108,7 +111,7 @@ def place_on(ctx: Context, gpus: int, limits: Limits | None = None, objective: s
     evals_key = ("evals", gpus, None if own else limits)
     group = ctx.memo.get(evals_key)
     if group is None:  # held by this solve's memo: its objectives share one `evals` to the end
-        group = ctx.memo[evals_key] = _shared(cost_model(ctx, gpus), _values(ctx, limits, own), own)
+        group = ctx.memo[evals_key] = _shared(ctx.cache, cost_model(ctx, gpus), _values(ctx, limits, own), own)
     placed = group[2]
     pk = (objective, micro_fixed)
     pl = placed.get(pk)
@@ -120,15 +123,11 @@ def place_on(ctx: Context, gpus: int, limits: Limits | None = None, objective: s
 
 # A placement is a pure function of (cost model, frontier, limits, objective, micro_fixed): the
 # placements of one cost model, frontier and limits, with what their objectives share (`evals`:
-# the interval, the configurations evaluated), are kept across solves, as the cost models are
-# (`cost_model.cached_cost_model`), so a warm re-solve places nothing again. Keyed by the cost
-# model's identity (held in the entry, so the id stays its own); `own` apart, as within a solve
-# (the context's own limits and an equal copy are placed apart there). Few are kept: two
-# generations of _SHARED_SIZE, the older dropped when the newer fills (a solve holds its own
-# entries in its memo to its end). Kept many, they cost more than they save: a sweep's rows, each
-# with new limits, slowed by a quarter with 4,096 kept (memory the new ones no longer reuse).
-_SHARED: list[dict[tuple, tuple[CostModel, dict, dict]]] = [{}, {}]  # [newer, older]
-_SHARED_SIZE = 64
+# the interval, the configurations evaluated), are kept across solves in the caller's cache, as the
+# cost models are, so a warm re-solve places nothing again. Keyed by the cost model's identity (held
+# in the entry, so the id stays its own); `own` apart, as within a solve (the context's own limits
+# and an equal copy are placed apart there). Few are kept (`cache.PLACEMENTS` per generation): a
+# sweep's rows, each with new limits, reuse none of an older row's.
 
 
 def _values(ctx: Context, limits: Limits, own: bool) -> tuple:
@@ -145,28 +144,23 @@ def _values(ctx: Context, limits: Limits, own: bool) -> tuple:
     return out
 
 
-def _shared(cm: CostModel, values: tuple, own: bool) -> tuple[CostModel, dict, dict]:
+def _shared(cache: SolveCache, cm: CostModel, values: tuple, own: bool) -> tuple[CostModel, dict, dict]:
     """(cm, the `evals` its placements share, the placements by (objective, micro_fixed));
     `values`: the frontier's and limits' numbers (`_values`)."""
     key = (id(cm), values, own)
-    newer = _SHARED[0]
+    generations = cache.placements
+    newer = generations[0]
     group = newer.get(key)
     if group is not None and group[0] is cm:
         return group
-    group = _SHARED[1].pop(key, None)
+    group = generations[1].pop(key, None)
     if group is None or group[0] is not cm:
         group = (cm, {}, {})
-    if len(newer) >= _SHARED_SIZE:
+    if len(newer) >= PLACEMENTS:
         newer = {}
-        _SHARED[:] = [newer, _SHARED[0]]
+        generations[:] = [newer, generations[0]]
     newer[key] = group
     return group
-
-
-def clear_cache() -> None:
-    """Forget the placements kept across solves (a cold solve, for a benchmark)."""
-    _SHARED[:] = [{}, {}]
-    _PICKS.clear()
 
 
 def candidates(ctx: Context, counts: list[int], micro_fixed: int | None) -> list[Placement]:
@@ -197,20 +191,18 @@ def candidates(ctx: Context, counts: list[int], micro_fixed: int | None) -> list
 
 def pick(ctx: Context, items: list[Placement]) -> Placement | None:
     """The objective's pick from the non-dominated candidates (budgetdsl.solve.objectives). A pure
-    function of the objective, B_crit and the (immutable) placements in order: kept for the same
-    placements, which a re-solve finds again (`_shared`)."""
+    function of the objective, B_crit and the (immutable) placements in order: kept (in the
+    context's cache) for the same placements, which a re-solve finds again (`_shared`)."""
+    picks = ctx.cache.picks
     key = (ctx.objective, ctx.frontier.b_crit, *map(id, items))
-    hit = _PICKS.get(key)
+    hit = picks.get(key)
     if hit is not None and all(a is b for a, b in zip(hit[0], items)):  # held: the ids are theirs
         return hit[1]
     out = choose(ctx.objective, items, _config_of, ctx.frontier.b_crit)
-    if len(_PICKS) >= 256:
-        _PICKS.clear()
-    _PICKS[key] = (tuple(items), out)
+    if len(picks) >= PICKS:
+        picks.clear()
+    picks[key] = (tuple(items), out)
     return out
-
-
-_PICKS: dict[tuple, tuple[tuple[Placement, ...], Placement | None]] = {}
 
 
 def _config_of(pl: Placement):
@@ -292,7 +284,7 @@ def pinned_placement(ctx: Context, cm: CostModel) -> Placement | str:
                      cfg, cm.micro_batch_max, None)
 
 
-def pinned_error(plan: "Plan", problem: str | None):
+def pinned_error(plan: Plan, problem: str | None):
     """The located error of a pinned run.batch that forms on no GPU count of a layout (`problem`:
     the first count's reason)."""
     return plan_error(plan, ("run", "batch"), "run-batch", problem or "run.batch does not fit",

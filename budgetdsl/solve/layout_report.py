@@ -34,13 +34,13 @@ def layout_report(ctx: Context, results: list[LayoutResult], winner: LayoutResul
                               rank(ctx.objective, rc[1].config, b)))
 
     def option(r: LayoutResult, pl: Placement) -> LayoutOption:
-        c = pl.config
-        ratio = _measure(ctx, c) / _measure(ctx, w) if w is not None and _measure(ctx, w) > 0 else None
+        c, top = _config(pl), w
+        ratio = _measure(ctx, c) / _measure(ctx, top) if top is not None and _measure(ctx, top) > 0 else None
         return LayoutOption(tensor_parallel=r.choice.tensor_parallel, pipeline_parallel=r.choice.pipeline_parallel,
                             zero=r.choice.zero, recompute=r.choice.recompute, gpus=c.gpus, micro_batch=c.micro_batch,
                             batch_tokens=c.batch, wall_clock_s=c.wall, gpu_hours=c.gpu_hours, flops=c.flops,
                             step_time_s=pl.cm.step_time(c.batch, c.grad_accum), objective_ratio=ratio,
-                            dominated=w is not None and r is not winner and dominates(axes(w), axes(c)))
+                            dominated=top is not None and r is not winner and dominates(axes(top), axes(c)))
     feasible = sum(1 for r in results if r.chosen.feasible)
     runners = [option(r, pl) for r, pl in best[:3]]
     if w is None:
@@ -71,8 +71,15 @@ def _measure(ctx: Context, cfg: Config) -> float:
     return rank(ctx.objective, cfg, ctx.frontier.b_crit)[0]
 
 
+def _config(pl: Placement) -> Config:
+    """A candidate's configuration: every feasible placement has one."""
+    assert pl.config is not None
+    return pl.config
+
+
 def front(ctx: Context, candidates: list[Placement], chosen: Placement, points: int = 5,
-          on_front: list[Placement] | None = None, picks: dict[str, Placement] | None = None) -> list[FrontPoint]:
+          on_front: list[Placement] | None = None,
+          picks: dict[str, Placement | None] | None = None) -> list[FrontPoint]:
     """A few points of the Pareto front over (wall clock, cost, FLOPs) of the evaluated candidates,
     each with the objectives that land on it (always including every objective's own point).
     `on_front`: the candidates' front when the caller has it already (the search's pool);
@@ -83,10 +90,11 @@ def front(ctx: Context, candidates: list[Placement], chosen: Placement, points: 
     front = list(on_front) if on_front is not None else pareto(candidates, lambda pl: axes(pl.config))
     if not front:
         return []
-    front.sort(key=lambda pl: (pl.config.wall, pl.config.gpu_hours))
+    front.sort(key=lambda pl: (_config(pl).wall, _config(pl).gpu_hours))
     lands: dict[tuple, list[str]] = {}  # by the point's axes: equal points are shown once
     for objective in OBJECTIVES:
         pick = picks[objective] if picks else min(front, key=lambda pl: rank(objective, pl.config, b))
+        assert pick is not None  # a feasible search: every objective has a pick
         lands.setdefault(axes(pick.config), []).append(objective)
     keep = {id(pl) for pl in front if axes(pl.config) in lands}
     if len(front) > 1:
@@ -98,7 +106,7 @@ def front(ctx: Context, candidates: list[Placement], chosen: Placement, points: 
         if id(pl) not in keep or axes(pl.config) in shown:
             continue
         shown.add(axes(pl.config))
-        c = pl.config
+        c = _config(pl)
         sp = pl.cm.split
         out.append(FrontPoint(gpus=c.gpus, batch_tokens=c.batch, x=c.batch / b, micro_batch=c.micro_batch,
                               tensor_parallel=sp.tensor_parallel, pipeline_parallel=sp.pipeline_parallel,

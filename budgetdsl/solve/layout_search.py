@@ -47,7 +47,7 @@ class LayoutChoice:
         return (self.tensor_parallel * self.pipeline_parallel, self.pipeline_parallel, self.zero,
                 RECOMPUTE_ORDER.index(self.recompute))
 
-    def simpler(self) -> list["LayoutChoice"]:
+    def simpler(self) -> list[LayoutChoice]:
         """The same t and p with one step less ZeRO or recomputation."""
         out = []
         if self.zero > 0:
@@ -71,12 +71,12 @@ def _powers_of_two(limit: int) -> list[int]:
     return out
 
 
-def searched(plan: "Plan") -> tuple[str, ...]:
+def searched(plan: Plan) -> tuple[str, ...]:
     """The layout keys the plan leaves to the solver."""
     return plan.hardware.searched()
 
 
-def candidates(plan: "Plan") -> list[LayoutChoice]:
+def candidates(plan: Plan) -> list[LayoutChoice]:
     """Every layout of the search space, simplest first (launchability is per GPU count)."""
     hw, m = plan.hardware, plan.model
     if hw.tensor_parallel == "auto":
@@ -99,10 +99,10 @@ def launches(choice: LayoutChoice, gpus: int, gpus_per_node: int) -> bool:
     return launchable(gpus, choice.tensor_parallel, choice.pipeline_parallel, gpus_per_node)
 
 
-def concrete(plan: "Plan", choice: LayoutChoice | None) -> "Plan":
+def concrete(plan: Plan, choice: LayoutChoice | None) -> Plan:
     """`plan` with the layout written in (and `run.micro_batch: auto` as omitted): the plan every
     other part of the solver reads. Private attributes (the loaded source) are kept."""
-    update = {}
+    update: dict[str, object] = {}
     if choice is not None:
         update["hardware"] = plan.hardware.model_copy(update=dict(
             tensor_parallel=choice.tensor_parallel, pipeline_parallel=choice.pipeline_parallel,

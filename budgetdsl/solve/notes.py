@@ -72,6 +72,7 @@ def _throughput(cm: CostModel, cfg: Config) -> Throughput:
     if cm.mode == "declared":  # what the layout alone would predict, for comparison
         from budgetdsl.cost.throughput import step_time as predicted_step
 
+        assert cm.shape is not None and cm.device is not None and cm.layout is not None  # a breakdown: a shape
         out["predicted_mfu"] = predicted_step(cm.shape, cm.device, cm.layout, cfg.micro_batch,
                                               cfg.sequences).mfu
     return Throughput(**out)

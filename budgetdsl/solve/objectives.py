@@ -30,9 +30,9 @@ from math import floor as _floor
 from math import inf as _INF
 from math import isfinite as _isfinite
 from math import log10 as _log10
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from budgetdsl.plan.model import OBJECTIVES  # the names are the plan language's
+from budgetdsl.plan.model import OBJECTIVES  # noqa: F401 - re-exported: the names are the plan language's
 from budgetdsl.theory.frontier import balance
 
 MEASURE = {"balanced": "(S/S_min)(E/E_min)", "min_time": "wall clock", "min_flops": "FLOPs",
@@ -80,12 +80,12 @@ def pareto(items: Sequence[T], key: Callable[[T], Sequence[float]]) -> list[T]:
     return [item for n, item in enumerate(items) if n in kept]
 
 
-def _pareto(points: list[tuple[float, ...]]) -> set[int]:
+def _pareto(points: Sequence[tuple[float, ...]]) -> set[int]:
     """The indices of the points no other point dominates (any number of axes), by brute force."""
     return {i for i, p in enumerate(points) if not any(dominates(q, p) for q in points)}
 
 
-def _pareto3(points: list[tuple[float, ...]]) -> set[int]:
+def _pareto3(points: Sequence[tuple[float, ...]]) -> set[int]:
     """`_pareto` for three axes: dominates(q, p) is q > p·(1 + tol) on no axis and q < p·(1 − tol)
     on one (as `dominates` compares, NaN included)."""
     order = sorted(range(len(points)), key=points.__getitem__)
@@ -206,7 +206,7 @@ class Pool(Generic[T]):
 
     _VECTOR = 256  # pool size from which the comparisons run in numpy
 
-    def __init__(self, objective: str, config: Callable[[T], object], b_crit: float, others: Sequence[str] = ()):
+    def __init__(self, objective: str, config: Callable[[T], Any], b_crit: float, others: Sequence[str] = ()):
         self.objective, self.config, self.b_crit = objective, config, b_crit
         self.objectives = (objective, *others)  # `others`: objectives picked from the same items too
         self.items: list[T] = []
@@ -216,8 +216,8 @@ class Pool(Generic[T]):
         # per objective: (key, index) heaps, the least key first, ties to the first added
         self._heaps: dict[str, list[tuple[tuple[float, ...], int]]] = {o: [] for o in self.objectives}
         self.min_key: dict[str, tuple[float, ...] | None] = {o: None for o in self.objectives}
-        self._array = None  # numpy (capacity, 3) of the points, once the pool is large
-        self._front = None  # then the unflagged items' points and indices, packed, and their count
+        self._array: Any = None  # numpy (capacity, 3) of the points, once the pool is large
+        self._front: Any = None  # then the unflagged items' points and indices, packed, and their count
         self.nan = False  # NaN has no order: then `choose` itself
         # min_key: the least key of any item, per objective: no pick ranks before it
         self.min_wall = self.min_cost = _INF  # the least wall clock and cost of any item
@@ -320,7 +320,7 @@ class Pool(Generic[T]):
         self._front = [pts, ids, f]
         return dominated
 
-    def remapped(self, new: Callable[[T], T]) -> "Pool[T]":
+    def remapped(self, new: Callable[[T], T]) -> Pool[T]:
         """This pool with each item replaced by `new(item)`, an item of the same configuration (the
         points, keys and flags are the configurations'; nothing is compared again)."""
         out = object.__new__(Pool)

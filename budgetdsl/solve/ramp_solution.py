@@ -25,7 +25,9 @@ def ramp(ctx: Context, pl: Placement) -> Ramp | None:
     notes: list[str] = []
     if ctx.noise.calibration is not None:  # read when the plan was loaded (noise_source.resolve_noise)
         try:
-            traj = br.NoiseTrajectory.from_calibration(ctx.noise.calibration, ctx.noise.calibration_name)
+            name = ctx.noise.calibration_name
+            assert name is not None  # read with the calibration
+            traj = br.NoiseTrajectory.from_calibration(ctx.noise.calibration, name)
         except ValueError as exc:
             raise plan_error(ctx.plan, ("run", "batch_schedule"), "ramp-trajectory", str(exc)) from None
     else:

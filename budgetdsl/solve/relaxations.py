@@ -21,12 +21,13 @@ _GPU_LINEAR = 64  # GPU counts tried one by one before growing geometrically (re
 
 
 def _feasible_with(ctx: Context, limits: Limits, objective: str, gpus: list[int] | None = None) -> Placement | None:
-    best = None
+    best, best_cfg = None, None
     for g in gpus or gpu_counts(ctx.plan):
         pl = place_on(ctx, g, limits, objective)
-        if pl.feasible and (best is None or score(objective, ctx.frontier, pl.config)
-                            < score(objective, ctx.frontier, best.config)):
-            best = pl
+        cfg = pl.config
+        if pl.feasible and cfg is not None and (best_cfg is None or score(objective, ctx.frontier, cfg)
+                                                < score(objective, ctx.frontier, best_cfg)):
+            best, best_cfg = pl, cfg
     return best
 
 
@@ -115,11 +116,12 @@ def _next_counts(ctx: Context, start: int, direction: int) -> list[int]:
     unit = hw.tensor_parallel * hw.pipeline_parallel
     node = hw.gpus_per_node * unit // math.gcd(hw.gpus_per_node, unit)
     out: list[int] = []
-    g: int | None = start
+    g = start
     while len(out) < _GPU_LINEAR:
-        g = _step_count(ctx, g, direction)
-        if g is None or g > MAX_GPUS:
+        following = _step_count(ctx, g, direction)
+        if following is None or following > MAX_GPUS:
             return out
+        g = following
         out.append(g)
     while True:
         g = int(g * 1.1) if direction > 0 else int(g / 1.1)
@@ -209,6 +211,7 @@ def _relative_step_time(base: CostModel, alt: CostModel) -> float | None:
 
     seqs = 8.0 * max(base.data_parallel, alt.data_parallel) * max(base.split.pipeline_parallel,
                                                                   alt.split.pipeline_parallel)
+    assert base.layout is not None and alt.layout is not None  # set with the shape
     t0 = step_time(base.shape, base.device, base.layout, 1, seqs).total
     return step_time(alt.shape, alt.device, alt.layout, 1, seqs).total / t0 if t0 > 0 else None
 

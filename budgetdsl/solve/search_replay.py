@@ -14,8 +14,9 @@ When a candidate differs (a limit moved that binds on a placed pair), the walk r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from budgetdsl.solve.context import Context, candidates, closest, place_on
 from budgetdsl.solve.objectives import Pool
@@ -31,8 +32,8 @@ class Placed:
     """One pair the walk placed, in the walk's order: its layout, split and count, and the
     candidates it gave (their configurations are what a replay compares)."""
 
-    layout: "LayoutChoice"
-    split: "Split"
+    layout: LayoutChoice
+    split: Split
     gpus: int
     candidates: tuple[Placement, ...]
 
@@ -50,7 +51,7 @@ class Record:
     bounded: int
 
 
-def replay(record: Record, ctx_of: Callable[["LayoutChoice", "Split"], Context], micro_fixed: int | None):
+def replay(record: Record, ctx_of: Callable[[LayoutChoice, Split], Context], micro_fixed: int | None):
     """(the per-layout results, the pool) of `record`'s search under the contexts' limits, or None
     when a placed pair's candidates differ (then the walk must run). The results are
     (layout, context, chosen, placements, candidates), as the walk builds them."""

@@ -16,16 +16,16 @@ import bisect
 import contextlib
 import gc
 import math
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from budgetdsl.cost.cost_model import DECLARED, CostModel, Split, cost_model_key
+from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
 from budgetdsl.cost.memory import micro_batch_room, zero_divisors
 from budgetdsl.cost.throughput import Layout, StepCost, step_cost_columns
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.noise import NoiseEstimate
+from budgetdsl.solve.cache import IDENTS, RECORDS, SPACES, WALKS, SolveCache
 from budgetdsl.solve.context import (
     Context,
     candidates,
@@ -40,10 +40,10 @@ from budgetdsl.solve.context import (
     raw_counts,
 )
 from budgetdsl.solve.context import pick as choose_pick
-from budgetdsl.solve.layout_search import LayoutChoice, concrete, launches
+from budgetdsl.solve.layout_search import LayoutChoice, concrete
 from budgetdsl.solve.layout_search import candidates as layout_candidates
 from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto, rank
-from budgetdsl.solve.placement import Limits, Placement, evaluate
+from budgetdsl.solve.placement import Config, Limits, Placement, evaluate
 from budgetdsl.solve.search_replay import Placed, Record, replay
 from budgetdsl.theory.frontier import Frontier, balance, e_over_emin, wall_bound
 
@@ -69,8 +69,10 @@ class Pair:
 
     __slots__ = ("_block", "_k")
     _FIELDS = ("layout", "gpus", "split", "micro_batch_max", "data_parallel", "step")
+    _block: _Block
+    _k: int
 
-    def __init__(self, block: "_Block", k: int):
+    def __init__(self, block: _Block, k: int):
         object.__setattr__(self, "_block", block)
         object.__setattr__(self, "_k", k)
 
@@ -235,58 +237,43 @@ class SearchSpace:
     counts: tuple[int, ...]
 
 
-# The search space of a plan: a pure function of its model and hardware, kept across solves (a
-# sweep of limits, objectives or targets, or a warm re-solve, reuses it). Bounded, least recently
-# used out. Each entry also holds what the bounds need of each pair (`_Bounds`, computed when the
-# free-batch walk first reads it), and the entries are found first by the identity of the plan's
-# (frozen) model and hardware sections.
-_CACHE: "OrderedDict[tuple, tuple[SearchSpace, _Bounds]]" = OrderedDict()
-_CACHE_SIZE = 64
-_WALK_MEMO: dict[tuple, tuple] = {}  # (id bounds, B_crit, S_min, f·E_min, price) -> the walk's bounds and orders
-_BY_IDENT: dict[tuple[int, int], tuple] = {}  # (id model, id hardware) -> (model, hardware, entry)
-# (id bounds, B_crit, S_min, f·E_min, price, objective, micro_fixed) -> the last search's Record
-_RECORDS: dict[tuple, Record] = {}
-
-
-def clear_cache() -> None:
-    _CACHE.clear()
-    _WALK_MEMO.clear()
-    _BY_IDENT.clear()
-    _RECORDS.clear()
-
-
-def search_space(plan: "Plan") -> SearchSpace:
+def search_space(plan: Plan, cache: SolveCache | None = None) -> SearchSpace:
     """The layout × GPU-count pairs of `plan` that launch and that no simpler layout dominates, with
     each pair's micro-batch room, data-parallel degree and step cost (`SearchSpace`, `Pair`), and
     how many pairs were considered and pruned. Depends only on `plan.model` and `plan.hardware`
-    (cached under `cost_model.cost_model_key`, the GPU counts and the candidate layouts). A plan
+    (kept in `cache` under the cost models' key, the GPU counts and the candidate layouts). A plan
     whose layout is fixed has a space of one layout. Raises a located PlanError when the shape the
     memory model needs is missing."""
-    return _entry(plan)[0]
+    return _entry(plan, SolveCache() if cache is None else cache)[0]
 
 
-def _entry(plan: "Plan") -> tuple[SearchSpace, "_Bounds"]:
+def _entry(plan: Plan, cache: SolveCache) -> tuple[SearchSpace, _Bounds]:
+    """The space of `plan` and its bounds (`_Bounds`), kept in `cache`: a pure function of the
+    plan's model and hardware (a sweep of limits, objectives or targets, or a warm re-solve, reuses
+    it), found first by the identity of the plan's (frozen) model and hardware sections."""
     model, hardware = plan.model, plan.hardware
     ident = (id(model), id(hardware))
-    hit = _BY_IDENT.get(ident)
+    by_ident = cache.space_by_ident
+    hit = by_ident.get(ident)
     if hit is not None and hit[0] is model and hit[1] is hardware:  # held there: the ids are theirs
         return hit[2]
     counts = tuple(raw_counts(plan))
     layouts = tuple(layout_candidates(plan))
-    key = cost_model_key(plan)
+    key = cache.model_key(plan)
     memo_key = (key, counts, layouts)
-    entry = _CACHE.get(memo_key)
+    spaces = cache.spaces
+    entry = spaces.get(memo_key)
     if entry is not None:
-        _CACHE.move_to_end(memo_key)
+        spaces.move_to_end(memo_key)
     else:
         with _no_gc():
-            space = _build(plan, key, layouts, counts)
-        entry = _CACHE[memo_key] = (space, _Bounds(plan, key, space))
-        if len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    _BY_IDENT[ident] = (model, hardware, entry)
-    if len(_BY_IDENT) > 16:  # a few plans solved in turn; a sweep's rows must not pile up
-        del _BY_IDENT[next(iter(_BY_IDENT))]
+            space = _build(plan, key, layouts, counts, cache)
+        entry = spaces[memo_key] = (space, _Bounds(plan, key, space, cache))
+        if len(spaces) > SPACES:
+            spaces.popitem(last=False)
+    by_ident[ident] = (model, hardware, entry)
+    if len(by_ident) > IDENTS:  # a sweep's rows must not pile up
+        del by_ident[next(iter(by_ident))]
     return entry
 
 
@@ -308,13 +295,16 @@ class _Bounds:
     """What `lower_bound` reads of each pair, computed once per search space, when first read (a
     pinned batch's search never reads it): the plan's tokens per sequence and FLOPs per token, and
     per pair (a, c0, smallest batch, GPU count) of T(B) ≥ a·B + c0. `natural`: the pairs' own order
-    is the search's tie order (simplicity, then GPU count). The values are `_bounds_of`'s."""
+    is the search's tie order (simplicity, then GPU count). The values are `_bounds_of`'s.
+    `columns` and `roomless` keep what the walk derives of them (`_columns`, `_roomless`)."""
 
-    __slots__ = ("_source", "_values")
+    __slots__ = ("_source", "_values", "columns", "roomless")
 
-    def __init__(self, plan: "Plan", key: tuple, space: SearchSpace):
-        self._source: tuple | None = (plan, key, space)
+    def __init__(self, plan: Plan, key: tuple, space: SearchSpace, cache: SolveCache):
+        self._source: tuple | None = (plan, key, space, cache)
         self._values: tuple | None = None
+        self.columns: tuple | None = None
+        self.roomless: dict[int, dict[LayoutChoice, int]] = {}
 
     def _get(self) -> tuple:
         if self._values is None:
@@ -349,9 +339,18 @@ class _StepView:
 
     __slots__ = ("per_sequence", "window", "bubble_k", "zero3", "dp_per_micro", "reduce", "gather", "overlap",
                  "fixed")
+    per_sequence: float
+    window: float
+    bubble_k: float
+    zero3: bool
+    dp_per_micro: float
+    reduce: float
+    gather: float
+    overlap: float | None
+    fixed: float
 
 
-def _bounds_of(plan: "Plan", key: tuple, space: SearchSpace) -> tuple[int, float, tuple, bool]:
+def _bounds_of(plan: Plan, key: tuple, space: SearchSpace, cache: SolveCache) -> tuple[int, float, tuple, bool]:
     """(seq_len, flops_per_token, per pair (step_bound lines, b_min, gpus), natural) of `_Bounds`:
     lower_bound's a and c0, term for term (`step_bound` of each pair's step, micro-batch room,
     smallest batch dp·s, and with a declared MFU f/(G·P·u))."""
@@ -359,12 +358,13 @@ def _bounds_of(plan: "Plan", key: tuple, space: SearchSpace) -> tuple[int, float
     if not blocks:
         return (0, 0.0, (), True)
     first = blocks[0]
-    ref = cost_model(Context(plan, None, None, None, "", key=key), first.gpus[0], first.split)  # type: ignore[arg-type]
+    probe = Context(plan, None, None, None, "", key=key, cache=cache)  # type: ignore[arg-type]  # cost models only
+    ref = cost_model(probe, first.gpus[0], first.split)
     s, f = ref.seq_len, ref.flops_per_token
     rows: list[tuple] = []
     for b in blocks:
         if b.step_columns is None:
-            peak, mfu = ref.peak_flops, ref.mfu
+            peak, mfu = ref.peak_flops, cast(float, ref.mfu)  # a declared MFU: no step in closed form
             rows += [(step_bound(None, mm, b_min, f / (g * peak * mfu)), b_min, g)
                      for g, mm, b_min in zip(b.gpus, b.micro, [float(dp * s) for dp in b.dp])]
         else:
@@ -385,10 +385,11 @@ def _bounds_of(plan: "Plan", key: tuple, space: SearchSpace) -> tuple[int, float
     return (s, f, tuple(rows), natural)
 
 
-def _build(plan: "Plan", key: tuple, layouts: tuple[LayoutChoice, ...], counts: tuple[int, ...]) -> SearchSpace:
+def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tuple[int, ...],
+           cache: SolveCache) -> SearchSpace:
     gpn = int(plan.hardware.gpus_per_node)
     flash = plan.hardware.flash_attention
-    probe = Context(plan, None, None, None, "", key=key)  # type: ignore[arg-type]  # cost models only
+    probe = Context(plan, None, None, None, "", key=key, cache=cache)  # type: ignore[arg-type]  # cost models only
     considered = pruned = 0
     # The counts that launch a t·p split (layout.launch_problem is None: at least one GPU, whole
     # t·p groups, whole nodes above one node), once per split rather than per layout and count.
@@ -432,6 +433,7 @@ def _build(plan: "Plan", key: tuple, layouts: tuple[LayoutChoice, ...], counts: 
         fl = family.layout
         columns = None
         if family._step is not None:  # throughput.step_cost per count, what the counts share computed once
+            assert fl is not None and family.shape is not None and family.device is not None  # predicted
             columns = step_cost_columns(
                 family.shape, family.device, Layout(gpus[0], t, p, fl.virtual_stages, choice.zero,
                                                     choice.recompute, fl.flash_attention, fl.sequence_parallel,
@@ -514,7 +516,7 @@ class LayoutResult:
     candidates: list[Placement]
 
 
-def _pinned_problem(plan: "Plan", space: SearchSpace) -> PlanError | None:
+def _pinned_problem(plan: Plan, space: SearchSpace) -> PlanError | None:
     """Why a pinned run.batch with a pinned run.micro_batch forms on no searched layout, when the
     reason is the micro-batch (it divides the sequences per replica of no pair): located at
     run.micro_batch rather than at the GPU count, which is not what is wrong."""
@@ -557,14 +559,14 @@ class _PairModel:
         self.gpus, self.data_parallel, self.seq_len, self.flops_per_token = gpus, dp, ref.seq_len, ref.flops_per_token
         self.mode, self._step = ref.mode, step
         # declared: T(B) = f·B/(G·P·u), as build_cost_model sets rate and fixed_time
-        self.rate = gpus * ref.peak_flops * ref.mfu if ref.mode == DECLARED else 0.0
+        self.rate = gpus * ref.peak_flops * cast(float, ref.mfu) if ref.mode == DECLARED else 0.0
         self.fixed_time = 0.0
 
     def memory_at(self, micro_batch: int) -> float:
         return 0.0
 
 
-def _search_pinned(space: SearchSpace, base: "Plan", ctx_of, fr: Frontier, limits: Limits,
+def _search_pinned(space: SearchSpace, base: Plan, ctx_of, fr: Frontier, limits: Limits,
                    objective: str) -> list[LayoutResult]:
     """A pinned run.batch on every layout × GPU count of the space: each pair has one configuration
     (`solve_context.pinned_division`), evaluated from the pair's own numbers (`_PairModel`: the step
@@ -585,7 +587,7 @@ def _search_pinned(space: SearchSpace, base: "Plan", ctx_of, fr: Frontier, limit
     bc = fr.b_crit
     first_problem: tuple[_Block, str | None] | None = None
     per_layout: list[tuple[_Block, list[int], list[int], int]] = []  # (block, options, feasible, chosen)
-    configs: dict[tuple[int, int], object] = {}  # (block index, k) -> Config
+    configs: dict[tuple[int, int], Config] = {}  # (block index, k)
     everything: list[tuple[int, int]] = []  # every feasible configuration, in the solver's order
     s = base.model.seq_len
     sequences = pinned_sequences(run, s)
@@ -605,10 +607,12 @@ def _search_pinned(space: SearchSpace, base: "Plan", ctx_of, fr: Frontier, limit
             if first_problem is None:  # solve_layout's error: the first count's reason
                 first_problem = (b, pinned_problem(run, s, b.dp[0]))
             continue
-        feasible = [k for k in options if not configs[(bi, k)].violated]
-        chosen = choose(objective, feasible, lambda k: configs[(bi, k)], bc)
+        row = {k: configs[(bi, k)] for k in options}  # this layout's configurations by count index
+        feasible = [k for k in options if not row[k].violated]
+        chosen = choose(objective, feasible, row.__getitem__, bc)
         if chosen is None:  # solve_context.closest: the fewest violated limits, ties to the most GPUs
-            chosen = min(options, key=lambda k: (len(configs[(bi, k)].violated), -b.gpus[k]))
+            gpus = b.gpus
+            chosen = min(options, key=lambda k: (len(row[k].violated), -gpus[k]))
         per_layout.append((b, options, feasible, chosen))
         everything += [(bi, k) for k in feasible]
     if not per_layout:
@@ -632,7 +636,8 @@ def _search_pinned(space: SearchSpace, base: "Plan", ctx_of, fr: Frontier, limit
         if pl is None:
             b = blocks[bi]
             res = pinned_placement(ctx_of(b.layout, b.split), cost_model(ctx_of(b.layout, b.split), b.gpus[k]))
-            assert not isinstance(res, str) and res.config == configs[(bi, k)]._replace(memory=res.config.memory)
+            assert not isinstance(res, str) and res.config is not None
+            assert res.config == configs[(bi, k)]._replace(memory=res.config.memory)
             pl = built[(bi, k)] = res
         return pl
 
@@ -647,269 +652,334 @@ def _search_pinned(space: SearchSpace, base: "Plan", ctx_of, fr: Frontier, limit
     return results
 
 
-def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Limits, objective: str,
-                   pinned_batch: bool, micro_fixed: int | None
-                   ) -> tuple[list[LayoutResult], int, int, int, "Pool[Placement] | None"]:
+class _Contexts:
+    """The solve context of each searched layout (its split), built for the layouts placed only:
+    called as `ctx_of(choice, split)` by the walk, the pinned search and the replay."""
+
+    __slots__ = ("base", "noise", "fr", "limits", "objective", "key", "cache", "by_layout")
+
+    def __init__(self, base: Plan, noise: NoiseEstimate, fr: Frontier, limits: Limits, objective: str,
+                 key: tuple, cache: SolveCache):
+        self.base, self.noise, self.fr, self.limits, self.objective = base, noise, fr, limits, objective
+        self.key, self.cache = key, cache
+        self.by_layout: dict[LayoutChoice, Context] = {}
+
+    def __call__(self, choice: LayoutChoice, split: Split) -> Context:
+        cctx = self.by_layout.get(choice)
+        if cctx is None:
+            cctx = self.by_layout[choice] = Context(self.base, self.noise, self.fr, self.limits, self.objective,
+                                                    split=split, key=self.key, cache=self.cache)
+        return cctx
+
+
+def search_layouts(plan: Plan, noise: NoiseEstimate, fr: Frontier, limits: Limits, objective: str,
+                   pinned_batch: bool, micro_fixed: int | None, cache: SolveCache
+                   ) -> tuple[list[LayoutResult], int, int, int, Pool[Placement] | None]:
     """Every candidate layout's own answer on the pairs of `search_space(plan)`, placing a pair only
     when it can matter: a layout × GPU-count pair whose best conceivable point (`lower_bound`) is
     dominated by a configuration already found is never placed — none of its configurations can
     reach the front, so no objective can pick one. Pairs are placed in the order of their bound's
-    rank for the objective, so the good configurations found first prune the rest.
+    rank for the objective, so the good configurations found first prune the rest (`_Walk`).
     Returns (results, pairs considered, pruned as dominated by a simpler layout, pruned by bound,
     the pool of every placed candidate with its pick and front; None with a pinned batch)."""
-    space, consts = _entry(plan)
+    space, consts = _entry(plan, cache)
     considered, pruned = space.considered, space.pruned
     base = concrete(plan, None)  # run.micro_batch: auto read as omitted; the layout stays `auto`
-    key = cost_model_key(plan)
-    ctxs: dict[LayoutChoice, Context] = {}
-
-    def ctx_of(choice: LayoutChoice, split: Split) -> Context:  # built for the layouts placed only
-        cctx = ctxs.get(choice)
-        if cctx is None:
-            cctx = ctxs[choice] = Context(base, noise, fr, limits, objective, split=split, key=key)
-        return cctx
-
-    results: list[LayoutResult] = []
+    ctx_of = _Contexts(base, noise, fr, limits, objective, cache.model_key(plan), cache)
     if pinned_batch:
         return _search_pinned(space, base, ctx_of, fr, limits, objective), considered, pruned, 0, None
-    # Bound-and-prune for the objective (exact): every configuration of a pair ranks no better
-    # than its bound, so a pair whose bound ranks below the best pick so far cannot supply the
-    # pick; it is placed only if it could still dominate the pick (its bound no worse on every
-    # axis), which would take the pick off the front. Pairs go in the order of their bound.
-    # (`lower_bound`, `bound_rank` and `rank_key`, computed inline over the space's constants.)
-    bc, s_min, e_min, price = fr.b_crit, fr.s_min, fr.e_min, limits.price
-    fe = consts.flops_per_token * e_min
-    shrink = 1.0 - 1e-9
-    space_pairs = space.pairs
-    if objective not in OBJECTIVES and space_pairs:
+    if objective not in OBJECTIVES and space.pairs:
         raise ValueError(f"unknown objective {objective!r}")
     # The bounds are a pure function of the space and (B_crit, S_min, f·E_min, price): kept for the
     # next solve that shares them (a sweep of limits, the TUI's steps, a warm re-solve).
-    memo_key = (id(consts), bc, s_min, fe, price)
+    memo_key = (id(consts), fr.b_crit, fr.s_min, consts.flops_per_token * fr.e_min, limits.price)
     # A search of the same space, frontier, price, objective and micro-batch under other (or the
     # same) limits: replayed when the pairs it placed give the same candidates (search_replay).
     replay_key = (*memo_key, objective, micro_fixed)
-    record = _RECORDS.get(replay_key)
+    record = cache.records.get(replay_key)
     if record is not None and record.consts is consts:
         replayed = replay(record, ctx_of, micro_fixed)
         if replayed is not None:
             return ([LayoutResult(*r) for r in replayed[0]], record.considered, record.pruned, record.bounded,
                     replayed[1])
-    memo = _WALK_MEMO.get(memo_key)
-    if memo is None or memo[0] is not consts:
-        walls: list[float] = []
-        costs: list[float] = []
-        flops: list[float] = []
-        if len(consts.per_pair) >= _VECTOR_PAIRS:
-            walls, costs, flops = _axes_bounds(consts, bc, s_min, fe, price)
-        for lines, b_min, g in ([] if walls else consts.per_pair):  # pairs by index into the space
-            wall = wall_bound(lines, b_min, bc, s_min) * shrink
-            gpu_hours = g * wall / 3600.0
-            walls.append(wall)
-            costs.append(gpu_hours * price if price else gpu_hours)
-            flops.append(fe * e_over_emin(bc, b_min) * shrink)
-        memo = _WALK_MEMO[memo_key] = (consts, walls, costs, flops, {})
-        if len(_WALK_MEMO) > 64:
-            del _WALK_MEMO[next(iter(_WALK_MEMO))]
-    _, walls, costs, flops, orders = memo
+    walk = _Walk(space, consts, _walk_bounds(cache, memo_key, consts, fr, limits.price), ctx_of, objective,
+                 micro_fixed, base)
+    walk.run()
+    results = [LayoutResult(choice, ctx_of.by_layout[choice],
+                            choose_pick(ctx_of.by_layout[choice], cands) or closest(pls), pls, cands)
+               for choice, (pls, cands) in walk.placed.items()]
+    bounded = walk.done.count(False)
+    if len(cache.records) >= RECORDS:
+        del cache.records[next(iter(cache.records))]
+    cache.records[replay_key] = Record(consts, tuple(walk.history), tuple(r.chosen for r in results), walk.pool,
+                                       considered, pruned, bounded)
+    return results, considered, pruned, bounded, walk.pool
 
-    def order_for(obj: str) -> tuple[list[tuple[float, ...]], list[int]]:
-        """Each pair's bound key for `obj` (bound_rank, inline), and the pairs in that order."""
-        if obj in orders:
-            return orders[obj]
-        orders[obj] = out = _order_for(obj)
-        return out
 
-    def _order_for(obj: str) -> tuple[list[tuple[float, ...]], list[int]]:
-        if len(consts.per_pair) >= _VECTOR_PAIRS and consts.natural:
-            vector = _vector_order(obj)
-            if vector is not None:
-                return vector
-        floor, log10, isfinite, inf = math.floor, math.log10, math.isfinite, math.inf
-        keys: list[tuple[float, ...]] = []
-        if obj == "balanced":
-            keys = (_balanced_keys(consts, bc, s_min, price) if len(consts.per_pair) >= _VECTOR_PAIRS else
-                    [balanced_key(lines, b_min, g, bc, s_min, price) for lines, b_min, g in consts.per_pair])
+def _walk_bounds(cache: SolveCache, memo_key: tuple, consts: _Bounds, fr: Frontier, price: float | None) -> tuple:
+    """(consts, walls, costs, flops, orders): each pair's bound on the wall clock, cost and FLOPs
+    (`lower_bound`, inline over the space's constants), and the orders of the objectives walked
+    (filled by `_Walk.order_for`); kept in `cache` under `memo_key`."""
+    memo = cache.walks.get(memo_key)
+    if memo is not None and memo[0] is consts:
+        return memo
+    bc, s_min, shrink = fr.b_crit, fr.s_min, 1.0 - 1e-9
+    fe = consts.flops_per_token * fr.e_min
+    walls: list[float] = []
+    costs: list[float] = []
+    flops: list[float] = []
+    if len(consts.per_pair) >= _VECTOR_PAIRS:
+        walls, costs, flops = _axes_bounds(consts, bc, s_min, fe, price)
+    for lines, b_min, g in ([] if walls else consts.per_pair):  # pairs by index into the space
+        wall = wall_bound(lines, b_min, bc, s_min) * shrink
+        gpu_hours = g * wall / 3600.0
+        walls.append(wall)
+        costs.append(gpu_hours * price if price else gpu_hours)
+        flops.append(fe * e_over_emin(bc, b_min) * shrink)
+    memo = cache.walks[memo_key] = (consts, walls, costs, flops, {})
+    if len(cache.walks) > WALKS:
+        del cache.walks[next(iter(cache.walks))]
+    return memo
+
+
+def _order_keys(obj: str, consts: _Bounds, walls: list[float], costs: list[float], flops: list[float],
+                bc: float, s_min: float, price: float | None) -> list[tuple[float, ...]]:
+    """Each pair's bound key for `obj` (`bound_rank`, inline): the first measure rounded as
+    `objectives.choose` rounds it (`rank_key`), then the objective's two tie-breaks."""
+    if obj == "balanced":
+        return (_balanced_keys(consts, bc, s_min, price) if len(consts.per_pair) >= _VECTOR_PAIRS else
+                [balanced_key(lines, b_min, g, bc, s_min, price) for lines, b_min, g in consts.per_pair])
+    floor, log10, isfinite, inf = math.floor, math.log10, math.isfinite, math.inf
+    keys: list[tuple[float, ...]] = []
+    first = {"min_time": 0, "min_cost": 1, "min_flops": 2}[obj]
+    for wall, cost, fl in zip(walls, costs, flops):
+        r0 = wall if first == 0 else cost if first == 1 else fl  # axis_rank's first axis
+        # rank_key: the first measure rounded as objectives.choose rounds it (objectives._magnitude)
+        if 0.0 < r0 < inf:
+            r0 = round(r0, 12 - floor(log10(r0)))
         else:
-            first = {"min_time": 0, "min_cost": 1, "min_flops": 2}[obj]
-            for wall, cost, fl in zip(walls, costs, flops):
-                r0 = wall if first == 0 else cost if first == 1 else fl  # axis_rank's first axis
-                # rank_key: the first measure rounded as objectives.choose rounds it (objectives._magnitude)
-                if 0.0 < r0 < inf:
-                    r0 = round(r0, 12 - floor(log10(r0)))
-                else:
-                    r0 = round(r0, 12 - (0 if r0 == 0 or not isfinite(r0) else int(floor(log10(abs(r0))))))
-                keys.append((r0, cost, fl) if first == 0 else (r0, wall, fl) if first == 1 else (r0, wall, cost))
-        if consts.natural:  # a stable sort by key: ties in the pairs' order, simplest layout then fewest GPUs
-            return keys, sorted(range(len(space_pairs)), key=keys.__getitem__)
-        simple = [pr.layout.sort_key() for pr in space_pairs]
-        return keys, sorted(range(len(space_pairs)), key=lambda i: (keys[i], simple[i], space_pairs[i].gpus))
+            r0 = round(r0, 12 - (0 if r0 == 0 or not isfinite(r0) else int(floor(log10(abs(r0))))))
+        keys.append((r0, cost, fl) if first == 0 else (r0, wall, fl) if first == 1 else (r0, wall, cost))
+    return keys
 
-    def _vector_order(obj: str):
-        """`_order_for` from numpy columns (a large space whose ties go by index); None when a
-        measure is not positive and finite (then one by one)."""
-        import numpy as np
 
-        if obj == "balanced":
-            measure, second, third = _balanced_keys(consts, bc, s_min, price, columns=True)
-        else:
-            wall, cost, fl = np.array(walls), np.array(costs), np.array(flops)
-            measure, second, third = {"min_time": (wall, cost, fl), "min_cost": (cost, wall, fl),
-                                      "min_flops": (fl, wall, cost)}[obj]
-        if not (np.isfinite(measure).all() and (measure > 0).all()):
-            return None
-        return _sorted_keys(measure, second, third)
+def _vector_order(obj: str, consts: _Bounds, walls: list[float], costs: list[float], flops: list[float],
+                  bc: float, s_min: float, price: float | None):
+    """`_Walk.order_for` from numpy columns (a large space whose ties go by index); None when a
+    measure is not positive and finite (then one by one)."""
+    import numpy as np
 
-    placed: dict[LayoutChoice, tuple[list[Placement], list[Placement]]] = {}
-    done = [False] * len(space_pairs)
-    # A pair with no micro-batch room (not even run.micro_batch, or one sequence, fits) has no
-    # configuration (placement.place: empty for memory) on any count: it violates memory alone.
-    # Of a layout's such pairs only the largest count can be its closest (solve_context.closest:
-    # the fewest violated limits, ties to the most GPUs), so the first one met places that one and
-    # the others need no cost model each (an infeasible space of 10,000 counts: ~100,000 pairs).
-    least = max(1, micro_fixed or 1)
-    # layout -> its largest roomless pair, None once placed (the first part kept with the bounds)
-    largest = _WALK_MEMO.get(("roomless", id(consts), least))
-    if largest is None or largest[0] is not consts:
-        found: dict[LayoutChoice, int] = {}
-        for i, pr in enumerate(space_pairs):
+    if obj == "balanced":
+        measure, second, third = _balanced_keys(consts, bc, s_min, price, columns=True)
+    else:
+        wall, cost, fl = np.array(walls), np.array(costs), np.array(flops)
+        measure, second, third = {"min_time": (wall, cost, fl), "min_cost": (cost, wall, fl),
+                                  "min_flops": (fl, wall, cost)}[obj]
+    if not (np.isfinite(measure).all() and (measure > 0).all()):
+        return None
+    return _sorted_keys(measure, second, third)
+
+
+def _roomless(consts: _Bounds, pairs: Pairs, least: int) -> dict[LayoutChoice, int]:
+    """Each layout's largest pair with no micro-batch room (below `least` sequences), kept with
+    the bounds: of a layout's such pairs only that one can be its closest (`_Walk.place_pair`)."""
+    largest = consts.roomless.get(least)
+    if largest is None:
+        largest = consts.roomless[least] = {}
+        for i, pr in enumerate(pairs):
             if pr.micro_batch_max < least:
-                j = found.get(pr.layout)
-                if j is None or pr.gpus > space_pairs[j].gpus:
-                    found[pr.layout] = i
-        largest = _WALK_MEMO[("roomless", id(consts), least)] = (consts, found)
-    roomless: dict[LayoutChoice, int | None] = dict(largest[1])
-    history: list[Placed] = []  # the pairs placed, in order (search_replay)
+                j = largest.get(pr.layout)
+                if j is None or pr.gpus > pairs[j].gpus:
+                    largest[pr.layout] = i
+    return largest
 
-    def place_pair(i: int) -> list[Placement]:
-        done[i] = True
-        pr = space_pairs[i]
-        if pr.micro_batch_max < least:
-            j = roomless[pr.layout]
-            if j is None:
-                return []
-            roomless[pr.layout] = None
-            done[j] = True
-            pr = space_pairs[j]
-        cctx = ctx_of(pr.layout, pr.split)
-        pls, cands = placed.setdefault(pr.layout, ([], []))
-        pls.append(place_on(cctx, pr.gpus, micro_fixed=micro_fixed))
-        new = candidates(cctx, [pr.gpus], micro_fixed)
-        cands.extend(new)
-        history.append(Placed(pr.layout, pr.split, pr.gpus, tuple(new)))
-        if len(history) > PLACED_MAX:
-            raise _too_many(base, space)
-        return new
 
-    # The candidates placed, and each objective's pick among them: the plan's objective decides
-    # the answer; the others are where each lands on the front the report shows (issue 13: the
-    # labels were the picks among the candidates placed for the plan's objective, e.g. min_flops
-    # shown at 16,384 tokens on plans/minimal.yaml where `objective: min_flops` launches 2,048).
-    others = tuple(o for o in OBJECTIVES if o != objective)
-    pool: Pool[Placement] = Pool(objective, _config, bc, others)
-    grow = pool.add
+class _Walk:
+    """The bound-and-prune walk of one search (exact): every configuration of a pair ranks no better
+    than its bound, so a pair whose bound ranks below the best pick so far cannot supply the pick;
+    it is placed only if it could still dominate the pick (its bound no worse on every axis), which
+    would take the pick off the front. Pairs go in the order of their bound (`order_for`).
 
-    def walk(obj: str, keys: list[tuple[float, ...]], order: list[int]) -> int:
-        """Place the pairs `obj`'s pick needs (exact): returns how many were placed."""
-        balanced = obj == "balanced"
-        count = done.count(True)
-        best_key = pick = None
-        if pool.items:
-            pick = pool.pick(obj)
-            best_key = None if pick is None else rank_key(obj, rank(obj, pick.config, bc))
-        # The pick is chosen only when a test needs it. It is a pool item, so its key is no less
-        # than the least key in the pool and its wall clock and cost no less than the pool's least:
-        # a pair whose bound key is no greater than that key cannot trigger the break, and
-        # (balanced) a pair faster or cheaper than every item cannot be skipped, whatever the pick
-        # is. The pairs placed, and so every answer, are the same.
-        stale = False  # the pool grew since `pick` was chosen
-        start, n_order = 0, len(order)
-        while True:
-            stop = n_order  # where the walk broke off
-            for pos in range(start, n_order):
-                i = order[pos]
-                if done[i]:
-                    continue
-                if stale and (pool.nan or pool.min_key[obj] is None or keys[i] > pool.min_key[obj]
-                              or (balanced and walls[i] >= pool.min_wall and costs[i] >= pool.min_cost)):
-                    pick = pool.pick(obj)
-                    best_key = None if pick is None else rank_key(obj, rank(obj, pick.config, bc))
-                    stale = False
-                if not stale:
-                    if best_key is not None and keys[i] > best_key:
-                        stop = pos
-                        break  # sorted: no later pair can supply the pick either
-                    if pick is not None and balanced and pick.config.batch <= bc:
-                        # balanced below x = 1: a batch below the pick's, or above B_crit²/its, ranks
-                        # worse; the pair's configurations between spend at least its FLOPs (E grows
-                        # with B), and if its bound there is no faster and no cheaper the pick
-                        # dominates (or ties) every one of them
-                        pw, pc, _ = axes(pick.config)
-                        if walls[i] >= pw and costs[i] >= pc:
-                            continue
-                        lines, b_min, g = consts.per_pair[i]
-                        pb = pick.config.batch
-                        lo = pb if pb > b_min else b_min
-                        wall = wall_bound(lines, lo, bc, s_min, max(lo, bc * bc / pb)) * shrink
-                        gpu_hours = g * wall / 3600.0
-                        if wall >= pw and (gpu_hours * price if price else gpu_hours) >= pc:
-                            continue
-                new = place_pair(i)
-                if new or pick is None:  # the pick of an unchanged pool is the same pick
-                    grow(new)
-                    stale = True
-            if stale:
-                pick = pool.pick(obj)
-                stale = False
-            while pick is not None:  # the pick must stay on the front: place every pair that could dominate it
-                pw, pc, pf = axes(pick.config)
-                pw, pc, pf = pw * (1.0 + 1e-9), pc * (1.0 + 1e-9), pf * (1.0 + 1e-9)
-                threats = [i for i in order if walls[i] <= pw and not done[i] and costs[i] <= pc
-                           and flops[i] <= pf and _threat(consts.per_pair[i], pw, pc, pf, fe, bc, s_min, price)]
-                if not threats:
-                    break
-                for i in threats:
-                    grow(place_pair(i))
-                pick = pool.pick(obj)
-            if pick is None or stop == n_order:
-                break
-            best_key = rank_key(obj, rank(obj, pick.config, bc))
-            if keys[order[stop]] > best_key:
-                break
-            # A pair placed as a threat took the pick off the front, and the new pick ranks after
-            # the pair the walk broke off at: that pair and the ones after it may supply it (issue
-            # 13: the search stopped there and missed the pick of the whole space). It goes on there.
-            start = stop
-        return done.count(True) - count
+    State: which pairs are placed (`done`), each layout's placements and candidates (`placed`), the
+    pool of candidates with every objective's pick (the plan's objective decides the answer; the
+    others are where each lands on the front the report shows), and the pairs placed in order
+    (`history`, what `search_replay` replays)."""
 
-    walk(objective, *order_for(objective))
-    if pool.items:
-        # Each other objective's own walk, over the same pool. A walk that places pairs can take
-        # another's pick off the front (or add a point only an unplaced pair dominates): a walk
-        # runs again while pairs were placed since it last ended, until none places anything
-        # (the plan's objective first, as alone).
+    def __init__(self, space: SearchSpace, consts: _Bounds, bounds: tuple, ctx_of: _Contexts, objective: str,
+                 micro_fixed: int | None, base: Plan):
+        fr = ctx_of.fr
+        self.space, self.consts, self.pairs, self.ctx_of, self.base = space, consts, space.pairs, ctx_of, base
+        _, self.walls, self.costs, self.flops, self.orders = bounds
+        self.bc, self.s_min, self.price = fr.b_crit, fr.s_min, ctx_of.limits.price
+        self.fe = consts.flops_per_token * fr.e_min
+        self.objective, self.micro_fixed = objective, micro_fixed
+        self.others = tuple(o for o in OBJECTIVES if o != objective)
+        self.placed: dict[LayoutChoice, tuple[list[Placement], list[Placement]]] = {}
+        self.done = [False] * len(self.pairs)
+        # A pair with no micro-batch room (not even run.micro_batch, or one sequence, fits) has no
+        # configuration (placement.place: empty for memory) on any count: it violates memory alone.
+        # Of a layout's such pairs only the largest count can be its closest (solve_context.closest:
+        # the fewest violated limits, ties to the most GPUs), so the first one met places that one and
+        # the others need no cost model each (an infeasible space of 10,000 counts: ~100,000 pairs).
+        self.least = max(1, micro_fixed or 1)
+        self.roomless: dict[LayoutChoice, int | None] = dict(_roomless(consts, self.pairs, self.least))
+        self.history: list[Placed] = []
+        # every objective's pick: the report's front shows where each objective's own plan lands
+        self.pool: Pool[Placement] = Pool(objective, _config, self.bc, self.others)
+
+    def run(self) -> None:
+        """The plan's objective's walk, then each other objective's own, over the same pool. A walk
+        that places pairs can take another's pick off the front (or add a point only an unplaced
+        pair dominates): a walk runs again while pairs were placed since it last ended, until none
+        places anything (the plan's objective first, as alone). With an empty pool a walk places
+        every pair (no pick to break off at), so an infeasible space is diagnosed on all of them."""
+        objective, done = self.objective, self.done
+        self.walk(objective)
+        if not self.pool.items:
+            return
         ended = {objective: done.count(True)}
         while True:
             now = done.count(True)
-            stale = [o for o in (*others, objective) if ended.get(o, -1) != now]
+            stale = [o for o in (*self.others, objective) if ended.get(o, -1) != now]
             if not stale:
-                break
+                return
             for o in stale:
-                walk(o, *order_for(o))
+                self.walk(o)
                 ended[o] = done.count(True)
-    if not pool.items and not all(done):  # nothing feasible: every pair, for the diagnosis
-        for i in order:
-            if not done[i]:
-                place_pair(i)
-    bounded = done.count(False)
-    for choice, (pls, cands) in placed.items():
-        cctx = ctxs[choice]
-        results.append(LayoutResult(choice, cctx, choose_pick(cctx, cands) or closest(pls), pls, cands))
-    if len(_RECORDS) >= 64:
-        del _RECORDS[next(iter(_RECORDS))]
-    _RECORDS[replay_key] = Record(consts, tuple(history), tuple(r.chosen for r in results), pool, considered, pruned,
-                                  bounded)
-    return results, considered, pruned, bounded, pool
+
+    def order_for(self, obj: str) -> tuple[list[tuple[float, ...]], list[int]]:
+        """Each pair's bound key for `obj`, and the pairs in that order (kept with the bounds)."""
+        hit = self.orders.get(obj)
+        if hit is None:
+            hit = self.orders[obj] = self._order(obj)
+        return hit
+
+    def _order(self, obj: str) -> tuple[list[tuple[float, ...]], list[int]]:
+        consts, pairs = self.consts, self.pairs
+        args = (consts, self.walls, self.costs, self.flops, self.bc, self.s_min, self.price)
+        if len(consts.per_pair) >= _VECTOR_PAIRS and consts.natural:
+            vector = _vector_order(obj, *args)
+            if vector is not None:
+                return vector
+        keys = _order_keys(obj, *args)
+        if consts.natural:  # a stable sort by key: ties in the pairs' order, simplest layout then fewest GPUs
+            return keys, sorted(range(len(pairs)), key=keys.__getitem__)
+        simple = [pr.layout.sort_key() for pr in pairs]
+        return keys, sorted(range(len(pairs)), key=lambda i: (keys[i], simple[i], pairs[i].gpus))
+
+    def place_pair(self, i: int) -> list[Placement]:
+        """Place pair `i` (a roomless pair: its layout's largest roomless one, once) and return the
+        candidates it gives; a located error past PLACED_MAX pairs."""
+        done, pairs = self.done, self.pairs
+        done[i] = True
+        pr = pairs[i]
+        if pr.micro_batch_max < self.least:
+            j = self.roomless[pr.layout]
+            if j is None:
+                return []
+            self.roomless[pr.layout] = None
+            done[j] = True
+            pr = pairs[j]
+        cctx = self.ctx_of(pr.layout, pr.split)
+        pls, cands = self.placed.setdefault(pr.layout, ([], []))
+        pls.append(place_on(cctx, pr.gpus, micro_fixed=self.micro_fixed))
+        new = candidates(cctx, [pr.gpus], self.micro_fixed)
+        cands.extend(new)
+        self.history.append(Placed(pr.layout, pr.split, pr.gpus, tuple(new)))
+        if len(self.history) > PLACED_MAX:
+            raise _too_many(self.base, self.space)
+        return new
+
+    def _best_key(self, obj: str, pick: Placement | None) -> tuple[float, ...] | None:
+        return None if pick is None else rank_key(obj, rank(obj, pick.config, self.bc))
+
+    def walk(self, obj: str) -> None:
+        """Place the pairs `obj`'s pick needs (exact): in the order of their bound, up to the first
+        whose bound ranks after the pick; then every pair that could dominate the pick. A pair
+        placed as a threat may take the pick off the front, and the new pick may rank after the pair
+        the walk broke off at (issue 13: the search stopped there and missed the pick of the whole
+        space): the walk goes on from there."""
+        keys, order = self.order_for(obj)
+        pool = self.pool
+        pick = pool.pick(obj) if pool.items else None
+        start = 0
+        while True:
+            stop, pick = self._scan(obj, keys, order, start, pick)
+            pick = self._place_threats(obj, order, pick)
+            if pick is None or stop == len(order):
+                return
+            best_key = self._best_key(obj, pick)
+            if best_key is None or keys[order[stop]] > best_key:
+                return
+            start = stop
+
+    def _scan(self, obj: str, keys: list[tuple[float, ...]], order: list[int], start: int,
+              pick: Placement | None) -> tuple[int, Placement | None]:
+        """Place pairs in `order` from `start` until one's bound key ranks after the pick's: returns
+        where the walk broke off (len(order) when it did not) and the pick then.
+
+        The pick is chosen only when a test needs it. It is a pool item, so its key is no less than
+        the least key in the pool and its wall clock and cost no less than the pool's least: a pair
+        whose bound key is no greater than that key cannot trigger the break, and (balanced) a pair
+        faster or cheaper than every item cannot be skipped, whatever the pick is. The pairs placed,
+        and so every answer, are the same."""
+        pool, done, walls, costs = self.pool, self.done, self.walls, self.costs
+        balanced = obj == "balanced"
+        best_key = self._best_key(obj, pick)
+        stale = False  # the pool grew since `pick` was chosen
+        for pos in range(start, len(order)):
+            i = order[pos]
+            if done[i]:
+                continue
+            if stale and (pool.nan or (least := pool.min_key[obj]) is None or keys[i] > least
+                          or (balanced and walls[i] >= pool.min_wall and costs[i] >= pool.min_cost)):
+                pick = pool.pick(obj)
+                best_key = self._best_key(obj, pick)
+                stale = False
+            if not stale:
+                if best_key is not None and keys[i] > best_key:
+                    return pos, pick  # sorted: no later pair can supply the pick either
+                if balanced and pick is not None and self._dominated(i, pick):
+                    continue
+            new = self.place_pair(i)
+            if new or pick is None:  # the pick of an unchanged pool is the same pick
+                pool.add(new)
+                stale = True
+        return len(order), (pool.pick(obj) if stale else pick)
+
+    def _dominated(self, i: int, pick: Placement) -> bool:
+        """balanced, the pick below x = 1: a batch below the pick's, or above B_crit²/its, ranks
+        worse; the pair's configurations between spend at least its FLOPs (E grows with B), and if
+        its bound there is no faster and no cheaper the pick dominates (or ties) every one of them."""
+        cfg = pick.config
+        assert cfg is not None  # a pool item
+        if cfg.batch > self.bc:
+            return False
+        pw, pc, _ = axes(cfg)
+        if self.walls[i] >= pw and self.costs[i] >= pc:
+            return True
+        lines, b_min, g = self.consts.per_pair[i]
+        bc, pb, price = self.bc, cfg.batch, self.price
+        lo = pb if pb > b_min else b_min
+        wall = wall_bound(lines, lo, bc, self.s_min, max(lo, bc * bc / pb)) * (1.0 - 1e-9)
+        gpu_hours = g * wall / 3600.0
+        return wall >= pw and (gpu_hours * price if price else gpu_hours) >= pc
+
+    def _place_threats(self, obj: str, order: list[int], pick: Placement | None) -> Placement | None:
+        """The pick must stay on the front: place every pair that could dominate it, until none
+        can; returns the pick then."""
+        walls, costs, flops, done, per_pair = self.walls, self.costs, self.flops, self.done, self.consts.per_pair
+        while pick is not None:
+            pw, pc, pf = axes(pick.config)
+            pw, pc, pf = pw * (1.0 + 1e-9), pc * (1.0 + 1e-9), pf * (1.0 + 1e-9)
+            threats = [i for i in order if walls[i] <= pw and not done[i] and costs[i] <= pc and flops[i] <= pf
+                       and _threat(per_pair[i], pw, pc, pf, self.fe, self.bc, self.s_min, self.price)]
+            if not threats:
+                break
+            for i in threats:
+                self.pool.add(self.place_pair(i))
+            pick = self.pool.pick(obj)
+        return pick
 
 
 # The most layout × GPU-count pairs one search places. A plan's bounds settle its search within a
@@ -920,7 +990,7 @@ def search_layouts(plan: "Plan", noise: NoiseEstimate, fr: Frontier, limits: Lim
 PLACED_MAX = 10_000
 
 
-def _too_many(plan: "Plan", space: SearchSpace) -> PlanError:
+def _too_many(plan: Plan, space: SearchSpace) -> PlanError:
     from budgetdsl.plan.noise import plan_error
 
     return plan_error(plan, ("hardware", "gpus"), "search-too-large",
@@ -937,17 +1007,14 @@ def _too_many(plan: "Plan", space: SearchSpace) -> PlanError:
 _VECTOR_PAIRS = 2048
 
 
-def _columns(consts: "_Bounds"):
+def _columns(consts: _Bounds):
     """The step_bound lines, smallest batch and GPU count of every pair, as numpy columns (kept)."""
     import numpy as np
 
-    hit = _WALK_MEMO.get(("columns", id(consts)))
-    if hit is not None and hit[0] is consts:
-        return hit[1]
-    rows = [(l1[0], l1[1], l2[0], l2[1], b_min, g) for (l1, l2), b_min, g in consts.per_pair]
-    cols = tuple(np.array(c, dtype=float) for c in zip(*rows))
-    _WALK_MEMO[("columns", id(consts))] = (consts, cols)
-    return cols
+    if consts.columns is None:
+        rows = [(l1[0], l1[1], l2[0], l2[1], b_min, g) for (l1, l2), b_min, g in consts.per_pair]
+        consts.columns = tuple(np.array(c, dtype=float) for c in zip(*rows))
+    return consts.columns
 
 
 def _wall_bounds(cols, lo, bc: float, s_min: float, hi=None):
@@ -959,7 +1026,7 @@ def _wall_bounds(cols, lo, bc: float, s_min: float, hi=None):
         return wall_bound(((a1, c1), (a2, c2)), lo, bc, s_min, hi, np)
 
 
-def _axes_bounds(consts: "_Bounds", bc: float, s_min: float, fe: float, price: float | None):
+def _axes_bounds(consts: _Bounds, bc: float, s_min: float, fe: float, price: float | None):
     """Each pair's (wall clock, cost, FLOPs) bound, as `search_layouts` computes them one by one."""
     cols = _columns(consts)
     b_min, g = cols[4], cols[5]
@@ -970,7 +1037,7 @@ def _axes_bounds(consts: "_Bounds", bc: float, s_min: float, fe: float, price: f
     return wall.tolist(), cost.tolist(), fl.tolist()
 
 
-def _balanced_keys(consts: "_Bounds", bc: float, s_min: float, price: float | None, columns: bool = False):
+def _balanced_keys(consts: _Bounds, bc: float, s_min: float, price: float | None, columns: bool = False):
     """`balanced_key` of every pair (numpy, the same operations; the balance rounded in Python);
     `columns`: the (balance, cost, wall clock) columns instead, unrounded."""
     import numpy as np
@@ -1090,7 +1157,7 @@ def lower_bound(ref: CostModel, gpus: int, dp: int, step: StepCost | None, fr: F
     FLOPs ≥ f·E_min(1 + B/B_crit) at the smallest batch, one sequence per replica. Steps are
     rounded up, so the continuous frontier bounds them."""
     b_min = float(dp * ref.seq_len)
-    linear = 0.0 if step is not None else ref.flops_per_token / (gpus * ref.peak_flops * ref.mfu)
+    linear = 0.0 if step is not None else ref.flops_per_token / (gpus * ref.peak_flops * cast(float, ref.mfu))
     bc = fr.b_crit
     wall = wall_bound(step_bound(step, micro_max, b_min, linear), b_min, bc, fr.s_min) * (1.0 - 1e-9)
     gpu_hours = gpus * wall / 3600.0

@@ -1,4 +1,4 @@
-"""`solve(plan) -> Solution`: place a run on the critical-batch frontier (docs/design.md section 3).
+"""`solve(plan, cache=None) -> Solution`: place a run on the critical-batch frontier (docs/design.md section 3).
 
 1. B_crit from the noise source, E_min and S_min from the target (`noise_source`, `frontier`).
 2. On each GPU count the plan allows: the feasible interval of B, the objective's point in it, the
@@ -13,10 +13,12 @@ Infeasible is a status, not an exception. Exceptions (PlanError, located) are fo
 solver cannot read: a pinned batch that is not a whole number of sequences per replica, a memory
 model without a shape, a calibration that cannot be read.
 
-`solve` is a pure function of the plan: the noise source (a calibration file) was read when the
-plan was loaded (`noise_source.resolve_noise`), and nothing here reads a file. Each concept has
+`solve` is a pure function of its arguments: the noise source (a calibration file) was read when
+the plan was loaded (`plan.loader.LoadedPlan`), nothing here reads a file, and what is kept across
+solves lives in the caller's `SolveCache` (a solve without one makes its own). Each concept has
 its own module; this one orchestrates them:
     search_space        the layout × GPU-count pairs and the bound-and-prune search
+    cache               what solves share: cost models, spaces, placements, picks, searches
     solve_context       what one solve shares: cost models, memoized placements, the pick
     diagnosis           conflicts, and each limit at the configuration (constraints)
     relaxations         the smallest change of each limit, the GPU count, memory remedies
@@ -31,9 +33,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from budgetdsl.cost.cost_model import cost_model_key
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.noise import noise_estimate, plan_error
 from budgetdsl.solve import infeasibility as diagnosis
@@ -45,6 +46,7 @@ from budgetdsl.solve import (
     uncertainty,
 )
 from budgetdsl.solve import notes as solution_notes
+from budgetdsl.solve.cache import SolveCache
 from budgetdsl.solve.context import (
     Context,
     candidates,
@@ -73,13 +75,14 @@ from budgetdsl.theory.frontier import frontier_from_target
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
 
-__all__ = ["solve", "plan_limits"]
+__all__ = ["SolveCache", "solve", "plan_limits"]
 
 
-def solve(plan: "Plan") -> Solution:
-    """Place `plan` on the frontier and pick a launchable configuration. Never mutates `plan`."""
+def solve(plan: Plan, cache: SolveCache | None = None) -> Solution:
+    """Place `plan` on the frontier and pick a launchable configuration. Never mutates `plan`.
+    `cache`: what solves of many plans share (the caller's); the answer is the same without it."""
     try:
-        return _solve(plan)
+        return _solve(plan, SolveCache() if cache is None else cache)
     except ValidationError as exc:
         err = _not_finite(plan, exc)
         if err is None:
@@ -87,7 +90,7 @@ def solve(plan: "Plan") -> Solution:
         raise err from None
 
 
-def _solve(plan: "Plan") -> Solution:
+def _solve(plan: Plan, cache: SolveCache) -> Solution:
     noise = noise_estimate(plan)
     fr0, limits, objective = frontier_from_target(plan.target, noise.b_crit), plan_limits(plan), str(plan.objective)
     run = plan.run
@@ -99,7 +102,7 @@ def _solve(plan: "Plan") -> Solution:
 
     if plan.hardware.searched():
         results, considered, pruned, bounded, found = search_layouts(plan, noise, fr0, limits, objective,
-                                                                      pinned_batch, micro_fixed)
+                                                                      pinned_batch, micro_fixed, cache)
         if not results:
             raise plan_error(plan, ("hardware",), "no-layout",
                              "no searched layout launches on the plan's GPU counts",
@@ -111,7 +114,7 @@ def _solve(plan: "Plan") -> Solution:
                 tied = {id(pl) for pl in found.tied(best)}
                 best = next(pl for pl in pool if id(pl) in tied) if len(tied) > 1 else best
         else:
-            best = pick(Context(plan, noise, fr0, limits, objective), pool)
+            best = pick(Context(plan, noise, fr0, limits, objective, cache=cache), pool)
         if best is not None:
             winner = next(r for r in results if contains(best, r.candidates))
             winner.chosen = best
@@ -119,7 +122,7 @@ def _solve(plan: "Plan") -> Solution:
             winner = min(results, key=lambda r: len(diagnosis.conflicting_names(r.chosen)))
         # the winner's plan with its layout written in (what the report, ramp and exports read)
         ctx = Context(concrete(plan, winner.choice), noise, fr0, limits, objective, winner.ctx.memo,
-                       winner.ctx.split, winner.ctx.key)
+                       winner.ctx.split, winner.ctx.key, cache)
         chosen, placements = winner.chosen, winner.placements
         if not pinned_batch:  # every count of the winning layout, pruned by bound or not (gpu_choice)
             gpn = int(plan.hardware.gpus_per_node)
@@ -128,21 +131,21 @@ def _solve(plan: "Plan") -> Solution:
         layout_fields = layout_report.layout_report(ctx, results, winner, considered, pruned, bounded,
                                                      list(plan.hardware.searched()))
     else:
-        ctx = Context(concrete(plan, None), noise, fr0, limits, objective, key=cost_model_key(plan))
+        ctx = Context(concrete(plan, None), noise, fr0, limits, objective, key=cache.model_key(plan), cache=cache)
         chosen, placements, pool = solve_layout(ctx, pinned_batch, micro_fixed)
     plan = ctx.plan
     dominated_note = None
     if not pinned_batch and chosen.feasible:
         # the objective's own target on the chosen count, for the constraints and notes; the
         # configuration is the non-dominated pick
-        own = place_on(ctx, chosen.cm.gpus, micro_fixed=micro_fixed)
-        if own.config is not None and own.config != chosen.config and own.feasible and \
-                dominates(axes(chosen.config), axes(own.config)):
+        own, mine = place_on(ctx, chosen.cm.gpus, micro_fixed=micro_fixed), chosen.config
+        if mine is not None and own.config is not None and own.config != mine and own.feasible and \
+                dominates(axes(mine), axes(own.config)):
             from budgetdsl.quantities.humanize import human
 
             dominated_note = (f"{ctx.objective}: its own batch on {chosen.cm.gpus} GPUs, "
                               f"{human('tokens', own.config.batch)}, is dominated (slower or as slow, no "
-                              f"cheaper, more FLOPs) by {human('tokens', chosen.config.batch)}, "
+                              f"cheaper, more FLOPs) by {human('tokens', mine.batch)}, "
                               "the non-dominated point chosen instead (docs/solver.md, Objectives)")
         chosen = Placement(chosen.cm, chosen.frontier, own.intervals, own.lo, own.hi, own.target, own.clipped,
                            chosen.config, chosen.micro_max, None)
@@ -151,11 +154,11 @@ def _solve(plan: "Plan") -> Solution:
 
     if isinstance(plan.hardware.gpus, GpuRange):
         r = plan.hardware.gpus
-        feasible = [p for p in placements if p.feasible]
+        feasible_counts = [p for p in placements if p.feasible]
         reason = (solution_notes.gpu_choice_reason(ctx, chosen, placements) if chosen.feasible
                   else "no count in the range has a feasible configuration")
         gpu_choice = GpuChoice(min=r.min, max=r.max, step=r.step, considered=len(placements),
-                               feasible=len(feasible), chosen=chosen.cm.gpus if chosen.feasible else None,
+                               feasible=len(feasible_counts), chosen=chosen.cm.gpus if chosen.feasible else None,
                                reason=reason)
 
     cfg = chosen.config
@@ -212,7 +215,7 @@ def _front_of(found, pool: list[Placement]) -> list[Placement]:
     return [pl for pl in pool if id(pl) in on]
 
 
-def _not_finite(plan: "Plan", exc: ValidationError) -> PlanError | None:
+def _not_finite(plan: Plan, exc: ValidationError) -> PlanError | None:
     """Every number of an answer is finite, or the plan is rejected, located (issue 14). The
     plan's bounds (plan_model) keep every intermediate finite; the answer's models refuse a
     non-finite float where they are built (`solution._Frozen`: allow_inf_nan=False), so no renderer
@@ -228,12 +231,10 @@ def _not_finite(plan: "Plan", exc: ValidationError) -> PlanError | None:
                       "bring the plan's sizes and limits nearer to a real run's")
 
 
-def _part_field(title: str, model: type = Solution) -> str | None:
+def _part_field(title: str, model: type[BaseModel] = Solution) -> str | None:
     """Where in `Solution` a part of class `title` sits (FrontierPoint: frontier; RampStage:
     ramp.stages), or None for the Solution itself."""
     import typing
-
-    from pydantic import BaseModel
 
     def classes(annotation) -> list:
         out = [annotation] if isinstance(annotation, type) else []

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
 from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.solve.cache import SolveCache
 from budgetdsl.solve.objectives import OBJECTIVES, TOLERANCE, _magnitude, rank
 from budgetdsl.solve.placement import (
     _DIVISOR_SCAN,
@@ -145,31 +146,31 @@ def block(pairs: list[Pair], which: np.ndarray) -> Block:
 
 # -- the plan: its pairs --------------------------------------------------------------------------
 
-def plan_pairs(plan) -> list[Pair] | None:
+def plan_pairs(plan, cache: SolveCache) -> list[Pair] | None:
     """The pairs `solve()` chooses among (None: a plan the kernel does not model): the search
     space (`search_space.search_space`) of a searched layout; one cost model per launchable GPU
-    count of a pinned one (`solve_context.gpu_counts`)."""
-    from budgetdsl.cost.cost_model import Split, cost_model_key, plan_split
+    count of a pinned one (`solve_context.gpu_counts`); cost models kept in the sweep's `cache`."""
+    from budgetdsl.cost.cost_model import Split, plan_split
     from budgetdsl.solve.context import Context, cost_model, gpu_counts
     from budgetdsl.solve.layout_search import concrete
 
     run = plan.run
     if run is not None and (run.batch is not None or run.batch_schedule is not None):
         return None  # a pinned batch or a ramp: compared, not searched (the scalar path)
-    key = cost_model_key(plan)
+    key = cache.model_key(plan)
     base = concrete(plan, None)
     if plan.hardware.searched():
         from budgetdsl.solve.search_space import search_space
 
         flash = plan.hardware.flash_attention
         cms = []
-        for pr in search_space(plan).pairs:
+        for pr in search_space(plan, cache).pairs:
             c = pr.layout
             ctx = Context(base, None, None, None, "", split=Split(  # type: ignore[arg-type]
-                c.zero, c.tensor_parallel, c.pipeline_parallel, c.recompute, flash), key=key)
+                c.zero, c.tensor_parallel, c.pipeline_parallel, c.recompute, flash), key=key, cache=cache)
             cms.append(cost_model(ctx, pr.gpus))
     else:
-        ctx = Context(base, None, None, None, "", key=key)  # type: ignore[arg-type]
+        ctx = Context(base, None, None, None, "", key=key, cache=cache)  # type: ignore[arg-type]
         split = plan_split(base)
         cms = [cost_model(ctx, g, split) for g in gpu_counts(plan)]
     return [Pair(cm, cm.gpus, cm.data_parallel, cm.seq_len, float(cm.seq_len * cm.data_parallel),
@@ -1008,7 +1009,7 @@ def _dump_without(plan, path: str) -> dict:
     return data
 
 
-def prepare(source, settings):
+def prepare(source, settings, cache: SolveCache):
     """(base plan, pairs, axes) when the kernel models this sweep, else None."""
     from budgetdsl.solve.sweep_rows import variant
 
@@ -1024,7 +1025,7 @@ def prepare(source, settings):
         base = variant(source, {})
         from budgetdsl.plan.noise import noise_estimate
         noise_estimate(base)
-        pairs = plan_pairs(base)
+        pairs = plan_pairs(base, cache)
     except (PlanError, ValueError):
         return None
     if not pairs:
@@ -1171,7 +1172,6 @@ def _diagnosed(base, pairs: list[Pair], r: Rows, micro_fixed: int | None, search
     within a layout, and on a pinned one, `solve_context.closest`: the fewest conflicting limits,
     ties to the most GPUs. The binding limits are `diagnosis.constraints` of that pair's own
     placement (placement.place, the scalar code)."""
-    from budgetdsl.solve.context import Context
     from budgetdsl.solve.infeasibility import conflicting_names, constraints
     from budgetdsl.solve.placement import Limits, place
     from budgetdsl.solve.search_space import (
@@ -1241,8 +1241,7 @@ def _diagnosed(base, pairs: list[Pair], r: Rows, micro_fixed: int | None, search
         if pl.feasible or len(conflicting_names(pl)) != int(cnt[i]):
             out.append(None)  # not what the vectorized count says: solve() decides
             continue
-        ctx = Context(base, None, fr, limits, objective)  # type: ignore[arg-type]
-        out.append((i, tuple(c.name for c in constraints(ctx.limits, pl, False) if c.binding)))
+        out.append((i, tuple(c.name for c in constraints(limits, pl, False) if c.binding)))
     return out
 
 
@@ -1259,7 +1258,7 @@ def iter_kernel_rows(source, settings) -> Iterator:
     from budgetdsl.solve.sweep_rows import Blame, Summary, SweepRow, solve_row
 
     blame = Blame(source)  # where the invalid rows' problems are reported, shared by the sweep
-    prepared = prepare(source, settings)
+    prepared = prepare(source, settings, blame.cache)
     combos = itertools.product(*(s.values for s in settings))
     if prepared is None:
         for combo in combos:

@@ -128,10 +128,14 @@ class Blame:
     that reads a set path, a `solve()` error at a path the set values reach) is reported at the
     --set that causes it, with the line it was found at as a note. The cause: each --set of the row
     that brings the problem alone; else each whose removal takes it away; else all of them. A
-    problem is its (code, message); each variant is loaded (and solved) once per sweep."""
+    problem is its (code, message); each variant is loaded (and solved) once per sweep. One per
+    sweep: its rows' solves share `cache` (`solve.cache.SolveCache`: cost models, the search)."""
 
     def __init__(self, source: MergedSource) -> None:
+        from budgetdsl.solve.cache import SolveCache
+
         self.source = source
+        self.cache = SolveCache()
         self.seen: dict[tuple[frozenset, bool], frozenset[tuple[str, str]]] = {}
         self.paths: dict[Location, tuple] | None = None  # where -> the file's path written there
 
@@ -147,7 +151,7 @@ class Blame:
             try:
                 plan = variant(self.source, values)
                 if solved:
-                    solve(plan)
+                    solve(plan, self.cache)
             except PlanError as exc:
                 found = frozenset((d.code, d.message) for d in exc.diagnostics)
             self.seen[key] = found
@@ -191,14 +195,16 @@ class Blame:
 
 def solve_row(source: MergedSource, values: dict[str, str], blame: Blame | None = None) -> SweepRow:
     """One combination through the plan language and `solve()`: the scalar path. Every invalid
-    row of a sweep passes here; `blame` (one per sweep) locates its problems."""
+    row of a sweep passes here; `blame` (one per sweep) locates its problems and holds the cache
+    the rows' solves share."""
     from budgetdsl.solve.solver import solve
 
+    blame = blame or Blame(source)
     solved = False
     try:  # an invalid combination is a row that says so; the sweep goes on (issue 13 item 7)
         plan = variant(source, values)
         solved = True
-        solution = solve(plan)
+        solution = solve(plan, blame.cache)
         return SweepRow(values, plan, solution, summary=summarize(solution))
     except PlanError as exc:
-        return SweepRow(values, None, None, (blame or Blame(source)).located(values, exc, solved))
+        return SweepRow(values, None, None, blame.located(values, exc, solved))

@@ -104,7 +104,7 @@ def test_extends_chain_merges_deeply_and_the_child_wins(tmp_path):
     assert plan.hardware.mfu == 0.45  # the middle
     assert plan.hardware.gpu == "A100-SXM4-80GB"  # the root
     assert plan.budget.deadline == 30 * 86400
-    assert [pathlib.Path(f).name for f in plan._source.files] == ["plan.yaml", "team.yaml", "cluster.yaml"]
+    assert [pathlib.Path(f).name for f in plan.source.files] == ["plan.yaml", "team.yaml", "cluster.yaml"]
 
 
 def test_a_base_value_may_refer_to_a_field_the_child_sets(tmp_path):

@@ -9,9 +9,10 @@ import pathlib
 
 import pytest
 
-from budgetdsl.cost.cost_model import build_cost_model
+from budgetdsl.cost.cost_model import build_cost_model, cost_model_key
 from budgetdsl.hardware.layout import launchable
 from budgetdsl.solve import search_space as ss
+from budgetdsl.solve.cache import SolveCache
 from budgetdsl.solve.objectives import OBJECTIVES, axes, choose
 from budgetdsl.theory.frontier import Frontier
 from tests.budgetdsl.solver_plans import make_plan
@@ -26,7 +27,6 @@ def _plan(hardware=None, **over):
 
 def test_pairs_match_the_full_cost_model():
     plan = _plan()
-    ss.clear_cache()
     space = ss.search_space(plan)
     assert space.pairs and space.considered - space.pruned == len(space.pairs)
     for pair in space.pairs:
@@ -56,9 +56,7 @@ def test_no_pair_is_matched_by_a_simpler_layout_on_its_count():
 
 
 def test_the_space_does_not_depend_on_limits_objective_target_or_noise():
-    ss.clear_cache()
     a = ss.search_space(_plan())
-    ss.clear_cache()  # rebuilt, not the cached object
     b = ss.search_space(_plan(budget={"deadline": 1e5, "flops": None, "gpu_hours": None}, objective="min_time",
                               target={"tokens": 5e11}, noise={"b_crit": 1e5}))
     assert a == b and a is not b
@@ -113,7 +111,7 @@ def test_the_lower_bound_is_below_every_placed_configuration(name):
     fr = Frontier(plan.noise.b_crit, plan.target.tokens / (1 + plan.target.at_batch / plan.noise.b_crit))
     limits = plan_limits(plan)
     base = concrete(plan, None)
-    key = ss.cost_model_key(plan)
+    key = cost_model_key(plan)
     ref = None
     checked = 0
     for pair in space.pairs[:: max(1, len(space.pairs) // 80)]:
@@ -139,7 +137,7 @@ def _pick_of_every_pair(plan):
 
     noise = noise_estimate(plan)
     fr = frontier_from_target(plan.target, noise.b_crit)
-    limits, objective, base, key = plan_limits(plan), str(plan.objective), concrete(plan, None), ss.cost_model_key(plan)
+    limits, objective, base, key = plan_limits(plan), str(plan.objective), concrete(plan, None), cost_model_key(plan)
     ctxs, pool = {}, []
     for pair in ss.search_space(plan).pairs:
         ctx = ctxs.get(pair.layout) or ctxs.setdefault(
@@ -218,7 +216,7 @@ def test_a_large_space_has_the_same_bounds_in_numpy():
     pytest.importorskip("numpy")
     plan = _plan(hardware={"overlap": None, "gpus": {"min": 8, "max": 4096, "step": 8}},
                  model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 512})
-    space, consts = ss._entry(plan)
+    space, consts = ss._entry(plan, SolveCache())
     assert len(consts.per_pair) >= ss._VECTOR_PAIRS
     bc, s_min, fe = 3e6, 1e5, 6.0 * 1.3e9 * 3e11
     for price in (None, 2.5):
@@ -267,10 +265,9 @@ def test_a_pinned_batch_matches_every_layouts_own_solve(name, objective):
     from budgetdsl.theory.frontier import frontier_from_target
 
     plan = _plan(**PINNED_PLANS[name], objective=objective)
-    ss.clear_cache()
     noise = noise_estimate(plan)
     fr = frontier_from_target(plan.target, noise.b_crit)
-    limits, base, key = plan_limits(plan), concrete(plan, None), ss.cost_model_key(plan)
+    limits, base, key = plan_limits(plan), concrete(plan, None), cost_model_key(plan)
     by_layout: dict = {}
     for pair in ss.search_space(plan).pairs:
         by_layout.setdefault(pair.layout, (pair.split, []))[1].append(pair.gpus)
@@ -282,7 +279,7 @@ def test_a_pinned_batch_matches_every_layouts_own_solve(name, objective):
         except PlanError as exc:
             first = first or exc
     try:
-        results = ss.search_layouts(plan, noise, fr, limits, objective, True, None)[0]
+        results = ss.search_layouts(plan, noise, fr, limits, objective, True, None, SolveCache())[0]
     except PlanError as exc:
         assert not brute and first is not None
         assert exc.diagnostics[0].format() == first.diagnostics[0].format()
@@ -321,3 +318,21 @@ def test_issue_13s_13b_case_is_no_worse_than_min_time_was():
     from budgetdsl.solve.objectives import dominates
 
     assert not any(dominates((a.wall_clock_s, a.gpu_hours, a.flops), mine) for a in answers.values())
+
+
+def test_an_infeasible_search_places_every_pair_for_the_diagnosis():
+    """With no feasible candidate the walk has no pick to break off at, so it places every pair
+    (none is bounded) and the diagnosis sees each layout's closest count (the dead fallback that
+    named an undefined `order` for this, F821, is gone)."""
+    from budgetdsl.plan.noise import noise_estimate
+    from budgetdsl.solve.context import plan_limits
+    from budgetdsl.theory.frontier import frontier_from_target
+
+    plan = _plan(budget={"deadline": 3600.0})
+    noise = noise_estimate(plan)
+    fr = frontier_from_target(plan.target, noise.b_crit)
+    results, considered, pruned, bounded, pool = ss.search_layouts(
+        plan, noise, fr, plan_limits(plan), "balanced", False, None, SolveCache())
+    assert not pool.items and bounded == 0 and results
+    assert {r.choice for r in results} == {pr.layout for pr in ss.search_space(plan).pairs}
+    assert all(not r.chosen.feasible for r in results)

@@ -172,10 +172,10 @@ async def test_a_slow_solve_moves_to_the_worker_and_only_the_newest_request_is_d
 
     solved = []
 
-    def slow(plan):  # a search that takes 0.3 s: the keys come faster than the answers
+    def slow(plan, cache=None):  # a search that takes 0.3 s: the keys come faster than the answers
         time.sleep(0.3)
         solved.append(plan.hardware.gpus)
-        return solve(plan)
+        return solve(plan, cache)
 
     path = plans / "minimal.yaml"
     app = make_app(path)
@@ -224,10 +224,10 @@ async def test_a_solve_the_solver_refuses_in_the_worker_is_not_applied(plans, mo
 
     from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
 
-    def refusing(plan):
+    def refusing(plan, cache=None):
         if plan.hardware.gpus == 128:
             raise PlanError([Diagnostic(Location("minimal.yaml", 12, 9), "test", "no run on 128 GPUs")])
-        return solve(plan)
+        return solve(plan, cache)
 
     monkeypatch.setattr(app_module, "solve", refusing)
     app = make_app(plans / "minimal.yaml")

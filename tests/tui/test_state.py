@@ -47,9 +47,9 @@ def test_an_invalid_change_raises_the_loaders_diagnostic():
 
 def test_the_plan_keeps_its_source_for_located_errors():
     state = WhatIf.load(PLAN).with_changes({"hardware.gpus": 512})
-    assert state.plan._source is not None
+    assert state.plan.source is not None
     line = next(i for i, text in enumerate(PLAN.read_text().splitlines(), 1) if text.startswith("  gpus:"))
-    assert state.plan._source.locate(("hardware", "gpus")).line == line
+    assert state.plan.source.locate(("hardware", "gpus")).line == line
 
 
 def test_nothing_to_save_writes_nothing(plans):

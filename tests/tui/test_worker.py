@@ -26,10 +26,10 @@ def gate(monkeypatch):
     gate = threading.Event()
     gate.given = []
 
-    def held(plan):
+    def held(plan, cache=None):
         gate.given.append(plan)
         assert gate.wait(20), "the test never opened the gate"
-        return solve(plan)
+        return solve(plan, cache)
 
     monkeypatch.setattr(app_module, "solve", held)
     return gate
