@@ -242,7 +242,7 @@ def plan_split(plan: Plan) -> Split:
     hw = plan.hardware
     if hw.searched():
         raise ValueError(f"the layout is searched ({', '.join(hw.searched())}: auto): the solution names it")
-    return Split(int(hw.zero), hw.tensor_parallel, hw.pipeline_parallel, str(hw.recompute), hw.flash_attention)
+    return Split(int(hw.zero), *hw.model_parallel(), str(hw.recompute), hw.flash_attention)
 
 
 class ShapeUnknown(ValueError):
@@ -310,6 +310,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
 
     overhead = float(hw.step_overhead or 0.0)
     if mode == DECLARED:
+        assert hw.mfu is not None  # DECLARED is the mode of a plan that gives hardware.mfu
         rate, fixed = gpus * peak.value * hw.mfu, 0.0
     else:
         rate, fixed = 0.0, 0.0  # set below, once the micro-batch maximum is known
@@ -334,6 +335,7 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
     m, hw, coefs, stages = plan.model, plan.hardware, cm._coefs, cm.stages
     t, p = split.tensor_parallel, split.pipeline_parallel
     if mode == DECLARED:
+        assert hw.mfu is not None
         coefs["mfu"] = Coef(hw.mfu, "1", DECLARED, "hardware.mfu: measured end-to-end (PaLM App. B); "
                             "T(B) = f·B/(G·P·u), nothing added")
     else:
@@ -401,5 +403,4 @@ def cost_model_key(plan: Plan) -> tuple:
 
 def launchable_counts(plan: Plan, counts: range | list[int]) -> list[int]:
     """The GPU counts of a range that launch the plan's layout (`budgetdsl.hardware.layout`)."""
-    hw = plan.hardware
-    return _launchable_counts(counts, hw.tensor_parallel, hw.pipeline_parallel, hw.gpus_per_node)
+    return _launchable_counts(counts, *plan.hardware.model_parallel(), plan.hardware.gpus_per_node)

@@ -312,6 +312,13 @@ class Hardware(_Section):
         """The layout keys set to `auto` (the solver searches them)."""
         return tuple(k for k in LAYOUT_KEYS if getattr(self, k) == "auto")
 
+    def model_parallel(self) -> tuple[int, int]:
+        """(tensor, pipeline) degrees of a pinned layout; a ValueError where either is `auto`."""
+        t, p = self.tensor_parallel, self.pipeline_parallel
+        if isinstance(t, str) or isinstance(p, str):
+            raise ValueError("the layout is searched (auto): the solution names its degrees")
+        return t, p
+
     @model_validator(mode="after")
     def _declared_layout(self) -> "Hardware":
         """With a declared `mfu` a silent layout key takes the framework's default (t = p = 1, no

@@ -72,7 +72,8 @@ def relaxations(ctx: Context, pl: Placement, pinned: bool) -> list[Relaxation]:
 
 def _valid(ctx: Context, g: int) -> bool:
     hw = ctx.plan.hardware
-    return g % (hw.tensor_parallel * hw.pipeline_parallel) == 0 and (g <= hw.gpus_per_node or g % hw.gpus_per_node == 0)
+    t, p = hw.model_parallel()
+    return g % (t * p) == 0 and (g <= hw.gpus_per_node or g % hw.gpus_per_node == 0)
 
 
 class _Launchable:
@@ -82,7 +83,8 @@ class _Launchable:
 
     def __init__(self, ctx: Context, lo: int, hi: int):
         hw = ctx.plan.hardware
-        self.unit = hw.tensor_parallel * hw.pipeline_parallel
+        t, p = hw.model_parallel()
+        self.unit = t * p
         self.node = hw.gpus_per_node * self.unit // math.gcd(hw.gpus_per_node, self.unit)
         gpn = hw.gpus_per_node
         self.a0 = max(1, -(-lo // self.unit))  # k·unit, k in [a0, a1], within one node
@@ -113,7 +115,8 @@ def _next_counts(ctx: Context, start: int, direction: int) -> list[int]:
     """Launchable GPU counts beyond `start`: the next _GPU_LINEAR one by one, then growing by
     ~10 % a step up to 64× (or down to 1) — at most a few hundred counts, whatever the values."""
     hw = ctx.plan.hardware
-    unit = hw.tensor_parallel * hw.pipeline_parallel
+    t, p = hw.model_parallel()
+    unit = t * p
     node = hw.gpus_per_node * unit // math.gcd(hw.gpus_per_node, unit)
     out: list[int] = []
     g = start

@@ -58,6 +58,8 @@ def _import_numpy():
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from budgetdsl.plan.model import Plan
 else:
     np = _import_numpy()
 
@@ -1033,7 +1035,8 @@ def prepare(source, settings, cache: SolveCache):
     axes = []
     for s in settings:
         reference = _dump_without(base, s.path)
-        numbers, plans = [], []
+        numbers: list[float | PlanError] = []
+        plans: list[Plan | None] = []  # None: the value does not load (its row reports the error)
         for v in s.values:
             try:
                 plan = variant(source, {s.path: v})
