@@ -104,6 +104,7 @@ class CostModel:
     _describe: Any = field(default=None, compare=False)  # adds the derived coefficients (lazily)
     _memory: dict = field(default_factory=dict, compare=False)  # memory_at by micro-batch (pure; kept)
     _shown: dict = field(default_factory=dict, compare=False)  # the answer's typed coefficients, built once
+    _numbers: dict = field(default_factory=dict, compare=False)  # placement's evaluations by frontier (pure; kept)
 
     @property
     def coefficients(self) -> dict[str, Coef]:

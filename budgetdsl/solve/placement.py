@@ -16,6 +16,7 @@ with the closed forms derived by sympy in `closed_forms` (emitted into `closed_f
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -213,27 +214,21 @@ def _config(cm: CostModel, limits: Limits, micro: int, accum: int, micro_max: in
                                 wall, gpu_hours, usd, memory, violated))
 
 
-# `_numbers` of one cost model and frontier, kept across solves by (micro, accum): a solve with
-# other limits (a sweep's row, an edit in the TUI) evaluates the same configurations again. Keyed
-# by the cost model's identity (held in the entry); two generations of _NUMBERS_SIZE.
-_NUMBERS: list[dict[tuple, tuple[CostModel, dict]]] = [{}, {}]  # [newer, older]
-_NUMBERS_SIZE = 64
+NUMBERS_FRONTIERS = 8  # frontiers whose evaluations a cost model keeps (a sweep's B_crit axis moves on)
 
 
 def _numbers_kept(cm: CostModel, fr: Frontier) -> dict:
-    key = (id(cm), fr.b_crit, fr.e_min)
-    newer = _NUMBERS[0]
-    entry = newer.get(key)
-    if entry is not None and entry[0] is cm:
-        return entry[1]
-    entry = _NUMBERS[1].pop(key, None)
-    if entry is None or entry[0] is not cm:
-        entry = (cm, {})
-    if len(newer) >= _NUMBERS_SIZE:
-        newer = {}
-        _NUMBERS[:] = [newer, _NUMBERS[0]]
-    newer[key] = entry
-    return entry[1]
+    """The evaluations (`numbers`, by (micro, accum)) of `cm` on `fr`, kept on the cost model: a
+    solve with other limits (a sweep's row, an edit in the TUI) evaluates the same configurations
+    again, and the caller's `SolveCache` owns the cost model, so nothing outlives it."""
+    kept = cm._numbers
+    key = (fr.b_crit, fr.e_min)
+    hit = kept.get(key)
+    if hit is None:
+        if len(kept) >= NUMBERS_FRONTIERS:
+            del kept[next(iter(kept))]
+        hit = kept[key] = {}
+    return hit
 
 
 def largest_divisor_at_most(n: int, cap: int) -> int:
@@ -259,17 +254,8 @@ def _configs_for(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool
     return list(_pairs_near(n, micro_max, micro_fixed, pipeline))
 
 
-# `_configs_for` is a pure function of four integers, and a solve asks it for the same few sequence
-# counts on every layout, objective and re-solve: its answers are kept (bounded; cleared when full).
-_PAIRS: dict[tuple, tuple[tuple[int, int], ...]] = {}
-_PAIRS_SIZE = 1 << 16
-
-
+@functools.lru_cache(maxsize=1 << 16)  # a pure function of four integers, asked the same few on every solve
 def _pairs_near(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool) -> tuple[tuple[int, int], ...]:
-    key = (n, micro_max, micro_fixed, pipeline)
-    hit = _PAIRS.get(key)
-    if hit is not None:
-        return hit
     out: tuple[tuple[int, int], ...]
     if micro_fixed is not None:
         a = max(1, n // micro_fixed)
@@ -283,9 +269,6 @@ def _pairs_near(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool)
         if pipeline:
             pairs.add((1, n))
         out = tuple(sorted(pairs))
-    if len(_PAIRS) >= _PAIRS_SIZE:
-        _PAIRS.clear()
-    _PAIRS[key] = out
     return out
 
 
