@@ -336,3 +336,16 @@ def test_a_symlink_swapped_during_extends_never_reads_the_outside_base(tmp_path)
         stop.set()
         swapper.join()
     assert read + refused == 400
+
+
+def test_a_calibration_read_inside_a_repository_is_checked_where_it_was_opened(tmp_path):
+    """load_calibration(inside=ROOT) refuses a file that a link leads out to (the check for callers
+    that confine a plan's calibration to its repository, made on the open descriptor)."""
+    from budgetdsl.plan.calibration_file import CalibrationFileError, load_calibration
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "cal.json").symlink_to(CALIBRATION)
+    with pytest.raises(CalibrationFileError, match="a symbolic link out of the repository"):
+        load_calibration(root / "cal.json", inside=root)
+    assert load_calibration(root / "cal.json").schema_version == load_calibration(CALIBRATION).schema_version
