@@ -9,6 +9,7 @@ and a SHA-256 of the tokens used, so a calibration file names its data unambiguo
 from __future__ import annotations
 
 import hashlib
+import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +64,7 @@ def _byte_corpus(files: list[Path], root: Path, kind: str, source: str, max_byte
     file goes to the held-out stream, the rest to train."""
     train, heldout, used, total = [], [], 0, 0
     for i, f in enumerate(files):
-        data = f.read_bytes()
+        data = _read(f, None if max_bytes is None else max_bytes - total)
         if max_bytes is not None and total + len(data) > max_bytes and total > 0:
             break
         (heldout if i % HELDOUT_EVERY == HELDOUT_EVERY - 1 else train).append(data)
@@ -95,16 +96,23 @@ def stdlib_corpus(max_bytes: int = 8_000_000) -> Corpus:
     return _byte_corpus(files, root, "stdlib", f"python-stdlib:{root}", max_bytes)
 
 
+def _read(path: Path, limit: int | None) -> bytes:
+    """At most `limit` + 1 bytes of a regular file (all of it without a limit), through the
+    tool's one guarded reader: a FIFO or a device among the data is an error, not a hang."""
+    from budgetdsl.io.guarded_read import read_regular
+
+    return read_regular(path, sys.maxsize if limit is None else max(limit, 0))
+
+
 def _looks_binary(path: Path) -> bool:
-    with path.open("rb") as fh:
-        return b"\0" in fh.read(8192)
+    return b"\0" in _read(path, 8191)
 
 
 def text_corpus(path: Path, max_bytes: int | None = None) -> Corpus:
     """A text file (last 10% held out) or a folder of them (every 10th file held out). Hidden
     entries and files that look binary (a NUL byte in the first 8 KiB) are skipped."""
     if path.is_file():
-        data = path.read_bytes()[:max_bytes]
+        data = _read(path, max_bytes)[:max_bytes]
         return _split_stream(np.frombuffer(data, dtype=np.uint8), 256, "text", str(path), 1)
     files = sorted(
         (

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+MAX_KEYMAP_BYTES = 64 << 10  # a keymap is a few lines; the bindings fit in a kilobyte
+
 
 def keymap_path() -> Path:
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
@@ -21,11 +23,18 @@ def load_keymap(path: Path | None = None) -> tuple[dict[str, str], list[str]]:
     """(keymap, problems) from the keymap file; an absent file is an empty keymap."""
     import yaml
 
+    from budgetdsl.io.guarded_read import NotRegularFile, read_regular
+
     path = keymap_path() if path is None else path
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # the one guarded reader: a FIFO does not block the launch, /dev/zero is not read
+        raw = read_regular(path, MAX_KEYMAP_BYTES)
+        if len(raw) > MAX_KEYMAP_BYTES:
+            return {}, [f"{path}: larger than {MAX_KEYMAP_BYTES >> 10} KiB, not a keymap"]
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         return {}, []
+    except NotRegularFile:
+        return {}, [f"{path}: not a regular file (a FIFO, a device or a socket)"]
     except OSError as exc:
         return {}, [f"{path}: {exc.strerror or exc}"]
     except UnicodeDecodeError as exc:

@@ -142,7 +142,7 @@ def _confined_reader(root: Path) -> Callable[[str], bytes]:
     def read(path: str) -> bytes:
         if not confined(path, root):
             raise PermissionError(0, f"a symbolic link to a file outside the repository {root}", path)
-        return read_bytes(path)
+        return read_bytes(path, inside=root)  # checked again on what was opened: no swap
 
     return read
 

@@ -63,11 +63,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"  hint: name another file, e.g. -o job.{suffix}", file=sys.stderr)
             return ExitCode.INVALID
         try:
-            from budgetdsl.io.atomic_write import write_file
+            from budgetdsl.io.atomic_write import NotAFile, write_file
 
             write_file(args.output, text, mode=0o755 if args.to in ("slurm", "torchrun") else 0o644)
         except OSError as exc:
             print(f"{args.output}: error[io]: {exc.strerror or exc}", file=sys.stderr)
+            if isinstance(exc, NotAFile):
+                print("  hint: name a regular file, or leave out -o to write to stdout", file=sys.stderr)
             return ExitCode.INVALID
     else:
         sys.stdout.write(text)

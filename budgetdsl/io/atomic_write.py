@@ -5,13 +5,18 @@ over the target with os.replace, so a reader — or a crash, or Ctrl-C — never
 Several files are all written before any is renamed: an edit of a plan and its base plan either
 lands in both or fails before touching either. A symbolic link is written through (its target
 changes, the link stays), and temporary files that a killed writer left are removed by the next
-write of the same file (their names carry the writer's pid).
+write of the same file (their names carry the writer's pid). Only a regular file (or a new path) is
+replaced: a character device or a FIFO (/dev/null, /dev/stdout on a pipe, a named pipe) is written
+into as a stream, opened without O_CREAT or O_TRUNC; a socket, a block device or a directory is
+refused, so `-o /dev/null` run as root never turns /dev/null into a file.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Mapping
 from typing import TypeVar
@@ -66,14 +71,53 @@ def _real(path: str | os.PathLike[str]) -> str:
     return os.path.realpath(os.fspath(path))
 
 
+class NotAFile(OSError):
+    """An output path that names a socket or a block device: nothing is written."""
+
+
+def _is_stream(name: str | os.PathLike[str]) -> bool:
+    """Whether `name` (links followed) is a character device or a FIFO, written into in place;
+    NotAFile for what is neither that nor a regular file (nor a new path)."""
+    try:
+        mode = os.stat(name).st_mode
+    except FileNotFoundError:
+        return False
+    if stat.S_ISREG(mode):
+        return False
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return True
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory; nothing written", os.fspath(name))
+    what = "a socket" if stat.S_ISSOCK(mode) else "a block device" if stat.S_ISBLK(mode) else "not a regular file"
+    raise NotAFile(errno.EINVAL, f"{what}, not a file; nothing written", os.fspath(name))
+
+
+def _write_stream(name: str | os.PathLike[str], payload: bytes) -> None:
+    """Write into a device or a FIFO as a shell's `>` does, without creating or truncating: the
+    path is opened as it is (/dev/stdout reopens this process's stdout, whatever it is)."""
+    fd = os.open(name, os.O_WRONLY | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for a regular file since the check
+            raise NotAFile(errno.EAGAIN, "changed while it was opened; nothing written", os.fspath(name))
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
 def write_files(files: Mapping[_PathT, str | bytes], mode: int | None = None) -> None:
     """Replace every file of `files` (path -> text or bytes). A file that exists keeps its
     permissions; a new one gets `mode`, or the usual 0o666 less the umask. A path that is a
     symbolic link is followed: its target is replaced (the link stays a link), with the temporary
-    file beside the target, on the target's file system."""
+    file beside the target, on the target's file system. A character device or a FIFO is written
+    into after the files are replaced; anything else but a regular file is NotAFile."""
     temps: list[tuple[str, str]] = []
+    streams = [name for name in files if _is_stream(name)]
     try:
         for name, data in files.items():
+            if name in streams:
+                continue
             path = _real(name)
             remove_stale_temps(path)
             directory = os.path.dirname(path)
@@ -91,6 +135,9 @@ def write_files(files: Mapping[_PathT, str | bytes], mode: int | None = None) ->
                 os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
         for tmp, path in temps:
             os.replace(tmp, path)
+        for name in streams:
+            data = files[name]
+            _write_stream(name, data.encode("utf-8") if isinstance(data, str) else data)
     finally:
         for tmp, _ in temps:
             if os.path.exists(tmp):

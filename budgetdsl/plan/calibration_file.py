@@ -367,13 +367,26 @@ class CalibrationFileError(ValueError):
 MAX_CALIBRATION_BYTES = 64 << 20
 
 
-def load_calibration(path: str | os.PathLike) -> CalibrationFile:
+def load_calibration(path: str | os.PathLike, inside: str | os.PathLike | None = None) -> CalibrationFile:
+    """The calibration file at `path`, validated; with `inside`, the file opened must lie below
+    that directory (checked on the open descriptor, so a link swapped after a check cannot lead out)."""
+    from budgetdsl.io.guarded_read import NotRegularFile, OutsideRoot, read_regular
+
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_CALIBRATION_BYTES:
+    try:  # the one guarded reader: regular files only, without blocking, bounded
+        raw = read_regular(path, MAX_CALIBRATION_BYTES, inside)
+        if len(raw) > MAX_CALIBRATION_BYTES:
             raise CalibrationFileError(f"{path}: larger than {MAX_CALIBRATION_BYTES >> 20} MiB, not a "
                                        "calibration file `budgetdsl calibrate` writes")
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CalibrationFileError(f"{path}: not UTF-8 text, not a calibration file `budgetdsl calibrate` "
+                                   "writes") from None
+    except OutsideRoot:
+        raise CalibrationFileError(f"{path}: a symbolic link out of the repository {inside}") from None
+    except NotRegularFile:
+        raise CalibrationFileError(f"{path}: not a regular file (a FIFO, a device or a socket); a "
+                                   "calibration is the JSON file `budgetdsl calibrate` writes") from None
     except FileNotFoundError:
         raise CalibrationFileError(
             f"{path}: no such calibration file (make one with `budgetdsl calibrate --out {path}`)"

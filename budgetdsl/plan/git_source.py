@@ -3,6 +3,8 @@
 A plan at a revision must be read with its `extends` chain at that same revision (a base plan may
 have changed too), so this gives the loader an `opener` that reads bytes with `git show REF:path`
 instead of from disk. Only git's plumbing is called, with arguments passed as a list (no shell).
+Paths go to and come from git as bytes, decoded as the file system's names are (os.fsdecode:
+a byte that is not UTF-8 becomes a surrogate escape, \\udcXX), so any name git allows works.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ class GitError(RuntimeError):
 
 
 def _git(args: list[str], cwd: str | os.PathLike[str]) -> bytes:
-    try:
-        result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
+    try:  # a path argument with surrogate escapes goes back to git as its original bytes
+        result = subprocess.run([b"git", *map(os.fsencode, args)], cwd=cwd, capture_output=True, check=False)
     except FileNotFoundError:
         raise GitError("git is not installed") from None
     if result.returncode != 0:
@@ -27,7 +29,7 @@ def _git(args: list[str], cwd: str | os.PathLike[str]) -> bytes:
 
 
 def repo_root(cwd: str | os.PathLike[str] = ".") -> Path:
-    return Path(_git(["rev-parse", "--show-toplevel"], cwd).decode().strip())
+    return Path(os.fsdecode(_git(["rev-parse", "--show-toplevel"], cwd).rstrip(b"\n")))
 
 
 def shown_ref(ref: str, limit: int = 80) -> str:
@@ -53,13 +55,13 @@ def resolve_revision(ref: str, cwd: str | os.PathLike[str] = ".") -> str:
 def files_at(commit: str, root: Path, paths: list[str]) -> list[str]:
     """Files under `paths` (relative to `root`) that exist at `commit`."""
     out = _git(["ls-tree", "-r", "--name-only", "-z", commit, "--", *paths], root)
-    return [p for p in out.decode().split("\0") if p]
+    return [os.fsdecode(p) for p in out.split(b"\0") if p]
 
 
 def work_tree_files(root: Path, patterns: list[str]) -> list[str]:
     """Files of the work tree at `root` matching git pathspecs: tracked, or new and not ignored."""
     out = _git(["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *patterns], root)
-    return sorted({p for p in out.decode().split("\0") if p})
+    return sorted({os.fsdecode(p) for p in out.split(b"\0") if p})
 
 
 def opener_at(commit: str, root: Path):

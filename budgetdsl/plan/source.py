@@ -7,6 +7,7 @@ value are kept — for located errors, and for `budgetdsl.plan.edit` to write a 
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -107,13 +108,17 @@ def _inside(path: str, root: FsPath) -> bool:
         return False
 
 
+def _outside_hint(root: FsPath) -> str:
+    return (f"a base plan must be inside {_display(root)} (the repository: the git work tree, or "
+            f"${ROOT_ENV} when there is none), written relative to this file")
+
+
 def _base_path(where: Location, parent: str, current: FsPath, root: FsPath, on_disk: bool) -> FsPath:
     """The base plan `parent` names, relative to `current`, confined to `root`; PlanError located
     at the `extends` value when it is absolute or leads out of the repository (by `..` or through a
     symbolic link)."""
     shown = excerpt(parent)
-    hint = (f"a base plan must be inside {_display(root)} (the repository: the git work tree, or "
-            f"${ROOT_ENV} when there is none), written relative to this file")
+    hint = _outside_hint(root)
     if "\0" in parent:
         raise PlanError([Diagnostic(where, "extends", f"extends {shown} holds a NUL byte")])
     nxt = current.parent / parent
@@ -151,10 +156,16 @@ def read_merged(path: str | os.PathLike[str], text: str | None = None, opener: C
         elif where is None:
             doc = read_yaml_file(str(current), display, opener)
         else:
+            # A base on disk is checked where it was opened (the descriptor's real path), not by
+            # its path again: a link swapped after _base_path's check cannot lead out.
+            reader = functools.partial(read_bytes, inside=box) if on_disk else opener
             try:
-                doc = read_yaml_file(str(current), display, opener)
+                doc = read_yaml_file(str(current), display, reader)
             except PlanError as exc:
                 first = exc.diagnostics[0]
+                if first.code == "outside":
+                    raise PlanError([Diagnostic(where, "extends-outside", f"extends {excerpt(parent)} is a "
+                                                "symbolic link out of the repository", _outside_hint(box))]) from None
                 if first.code not in ("file-not-found", "not-a-file", "io"):
                     raise
                 message = (f"base plan {excerpt(parent)} not found" if first.code == "file-not-found"

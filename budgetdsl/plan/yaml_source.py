@@ -4,15 +4,14 @@ PyYAML composes the node tree (with the C parser where available, which keeps ma
 Python values ourselves instead of letting a constructor do it, which gives four things at once:
 a position for every path (for located errors after validation, as dagster and rendercv do),
 duplicate keys rejected (YAML parsers keep the last one silently), no tags that construct objects,
-and a bound on alias expansion (a "billion laughs" document is an error, not an out-of-memory).
+and a bound on alias expansion, in values and in characters (a "billion laughs" document, or one
+long string repeated by aliases, is an error located at the alias, not an out-of-memory).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
 import os
-import stat
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from budgetdsl.io.guarded_read import NotRegularFile, OutsideRoot, read_regular
 from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
 
 try:  # the C parser is faster and keeps marks too
@@ -29,6 +29,10 @@ except AttributeError:  # pragma: no cover - PyYAML built without libyaml
 
 MAX_FILE_BYTES = 1 << 20  # a plan is a page of YAML; a megabyte is not a plan
 MAX_NODES = 20_000  # values after alias expansion
+# Characters of keys and scalars after alias expansion: without aliases a document holds no more
+# text than its file, so this bound only stops aliases that repeat a long value (an export writes
+# each repetition out: 199 aliases of a 400 KB string made an 80 MB launch script).
+MAX_EXPANDED_CHARS = MAX_FILE_BYTES
 MAX_DEPTH = 32  # nesting of mappings and lists; a plan is four levels deep
 
 MAX_NUMBER_CHARS = 100  # characters of one number in YAML (a double needs about 25)
@@ -97,11 +101,43 @@ class _Builder:
         self.doc = SourceDoc({})
         self.problems: list[Diagnostic] = []
         self.count = 0
+        self.chars = 0  # of keys and scalars, aliases expanded
+        self.built: set[int] = set()  # nodes built once: a node met again is an alias
+        self.alias: Path | None = None  # the outermost alias being expanded
 
     def problem(self, mark: Any, code: str, message: str, hint: str | None = None) -> None:
         self.problems.append(Diagnostic(_loc(self.filename, mark), code, message, hint))
 
     def build(self, node: yaml.Node, path: Path) -> Any:
+        outer = self.alias is None and id(node) in self.built
+        if outer:
+            self.alias = path
+        self.built.add(id(node))
+        value = self._build(node, path)
+        if outer:
+            self.alias = None
+        return value
+
+    def grow(self, text: str, mark: Any) -> None:
+        """Count the characters of a key or a scalar; PlanError at the alias that takes the
+        document past MAX_EXPANDED_CHARS."""
+        self.chars += len(text)
+        if self.chars <= MAX_EXPANDED_CHARS:
+            return
+        where, path = _loc(self.filename, mark), self.alias or ()
+        for i in range(len(path), 0, -1):  # the alias's key, or the key of the list that holds it
+            if path[:i] in self.doc.keys:
+                where = self.doc.keys[path[:i]]
+                break
+        shown = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in path).replace(".[", "[")
+        raise PlanError([Diagnostic(
+            where, "too-large",
+            f"the alias at {shown or 'this point'} expands the document past {MAX_EXPANDED_CHARS:,} "
+            "characters, the size bound of a plan file",
+            "an alias (*name) repeats its anchor's whole value: write a long value once, or "
+            "shorten it (a long text belongs in a file the run reads)")])
+
+    def _build(self, node: yaml.Node, path: Path) -> Any:
         self.count += 1
         if self.count > MAX_NODES:
             raise PlanError([Diagnostic(
@@ -125,6 +161,7 @@ class _Builder:
                              "plan files use plain YAML values, without tags")
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
         assert isinstance(node, yaml.ScalarNode)  # the composer builds no other kind of node
+        self.grow(node.value, node.start_mark)
         return self.scalar(node)
 
     def mapping(self, node: yaml.MappingNode, path: Path) -> dict[str, Any]:
@@ -143,6 +180,7 @@ class _Builder:
                              "quote it if it is meant as text")
                 continue
             key = key_node.value
+            self.grow(key, key_node.start_mark)
             here = _loc(self.filename, key_node.start_mark)
             if key in seen:
                 first = seen[key]
@@ -224,35 +262,11 @@ def parse_yaml(text: str, filename: str) -> SourceDoc:
     return builder.doc
 
 
-class NotRegularFile(OSError):
-    """A path that names a FIFO, a device or a socket: never read (it may block or never end)."""
-
-
-def read_bytes(path: str) -> bytes:
-    """Read a regular file from disk, bounded: a plan is never larger than MAX_FILE_BYTES.
-
-    The file is opened without blocking (O_NONBLOCK: opening a FIFO with no writer returns at
-    once) and checked with fstat on the open descriptor before any read, so a FIFO, a device or a
-    socket named as a plan or in `extends` is an error, not a hang, and no race swaps the file
-    between the check and the read."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
-    fd = os.open(path, flags)
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", path)
-        if not stat.S_ISREG(mode):
-            raise NotRegularFile(errno.EINVAL, "not a regular file", path)
-        chunks, size = [], 0
-        while size <= MAX_FILE_BYTES:
-            chunk = os.read(fd, min(1 << 16, MAX_FILE_BYTES + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+def read_bytes(path: str, inside: str | os.PathLike[str] | None = None) -> bytes:
+    """Read a plan file from disk through the guarded reader (budgetdsl.io.guarded_read): a
+    regular file only, without blocking, at most MAX_FILE_BYTES + 1 bytes; with `inside`, the
+    file opened must lie below that directory (a base plan inside its repository)."""
+    return read_regular(path, MAX_FILE_BYTES, inside)
 
 
 def read_yaml_file(path: str, display: str | None = None,
@@ -269,6 +283,9 @@ def read_yaml_file(path: str, display: str | None = None,
     except IsADirectoryError:
         raise PlanError([Diagnostic(Location(display), "file-not-found", "is a directory, not a plan file",
                                     f"to check every plan in it: budgetdsl check {display}/*.yaml")]) from None
+    except OutsideRoot:
+        raise PlanError([Diagnostic(Location(display), "outside", "leads out of the repository "
+                                    "(through a symbolic link)")]) from None
     except NotRegularFile:
         raise PlanError([Diagnostic(Location(display), "not-a-file",
                                     "not a regular file (a FIFO, a device or a socket)",
