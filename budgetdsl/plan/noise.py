@@ -83,12 +83,12 @@ def plan_warning(plan: Plan, path: tuple[str | int, ...], code: str, message: st
 
 
 @functools.lru_cache(maxsize=32)
-def _load_calibration(path: str, mtime_ns: int) -> Any:
-    from budgetdsl.plan.calibration_file import (
-        load_calibration,  # issue 4; imported only when used
-    )
+def _load_calibration(path: str, mtime_ns: int, inside: str | None) -> Any:
+    """The calibration at `path` as of `mtime_ns` (a sweep's rows and the TUI's edits reload the
+    plan, not the file); `inside`: the directory the opened file must lie in."""
+    from budgetdsl.plan.calibration_file import load_calibration
 
-    return load_calibration(path)
+    return load_calibration(path, inside)
 
 
 def calibration_path(plan: Plan) -> Path:
@@ -114,6 +114,7 @@ def read_calibration(plan: Plan, path: Path | None = None) -> Any:
     source = getattr(plan, "source", None)  # plan.loader.LoadedPlan
     opener = getattr(source, "opener", None)
     plan_file = source.paths.get(source.files[0]) if source is not None and source.files else None
+    inside = None  # checked again on the opened file: a link swapped after this check cannot lead out
     if plan_file is not None:  # a calibration stays inside the plan's repository, as bases do
         from budgetdsl.plan.source import ROOT_ENV, confined, find_root
         from budgetdsl.plan.yaml_source import excerpt
@@ -124,11 +125,12 @@ def read_calibration(plan: Plan, path: Path | None = None) -> Any:
                              f"calibration {excerpt(str(plan.noise.calibration), 60)} is outside the repository",
                              f"a calibration file must be inside {root} (the git work tree, or ${ROOT_ENV} "
                              "when there is none)")
+        inside = os.fspath(root)
     try:
         if opener is None or opener is read_bytes:
             if not path.is_file():
                 raise missing
-            return _load_calibration(os.fspath(path), path.stat().st_mtime_ns)
+            return _load_calibration(os.fspath(path), path.stat().st_mtime_ns, inside)
         from budgetdsl.plan.calibration_file import parse_calibration
 
         try:
