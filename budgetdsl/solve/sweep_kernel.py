@@ -405,9 +405,9 @@ def _start(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed) -> _Start:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if kind == "balanced":
             target = cf.balanced_batch(r.bc).copy()
-        elif kind == "min_time":  # cf.min_time_batch, whose generated form takes floats
+        elif kind == "min_time":
             c = p.fixed_time
-            target = np.where(c > 0.0, np.sqrt(r.bc) * np.sqrt(c) * np.sqrt(p.rate) / np.sqrt(p.flops_per_token), 0.0)
+            target = np.where(c > 0.0, cf.min_time_batch(r.bc, p.flops_per_token, p.rate, c, np), 0.0)
         else:
             target = np.zeros(R)
         unsure = np.zeros(R, bool)

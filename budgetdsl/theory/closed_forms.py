@@ -109,6 +109,8 @@ def render_module() -> str:
         exprs = expr if isinstance(expr, tuple) else (expr,)
         body = ", ".join(pycode(sp.simplify(e) if name != "time_roots" else e, fully_qualified_modules=True)
                          for e in exprs)
+        if "math." in body:  # evaluated on floats (math) or arrays (numpy): one definition, both paths
+            args, body = (*args, "xp=math"), body.replace("math.", "xp.")
         lines += ["", f"def {name}({', '.join(args)}):", f'    """{doc}"""', f"    return {body}", ""]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -15,14 +15,14 @@ def time_quadratic(b_crit, e_min, f, rate, c, w_max):
     return e_min*f/(b_crit*rate), e_min*f/rate - w_max + c*e_min/b_crit, c*e_min
 
 
-def time_roots(b_crit, e_min, f, rate, c, w_max):
+def time_roots(b_crit, e_min, f, rate, c, w_max, xp=math):
     """The two roots of the wall-clock quadratic, as sympy solves them (lower, upper)."""
-    return (1/2)*b_crit*rate*(-e_min*f/rate + w_max - math.sqrt((e_min*f/rate - w_max + c*e_min/b_crit)**2 - 4*c*e_min**2*f/(b_crit*rate)) - c*e_min/b_crit)/(e_min*f), (1/2)*b_crit*rate*(-e_min*f/rate + w_max + math.sqrt((e_min*f/rate - w_max + c*e_min/b_crit)**2 - 4*c*e_min**2*f/(b_crit*rate)) - c*e_min/b_crit)/(e_min*f)
+    return (1/2)*b_crit*rate*(-e_min*f/rate + w_max - xp.sqrt((e_min*f/rate - w_max + c*e_min/b_crit)**2 - 4*c*e_min**2*f/(b_crit*rate)) - c*e_min/b_crit)/(e_min*f), (1/2)*b_crit*rate*(-e_min*f/rate + w_max + xp.sqrt((e_min*f/rate - w_max + c*e_min/b_crit)**2 - 4*c*e_min**2*f/(b_crit*rate)) - c*e_min/b_crit)/(e_min*f)
 
 
-def min_time_batch(b_crit, f, rate, c):
+def min_time_batch(b_crit, f, rate, c, xp=math):
     """B minimizing W(B) = S(B)·T(B): sqrt(c·B_crit·rate/f)."""
-    return math.sqrt(b_crit)*math.sqrt(c)*math.sqrt(rate)/math.sqrt(f)
+    return xp.sqrt(b_crit)*xp.sqrt(c)*xp.sqrt(rate)/xp.sqrt(f)
 
 
 def balanced_batch(b_crit):

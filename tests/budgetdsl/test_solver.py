@@ -276,7 +276,7 @@ def test_calibration_is_read_relative_to_the_plan_and_reports_its_source(tmp_pat
     from budgetdsl.plan import noise as noise_source
     stub = _StubCalibration()
     seen = []
-    monkeypatch.setattr(noise_source, "_load_calibration", lambda path, mtime: seen.append(path) or stub)
+    monkeypatch.setattr(noise_source, "_load_calibration", lambda path, mtime, inside: seen.append(path) or stub)
     sol = solve(load_plan(_calibrated_plan(tmp_path, 3.0)))
     assert pathlib.Path(seen[0]).resolve() == (tmp_path / "cal" / "proxy.json").resolve()
     assert sol.frontier.b_crit_tokens == pytest.approx(5e5)
@@ -286,7 +286,7 @@ def test_calibration_is_read_relative_to_the_plan_and_reports_its_source(tmp_pat
 
 def test_a_loss_outside_the_calibration_is_a_located_error(tmp_path, monkeypatch):
     from budgetdsl.plan import noise as noise_source
-    monkeypatch.setattr(noise_source, "_load_calibration", lambda path, mtime: _StubCalibration())
+    monkeypatch.setattr(noise_source, "_load_calibration", lambda path, mtime, inside: _StubCalibration())
     with pytest.raises(PlanError) as exc:
         solve(load_plan(_calibrated_plan(tmp_path, 1.5)))
     (d,) = exc.value.diagnostics
