@@ -17,6 +17,7 @@ from budgetdsl import __version__
 from budgetdsl.commands import COMMANDS
 from budgetdsl.io.exit_codes import ExitCode
 from budgetdsl.io.result_stream import OutputError, results_stdout
+from budgetdsl.io.terminal_text import tell
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -85,10 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         return code
     except KeyboardInterrupt:
-        print("budgetdsl: interrupted", file=sys.stderr)
+        tell("budgetdsl: interrupted")
         return ExitCode.INTERRUPTED
     except OutputError as exc:  # a full disk under `> file`: the user's to act on, not a bug
-        print(exc.line(), file=sys.stderr)
+        tell(exc.line())
         return ExitCode.INVALID
     except BrokenPipeError as exc:
         if not _stdout_closed():
