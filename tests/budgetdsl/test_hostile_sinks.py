@@ -101,6 +101,8 @@ def test_plan_text_and_file_names_reach_no_output_raw(hostile, tmp_path, capsys,
         s.run(f"export --to {to} -o", ["export", plan, "--to", to, "-o", out_file], files=(out_file,))
     s.run("export -o into a missing folder", ["export", plan, "--to", "slurm", "-o",
                                               tmp_path / f"nowhere{hostile}" / "job.sh"])
+    s.run("an unrecognized argument", ["export", plan, "--to", "slurm", hostile])
+    s.run("an invalid choice", ["plan", plan, "--format", hostile])
     s.run("export -o onto the plan", ["export", plan, "--to", "slurm", "-o", plan])
     for fmt in ("text", "csv", "json"):
         s.run(f"sweep --format {fmt}", ["sweep", plan, "--format", fmt, "--set", "hardware.gpus=16,32",
