@@ -12,18 +12,28 @@ import importlib
 import os
 import sys
 import textwrap
+from typing import NoReturn
 
 from budgetdsl import __version__
 from budgetdsl.commands import COMMANDS
 from budgetdsl.io.exit_codes import ExitCode
 from budgetdsl.io.result_stream import OutputError, results_stdout
+from budgetdsl.io.terminal_text import inert, tell
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse quotes most of what it was given with repr(), but not all ("unrecognized
+    arguments: ..."): its messages go out inert, as every other message on stderr."""
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        super().exit(status, inert(message) if message else message)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser: every command, or with `only`, that command alone (main() passes
     the command that argv names, so `budgetdsl plan` neither imports nor compiles the modules of
     calibrate, sweep, tui, ...; the chosen command parses exactly as in the full parser)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="budgetdsl",
         description="Plan the budget of a training run on the critical-batch frontier.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -85,10 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         return code
     except KeyboardInterrupt:
-        print("budgetdsl: interrupted", file=sys.stderr)
+        tell("budgetdsl: interrupted")
         return ExitCode.INTERRUPTED
     except OutputError as exc:  # a full disk under `> file`: the user's to act on, not a bug
-        print(exc.line(), file=sys.stderr)
+        tell(exc.line())
         return ExitCode.INVALID
     except BrokenPipeError as exc:
         if not _stdout_closed():

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
+from budgetdsl.io.terminal_text import tell
 from budgetdsl.plan.diagnostics import PlanError
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ def load_or_report(path: str) -> Plan | None:
     except PlanError as exc:
         exc.report()
     except OSError as exc:
-        print(f"{path}: error[io]: {exc.strerror or exc}", file=sys.stderr)
+        tell(f"{path}: error[io]: {exc.strerror or exc}")
     return None
 
 

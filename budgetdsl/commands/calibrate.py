@@ -17,6 +17,7 @@ from pathlib import Path
 
 from budgetdsl.commands._common import extra_hint
 from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.io.terminal_text import tell
 
 GPT_SIZES = "gpt-nano|gpt-micro|gpt-mini|gpt-small|gpt2-124m"  # calibrate.model.SIZES (a test checks)
 
@@ -191,11 +192,11 @@ def _torch_missing(prog: str, quiet: bool = False) -> bool:
     takes seconds, so a first line on stderr says what the wait is (not under --quiet, and on
     rank 0 only)."""
     if not quiet and _is_main():
-        print(f"{prog}: loading torch...", file=sys.stderr, flush=True)
+        tell(f"{prog}: loading torch...", flush=True)
     try:
         import torch  # noqa: F401
     except ImportError:
-        print(f"{prog}: needs PyTorch; {extra_hint('calibrate')}", file=sys.stderr)
+        tell(f"{prog}: needs PyTorch; {extra_hint('calibrate')}")
         return True
     return False
 
@@ -214,20 +215,20 @@ def run_sweep(args: argparse.Namespace) -> int:
         if args.plot is not None:
             _writable(args.plot, "--plot")
     except (TypeError, ValueError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        tell(f"{prog}: error: {exc}")
         return ExitCode.INVALID
     if args.plot is not None and args.plot.suffix.lower() not in (".svg", ".png"):
-        print(f"{prog}: error: --plot {args.plot}: the picture is .svg or .png", file=sys.stderr)
+        tell(f"{prog}: error: --plot {args.plot}: the picture is .svg or .png")
         return ExitCode.INVALID
     started = time.perf_counter()
-    log = None if args.quiet else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    log = None if args.quiet else (lambda msg: tell(f"  {msg}", flush=True))
     try:
         outcome = sweep(cfg, args.out, command=tuple(_sweep_command(cfg)), log=log)
     except UsageError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        tell(f"{prog}: error: {exc}")
         return ExitCode.INVALID
     except OSError as exc:
-        print(f"{prog}: error: {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        tell(f"{prog}: error: {exc.filename or args.out}: {exc.strerror or exc}")
         return ExitCode.INVALID
     sw = outcome.calibration.sweep
     if args.plot is not None:
@@ -236,19 +237,19 @@ def run_sweep(args: argparse.Namespace) -> int:
 
             draw(sw, str(args.plot))
         except ImportError:
-            print(f"{prog}: --plot needs matplotlib; {extra_hint('plot')}", file=sys.stderr)
+            tell(f"{prog}: --plot needs matplotlib; {extra_hint('plot')}")
             return ExitCode.INVALID
         except OSError as exc:  # checked before the runs; the folder can still go away meanwhile
-            print(f"{prog}: error: --plot {args.plot}: {exc.strerror or exc}", file=sys.stderr)
+            tell(f"{prog}: error: --plot {args.plot}: {exc.strerror or exc}")
             return ExitCode.INVALID
     if not args.quiet:
         print(render_sweep(outcome.calibration, outcome.path, time.perf_counter() - started,
                            plot=args.plot))
     if outcome.status == "interrupted":
-        print(f"{prog}: interrupted; the runs measured so far are in {outcome.path}", file=sys.stderr)
+        tell(f"{prog}: interrupted; the runs measured so far are in {outcome.path}")
         return ExitCode.INTERRUPTED
     if sw.fit is None:
-        print(f"{prog}: no frontier fit: {sw.fit_error}", file=sys.stderr)
+        tell(f"{prog}: no frontier fit: {sw.fit_error}")
         return ExitCode.NO
     return ExitCode.OK
 
@@ -352,20 +353,20 @@ def run(args: argparse.Namespace) -> int:
         cfg.validate()
         _writable(args.out)
     except (TypeError, ValueError) as exc:
-        print(f"budgetdsl calibrate: error: {exc}", file=sys.stderr)
+        tell(f"budgetdsl calibrate: error: {exc}")
         return ExitCode.INVALID
     started = time.perf_counter()
     try:
         outcome = calibrate(cfg, args.out, resume=args.resume, quiet=args.quiet, command=_command(cfg))
     except UsageError as exc:
-        print(f"budgetdsl calibrate: error: {exc}", file=sys.stderr)
+        tell(f"budgetdsl calibrate: error: {exc}")
         return ExitCode.INVALID
     except OSError as exc:  # an unwritable --out, a full disk: say which file, no traceback
-        print(f"budgetdsl calibrate: error: {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        tell(f"budgetdsl calibrate: error: {exc.filename or args.out}: {exc.strerror or exc}")
         return ExitCode.INVALID
     if outcome.status == "failed":
-        print(f"budgetdsl calibrate: error: {outcome.calibration.stop_reason}", file=sys.stderr)
-        print(f"  a partial calibration was written to {outcome.path}", file=sys.stderr)
+        tell(f"budgetdsl calibrate: error: {outcome.calibration.stop_reason}")
+        tell(f"  a partial calibration was written to {outcome.path}")
         return ExitCode.NO
     if not args.quiet and _is_main():
         print(render_summary(outcome.calibration, outcome.path, time.perf_counter() - started))

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.io.terminal_text import tell
 from budgetdsl.plan.diagnostics import Diagnostic, PlanError
 
 
@@ -115,29 +115,29 @@ def run(args: argparse.Namespace) -> int:
     else:
         for path, diagnostics in results.items():
             if diagnostics and path in reached:
-                print(f"{path}: extends {reached[path]}, which changed:", file=sys.stderr)
+                tell(f"{path}: extends {reached[path]}, which changed:")
             for d in diagnostics:
-                print(d.format(), file=sys.stderr)
+                tell(d.format())
             if path in reached.values() and any(d.code == "missing-key" for d in diagnostics):
-                print(f"  note: plans extend {path}; if it is a base fragment, mark it with "
-                      "'fragment: true' (docs/pr-workflow.md)", file=sys.stderr)
+                tell(f"  note: plans extend {path}; if it is a base fragment, mark it with "
+                      "'fragment: true' (docs/pr-workflow.md)")
         for path, reasons in infeasible.items():
-            print(f"{path}: infeasible: " + "; ".join(reasons), file=sys.stderr)
+            tell(f"{path}: infeasible: " + "; ".join(reasons))
         if not args.quiet:
             n = len(results)
             if invalid:
                 count = sum(len(d) for d in results.values())
-                print(f"{len(invalid)} of {n} plan{'s' if n != 1 else ''} invalid "
-                      f"({count} problem{'s' if count != 1 else ''})", file=sys.stderr)
+                tell(f"{len(invalid)} of {n} plan{'s' if n != 1 else ''} invalid "
+                      f"({count} problem{'s' if count != 1 else ''})")
             elif infeasible:
-                print(f"{len(infeasible)} of {n} plan{'s' if n != 1 else ''} infeasible", file=sys.stderr)
+                tell(f"{len(infeasible)} of {n} plan{'s' if n != 1 else ''} infeasible")
             else:
                 notes = [f"{len(fragments)} base fragment{'s' if len(fragments) != 1 else ''}"] if fragments else []
                 if reached:
                     extends = "it extends" if len(reached) == 1 else "they extend"
                     notes.append(f"{len(reached)} checked because {extends} a given file")
-                print(f"{n} plan{'s' if n != 1 else ''} valid" + (" and feasible" if args.solve else "")
-                      + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
+                tell(f"{n} plan{'s' if n != 1 else ''} valid" + (" and feasible" if args.solve else "")
+                      + (f" ({'; '.join(notes)})" if notes else ""))
     if crashes:  # every file was checked; the first crash gets the one-line report, last
         from budgetdsl.io.crash_report import report_internal_error
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.io.terminal_text import tell
 
 SHELLS = ("bash", "zsh", "fish")
 # Arguments that name files or folders, by metavar: they complete to paths.
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import shtab  # noqa: F401
     except ImportError:
-        print("budgetdsl completion: needs shtab: pip install shtab", file=sys.stderr)
+        tell("budgetdsl completion: needs shtab: pip install shtab")
         return ExitCode.INVALID
     sys.stdout.write(script(args.shell))
     return ExitCode.OK

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.io.terminal_text import tell
 from budgetdsl.plan.diagnostics import PlanError
 
 
@@ -91,27 +92,26 @@ def _base_diff(args: argparse.Namespace):
         root = repo_root()
         commit = resolve_revision(args.base)
     except GitError as exc:
-        print(f"budgetdsl diff: {exc}", file=sys.stderr)
+        tell(f"budgetdsl diff: {exc}")
         return None
     paths = args.paths or (["plans"] if Path("plans").is_dir() else ["."])
     rel_paths = [os.path.relpath(os.path.abspath(p), root) for p in paths]
     for path, rel in zip(paths, rel_paths):
         if rel == os.pardir or rel.startswith(os.pardir + os.sep):
-            print(f"budgetdsl diff: {path}: outside the repository {root} (--base compares paths "
-                  "inside the git work tree)", file=sys.stderr)
+            tell(f"budgetdsl diff: {path}: outside the repository {root} (--base compares paths "
+                  "inside the git work tree)")
             return None
     old_opener, new_opener = opener_at(commit, root), _confined_reader(root)
     candidates: set[str] = set()
     try:
         tracked = files_at(commit, root, rel_paths)
     except GitError as exc:  # a path git refuses (e.g. unknown pathspec magic, `:(x)plans`)
-        print(f"budgetdsl diff: {exc}", file=sys.stderr)
+        tell(f"budgetdsl diff: {exc}")
         return None
     for path, rel in zip(paths, rel_paths):  # a misspelt path must not compare nothing and pass
         if not os.path.lexists(path) and not any(rel in (".", t) or t.startswith(rel.rstrip("/") + "/")
                                                  for t in tracked):
-            print(f"budgetdsl diff: {path}: no such file or folder in the work tree or at {shown_ref(args.base)}",
-                  file=sys.stderr)
+            tell(f"budgetdsl diff: {path}: no such file or folder in the work tree or at {shown_ref(args.base)}")
             return None
     for rel in tracked:
         candidates.add(os.path.relpath(root / rel))
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     if args.base is None and len(args.files) != 2:
-        print("budgetdsl diff: give two plan files, or --base REF [PATHS]", file=sys.stderr)
+        tell("budgetdsl diff: give two plan files, or --base REF [PATHS]")
         return ExitCode.INVALID
     if args.base is not None:
         args.paths = args.files
@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     if any(d.problems for d in diffs):
         for d in diffs:
             for problem in d.problems:
-                print(inert(problem), file=sys.stderr)
+                tell(problem)
         return ExitCode.INVALID
     return ExitCode.NO if any(d.regressed for d in diffs) else ExitCode.OK
 

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.io.terminal_text import tell
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,42 +35,41 @@ def run(args: argparse.Namespace) -> int:
     if not solution.feasible:
         from budgetdsl.exports.spec import infeasible_reason
 
-        print(f"{args.plan}: error[infeasible]: plan {plan.name!r} is infeasible; nothing exported",
-              file=sys.stderr)
-        print(f"  hint: {infeasible_reason(solution)}", file=sys.stderr)
+        tell(f"{args.plan}: error[infeasible]: plan {plan.name!r} is infeasible; nothing exported")
+        tell(f"  hint: {infeasible_reason(solution)}")
         return ExitCode.NO
     fmt = FORMATS[args.to]
     try:
         spec = launch_spec(plan, solution)
         text = export(spec, args.to)
     except ExportError as exc:
-        print(f"{args.plan}: error[export]: {exc}", file=sys.stderr)
+        tell(f"{args.plan}: error[export]: {exc}")
         return ExitCode.INVALID
     if not args.quiet:
         for d in spec.defaults_for(fmt.uses):
-            print(f"{args.plan}: note[defaulted]: {d}", file=sys.stderr)
+            tell(f"{args.plan}: note[defaulted]: {d}")
         for w in spec.warnings:
-            print(f"{args.plan}: warning[export]: {w}", file=sys.stderr)
+            tell(f"{args.plan}: warning[export]: {w}")
         schedule = schedule_warning(spec, args.to)
         if schedule:
-            print(f"{args.plan}: warning[batch-schedule]: {schedule}", file=sys.stderr)
+            tell(f"{args.plan}: warning[batch-schedule]: {schedule}")
     if args.output and args.output != "-":
         reads = _files_read(plan, args.plan)
         if any(_same_file(args.output, f) for f in reads):
-            print(f"{args.output}: error[io]: is a file of the plan ({', '.join(sorted(reads))}); "
-                  "nothing written", file=sys.stderr)
+            tell(f"{args.output}: error[io]: is a file of the plan ({', '.join(sorted(reads))}); "
+                  "nothing written")
             suffix = {"slurm": "sbatch", "torchrun": "sh", "megatron": "sh", "deepspeed": "json",
                       "hf": "json"}.get(args.to, "yaml")
-            print(f"  hint: name another file, e.g. -o job.{suffix}", file=sys.stderr)
+            tell(f"  hint: name another file, e.g. -o job.{suffix}")
             return ExitCode.INVALID
         try:
             from budgetdsl.io.atomic_write import NotAFile, write_file
 
             write_file(args.output, text, mode=0o755 if args.to in ("slurm", "torchrun") else 0o644)
         except OSError as exc:
-            print(f"{args.output}: error[io]: {exc.strerror or exc}", file=sys.stderr)
+            tell(f"{args.output}: error[io]: {exc.strerror or exc}")
             if isinstance(exc, NotAFile):
-                print("  hint: name a regular file, or leave out -o to write to stdout", file=sys.stderr)
+                tell("  hint: name a regular file, or leave out -o to write to stdout")
             return ExitCode.INVALID
     else:
         sys.stdout.write(text)

@@ -15,6 +15,7 @@ import sys
 
 from budgetdsl.commands._common import extra_hint
 from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.io.terminal_text import tell
 from budgetdsl.plan.diagnostics import PlanError
 
 
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.plans:
             return ExitCode.OK
     if not args.plans:
-        print("budgetdsl plan: error: give one or more plan files (or --list-gpus)", file=sys.stderr)
+        tell("budgetdsl plan: error: give one or more plan files (or --list-gpus)")
         return ExitCode.INVALID
 
     from budgetdsl.plan.loader import load_plan
@@ -44,17 +45,17 @@ def run(args: argparse.Namespace) -> int:
     from budgetdsl.solve.solver import solve
 
     if args.plot and len(args.plans) > 1 and "{name}" not in args.plot:
-        print("budgetdsl plan: error: with several plans, --plot needs '{name}' in the path, "
-              "e.g. --plot 'docs/{name}.svg'", file=sys.stderr)
+        tell("budgetdsl plan: error: with several plans, --plot needs '{name}' in the path, "
+              "e.g. --plot 'docs/{name}.svg'")
         return ExitCode.INVALID
     if args.plot and not args.plot.endswith((".svg", ".png")):
-        print("budgetdsl plan: error: --plot writes .svg or .png", file=sys.stderr)
+        tell("budgetdsl plan: error: --plot writes .svg or .png")
         return ExitCode.INVALID
     if args.plot:
         try:
             import matplotlib  # noqa: F401 - only to say which extra is missing
         except ImportError:
-            print(f"budgetdsl plan: --plot needs matplotlib; {extra_hint('plot')}", file=sys.stderr)
+            tell(f"budgetdsl plan: --plot needs matplotlib; {extra_hint('plot')}")
             return ExitCode.INVALID
 
     code = ExitCode.OK
@@ -69,11 +70,11 @@ def run(args: argparse.Namespace) -> int:
             code = ExitCode.INVALID
             continue
         except OSError as exc:
-            print(f"{path}: error[io]: {exc.strerror or exc}", file=sys.stderr)
+            tell(f"{path}: error[io]: {exc.strerror or exc}")
             code = ExitCode.INVALID
             continue
         for warning in solution.warnings:  # located, like errors; they do not change the exit code
-            print(warning.format(), file=sys.stderr)
+            tell(warning.format())
         if not solution.feasible and code == ExitCode.OK:
             code = ExitCode.NO
         picture = None
@@ -83,12 +84,11 @@ def run(args: argparse.Namespace) -> int:
             except ValueError as exc:  # two plans of one name: one picture would replace the other
                 from budgetdsl.io.terminal_text import inert
 
-                print(inert(f"{path}: error[plot]: {exc}", keep_lines=False), file=sys.stderr)
+                tell(inert(f"{path}: error[plot]: {exc}", keep_lines=False))
                 code = ExitCode.INVALID
             except OSError as exc:  # a read-only disk, a folder that cannot be made
                 where = exc.filename or args.plot
-                print(f"{where}: error[io]: cannot write the picture: {exc.strerror or exc}",
-                      file=sys.stderr)
+                tell(f"{where}: error[io]: cannot write the picture: {exc.strerror or exc}")
                 code = ExitCode.INVALID
         if args.format == "json":
             dumps.append(solution.model_dump(mode="json"))

@@ -170,8 +170,11 @@ def run(args: argparse.Namespace) -> int:
         # JSON prints whole solutions (the scalar path); the table and CSV print summaries, which
         # the vectorized kernel computes for the rows it can decide (budgetdsl.solve.sweep_kernel)
         rows = iter_sweep(source, settings, full=args.format == "json")
+        from budgetdsl.io.terminal_text import inert, json_text  # --set values: shown, not obeyed
+
+        escape = json_text if args.format == "json" else inert
         for piece in render(_reported(rows, invalid), settings):
-            sys.stdout.write(piece)
+            sys.stdout.write(escape(piece))
         if invalid:
             return ExitCode.INVALID
     except PlanError as exc:

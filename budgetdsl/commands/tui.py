@@ -10,17 +10,17 @@ refuses it the app exits at once and the same report follows, once the terminal 
 from __future__ import annotations
 
 import argparse
-import sys
 
 from budgetdsl.commands._common import extra_hint
 from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.io.terminal_text import tell
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         import textual  # noqa: F401
     except ImportError:
-        print(f"budgetdsl tui: the terminal UI needs Textual; {extra_hint('tui')}", file=sys.stderr)
+        tell(f"budgetdsl tui: the terminal UI needs Textual; {extra_hint('tui')}")
         return ExitCode.INVALID
     from budgetdsl.plan.diagnostics import PlanError
     from budgetdsl.tui.app import make_app
@@ -31,12 +31,12 @@ def run(args: argparse.Namespace) -> int:
         exc.report()
         return ExitCode.INVALID
     except OSError as exc:
-        print(f"{args.plan}: error[io]: {exc.strerror or exc}", file=sys.stderr)
+        tell(f"{args.plan}: error[io]: {exc.strerror or exc}")
         return ExitCode.INVALID
     app.run()
     if getattr(app, "not_interactive", False):
-        print("budgetdsl tui: needs an interactive terminal: it reads keys from stdin and draws on "
-              "stderr, and one of them is not a terminal", file=sys.stderr)
+        tell("budgetdsl tui: needs an interactive terminal: it reads keys from stdin and draws on "
+              "stderr, and one of them is not a terminal")
         return ExitCode.INVALID
     refused = getattr(app, "launch_error", None)  # the solver refused the plan as loaded
     if refused is not None:

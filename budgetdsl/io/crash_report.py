@@ -18,6 +18,7 @@ import time
 import traceback
 
 from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.io.terminal_text import tell
 
 TRACEBACK_DIR_ENV = "BUDGETDSL_TRACEBACK_DIR"
 MESSAGE_CHARS = 200  # of the exception's message on the one line; the file has all of it
@@ -54,9 +55,8 @@ def report_internal_error(exc: BaseException, argv: list[str] | None = None) -> 
     try:
         path = write_traceback(exc, argv)
     except OSError as io_error:
-        print(f"{head}; could not write the traceback ({io_error.strerror or io_error}), so here it is:",
-              file=sys.stderr)
-        traceback.print_exception(exc, file=sys.stderr)
+        tell(f"{head}; could not write the traceback ({io_error.strerror or io_error}), so here it is:")
+        tell("".join(traceback.format_exception(exc)).rstrip("\n"))
     else:
-        print(f"{head}; traceback written to {path}", file=sys.stderr)
+        tell(f"{head}; traceback written to {path}")
     return ExitCode.INTERNAL

@@ -10,6 +10,7 @@ scripts: exports/_text.)
 from __future__ import annotations
 
 import re
+import sys
 
 # C0 controls but tab and newline, DEL, C1, the Arabic letter mark, zero-width and direction marks,
 # line/paragraph separators, bidi embeddings, overrides and isolates, word joiner..., the BOM.
@@ -28,6 +29,12 @@ def inert(text: str, keep_lines: bool = True) -> str:
     stay (a report's own layout), otherwise they are escaped too (a file name, a one-line value)."""
     text = _CONTROL.sub(_escaped, text)
     return text if keep_lines else _LAYOUT.sub(_escaped, text)
+
+
+def tell(text: str, flush: bool = False) -> None:
+    """Print a message for people on stderr, inert: the one way commands write to it, so that a
+    file name, a ref or a value given on the command line is shown, never obeyed."""
+    print(inert(text), file=sys.stderr, flush=flush)
 
 
 def json_text(text: str) -> str:

@@ -18,6 +18,24 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from budgetdsl.plan.diagnostics import Location
+from budgetdsl.plan.model import (
+    MAX_BATCH,
+    MAX_BYTES,
+    MAX_FLOP_RATE,
+    MAX_FLOPS_PER_TOKEN,
+    MAX_GPUS,
+    MAX_LOSS,
+    MAX_MICRO_BATCH,
+    MAX_PARAMS,
+    MAX_SECONDS,
+    MAX_SEQ_LEN,
+    MAX_STEPS,
+    MAX_TOKENS,
+    MAX_VOCAB,
+    MIN_LOSS,
+)
+
 SCHEMA_VERSION: Final = 1
 FIT_FORM: Final = "B_crit(L) = B_star / L**(1/alpha)"
 # How far outside the measured loss range b_crit_tokens_at answers without `extrapolate`:
@@ -300,7 +318,8 @@ class CalibrationFile(_Model):
         x = math.log(loss)
         (vaa, vap), (_, vpp) = f.cov
         var = vaa - 2.0 * x * vap + x * x * vpp  # d ln B / d(ln B*, 1/α) = (1, −ln L)
-        return f.b_star_tokens / loss ** (1.0 / f.alpha), math.sqrt(max(var, 0.0))
+        # ln B_crit = ln B* − ln L / α, in log space: L^(1/α) overflows for a small α.
+        return _in_range(math.log(f.b_star_tokens) - x / f.alpha, loss), math.sqrt(max(var, 0.0))
 
     def _sweep_b_crit(self, loss: float, extrapolate: bool) -> tuple[float, float]:
         sw = self.sweep
@@ -323,13 +342,14 @@ class CalibrationFile(_Model):
                              f"this calibration has no B_simple law ({self.fit_error})")
         law_here, rel_here = self.b_crit_tokens_at(loss, extrapolate=True)
         law_there, _ = self.b_crit_tokens_at(target, extrapolate=True)
-        return b * law_here / law_there, math.hypot(rel, rel_here)
+        return _in_range(math.log(b) + math.log(law_here) - math.log(law_there), loss), math.hypot(rel, rel_here)
 
     def _point_estimate(self, loss: float) -> tuple[float, float]:
         s = self.summary
         why = f"this calibration has no fit ({self.fit_error or 'no usable trajectory'})"
-        if s is None or not s.b_simple_tokens or s.ci_low_tokens is None or s.ci_high_tokens is None:
-            raise ValueError(f"{why} and no bounded B_simple estimate")
+        if (s is None or s.b_simple_tokens is None or s.b_simple_tokens <= 0 or s.ci_low_tokens is None
+                or s.ci_high_tokens is None or s.ci_high_tokens <= 0):
+            raise ValueError(f"{why} and no bounded, positive B_simple estimate")
         if abs(loss - s.loss) > RANGE_MARGIN_MIN * s.loss:
             raise ValueError(
                 f"{why}; it measured B_simple only at loss {s.loss:.4g}, not at {loss:g} "
@@ -350,6 +370,16 @@ class CalibrationFile(_Model):
             f"B_simple calibration of {p.model.name} ({p.model.n_params:,} params) on {p.data.kind} "
             f"data, {len(self.raw.step)} steps, seed {p.seed}"
         )
+
+
+def _in_range(log_b: float, loss: float) -> float:
+    """B_crit = exp(log_b) tokens, or ValueError where a fit read at `loss` exceeds the largest
+    batch a plan may hold (MAX_BATCH, budgetdsl.plan.model). Too small a B_crit is the transfer
+    check's (below one sequence of the target, budgetdsl.plan.noise)."""
+    if math.isnan(log_b) or log_b > math.log(MAX_BATCH):
+        raise ValueError(f"the calibration's B_crit at loss {loss:g} is e^{log_b:.4g} tokens, more than "
+                         f"{MAX_BATCH:.0e} tokens: the fit does not describe this loss")
+    return math.exp(log_b)
 
 
 def _z(confidence: float) -> float:
@@ -413,16 +443,147 @@ def parse_calibration(text: str, path: str | os.PathLike) -> CalibrationFile:
             f"{path}: calibration schema_version {version!r} is not supported (this budgetdsl reads "
             f"version {SCHEMA_VERSION}); re-run `budgetdsl calibrate`"
         )
+    bad = _non_finite(data)
+    if bad is not None:
+        raise _located(text, path, [(bad, "is not a finite number (NaN, Infinity or out of a "
+                                          "double's range)")])
     try:
-        return CalibrationFile.model_validate(data)
+        cal = CalibrationFile.model_validate(data)
     except RecursionError:
         raise CalibrationFileError(f"{path}: not a calibration file (JSON nested too deeply)") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise CalibrationFileError(
-            f"{path}: invalid calibration file at {where}: {first['msg']} ({exc.error_count()} error(s))"
-        ) from None
+            f"{_key_location(text, tuple(first['loc']), os.fspath(path))}: invalid calibration file at "
+            f"{where}: {first['msg']} ({exc.error_count()} error(s))") from None
+    problems = number_problems(cal)
+    if problems:
+        raise _located(text, path, problems)
+    return cal
+
+
+# The file is as untrusted as a plan: every number the planner reads from it passes the plan's
+# own gate (finite, and inside the physical ranges of budgetdsl.plan.model), so a hand-edited
+# `alpha: 0` or `b_star_tokens: 1e308` is a located input error, never a crash or a nonsense plan.
+_Key = tuple[str | int, ...]
+_UNIT = (0.0, 1.0)
+
+
+def _non_finite(data: Any) -> _Key | None:
+    """The path of the first NaN or infinity in parsed JSON (`NaN`, `Infinity`, `1e999`), or None.
+    The trajectory is exempt: a point without a finite B_simple is skipped where it is read
+    (budgetdsl.solve.batch_ramp), as a measurement with |G|² ≤ 0 is."""
+    stack: list[tuple[_Key, Any]] = [(("trajectory",), None)] + [((k,), v) for k, v in data.items()
+                                                                  if k != "trajectory"]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return key
+        if isinstance(value, dict):
+            stack.extend(((*key, k), v) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend(((*key, i), v) for i, v in reversed(list(enumerate(value))))
+    return None
+
+
+def _bound(problems: list[tuple[_Key, str]], key: _Key, value: float | None, lo: float, hi: float,
+           *, above: bool = False, below: bool = False) -> None:
+    """Record a problem where `value` (None: absent) is outside [lo, hi]; `above`/`below` exclude
+    the bound itself."""
+    if value is None:
+        return
+    low_ok = value > lo if above else value >= lo
+    high_ok = value < hi if below else value <= hi
+    if not (low_ok and high_ok):
+        span = (f"{'>' if above else '≥'} {lo:g}" if math.isinf(hi)
+                else f"in {'(' if above else '['}{lo:g}, {hi:g}{')' if below else ']'}")
+        problems.append((key, f"is {value!r}; its physical range is {span}"))
+
+
+def number_problems(cal: CalibrationFile) -> list[tuple[_Key, str]]:
+    """(key, message) for every number the planner reads that is outside its physical range."""
+    out: list[tuple[_Key, str]] = []
+    p = cal.provenance
+    m, b, e = ("provenance", "model"), ("provenance", "batch"), ("provenance", "estimator")
+    _bound(out, (*m, "n_params"), p.model.n_params, 1, MAX_PARAMS)
+    _bound(out, (*m, "flops_per_token"), p.model.flops_per_token, 1, MAX_FLOPS_PER_TOKEN)
+    _bound(out, ("provenance", "data", "vocab_size"), p.data.vocab_size, 1, MAX_VOCAB)
+    _bound(out, ("provenance", "optimizer", "warmup_steps"), p.optimizer.warmup_steps, 0, MAX_STEPS)
+    _bound(out, (*b, "global_batch_examples"), p.batch.global_batch_examples, 1, MAX_BATCH)
+    _bound(out, (*b, "micro_batch_examples"), p.batch.micro_batch_examples, 1, MAX_BATCH)
+    _bound(out, (*b, "world_size"), p.batch.world_size, 1, MAX_GPUS)
+    _bound(out, (*b, "tokens_per_example"), p.batch.tokens_per_example, 1, MAX_SEQ_LEN)
+    _bound(out, (*e, "ema_beta"), p.estimator.ema_beta, *_UNIT, above=True)  # 1: the plain mean
+    _bound(out, (*e, "confidence"), p.estimator.confidence, *_UNIT, above=True, below=True)
+    if (f := cal.fit) is not None:
+        _bound(out, ("fit", "b_star_tokens"), f.b_star_tokens, 1, MAX_BATCH)
+        # B_crit falls as the loss falls (McCandlish et al. 2018 fig. 7; Kaplan et al. 2020 eq. 1.4):
+        # a positive alpha. Its size is bounded where the law is read (`_in_range`).
+        _bound(out, ("fit", "alpha"), f.alpha, 0, math.inf, above=True)
+        _bound(out, ("fit", "alpha_se"), f.alpha_se, 0, math.inf)
+        _bound(out, ("fit", "cov", 0, 0), f.cov[0][0], 0, math.inf)  # variances
+        _bound(out, ("fit", "cov", 1, 1), f.cov[1][1], 0, math.inf)
+        _bound(out, ("fit", "loss_min"), f.loss_min, MIN_LOSS, MAX_LOSS)
+        _bound(out, ("fit", "loss_max"), f.loss_max, max(MIN_LOSS, f.loss_min), MAX_LOSS)
+        _bound(out, ("fit", "n_points"), f.n_points, 1, MAX_STEPS)
+        _bound(out, ("fit", "reduced_chi2"), f.reduced_chi2, 0, math.inf)
+    if (s := cal.summary) is not None:
+        _bound(out, ("summary", "loss"), s.loss, MIN_LOSS, MAX_LOSS)
+        _bound(out, ("summary", "confidence"), s.confidence, *_UNIT, above=True, below=True)
+        for name in ("b_simple_tokens", "ci_low_tokens", "ci_high_tokens"):
+            _bound(out, ("summary", name), getattr(s, name), -MAX_BATCH, MAX_BATCH)
+    if (sw := cal.sweep) is not None:
+        _bound(out, ("sweep", "target_loss"), sw.target_loss, MIN_LOSS, MAX_LOSS)
+        if (sf := sw.fit) is not None:
+            _bound(out, ("sweep", "fit", "b_crit_tokens"), sf.b_crit_tokens, 1, MAX_BATCH)
+            _bound(out, ("sweep", "fit", "b_crit_rel_se"), sf.b_crit_rel_se, 0, math.inf)
+            _bound(out, ("sweep", "fit", "confidence"), sf.confidence, *_UNIT, above=True, below=True)
+    hw = cal.hardware
+    _bound(out, ("hardware", "world_size"), hw.world_size, 1, MAX_GPUS)
+    _bound(out, ("hardware", "step_time_s"), hw.step_time_s, 0, MAX_SECONDS, above=True)
+    _bound(out, ("hardware", "tokens_per_s"), hw.tokens_per_s, 0, MAX_TOKENS, above=True)
+    _bound(out, ("hardware", "examples_per_s"), hw.examples_per_s, 0, MAX_TOKENS, above=True)
+    if hw.tokens_per_s and p.model.flops_per_token and not out:  # the report's TFLOP/s per device
+        _bound(out, ("hardware", "tokens_per_s"),
+               hw.tokens_per_s * p.model.flops_per_token / hw.world_size, 0, MAX_FLOP_RATE)
+    for i, point in enumerate(hw.memory):
+        _bound(out, ("hardware", "memory", i, "micro_batch_examples"), point.micro_batch_examples, 1,
+               MAX_MICRO_BATCH)
+        _bound(out, ("hardware", "memory", i, "peak_bytes"), point.peak_bytes, 0, MAX_BYTES)
+    return out
+
+
+def _located(text: str, path: str | os.PathLike, problems: list[tuple[_Key, str]]) -> CalibrationFileError:
+    """The first problem at file:line:col of its key (where the JSON parses as YAML, which holds
+    the positions), with the count of the others."""
+    key, message = problems[0]
+    more = f" ({len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+    dotted = ".".join(str(k) for k in key) or "the top level"
+    return CalibrationFileError(f"{_key_location(text, key, os.fspath(path))}: {dotted} {message}{more}")
+
+
+def _key_location(text: str, key: _Key, filename: str) -> Location:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        node = yaml.compose(text, Loader=loader)
+    except yaml.YAMLError:
+        return Location(filename)
+    mark = node.start_mark if node is not None else None
+    for part in key:
+        if isinstance(node, yaml.MappingNode):
+            found = next(((k, v) for k, v in node.value if k.value == str(part)), None)
+            if found is None:
+                break
+            mark, node = found[0].start_mark, found[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = node.value[part]
+            mark = node.start_mark
+        else:
+            break
+    return Location(filename, mark.line + 1, mark.column + 1) if mark is not None else Location(filename)
 
 
 def write_calibration(path: str | os.PathLike, calibration: CalibrationFile) -> None:

@@ -233,6 +233,16 @@ def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Di
     if errors:
         raise PlanError(errors)
     warnings: list[Diagnostic] = []
+    # A partial file (Ctrl-C, a failed measurement) is read, loudly: what it measured is valid.
+    if getattr(cal, "interrupted", False) or getattr(getattr(cal, "sweep", None), "interrupted", False):
+        from budgetdsl.plan.yaml_source import excerpt
+
+        warnings.append(plan_warning(
+            plan, ("noise", "calibration"), "calibration-interrupted",
+            f"calibration {name!r} is a partial file: its run was interrupted "
+            f"({excerpt(getattr(cal, 'stop_reason', None) or 'no reason recorded', 80)}), so B_crit rests on "
+            "fewer measured steps than the run asked for",
+            "finish it with `budgetdsl calibrate ... --resume` (the same command and --out)"))
     data = getattr(prov, "data", None)
     vocab = getattr(plan.model, "vocab", None)
     cal_vocab = getattr(data, "vocab_size", None)
