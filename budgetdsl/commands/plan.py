@@ -161,6 +161,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--list-gpus", action="store_true", help="print the GPU presets and their sources")
     p.add_argument("--plot", metavar="PATH", help="draw the frontier picture to PATH (.svg or .png; "
                    "'{name}' stands for the plan's name); Markdown output links it")
-    p.add_argument("--plot-axes", choices=("flops-wallclock", "tokens-steps"), default="flops-wallclock",
-                   help="the picture's axes (default: FLOPs against wall clock)")
+    p.add_argument("--plot-axes", choices=("flops-wallclock", "tokens-steps"), default="tokens-steps",
+                   help="the frontier panel's axes (default: tokens against steps)")
     p.set_defaults(handler=run)

@@ -18,16 +18,23 @@ _MANTISSAS = ((1.0,), (1.0, 3.0), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0, 7.0))
 
 def new_figure() -> tuple[Any, Any]:
     """A figure and log-log axes of the size every report picture has."""
+    fig, axes = new_panels(1)
+    return fig, axes[0]
+
+
+def new_panels(panels: int) -> tuple[Any, list[Any]]:
+    """A figure of `panels` log-log axes side by side, each the size of one report picture."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     plt.rcParams["svg.hashsalt"] = "budgetdsl"
-    fig, ax = plt.subplots(figsize=(7.5, 5.0), dpi=110)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    return fig, ax
+    fig, axes = plt.subplots(1, panels, figsize=(7.5 * panels, 5.0), dpi=110, squeeze=False)
+    for ax in axes[0]:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    return fig, list(axes[0])
 
 
 def log_ticks(lo: float, hi: float, room: int = 8) -> list[float]:

@@ -1,5 +1,6 @@
-"""The frontier picture: the curve is the frontier, the arc is what the limits allow, and the SVG
-is byte-for-byte reproducible (it is committed next to plans)."""
+"""The frontier picture: the hyperbola of tokens against steps with its asymptotes, the limits
+where the plan puts them, the run where the solver put it, the Pareto front where the GPU count
+was searched; the SVG is byte-for-byte reproducible (it is committed next to plans)."""
 
 import math
 import pathlib
@@ -7,7 +8,13 @@ import pathlib
 import pytest
 
 from budgetdsl.plan.loader import load_plan
-from budgetdsl.report.frontier_plot import draw, feasible_batches, frontier_curve
+from budgetdsl.report.frontier_plot import (
+    draw,
+    feasible_batches,
+    frontier_curve,
+    frontier_panel,
+    pareto_front,
+)
 from budgetdsl.solve.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -18,14 +25,67 @@ def solution():
     return solve(load_plan(REPO / "plans/llama2-7b.yaml"))
 
 
+@pytest.fixture(scope="module")
+def searched():
+    return solve(load_plan(REPO / "plans/7b-h100-choose-gpus.yaml"))
+
+
 def test_the_curve_lies_on_the_frontier(solution):
     curve = frontier_curve(solution)
     fr = solution.frontier
     for s, e in zip(curve.steps, curve.tokens):
-        # (S/S_min - 1)(E/E_min - 1) = 1 (McCandlish et al. 2018)
+        # (S/S_min - 1)(E/E_min - 1) = 1 (McCandlish et al. 2018, eq. 2.11)
         assert (s / fr.s_min - 1) * (e / fr.e_min_tokens - 1) == pytest.approx(1.0, rel=1e-9)
     assert min(curve.batch) <= solution.batch.tokens <= max(curve.batch)
     assert min(curve.batch) <= fr.b_crit_tokens <= max(curve.batch)
+
+
+@pytest.mark.parametrize("plan", ["llama2-7b", "7b-h100-choose-gpus", "gpt3-175b", "minimal"])
+def test_the_panel_draws_the_hyperbola_the_limits_and_the_run(plan):
+    """Tokens E on x, steps S on y: every point on the hyperbola, the asymptotes at E_min and
+    S_min, the FLOP budget at flops/f tokens, the deadline at the steps where it cuts the frontier
+    on the chosen GPU count, the run at the solution's (tokens, steps), B_crit at S = 2 S_min."""
+    sol = solve(load_plan(REPO / f"plans/{plan}.yaml"))
+    fr, f = sol.frontier, sol.assumptions["flops_per_token"].value
+    p = frontier_panel(sol)
+    for e, s in p.curve:
+        assert (s / fr.s_min - 1) * (e / fr.e_min_tokens - 1) == pytest.approx(1.0, rel=1e-9)
+        assert e > p.asymptote_x and s > p.asymptote_y
+    assert (p.asymptote_x, p.asymptote_y) == pytest.approx((fr.e_min_tokens, fr.s_min))
+    assert p.b_crit == pytest.approx((2 * fr.e_min_tokens, 2 * fr.s_min), rel=0.02)  # x = 1
+    assert p.run == (sol.tokens, sol.steps)
+    budget = sol.constraint("flops")
+    assert p.budget_x == (None if budget is None else pytest.approx(budget.limit / f))
+    if budget is not None:  # the arc of allowed batches stays left of the budget
+        assert all(e <= p.budget_x * (1 + 1e-9) for (e, _), ok in zip(p.curve, p.feasible) if ok)
+    deadline = sol.constraint("deadline")
+    if deadline is None:
+        assert p.deadline_y == []
+    else:  # each cut is where the chosen GPU count's wall clock reaches the deadline
+        ends = [b for b in deadline.allowed_batch if b is not None and 0 < b < math.inf]
+        assert p.deadline_y == pytest.approx([fr.s_min * (1 + fr.b_crit_tokens / b) for b in ends])
+        assert all(s >= min(p.deadline_y) * (1 - 1e-9) for (_, s), ok in zip(p.curve, p.feasible) if ok)
+    assert any(p.feasible) == sol.feasible
+
+
+def test_the_flops_wallclock_panel_keeps_the_deadline_and_budget_as_lines(solution):
+    p = frontier_panel(solution, "flops-wallclock")
+    assert p.budget_x == pytest.approx(solution.constraint("flops").limit)
+    assert p.deadline_y == [solution.constraint("deadline").limit / 86400]
+    assert p.run == pytest.approx((solution.flops, solution.wall_clock_s / 86400))
+    assert p.asymptote_y is None  # the wall clock grows without bound at both ends
+
+
+def test_the_pareto_front_is_drawn_only_where_the_gpu_count_was_searched(solution, searched):
+    assert pareto_front(solution) == []
+    front = pareto_front(searched)
+    assert len({gpus for *_, gpus, _ in front}) == len(front) > 1
+    assert [h for h, *_ in front] == sorted(h for h, *_ in front)
+    [chosen] = [p for p in front if p[3]]
+    assert chosen[2] == searched.gpus
+    assert chosen[:2] == pytest.approx((searched.gpu_hours, searched.wall_clock_s / 86400))
+    # along the front, more GPU-hours buy a shorter wall clock
+    assert [d for _, d, *_ in front] == sorted((d for _, d, *_ in front), reverse=True)
 
 
 def test_the_wall_clock_of_the_run_is_on_the_curve(solution):
@@ -44,15 +104,21 @@ def test_the_feasible_batches_contain_the_run(solution):
                (c.allowed_batch[1] is None or hi <= c.allowed_batch[1])) for c in solution.constraints)
 
 
-def test_svg_is_deterministic_and_png_is_an_image(solution, tmp_path):
+def test_svg_is_deterministic_and_png_is_an_image(solution, searched, tmp_path):
     pytest.importorskip("matplotlib")
     a, b, png = tmp_path / "a.svg", tmp_path / "b.svg", tmp_path / "c.png"
     draw(solution, str(a))
     draw(solution, str(b))
     assert a.read_bytes() == b.read_bytes()
     text = a.read_text()
-    assert "llama2-7b: feasible" in text and "B_crit = 3M tokens" in text and "deadline" in text
-    draw(solution, str(png), axes="tokens-steps")
+    assert "llama2-7b: feasible" in text and "B_crit = 3M tokens" in text and "deadline on 1024 GPUs" in text
+    assert "S_min = " in text and "E_min = " in text and "FLOP budget" in text
+    assert "Pareto front" not in text  # one GPU count: one panel
+    draw(searched, str(a))
+    draw(searched, str(b))
+    assert a.read_bytes() == b.read_bytes()
+    assert "Pareto front" in a.read_text() and "this run: 64 GPUs" in a.read_text()
+    draw(solution, str(png), axes="flops-wallclock")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -67,11 +133,12 @@ def test_a_pipelined_run_lies_on_its_curve():
     assert curve.wall[i] == pytest.approx(sol.wall_clock_s, rel=2e-3)
 
 
-def _tick_labels(svg: str, axis: str) -> list[str]:
-    """The labels matplotlib wrote for the `axis` ('x' or 'y') ticks, in order: each label's text
-    is kept as a comment in the tick's group."""
+def _tick_labels(svg: str, axis: str, panel: int = 1) -> list[str]:
+    """The labels matplotlib wrote for the `axis` ('x' or 'y') ticks of `panel` (1: the frontier,
+    2: the Pareto front), in order: each label's text is kept as a comment in the tick's group."""
     import re
 
+    svg = svg.split('<g id="axes_')[panel]
     labels = []
     for chunk in svg.split(f'<g id="{axis}tick_')[1:]:
         chunk = chunk.split("\n    </g>")[0]  # the tick's group, up to its closing tag
@@ -87,26 +154,27 @@ def _number(label: str) -> float:
     return float(label[:-1]) * scale[label[-1]] if label[-1] in scale else float(label)
 
 
-@pytest.mark.parametrize("plan,axes", [("llama2-7b", "flops-wallclock"), ("7b-h100-choose-gpus", "flops-wallclock"),
-                                       ("7b-h100-choose-gpus", "tokens-steps")])
-def test_log_axes_are_labelled_with_plain_numbers(plan, axes, tmp_path):
-    """Days read 5, 7, 10, 20, 30 (not matplotlib's 2 × 10¹); tokens 500k, 1T; FLOPs 5e22."""
+@pytest.mark.parametrize("plan,axes,panel", [("llama2-7b", "flops-wallclock", 1),
+                                             ("7b-h100-choose-gpus", "flops-wallclock", 1),
+                                             ("7b-h100-choose-gpus", "tokens-steps", 1),
+                                             ("7b-h100-choose-gpus", "tokens-steps", 2)])
+def test_log_axes_are_labelled_with_plain_numbers(plan, axes, panel, tmp_path):
+    """Days read 5, 10, 20 (not matplotlib's 2 × 10¹); tokens 500k, 1T; FLOPs 5e22; GPU-hours 50k."""
     pytest.importorskip("matplotlib")
     out = tmp_path / "f.svg"
     draw(solve(load_plan(REPO / f"plans/{plan}.yaml")), str(out), axes=axes)
     svg = out.read_text()
     assert "times" not in svg and "mathdefault" not in svg
     for axis in "xy":
-        labels = _tick_labels(svg, axis)
+        labels = _tick_labels(svg, axis, panel)
         assert len(labels) >= 3, (axis, labels)
         values = [_number(t) for t in labels]
         assert values == sorted(values) and len(set(values)) == len(values)
         for v in values:  # 1, 2, 3, 5 or 7 times a power of ten
             assert round(v / 10 ** math.floor(math.log10(v)), 6) in (1, 2, 3, 5, 7), labels
-    if axes == "flops-wallclock":
-        days = [_number(t) for t in _tick_labels(svg, "y")]
-        assert 20 in days and 30 in days  # both plans span 20-30 days: the issue's 2 × 10¹, 3 × 10¹
-        assert all(t.isdigit() for t in _tick_labels(svg, "y"))
+    if axes == "flops-wallclock" or panel == 2:
+        days = [_number(t) for t in _tick_labels(svg, "y", panel)]
+        assert 20 in days  # both plans' runs take about 20 days: the issue's 2 × 10¹
 
 
 def test_the_title_says_pinned_for_a_pinned_run_and_the_legend_says_what_x_is(tmp_path):

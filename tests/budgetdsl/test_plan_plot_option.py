@@ -68,3 +68,33 @@ def test_two_plans_of_one_name_do_not_share_a_picture(tmp_path, capsys):
     assert captured.out.count("![frontier of same]") == 1  # the second plan links no picture
     assert f"{plans[1]}: error[plot]: not drawn: {out / 'same.svg'} holds the picture of {plans[0]}" in captured.err
     assert [p.name for p in out.iterdir()] == ["same.svg"]
+
+
+def test_the_picture_is_the_frontier_of_tokens_against_steps_by_default(tmp_path):
+    """The default axes are the TUI's: tokens E, optimizer steps S, the hyperbola, S_min and E_min;
+    `--plot-axes flops-wallclock` still draws FLOPs against wall clock."""
+    out, old = tmp_path / "f.svg", tmp_path / "w.svg"
+    assert main(["plan", str(REPO / "plans/llama2-7b.yaml"), "--plot", str(out)]) == 0
+    svg = out.read_text()
+    for words in ("<!-- tokens E -->", "<!-- optimizer steps S -->", "(S/S_min − 1)(E/E_min − 1) = 1",
+                  "S_min = ", "E_min = ", "FLOP budget: E ≤ FLOPs/f", "deadline on 1024 GPUs"):
+        assert words in svg, words
+    assert "Pareto front" not in svg
+    assert main(["plan", str(REPO / "plans/llama2-7b.yaml"), "--plot", str(old),
+                 "--plot-axes", "flops-wallclock"]) == 0
+    assert "<!-- training compute (FLOP) -->" in old.read_text()
+    assert "<!-- wall clock (days) -->" in old.read_text()
+
+
+def test_a_searched_gpu_count_adds_the_pareto_front(tmp_path):
+    from budgetdsl.plan.loader import load_plan
+    from budgetdsl.solve.solver import solve
+
+    out = tmp_path / "f.svg"
+    assert main(["plan", str(REPO / "plans/7b-h100-choose-gpus.yaml"), "--plot", str(out)]) == 0
+    svg = out.read_text()
+    sol = solve(load_plan(REPO / "plans/7b-h100-choose-gpus.yaml"))
+    assert "<!-- GPU-hours -->" in svg and "Pareto front (one point per GPU count)" in svg
+    assert f"this run: {sol.gpus} GPUs" in svg
+    for p in sol.front:  # every GPU count of the front is labelled at its point
+        assert f"<!-- {p.gpus} -->" in svg
