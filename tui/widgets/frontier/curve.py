@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from budgetdsl.report.frontier_plot import feasible_batches  # the report's picture shades the same interval
+
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
     from budgetdsl.solve.solution import Solution
@@ -43,22 +45,6 @@ class PlotData:
     hlines: tuple[Line, ...]  # FLOP budget
     notes: tuple[str, ...] = ()
     front: tuple[tuple[float, float], ...] = ()  # the Pareto front's other points (Solution.front)
-
-
-def feasible_batches(solution: Solution) -> tuple[float, float] | None:
-    """The global batches (tokens) every limit allows, from the constraints' `allowed_batch`."""
-    lo, hi = 0.0, math.inf
-    for c in solution.constraints:
-        if c.allowed_batch is None:
-            # None means "does not bound B", or that no B meets it: then it binds, unmet. Memory
-            # bounds the micro-batch, not B, unless not even one sequence fits (no configuration).
-            unmet = not solution.feasible and c.binding and c.satisfied is not True
-            if unmet and (c.name != "memory" or solution.batch.tokens is None):
-                return None
-            continue
-        a, b = c.allowed_batch  # an open end may arrive as None (infinity does not serialise)
-        lo, hi = max(lo, a or 0.0), min(hi, math.inf if b is None else b)
-    return (lo, hi) if lo <= hi else None
 
 
 def plot_data(plan: Plan, solution: Solution, x_axis: str = "steps", y_axis: str = "tokens",
