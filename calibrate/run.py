@@ -32,6 +32,7 @@ from budgetdsl.calibrate.hardware import (
     resolve_device,
 )
 from budgetdsl.calibrate.noise import NoiseScaleTracker
+from budgetdsl.calibrate.out_lock import OutLocked, out_lock
 from budgetdsl.calibrate.progress import Progress
 from budgetdsl.calibrate.record import RunRecord
 from budgetdsl.calibrate.step import Stepper, to_device
@@ -175,7 +176,11 @@ def calibrate(
         raise UsageError(str(exc)) from None
     ctx = distributed.init(device.type)
     try:
-        return _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step)
+        # One writer per file: a second run on the same out stops here, not after minutes of training.
+        with out_lock(out) if ctx.is_main else nullcontext():
+            return _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step)
+    except OutLocked as exc:
+        raise UsageError(str(exc)) from None
     finally:
         distributed.shutdown(ctx)
 
