@@ -33,9 +33,10 @@ def lock_path(out: Path) -> Path:
     return Path(os.path.realpath(out.parent)) / (out.name + ".lock")
 
 
-def _holder(path: Path) -> str:
+def _holder(fd: int) -> str:
+    """" (pid N)" from the lock file already open (the holder writes its pid there), else ""."""
     try:
-        text = path.read_text(encoding="ascii", errors="replace").strip()
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
     except OSError:
         return ""
     return f" (pid {text})" if text.isdigit() else ""
@@ -53,9 +54,10 @@ def out_lock(out: Path, flag: str = "--out") -> Iterator[Path]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = _holder(fd)
             os.close(fd)
             raise OutLocked(
-                f"{flag} {out} is being written by another calibration{_holder(path)}, which holds "
+                f"{flag} {out} is being written by another calibration{holder}, which holds "
                 f"{path}; wait for it to finish or choose another {flag}") from None
         except BaseException:
             os.close(fd)

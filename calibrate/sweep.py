@@ -370,6 +370,7 @@ def sweep(
         amp = resolve_amp(cfg.base.amp, device)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    out.parent.mkdir(parents=True, exist_ok=True)  # as write_calibration does: the lock is in it
     try:
         # One writer per file: a second sweep on the same out stops here, not after the runs.
         with out_lock(out):
