@@ -9,6 +9,7 @@ and a SHA-256 of the tokens used, so a calibration file names its data unambiguo
 from __future__ import annotations
 
 import hashlib
+import platform
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -93,7 +94,9 @@ def stdlib_corpus(max_bytes: int = 8_000_000) -> Corpus:
     )
     if not files:
         raise CorpusError(f"no Python source files found under {root}")
-    return _byte_corpus(files, root, "stdlib", f"python-stdlib:{root}", max_bytes)
+    # The root is machine-specific (/usr/lib/python3.11, a pyenv or venv prefix): the file records
+    # the Python version instead, and the tokens' SHA-256 says exactly what was read.
+    return _byte_corpus(files, root, "stdlib", f"python-stdlib:{platform.python_version()}", max_bytes)
 
 
 def _read(path: Path, limit: int | None) -> bytes:

@@ -32,6 +32,7 @@ from budgetdsl.calibrate.hardware import (
     resolve_device,
 )
 from budgetdsl.calibrate.noise import NoiseScaleTracker
+from budgetdsl.calibrate.out_lock import OutLocked, out_lock
 from budgetdsl.calibrate.progress import Progress
 from budgetdsl.calibrate.record import RunRecord
 from budgetdsl.calibrate.step import Stepper, to_device
@@ -175,7 +176,13 @@ def calibrate(
         raise UsageError(str(exc)) from None
     ctx = distributed.init(device.type)
     try:
-        return _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step)
+        if ctx.is_main:  # the API makes the folder (the CLI has refused a missing one); the lock is in it
+            out.parent.mkdir(parents=True, exist_ok=True)
+        # One writer per file: a second run on the same out stops here, not after minutes of training.
+        with out_lock(out) if ctx.is_main else nullcontext():
+            return _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step)
+    except OutLocked as exc:
+        raise UsageError(str(exc)) from None
     finally:
         distributed.shutdown(ctx)
 
@@ -188,8 +195,6 @@ def _calibrate(cfg, out, device, amp, ctx, resume, quiet, command, on_step) -> O
     if device.type == "cuda" and ctx.active:
         device = torch.device("cuda", ctx.local_rank)
     accum = cfg.accumulation(ctx.world_size)
-    if ctx.is_main:
-        out.parent.mkdir(parents=True, exist_ok=True)
     ckpt_path = checkpoint_path(out)
     ckpt = _resumable_checkpoint(cfg, ckpt_path) if resume else None
     run = _Session.start(cfg, out, device, amp, ctx, accum, ckpt_path, ckpt)

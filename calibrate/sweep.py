@@ -33,6 +33,7 @@ from budgetdsl.calibrate.noise import (
     noise_scale_interval,
     t_quantile,
 )
+from budgetdsl.calibrate.out_lock import OutLocked, out_lock
 from budgetdsl.calibrate.record import RunRecord
 from budgetdsl.calibrate.run import (
     UsageError,
@@ -369,6 +370,17 @@ def sweep(
         amp = resolve_amp(cfg.base.amp, device)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    out.parent.mkdir(parents=True, exist_ok=True)  # as write_calibration does: the lock is in it
+    try:
+        # One writer per file: a second sweep on the same out stops here, not after the runs.
+        with out_lock(out):
+            return _sweep(cfg, out, device, amp, command, say)
+    except OutLocked as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _sweep(cfg: SweepConfig, out: Path, device, amp, command: tuple[str, ...],
+           say: Callable[[str], None]) -> SweepOutcome:
     base = cfg.base
     started = time.perf_counter()
     trainer = _Trainer(cfg, device, amp)

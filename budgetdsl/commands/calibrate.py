@@ -3,8 +3,8 @@ calibration file that plans reference (`noise: {calibration: FILE, at_loss: L}`)
 
 torch and the `calibrate` package are imported in the handler only, so a core install runs
 every other command without them. Exit codes: 0 written; 1 the measurement failed (a partial file
-is written); 2 invalid usage or input; 130 interrupted (a partial file marked `interrupted` and a
-checkpoint for --resume are written).
+is written); 2 invalid usage or input, or another run writing the same --out (calibrate.out_lock);
+130 interrupted (a partial file marked `interrupted` and a checkpoint for --resume are written).
 """
 
 from __future__ import annotations

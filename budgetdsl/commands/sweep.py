@@ -2,7 +2,8 @@
 
 Solves the cross product of the given values in one process, without editing files, and prints
 one row per combination (text table, JSON with the full solutions, or CSV with exact numbers).
-Exit 0 (whatever the rows' feasibility: a sweep explores), 2 on invalid input.
+Exit 0 (whatever the rows' feasibility: a sweep explores), 2 on invalid input or on a sweep whose
+counted cost (rows × search pairs, `budgetdsl.solve.sweep.estimate`) passes 10 minutes, unless --yes.
 """
 
 from __future__ import annotations
@@ -163,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
         settings = [parse_setting(text) for text in args.set]
         source = read_merged(args.plan)
         size(settings)
+        if not args.yes:
+            _refuse_if_slow(source, settings, full=args.format == "json")
         # Rows are written as they are solved; a combination that does not load stops the sweep
         # with its located diagnostics (exit 2), after the rows before it.
         render = {"text": iter_table, "json": iter_json, "csv": iter_csv}[args.format]
@@ -183,6 +186,32 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _refuse_if_slow(source, settings, full: bool) -> None:
+    """PlanError (exit 2) before any row is solved when the sweep's counted cost
+    (`budgetdsl.solve.sweep.estimate`) passes SLOW_SECONDS: hours of solving are asked for with --yes."""
+    from budgetdsl.plan.diagnostics import Diagnostic, Location
+    from budgetdsl.solve.sweep import SLOW_SECONDS, estimate
+
+    est = estimate(source, settings, full)
+    if est is None or est.seconds <= SLOW_SECONDS:
+        return
+    how = ("the vectorized kernel" if est.path == "kernel" else
+           "solve() per row" + (" (--format json prints whole solutions)" if full else ""))
+    raise PlanError([Diagnostic(
+        Location("--set"), "too-slow",
+        f"the sweep would take about {_duration(est.seconds)}: {est.rows:,} rows × {est.pairs:,} "
+        f"layout × GPU-count pairs each, by {how}",
+        "narrow hardware.gpus, give tensor_parallel, pipeline_parallel, zero and recompute, or give fewer "
+        "values; --yes runs it anyway")])
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.0f} {unit}"
+    return f"{seconds:,.0f} s"
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="solve a plan over combinations of changed values",
                        description="Solve the cross product of --set values in one process, without "
@@ -191,4 +220,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", default=[], metavar="PATH=V1,V2",
                    help="a field and its values, e.g. hardware.gpus=64,128,256 (repeatable)")
     p.add_argument("--format", choices=("text", "json", "csv"), default="text")
+    p.add_argument("--yes", action="store_true",
+                   help="run a sweep whose estimated cost is past 10 minutes (refused otherwise)")
     p.set_defaults(handler=run)

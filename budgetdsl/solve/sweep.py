@@ -22,13 +22,14 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError, did_you_mean
 from budgetdsl.plan.loader import MergedSource, field_info, field_spec, numeric_paths
 from budgetdsl.solve.sweep_rows import Blame, Setting, Summary, SweepRow, solve_row, summarize, variant
 
 __all__ = ["MAX_ROWS", "Setting", "Summary", "SweepRow", "Blame", "parse_setting", "size", "solve_row", "summarize",
-           "variant", "iter_sweep", "sweep"]
+           "variant", "iter_sweep", "sweep", "Estimate", "estimate", "SLOW_SECONDS"]
 
 MAX_ROWS = 100_000
 
@@ -106,3 +107,49 @@ def _use_kernel(rows: int) -> bool:
 def sweep(source: MergedSource, settings: list[Setting], full: bool = True) -> list[SweepRow]:
     """Every row of `iter_sweep`, as a list."""
     return list(iter_sweep(source, settings, full))
+
+
+# The sweep's cost, counted rather than timed (the same answer on every machine and every run):
+# each row places the layout × GPU-count pairs of its search space, so the work is rows × pairs.
+# Seconds per pair-row and per row, rounded up from this project's measurements on one CPU core:
+# solve() per row ~60–150 µs per pair (a 7B plan on 8–2,048 GPUs with every layout key searched,
+# 16,176 pairs: 1–2.5 s a row); the kernel ~15 µs per pair-row (the same plan, 402 rows of limits:
+# ~100 s of CPU) and far less on small spaces. docs/cli.md, "sweep", states the model.
+_PAIR_SECONDS = {"kernel": 1e-5, "scalar": 1e-4}
+_ROW_SECONDS = {"kernel": 2e-5, "scalar": 5e-3}
+SLOW_SECONDS = 600.0  # a sweep estimated past this is refused without --yes
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a sweep will cost: `rows` × `pairs` (the first row's search space) on `path`."""
+
+    rows: int
+    pairs: int
+    path: str  # "kernel" (limits, target, B_crit, objective: rows placed together) | "scalar"
+    seconds: float
+
+
+def estimate(source: MergedSource, settings: list[Setting], full: bool = True) -> Estimate | None:
+    """The sweep's estimated cost (see _PAIR_SECONDS), from the first row's plan and its search
+    space; None when that plan does not load (its row reports why). Solves nothing."""
+    from budgetdsl.solve.search_space import search_space
+
+    rows = size(settings)
+    path = "kernel" if not full and _use_kernel(rows) and _kernel_paths(settings) else "scalar"
+    try:
+        plan = variant(source, {s.path: s.values[0] for s in settings})
+        pairs = len(search_space(plan).pairs)
+    except (PlanError, ValueError):
+        return None
+    seconds = rows * (_ROW_SECONDS[path] + max(pairs, 1) * _PAIR_SECONDS[path])
+    return Estimate(rows, pairs, path, seconds)
+
+
+def _kernel_paths(settings: list[Setting]) -> bool:
+    """Whether the kernel models every swept path (`sweep_kernel.SUPPORTED`)."""
+    try:
+        from budgetdsl.solve.sweep_kernel import SUPPORTED
+    except ImportError:  # no numpy: every row is solved
+        return False
+    return all(s.path in SUPPORTED for s in settings)

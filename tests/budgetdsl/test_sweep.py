@@ -191,3 +191,56 @@ def test_csv_lines_are_csv_writers(capsys):
     back = list(csv.reader(io.StringIO(out.getvalue())))
     assert [r[0] for r in back[1:]] == ['"min_time"', "a b", "x\"y", "a,b"]
     assert float(back[2][13]) == 12.25 and back[1][13] == "" and back[3][4] == ""
+
+
+def _search_heavy(plans) -> pathlib.Path:
+    """plans/7b-h100-choose-gpus.yaml with the layout searched (no mfu, no zero) on 8–2,048 GPUs:
+    ~16,000 layout × GPU-count pairs, seconds of solve() a row."""
+    text = (plans / "7b-h100-choose-gpus.yaml").read_text()
+    assert "  mfu: 0.40\n" in text and "  zero: 1\n" in text and "step: 64}" in text
+    text = text.replace("  mfu: 0.40\n", "").replace("  zero: 1\n", "").replace(
+        "gpus: {min: 64, max: 2048, step: 64}", "gpus: {min: 8, max: 2048, step: 8}")
+    path = plans / "heavy.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_a_search_heavy_sweep_is_refused_up_front(plans, capsys, fmt):
+    """Hundreds of rows of a searched 7B plan would take the better part of an hour: refused (exit 2)
+    before any row is solved, with the count and what to narrow; the kernel's path is counted too."""
+    lengths = ",".join(str(n) for n in range(2048, 2048 + 8 * 400, 8))  # 400 rows, each a solve()
+    assert main(["sweep", str(_search_heavy(plans)), "--set", f"model.seq_len={lengths}",
+                 "--format", fmt]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert "too-slow" in out.err and "400 rows" in out.err and "--yes" in out.err
+    assert "narrow hardware.gpus" in out.err
+
+
+def test_the_estimate_counts_rows_times_pairs(plans, monkeypatch):
+    """Deterministic (counted, not timed): the first row's search space × the rows, the kernel's
+    path counted cheaper than solve() per row."""
+    from budgetdsl.solve.search_space import search_space
+    from budgetdsl.solve.sweep import SLOW_SECONDS, estimate
+
+    monkeypatch.delenv("BUDGETDSL_SWEEP_SCALAR", raising=False)
+    heavy = read_merged(_search_heavy(plans))
+    pairs = len(search_space(load_plan(_search_heavy(plans))).pairs)
+    assert pairs > 10_000
+    days = [parse_setting("budget.deadline=" + ",".join(f"{d} d" for d in range(10, 5010)))]
+    kernel, scalar = estimate(heavy, days, full=False), estimate(heavy, days, full=True)
+    assert (kernel.rows, kernel.pairs, kernel.path) == (5000, pairs, "kernel")
+    assert (scalar.rows, scalar.pairs, scalar.path) == (5000, pairs, "scalar")
+    assert SLOW_SECONDS < kernel.seconds < scalar.seconds
+    assert estimate(heavy, days, full=False) == kernel  # the same answer every time
+    small = estimate(read_merged(plans / "minimal.yaml"), days, full=False)
+    assert small is not None and small.seconds < SLOW_SECONDS  # a cheap plan's 5,000 rows run
+
+
+def test_yes_runs_a_sweep_past_the_estimate(plans, capsys, monkeypatch):
+    monkeypatch.setattr("budgetdsl.solve.sweep.SLOW_SECONDS", 0.0)
+    argv = ["sweep", str(plans / "minimal.yaml"), "--set", "budget.deadline=7d,14d", "--format", "csv"]
+    assert main(argv) == 2 and "too-slow" in capsys.readouterr().err
+    assert main([*argv, "--yes"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3

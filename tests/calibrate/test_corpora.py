@@ -32,6 +32,19 @@ def test_stdlib_corpus_is_deterministic_bounded_and_not_site_packages():
     assert a.train[: len(first)].tobytes() == first
 
 
+def test_stdlib_corpus_records_no_machine_path():
+    """The calibration file names the stdlib corpus by Python version (portable), not by the
+    interpreter's install prefix; the committed fixtures do the same."""
+    import platform
+
+    root = sysconfig.get_paths()["stdlib"]
+    assert stdlib_corpus(50_000).describe()["source"] == f"python-stdlib:{platform.python_version()}"
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "calibration"
+    for f in sorted(fixtures.glob("*.json")):
+        text = f.read_text()
+        assert root not in text and "python-stdlib:/" not in text, f.name
+
+
 def test_text_file_holds_out_its_last_tenth(tmp_path):
     f = tmp_path / "t.txt"
     f.write_bytes(bytes(range(256)) * 40)
