@@ -27,6 +27,7 @@ from hypothesis_jsonschema import from_schema
 from test_solver_properties import _check_feasible_answer, check_limits
 
 from budgetdsl.plan.loader import load_plan
+from budgetdsl.plan.model import LAYOUT_KEYS
 from budgetdsl.solve.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -325,8 +326,7 @@ def check_plan(doc: dict, path: pathlib.Path, export_format: str | None = None) 
     if outcome in ("exported", "not-exportable"):
         plan = load_plan(path, text=text)
         sol = solve(plan)
-        hw = plan.hardware
-        pinned = isinstance(hw.tensor_parallel, int) and isinstance(hw.pipeline_parallel, int)
+        pinned = all(getattr(plan.hardware, k) != "auto" for k in LAYOUT_KEYS)  # else searched
         (_check_feasible_answer if pinned and plan.run is None else check_limits)(plan, sol)
     if export_format is not None:
         code, _ = cli(["export", str(path), "--to", export_format])
