@@ -32,3 +32,20 @@ def test_schema_plans_reach_every_output_or_fail_located(tmp_path):
     assert sum(OUTCOMES.values()) == 60
     assert OUTCOMES["invalid"] <= 15, OUTCOMES
     assert OUTCOMES["exported"] >= 20, OUTCOMES
+
+
+def test_a_pinned_batch_on_a_range_no_layout_launches_is_the_no_layout_error(tmp_path, capsys):
+    """Found by bench_schema_fuzz: with run.batch pinned, a searched layout on a GPU range none of
+    whose counts fills whole nodes (9-15 on 8-GPU nodes) was an internal error (exit 3); it is the
+    located no-layout error, as without run.batch."""
+    path = tmp_path / "plan.yaml"
+    path.write_text("name: pinned-empty\n"
+                    "model: {params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: 2048}\n"
+                    "hardware: {gpu: H100-SXM5-80GB, gpus: {min: 9, max: 15}, tensor_parallel: auto}\n"
+                    "target: {tokens: 20B, at_batch: 1M}\n"
+                    "noise: {b_crit: 2M}\n"
+                    "run: {batch: 512 * model.seq_len}\n")
+    from budgetdsl.cli import main
+
+    assert main(["plan", str(path)]) == 2
+    assert "error[no-layout]" in capsys.readouterr().err
