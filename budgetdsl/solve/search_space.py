@@ -615,9 +615,9 @@ def _search_pinned(space: SearchSpace, base: Plan, ctx_of, fr: Frontier, limits:
             chosen = min(options, key=lambda k: (len(row[k].violated), -gpus[k]))
         per_layout.append((b, options, feasible, chosen))
         everything += [(bi, k) for k in feasible]
-    if first_problem is None:  # no layout × count pair at all: the solver's no-layout error
-        return []
     if not per_layout:
+        if first_problem is None:  # no layout × count pair at all: the solver's no-layout error
+            return []
         b0, problem = first_problem
         raise _pinned_problem(base, space) or pinned_error(base, problem)
     # the front of every feasible configuration, scanned once; the pick among it is the pick among
