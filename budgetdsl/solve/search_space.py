@@ -616,7 +616,9 @@ def _search_pinned(space: SearchSpace, base: Plan, ctx_of, fr: Frontier, limits:
         per_layout.append((b, options, feasible, chosen))
         everything += [(bi, k) for k in feasible]
     if not per_layout:
-        b0, problem = first_problem  # type: ignore[misc]
+        if first_problem is None:  # no layout × count pair at all: the solver's no-layout error
+            return []
+        b0, problem = first_problem
         raise _pinned_problem(base, space) or pinned_error(base, problem)
     # the front of every feasible configuration, scanned once; the pick among it is the pick among
     # all, and the solver's (it picks among the candidates below, this front)

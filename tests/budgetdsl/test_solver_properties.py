@@ -16,15 +16,24 @@ from budgetdsl.theory.frontier import frontier_from_target
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _check_feasible_answer(plan, sol):
+def check_limits(plan, sol):
+    """A feasible answer respects every limit of its plan, exactly (no tolerance); also used by
+    test_schema_fuzz on plans whose layout is searched."""
     assert sol.status in FEASIBLE and sol.feasible
+    for c in sol.constraints:  # every constraint holds after snapping
+        assert c.satisfied is True, c
+        assert (c.value <= c.limit) if c.sense == "<=" else (c.value >= c.limit), c
+    if plan.budget.flops is not None:
+        assert sol.flops <= plan.budget.flops
+    if plan.budget.deadline is not None:
+        assert sol.wall_clock_s <= plan.budget.deadline
+
+
+def _check_feasible_answer(plan, sol):
+    check_limits(plan, sol)
     b = sol.batch
     hw = plan.hardware
     cm = build_cost_model(plan, sol.gpus)
-    # every constraint holds after snapping, exactly (no tolerance)
-    for c in sol.constraints:
-        assert c.satisfied is True, c
-        assert (c.value <= c.limit) if c.sense == "<=" else (c.value >= c.limit), c
     # the configuration is launchable and its numbers add up
     assert b.data_parallel == sol.gpus // (hw.tensor_parallel * hw.pipeline_parallel)
     assert b.sequences == b.micro_batch * b.grad_accum * b.data_parallel
@@ -39,10 +48,6 @@ def _check_feasible_answer(plan, sol):
     f = sol.frontier
     assert (f.s_over_smin - 1) * (f.e_over_emin - 1) == pytest.approx(1.0, rel=1e-9)
     assert f.x == pytest.approx(b.tokens / f.b_crit_tokens, rel=1e-12)
-    if plan.budget.flops is not None:
-        assert sol.flops <= plan.budget.flops
-    if plan.budget.deadline is not None:
-        assert sol.wall_clock_s <= plan.budget.deadline
 
 
 @SETTINGS
