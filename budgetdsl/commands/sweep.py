@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 
 from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.io.terminal_text import inert
 from budgetdsl.plan.diagnostics import PlanError
 
 _COLUMNS = (  # (header, unit for report.human, getter of a sweep.Summary)
@@ -70,6 +71,8 @@ def iter_table(rows, settings) -> Iterator[str]:
     body = [[r.values[s.path] for s in settings] + ([_cell(u, get(r.summary)) for _, u, get in _COLUMNS]
              if r.error is None else ["invalid"] + ["—"] * (len(_COLUMNS) - 2) + [_reason(r)])
             for r in rows]
+    # a cell is one line: a newline in a --set value or a reason must not forge a row
+    body = [[inert(c, keep_lines=False) for c in line] for line in body]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     for line in [header, *body]:
         yield "  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() + "\n"
@@ -173,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         # JSON prints whole solutions (the scalar path); the table and CSV print summaries, which
         # the vectorized kernel computes for the rows it can decide (budgetdsl.solve.sweep_kernel)
         rows = iter_sweep(source, settings, full=args.format == "json")
-        from budgetdsl.io.terminal_text import inert, json_text  # --set values: shown, not obeyed
+        from budgetdsl.io.terminal_text import json_text  # --set values: shown, not obeyed
 
         escape = json_text if args.format == "json" else inert
         for piece in render(_reported(rows, invalid), settings):

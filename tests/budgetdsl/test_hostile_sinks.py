@@ -173,3 +173,16 @@ def test_the_tui_shows_hostile_plan_text_inert(hostile, tmp_path):
     text = asyncio.run(drawn())
     assert "run" in text and "pwned" in text if "pwned" in hostile else "run" in text
     assert raw_controls(text) == []
+
+
+def test_a_newline_in_a_set_value_forges_no_row_of_the_sweep_table(tmp_path, capsys, monkeypatch):
+    """A table cell is one line: `--set hardware.gpu=$'H100\\nforged row'` shows the escape in its
+    cell (the row is invalid), and the table keeps one line per row."""
+    monkeypatch.chdir(tmp_path)
+    plan = tmp_path / "p.yaml"
+    plan.write_text(_plan_text("run", "x"))
+    code = main(["sweep", str(plan), "--set", "hardware.gpu=H100-SXM5-80GB,H100\nforged  0  0  0"])
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert code == 2 and len(lines) == 3, out  # the header and two rows
+    assert "H100\\nforged" in lines[2] and not any(line.startswith("forged") for line in lines)
