@@ -24,16 +24,22 @@ from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.solve.cache import SolveCache
 from budgetdsl.solve.objectives import OBJECTIVES, TOLERANCE, _magnitude, rank
 from budgetdsl.solve.placement import (
+    _BOUND_MARGIN,
     _DIVISOR_SCAN,
     INF,
     LIMIT_NAMES,
     TIME_LIMITS,
+    WALL_SIZES,
     binds,
+    least_accumulation,
     least_sequences,
+    micro_limit,
     most_sequences,
     numbers,
     quadratic_roots,
+    wall_floor,
     wall_limit,
+    wall_lines,
 )
 from budgetdsl.theory import closed_forms_generated as cf
 from budgetdsl.theory.frontier import balance, balance_at, e_over_emin, wall_bound
@@ -453,7 +459,101 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
     walk = go & ~hit
     if walk.any():
         best = _walk(p, r, kind, st, best, has, walk, micro_fixed, divisors)
-    return Placed(**dict(zip(CONFIG, best)), has=~np.isnan(best[0]) & go, unsure=st.unsure, target=st.target)
+    has = ~np.isnan(best[0]) & go
+    if kind == "min_time" and p._step is not None:
+        _wall_check(p, r, st, best, has, micro_fixed)
+    return Placed(**dict(zip(CONFIG, best)), has=has, unsure=st.unsure, target=st.target)
+
+
+_CHECK_CELLS = 1 << 21  # (element, micro-batch) cells `_wall_check` bounds at once
+
+
+def _take(p: Block, idx: np.ndarray) -> Block:
+    """The elements `idx` of a block."""
+    step = p._step
+    if step is not None:
+        step = Steps(**{n: getattr(step, n)[idx] for n in _STEP}, overlap=step.overlap,
+                     zero3=step.zero3 if isinstance(step.zero3, bool) else step.zero3[idx])
+    return Block(p.gpus[idx], p.data_parallel[idx], p.seq_len, p.per[idx], p.flops_per_token[idx], p.rate[idx],
+                 p.fixed_time[idx], p.micro_max[idx], p.pipeline[idx], p.mode, step)
+
+
+def _wall_check(p: Block, r: Rows, st: _Start, best: list, has, micro_fixed: int | None) -> None:
+    """Marks unsure (the scalar path) every element whose min_time pick `placement._wall_search`
+    could change: a micro-batch size whose wall-clock floor (`placement.wall_floor` at its least
+    accumulation) is below the pick, unless the splits there that the search evaluates are the
+    pick or slower; with no pick, unless no floor meets the time limits."""
+    R = len(r)
+    go = st.go & (p.micro_max >= 1)
+    step = p._step
+    if step is None or not go.any():
+        return
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        s_min = r.em / r.bc
+        fhi = cf.flops_upper_bound(r.bc, r.em, p.flops_per_token, r.flops)
+        n_max = np.where(np.isnan(r.flops), INF, most_sequences(fhi, p.per, np))
+        # the least wall a time limit allows (rows with none: INF)
+        allowed = np.full(R, INF)
+        for name in TIME_LIMITS:
+            w = wall_limit(name, getattr(r, name), r.price, p.gpus)
+            allowed = np.where(np.isnan(w), allowed, np.minimum(allowed, w))
+        threshold = np.where(has, best[4], allowed)
+        limit = micro_limit(s_min, r.bc / p.per, step.per_sequence, step.fixed, threshold, np)
+        top = np.where(threshold < INF, np.fmin(p.micro_max, np.nan_to_num(limit, nan=0.0)), p.micro_max)
+        top = np.minimum(top, WALL_SIZES)
+        if micro_fixed is None:
+            cap = np.where(go, top, 0)
+        else:
+            cap = np.where(go & (micro_fixed <= top), 1, 0)
+        width = int(cap.max())
+        step_cols = max(1, _CHECK_CELLS // max(1, R))
+        el_parts, b_parts = [], []
+        for start in range(0, width, step_cols):
+            b = np.arange(start + 1, min(width, start + step_cols) + 1, dtype=float)
+            if micro_fixed is not None:
+                b = np.full(1, float(micro_fixed))
+            col = Steps(**{n: getattr(step, n)[:, None] for n in _STEP}, overlap=step.overlap,
+                        zero3=step.zero3 if isinstance(step.zero3, bool) else step.zero3[:, None])
+            u, v = wall_lines(col, b[None, :], np)
+            beta = r.bc[:, None] / (b[None, :] * p.per[:, None])
+            floor0 = wall_floor(s_min[:, None], beta, u, v, least_accumulation(beta, u, v, 1.0, INF, np))
+            near = (floor0 * (1.0 - _BOUND_MARGIN) <= threshold[:, None]) & \
+                ((b[None, :] if micro_fixed is None else 1) <= cap[:, None])
+            e, k = np.nonzero(near)
+            el_parts.append(e)
+            b_parts.append(b[k])
+    if not el_parts:
+        return
+    e = np.concatenate(el_parts)
+    if not e.size:
+        return
+    bs = np.concatenate(b_parts)
+    unsure = st.unsure
+    lone = ~has[e]  # no pick: a floor within a time limit is a split the search may find
+    unsure[e[lone]] = True
+    e, bs = e[~lone], bs[~lone]
+    if not e.size:
+        return
+    q = _take(p, e)
+    rq = _subset(r, e)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        u, v = wall_lines(q._step, bs, np)
+        beta = rq.bc / (bs * q.per)
+        m_hi = np.floor(n_max[e] / bs)
+        mc = least_accumulation(beta, u, v, 1.0, m_hi, np)
+        lower = np.maximum(1.0, np.floor(mc))
+        pick_wall, pick_micro, pick_accum = best[4][e], best[0][e], best[1][e]
+        doubt = np.zeros(e.size, bool)
+        for m in (lower, lower + 1.0):
+            inside = m <= m_hi
+            ev = _evaluate(q, rq, bs, m, inside, None)
+            other = (bs != pick_micro) | (m != pick_accum)
+            # a split the search meets that is not the pick and not slower: the scalar path decides
+            doubt |= inside & other & ev.ok & ~(ev.wall > pick_wall)
+        for m in (lower - 1.0, lower + 2.0):  # the next splits the search's walk would weigh
+            inside = (m >= 1.0) & (m <= m_hi)
+            doubt |= inside & (wall_floor(rq.em / rq.bc, beta, u, v, m) * (1.0 - _BOUND_MARGIN) <= pick_wall)
+    unsure[e[doubt]] = True
 
 
 def _least(kind: str, r: Rows, st: _Start, evs: list) -> tuple[list, np.ndarray, np.ndarray]:
