@@ -16,7 +16,7 @@ import sys
 from budgetdsl.commands._common import extra_hint
 from budgetdsl.io.exit_codes import ExitCode
 from budgetdsl.io.terminal_text import tell
-from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
 
 
 def gpu_table() -> str:
@@ -73,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
             tell(f"{path}: error[io]: {exc.strerror or exc}")
             code = ExitCode.INVALID
             continue
-        for warning in solution.warnings:  # located, like errors; they do not change the exit code
-            tell(warning.format())
+        for w in solution.warnings:  # located, like errors; they do not change the exit code
+            tell(*Diagnostic(Location(w.file, w.line, w.col), w.code, w.message, w.hint, "warning").lines())
         if not solution.feasible and code == ExitCode.OK:
             code = ExitCode.NO
         picture = None
