@@ -220,22 +220,23 @@ def flops_per_token(plan: Plan) -> Coef:
     counting the one V×d matrix the LM head multiplies by (PaLM appendix B). Untied: the input
     embedding is a lookup, not a matmul, so 6(N − V·d): the convention of Megatron's model FLOPs,
     72·l·h²·(1 + s/(6h) + V/(12·l·h)) per token (Korthikanti et al. 2022, appendix A eq. 7; Narayanan
-    et al. 2021 eq. 3 with recomputation), which counts the LM head and not the input embedding. GQA, the MLP width and a gated MLP enter through N (given,
-    or counted from the shape: `budgetdsl.plan.model.transformer_params`); the attention scores
-    and values do not depend on them (every query head attends: 12·L·d·s)."""
+    et al. 2021 eq. 3 with recomputation), which counts the LM head and not the input embedding.
+    GQA, the MLP width and a gated MLP enter through N (given, or counted from the shape:
+    `budgetdsl.plan.model.transformer_params`); the attention scores and values do not depend on
+    them (every query head attends: 12·L·d·s)."""
     m = plan.model
     if m.flops_per_token is not None:
         return Coef(m.flops_per_token, "FLOP/token", DECLARED, "model.flops_per_token")
     untied = 0.0 if m.tied_embeddings or m.vocab is None or m.d_model is None else float(m.vocab) * m.d_model
     counted = "" if "params" in m.model_fields_set else ", N counted from the shape"
     if m.layers is not None and m.d_model is not None:
-        value = 6.0 * (m.params - untied) + attention_flops_per_token(m.layers, m.d_model, m.seq_len)
+        value = 6.0 * (m.param_count - untied) + attention_flops_per_token(m.layers, m.d_model, m.seq_len)
         if untied:
-            return Coef(value, "FLOP/token", DERIVED, "6(N − V·d) + 12·L·d·s (Korthikanti et al. 2022 appendix A eq. 7: "
-                        "the LM head counted, the untied input embedding a lookup" + counted + ")")
+            return Coef(value, "FLOP/token", DERIVED, "6(N − V·d) + 12·L·d·s (Korthikanti et al. 2022 appendix A "
+                        "eq. 7: the LM head counted, the untied input embedding a lookup" + counted + ")")
         return Coef(value, "FLOP/token", DERIVED, "6N + 12·L·d·s (PaLM, appendix B; N counts embeddings "
                     "and LM head" + counted + ")")
-    return Coef(6.0 * m.params, "FLOP/token", DERIVED, "6N (shape unknown; Kaplan et al. 2020)")
+    return Coef(6.0 * m.param_count, "FLOP/token", DERIVED, "6N (shape unknown; Kaplan et al. 2020)")
 
 
 def _hardware_number(plan: Plan, key: str, preset_attr: str, unit: str) -> Coef:
@@ -307,7 +308,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
     coefs: dict[str, Coef] = {}
 
     if "params" not in m.model_fields_set:
-        coefs["params"] = Coef(m.params, "params", DERIVED, "counted from the shape (budgetdsl.plan.model."
+        coefs["params"] = Coef(m.param_count, "params", DERIVED, "counted from the shape (budgetdsl.plan.model."
                                "transformer_params: L·(2d² + 2·d·d_kv + k·d·F + 2d) + V·d (×2 untied) + d, "
                                "k = 2 GeLU, 3 SwiGLU; no biases)")
     f = flops_per_token(plan)
@@ -321,7 +322,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
                     mem.GRAD_BYTES[grad_dtype], hw.overlap)
     shape = None
     if m.layers is not None and m.d_model is not None and device is not None:
-        shape = Shape(m.params, m.layers, m.d_model, m.seq_len, f.value, m.heads, m.vocab, m.kv_heads,
+        shape = Shape(m.param_count, m.layers, m.d_model, m.seq_len, f.value, m.heads, m.vocab, m.kv_heads,
                       m.ffn_hidden, m.mlp, m.tied_embeddings)
     mode = DECLARED if hw.mfu is not None else "predicted"
     if mode != DECLARED and shape is None:
@@ -330,7 +331,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
 
     head_layers = shape.head_flops / shape.layer_flops if shape is not None and shape.layer_flops > 0 else 0.0
     stages = mem.stage_memory(
-        params=m.params, seq_len=m.seq_len, layers=m.layers, d_model=m.d_model, heads=m.heads, vocab=m.vocab,
+        params=m.param_count, seq_len=m.seq_len, layers=m.layers, d_model=m.d_model, heads=m.heads, vocab=m.vocab,
         tensor_parallel=t, pipeline_parallel=p, data_parallel=dp, zero=split.zero, recompute=split.recompute,
         flash_attention=split.flash_attention, sequence_parallel=layout.sequence_parallel,
         virtual_stages=layout.virtual_stages, grad_dtype=grad_dtype,
@@ -352,7 +353,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
         rate, fixed = gpus * peak.value * hw.mfu, 0.0
     else:
         rate, fixed = 0.0, 0.0  # set below, once the micro-batch maximum is known
-    cm = CostModel(gpus=gpus, split=split, data_parallel=dp, seq_len=m.seq_len, params=m.params,
+    cm = CostModel(gpus=gpus, split=split, data_parallel=dp, seq_len=m.seq_len, params=m.param_count,
                    flops_per_token=f.value, peak_flops=peak.value, mode=mode, mfu=hw.mfu, rate=rate,
                    fixed_time=fixed, memory_per_device=memory.value, stages=tuple(stages),
                    reserve_bytes=reserve.value, shape=shape, device=device, layout=layout,
@@ -408,7 +409,8 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
         coefs["activation_bytes_per_sequence"] = Coef(heavy.activations_per_sequence, "B/sequence", DECLARED,
                                                       act_detail)
     else:
-        kept = f"{mem.ACTIVATION_WHOLE + mem.layer_activation_split(m.d_model or 1, m.heads, m.kv_heads, m.ffn_hidden, m.mlp):.4g}"
+        parted = mem.layer_activation_split(m.d_model or 1, m.heads, m.kv_heads, m.ffn_hidden, m.mlp)
+        kept = f"{mem.ACTIVATION_WHOLE + parted:.4g}"
         formula = {"full": "2·s·d", "selective": f"{kept}·s·d"}.get(
             split.recompute, f"{kept}·s·d" if split.flash_attention else f"s·d·({kept} + 5·a·s/d)")
         if kept != "34":

@@ -154,15 +154,14 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
         local = params / (t * p)
         return [StageMemory(0, layers, *static(local, local), act, 0.0)]
 
-    shape = {"kv_heads": kv_heads, "ffn_hidden": ffn_hidden, "mlp": mlp}
     per_layer = activation_bytes_per_layer(seq_len, d_model, heads, recompute, flash_attention, t,
-                                           sequence_parallel, **shape)
+                                           sequence_parallel, kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp)
     if per_layer is None:
         return None
     working = 0.0
     if recompute == "full":  # the layer being recomputed holds its full set during its backward
-        working = activation_bytes_per_layer(seq_len, d_model, heads, "none", flash_attention, t,
-                                             sequence_parallel, **shape) or 0.0
+        working = activation_bytes_per_layer(seq_len, d_model, heads, "none", flash_attention, t, sequence_parallel,
+                                             kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp) or 0.0
     emb = float(vocab * d_model) if vocab else 0.0
     per_param = layer_params(params, layers, emb, tied_embeddings)
     counts = stage_layers(layers, p, head_layers)

@@ -8,6 +8,7 @@ so the JSON Schema accepts a number or a string for every quantity. Rules that s
 
 # No `from __future__ import annotations`: pydantic would then evaluate each annotation from its
 # text at every start; written as objects, they are evaluated once, as the class body runs.
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -192,7 +193,7 @@ def transformer_params(layers: float, d_model: float, vocab: float, *, heads: fl
 class ModelShape(_Section):
     """The model being trained: its size and shape drive FLOPs and memory."""
 
-    params: float = Count("Number of parameters N, e.g. 6.74e9 or 7B; omitted: counted from the shape "
+    params: float | None = Count("Number of parameters N, e.g. 6.74e9 or 7B; omitted: counted from the shape "
                           "(layers, d_model, vocab, and heads, kv_heads, ffn_hidden, mlp, tied_embeddings).",
                           ge=1, le=MAX_PARAMS, default=None)
     layers: int | None = Integer("Transformer layers L.", gt=0, le=MAX_LAYERS, optional=True)
@@ -217,12 +218,24 @@ class ModelShape(_Section):
         "pipeline parallelism divide it), overriding the Korthikanti et al. (2022) estimate.",
         ge=1, le=MAX_BYTES, optional=True)
 
+    @property
+    def param_count(self) -> float:
+        """N: `params` as given, or counted from the shape when omitted (validation sets it, so a
+        validated plan always has it)."""
+        assert self.params is not None, "a validated model has params (given or counted)"
+        return self.params
+
     def shape_params(self) -> float | None:
         """`transformer_params` of this shape; None where layers, d_model or vocab is unknown."""
         if self.layers is None or self.d_model is None or self.vocab is None:
             return None
         return transformer_params(self.layers, self.d_model, self.vocab, heads=self.heads, kv_heads=self.kv_heads,
                                   ffn_hidden=self.ffn_hidden, mlp=self.mlp, tied_embeddings=self.tied_embeddings)
+
+    def splits_over(self, tensor_parallel: int) -> bool:
+        """Whether tensor parallelism of degree t splits the attention: heads and kv_heads each a
+        multiple of t (Megatron-Core divides both, num_query_groups, over the TP ranks)."""
+        return all(h is None or h % tensor_parallel == 0 for h in (self.heads, self.kv_heads))
 
     def detailed(self) -> tuple[str, ...]:
         """The detailed-shape keys (SHAPE_KEYS) the plan writes."""
@@ -235,20 +248,22 @@ class ModelShape(_Section):
         counted = self.shape_params()
         if "params" not in self.model_fields_set or counted is None or not self.detailed():
             return None
-        return (self.params, counted) if abs(self.params / counted - 1.0) > PARAMS_MISMATCH else None
+        n = self.param_count
+        return (n, counted) if abs(n / counted - 1.0) > PARAMS_MISMATCH else None
 
     @model_validator(mode="after")
     def _shape(self) -> "ModelShape":
         if self.d_model is not None and self.heads is not None and self.d_model % self.heads:
             raise PlanRuleError("heads", f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
-        if self.kv_heads is not None:
-            if self.heads is None:
+        kv, heads = self.kv_heads, self.heads
+        if kv is not None:
+            if heads is None:
                 raise PlanRuleError("kv_heads", "kv_heads needs heads: the query heads it groups",
-                                    f"e.g. heads: {max(self.kv_heads, 8 * self.kv_heads)}")
-            if self.heads % self.kv_heads:
-                divisors = [k for k in range(1, min(self.heads, 4096) + 1) if self.heads % k == 0]
-                near = min(divisors, key=lambda k: (abs(k - self.kv_heads), k))
-                raise PlanRuleError("kv_heads", f"kv_heads ({self.kv_heads}) must divide heads ({self.heads}): "
+                                    f"e.g. heads: {8 * kv}")
+            if heads % kv:
+                divisors = [k for k in range(1, min(heads, 4096) + 1) if heads % k == 0]
+                near = min(divisors, key=lambda k: (abs(k - kv), k))
+                raise PlanRuleError("kv_heads", f"kv_heads ({kv}) must divide heads ({heads}): "
                                     "each key/value head serves a whole group of query heads",
                                     f"e.g. kv_heads: {near}")
         if self.params is None:
@@ -258,8 +273,9 @@ class ModelShape(_Section):
             # (N − V·d)/L parameters (N − 2·V·d untied) and (f − 6·d·V)/L FLOPs, which must be positive.
             embedding = float(self.vocab) * self.d_model
             matrices = 1.0 if self.tied_embeddings else 2.0
-            if matrices * embedding >= self.params:
-                what = "vocab × d_model" if self.tied_embeddings else "the untied embedding and LM head, 2 × vocab × d_model"
+            if matrices * embedding >= self.param_count:
+                what = ("vocab × d_model" if self.tied_embeddings
+                        else "the untied embedding and LM head, 2 × vocab × d_model")
                 raise PlanRuleError("vocab", f"{'the embedding alone, ' if self.tied_embeddings else ''}{what} = "
                                     f"{matrices * embedding:.3g} parameters, is not less than params "
                                     f"({self.params:.3g}), which counts it; check vocab, d_model and params"
@@ -276,8 +292,8 @@ class ModelShape(_Section):
         counted = self.shape_params()
         if counted is None:
             missing = [k for k in ("layers", "d_model", "vocab") if getattr(self, k) is None]
-            raise PlanRuleError("", "model.params is not given, and the shape does not determine it: "
-                                f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing",
+            raise PlanRuleError("params", "missing key 'params' in 'model', and the shape does not count it: "
+                                f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not given",
                                 "give params (e.g. params: 7B), or the shape: layers, d_model, vocab "
                                 "(and heads, kv_heads, ffn_hidden, mlp, tied_embeddings)")
         if counted > MAX_PARAMS:
@@ -671,6 +687,12 @@ class Plan(_Section):
         if m.heads is not None and m.heads % _degree(hw.tensor_parallel):
             raise PlanRuleError("hardware.tensor_parallel", f"heads ({m.heads}) must be divisible by "
                                 f"tensor_parallel ({hw.tensor_parallel})")
+        if m.kv_heads is not None and m.kv_heads % _degree(hw.tensor_parallel):
+            raise PlanRuleError("hardware.tensor_parallel", f"kv_heads ({m.kv_heads}) must be divisible by "
+                                f"tensor_parallel ({hw.tensor_parallel}): Megatron splits the key/value "
+                                "heads over the tensor-parallel ranks too",
+                                f"e.g. tensor_parallel: {math.gcd(m.kv_heads, _degree(hw.tensor_parallel))}, "
+                                "or auto")
         # Uneven stages are allowed (BLOOM: 70 layers on 12 stages; Llama 3 405B: 126 on 16): the
         # cost model balances them with the LM head on the last (budgetdsl.hardware.layout.stage_layers).
         chunks = _degree(hw.pipeline_parallel) * hw.virtual_pipeline_stages
