@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from budgetdsl.cost import memory as mem
-from budgetdsl.cost.flops import attention_flops_per_token
+from budgetdsl.cost.flops import attention_flops_per_token, gemm_flops_per_layer
 from budgetdsl.cost.memory import activation_bytes_per_layer  # noqa: F401 - re-exported
 from budgetdsl.cost.throughput import (
     Breakdown,
@@ -386,6 +386,11 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
                                "nothing: inside the declared MFU" if mode == DECLARED else
                                "bubble + exposed data-parallel reduction + optimizer step + step_overhead "
                                f"at micro-batch {cm._reference_micro:g}")
+    if getattr(hw, "precision", "bf16") == "fp8" and cm.shape is not None:
+        sh = cm.shape
+        gemm = sh.layers * gemm_flops_per_layer(sh.layer_flops, sh.d_model, sh.seq_len)
+        coefs["fp8_flop_share"] = Coef(gemm / sh.flops_per_token, "1", DERIVED, "share of f on FP8 tensor cores: "
+                                       "L·(layer FLOPs − 12·d·s) / f; attention scores and values, LM head BF16")
     coefs["memory_per_device"] = memory
     if hw.overlap is not None:
         coefs["overlap"] = Coef(hw.overlap, "1", DECLARED, "hardware.overlap")

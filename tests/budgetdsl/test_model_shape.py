@@ -172,7 +172,9 @@ def test_fp8_runs_the_layers_gemms_at_the_fp8_peak_and_nothing_else():
     assert b.mfu > a.mfu and b.peak_flops == h100.peak_flops
     coef = fp8.coefficients["fp8_peak_flops"]
     assert (coef.value, coef.origin) == (h100.fp8_peak_flops, "preset") and "stay BF16" in coef.detail
-    assert "fp8_peak_flops" not in bf16.coefficients
+    assert "fp8_peak_flops" not in bf16.coefficients and "fp8_flop_share" not in bf16.coefficients
+    share = fp8.coefficients["fp8_flop_share"].value
+    assert share == pytest.approx(m.layers * gemm / fp8.flops_per_token, rel=1e-12) and 0.5 < share < 1
 
 
 def test_fp8_caches_a_weight_copy_and_its_transpose_per_layer_parameter():
