@@ -330,3 +330,22 @@ def test_the_layout_search_splits_only_what_tensor_parallelism_can_split(tmp_pat
     assert {c.tensor_parallel for c in candidates(plan)} == {1, 2}
     wide = load_plan(write(tmp_path, LLAMA3_8B))
     assert {c.tensor_parallel for c in candidates(wide)} == {1, 2, 4, 8}
+
+
+def test_the_megatron_export_launches_the_layer_the_plan_priced(tmp_path):
+    """The example plan's GQA/SwiGLU/untied/FP8 layer reaches Megatron-LM's flags; a plan that
+    describes no layer keeps Megatron's defaults (and the comment that says so)."""
+    from budgetdsl.cli import main
+
+    out = tmp_path / "run.megatron.sh"
+    assert main(["export", str(REPO / "plans" / "llama3-8b-h100-fp8.yaml"), "--to", "megatron", "-q",
+                 "-o", str(out)]) == 0
+    text = out.read_text()
+    for flag in ("--group-query-attention", "--num-query-groups 8", "--ffn-hidden-size 14336", "--swiglu",
+                 "--untie-embeddings-and-output-weights", "--fp8-format hybrid", "--bf16"):
+        assert f"    {flag}\n" in text, flag
+    plain = tmp_path / "plain.megatron.sh"
+    assert main(["export", str(REPO / "plans" / "llama2-7b.yaml"), "--to", "megatron", "-q", "-o", str(plain)]) == 0
+    flags = [line.split()[0] for line in plain.read_text().splitlines() if line.startswith("    --")]
+    assert "--num-layers" in flags and not {"--swiglu", "--num-query-groups", "--fp8-format"} & set(flags)
+    assert "know (--ffn-hidden-size, --swiglu, --group-query-attention" in plain.read_text()
