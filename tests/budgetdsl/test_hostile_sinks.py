@@ -13,6 +13,7 @@ YAML export or a CSV table, whose syntax quotes a multi-line value (a block scal
 field) and whose readers parse it back exact, may carry the value's own lines on stdout.
 """
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -128,6 +129,12 @@ def _plan_sinks(s: Sinks, hostile: str, tmp_path: pathlib.Path) -> None:
     s.run("plan of a missing file", ["plan", tmp_path / f"missing{hostile}.yaml"])
     s.run("plan of an invalid plan", ["plan", bad])
     s.run("plan --plot into a missing folder", ["plan", plan, "--plot", tmp_path / f"nowhere{hostile}" / "p.svg"])
+    if importlib.util.find_spec("matplotlib") is not None:  # the picture: the plan's name in its title
+        (tmp_path / "pics").mkdir()
+        s.run("plan --plot", ["plan", plan, "--plot", tmp_path / "pics" / "{name}.svg"])
+        for picture in (tmp_path / "pics").iterdir():
+            if raw_controls(picture.read_text()):
+                s.leaks["plan --plot (the picture)"] = raw_controls(picture.read_text())
     for fmt in ("text", "json"):
         s.run(f"check --format {fmt}", ["check", "--solve", "--format", fmt, plan, bad])
     for fmt in ("text", "json", "markdown"):
