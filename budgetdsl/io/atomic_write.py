@@ -86,9 +86,20 @@ class MissingFolder(FileNotFoundError):
 
 def check_folder(name: str | os.PathLike[str]) -> None:
     """MissingFolder when the folder `name` would be written in does not exist (a symbolic link's
-    target's folder, for a link), with what to run; the one rule of every output path."""
-    if os.path.isdir(os.path.dirname(_real(name))):
+    target's folder, for a link), with what to run; the one rule of every output path. A path
+    through a file is NotADirectoryError; anything else the write itself reports."""
+    try:
+        if stat.S_ISDIR(os.stat(os.path.dirname(_real(name))).st_mode):
+            return
+        missing = False
+    except FileNotFoundError:
+        missing = True
+    except NotADirectoryError:
+        missing = False
+    except OSError:
         return
+    if not missing:
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), os.fspath(name))
     folder = os.path.dirname(os.fspath(name)) or "."
     raise MissingFolder(errno.ENOENT, f"no such folder {folder}; make it first (mkdir -p {shlex.quote(folder)})",
                         os.fspath(name))

@@ -72,6 +72,7 @@ class Sinks:
         self.capsys = capsys
         self.leaks: dict[str, list[str]] = {}
         self.lines: dict[str, int] = {}  # each sink's (and stream's) line count
+        self.baseline = False  # running the flat twin: only the line counts are wanted
 
     def run(self, sink: str, argv: list[str], files: tuple[pathlib.Path, ...] = (),
             quoted: bool = False) -> tuple[int, str, str]:
@@ -103,9 +104,10 @@ class Sinks:
         assert self.leaks == {}, "\n".join(f"{k}: {v}" for k, v in self.leaks.items())
         if BREAKS.search(hostile):
             got, self.lines = self.lines, {}
+            self.baseline = True
             (root / "f").mkdir()
             drive(self, flat(hostile), root / "f")
-            forged = {k: (n, self.lines[k]) for k, n in got.items() if n > self.lines[k]}
+            forged = {k: (n, self.lines[k]) for k, n in got.items() if k in self.lines and n > self.lines[k]}
             assert forged == {}, "lines (with the breaks, without): " + "; ".join(
                 f"{k}: {v}" for k, v in forged.items())
 
@@ -129,7 +131,7 @@ def _plan_sinks(s: Sinks, hostile: str, tmp_path: pathlib.Path) -> None:
     s.run("plan of a missing file", ["plan", tmp_path / f"missing{hostile}.yaml"])
     s.run("plan of an invalid plan", ["plan", bad])
     s.run("plan --plot into a missing folder", ["plan", plan, "--plot", tmp_path / f"nowhere{hostile}" / "p.svg"])
-    if importlib.util.find_spec("matplotlib") is not None:  # the picture: the plan's name in its title
+    if not s.baseline and importlib.util.find_spec("matplotlib") is not None:  # the name in its title
         (tmp_path / "pics").mkdir()
         s.run("plan --plot", ["plan", plan, "--plot", tmp_path / "pics" / "{name}.svg"])
         for picture in (tmp_path / "pics").iterdir():
