@@ -33,7 +33,7 @@ class GradientNoiseScaleCallback(TrainerCallback):
     of the first batch, unless given."""
 
     def __init__(self, out: str | Path, *, data: str = "user data", tokens_per_example: int | None = None,
-                 vocab_size: int | None = None, ema_beta: float = 0.95, confidence: float = 0.95,
+                 vocab_size: int | None = None, ema_beta: float | None = None, confidence: float = 0.95,
                  point_every: int = 10):
         self.out = Path(out)
         self.data = data
@@ -50,6 +50,9 @@ class GradientNoiseScaleCallback(TrainerCallback):
             model, micro_batch=args.per_device_train_batch_size,
             accumulation=args.gradient_accumulation_steps, world_size=args.world_size,
             tokens_per_example=self.tokens_per_example or 1, capture_loss=False,
+            # The Trainer divides each micro-batch's loss by the step's own number of micro-batches
+            # (`current_gradient_accumulation_steps`: fewer in the leftover step of an epoch).
+            loss_divisor=float,
             grad_scale=scaler.get_scale if scaler is not None else None, **self.options)
         if self.tokens_per_example is None:
             self._probe = model.register_forward_pre_hook(self._tokens_from_batch, with_kwargs=True)
@@ -61,6 +64,11 @@ class GradientNoiseScaleCallback(TrainerCallback):
         if ids is not None and getattr(ids, "dim", lambda: 0)() == 2:
             self.gns.tokens_per_example = int(ids.shape[-1])
         self._probe.remove()
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs: Any):
+        # The Trainer's own step boundary: after the step's last backward (and clipping, which
+        # the recorder's norms, read at the end of each backward, come before).
+        self.gns.end_step()
 
     def on_step_end(self, args, state, control, optimizer=None, **kwargs: Any):
         if optimizer is not None:

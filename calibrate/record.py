@@ -35,18 +35,22 @@ class RunRecord:
     sq_small: list[float] = field(default_factory=list)
     sq_big: list[float] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
+    skip_reasons: dict[str, int] = field(default_factory=dict)  # why steps were skipped, counted
     eval_steps: list[int] = field(default_factory=list)
     eval_losses: list[float] = field(default_factory=list)
     trajectory: list[dict] = field(default_factory=list)
 
-    def measured(self, step: int, train_loss: float, sq_small: float, sq_big: float) -> None:
-        self.tracker.update(step, sq_small, sq_big, self.micro_batch, self.batch)
+    def measured(self, step: int, train_loss: float, sq_small: float, sq_big: float,
+                 b_big: int | None = None) -> None:
+        """One step's norms; `b_big`: its examples when not the run's global batch (a short step)."""
+        self.tracker.update(step, sq_small, sq_big, self.micro_batch, b_big or self.batch)
         self.train_loss.append(train_loss)
         self.sq_small.append(sq_small)
         self.sq_big.append(sq_big)
 
-    def skip(self, step: int) -> None:
+    def skip(self, step: int, reason: str = "non-finite") -> None:
         self.skipped.append(step)
+        self.skip_reasons[reason] = self.skip_reasons.get(reason, 0) + 1
 
     def evaluated(self, step: int, loss: float) -> None:
         """The held-out loss at `step`'s weights (before that step's update)."""
@@ -141,6 +145,7 @@ class RunRecord:
             confidence=confidence,
             steps_measured=len(self.tracker),
             steps_skipped=len(self.skipped),
+            skipped_reasons=dict(self.skip_reasons),
         )
 
     def to_file(
@@ -182,6 +187,7 @@ class RunRecord:
             "sq_small": self.sq_small,
             "sq_big": self.sq_big,
             "skipped": self.skipped,
+            "skip_reasons": self.skip_reasons,
             "eval_steps": self.eval_steps,
             "eval_losses": self.eval_losses,
             "trajectory": self.trajectory,
@@ -191,4 +197,4 @@ class RunRecord:
         self.tracker.load_state_dict(state["tracker"])
         for name, value in state.items():
             if name != "tracker":
-                setattr(self, name, list(value))
+                setattr(self, name, dict(value) if isinstance(value, dict) else list(value))

@@ -160,6 +160,7 @@ class Summary(_Model):
     confidence: float
     steps_measured: int
     steps_skipped: int
+    skipped_reasons: dict[str, int] = {}  # why the skipped steps were not measured, counted
 
 
 class MemoryPoint(_Model):

@@ -22,11 +22,13 @@ def _require(name):
 torch = _require("torch")
 transformers = _require("transformers")
 
+import linreg_proxy  # noqa: E402
 from budgetdsl.calibrate.gns_hf import GradientNoiseScaleCallback  # noqa: E402
 
 from budgetdsl.plan.calibration_file import load_calibration  # noqa: E402
 
 VOCAB, SEQ = 64, 16
+G2, TRACE, B_TRUE = linreg_proxy.truth()
 
 
 class Bigrams(torch.utils.data.Dataset):
@@ -121,6 +123,54 @@ noise: {{calibration: cal.json, at_loss: {at}}}
     sol = json.loads(done.stdout)
     assert sol["frontier"]["b_crit_tokens"] == pytest.approx(cal.b_crit_tokens_at(at)[0])
     assert sol["warnings"] == []  # its own corpus and vocabulary: nothing doubtful
+
+
+class LinRegExamples(torch.utils.data.Dataset):
+    """A finite set of the linear-regression proxy's examples, as Trainer items."""
+
+    def __init__(self, n: int):
+        self.x, self.y = linreg_proxy.make_data("train")(n, torch.Generator().manual_seed(3))
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return {"x": self.x[i], "labels": self.y[i]}
+
+
+class HFLinReg(torch.nn.Module):
+    """linreg_proxy's model with the Trainer's calling convention (keyword inputs, a loss in the output)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.inner = linreg_proxy.make_model()
+
+    def forward(self, x, labels):
+        return {"loss": self.inner((x, labels))}
+
+
+@pytest.mark.parametrize("examples", [1608, 1624])
+def test_epochs_ending_on_a_short_step_are_measured_at_that_steps_size(tmp_path, examples):
+    """402 or 406 micro-batches of 4 per epoch at accumulation 4: the Trainer steps on the 2 left
+    over at each epoch's end (dividing their losses by 2). Its own step event marks the boundary, so
+    that step is a batch of 8 and the next epoch's are whole; the closed form stays inside the
+    interval, and at lr 0 the plain mean is used."""
+    steps = 300
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "hf"), per_device_train_batch_size=4, gradient_accumulation_steps=4,
+        max_steps=steps, learning_rate=0.0, logging_steps=10, report_to=[], save_strategy="no",
+        use_cpu=True, seed=0, dataloader_num_workers=0, disable_tqdm=True)
+    gns = GradientNoiseScaleCallback(tmp_path / "cal.json", data="linreg_proxy gaussian", point_every=50)
+    transformers.Trainer(model=HFLinReg(), args=args, train_dataset=LinRegExamples(examples),
+                         callbacks=[gns]).train()
+    cal = load_calibration(tmp_path / "cal.json")
+    s = cal.summary
+    assert s.steps_measured == steps and s.steps_skipped == 0
+    assert cal.provenance.estimator.ema_beta == 1.0
+    truth = linreg_proxy.finite_truth(*linreg_proxy.make_data("train")(examples, torch.Generator().manual_seed(3)))
+    assert abs(truth / B_TRUE - 1) < 0.25  # the set's own B_simple: the closed form, up to sampling
+    assert s.b_simple is not None and s.ci_low <= truth <= s.ci_high, (truth, s.b_simple, s.ci_low, s.ci_high)
 
 
 @pytest.mark.slow
