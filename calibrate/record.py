@@ -81,6 +81,7 @@ class RunRecord:
             "b_simple_tokens": s.b_simple * tpe if s.b_simple is not None else None,
             "ci_low": lo,
             "ci_high": hi,
+            "n_eff": tr.effective_steps(),
         }
         self.trajectory.append(p)
         return p
@@ -95,20 +96,26 @@ class RunRecord:
                 "one loss, nothing to fit"
             )
         window = (1.0 + beta) / (1.0 - beta)  # effective number of steps in one EMA window
-        pts = [p for p in self.trajectory if p["ci_low"] is not None and p["ci_high"] is not None]
+        # Every point one window apart, whatever its interval: open ones enter the fit as bounds.
+        pts = self.trajectory
         idx = spaced([p["step"] for p in pts], spacing=window, start=int(warmup + window))
         chosen = [pts[i] for i in idx]
         tpe = self.tokens_per_example
+
+        def tokens(v):
+            return v * tpe if v is not None else None
+
         try:
             law = fit_power_law(
                 [p["loss_smoothed"] for p in chosen],
-                [(p["b_simple"] or math.nan) * tpe for p in chosen],
-                [p["ci_low"] * tpe for p in chosen],
-                [p["ci_high"] * tpe for p in chosen],
+                [tokens(p["b_simple"]) for p in chosen],
+                [tokens(p["ci_low"]) for p in chosen],
+                [tokens(p["ci_high"]) for p in chosen],
                 z=self.tracker.z,
             )
         except FitError as exc:
-            return None, str(exc)
+            return None, (f"{exc}; train until the loss falls further (more --steps, or a larger "
+                          "--lr), or measure at fixed weights (--lr 0) and read the file at its one loss")
         p_se = math.sqrt(law.cov[1][1])
         return (
             Fit(
@@ -120,6 +127,9 @@ class RunRecord:
                 loss_max=law.loss_max,
                 n_points=law.n_points,
                 reduced_chi2=law.reduced_chi2,
+                n_censored=law.n_censored,
+                n_unbounded=law.n_unbounded,
+                slope_z=law.slope_z,
             ),
             None,
         )
@@ -143,6 +153,7 @@ class RunRecord:
             ci_low_tokens=tokens(last["ci_low"]),
             ci_high_tokens=tokens(last["ci_high"]),
             confidence=confidence,
+            n_eff=last.get("n_eff"),
             steps_measured=len(self.tracker),
             steps_skipped=len(self.skipped),
             skipped_reasons=dict(self.skip_reasons),

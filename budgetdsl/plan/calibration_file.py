@@ -88,7 +88,9 @@ class EstimatorInfo(_Model):
     method: Literal["mccandlish-2018-two-batch"] = "mccandlish-2018-two-batch"
     ema_beta: float  # 1.0: plain mean over all steps (fixed weights)
     confidence: float
-    interval: Literal["fieller-batch-means"] = "fieller-batch-means"
+    # Fieller's interval with the per-step covariance from successive differences (calibrate/noise.py);
+    # "fieller-batch-means" is what files written before that label was corrected say.
+    interval: Literal["fieller-successive-differences", "fieller-batch-means"] = "fieller-successive-differences"
 
 
 class Provenance(_Model):
@@ -121,6 +123,7 @@ class TrajectoryPoint(_Model):
     b_simple_tokens: float | None
     ci_low: float | None  # examples; None: unbounded
     ci_high: float | None
+    n_eff: float | None = None  # effective number of steps behind the smoothed values (1/Σw²)
 
 
 class RawEstimates(_Model):
@@ -144,8 +147,11 @@ class Fit(_Model):
     cov: tuple[tuple[float, float], tuple[float, float]]
     loss_min: float
     loss_max: float
-    n_points: int
+    n_points: int  # bounded and censored (one end open) points in the likelihood
     reduced_chi2: float
+    n_censored: int = 0  # of n_points, intervals open at one end (used as bounds)
+    n_unbounded: int = 0  # points open at both ends (no information)
+    slope_z: float | None = None  # 1/α over its standard error; None: not recorded (older files)
 
 
 class Summary(_Model):
@@ -158,6 +164,7 @@ class Summary(_Model):
     ci_low_tokens: float | None
     ci_high_tokens: float | None
     confidence: float
+    n_eff: float | None = None  # effective number of steps behind the interval (1/Σw² of the EMA)
     steps_measured: int
     steps_skipped: int
     skipped_reasons: dict[str, int] = {}  # why the skipped steps were not measured, counted

@@ -200,6 +200,9 @@ def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Di
       seq_len / B_crit times B_crit, and a B_noise of a fraction of a sequence says the proxy's
       per-token losses are not the target's (B_noise at equal loss transfers only on the same
       data and tokenizer, Kaplan et al. 2020 section 5.1).
+    - a fit whose slope is not told from zero (`fit.slope_z` at most the interval's z): the law
+      B*/L^(1/α) then carries nothing from one loss to another (issue 25: a run at lr 0 fitted
+      α = 0.89 ± 0.62 over losses 0.573-0.694 and was read elsewhere).
     Warnings:
     - the calibration measured the built-in proxy corpus (unless the plan is of the proxy itself:
       its sequence length and vocabulary), or a vocabulary other than the plan's model.vocab: the
@@ -220,6 +223,18 @@ def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Di
             "run without a fit belongs to no particular loss and cannot be transferred",
             "calibrate for longer (more --steps, not --quick) until the fit has at least 3 points, "
             "or declare noise.b_crit"))
+    fit = getattr(cal, "fit", None)
+    slope_z = getattr(fit, "slope_z", None)
+    conf = float(getattr(getattr(prov, "estimator", None), "confidence", 0.95))
+    if str(noise.source) == "b_simple" and fit is not None and slope_z is not None and not slope_z > _z(conf):
+        errors.append(_located(
+            plan, ("noise", "calibration"), "calibration-flat-fit",
+            f"calibration {name!r}'s fit of B_crit(L) has a slope {slope_z:.2g} standard errors from 0 "
+            f"(over losses {fit.loss_min:.4g}-{fit.loss_max:.4g}): B_simple does not measurably change "
+            "with the loss there, so its law read at another loss rests on no evidence",
+            "calibrate until the loss falls further (more --steps, or a larger --lr) and B_simple "
+            "visibly grows; or measure at fixed weights (`budgetdsl calibrate --lr 0`) and read the "
+            "file at its one loss"))
     seq_len = int(plan.model.seq_len)
     if b_crit < seq_len:
         errors.append(_located(
@@ -265,6 +280,12 @@ def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Di
             f"{int(vocab)}: nats per token of different tokenizers are not the same loss",
             "read at_loss on the calibration's own loss scale, or calibrate with the target's tokenizer"))
     return tuple(warnings)
+
+
+def _z(confidence: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
 def noise_estimate(plan: Plan) -> NoiseEstimate:

@@ -170,3 +170,20 @@ run:
     assert bool(codes) is warned
     if warned:
         assert codes[0].line == 7 and f"{sol.frontier.x:.3g}" in codes[0].message
+
+
+def test_a_fit_whose_slope_is_not_told_from_zero_is_refused_located(tmp_path):
+    """Issue 25: a noise-only fit (alpha 0.89 +- 0.62 at lr 0) was read at other losses; a file
+    that records its slope as within its errors of 0 is refused at noise.calibration."""
+    def flat(data):
+        data["fit"]["slope_z"] = 1.4
+
+    errors = _errors(_proxy_plan(tmp_path, flat))
+    assert set(errors) == {"calibration-flat-fit"}
+    e = errors["calibration-flat-fit"]
+    assert e.location.line == 6 and "1.4 standard errors" in e.message and "--steps" in e.hint
+
+    def steep(data):
+        data["fit"]["slope_z"] = 5.0
+
+    assert solve(load_plan(_proxy_plan(tmp_path, steep))).frontier.b_crit_tokens > 0
