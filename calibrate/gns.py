@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from budgetdsl.calibrate.config import default_ema_beta
@@ -89,6 +88,7 @@ SKIP_ONE_MICRO_BATCH = "one micro-batch"  # B_small = B_big: nothing to compare 
 SKIP_UNEQUAL = "unequal micro-batches"  # micro-batches of different sizes in one step
 SKIP_DISCARDED = "gradients discarded"  # .grad cleared without an optimizer step
 SKIP_SPLIT = "split gradient"  # a parameter's gradient arrived in pieces (reentrant checkpointing)
+SKIP_UNEQUAL_ITEMS = "unequal num_items_in_batch"  # micro-batch losses weighted by unequal item counts
 
 
 # How, with public hooks only (nanoGNS and AdaptDL/Pollux measure the same way):
@@ -186,9 +186,11 @@ class GradientNoiseScale:
         self._open: set[int] = set()  # graph tasks whose end-of-backward callback is queued
         self._task_of = [-1] * len(self.params)  # the graph task of each parameter's latest gradient
         self._sizes: set[int] = set()  # micro-batch sizes seen by the forward pre-hook this step
+        self._items: list[torch.Tensor] = []  # item counts weighting each micro-batch's loss (HF)
         self._loss_sum: torch.Tensor | float = 0.0
         self._loss_n = 0
-        self._pending: list[tuple] = []  # (step, small_sum, n_small, big, loss_sum, loss_n, divisor_small, divisor_big)
+        # (step, small_sum, n_small, big, loss_sum, loss_n, spread, divisor_small, divisor_big)
+        self._pending: list[tuple] = []
         self._last_time: float | None = None
         # Flushed: plain numbers.
         self.step = 0  # optimizer steps observed (measured or skipped) so far
@@ -287,10 +289,15 @@ class GradientNoiseScale:
             self._reset()
             return
         small = torch.stack(self._parts).square().sum()
+        # Micro-batch losses weighted by their item counts (num_items_in_batch) weigh the micro-batches
+        # equally only when the counts are equal: their spread, checked when flushed.
+        spread = (torch.stack([c.reshape(-1).float() for c in self._items]).aminmax(dim=0)
+                  if len(self._items) > 1 else None)
+        unequal = (spread.max - spread.min).sum() if spread is not None else 0.0
         c = 1.0 / self.loss_divisor(n)
         # .grad = c·s·n·(mean gradient); a micro-batch's hook saw c·s·(its gradient).
         s_small = float(self.grad_scale()) if self.grad_scale is not None else 1.0
-        self._pending.append((self.step, small, n, self._big, self._loss_sum, self._loss_n,
+        self._pending.append((self.step, small, n, self._big, self._loss_sum, self._loss_n, unequal,
                               (c * s_small) ** 2, (c * self._big_scale * n) ** 2))
         now = time.perf_counter()
         if self._last_time is not None:
@@ -314,6 +321,7 @@ class GradientNoiseScale:
         self._parts = []
         self._big = None
         self._sizes = set()
+        self._items = []
         self._loss_sum, self._loss_n = 0.0, 0
 
     def _on_forward_pre(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
@@ -338,6 +346,13 @@ class GradientNoiseScale:
         """The size of a micro-batch of the current step, where the model's forward does not show
         it (an adapter's batch hook): a step of unequal micro-batches is skipped and counted."""
         self._sizes.add(int(examples))
+
+    def observe_items(self, count: torch.Tensor) -> None:
+        """The item count (e.g. labels that are not -100) of a micro-batch whose loss is a sum over
+        its items divided by the step's total (Hugging Face's `num_items_in_batch`): the micro-
+        batches then weigh in proportion to their counts, and a step whose counts differ is
+        skipped and counted (B_small's norms assume equal weights)."""
+        self._items.append(count.detach())
 
     def observe_loss(self, loss: torch.Tensor | float) -> None:
         """The mean loss of one micro-batch of the current step (summed on the device)."""
@@ -368,11 +383,16 @@ class GradientNoiseScale:
             self.peak_bytes = max(self.peak_bytes or 0, int(torch.cuda.max_memory_allocated(self.device)))
         rows = torch.stack([
             torch.stack([torch.as_tensor(v, dtype=torch.float64, device=self.device).reshape(())
-                         for v in (small, n, big, loss_sum, loss_n)])
-            for _, small, n, big, loss_sum, loss_n, _, _ in self._pending])
+                         for v in (small, n, big, loss_sum, loss_n, spread)])
+            for _, small, n, big, loss_sum, loss_n, spread, _, _ in self._pending])
         if self.world_size > 1 and dist.is_initialized():
             dist.all_reduce(rows, op=dist.ReduceOp.SUM)
-        for (step, *_, div_small, div_big), (small, n, big, loss_sum, loss_n) in zip(self._pending, rows.tolist()):
+        for (step, *_, div_small, div_big), (small, n, big, loss_sum, loss_n, spread) in zip(self._pending,
+                                                                                              rows.tolist()):
+            if spread > 0:
+                self.skipped.append(step)
+                self.skip_reasons[SKIP_UNEQUAL_ITEMS] = self.skip_reasons.get(SKIP_UNEQUAL_ITEMS, 0) + 1
+                continue
             big /= self.world_size  # identical on every replica: the sum restores it
             sq_small, sq_big = small / n / div_small, big / div_big
             loss = loss_sum / loss_n if loss_n else None
@@ -423,11 +443,16 @@ class GradientNoiseScale:
             known = losses(step)
             rec.eval_steps, rec.eval_losses = known
             train = self.train_losses[i]
-            if train is None:  # no per-step training loss: the loss axis there
-                train = float(np.interp(step, *known))
+            if train is None and known[1]:  # no per-step training loss: the latest one known
+                train = known[1][-1]
             rec.measured(step, train, self.sq_small[i], self.sq_big[i], self.b_big[i])
-            if i % self.point_every == 0 or i == len(self.steps) - 1:
+            # A point needs a loss at or before its step: none is borrowed from the future.
+            if (i % self.point_every == 0 or i == len(self.steps) - 1) and known[0]:
                 rec.point(step)
+        if not rec.trajectory:
+            raise ValueError(f"no loss was observed at or before the last measured step ({self.steps[-1]}): "
+                             "log the training loss more often (e.g. a smaller logging_steps), or "
+                             "report losses with observe_loss or evaluated")
         return rec
 
     def _loss_axis(self) -> Callable[[int], tuple[list[int], list[float]]] | None:
@@ -442,7 +467,7 @@ class GradientNoiseScale:
             return None
 
         def upto(step: int) -> tuple[list[int], list[float]]:
-            known = [o for o in obs if o[0] <= step] or obs[:1]
+            known = [o for o in obs if o[0] <= step]  # never a later one
             return [s for s, _ in known], [loss for _, loss in known]
 
         return upto

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
 from budgetdsl.calibrate.gns import GradientNoiseScale
 from transformers import TrainerCallback
 
@@ -29,8 +30,11 @@ class GradientNoiseScaleCallback(TrainerCallback):
     the accumulation (or by the batch's token count, the same for equal-length sequences); its
     `no_sync` keeps DDP from reducing before the last micro-batch. The big batch's norm is read at
     the end of the last backward, before `max_grad_norm` clips it. The loss axis: `eval_loss` when
-    the run evaluates, else the logged training `loss`. Tokens per example: the `input_ids` length
-    of the first batch, unless given."""
+    the run evaluates, else the logged training `loss` (each B point takes the latest loss logged at
+    or before its step; none before the first log). A model that takes `num_items_in_batch` weighs
+    each micro-batch by its label count: steps whose micro-batches' counts differ are skipped and
+    counted (a `compute_loss_func` is not seen: its weighting is assumed equal). Tokens per
+    example: the `input_ids` length of the first batch, unless given."""
 
     def __init__(self, out: str | Path, *, data: str = "user data", tokens_per_example: int | None = None,
                  vocab_size: int | None = None, ema_beta: float | None = None, confidence: float = 0.95,
@@ -56,6 +60,7 @@ class GradientNoiseScaleCallback(TrainerCallback):
             grad_scale=scaler.get_scale if scaler is not None else None, **self.options)
         if self.tokens_per_example is None:
             self._probe = model.register_forward_pre_hook(self._tokens_from_batch, with_kwargs=True)
+        self._items_hook = model.register_forward_pre_hook(self._items_of_batch, with_kwargs=True)
         if self.vocab_size is None:
             self.vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
 
@@ -64,6 +69,19 @@ class GradientNoiseScaleCallback(TrainerCallback):
         if ids is not None and getattr(ids, "dim", lambda: 0)() == 2:
             self.gns.tokens_per_example = int(ids.shape[-1])
         self._probe.remove()
+
+    def _items_of_batch(self, module, args, kwargs):
+        # A model that takes `num_items_in_batch` (the Trainer passes it when the model accepts
+        # loss kwargs) divides each micro-batch's summed loss by the step's total count, so the
+        # micro-batches weigh by their own counts: the recorder checks they are equal. The
+        # Trainer counts labels[..., 1:] of a causal LM and labels otherwise: both are counted.
+        labels = kwargs.get("labels")
+        if "num_items_in_batch" not in kwargs or not isinstance(labels, torch.Tensor) or not module.training:
+            return
+        counts = [labels.ne(-100).sum()]
+        if labels.dim() >= 2:
+            counts.append(labels[..., 1:].ne(-100).sum())
+        self.gns.observe_items(torch.stack(counts))
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs: Any):
         # The Trainer's own step boundary: after the step's last backward (and clipping, which
@@ -92,6 +110,7 @@ class GradientNoiseScaleCallback(TrainerCallback):
             grad_clip=args.max_grad_norm or None, amp=amp,
             integration="budgetdsl.calibrate.gns_hf")
         gns.close()
+        self._items_hook.remove()
 
 
 def _model_name(model) -> str:

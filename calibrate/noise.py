@@ -210,11 +210,6 @@ class NoiseScaleTracker:
         w = self.weights()
         return float(1.0 / np.sum(w * w)) if len(w) else 0.0
 
-    def smoothed_series(self, values: list[float]) -> float:
-        """`values` (one per measured step) averaged with the estimator's own EMA weights — e.g.
-        the loss that the smoothed B_simple belongs to."""
-        return float(np.dot(self.weights(), np.asarray(values, dtype=float)))
-
     def state_dict(self) -> dict:
         return {"steps": list(self.steps), "g2": list(self.g2), "trace": list(self.trace)}
 

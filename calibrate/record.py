@@ -31,7 +31,7 @@ class RunRecord:
     batch: int  # global batch, examples
     micro_batch: int
     tokens_per_example: int
-    train_loss: list[float] = field(default_factory=list)  # per measured step
+    train_loss: list[float | None] = field(default_factory=list)  # per measured step; None: not known yet
     sq_small: list[float] = field(default_factory=list)
     sq_big: list[float] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
@@ -40,7 +40,7 @@ class RunRecord:
     eval_losses: list[float] = field(default_factory=list)
     trajectory: list[dict] = field(default_factory=list)
 
-    def measured(self, step: int, train_loss: float, sq_small: float, sq_big: float,
+    def measured(self, step: int, train_loss: float | None, sq_small: float, sq_big: float,
                  b_big: int | None = None) -> None:
         """One step's norms; `b_big`: its examples when not the run's global batch (a short step)."""
         self.tracker.update(step, sq_small, sq_big, self.micro_batch, b_big or self.batch)
@@ -65,16 +65,21 @@ class RunRecord:
             return None
         s = tr.smoothed()
         lo, hi = tr.interval()
-        # The held-out loss at each measured step, interpolated between evaluations, averaged
-        # with the estimator's EMA weights: the loss the smoothed B_simple actually belongs to.
-        per_step = np.interp(tr.steps, self.eval_steps, self.eval_losses)
+        # The held-out loss at each measured step, interpolated between evaluations made up to this
+        # point, averaged with the estimator's EMA weights: the loss the smoothed B_simple belongs
+        # to. Steps before the first evaluation have no loss of their own and are left out of the
+        # average (a later loss is never carried back to them).
+        steps = np.asarray(tr.steps, dtype=float)
+        known = steps >= self.eval_steps[0]
+        per_step = np.interp(steps[known], self.eval_steps, self.eval_losses)
+        w = tr.weights()[known]
         tpe = self.tokens_per_example
         p = {
             "step": step,
             "examples": (step + 1) * self.batch,
             "tokens": (step + 1) * self.batch * tpe,
             "loss": self.eval_losses[-1],
-            "loss_smoothed": float(tr.smoothed_series(per_step)),
+            "loss_smoothed": float(np.dot(w, per_step) / np.sum(w)) if w.sum() > 0 else self.eval_losses[-1],
             "grad_sq": s.g2,
             "trace_sigma": s.trace,
             "b_simple": s.b_simple,

@@ -130,7 +130,7 @@ class RawEstimates(_Model):
     """Per-step unbiased estimates, one entry per measured step (columns)."""
 
     step: list[int]
-    train_loss: list[float]
+    train_loss: list[float | None]  # None: a step before any loss was observed (an integration's log)
     grad_sq_small: list[float]  # mean over micro-batches of |g_small|²
     grad_sq_big: list[float]  # |g_big|²
     grad_sq: list[float]  # |G|² (McCandlish A.2)
