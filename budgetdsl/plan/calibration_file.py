@@ -42,6 +42,11 @@ FIT_FORM: Final = "B_crit(L) = B_star / L**(1/alpha)"
 # a tenth of the range's width, and never less than 2% of the loss itself.
 RANGE_MARGIN = 0.1
 RANGE_MARGIN_MIN = 0.02
+# How far `extrapolate: true` carries the fit beyond its measured losses: as far again as the range
+# it measured (its width), and at least 5 % of the loss. Beyond that the law B*/L^(1/α) is read
+# where nothing was measured within a range's length, and reading it is an error, not a risk.
+EXTRAPOLATE_WIDTHS = 1.0
+EXTRAPOLATE_MIN = 0.05
 
 
 class _Model(BaseModel):
@@ -56,6 +61,15 @@ class ModelInfo(_Model):
     flops_per_token: float | None = None
 
 
+class TokenStats(_Model):
+    """Statistics of the training tokens a calibration measured (the first `tokens` of them)."""
+
+    tokens: int
+    distinct: int
+    max_token: int  # below 256: byte-level tokens, whatever the corpus is called
+    unigram_entropy: float  # nats per token of the unigram distribution
+
+
 class DataInfo(_Model):
     kind: Literal["stdlib", "text", "tokens", "factory"]
     source: str
@@ -65,6 +79,7 @@ class DataInfo(_Model):
     train_tokens: int | None = None
     heldout_tokens: int | None = None
     files: int | None = None
+    token_stats: TokenStats | None = None  # None: not recorded (a factory, an older writer)
 
 
 class OptimizerInfo(_Model):
@@ -323,6 +338,15 @@ class CalibrationFile(_Model):
                 "calibrate further (more --steps, a larger proxy) or set `extrapolate: true` "
                 f"to extend the fit {FIT_FORM} (alpha = {f.alpha:.3g})"
             )
+        reach_lo = max(EXTRAPOLATE_WIDTHS * width, EXTRAPOLATE_MIN * f.loss_min)
+        reach_hi = max(EXTRAPOLATE_WIDTHS * width, EXTRAPOLATE_MIN * f.loss_max)
+        if extrapolate and not f.loss_min - reach_lo <= loss <= f.loss_max + reach_hi:
+            raise ValueError(
+                f"at_loss {loss:g} is beyond what `extrapolate: true` reads of this calibration: it "
+                f"measured {f.loss_min:.4g} to {f.loss_max:.4g} nats, and extrapolation reaches one "
+                f"measured range's width (at least {EXTRAPOLATE_MIN:.0%} of the loss) past it, "
+                f"{f.loss_min - reach_lo:.4g} to {f.loss_max + reach_hi:.4g} nats; calibrate a proxy that "
+                "reaches nearer this loss (more --steps, a larger proxy), or declare noise.b_crit")
         x = math.log(loss)
         (vaa, vap), (_, vpp) = f.cov
         var = vaa - 2.0 * x * vap + x * x * vpp  # d ln B / d(ln B*, 1/α) = (1, −ln L)
