@@ -39,14 +39,26 @@ class RunRecord:
     eval_steps: list[int] = field(default_factory=list)
     eval_losses: list[float] = field(default_factory=list)
     trajectory: list[dict] = field(default_factory=list)
+    # The preconditioned gradient's norms (Adam's P⊙g), per measured step; None where not measured.
+    sq_small_pre: list[float | None] = field(default_factory=list)
+    sq_big_pre: list[float | None] = field(default_factory=list)
+    tracker_pre: NoiseScaleTracker | None = None  # made on the first preconditioned step
 
     def measured(self, step: int, train_loss: float | None, sq_small: float, sq_big: float,
-                 b_big: int | None = None) -> None:
-        """One step's norms; `b_big`: its examples when not the run's global batch (a short step)."""
+                 b_big: int | None = None, pre: tuple[float | None, float | None] | None = None) -> None:
+        """One step's norms; `b_big`: its examples when not the run's global batch (a short step);
+        `pre`: the same norms of the preconditioned gradient, when measured."""
         self.tracker.update(step, sq_small, sq_big, self.micro_batch, b_big or self.batch)
         self.train_loss.append(train_loss)
         self.sq_small.append(sq_small)
         self.sq_big.append(sq_big)
+        small_pre, big_pre = pre if pre is not None else (None, None)
+        self.sq_small_pre.append(small_pre)
+        self.sq_big_pre.append(big_pre)
+        if small_pre is not None and big_pre is not None and math.isfinite(small_pre + big_pre):
+            if self.tracker_pre is None:
+                self.tracker_pre = NoiseScaleTracker(self.tracker.beta, self.tracker.confidence)
+            self.tracker_pre.update(step, small_pre, big_pre, self.micro_batch, b_big or self.batch)
 
     def skip(self, step: int, reason: str = "non-finite") -> None:
         self.skipped.append(step)
@@ -88,6 +100,10 @@ class RunRecord:
             "ci_high": hi,
             "n_eff": tr.effective_steps(),
         }
+        if self.tracker_pre is not None and len(self.tracker_pre):
+            sp = self.tracker_pre.smoothed()
+            lo_p, hi_p = self.tracker_pre.interval()
+            p.update(b_simple_pre=sp.b_simple, ci_low_pre=lo_p, ci_high_pre=hi_p)
         self.trajectory.append(p)
         return p
 
@@ -162,6 +178,10 @@ class RunRecord:
             steps_measured=len(self.tracker),
             steps_skipped=len(self.skipped),
             skipped_reasons=dict(self.skip_reasons),
+            b_simple_pre=last.get("b_simple_pre"),
+            ci_low_pre=last.get("ci_low_pre"),
+            ci_high_pre=last.get("ci_high_pre"),
+            steps_measured_pre=len(self.tracker_pre) if self.tracker_pre is not None else 0,
         )
 
     def to_file(
@@ -187,6 +207,8 @@ class RunRecord:
                 grad_sq=tr.g2,
                 trace_sigma=tr.trace,
                 skipped_steps=self.skipped,
+                grad_sq_small_pre=self.sq_small_pre if any(v is not None for v in self.sq_small_pre) else None,
+                grad_sq_big_pre=self.sq_big_pre if any(v is not None for v in self.sq_big_pre) else None,
             ),
             fit=fit,
             fit_error=fit_error,
@@ -207,10 +229,17 @@ class RunRecord:
             "eval_steps": self.eval_steps,
             "eval_losses": self.eval_losses,
             "trajectory": self.trajectory,
+            "sq_small_pre": self.sq_small_pre,
+            "sq_big_pre": self.sq_big_pre,
+            "tracker_pre": self.tracker_pre.state_dict() if self.tracker_pre is not None else None,
         }
 
     def load_state_dict(self, state: dict) -> None:
         self.tracker.load_state_dict(state["tracker"])
+        pre = state.get("tracker_pre")
+        if pre is not None:
+            self.tracker_pre = NoiseScaleTracker(self.tracker.beta, self.tracker.confidence)
+            self.tracker_pre.load_state_dict(pre)
         for name, value in state.items():
-            if name != "tracker":
+            if name not in ("tracker", "tracker_pre"):
                 setattr(self, name, dict(value) if isinstance(value, dict) else list(value))

@@ -139,6 +139,10 @@ class TrajectoryPoint(_Model):
     ci_low: float | None  # examples; None: unbounded
     ci_high: float | None
     n_eff: float | None = None  # effective number of steps behind the smoothed values (1/Σw²)
+    # B_simple of Adam's preconditioned gradient P⊙g, P = 1/(√v̂ + ε) (calibrate/step.py), examples
+    b_simple_pre: float | None = None
+    ci_low_pre: float | None = None
+    ci_high_pre: float | None = None
 
 
 class RawEstimates(_Model):
@@ -151,6 +155,9 @@ class RawEstimates(_Model):
     grad_sq: list[float]  # |G|² (McCandlish A.2)
     trace_sigma: list[float]  # tr Σ (A.3)
     skipped_steps: list[int] = []  # non-finite loss or gradient: not measured, not applied
+    # The same norms of Adam's preconditioned gradient; None where not measured (first step, SGD)
+    grad_sq_small_pre: list[float | None] | None = None
+    grad_sq_big_pre: list[float | None] | None = None
 
 
 class Fit(_Model):
@@ -183,6 +190,12 @@ class Summary(_Model):
     steps_measured: int
     steps_skipped: int
     skipped_reasons: dict[str, int] = {}  # why the skipped steps were not measured, counted
+    # B_simple of Adam's preconditioned gradient (examples), recorded beside the raw one; the
+    # planner reads the raw one (docs/calibration.md: no comparison with B_crit decides it yet).
+    b_simple_pre: float | None = None
+    ci_low_pre: float | None = None
+    ci_high_pre: float | None = None
+    steps_measured_pre: int = 0
 
 
 class MemoryPoint(_Model):
