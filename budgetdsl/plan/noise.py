@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
 from budgetdsl.plan.yaml_source import read_bytes
-from budgetdsl.theory.frontier import KAPLAN_ALPHA_B, KAPLAN_B_STAR, kaplan_b_crit
+from budgetdsl.theory.frontier import KAPLAN_ALPHA_B, KAPLAN_B_STAR, X_DOUBTFUL, kaplan_b_crit
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
@@ -207,12 +207,6 @@ def _short(text: str) -> str:
     from budgetdsl.plan.yaml_source import excerpt
 
     return excerpt(str(text), 60)
-
-
-# x = B/B_crit beyond this factor either way, for a batch the plan declares (target.at_batch): x =
-# 100 spends E/E_min = 1 + x = 101x the minimal tokens (McCandlish et al. 2018, eq. 2.11). The same
-# factor as the solver's check of the chosen batch (budgetdsl.solve.notes.X_DOUBTFUL).
-X_DOUBTFUL = 100.0
 
 
 def at_batch_warnings(plan: Plan, b_crit: float, source: str) -> tuple[Diagnostic, ...]:
