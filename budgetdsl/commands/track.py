@@ -1,0 +1,76 @@
+"""`budgetdsl track PLAN RUN...`: read what a running job logs and say whether its plan still holds.
+
+RUN is a log file or a folder of them (TensorBoard events, trainer_state.json, a Megatron-LM log,
+a gns calibration file, CSV/JSONL: docs/track.md). Results go to stdout (text, `--format json`,
+`--format markdown` for a pull-request comment), diagnostics to stderr. Exit 0 while the plan
+holds, 1 when a limit is forecast to break (or the plan is infeasible), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from budgetdsl.commands._common import extra_hint
+from budgetdsl.io.exit_codes import ExitCode
+from budgetdsl.io.terminal_text import inert, tell
+
+
+def _track_once(args: argparse.Namespace, solution, metrics, seq_len):
+    """The Track of the logs as they are now; raises LogError for bad input."""
+    from budgetdsl.track.forecast import analyse
+    from budgetdsl.track.run import merge, timeline_of
+    from budgetdsl.track.sources import expand, records
+
+    files = expand(args.runs)
+    lines = [timeline_of(f.path, records(f, metrics), args.until_step) for f in files]
+    return analyse(merge(lines, args.until_step), solution, [f.path for f in files], seq_len)
+
+
+def run(args: argparse.Namespace) -> int:
+    from budgetdsl.commands._common import load_or_report
+    from budgetdsl.solve.solver import solve
+    from budgetdsl.track.metrics import MetricMap, parse_overrides
+    from budgetdsl.track.record import LogError
+    from budgetdsl.track.report import RENDERERS
+
+    try:
+        metrics = MetricMap(parse_overrides(args.metric or []))
+    except ValueError as exc:
+        tell(inert(f"budgetdsl track: error: {exc}"))
+        return ExitCode.INVALID
+    plan = load_or_report(args.plan)
+    if plan is None:
+        return ExitCode.INVALID
+    solution = solve(plan)
+    for warning in solution.warnings:
+        tell(warning.format())
+    try:
+        track = _track_once(args, solution, metrics, plan.model.seq_len)
+    except LogError as exc:
+        tell(inert(exc.format()))
+        return ExitCode.INVALID
+    except ImportError as exc:
+        tell(f"budgetdsl track: {exc}; {extra_hint('track')}")
+        return ExitCode.INVALID
+    sys.stdout.write(inert(RENDERERS[args.format](track)) if args.format != "json"
+                     else RENDERERS["json"](track))
+    return ExitCode.NO if track.breaks or not solution.feasible else ExitCode.OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("track", help="compare a running job's logs with its plan and forecast the finish",
+                       description="Read what a training job logs and compare it with its plan: progress, "
+                       "throughput and MFU, B_noise against B_crit, the position on the frontier, and a "
+                       "forecast of the finish, GPU-hours and cost with an interval. Exit 0 while the plan "
+                       "holds, 1 when a limit is forecast to break, 2 for bad input.")
+    p.add_argument("plan", metavar="PLAN", help="the plan file (YAML) that launched the run")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="log files or folders (docs/track.md)")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                   help="text for people, json for machines, markdown for pull-request comments")
+    p.add_argument("--metric", action="append", metavar="FIELD=NAME",
+                   help="read FIELD (tokens, samples, loss, lr, tokens_per_s, tflops_per_gpu, b_noise, ...) "
+                   "from the logged NAME; an empty NAME ignores the field (repeatable)")
+    p.add_argument("--until-step", type=int, metavar="N",
+                   help="read the logs only up to the first step past N: what track said then")
+    p.set_defaults(handler=run)
