@@ -3,8 +3,9 @@ torch.utils.tensorboard.SummaryWriter (loss, tokens seen, learning rate) and a c
 `--checkpoint-every` steps; `--resume` continues from the checkpoint in a new event file, as a
 requeued job does; `--die-at N` kills the process with SIGKILL right after step N.
 
-Each step also waits `--wait` seconds for its "input pipeline", so that the pace of a few-second run
-is steady on a loaded machine (the forecast is judged on it).
+Each step waits for its batch from an input pipeline that delivers one every `--tick` seconds (a
+rate-limited stream; a late step is caught up by the next ones), so that the pace of a few-second
+run is steady on a loaded machine: the forecast is judged on it.
 
     python proxy_train.py OUT --steps 300
 """
@@ -26,7 +27,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out")
     p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--wait", type=float, default=0.01)
+    p.add_argument("--tick", type=float, default=0.015)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--die-at", type=int)
     p.add_argument("--resume", action="store_true")
@@ -45,8 +46,9 @@ def main() -> None:
         step = state["step"]
     writer = SummaryWriter(os.path.join(args.out, "tb"), max_queue=1000, flush_secs=3600)
     data = torch.randint(0, VOCAB, (4096, SEQ + 1), generator=torch.Generator().manual_seed(1))
+    start, first = time.monotonic(), step
     while step < args.steps:
-        time.sleep(args.wait)
+        time.sleep(max(0.0, start + (step - first + 1) * args.tick - time.monotonic()))
         batch = data[torch.randint(0, len(data), (BATCH,))]
         logits = model(batch[:, :-1])
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), batch[:, 1:].reshape(-1))

@@ -34,7 +34,7 @@ def test_tensorboard_events_of_a_real_run_give_every_step(proxy_runs):
     assert all(r.loss is not None and math.isfinite(r.loss) for r in got)
     assert all(r.lr == pytest.approx(3e-3) for r in got)
     times = [r.time for r in got]
-    assert times == sorted(times) and times[-1] - times[0] > 300 * 0.01 * 0.9
+    assert times == sorted(times) and times[-1] - times[0] > 299 * 0.015 * 0.9
 
 
 def test_a_corrupted_tensorboard_record_is_named(proxy_runs, tmp_path):
