@@ -32,7 +32,6 @@ def run(args: argparse.Namespace) -> int:
     from budgetdsl.solve.solver import solve
     from budgetdsl.track.metrics import MetricMap, parse_overrides
     from budgetdsl.track.record import LogError
-    from budgetdsl.track.report import RENDERERS
 
     try:
         metrics = MetricMap(parse_overrides(args.metric or []))
@@ -46,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     for warning in solution.warnings:
         tell(warning.format())
     try:
+        if args.follow:
+            return _follow(args, solution, metrics, plan.model.seq_len)
         track = _track_once(args, solution, metrics, plan.model.seq_len)
     except LogError as exc:
         tell(inert(exc.format()))
@@ -53,9 +54,50 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         tell(f"budgetdsl track: {exc}; {extra_hint('track')}")
         return ExitCode.INVALID
-    sys.stdout.write(inert(RENDERERS[args.format](track)) if args.format != "json"
-                     else RENDERERS["json"](track))
+    _write(args, track)
+    return _code(track, solution)
+
+
+def _code(track, solution) -> int:
     return ExitCode.NO if track.breaks or not solution.feasible else ExitCode.OK
+
+
+def _write(args: argparse.Namespace, track) -> None:
+    from budgetdsl.track.report import RENDERERS
+
+    if args.format == "json":
+        text = RENDERERS["json"](track)
+        sys.stdout.write(text if not args.follow else " ".join(text.split()) + "\n")  # one line per report
+    else:
+        sys.stdout.write(inert(RENDERERS[args.format](track)))
+
+
+def _follow(args: argparse.Namespace, solution, metrics, seq_len) -> int:
+    """Poll the logs every --interval seconds; report when they gained records. Ends when the run
+    has done its planned tokens, or after --idle seconds without a new record (exit as the last
+    report says)."""
+    import time
+
+    from budgetdsl.track.follow import Follower
+    from budgetdsl.track.forecast import analyse
+
+    follower = Follower(args.runs, metrics)
+    code, quiet_since, reported = int(ExitCode.OK), time.monotonic(), False
+    while True:
+        if follower.poll() or not reported:
+            quiet_since = time.monotonic()
+            line = follower.timeline()
+            if len(line):
+                track = analyse(line, solution, follower.files, seq_len)
+                if reported and args.format == "text":
+                    sys.stdout.write("\n")
+                _write(args, track)
+                reported, code = True, _code(track, solution)
+                if track.status == "finished":
+                    return code
+        if args.idle is not None and time.monotonic() - quiet_since >= args.idle:
+            return code if reported else ExitCode.INVALID
+        time.sleep(args.interval)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -73,4 +115,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "from the logged NAME; an empty NAME ignores the field (repeatable)")
     p.add_argument("--until-step", type=int, metavar="N",
                    help="read the logs only up to the first step past N: what track said then")
+    p.add_argument("--follow", action="store_true",
+                   help="keep reading the growing logs and report whenever they gain records (JSON: one "
+                   "object per line); ends when the planned tokens are done, or after --idle seconds")
+    p.add_argument("--interval", type=float, default=30.0, metavar="S",
+                   help="--follow: seconds between reads (default 30)")
+    p.add_argument("--idle", type=float, metavar="S",
+                   help="--follow: stop after S seconds without a new record (default: never)")
     p.set_defaults(handler=run)

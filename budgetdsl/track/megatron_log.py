@@ -24,14 +24,13 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from budgetdsl.io.guarded_read import open_regular
+from budgetdsl.track.lines import LineReader
 from budgetdsl.track.metrics import MetricMap
 from budgetdsl.track.record import LogError, Record, finite, step_of
 
 _LINE = re.compile(r"^(?:.*?\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\])?\s*"
                    r"iteration\s+(?P<it>\d+)\s*/\s*(?P<total>\d+)\s*\|(?P<rest>.*)$")
 _FIELD = re.compile(r"\s*(?P<key>[^|:]+?):\s*(?P<value>[^|]*?)\s*\|")
-MAX_LINE = 1 << 16  # bytes: a longer "line" is not a log line (a binary file, a missing newline)
 
 
 def parse_line(path: str, where: str, line: str, metrics: MetricMap) -> tuple[Record, float | None] | None:
@@ -56,27 +55,31 @@ def parse_line(path: str, where: str, line: str, metrics: MetricMap) -> tuple[Re
     return record, (finite(path, where, "elapsed time per iteration", elapsed) / 1000 if elapsed else None)
 
 
-def read(path: str, metrics: MetricMap) -> Iterator[Record]:
-    """Every iteration line of the log, streamed (a last line without its newline is being written:
-    left out)."""
-    clock = 0.0
-    last_step: int | None = None
-    with open_regular(path) as f:
-        number = 0
-        while raw := f.readline(MAX_LINE + 1):
-            number += 1
-            if len(raw) > MAX_LINE:
-                raise LogError(path, f"{number}", f"a line longer than {MAX_LINE} bytes: not a Megatron-LM log")
-            if not raw.endswith(b"\n"):  # the line being written
-                break
-            parsed = parse_line(path, f"{number}", raw.decode("utf-8", "replace").rstrip("\r\n"), metrics)
+class MegatronLog:
+    """One Megatron-LM log; `records()` gives the iteration lines added since the last call."""
+
+    def __init__(self, path: str, metrics: MetricMap):
+        self.path, self.metrics = path, metrics
+        self._lines = LineReader(path)
+        self._clock = 0.0
+        self._last_step: int | None = None
+
+    def records(self) -> Iterator[Record]:
+        for number, raw in self._lines.lines():
+            parsed = parse_line(self.path, f"{number}", raw.decode("utf-8", "replace"), self.metrics)
             if parsed is None:
                 continue
             record, elapsed = parsed
             if record.time is None and elapsed is not None:
                 # no timestamp: each logged interval took `elapsed` per iteration since the last line
-                clock += elapsed * (record.step - last_step if last_step is not None and record.step > last_step
-                                    else 1)
-                record.time = clock
-            last_step = record.step
+                last = self._last_step
+                self._clock += elapsed * (record.step - last if last is not None and record.step > last else 1)
+                record.time = self._clock
+            self._last_step = record.step
             yield record
+
+
+def read(path: str, metrics: MetricMap) -> Iterator[Record]:
+    """Every iteration line of the log, streamed (a last line without its newline is being written:
+    left out)."""
+    return MegatronLog(path, metrics).records()

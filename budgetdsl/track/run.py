@@ -91,9 +91,14 @@ class Timeline:
                                    "logs of two runs given as one, or a file out of order")
                 self._truncate(record, file)
         self.steps.append(record.step)
-        for c in COLUMNS:
-            value = getattr(record, c) if c != "time" else time
-            self.columns[c].append(NAN if value is None else value)
+        cols = self.columns
+        cols["time"].append(time)
+        cols["tokens"].append(NAN if record.tokens is None else record.tokens)
+        cols["samples"].append(NAN if record.samples is None else record.samples)
+        cols["loss"].append(NAN if record.loss is None else record.loss)
+        cols["lr"].append(NAN if record.lr is None else record.lr)
+        cols["tokens_per_s"].append(NAN if record.tokens_per_s is None else record.tokens_per_s)
+        cols["tflops_per_gpu"].append(NAN if record.tflops_per_gpu is None else record.tflops_per_gpu)
         self.last_where = record.where
 
     def _truncate(self, record: Record, file: str) -> None:
@@ -105,6 +110,10 @@ class Timeline:
             del self.columns[c][keep:]
         self.restart_at = [i for i in self.restart_at if i < keep] + [keep]
         self.noise = [n for n in self.noise if n.step < record.step or n is self.noise[-1] and n.step == record.step]
+
+    def copy(self) -> Timeline:
+        return Timeline(self.file, array("q", self.steps), {c: array("d", a) for c, a in self.columns.items()},
+                        list(self.restarts), list(self.restart_at), list(self.noise), self.records, self.last_where)
 
     def index_of(self, step: int) -> int | None:
         i = _bisect(self.steps, step)
@@ -144,21 +153,22 @@ def timeline_of(file: str, records, until_step: int | None = None) -> Timeline:
 
 
 def merge(lines: list[Timeline], until_step: int | None = None) -> Timeline:
-    """One job's timeline from its files' timelines (module docstring: restarts, ranks, no times)."""
+    """One job's timeline from its files' timelines (module docstring: restarts, ranks, no times);
+    the timelines given are left as they were (`--follow` adds to them)."""
     timed = [t for t in lines if len(t) and not math.isnan(t.times[0])]
     untimed = [t for t in lines if t not in timed]
     if not timed:
-        base = max(untimed, key=len) if untimed else Timeline()
+        base = max(untimed, key=len).copy() if untimed else Timeline()
         for other in untimed:
             if other is not base:
                 base.fill(other)
         return base
     timed.sort(key=lambda t: (t.times[0], t.file))
-    merged = timed[0]
+    merged = timed[0].copy()
     for line in timed[1:]:
         if line.times[0] < merged.times[-1]:  # running beside the timeline: another rank's file
             if len(line) > len(merged):
-                line, merged = merged, line
+                line, merged = merged, line.copy()
             merged.fill(line)
             continue
         resumed = set(line.restart_at)

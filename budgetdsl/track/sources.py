@@ -97,7 +97,6 @@ def records(log: LogFile, metrics: MetricMap) -> Iterator[Record]:
     if log.kind == "tensorboard":
         from budgetdsl.track import tensorboard_log
 
-        _head(log.path)  # the guarded open: never hand a FIFO to the event reader
         return tensorboard_log.read(log.path, metrics)
     if log.kind == "hf":
         from budgetdsl.track import hf_state

@@ -14,26 +14,9 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from budgetdsl.io.guarded_read import open_regular
+from budgetdsl.track.lines import LineReader
 from budgetdsl.track.metrics import MetricMap
 from budgetdsl.track.record import LogError, Record, finite, step_of
-
-MAX_LINE = 1 << 16
-
-
-def _lines(path: str) -> Iterator[tuple[int, str]]:
-    with open_regular(path) as f:
-        number = 0
-        while raw := f.readline(MAX_LINE + 1):
-            number += 1
-            if len(raw) > MAX_LINE:
-                raise LogError(path, f"{number}", f"a line longer than {MAX_LINE} bytes")
-            if not raw.endswith(b"\n"):
-                return
-            try:
-                yield number, raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                raise LogError(path, f"{number}", "not UTF-8 text") from None
 
 
 def _time(path: str, where: str, value: object) -> float:
@@ -58,29 +41,45 @@ def _record(path: str, where: str, row: dict[str, object], metrics: MetricMap) -
     return record
 
 
-def read(path: str, metrics: MetricMap) -> Iterator[Record]:
-    jsonl = path.endswith((".jsonl", ".ndjson"))
-    header: list[str] | None = None
-    for number, line in _lines(path):
-        where = f"{number}"
-        if not line.strip():
-            continue
-        if jsonl:
+class TableLog:
+    """One CSV or JSONL log; `records()` gives the rows added since the last call."""
+
+    def __init__(self, path: str, metrics: MetricMap):
+        self.path, self.metrics = path, metrics
+        self.jsonl = path.endswith((".jsonl", ".ndjson"))
+        self._lines = LineReader(path)
+        self._header: list[str] | None = None
+
+    def records(self) -> Iterator[Record]:
+        path = self.path
+        for number, raw in self._lines.lines():
+            where = f"{number}"
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LogError(path, f"{number}:{exc.colno}", f"not a JSON object: {exc.msg}") from None
-            if not isinstance(row, dict):
-                raise LogError(path, where, "a JSON Lines record must be an object")
-        else:
-            cells = next(csv.reader([line]))
-            if header is None:
-                header = [c.strip() for c in cells]
-                if "step" not in header:
-                    raise LogError(path, where, "the header row has no `step` column",
-                                   "CSV logs start with a header naming the columns (docs/track.md)")
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise LogError(path, where, "not UTF-8 text") from None
+            if not line.strip():
                 continue
-            if len(cells) != len(header):
-                raise LogError(path, where, f"{len(cells)} cells under a header of {len(header)}")
-            row = dict(zip(header, cells, strict=True))
-        yield _record(path, where, row, metrics)
+            if self.jsonl:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise LogError(path, f"{number}:{exc.colno}", f"not a JSON object: {exc.msg}") from None
+                if not isinstance(row, dict):
+                    raise LogError(path, where, "a JSON Lines record must be an object")
+            else:
+                cells = next(csv.reader([line]))
+                if self._header is None:
+                    self._header = [c.strip() for c in cells]
+                    if "step" not in self._header:
+                        raise LogError(path, where, "the header row has no `step` column",
+                                       "CSV logs start with a header naming the columns (docs/track.md)")
+                    continue
+                if len(cells) != len(self._header):
+                    raise LogError(path, where, f"{len(cells)} cells under a header of {len(self._header)}")
+                row = dict(zip(self._header, cells, strict=True))
+            yield _record(path, where, row, self.metrics)
+
+
+def read(path: str, metrics: MetricMap) -> Iterator[Record]:
+    return TableLog(path, metrics).records()
