@@ -55,7 +55,33 @@ def run(args: argparse.Namespace) -> int:
         tell(f"budgetdsl track: {exc}; {extra_hint('track')}")
         return ExitCode.INVALID
     _write(args, track)
+    if args.replan:
+        return _replan(args, track, plan, solution)
     return _code(track, solution)
+
+
+def _replan(args: argparse.Namespace, track, plan, solution) -> int:
+    """Write the plan update (budgetdsl.track.replan) into the plan's files; say what changed."""
+    from budgetdsl.plan.diagnostics import PlanError
+    from budgetdsl.plan.edit import EditError, save_changes
+    from budgetdsl.track.replan import changes
+
+    if track.tokens_per_s is None:
+        tell(inert(f"{args.plan}: nothing to replan: {track.reason}"))
+        return _code(track, solution)
+    update = changes(track, plan, solution)
+    try:
+        written = save_changes(args.plan, update)
+    except PlanError as exc:
+        exc.report()
+        return ExitCode.INVALID
+    except (EditError, OSError) as exc:
+        tell(inert(f"{args.plan}: error[replan]: {exc}"))
+        return ExitCode.INVALID
+    for key, value in update.items():
+        tell(inert(f"replan: {key} = {'(removed)' if value is None else value}"))
+    tell(inert(f"replan: wrote {', '.join(written)}; `budgetdsl diff` shows what it changes"))
+    return ExitCode.OK
 
 
 def _code(track, solution) -> int:
@@ -115,6 +141,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "from the logged NAME; an empty NAME ignores the field (repeatable)")
     p.add_argument("--until-step", type=int, metavar="N",
                    help="read the logs only up to the first step past N: what track said then")
+    p.add_argument("--replan", action="store_true",
+                   help="write the update the measurements call for into the plan (measured MFU, B_noise "
+                   "as B_crit, limits the forecast breaks) as a minimal diff; exit 0 once written")
     p.add_argument("--follow", action="store_true",
                    help="keep reading the growing logs and report whenever they gain records (JSON: one "
                    "object per line); ends when the planned tokens are done, or after --idle seconds")

@@ -113,3 +113,32 @@ def test_bad_input_exits_2_with_the_file_and_record(tmp_path, capsys):
     assert code == 2 and "no such file" in err
     code, _, err = _track(capsys, _plan(tmp_path, 1e4), str(log), "--metric", "speed=x")
     assert code == 2 and "FIELD=NAME" in err
+
+
+def test_replan_writes_a_feasible_plan_at_the_measured_throughput(proxy_runs, tmp_path, capsys):
+    actual = _actual(capsys, tmp_path, proxy_runs["whole"])
+    rate = actual["tokens_per_s"]["value"]
+    plan = _plan(tmp_path, 1.3 * rate, deadline_s=STEPS * BATCH_TOKENS / (1.3 * rate) * 1.15)
+    before = open(plan).read()
+    code, out, err = _track(capsys, plan, str(proxy_runs["whole"]), "--until-step", "60", "--format", "json",
+                            "--replan")
+    assert code == 0, err
+    measured = json.loads(out)["tokens_per_s"]["value"]
+    after = open(plan).read()
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b]
+    assert [a.split(":")[0] for a, _ in changed] == ["hardware", "budget"]  # two lines: mfu, deadline
+    assert "replan: hardware.mfu" in err and "replan: budget.deadline" in err
+    code = main(["plan", plan, "--format", "json"])
+    replanned = json.loads(capsys.readouterr().out)
+    assert code == 0 and replanned["feasible"]
+    predicted = replanned["batch"]["tokens"] / replanned["throughput"]["step_time_s"]
+    assert predicted == pytest.approx(measured, rel=0.01)
+    code, out, _ = _track(capsys, plan, str(proxy_runs["whole"]), "--until-step", "60")
+    assert code == 0 and "the plan holds" in out  # the diff's plan holds on the same log
+
+
+def test_replan_with_too_few_points_changes_nothing(proxy_runs, tmp_path, capsys):
+    plan = _plan(tmp_path, 1e4)
+    before = open(plan).read()
+    code, _, err = _track(capsys, plan, str(proxy_runs["whole"]), "--until-step", "3", "--replan")
+    assert code == 0 and "nothing to replan" in err and open(plan).read() == before
