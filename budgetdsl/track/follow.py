@@ -45,7 +45,7 @@ class Follower:
     def poll(self) -> int:
         """Read what the logs gained; the number of new records."""
         new = 0
-        for log in expand(self.runs):
+        for log in expand(self.runs, waiting=True):
             if log.kind in STREAMED:
                 if log.path not in self._streams:
                     self._streams[log.path] = _stream(log, self.metrics)
@@ -67,7 +67,7 @@ class Follower:
         return new
 
     def timeline(self) -> Timeline:
-        return merge(list(self.lines.values()))
+        return merge(list(self.lines.values()), keep=True)
 
     @property
     def files(self) -> list[str]:

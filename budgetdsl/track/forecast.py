@@ -99,10 +99,10 @@ class Track:
 
 def _tokens(line: Timeline, solution: Solution, seq_len: int | None) -> tuple[np.ndarray, str]:
     steps = np.asarray(line.steps, dtype=float)
-    tokens = np.asarray(line.columns["tokens"])
+    tokens = np.asarray(line.column("tokens"))
     if not np.isnan(tokens).all():
         return tokens, "logged"
-    samples = np.asarray(line.columns["samples"])
+    samples = np.asarray(line.column("samples"))
     if seq_len and not np.isnan(samples).all():
         return samples * seq_len, "samples × seq_len"
     if solution.batch.tokens is None:
@@ -121,9 +121,9 @@ def analyse(line: Timeline, solution: Solution, files: list[str], seq_len: int |
     thr = solution.throughput
     batch_planned = solution.batch.tokens
     rate_planned = batch_planned / thr.step_time_s if thr and batch_planned and thr.step_time_s > 0 else None
-    losses = np.asarray(line.columns["loss"])
+    losses = np.asarray(line.column("loss"))
     known_loss = losses[~np.isnan(losses)]
-    tflops = np.asarray(line.columns["tflops_per_gpu"])
+    tflops = np.asarray(line.column("tflops_per_gpu"))
     tflops = tflops[~np.isnan(tflops)]
     noise = line.noise[-1] if line.noise else None
     b_crit = solution.frontier.b_crit_tokens

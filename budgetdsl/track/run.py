@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from budgetdsl.track.record import LogError, Record
 
-COLUMNS = ("time", "tokens", "samples", "loss", "lr", "tokens_per_s", "tflops_per_gpu")
+OPTIONAL = ("tokens", "samples", "loss", "lr", "tokens_per_s", "tflops_per_gpu")
+COLUMNS = ("time", *OPTIONAL)
 NAN = math.nan
 
 
@@ -51,7 +52,7 @@ class Timeline:
 
     file: str = ""
     steps: array = field(default_factory=lambda: array("q"))
-    columns: dict[str, array] = field(default_factory=lambda: {c: array("d") for c in COLUMNS})
+    columns: dict[str, array] = field(default_factory=lambda: {"time": array("d")})  # only those logged
     restarts: list[Restart] = field(default_factory=list)
     restart_at: list[int] = field(default_factory=list)  # indices where a segment after a restart begins
     noise: list[Noise] = field(default_factory=list)
@@ -65,6 +66,16 @@ class Timeline:
     def times(self) -> array:
         return self.columns["time"]
 
+    def column(self, name: str) -> array:
+        """A column's values, NaN throughout when no log gave it."""
+        return self.columns.get(name) or array("d", [NAN]) * len(self.steps)
+
+    def _column(self, name: str) -> array:
+        """A column to write into, made (NaN so far) at its first value."""
+        if name not in self.columns:
+            self.columns[name] = array("d", [NAN]) * len(self.steps)
+        return self.columns[name]
+
     def add(self, record: Record, file: str) -> None:
         """Append one record in log order, applying the restart and time rules."""
         self.records += 1
@@ -77,7 +88,7 @@ class Timeline:
             if record.step == last_step:  # one step in two records: fill what the first lacked
                 for c in COLUMNS:
                     value = getattr(record, c)
-                    if value is not None and math.isnan(self.columns[c][-1]):
+                    if value is not None and math.isnan(self._column(c)[-1]):
                         self.columns[c][-1] = value
                 return
             if record.step > last_step and time < last_time:
@@ -90,15 +101,17 @@ class Timeline:
                                    "but the time does not move on: not a restart",
                                    "logs of two runs given as one, or a file out of order")
                 self._truncate(record, file)
-        self.steps.append(record.step)
         cols = self.columns
         cols["time"].append(time)
-        cols["tokens"].append(NAN if record.tokens is None else record.tokens)
-        cols["samples"].append(NAN if record.samples is None else record.samples)
-        cols["loss"].append(NAN if record.loss is None else record.loss)
-        cols["lr"].append(NAN if record.lr is None else record.lr)
-        cols["tokens_per_s"].append(NAN if record.tokens_per_s is None else record.tokens_per_s)
-        cols["tflops_per_gpu"].append(NAN if record.tflops_per_gpu is None else record.tflops_per_gpu)
+        for c in OPTIONAL:
+            value = getattr(record, c)
+            column = cols.get(c)
+            if column is None:
+                if value is None:
+                    continue
+                column = cols[c] = array("d", [NAN]) * len(self.steps)
+            column.append(NAN if value is None else value)
+        self.steps.append(record.step)
         self.last_where = record.where
 
     def _truncate(self, record: Record, file: str) -> None:
@@ -106,8 +119,8 @@ class Timeline:
         keep = _bisect(self.steps, record.step)
         self.restarts.append(Restart(file, record.where, self.steps[-1], record.step, len(self.steps) - keep))
         del self.steps[keep:]
-        for c in COLUMNS:
-            del self.columns[c][keep:]
+        for column in self.columns.values():
+            del column[keep:]
         self.restart_at = [i for i in self.restart_at if i < keep] + [keep]
         self.noise = [n for n in self.noise if n.step < record.step or n is self.noise[-1] and n.step == record.step]
 
@@ -125,9 +138,9 @@ class Timeline:
             i = self.index_of(step)
             if i is None:
                 continue
-            for c in COLUMNS:
-                if c != "time" and math.isnan(self.columns[c][i]) and not math.isnan(other.columns[c][j]):
-                    self.columns[c][i] = other.columns[c][j]
+            for c, theirs in other.columns.items():
+                if c != "time" and not math.isnan(theirs[j]) and math.isnan(self._column(c)[i]):
+                    self.columns[c][i] = theirs[j]
         self.noise += other.noise
 
 
@@ -152,23 +165,25 @@ def timeline_of(file: str, records, until_step: int | None = None) -> Timeline:
     return line
 
 
-def merge(lines: list[Timeline], until_step: int | None = None) -> Timeline:
+def merge(lines: list[Timeline], until_step: int | None = None, keep: bool = False) -> Timeline:
     """One job's timeline from its files' timelines (module docstring: restarts, ranks, no times);
-    the timelines given are left as they were (`--follow` adds to them)."""
+    `keep` leaves the timelines given as they were (`--follow` adds to them), at the price of a copy."""
+    lines = [t for t in lines if len(t) or t.noise]
     timed = [t for t in lines if len(t) and not math.isnan(t.times[0])]
     untimed = [t for t in lines if t not in timed]
     if not timed:
-        base = max(untimed, key=len).copy() if untimed else Timeline()
+        base = max(untimed, key=len) if untimed else Timeline()
+        base = base.copy() if keep else base
         for other in untimed:
             if other is not base:
                 base.fill(other)
         return base
     timed.sort(key=lambda t: (t.times[0], t.file))
-    merged = timed[0].copy()
+    merged = timed[0].copy() if keep else timed[0]
     for line in timed[1:]:
         if line.times[0] < merged.times[-1]:  # running beside the timeline: another rank's file
             if len(line) > len(merged):
-                line, merged = merged, line.copy()
+                line, merged = merged, line.copy() if keep else line
             merged.fill(line)
             continue
         resumed = set(line.restart_at)
@@ -176,9 +191,8 @@ def merge(lines: list[Timeline], until_step: int | None = None) -> Timeline:
             if until_step is not None and step > until_step:
                 break
             record = Record(step=step, where=f"record of step {step}")
-            for c in COLUMNS:
-                value = line.columns[c][i]
-                setattr(record, c, None if math.isnan(value) else value)
+            for c, values in line.columns.items():
+                setattr(record, c, None if math.isnan(values[i]) else values[i])
             merged.add(record, line.file)
             if i in resumed:
                 merged.restart_at.append(len(merged) - 1)

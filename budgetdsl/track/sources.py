@@ -71,8 +71,9 @@ def _walk(root: str) -> Iterator[str]:
                 yield os.path.join(top, name)
 
 
-def expand(paths: list[str]) -> list[LogFile]:
-    """The log files the RUN arguments name, each with its kind."""
+def expand(paths: list[str], waiting: bool = False) -> list[LogFile]:
+    """The log files the RUN arguments name, each with its kind (`waiting`: a folder without logs
+    yet is no error, as when `--follow` starts before the job writes)."""
     out: list[LogFile] = []
     for path in paths:
         if os.path.isdir(path):
@@ -82,7 +83,7 @@ def expand(paths: list[str]) -> list[LogFile]:
                 if len(found) > MAX_FILES:
                     raise LogError(path, "", f"more than {MAX_FILES} log files below it",
                                    "name the run's own folder")
-            if not found:
+            if not found and not waiting:
                 raise LogError(path, "", "no TensorBoard event file or trainer_state.json below it")
             out += [LogFile(p, kind_of(p)) for p in found]
         elif not os.path.exists(path):

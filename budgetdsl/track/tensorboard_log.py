@@ -102,35 +102,38 @@ class EventFile:
                 event = Event.FromString(raw)
             except Exception:  # protobuf's DecodeError: a record that passed its CRC but is no Event
                 raise LogError(self.path, f"record {self.count}", "not a TensorBoard event") from None
+            step = None
             for v in event.summary.value:
                 if (tag := v.tag) not in field_of:
                     continue
-                if (step := event.step) != self._step:
-                    if self._step is not None:
-                        yield self._flush()
-                    self._step = step_of(self.path, f"record {self.count}", step)
+                if step is None:
+                    if (step := event.step) != self._step:
+                        if self._step is not None:
+                            yield self._flush()
+                        self._step = step if step >= 0 else step_of(self.path, f"record {self.count}", step)
+                    self._time, self._where = event.wall_time, self.count
                 self._values[tag] = v.simple_value if v.HasField("simple_value") else _tensor(self, v)
-                self._time, self._where = event.wall_time, self.count
         if final and self._step is not None:
             yield self._flush()
             self._step = None
 
     def _flush(self) -> Record:
         assert self._step is not None
-        where = f"record {self._where}"
-        fields: dict[str, float] = {}
+        record = Record(self._step, "", self._time)
         ranks: dict[str, int] = {}
-        field_of = self.metrics.field_of
+        field_of, isfinite = self.metrics.field_of, math.isfinite
         for tag, value in self._values.items():  # the first listed name of a field wins
             name, rank = field_of[tag]
             if ranks.get(name, rank + 1) > rank:
-                fields[name], ranks[name] = value, rank
+                setattr(record, name, value)
+                ranks[name] = rank
+                if not isfinite(value):
+                    finite(self.path, f"record {self._where}", name, value)
+        if not isfinite(self._time):
+            finite(self.path, f"record {self._where}", "wall time", self._time)
+        record.where = f"record {self._where}"
         self._values = {}
-        if not all(map(math.isfinite, fields.values())):
-            for name, value in fields.items():
-                finite(self.path, where, name, value)
-        return Record(self._step, where, self._time if math.isfinite(self._time) else
-                      finite(self.path, where, "wall time", self._time), **fields)
+        return record
 
 
 def _tensor(events: EventFile, value: Any) -> float:

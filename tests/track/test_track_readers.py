@@ -34,7 +34,7 @@ def test_tensorboard_events_of_a_real_run_give_every_step(proxy_runs):
     assert all(r.loss is not None and math.isfinite(r.loss) for r in got)
     assert all(r.lr == pytest.approx(3e-3) for r in got)
     times = [r.time for r in got]
-    assert times == sorted(times) and times[-1] - times[0] > 299 * 0.015 * 0.9
+    assert times == sorted(times) and times[-1] - times[0] > 299 * 0.025 * 0.9
 
 
 def test_a_corrupted_tensorboard_record_is_named(proxy_runs, tmp_path):
@@ -189,7 +189,7 @@ def test_several_ranks_files_make_one_timeline(tmp_path):
     line = merge([timeline_of(str(p), records(f, MetricMap())) for p in sorted(tmp_path.iterdir())
                   for f in expand([str(p)])])
     assert list(line.steps) == list(range(1, 11))
-    assert list(line.columns["loss"]) == pytest.approx([5 - s / 10 for s in range(1, 11)])
+    assert list(line.column("loss")) == pytest.approx([5 - s / 10 for s in range(1, 11)])
 
 
 def test_the_real_restarted_run_keeps_its_latest_steps(proxy_runs):
