@@ -97,13 +97,19 @@ class Track:
         return any(limit.breaks for limit in self.limits)
 
 
+def _column(line: Timeline, name: str) -> np.ndarray | None:
+    """A logged column as a float array sharing the timeline's memory; None when nothing logged it."""
+    values = line.columns.get(name)
+    return None if values is None else np.frombuffer(values, dtype=np.float64)
+
+
 def _tokens(line: Timeline, solution: Solution, seq_len: int | None) -> tuple[np.ndarray, str]:
-    steps = np.asarray(line.steps, dtype=float)
-    tokens = np.asarray(line.column("tokens"))
-    if not np.isnan(tokens).all():
+    steps = np.frombuffer(line.steps, dtype=np.int64).astype(float)
+    tokens = _column(line, "tokens")
+    if tokens is not None and not np.isnan(tokens).all():
         return tokens, "logged"
-    samples = np.asarray(line.column("samples"))
-    if seq_len and not np.isnan(samples).all():
+    samples = _column(line, "samples")
+    if seq_len and samples is not None and not np.isnan(samples).all():
         return samples * seq_len, "samples × seq_len"
     if solution.batch.tokens is None:
         return np.full_like(steps, np.nan), "unknown"
@@ -115,16 +121,16 @@ def analyse(line: Timeline, solution: Solution, files: list[str], seq_len: int |
     if not len(line):
         raise LogError(files[0] if files else "run", "", "no step with a metric track reads",
                        "name the tags with --metric (e.g. --metric loss=train/loss_step)")
-    steps = np.asarray(line.steps, dtype=float)
-    times = np.asarray(line.times)
+    steps = np.frombuffer(line.steps, dtype=np.int64).astype(float)
+    times = np.frombuffer(line.times, dtype=np.float64)
     tokens, tokens_source = _tokens(line, solution, seq_len)
     thr = solution.throughput
     batch_planned = solution.batch.tokens
     rate_planned = batch_planned / thr.step_time_s if thr and batch_planned and thr.step_time_s > 0 else None
-    losses = np.asarray(line.column("loss"))
-    known_loss = losses[~np.isnan(losses)]
-    tflops = np.asarray(line.column("tflops_per_gpu"))
-    tflops = tflops[~np.isnan(tflops)]
+    losses = _column(line, "loss")
+    known_loss = losses[~np.isnan(losses)] if losses is not None else np.empty(0)
+    tflops = _column(line, "tflops_per_gpu")
+    tflops = tflops[~np.isnan(tflops)] if tflops is not None else np.empty(0)
     noise = line.noise[-1] if line.noise else None
     b_crit = solution.frontier.b_crit_tokens
     track = Track(
@@ -158,8 +164,11 @@ def analyse(line: Timeline, solution: Solution, files: list[str], seq_len: int |
     idx = np.flatnonzero(ok)
     s, t, e = steps[idx], times[idx], tokens[idx]
     ds, dt, de = np.diff(s), np.diff(t), np.diff(e)
-    crosses = np.array([any(a < r <= b for r in resumed) for a, b in zip(idx[:-1], idx[1:], strict=True)]) \
-        if resumed else np.zeros(len(ds), dtype=bool)
+    crosses = np.zeros(len(ds), dtype=bool)
+    for r in resumed:  # the interval from the last timed record before a restart to the next one
+        at = int(np.searchsorted(idx, r))
+        if 1 <= at < len(idx):
+            crosses[at - 1] = True
     pace = dt / ds
     median_pace = float(np.median(pace[~crosses])) if (~crosses).any() else float(np.median(pace))
     gap = crosses | (pace > GAP * median_pace)
@@ -182,10 +191,12 @@ def analyse(line: Timeline, solution: Solution, files: list[str], seq_len: int |
         track.status, track.reason = "too_few_points", (
             f"{int(valid.sum())} timed intervals between logged steps; the forecast needs {MIN_INTERVALS}")
         return track
-    rate = float(de[valid].sum() / dt[valid].sum())
-    blocks = [(de[valid][b].sum(), dt[valid][b].sum()) for b in np.array_split(np.arange(valid.sum()),
-                                                                               min(BLOCKS, int(valid.sum()) // 2))]
-    block_rates = np.array([a / b for a, b in blocks if b > 0])
+    de_valid, dt_valid = de[valid], dt[valid]
+    rate = float(de_valid.sum() / dt_valid.sum())
+    count = min(BLOCKS, len(de_valid) // 2)
+    starts = [i * len(de_valid) // count for i in range(count)]
+    block_de, block_dt = np.add.reduceat(de_valid, starts), np.add.reduceat(dt_valid, starts)
+    block_rates = block_de[block_dt > 0] / block_dt[block_dt > 0]
     se = float(np.std(block_rates, ddof=1) / math.sqrt(len(block_rates))) if len(block_rates) > 1 else 0.0
     low_rate, high_rate = max(rate - Z * se, rate * 1e-3), rate + Z * se
     track.tokens_per_s = Span(rate, low_rate, high_rate)

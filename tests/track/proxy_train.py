@@ -27,7 +27,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out")
     p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--tick", type=float, default=0.025)
+    p.add_argument("--tick", type=float, default=0.04)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--die-at", type=int)
     p.add_argument("--resume", action="store_true")

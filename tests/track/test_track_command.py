@@ -8,7 +8,7 @@ from budgetdsl.cli import main
 from budgetdsl.track.metrics import MetricMap
 from budgetdsl.track.sources import expand, records
 
-SEQ, BATCH_TOKENS, STEPS = 32, 256, 300
+SEQ, BATCH_TOKENS, STEPS = 32, 256, 200  # conftest.py's run
 REQUEUE_S = 1.5  # conftest.py's
 PEAK = 1e12
 FLOPS_PER_TOKEN = 6e5
@@ -51,10 +51,10 @@ def test_an_optimistic_plan_is_caught_after_a_fifth_of_the_run(proxy_runs, tmp_p
     plan = _plan(tmp_path, 1.3 * rate, deadline_s=planned_wall * 1.15)  # 30 % optimistic throughput
     code, out, err = _track(capsys, plan, str(proxy_runs["whole"]), "--until-step", str(STEPS // 5),
                             "--format", "json")
-    assert code == 1, err
     got = json.loads(out)
+    assert code == 1, (err, got["status"], got["wall_clock_s"], wall, got["limits"])
     assert got["steps_done"] == STEPS // 5 and got["status"] == "breaks"
-    assert got["wall_clock_s"]["value"] == pytest.approx(wall, rel=0.05)
+    assert got["wall_clock_s"]["value"] == pytest.approx(wall, rel=0.05), (got["wall_clock_s"], wall)
     assert got["wall_clock_s"]["low"] <= got["wall_clock_s"]["value"] <= got["wall_clock_s"]["high"]
     deadline = next(limit for limit in got["limits"] if limit["name"] == "deadline")
     assert deadline["breaks"] and deadline["when"] == pytest.approx(got["start"] + planned_wall * 1.15)
@@ -77,7 +77,7 @@ def test_a_killed_and_requeued_run_reports_its_downtime_and_totals(proxy_runs, t
     assert code == 0, err
     got = json.loads(out)
     assert got["steps_done"] == STEPS and got["tokens_done"] == STEPS * BATCH_TOKENS
-    assert [(r["from_step"], r["to_step"]) for r in got["restarts"]] == [(170, 151)]
+    assert [(r["from_step"], r["to_step"]) for r in got["restarts"]] == [(120, 101)]
     assert len(got["files"]) == 2
     # downtime: the outage between the dead job's last record and the new job's first (the queue's
     # wait and the new process's start), plus the 20 steps after the checkpoint that were run twice
