@@ -54,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         tell(f"budgetdsl track: {exc}; {extra_hint('track')}")
         return ExitCode.INVALID
+    except OSError as exc:  # a log removed or made unreadable while it was read
+        tell(inert(f"{exc.filename or 'budgetdsl track'}: error[io]: {exc.strerror or exc}"))
+        return ExitCode.INVALID
     _write(args, track)
     if args.replan:
         return _replan(args, track, plan, solution)

@@ -142,3 +142,17 @@ def test_replan_with_too_few_points_changes_nothing(proxy_runs, tmp_path, capsys
     before = open(plan).read()
     code, _, err = _track(capsys, plan, str(proxy_runs["whole"]), "--until-step", "3", "--replan")
     assert code == 0 and "nothing to replan" in err and open(plan).read() == before
+
+
+def test_an_unreadable_log_exits_2_without_a_traceback(tmp_path, capsys):
+    log = tmp_path / "trainer_state.json"
+    log.write_text('{"log_history": []}')
+    log.chmod(0)
+    code, _, err = _track(capsys, _plan(tmp_path, 1e4), str(log))
+    import os
+
+    if os.access(log, os.R_OK):  # root reads it anyway: then it is a log without steps
+        assert code == 2 and "no step" in err
+    else:
+        assert code == 2 and "error" in err
+    assert "Traceback" not in err
