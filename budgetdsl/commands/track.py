@@ -17,14 +17,14 @@ from budgetdsl.io.terminal_text import inert, tell
 
 
 def _track_once(args: argparse.Namespace, solution, metrics, seq_len):
-    """The Track of the logs as they are now; raises LogError for bad input."""
+    """The Track of the logs as they are now, and the merged run; raises LogError for bad input."""
     from budgetdsl.track.forecast import analyse
     from budgetdsl.track.run import merge, timeline_of
     from budgetdsl.track.sources import expand, records
 
     files = expand(args.runs)
-    lines = [timeline_of(f.path, records(f, metrics), args.until_step) for f in files]
-    return analyse(merge(lines, args.until_step), solution, [f.path for f in files], seq_len)
+    line = merge([timeline_of(f.path, records(f, metrics), args.until_step) for f in files], args.until_step)
+    return analyse(line, solution, [f.path for f in files], seq_len), line
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,6 +38,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         tell(inert(f"budgetdsl track: error: {exc}"))
         return ExitCode.INVALID
+    if args.plot and (args.follow or not args.plot.endswith((".svg", ".png"))):
+        tell("budgetdsl track: error: --plot writes one .svg or .png picture (not with --follow)")
+        return ExitCode.INVALID
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401 - only to say which extra is missing
+        except ImportError:
+            tell(f"budgetdsl track: --plot needs matplotlib; {extra_hint('plot')}")
+            return ExitCode.INVALID
     plan = load_or_report(args.plan)
     if plan is None:
         return ExitCode.INVALID
@@ -47,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.follow:
             return _follow(args, solution, metrics, plan.model.seq_len)
-        track = _track_once(args, solution, metrics, plan.model.seq_len)
+        track, line = _track_once(args, solution, metrics, plan.model.seq_len)
     except LogError as exc:
         tell(inert(exc.format()))
         return ExitCode.INVALID
@@ -57,6 +66,14 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:  # a log removed or made unreadable while it was read
         tell(inert(f"{exc.filename or 'budgetdsl track'}: error[io]: {exc.strerror or exc}"))
         return ExitCode.INVALID
+    if args.plot:
+        from budgetdsl.track.figure import draw
+
+        try:
+            draw(track, line, args.plot)
+        except OSError as exc:
+            tell(inert(f"{exc.filename or args.plot}: error[io]: cannot write the picture: {exc.strerror or exc}"))
+            return ExitCode.INVALID
     _write(args, track)
     if args.replan:
         return _replan(args, track, plan, solution)
@@ -144,6 +161,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "from the logged NAME; an empty NAME ignores the field (repeatable)")
     p.add_argument("--until-step", type=int, metavar="N",
                    help="read the logs only up to the first step past N: what track said then")
+    p.add_argument("--plot", metavar="PATH", help="draw tokens over time (logged, planned, forecast with its "
+                   "interval, the deadline) to PATH (.svg or .png)")
     p.add_argument("--replan", action="store_true",
                    help="write the update the measurements call for into the plan (measured MFU, B_noise "
                    "as B_crit, limits the forecast breaks) as a minimal diff; exit 0 once written")

@@ -156,3 +156,18 @@ def test_an_unreadable_log_exits_2_without_a_traceback(tmp_path, capsys):
     else:
         assert code == 2 and "error" in err
     assert "Traceback" not in err
+
+
+def test_plot_draws_the_run_against_its_plan_reproducibly(proxy_runs, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    plan = _plan(tmp_path, 1e4, deadline_s=60)
+    pictures = [tmp_path / "a.svg", tmp_path / "b.svg"]
+    for picture in pictures:
+        code, _, err = _track(capsys, plan, str(proxy_runs["whole"]), "--until-step", "60", "--plot", str(picture))
+        assert code == 0, err
+    svg = pictures[0].read_bytes()
+    assert svg == pictures[1].read_bytes()  # the same logs, the same bytes
+    for label in (b"logged", b"plan", b"forecast interval", b"deadline"):
+        assert label in svg
+    code, _, err = _track(capsys, plan, str(proxy_runs["whole"]), "--plot", str(tmp_path / "x.pdf"))
+    assert code == 2 and ".svg or .png" in err
