@@ -192,6 +192,25 @@ def layout_warnings(ctx: Context) -> list:
                          "or pipeline_parallel: 1")]
 
 
+def shape_warnings(ctx: Context) -> list:
+    """A located warning when the plan writes params and a detailed shape (kv_heads, ffn_hidden,
+    mlp or tied_embeddings) that counts more than PARAMS_MISMATCH apart: one of them is probably
+    wrong, and FLOPs (from params) and activations (from the shape) would disagree."""
+    from budgetdsl.plan.model import PARAMS_MISMATCH
+    from budgetdsl.plan.noise import plan_warning
+
+    mismatch = ctx.plan.model.params_mismatch()
+    if mismatch is None:
+        return []
+    declared, counted = mismatch
+    return [plan_warning(
+        ctx.plan, ("model", "params"), "params-vs-shape",
+        f"params ({declared:.4g}) is {declared / counted - 1:+.1%} off the {counted:.4g} parameters its shape "
+        f"counts (layers, d_model, heads, kv_heads, ffn_hidden, mlp, vocab, tied_embeddings; more than "
+        f"{PARAMS_MISMATCH:.0%}); FLOPs follow params, activation memory the shape",
+        "check the shape against the model's config, or omit params to use the shape's count")]
+
+
 def warning_fields(d) -> PlanWarning:
     """A located diagnostic of severity warning, as the answer carries it."""
     return PlanWarning(file=d.location.file, line=d.location.line, col=d.location.col, code=d.code,
