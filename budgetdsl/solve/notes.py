@@ -12,6 +12,7 @@ from budgetdsl.solve.infeasibility import conflicting_names
 from budgetdsl.solve.objectives import MEASURE
 from budgetdsl.solve.placement import Config, Placement
 from budgetdsl.solve.solution import Coefficient, PlanWarning, Status, Throughput
+from budgetdsl.theory.frontier import X_DOUBTFUL
 
 
 def gpu_choice_reason(ctx: Context, chosen: Placement, placements: list[Placement]) -> str:
@@ -149,12 +150,6 @@ def run_notes(ctx: Context, pl: Placement, status: Status) -> list[str]:
         notes.append(f"micro-batch of {cfg.micro_batch * cm.seq_len} tokens is not a multiple of 8 "
                      "(tensor cores prefer it)")
     return notes
-
-
-# x = B/B_crit beyond this factor either way: x = 100 spends E/E_min = 1 + x = 101x the minimal
-# tokens, x = 1/100 takes S/S_min = 1 + 1/x = 101x the minimal steps (McCandlish et al. 2018,
-# eq. 2.11). No plan sits there on purpose, so B_crit is the likelier mistake: a warning.
-X_DOUBTFUL = 100.0
 
 
 def x_warnings(ctx: Context, x: float | None, pinned: bool) -> list:
