@@ -1,26 +1,37 @@
 """Mutation benchmark (not a test, not in CI): `python bench/bench_mutation.py [--sample N] [--seed S]`.
 
 Injects one-line slips into budgetdsl/cost, budgetdsl/solve and budgetdsl/exports, one at a time,
-and runs a fast subset of the suite on each: the share of mutants some test catches (the kill rate)
+and runs the tests that can see each one: the share of mutants some test catches (the kill rate)
 says how much of a wrong answer the suite would notice. The operators are the slips of issue 23:
 comparisons (< <=, > >=, == !=), and/or, + -, * /, // /, ceil/floor (math.ceil and the
 -(-a // b) idiom), min/max, += -=, and integer constants one larger. Sites come from the AST (no
 docstrings, annotations or f-strings), a seeded sample of them is run.
 
+Which tests run per mutant: a test that never executes the mutated line behaves exactly as on clean
+code, so only the tests that execute it can kill it. One traced run of TESTS (sys.settrace, limited
+to the three packages; CLI subprocesses traced too, through a generated sitecustomize) records which
+lines each test executes; each mutant then runs the tests that executed any line of its span, in
+suite order, under -x. Lines that run at import (module constants, default arguments, class bodies)
+are seen by every test, so their mutants run all of TESTS. A mutant no test executes survives
+without a run ("not executed": a gap in the suite, not a slow one). The per-mutant time limit is 5x
+the selected tests' traced time plus 30 s; past it, the mutant counts as killed (a hang is a caught
+slip). The selection can only miss a kill when a test reads a value another test computed and cached
+(a session fixture, a module cache), so the rate stays a lower bound, as a survivor may also be an
+equivalent mutant: EQUIVALENT lists those checked by hand, with the reason, and the report gives the
+rate with and without them.
+
 Every mutant is written into a throwaway copy of the tracked files (a temporary folder), never into
 the work tree; the tests run there with PYTHONPATH pointing at the copy, so subprocesses of the CLI
-import the mutant too. A mutant is killed when the subset fails or runs past its time limit (a hang
-is a caught slip); a survivor may be an equivalent mutant, so the rate is a lower bound. mutmut was
-not used: version 3 wants its own section in pyproject.toml, a clean run and coverage run of the
-whole suite before the first mutant, and has no seeded sample.
+import the mutant too. mutmut was not used: version 3 wants its own section in pyproject.toml, a
+clean run and coverage run of the whole suite before the first mutant, and has no seeded sample.
 """
-
 from __future__ import annotations
 
 import argparse
 import ast
 import concurrent.futures
 import copy
+import json
 import os
 import pathlib
 import random
@@ -33,20 +44,14 @@ from dataclasses import dataclass
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("budgetdsl/cost", "budgetdsl/solve", "budgetdsl/exports")
-# Ordered so that most mutants fail early under -x: the cost model and the exports' golden files
-# first, the brute-force oracles and the property tests last.
-TESTS = (
-    "tests/budgetdsl/test_cost_model.py", "tests/budgetdsl/test_step_cost.py",
-    "tests/budgetdsl/test_throughput_zero.py", "tests/budgetdsl/test_layout.py",
-    "tests/budgetdsl/test_solver.py", "tests/budgetdsl/test_solve_pure.py", "tests/budgetdsl/test_batch_ramp.py",
-    "tests/budgetdsl/test_pareto.py", "tests/budgetdsl/test_pareto_fast.py",
-    "tests/budgetdsl/test_snapping_oracle.py", "tests/exports", "tests/budgetdsl/test_report.py",
-    "tests/budgetdsl/test_plan_command.py", "tests/budgetdsl/test_published_runs.py",
-    "tests/budgetdsl/test_frontier.py", "tests/budgetdsl/test_diff.py", "tests/budgetdsl/test_sweep.py",
-    "tests/budgetdsl/test_sweep_kernel.py", "tests/budgetdsl/test_solver_oracle.py",
-    "tests/budgetdsl/test_solver_properties.py", "tests/budgetdsl/test_solve_caches.py",
-    "tests/budgetdsl/test_search_space.py", "tests/budgetdsl/test_search_exhaustive.py",
-)
+# The tests whose lines are traced; each mutant runs the ones that execute it, fastest first.
+TESTS = ("tests/budgetdsl", "tests/exports")
+TRACE_ENV, SUBTRACE_ENV, SELECT_ENV = "BENCH_MUTATION_TRACE", "BENCH_MUTATION_SUBTRACE", "BENCH_MUTATION_SELECT"
+
+# Survivors checked by hand and found equivalent (no input tells them from the original): keyed by
+# file, the mutated line's text (stripped) and the slip, so that they follow the line when it moves.
+EQUIVALENT: dict[tuple[str, str, str], str] = {
+}
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
             ast.NotEq: ast.Eq}
@@ -166,46 +171,215 @@ def sites(root: pathlib.Path = REPO) -> list[Mutant]:
     return out
 
 
+# The line tracer, run inside pytest (as this module's plugin) and, through a generated
+# sitecustomize, inside every Python subprocess a test starts. Only frames of PACKAGES are traced
+# line by line; module and class bodies (code without CO_NEWLOCALS) count as import time.
+_TRACER = '''
+import sys, threading
+def _start_trace(packages, state):
+    files = {}
+    marks = tuple("/" + p + "/" for p in packages)
+    def local_for(rel):
+        def local(frame, event, arg):
+            if event == "line":
+                (state.imports if frame.f_code.co_flags & 2 == 0 else state.hits).add((rel, frame.f_lineno))
+            return local
+        return local
+    def glob(frame, event, arg):
+        name = frame.f_code.co_filename
+        fn = files.get(name)
+        if fn is None:
+            at = max(name.rfind(m) for m in marks)
+            fn = files[name] = local_for(name[at + 1:]) if at >= 0 and name.endswith(".py") else False
+        return fn or None
+    sys.settrace(glob)
+    threading.settrace(glob)
+'''
+
+_SITECUSTOMIZE = _TRACER + '''
+def _main():
+    import atexit, json, os, types
+    out = os.environ.get("SUBTRACE_ENV")
+    if not out:
+        return
+    state = types.SimpleNamespace(hits=set(), imports=set())
+    _start_trace(PACKAGES, state)
+    def dump():
+        sys.settrace(None)
+        with open(f"{out}.{os.getpid()}.json", "w") as f:
+            json.dump({"hits": sorted(state.hits), "imports": sorted(state.imports)}, f)
+    atexit.register(dump)
+_main()
+'''.replace("SUBTRACE_ENV", SUBTRACE_ENV).replace("PACKAGES", repr(PACKAGES))
+
+
+class _Trace:
+    def __init__(self, out: str) -> None:
+        self.out, self.index = out, 0
+        self.hits: set[tuple[str, int]] = set()
+        self.imports: set[tuple[str, int]] = set()
+        self.tests: list[dict] = []
+
+
+_trace: _Trace | None = None
+
+
+def pytest_configure(config) -> None:
+    global _trace
+    if os.environ.get(TRACE_ENV) and _trace is None:
+        _trace = _Trace(os.environ[TRACE_ENV])
+        scope: dict = {}
+        exec(_TRACER, scope)
+        scope["_start_trace"](PACKAGES, _trace)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    select = os.environ.get(SELECT_ENV)
+    if select:
+        order = {nodeid: i for i, nodeid in enumerate(pathlib.Path(select).read_text(encoding="utf-8").split("\0"))}
+        keep = sorted((item for item in items if item.nodeid in order), key=lambda item: order[item.nodeid])
+        config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in order])
+        items[:] = keep
+
+
+def pytest_runtest_protocol(item, nextitem):  # a plain hook: runs the test itself when tracing
+    if _trace is None:
+        return None
+    from _pytest.runner import runtestprotocol
+    _trace.index += 1
+    sub = f"{_trace.out}.sub.{_trace.index}"
+    os.environ[SUBTRACE_ENV] = sub
+    _trace.hits = set()
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    t0 = time.process_time()
+    reports = runtestprotocol(item, nextitem=nextitem)
+    seconds = time.process_time() - t0
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    os.environ.pop(SUBTRACE_ENV, None)
+    _trace.tests.append({"nodeid": item.nodeid, "lines": sorted(_trace.hits), "sub": sub,
+                         "seconds": seconds, "passed": all(r.passed or r.skipped for r in reports)})
+    return True
+
+
+def pytest_sessionfinish(session) -> None:
+    if _trace is not None:
+        sys.settrace(None)
+        pathlib.Path(_trace.out).write_text(json.dumps({"tests": _trace.tests, "imports": sorted(_trace.imports)}),
+                                            encoding="utf-8")
+
+
 def _copy(dest: pathlib.Path) -> None:
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, check=True, capture_output=True).stdout
+    """The tracked files and the untracked ones git does not ignore (a new test is run before its commit)."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           check=True, capture_output=True).stdout
     for rel in files.decode().split("\0"):
         if rel and (REPO / rel).is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, dest / rel)
 
 
-def _run_tests(tree: pathlib.Path, limit: float) -> tuple[str, float]:
-    """'pass', 'fail' or 'timeout' of the subset in `tree`, and the seconds it took."""
+def _pytest(tree: pathlib.Path, extra_env: dict[str, str], pythonpath: list[pathlib.Path], limit: float,
+            args: list[str]) -> tuple[str, float, str]:
+    """'pass', 'fail' or 'timeout' of pytest in `tree`, its CPU seconds (children included), its output."""
     # BUDGETDSL_ROOT: the copy is no git work tree, and plans extend and read files inside it
-    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1", "BUDGETDSL_ROOT": str(tree)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, [tree, *pythonpath, tree / "bench"])),
+           "PYTHONDONTWRITEBYTECODE": "1", "BUDGETDSL_ROOT": str(tree), **extra_env}
     with tempfile.TemporaryDirectory(prefix="hypothesis-") as store:
         env["HYPOTHESIS_STORAGE_DIRECTORY"] = store  # no example of one mutant replays on the next
-        t0 = time.monotonic()
+        before = os.times()
         try:
             proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                                   "-p", "no:randomly", f"--timeout={int(limit)}", *TESTS],
-                                  cwd=tree, env=env, capture_output=True, timeout=limit)
+                                   "-p", "no:randomly", "-p", "no:xdist", "-p", "bench_mutation",
+                                   f"--timeout={max(1, int(limit))}", *args],
+                                  cwd=tree, env=env, capture_output=True, timeout=limit, text=True)
         except subprocess.TimeoutExpired:
-            return "timeout", time.monotonic() - t0
-    return ("pass" if proc.returncode == 0 else "fail"), time.monotonic() - t0
+            return "timeout", limit, ""
+        after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    outcome = "pass" if proc.returncode in (0, 5) else "fail"  # 5: nothing selected ran
+    return outcome, cpu, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
-def _worker(mutants: list[Mutant], limit: float, report) -> list[tuple[Mutant, str, float]]:
+@dataclass
+class Coverage:
+    """Which tests execute which lines of PACKAGES, from one traced run of TESTS."""
+    tests: list[str]  # node ids, fastest first
+    seconds: dict[str, float]
+    lines: dict[tuple[str, int], set[str]]
+    imports: set[tuple[str, int]]
+
+    def select(self, m: Mutant) -> list[str] | None:
+        """The tests that can see `m`, fastest first; None: it runs at import, so every test."""
+        span = [(m.path, n) for n in range(m.line, m.end_line + 1)]
+        if any(s in self.imports for s in span):
+            return None
+        chosen = set().union(*(self.lines.get(s, set()) for s in span))
+        return [t for t in self.tests if t in chosen]
+
+
+def trace(tree: pathlib.Path, tests: tuple[str, ...] = TESTS) -> Coverage:
+    with tempfile.TemporaryDirectory(prefix="budgetdsl-trace-") as tmp:
+        site = pathlib.Path(tmp) / "site"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+        out = pathlib.Path(tmp) / "trace.json"
+        # no -x here: a failing test is reported and left out of the selection
+        outcome, cpu, log = _pytest(tree, {TRACE_ENV: str(out)}, [site], 7200, ["-o", "timeout=0", *tests])
+        if not out.exists():
+            raise SystemExit(f"the traced run of the tests failed ({outcome}):\n{log}")
+        data = json.loads(out.read_text(encoding="utf-8"))
+        lines: dict[tuple[str, int], set[str]] = {}
+        imports = {tuple(x) for x in data["imports"]}
+        seconds: dict[str, float] = {}
+        failed = []
+        for test in data["tests"]:
+            if not test["passed"]:
+                failed.append(test["nodeid"])
+                continue
+            seconds[test["nodeid"]] = test["seconds"]
+            hit = {tuple(x) for x in test["lines"]}
+            for sub in pathlib.Path(tmp).glob(pathlib.Path(test["sub"]).name + ".*.json"):
+                part = json.loads(sub.read_text(encoding="utf-8"))
+                hit |= {tuple(x) for x in part["hits"]}
+                imports |= {tuple(x) for x in part["imports"]}
+            for key in hit:
+                lines.setdefault(key, set()).add(test["nodeid"])
+        if failed:
+            print(f"{len(failed)} tests fail on clean code and are left out: {failed[:5]}")
+    tests = sorted(seconds, key=lambda t: seconds[t])
+    return Coverage(tests, seconds, lines, imports)
+
+
+def _worker(mutants: list[Mutant], cov: Coverage, report) -> list[tuple[Mutant, str, float]]:
     results = []
     with tempfile.TemporaryDirectory(prefix="budgetdsl-mutant-") as tmp:
         tree = pathlib.Path(tmp)
         _copy(tree)
         for m in mutants:
+            selected = cov.select(m)
+            if selected == []:
+                results.append((m, "unexecuted", 0.0))
+                report(m, "unexecuted", 0.0, 0)
+                continue
+            tests = cov.tests if selected is None else selected
+            limit = 30 + 5 * sum(cov.seconds[t] for t in tests)
             target = tree / m.path
             original = target.read_text(encoding="utf-8")
             target.write_text(m.apply(original), encoding="utf-8")
+            select = tree / ".bench-mutation-select"
+            select.write_text("\0".join(tests), encoding="utf-8")
+            files = sorted({t.split("::")[0] for t in tests})
             try:
-                outcome, seconds = _run_tests(tree, limit)
+                outcome, seconds, _ = _pytest(tree, {SELECT_ENV: str(select)}, [], limit, files)
             finally:
                 target.write_text(original, encoding="utf-8")
             results.append((m, outcome, seconds))
-            report(m, outcome, seconds)
+            report(m, outcome, seconds, len(tests))
     return results
+
+
+def _line_text(m: Mutant) -> str:
+    return (REPO / m.path).read_text(encoding="utf-8").splitlines()[m.line - 1].strip()
 
 
 def main() -> int:
@@ -213,52 +387,65 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=100, help="mutants to run (0: every site)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own copy")
-    ap.add_argument("--limit", type=float, default=0.0,
-                    help="seconds per mutant before it counts as a hang (default: 4x the clean run)")
+    ap.add_argument("--only", default="", help="run only the sampled mutants whose path:line contains this")
+    ap.add_argument("--tests", nargs="*", default=list(TESTS), help="the tests to trace and run (default: %(default)s)")
     ap.add_argument("--list", action="store_true", help="print the sampled mutants and stop")
     args = ap.parse_args()
 
     every = sites()
     chosen = every if args.sample <= 0 else random.Random(args.seed).sample(every, min(args.sample, len(every)))
+    chosen = [m for m in chosen if args.only in f"{m.path}:{m.line}"]
     print(f"{len(every)} mutation sites in {', '.join(PACKAGES)}; running {len(chosen)} (seed {args.seed})")
     if args.list:
         for m in chosen:
             print(f"  {m.path}:{m.line}  {m.what}")
         return 0
 
+    t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="budgetdsl-clean-") as tmp:
         _copy(pathlib.Path(tmp))
-        outcome, clean = _run_tests(pathlib.Path(tmp), 3600)
-    if outcome != "pass":
-        print(f"the subset fails without a mutant ({outcome}): fix the suite first")
-        return 1
-    limit = args.limit or max(60.0, 4 * clean)
-    print(f"clean run of the subset: {clean:.0f} s; limit per mutant {limit:.0f} s")
+        cov = trace(pathlib.Path(tmp), tuple(args.tests))
+    print(f"traced run of {', '.join(args.tests)}: {len(cov.tests)} tests, {sum(cov.seconds.values()):.0f} s CPU "
+          f"(traced), {len(cov.lines)} lines executed, {len(cov.imports)} at import; {time.monotonic() - t0:.0f} s")
 
     done = [0]
 
-    def report(m: Mutant, outcome: str, seconds: float) -> None:
+    def report(m: Mutant, outcome: str, seconds: float, n: int) -> None:
         done[0] += 1
-        mark = {"fail": "killed", "timeout": "killed (time limit)", "pass": "SURVIVED"}[outcome]
-        print(f"[{done[0]}/{len(chosen)}] {mark:20} {seconds:5.0f} s  {m.path}:{m.line}  {m.what}", flush=True)
+        mark = {"fail": "killed", "timeout": "killed (time limit)", "pass": "SURVIVED",
+                "unexecuted": "SURVIVED (not executed)"}[outcome]
+        print(f"[{done[0]}/{len(chosen)}] {mark:24} {seconds:5.1f} s CPU {n:4} tests  {m.path}:{m.line}  {m.what}",
+              flush=True)
 
     t0 = time.monotonic()
     shares = [chosen[i::args.jobs] for i in range(args.jobs)]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        results = [r for part in pool.map(lambda s: _worker(s, limit, report), shares) for r in part]
+        results = [r for part in pool.map(lambda s: _worker(s, cov, report), shares) for r in part]
 
-    killed = sum(outcome != "pass" for _, outcome, _ in results)
-    print(f"\nkill rate {killed}/{len(results)} = {100 * killed / len(results):.1f} % "
-          f"({sum(o == 'timeout' for _, o, _ in results)} by the time limit); {time.monotonic() - t0:.0f} s")
+    killed = sum(o in ("fail", "timeout") for _, o, _ in results)
+    equivalent = [(m, EQUIVALENT[key]) for m, o, _ in results
+                  if o in ("pass", "unexecuted") and (key := (m.path, _line_text(m), m.what)) in EQUIVALENT]
+    n, ne = len(results), len(results) - len(equivalent)
+    print(f"\nkill rate {killed}/{n} = {100 * killed / n:.1f} % "
+          f"({sum(o == 'timeout' for _, o, _ in results)} by the time limit); "
+          f"without the {len(equivalent)} equivalent mutants {killed}/{ne} = {100 * killed / max(ne, 1):.1f} %; "
+          f"{time.monotonic() - t0:.0f} s, {sum(s for _, _, s in results):.0f} s CPU")
     for package in PACKAGES:
         mine = [o for m, o, _ in results if m.path.startswith(package)]
         if mine:
-            print(f"  {package}: {sum(o != 'pass' for o in mine)}/{len(mine)}")
-    survivors = sorted((m for m, o, _ in results if o == "pass"), key=lambda m: (m.path, m.line))
+            print(f"  {package}: {sum(o in ('fail', 'timeout') for o in mine)}/{len(mine)}")
+    if equivalent:
+        print("equivalent (EQUIVALENT):")
+        for m, why in sorted(equivalent, key=lambda e: (e[0].path, e[0].line)):
+            print(f"  {m.path}:{m.line}  {m.what}: {why}")
+    eq = {id(m) for m, _ in equivalent}
+    survivors = sorted(((m, o) for m, o, _ in results if o in ("pass", "unexecuted") and id(m) not in eq),
+                       key=lambda x: (x[0].path, x[0].line))
     if survivors:
-        print("survivors (some may be equivalent mutants):")
-        for m in survivors:
-            print(f"  {m.path}:{m.line}  {m.what}   -> {m.text[:100]}")
+        print("survivors:")
+        for m, o in survivors:
+            print(f"  {m.path}:{m.line}  {m.what}{'  (not executed)' if o == 'unexecuted' else ''}"
+                  f"   {_line_text(m)[:90]}")
     return 0
 
 
