@@ -62,11 +62,21 @@ SKIPPED_TESTS = frozenset({
 TRACE_ENV, SUBTRACE_ENV, SELECT_ENV = "BENCH_MUTATION_TRACE", "BENCH_MUTATION_SUBTRACE", "BENCH_MUTATION_SELECT"
 
 # Survivors checked by hand and found equivalent (no input tells them from the original): keyed by
-# file, the mutated line's text (stripped) and the slip, so that they follow the line when it moves.
-EQUIVALENT: dict[tuple[str, str, str], str] = {
-    ("budgetdsl/solve/search_space.py",
-     "r0 = round(r0, 12 - (0 if r0 == 0 or not isfinite(r0) else int(floor(log10(abs(r0))))))", "== -> !="):
-        "differs only at r0 = 0, and r0 (a wall clock, a cost at a price >= 1e-6, FLOPs) is > 0 on every plan",
+# file, the mutated line's text (stripped), which of the lines of that text it is (0: the first),
+# the column in it and the slip, so that they follow the line when it moves; they are not run.
+EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
+    ("budgetdsl/cost/throughput.py",
+     "slow = max(range(p), key=lambda i: sum(per_stage[i]) + (i == p - 1) * 1e-18)", 0, 56, "== -> !="):
+        "a tie-break among stages of exactly equal time; stages tie only with equal layers and no vocabulary "
+        "(no head FLOPs), when their parameters are equal too",
+    ("budgetdsl/solve/objectives.py",
+     "if not (q0 > u0 or q1 > u1 or q2 > u2) and (q0 < d0 or q1 < d1 or q2 < d2):", 1, 44, "< -> <="):
+        "_pareto3_sorted's scan of the later points (the second of three such lines): there q0 >= p0 > "
+        "p0(1 - tol) = d0 on positive axes, so q0 <= d0 is never true either",
+    ("budgetdsl/solve/objectives.py",
+     "by = ~((q[:, 0] > u[0]) | (q[:, 1] > u[1]) | (q[:, 2] > u[2])) & \\", 0, 27, "> -> >="):
+        "only a shortcut: when no front point is found to dominate p, every point is compared again with the "
+        "original comparisons, so finding fewer dominators here changes nothing",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
@@ -341,12 +351,12 @@ def _test_files(tree: pathlib.Path, tests: tuple[str, ...]) -> list[str]:
 
 def trace(tree: pathlib.Path, tests: tuple[str, ...] = TESTS, cache: pathlib.Path | None = None) -> Coverage:
     """Which tests execute which lines. `cache`: a folder of each test file's trace, keyed by the
-    file and every other copied file, so that a new test file is traced alone."""
+    file and every other copied file but bench/ and docs/, so that a new test file is traced alone."""
     files = _test_files(tree, tests)
     common = hashlib.sha256()
     for path in sorted(p for p in tree.rglob("*") if p.is_file()):
         rel = str(path.relative_to(tree))
-        if not (rel.startswith("tests/") and path.name.startswith("test_")):
+        if not (rel.startswith("tests/") and path.name.startswith("test_")) and not rel.startswith(("bench/", "docs/")):
             common.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
     keys = {f: hashlib.sha256(common.digest() + (tree / f).read_bytes()).hexdigest()[:32] for f in files}
     traced: dict[str, dict] = {}
@@ -406,6 +416,10 @@ def _worker(mutants: list[Mutant], cov: Coverage, report) -> list[tuple[Mutant, 
         tree = pathlib.Path(tmp)
         _copy(tree)
         for m in mutants:
+            if _equivalent(m):
+                results.append((m, "equivalent", 0.0))
+                report(m, "equivalent", 0.0, 0)
+                continue
             selected = cov.select(m)
             if selected == []:
                 results.append((m, "unexecuted", 0.0))
@@ -432,6 +446,13 @@ def _line_text(m: Mutant) -> str:
     return (REPO / m.path).read_text(encoding="utf-8").splitlines()[m.line - 1].strip()
 
 
+def _equivalent(m: Mutant) -> str | None:
+    lines = (REPO / m.path).read_text(encoding="utf-8").splitlines()
+    line = lines[m.line - 1]
+    nth = sum(x.strip() == line.strip() for x in lines[:m.line - 1])
+    return EQUIVALENT.get((m.path, line.strip(), nth, m.col - (len(line) - len(line.lstrip())), m.what))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sample", type=int, default=100, help="mutants to run (0: every site)")
@@ -439,6 +460,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own copy")
     ap.add_argument("--only", nargs="*", default=[],
                     help="run only the sampled mutants at these path:line (budgetdsl/cost/memory.py:116)")
+    ap.add_argument("--range", default="", help="A:B: only the sampled mutants A..B-1 (B:A: the same, last first)")
     ap.add_argument("--tests", nargs="*", default=list(TESTS), help="the tests to trace and run (default: %(default)s)")
     ap.add_argument("--cache", default=str(pathlib.Path(tempfile.gettempdir()) / "budgetdsl-mutation-trace"),
                     help="folder of the test files' traces, reused while the files are unchanged ('': none)")
@@ -447,6 +469,9 @@ def main() -> int:
 
     every = sites()
     chosen = every if args.sample <= 0 else random.Random(args.seed).sample(every, min(args.sample, len(every)))
+    if args.range:
+        a, b = (int(x) for x in args.range.split(":"))
+        chosen = chosen[a:b] if a <= b else chosen[b:a][::-1]
     if args.only:
         chosen = [m for m in chosen if f"{m.path}:{m.line}" in args.only]
     for m in chosen:  # checked here, not for every site: parsing each mutated file takes a while
@@ -454,7 +479,7 @@ def main() -> int:
     print(f"{len(every)} mutation sites in {', '.join(PACKAGES)}; running {len(chosen)} (seed {args.seed})")
     if args.list:
         for m in chosen:
-            print(f"  {m.path}:{m.line}  {m.what}")
+            print(f"  {m.path}:{m.line}:{m.col}  {m.what}")
         return 0
 
     t0 = time.monotonic()
@@ -468,7 +493,7 @@ def main() -> int:
 
     def report(m: Mutant, outcome: str, seconds: float, n: int) -> None:
         done[0] += 1
-        mark = {"fail": "killed", "timeout": "killed (time limit)", "pass": "SURVIVED",
+        mark = {"fail": "killed", "timeout": "killed (time limit)", "pass": "SURVIVED", "equivalent": "equivalent",
                 "unexecuted": "SURVIVED (not executed)"}[outcome]
         print(f"[{done[0]}/{len(chosen)}] {mark:24} {seconds:5.1f} s CPU {n:4} tests  {m.path}:{m.line}  {m.what}",
               flush=True)
@@ -479,8 +504,7 @@ def main() -> int:
         results = [r for part in pool.map(lambda s: _worker(s, cov, report), shares) for r in part]
 
     killed = sum(o in ("fail", "timeout") for _, o, _ in results)
-    equivalent = [(m, EQUIVALENT[key]) for m, o, _ in results
-                  if o in ("pass", "unexecuted") and (key := (m.path, _line_text(m), m.what)) in EQUIVALENT]
+    equivalent = [(m, _equivalent(m)) for m, o, _ in results if o == "equivalent"]
     n, ne = len(results), len(results) - len(equivalent)
     print(f"\nkill rate {killed}/{n} = {100 * killed / n:.1f} % "
           f"({sum(o == 'timeout' for _, o, _ in results)} by the time limit); "
@@ -493,14 +517,13 @@ def main() -> int:
     if equivalent:
         print("equivalent (EQUIVALENT):")
         for m, why in sorted(equivalent, key=lambda e: (e[0].path, e[0].line)):
-            print(f"  {m.path}:{m.line}  {m.what}: {why}")
-    eq = {id(m) for m, _ in equivalent}
-    survivors = sorted(((m, o) for m, o, _ in results if o in ("pass", "unexecuted") and id(m) not in eq),
+            print(f"  {m.path}:{m.line}:{m.col}  {m.what}: {why}")
+    survivors = sorted(((m, o) for m, o, _ in results if o in ("pass", "unexecuted")),
                        key=lambda x: (x[0].path, x[0].line))
     if survivors:
         print("survivors:")
         for m, o in survivors:
-            print(f"  {m.path}:{m.line}  {m.what}{'  (not executed)' if o == 'unexecuted' else ''}"
+            print(f"  {m.path}:{m.line}:{m.col}  {m.what}{'  (not executed)' if o == 'unexecuted' else ''}"
                   f"   {_line_text(m)[:90]}")
     return 0
 
