@@ -46,3 +46,19 @@ def test_a_micro_batch_that_divides_no_replica_share_is_located_and_lists_the_sh
     assert d.code == "run-batch" and (d.location.line, d.location.col) == (len(text.splitlines()), 16)
     assert "run.batch of 32 sequences gives 1, 2, 4, 8, 16, 32 per data-parallel replica" in d.message
     assert "(e.g. 2 or 1)" in str(d)
+
+
+@pytest.mark.parametrize("gpus", [8, 16])
+def test_the_layout_report_counts_the_feasible_layouts_as_solving_each_pinned_does(gpus):
+    """7B on 32 GB V100s, only ZeRO searched: the report's count of feasible layouts is the number
+    of ZeRO stages whose own (pinned) plan is feasible."""
+    def plan(zero):
+        return make_plan(model={"params": 6.74e9, "layers": 32, "d_model": 4096, "heads": 32, "seq_len": 2048},
+                         hardware={"gpu": "V100-SXM2-32GB", "gpus": gpus, "mfu": None, "zero": zero,
+                                   "tensor_parallel": 1, "pipeline_parallel": 1, "recompute": "full"},
+                         budget=NO_LIMITS, target={"tokens": 1e10})
+
+    pinned = sum(solve(plan(z)).feasible for z in range(4))
+    searched = solve(plan("auto")).layout
+    assert searched is not None and 0 < pinned < 4
+    assert searched.feasible == pinned and f"of the {pinned} feasible layouts" in searched.reason
