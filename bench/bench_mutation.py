@@ -65,6 +65,16 @@ TRACE_ENV, SUBTRACE_ENV, SELECT_ENV = "BENCH_MUTATION_TRACE", "BENCH_MUTATION_SU
 # file, the mutated line's text (stripped), which of the lines of that text it is (0: the first),
 # the column in it and the slip, so that they follow the line when it moves; they are not run.
 EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
+    ("budgetdsl/solve/cache.py", "if len(self.cost_models) > COST_MODELS:", 0, 3, "> -> >="):
+        "the cost-model cache keeps one model fewer: a cost model is a function of its key, so only the "
+        "time to rebuild one changes",
+    ("budgetdsl/solve/objectives.py",
+     "if point[0] != point[0] or point[1] != point[1] or point[2] != point[2]:", 0, 27, "!= -> =="):
+        "marks every pool as holding NaN, so Pool.pick and Pool.front defer to choose_among and pareto over "
+        "all items: the answers the pool computes incrementally (its contract), only slower",
+    ("budgetdsl/solve/objectives.py",
+     "if a is None or len(a) < n + 1:  # grow by doubling, the points so far copied in", 0, 16, "< -> <="):
+        "the numpy buffer grows one point earlier: capacity only",
     ("budgetdsl/cost/throughput.py",
      "slow = max(range(p), key=lambda i: sum(per_stage[i]) + (i == p - 1) * 1e-18)", 0, 56, "== -> !="):
         "a tie-break among stages of exactly equal time; stages tie only with equal layers and no vocabulary "
