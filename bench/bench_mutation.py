@@ -65,6 +65,14 @@ TRACE_ENV, SUBTRACE_ENV, SELECT_ENV = "BENCH_MUTATION_TRACE", "BENCH_MUTATION_SU
 # file, the mutated line's text (stripped), which of the lines of that text it is (0: the first),
 # the column in it and the slip, so that they follow the line when it moves; they are not run.
 EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
+    ("budgetdsl/solve/search_space.py",
+     "if not any(k[0] >= r[0] and k[1] >= r[1] and k[2] >= r[2] and k[3] >= r[3] for k in kept):", 0, 62,
+     ">= -> >"):
+        "keeps a stage that another equals in per-sequence bytes and exceeds in the rest: a dominated stage "
+        "never sets the least micro-batch room, so only the work changes",
+    ("budgetdsl/solve/batch_ramp.py", "knots = [a] + [p for p in self.progress if a < p < b] + [b]", 0, 43,
+     "< -> <="):
+        "either end then appears twice among the knots: a trapezoid of width 0 adds exactly 0.0",
     ("budgetdsl/solve/cache.py", "if len(self.cost_models) > COST_MODELS:", 0, 3, "> -> >="):
         "the cost-model cache keeps one model fewer: a cost model is a function of its key, so only the "
         "time to rebuild one changes",
