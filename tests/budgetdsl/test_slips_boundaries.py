@@ -62,3 +62,15 @@ def test_the_layout_report_counts_the_feasible_layouts_as_solving_each_pinned_do
     searched = solve(plan("auto")).layout
     assert searched is not None and 0 < pinned < 4
     assert searched.feasible == pinned and f"of the {pinned} feasible layouts" in searched.reason
+
+
+@pytest.mark.parametrize("growth, flat", [(1.0001, True), (1.0, True), (1.01, False)])
+def test_a_ramp_over_a_b_noise_that_grows_at_most_a_ten_thousandth_splits_progress_evenly(growth, flat):
+    """batch_ramp.auto_boundaries: B_noise that grows by no more than 0.01 % over the run counts as
+    flat, and K stages then take equal shares of progress; any more growth places them where the
+    running maximum crosses geometric levels (here all past 90 % of the run, where B_noise grows)."""
+    from budgetdsl.solve.batch_ramp import NoiseTrajectory, auto_boundaries
+
+    traj = NoiseTrajectory((0.0, 0.9, 1.0), (1e5, 1e5, 1e5 * growth))
+    bounds = auto_boundaries(traj, 4)
+    assert (bounds == [0.0, 0.25, 0.5, 0.75, 1.0]) == flat
