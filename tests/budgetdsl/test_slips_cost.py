@@ -26,3 +26,20 @@ def test_selective_recompute_without_flash_reads_the_scores_again(t):
     extra = RECOMPUTE_PASSES * 5 * A * S / t * L * tokens / HBM  # 5·a·s/t bytes per token and layer
     assert plain.recompute - flash.recompute == pytest.approx(extra, rel=1e-9)
     assert extra > 0.01 * plain.total  # large enough that a slip in it shows
+
+
+@pytest.mark.parametrize("overhead", [0.5, 1e20])
+def test_the_step_line_keeps_its_slope_when_a_huge_fixed_time_rounds_the_micro_batch_away(overhead):
+    """StepCost.linear: T(B) = B·a + c, a the seconds per token of the layout, c the per-step fixed time
+    (the overhead included). At a step overhead of 1e20 s one micro-batch's seconds vanish in the
+    rounding of T, and the slope is still the layout's own (throughput.StepCost.linear)."""
+    from budgetdsl.cost.throughput import step_cost
+
+    shape = Shape(N, L, D, S, 6 * N + 12 * L * D * S, A, 32000)
+    device = Device(peak_flops=312e12, hbm_bandwidth=HBM, kernel_efficiency=0.5, intra_node=300e9, network=25e9,
+                    gpus_per_node=8)
+    layout = Layout(16, tensor_parallel=2, zero=1)
+    a0, c0 = step_cost(shape, device, layout, 0.0).linear(2, layout.data_parallel, S)
+    a, c = step_cost(shape, device, layout, overhead).linear(2, layout.data_parallel, S)
+    assert a0 > 0 and a == pytest.approx(a0, rel=1e-9)
+    assert c == pytest.approx(c0 + overhead, rel=1e-12)
