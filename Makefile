@@ -28,7 +28,7 @@ $(VENV)/.core: $(BIN)/python pyproject.toml
 
 $(VENV)/.full: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[calibrate,plot,tui,test,lint]'
+	$(BIN)/pip install -q -e '.[calibrate,plot,tui,track,test,lint]'
 	touch $@ $(VENV)/.core
 
 demo: $(VENV)/.core

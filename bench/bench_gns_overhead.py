@@ -37,8 +37,11 @@ class TimedGNS(GradientNoiseScale):
     def _on_grad(self, i, grad):
         return self._timed(super()._on_grad, i, grad)
 
-    def _after_sync(self):
-        return self._timed(super()._after_sync)
+    def _after_sync(self, task):
+        return self._timed(super()._after_sync, task)
+
+    def end_step(self):
+        return self._timed(super().end_step)
 
     def flush(self):
         return self._timed(super().flush)
@@ -89,11 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     accum = args.batch // args.micro_batch
     sampler, gen = TokenSampler(corpus.train, cfg.block_size), torch.Generator().manual_seed(0)
     micro = [[sampler(args.micro_batch, gen).to(device) for _ in range(accum)] for _ in range(8)]
-    gns = TimedGNS(measured, micro_batch=args.micro_batch, accumulation=accum,
-                             tokens_per_example=cfg.block_size)
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-3, betas=(0.9, 0.95)) for m in (plain, measured)]
+    gns = TimedGNS(measured, opts[1], micro_batch=args.micro_batch, accumulation=accum,
+                   tokens_per_example=cfg.block_size)
     if args.control:
         gns.close()
-    opts = [torch.optim.AdamW(m.parameters(), lr=1e-3, betas=(0.9, 0.95)) for m in (plain, measured)]
     times: tuple[list[float], list[float]] = ([], [])
     for i in range(args.pairs + 2):  # two warm-up pairs
         for which in ((0, 1) if i % 2 == 0 else (1, 0)):

@@ -17,6 +17,17 @@ def check_choices(cfg: RunConfig) -> None:
         raise ValueError(f"--amp must be auto, none, bf16 or fp16, not {cfg.amp!r}")
 
 
+# The EMA of |G|² and tr Σ while the weights move: an effective window of (1+β)/(1−β) ≈ 39 steps.
+TRAINING_EMA_BETA = 0.95
+
+
+def default_ema_beta(lr: float | None) -> float:
+    """The one β policy of every measurement (the CLI, the sweep, the integrations): 1.0, the plain
+    mean over all steps, at fixed weights (lr 0: every step measures the same B_simple); else
+    TRAINING_EMA_BETA. An unknown learning rate (None) is not assumed to be 0."""
+    return 1.0 if lr == 0 else TRAINING_EMA_BETA
+
+
 @dataclass(frozen=True)
 class RunConfig:
     model: str = "gpt-mini"  # a named GPT size (calibrate.model.SIZES) or package.module:function
@@ -59,7 +70,7 @@ class RunConfig:
     def beta(self) -> float:
         if self.ema_beta is not None:
             return self.ema_beta
-        return 1.0 if self.lr == 0 else 0.95
+        return default_ema_beta(self.lr)
 
     @property
     def warmup_steps(self) -> int:

@@ -44,7 +44,23 @@ class Corpus:
             "train_tokens": int(self.train.size),
             "heldout_tokens": int(self.heldout.size),
             "files": self.n_files,
+            "token_stats": token_stats(self.train),
         }
+
+
+# Token statistics read from at most this many training tokens (a token file may hold billions).
+STATS_TOKENS = 1 << 24
+
+
+def token_stats(tokens: np.ndarray) -> dict:
+    """What the tokens are, from the tokens themselves (the transfer guard reads it, not the corpus
+    label): how many were counted, distinct ids, the largest id (below 256: bytes, whatever the
+    files were called) and the unigram entropy in nats."""
+    head = np.asarray(tokens[:STATS_TOKENS])
+    counts = np.bincount(head.astype(np.int64)) if head.size else np.zeros(1, dtype=np.int64)
+    p = counts[counts > 0] / max(head.size, 1)
+    return {"tokens": int(head.size), "distinct": int(p.size), "max_token": int(head.max()) if head.size else 0,
+            "unigram_entropy": float(-(p * np.log(p)).sum())}
 
 
 class CorpusError(ValueError):

@@ -10,22 +10,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import torch
-from budgetdsl.calibrate.gns import GradientNoiseScale
+from budgetdsl.calibrate.gns import GradientNoiseScale, leading_dim
 from lightning.pytorch.callbacks import Callback
-
-
-def _leading_dim(batch: Any) -> int | None:
-    if isinstance(batch, torch.Tensor):
-        return int(batch.shape[0]) if batch.dim() else None
-    items = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (list, tuple)) else ()
-    for item in items:
-        n = _leading_dim(item)
-        if n is not None:
-            return n
-    return None
 
 
 class GradientNoiseScaleCallback(Callback):
@@ -43,7 +30,7 @@ class GradientNoiseScaleCallback(Callback):
 
     def __init__(self, out: str | Path, *, data: str = "user data", micro_batch: int | None = None,
                  tokens_per_example: int = 1, vocab_size: int | None = None, val_loss_key: str = "val_loss",
-                 seed: int | None = None, ema_beta: float = 0.95, confidence: float = 0.95,
+                 seed: int | None = None, ema_beta: float | None = None, confidence: float = 0.95,
                  point_every: int = 10):
         self.out = Path(out)
         self.data, self.micro_batch = data, micro_batch
@@ -61,9 +48,12 @@ class GradientNoiseScaleCallback(Callback):
             grad_scale=scaler.get_scale if scaler is not None else None, **self.options)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        size = leading_dim(batch)
         if self.micro_batch is None:
-            self.micro_batch = _leading_dim(batch) or 1
+            self.micro_batch = size or 1
             self.gns.micro_batch = self.micro_batch
+        if size is not None:
+            self.gns.observe_micro_batch(size)
 
     def on_before_backward(self, trainer, pl_module, loss) -> None:
         # Lightning hands the loss divided by accumulate_grad_batches (and, under 16-mixed,
@@ -72,7 +62,10 @@ class GradientNoiseScaleCallback(Callback):
         self.gns.observe_loss(loss.detach() * (trainer.accumulate_grad_batches / scale))
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        # Lightning's own step boundary: after the step's last backward (the closure) and before
+        # clipping and the update. An epoch's leftover micro-batches make a shorter step here.
         self.gns.observe_optimizer(optimizer)
+        self.gns.end_step()
 
     def on_validation_end(self, trainer, pl_module) -> None:
         value = trainer.callback_metrics.get(self.val_loss_key)

@@ -22,6 +22,9 @@ class StepNorms:
     sq_small_sum: torch.Tensor  # Σ over micro-batches of |g_micro|², 0-d, on device
     n_small: int  # number of micro-batches summed
     sq_big: torch.Tensor  # |g_accumulated|², 0-d
+    # The same of P⊙g, P the optimizer's preconditioner (Adam: 1/(√v̂ + ε)); None without one.
+    sq_small_pre_sum: torch.Tensor | None = None
+    sq_big_pre: torch.Tensor | None = None
 
 
 class Accumulator:
@@ -42,25 +45,48 @@ class Accumulator:
             self.groups.append((ps, flat, views))
         self.device = self.params[0].device
         self._sq_small: torch.Tensor | None = None
+        self._sq_small_pre: torch.Tensor | None = None
+        self._pre: list[dict[int, torch.Tensor]] | None = None
         self._n = 0
 
-    def begin(self) -> None:
-        """Start a step: no `.grad` anywhere, so the next backward writes fresh gradients."""
+    def begin(self, preconditioner: dict[torch.nn.Parameter, torch.Tensor] | None = None) -> None:
+        """Start a step: no `.grad` anywhere, so the next backward writes fresh gradients.
+        `preconditioner`: a tensor per parameter (Adam's 1/(√v̂ + ε), fixed for the step) whose
+        elementwise product with each gradient is also measured; parameters without one count as 0."""
         for p in self.params:
             p.grad = None
         self._sq_small = torch.zeros((), device=self.device, dtype=torch.float64)
+        self._pre = None
+        if preconditioner:
+            self._pre = [{i: preconditioner[p] for i, p in enumerate(ps) if p in preconditioner}
+                         for ps, _, _ in self.groups]
+            self._sq_small_pre = torch.zeros((), device=self.device, dtype=torch.float64)
         self._n = 0
+
+    def _pre_sq(self, k: int, grads_of: list[tuple[int, torch.Tensor]]) -> torch.Tensor | None:
+        """Σ |P⊙g|² over group k's (index, gradient) pairs that have a preconditioner."""
+        assert self._pre is not None
+        pre = self._pre[k]
+        pairs = [(g, pre[i]) for i, g in grads_of if i in pre]
+        if not pairs:
+            return None
+        scaled = torch._foreach_mul([g for g, _ in pairs], [q for _, q in pairs])
+        return torch.stack(torch._foreach_norm(scaled)).to(self.device, torch.float64).square().sum()
 
     def after_backward(self) -> None:
         """Fold the micro-batch gradient now in `.grad` into the buffer, keeping its squared norm."""
         first = self._n == 0
-        for ps, flat, views in self.groups:
+        for k, (ps, flat, views) in enumerate(self.groups):
             pairs = [(p.grad, v) for p, v in zip(ps, views) if p.grad is not None]
             grads = [g for g, _ in pairs]
             if grads:
                 norms = torch._foreach_norm(grads)
                 sq = torch.stack(norms).to(self.device, torch.float64).square().sum()
                 self._sq_small += sq
+                if self._pre is not None:
+                    pre_sq = self._pre_sq(k, [(i, p.grad) for i, p in enumerate(ps) if p.grad is not None])
+                    if pre_sq is not None:
+                        self._sq_small_pre += pre_sq
             if first:  # copy instead of zero + add: one pass fewer
                 if len(pairs) < len(ps):
                     flat.zero_()
@@ -82,4 +108,11 @@ class Accumulator:
             for p, v in zip(ps, views):
                 p.grad = v
         sq_big = sum(torch.dot(flat, flat).to(self.device, torch.float64) for flat in self.flats())
-        return StepNorms(self._sq_small, self._n, sq_big)
+        sq_big_pre = None
+        if self._pre is not None:
+            sq_big_pre = torch.zeros((), device=self.device, dtype=torch.float64)
+            for k, (_, _, views) in enumerate(self.groups):
+                part = self._pre_sq(k, list(enumerate(views)))
+                if part is not None:
+                    sq_big_pre = sq_big_pre + part
+        return StepNorms(self._sq_small, self._n, sq_big, self._sq_small_pre if self._pre else None, sq_big_pre)

@@ -4,7 +4,8 @@ Training", appendix A): pure arithmetic on squared gradient norms, no torch.
 E|g_B|² = |G|² + tr(Σ)/B (A.1), so two batch sizes measured at the same weights give unbiased |G|²
 (A.2) and tr Σ (A.3). Their ratio is not unbiased, so each is smoothed on its own (bias-corrected
 EMA, as the paper does) and B_simple = tr Σ / |G|² divides the smoothed values. Its interval is
-Fieller's for a ratio of correlated means (Fieller 1954): unbounded when |G|² is not told from 0.
+Fieller's for a ratio of correlated means (Fieller 1954), the per-step covariance estimated from
+successive differences (von Neumann 1941): open above when |G|² is not told from 0.
 """
 
 from __future__ import annotations
@@ -109,11 +110,30 @@ def fieller_interval(
 def noise_scale_interval(
     trace: float, g2: float, v_trace: float, v_g2: float, cov: float, z: float
 ) -> tuple[float | None, float | None]:
-    """Fieller's interval for tr Σ / |G|², its lower end truncated at 0 (tr Σ >= 0)."""
-    lo, hi = fieller_interval(trace, g2, v_trace, v_g2, cov, z)
-    if lo is None:
-        return None, None
-    return max(lo, 0.0), max(hi, 0.0)
+    """Fieller's confidence set for tr Σ / |G|², intersected with B >= 0 (both are >= 0); None
+    for an end the data leave open.
+
+    - |G|² significantly positive: Fieller's interval, its ends clipped at 0.
+    - |G|² not told from 0: the set is the outside of the quadratic's roots; if tr Σ is
+      significantly positive, its part with B >= 0 is [r, ∞) — a lower bound and no upper one.
+    - |G|² (or tr Σ) significantly negative: the estimates contradict the model; the set says
+      nothing about B, so the interval is unbounded — never [0, 0], which would claim B = 0.
+    """
+    a = g2 * g2 - z * z * v_g2
+    b = trace * g2 - z * z * cov
+    c = trace * trace - z * z * v_trace
+    if a > 0.0:
+        if g2 < 0.0:
+            return None, None
+        lo, hi = fieller_interval(trace, g2, v_trace, v_g2, cov, z)
+        if hi is None or hi <= 0.0:
+            return None, None  # tr Σ significantly negative: no B >= 0 in the set
+        return max(lo or 0.0, 0.0), hi
+    if c > 0.0 and trace > 0.0:  # a <= 0 < c: one root of each sign; B >= the positive one
+        if a == 0.0:
+            return (c / (2.0 * b), None) if b > 0.0 else (None, None)
+        return (b - math.sqrt(b * b - a * c)) / a, None
+    return None, None
 
 
 @dataclass(frozen=True)
@@ -184,10 +204,11 @@ class NoiseScaleTracker:
         t = t_quantile(0.5 + self.confidence / 2.0, dof)  # the covariance is estimated: Student's t
         return noise_scale_interval(s.trace, s.g2, v_num, v_den, c, t)
 
-    def smoothed_series(self, values: list[float]) -> float:
-        """`values` (one per measured step) averaged with the estimator's own EMA weights — e.g.
-        the loss that the smoothed B_simple belongs to."""
-        return float(np.dot(self.weights(), np.asarray(values, dtype=float)))
+    def effective_steps(self) -> float:
+        """Kish's effective number of steps behind the smoothed values, 1/Σw² of the EMA's weights:
+        (1+β)/(1−β) ≈ 39 for β = 0.95 however long the run, the step count for the plain mean."""
+        w = self.weights()
+        return float(1.0 / np.sum(w * w)) if len(w) else 0.0
 
     def state_dict(self) -> dict:
         return {"steps": list(self.steps), "g2": list(self.g2), "trace": list(self.trace)}

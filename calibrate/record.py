@@ -31,22 +31,38 @@ class RunRecord:
     batch: int  # global batch, examples
     micro_batch: int
     tokens_per_example: int
-    train_loss: list[float] = field(default_factory=list)  # per measured step
+    train_loss: list[float | None] = field(default_factory=list)  # per measured step; None: not known yet
     sq_small: list[float] = field(default_factory=list)
     sq_big: list[float] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
+    skip_reasons: dict[str, int] = field(default_factory=dict)  # why steps were skipped, counted
     eval_steps: list[int] = field(default_factory=list)
     eval_losses: list[float] = field(default_factory=list)
     trajectory: list[dict] = field(default_factory=list)
+    # The preconditioned gradient's norms (Adam's P⊙g), per measured step; None where not measured.
+    sq_small_pre: list[float | None] = field(default_factory=list)
+    sq_big_pre: list[float | None] = field(default_factory=list)
+    tracker_pre: NoiseScaleTracker | None = None  # made on the first preconditioned step
 
-    def measured(self, step: int, train_loss: float, sq_small: float, sq_big: float) -> None:
-        self.tracker.update(step, sq_small, sq_big, self.micro_batch, self.batch)
+    def measured(self, step: int, train_loss: float | None, sq_small: float, sq_big: float,
+                 b_big: int | None = None, pre: tuple[float | None, float | None] | None = None) -> None:
+        """One step's norms; `b_big`: its examples when not the run's global batch (a short step);
+        `pre`: the same norms of the preconditioned gradient, when measured."""
+        self.tracker.update(step, sq_small, sq_big, self.micro_batch, b_big or self.batch)
         self.train_loss.append(train_loss)
         self.sq_small.append(sq_small)
         self.sq_big.append(sq_big)
+        small_pre, big_pre = pre if pre is not None else (None, None)
+        self.sq_small_pre.append(small_pre)
+        self.sq_big_pre.append(big_pre)
+        if small_pre is not None and big_pre is not None and math.isfinite(small_pre + big_pre):
+            if self.tracker_pre is None:
+                self.tracker_pre = NoiseScaleTracker(self.tracker.beta, self.tracker.confidence)
+            self.tracker_pre.update(step, small_pre, big_pre, self.micro_batch, b_big or self.batch)
 
-    def skip(self, step: int) -> None:
+    def skip(self, step: int, reason: str = "non-finite") -> None:
         self.skipped.append(step)
+        self.skip_reasons[reason] = self.skip_reasons.get(reason, 0) + 1
 
     def evaluated(self, step: int, loss: float) -> None:
         """The held-out loss at `step`'s weights (before that step's update)."""
@@ -61,23 +77,33 @@ class RunRecord:
             return None
         s = tr.smoothed()
         lo, hi = tr.interval()
-        # The held-out loss at each measured step, interpolated between evaluations, averaged
-        # with the estimator's EMA weights: the loss the smoothed B_simple actually belongs to.
-        per_step = np.interp(tr.steps, self.eval_steps, self.eval_losses)
+        # The held-out loss at each measured step, interpolated between evaluations made up to this
+        # point, averaged with the estimator's EMA weights: the loss the smoothed B_simple belongs
+        # to. Steps before the first evaluation have no loss of their own and are left out of the
+        # average (a later loss is never carried back to them).
+        steps = np.asarray(tr.steps, dtype=float)
+        known = steps >= self.eval_steps[0]
+        per_step = np.interp(steps[known], self.eval_steps, self.eval_losses)
+        w = tr.weights()[known]
         tpe = self.tokens_per_example
         p = {
             "step": step,
             "examples": (step + 1) * self.batch,
             "tokens": (step + 1) * self.batch * tpe,
             "loss": self.eval_losses[-1],
-            "loss_smoothed": float(tr.smoothed_series(per_step)),
+            "loss_smoothed": float(np.dot(w, per_step) / np.sum(w)) if w.sum() > 0 else self.eval_losses[-1],
             "grad_sq": s.g2,
             "trace_sigma": s.trace,
             "b_simple": s.b_simple,
             "b_simple_tokens": s.b_simple * tpe if s.b_simple is not None else None,
             "ci_low": lo,
             "ci_high": hi,
+            "n_eff": tr.effective_steps(),
         }
+        if self.tracker_pre is not None and len(self.tracker_pre):
+            sp = self.tracker_pre.smoothed()
+            lo_p, hi_p = self.tracker_pre.interval()
+            p.update(b_simple_pre=sp.b_simple, ci_low_pre=lo_p, ci_high_pre=hi_p)
         self.trajectory.append(p)
         return p
 
@@ -91,20 +117,26 @@ class RunRecord:
                 "one loss, nothing to fit"
             )
         window = (1.0 + beta) / (1.0 - beta)  # effective number of steps in one EMA window
-        pts = [p for p in self.trajectory if p["ci_low"] is not None and p["ci_high"] is not None]
+        # Every point one window apart, whatever its interval: open ones enter the fit as bounds.
+        pts = self.trajectory
         idx = spaced([p["step"] for p in pts], spacing=window, start=int(warmup + window))
         chosen = [pts[i] for i in idx]
         tpe = self.tokens_per_example
+
+        def tokens(v):
+            return v * tpe if v is not None else None
+
         try:
             law = fit_power_law(
                 [p["loss_smoothed"] for p in chosen],
-                [(p["b_simple"] or math.nan) * tpe for p in chosen],
-                [p["ci_low"] * tpe for p in chosen],
-                [p["ci_high"] * tpe for p in chosen],
+                [tokens(p["b_simple"]) for p in chosen],
+                [tokens(p["ci_low"]) for p in chosen],
+                [tokens(p["ci_high"]) for p in chosen],
                 z=self.tracker.z,
             )
         except FitError as exc:
-            return None, str(exc)
+            return None, (f"{exc}; train until the loss falls further (more --steps, or a larger "
+                          "--lr), or measure at fixed weights (--lr 0) and read the file at its one loss")
         p_se = math.sqrt(law.cov[1][1])
         return (
             Fit(
@@ -116,6 +148,9 @@ class RunRecord:
                 loss_max=law.loss_max,
                 n_points=law.n_points,
                 reduced_chi2=law.reduced_chi2,
+                n_censored=law.n_censored,
+                n_unbounded=law.n_unbounded,
+                slope_z=law.slope_z,
             ),
             None,
         )
@@ -139,8 +174,14 @@ class RunRecord:
             ci_low_tokens=tokens(last["ci_low"]),
             ci_high_tokens=tokens(last["ci_high"]),
             confidence=confidence,
+            n_eff=last.get("n_eff"),
             steps_measured=len(self.tracker),
             steps_skipped=len(self.skipped),
+            skipped_reasons=dict(self.skip_reasons),
+            b_simple_pre=last.get("b_simple_pre"),
+            ci_low_pre=last.get("ci_low_pre"),
+            ci_high_pre=last.get("ci_high_pre"),
+            steps_measured_pre=len(self.tracker_pre) if self.tracker_pre is not None else 0,
         )
 
     def to_file(
@@ -166,6 +207,8 @@ class RunRecord:
                 grad_sq=tr.g2,
                 trace_sigma=tr.trace,
                 skipped_steps=self.skipped,
+                grad_sq_small_pre=self.sq_small_pre if any(v is not None for v in self.sq_small_pre) else None,
+                grad_sq_big_pre=self.sq_big_pre if any(v is not None for v in self.sq_big_pre) else None,
             ),
             fit=fit,
             fit_error=fit_error,
@@ -182,13 +225,21 @@ class RunRecord:
             "sq_small": self.sq_small,
             "sq_big": self.sq_big,
             "skipped": self.skipped,
+            "skip_reasons": self.skip_reasons,
             "eval_steps": self.eval_steps,
             "eval_losses": self.eval_losses,
             "trajectory": self.trajectory,
+            "sq_small_pre": self.sq_small_pre,
+            "sq_big_pre": self.sq_big_pre,
+            "tracker_pre": self.tracker_pre.state_dict() if self.tracker_pre is not None else None,
         }
 
     def load_state_dict(self, state: dict) -> None:
         self.tracker.load_state_dict(state["tracker"])
+        pre = state.get("tracker_pre")
+        if pre is not None:
+            self.tracker_pre = NoiseScaleTracker(self.tracker.beta, self.tracker.confidence)
+            self.tracker_pre.load_state_dict(pre)
         for name, value in state.items():
-            if name != "tracker":
-                setattr(self, name, list(value))
+            if name not in ("tracker", "tracker_pre"):
+                setattr(self, name, dict(value) if isinstance(value, dict) else list(value))

@@ -360,7 +360,7 @@ class _Session:
         micro = micro[ctx.rank * accum : (ctx.rank + 1) * accum]
         m = self.stepper.step(micro, stop.requested)
         if m.finite:
-            record.measured(step, m.train_loss, m.sq_small, m.sq_big)
+            record.measured(step, m.train_loss, m.sq_small, m.sq_big, pre=(m.sq_small_pre, m.sq_big_pre))
         else:
             record.skip(step)
         if device.type == "cuda":

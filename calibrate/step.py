@@ -26,10 +26,34 @@ class Measurement:
     sq_small: float  # mean over all micro-batches (all replicas) of |g_small|², micro-batch mean loss
     sq_big: float  # |g_big|² of the global-batch mean loss
     stop_votes: float  # replicas that asked to stop (Ctrl-C) during this step
+    # The same norms of Adam's preconditioned gradient P⊙g, P = 1/(√v̂ + ε) of the step's start;
+    # None with another optimizer or before Adam has a second moment (its first step).
+    sq_small_pre: float | None = None
+    sq_big_pre: float | None = None
 
     @property
     def finite(self) -> bool:
         return all(math.isfinite(v) for v in (self.train_loss, self.sq_small, self.sq_big))
+
+
+def adam_preconditioner(optimizer: torch.optim.Optimizer) -> dict[torch.nn.Parameter, torch.Tensor] | None:
+    """Adam's (and AdamW's) diagonal preconditioner at the start of a step, P = 1/(√v̂ + ε) with
+    v̂ = v/(1 − β₂^t) its bias-corrected second moment (Kingma & Ba 2015, algorithm 1): the update
+    is lr·m̂·P, so the noise scale of the direction Adam moves in is that of P⊙g. None for another
+    optimizer, or before the first step (no v yet)."""
+    if not isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+        return None
+    out: dict[torch.nn.Parameter, torch.Tensor] = {}
+    for group in optimizer.param_groups:
+        beta2, eps = group["betas"][1], group["eps"]
+        for p in group["params"]:
+            state = optimizer.state.get(p, {})
+            v, t = state.get("exp_avg_sq"), state.get("step")
+            if v is None or t is None or float(t) < 1:
+                return None
+            v_hat = v / (1.0 - beta2 ** float(t))
+            out[p] = 1.0 / (v_hat.sqrt() + eps)
+    return out or None
 
 
 def to_device(batch: Any, device: torch.device) -> Any:
@@ -60,7 +84,7 @@ class Stepper:
         """One optimizer step over this replica's micro-batches."""
         accum, dev = len(micro), self.device
         loss_scale = self.scaler.get_scale() if self.scaler is not None else 1.0
-        self.acc.begin()
+        self.acc.begin(adam_preconditioner(self.optimizer))
         loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
         for batch in micro:  # gradient accumulation: each micro-batch is a B_small sample
             with self.autocast:
@@ -78,9 +102,12 @@ class Stepper:
             loss_sum,
             torch.full((), 1.0 if stop_requested else 0.0, **f64),
             norms.sq_big / self.ctx.world_size,  # identical on every replica: the sum restores it
+            *((norms.sq_small_pre_sum, norms.sq_big_pre / self.ctx.world_size)
+              if norms.sq_big_pre is not None and norms.sq_small_pre_sum is not None else ()),
         ])
         reduced = distributed.all_reduce_sum(self.ctx, scalars).tolist()  # one sync per step
-        sq_small_sum, n_small, loss_total, stop_votes, sq_big = reduced
+        sq_small_sum, n_small, loss_total, stop_votes, sq_big = reduced[:5]
+        pre = reduced[5:]
         # Undo the loss scale and the 1/accum factor: |g_micro|² of the micro-batch mean loss, and
         # |g_big|² of the global-batch mean loss.
         m = Measurement(
@@ -88,6 +115,8 @@ class Stepper:
             sq_small=sq_small_sum / n_small * (accum / loss_scale) ** 2,
             sq_big=sq_big / loss_scale**2,
             stop_votes=stop_votes,
+            sq_small_pre=pre[0] / n_small * (accum / loss_scale) ** 2 if pre else None,
+            sq_big_pre=pre[1] / loss_scale**2 if pre else None,
         )
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)  # .grad are views of the flat buffer: in place

@@ -246,7 +246,7 @@ class _Trainer:
             run.timer.add(time.perf_counter() - t0, batch)
             run.steps_run = step + 1
             if m.finite:
-                record.measured(step, m.train_loss, m.sq_small, m.sq_big)
+                record.measured(step, m.train_loss, m.sq_small, m.sq_big, pre=(m.sq_small_pre, m.sq_big_pre))
                 if record.eval_steps[-1] == step:
                     record.point(step)
             else:

@@ -14,7 +14,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-LAYERS = ["io", "quantities", "theory", "hardware", "plan", "cost", "solve", "report", "exports", "commands"]
+LAYERS = ["io", "quantities", "theory", "hardware", "plan", "cost", "solve", "report", "track", "exports", "commands"]
 EXTRAS = ("budgetdsl.calibrate", "budgetdsl.tui")
 
 

@@ -5,4 +5,4 @@ it needs (sympy, torch, textual) inside the handler, never at module import, so 
 To add a command, write `budgetdsl/commands/<name>.py` and list it in COMMANDS.
 """
 
-COMMANDS = ("check", "schema", "calibrate", "plan", "diff", "export", "sweep", "tui", "completion")
+COMMANDS = ("check", "schema", "calibrate", "plan", "diff", "export", "sweep", "tui", "completion", "track")

@@ -430,7 +430,8 @@ def render_summary(cal, path: Path, seconds: float, rows: int = 12) -> str:
     keep = sorted({round(i * (len(traj) - 1) / max(rows - 1, 1)) for i in range(rows)}) if traj else []
     for i in keep:
         t = traj[i]
-        ci = f"[{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]" if t.ci_low is not None else "[unbounded]"
+        ci = (f"[{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]" if t.ci_low is not None and t.ci_high is not None
+              else f"[{_fmt(t.ci_low)}, unbounded)" if t.ci_low is not None else "[unbounded]")
         lines.append(
             f"{t.step:>6} {t.tokens:>11,} {t.loss_smoothed:>7.3f} {_fmt(t.b_simple):>10} {ci:>21} "
             f"{_fmt(t.b_simple_tokens):>16}"
@@ -438,10 +439,13 @@ def render_summary(cal, path: Path, seconds: float, rows: int = 12) -> str:
     lines.append("")
     s = cal.summary
     if s is not None and s.b_simple is not None:
+        n_eff = f", {s.n_eff:.0f} effective steps" if s.n_eff is not None else ""
         ci = (
-            f"{s.confidence:.0%} interval [{_fmt(s.ci_low)}, {_fmt(s.ci_high)}] examples"
-            if s.ci_low is not None
-            else "interval unbounded (|G|^2 not resolved: run longer)"
+            f"{s.confidence:.0%} interval [{_fmt(s.ci_low)}, {_fmt(s.ci_high)}] examples{n_eff}"
+            if s.ci_low is not None and s.ci_high is not None
+            else f"{s.confidence:.0%} interval [{_fmt(s.ci_low)}, unbounded) examples{n_eff}: |G|^2 not "
+            "resolved, run longer" if s.ci_low is not None
+            else f"interval unbounded{n_eff} (|G|^2 not resolved: run longer)"
         )
         lines.append(
             f"B_simple = {_fmt(s.b_simple)} examples = {_fmt(s.b_simple_tokens)} tokens ({ci}) "
@@ -451,7 +455,9 @@ def render_summary(cal, path: Path, seconds: float, rows: int = 12) -> str:
         f = cal.fit
         lines.append(
             f"fit B_crit(L) = {f.b_star_tokens:.3g} tokens / L^(1/{f.alpha:.3g}), alpha = {f.alpha:.3g} "
-            f"+- {f.alpha_se:.2g}, over losses {f.loss_min:.3f}-{f.loss_max:.3f} ({f.n_points} points)"
+            f"+- {f.alpha_se:.2g}, over losses {f.loss_min:.3f}-{f.loss_max:.3f} ({f.n_points} points"
+            + (f", {f.n_censored} of them bounds" if f.n_censored else "")
+            + (f"; slope {f.slope_z:.1f} standard errors from 0" if f.slope_z is not None else "") + ")"
         )
     else:
         lines.append(f"no fit: {cal.fit_error}")

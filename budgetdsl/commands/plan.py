@@ -24,9 +24,10 @@ def gpu_table() -> str:
     from budgetdsl.hardware.gpus import PRESETS
     from budgetdsl.quantities.humanize import data, human
 
-    rows = [("name", "peak bf16 (dense)", "memory", "network/GPU", "in-node/GPU", "source")]
-    rows += [(p.name, human("FLOP/s", p.peak_flops), data(p.memory), human("B/s", p.network),
-              human("B/s", p.intra_node), p.source) for p in PRESETS.values()]
+    rows = [("name", "peak bf16 (dense)", "fp8 (dense)", "memory", "network/GPU", "in-node/GPU", "source")]
+    rows += [(p.name, human("FLOP/s", p.peak_flops), human("FLOP/s", p.fp8_peak_flops) if p.fp8_peak_flops else "—",
+              data(p.memory), human("B/s", p.network), human("B/s", p.intra_node), p.source)
+             for p in PRESETS.values()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"
 

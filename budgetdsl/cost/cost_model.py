@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from budgetdsl.cost import memory as mem
+from budgetdsl.cost.flops import attention_flops_per_token, gemm_flops_per_layer
 from budgetdsl.cost.memory import activation_bytes_per_layer  # noqa: F401 - re-exported
 from budgetdsl.cost.throughput import (
     Breakdown,
@@ -214,14 +215,28 @@ def _declared(section: Any, key: str) -> bool:
 
 
 def flops_per_token(plan: Plan) -> Coef:
+    """f, training FLOPs per token (forward + backward), in the MFU convention (module docstring):
+    6 per matmul parameter and 12·L·d·s for attention. Tied embeddings (the default): 6N, N
+    counting the one V×d matrix the LM head multiplies by (PaLM appendix B). Untied: the input
+    embedding is a lookup, not a matmul, so 6(N − V·d): the convention of Megatron's model FLOPs,
+    72·l·h²·(1 + s/(6h) + V/(12·l·h)) per token (Korthikanti et al. 2022, appendix A eq. 7; Narayanan
+    et al. 2021 eq. 3 with recomputation), which counts the LM head and not the input embedding.
+    GQA, the MLP width and a gated MLP enter through N (given, or counted from the shape:
+    `budgetdsl.plan.model.transformer_params`); the attention scores and values do not depend on
+    them (every query head attends: 12·L·d·s)."""
     m = plan.model
     if m.flops_per_token is not None:
         return Coef(m.flops_per_token, "FLOP/token", DECLARED, "model.flops_per_token")
+    untied = 0.0 if m.tied_embeddings or m.vocab is None or m.d_model is None else float(m.vocab) * m.d_model
+    counted = "" if "params" in m.model_fields_set else ", N counted from the shape"
     if m.layers is not None and m.d_model is not None:
-        value = 6.0 * m.params + 12.0 * m.layers * m.d_model * m.seq_len
+        value = 6.0 * (m.param_count - untied) + attention_flops_per_token(m.layers, m.d_model, m.seq_len)
+        if untied:
+            return Coef(value, "FLOP/token", DERIVED, "6(N − V·d) + 12·L·d·s (Korthikanti et al. 2022 appendix A "
+                        "eq. 7: the LM head counted, the untied input embedding a lookup" + counted + ")")
         return Coef(value, "FLOP/token", DERIVED, "6N + 12·L·d·s (PaLM, appendix B; N counts embeddings "
-                    "and LM head)")
-    return Coef(6.0 * m.params, "FLOP/token", DERIVED, "6N (shape unknown; Kaplan et al. 2020)")
+                    "and LM head" + counted + ")")
+    return Coef(6.0 * m.param_count, "FLOP/token", DERIVED, "6N (shape unknown; Kaplan et al. 2020)")
 
 
 def _hardware_number(plan: Plan, key: str, preset_attr: str, unit: str) -> Coef:
@@ -261,7 +276,23 @@ def _device(plan: Plan, coefs: dict[str, Coef]) -> Device | None:
     except ShapeUnknown:
         return None
     coefs.update(kernel_efficiency=eff, hbm_bandwidth=hbm, intra_node_network=intra, network=net)
-    return Device(coefs["peak_flops"].value, hbm.value, eff.value, intra.value, net.value, int(hw.gpus_per_node))
+    fp8 = _fp8_peak(plan)
+    if fp8 is not None:
+        coefs["fp8_peak_flops"] = fp8
+    return Device(coefs["peak_flops"].value, hbm.value, eff.value, intra.value, net.value, int(hw.gpus_per_node),
+                  fp8.value if fp8 is not None else 0.0)
+
+
+def _fp8_peak(plan: Plan) -> Coef | None:
+    """The dense FP8 peak the layers' GEMMs run at with `hardware.precision: fp8` (the preset's;
+    validation refuses fp8 on a part without one); None with BF16 GEMMs."""
+    if getattr(plan.hardware, "precision", "bf16") != "fp8":
+        return None
+    preset = find_preset(plan.hardware.gpu or "")
+    assert preset is not None and preset.fp8_peak_flops > 0  # Hardware._preset
+    return Coef(preset.fp8_peak_flops, "FLOP/s", PRESET, f"{preset.name} ({preset.source}): dense FP8, the "
+                "layers' GEMMs (6 FLOPs per layer parameter); attention scores, LM head and the memory-bound "
+                "kernels stay BF16")
 
 
 def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostModel:
@@ -276,6 +307,10 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
     dp = gpus // (t * p)
     coefs: dict[str, Coef] = {}
 
+    if "params" not in m.model_fields_set:
+        coefs["params"] = Coef(m.param_count, "params", DERIVED, "counted from the shape (budgetdsl.plan.model."
+                               "transformer_params: L·(2d² + 2·d·d_kv + k·d·F + 2d) + V·d (×2 untied) + d, "
+                               "k = 2 GeLU, 3 SwiGLU; no biases)")
     f = flops_per_token(plan)
     coefs["flops_per_token"] = f
     coefs["peak_flops"] = peak = _hardware_number(plan, "peak_flops", "peak_flops", "FLOP/s")
@@ -287,7 +322,8 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
                     mem.GRAD_BYTES[grad_dtype], hw.overlap)
     shape = None
     if m.layers is not None and m.d_model is not None and device is not None:
-        shape = Shape(m.params, m.layers, m.d_model, m.seq_len, f.value, m.heads, m.vocab)
+        shape = Shape(m.param_count, m.layers, m.d_model, m.seq_len, f.value, m.heads, m.vocab, m.kv_heads,
+                      m.ffn_hidden, m.mlp, m.tied_embeddings)
     mode = DECLARED if hw.mfu is not None else "predicted"
     if mode != DECLARED and shape is None:
         raise ShapeUnknown("predicted utilization (no hardware.mfu) needs model.layers and model.d_model "
@@ -295,11 +331,13 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
 
     head_layers = shape.head_flops / shape.layer_flops if shape is not None and shape.layer_flops > 0 else 0.0
     stages = mem.stage_memory(
-        params=m.params, seq_len=m.seq_len, layers=m.layers, d_model=m.d_model, heads=m.heads, vocab=m.vocab,
+        params=m.param_count, seq_len=m.seq_len, layers=m.layers, d_model=m.d_model, heads=m.heads, vocab=m.vocab,
         tensor_parallel=t, pipeline_parallel=p, data_parallel=dp, zero=split.zero, recompute=split.recompute,
         flash_attention=split.flash_attention, sequence_parallel=layout.sequence_parallel,
         virtual_stages=layout.virtual_stages, grad_dtype=grad_dtype,
-        activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_layers)
+        activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_layers, kv_heads=m.kv_heads,
+        ffn_hidden=m.ffn_hidden, mlp=m.mlp, tied_embeddings=m.tied_embeddings,
+        fp8=getattr(hw, "precision", "bf16") == "fp8")
     if stages is None:
         need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
                                                     else " and model.heads")
@@ -315,7 +353,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
         rate, fixed = gpus * peak.value * hw.mfu, 0.0
     else:
         rate, fixed = 0.0, 0.0  # set below, once the micro-batch maximum is known
-    cm = CostModel(gpus=gpus, split=split, data_parallel=dp, seq_len=m.seq_len, params=m.params,
+    cm = CostModel(gpus=gpus, split=split, data_parallel=dp, seq_len=m.seq_len, params=m.param_count,
                    flops_per_token=f.value, peak_flops=peak.value, mode=mode, mfu=hw.mfu, rate=rate,
                    fixed_time=fixed, memory_per_device=memory.value, stages=tuple(stages),
                    reserve_bytes=reserve.value, shape=shape, device=device, layout=layout,
@@ -348,6 +386,11 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
                                "nothing: inside the declared MFU" if mode == DECLARED else
                                "bubble + exposed data-parallel reduction + optimizer step + step_overhead "
                                f"at micro-batch {cm._reference_micro:g}")
+    if getattr(hw, "precision", "bf16") == "fp8" and cm.shape is not None:
+        sh = cm.shape
+        gemm = sh.layers * gemm_flops_per_layer(sh.layer_flops, sh.d_model, sh.seq_len)
+        coefs["fp8_flop_share"] = Coef(gemm / sh.flops_per_token, "1", DERIVED, "share of f on FP8 tensor cores: "
+                                       "L·(layer FLOPs − 12·d·s) / f; attention scores and values, LM head BF16")
     coefs["memory_per_device"] = memory
     if hw.overlap is not None:
         coefs["overlap"] = Coef(hw.overlap, "1", DECLARED, "hardware.overlap")
@@ -357,7 +400,9 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
     heavy = cm.heaviest_stage
     shard = {3: "/ dp (ZeRO-3)", 2: "/ dp (ZeRO-2+)", 1: "/ dp (ZeRO-1+)"}
     where = f" (stage {heavy.stage + 1} of {p}, {heavy.layers} layers)" if p > 1 else ""
-    coefs["weights_bytes"] = Coef(heavy.weights, "B", DERIVED, "2 B/param (bf16) / t" + where
+    fp8 = (" + 2 B per layer param (FP8 weight and its transpose, cached for the step; "
+           "Transformer Engine)") if getattr(hw, "precision", "bf16") == "fp8" else ""
+    coefs["weights_bytes"] = Coef(heavy.weights, "B", DERIVED, "2 B/param (bf16)" + fp8 + " / t" + where
                                   + (" " + shard[3] if split.zero >= 3 else ""))
     coefs["grads_bytes"] = Coef(heavy.grads, "B", DERIVED,
                                 f"{mem.GRAD_BYTES[grad_dtype]:g} B/param ({grad_dtype} grads) / t"
@@ -369,8 +414,13 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
         coefs["activation_bytes_per_sequence"] = Coef(heavy.activations_per_sequence, "B/sequence", DECLARED,
                                                       act_detail)
     else:
-        formula = {"full": "2·s·d", "selective": "34·s·d"}.get(
-            split.recompute, "34·s·d" if split.flash_attention else "s·d·(34 + 5·a·s/d)")
+        parted = mem.layer_activation_split(m.d_model or 1, m.heads, m.kv_heads, m.ffn_hidden, m.mlp)
+        kept = f"{mem.ACTIVATION_WHOLE + parted:.4g}"
+        formula = {"full": "2·s·d", "selective": f"{kept}·s·d"}.get(
+            split.recompute, f"{kept}·s·d" if split.flash_attention else f"s·d·({kept} + 5·a·s/d)")
+        if kept != "34":
+            formula += (f" (the shape's: 10 + (4·d + 4·d_kv + {'6' if m.mlp == 'swiglu' else '4'}·F)/d, d_kv = "
+                        f"kv_heads·d/heads, F = ffn_hidden)")
         why = {"full": "full recomputation", "selective": "selective recomputation"}.get(
             split.recompute, "flash attention" if split.flash_attention else "no recomputation")
         sp = ", sequence parallel" if layout.sequence_parallel else (", no sequence parallelism: 10·s·d not ÷ t"

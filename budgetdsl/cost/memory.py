@@ -6,13 +6,26 @@ The recipe (Micikevicius et al. 2018; Rajbhandari et al. 2020, ZeRO, section 3.1
   fp32 `main_grad` for bf16 runs; DeepSpeed's bf16 optimizer keeps fp32 gradient accumulators) —
   sharded by ZeRO-2 and 3;
 - Adam: fp32 master weights, first and second moments, 12 bytes — sharded by ZeRO-1, 2 and 3.
-Parameters of a stage: its layers' share (N − V·d)/L each, the embedding V·d on the first stage and
-the LM head V·d on the last (a tied head is a copy there, as Megatron keeps it), all ÷ t.
+Parameters of a stage (`stage_params`): its layers' share (N − V·d)/L each ((N − 2·V·d)/L with an
+untied LM head, which N counts too), the embedding V·d on the first stage and the LM head V·d on
+the last (a tied head is a copy there under a pipeline, as Megatron keeps it), all ÷ t. With
+FP8 GEMMs (`hardware.precision: fp8`) each layer parameter also has FP8_WEIGHT_BYTES of FP8 copies:
+Transformer Engine casts the bf16 weight to FP8 once per step and caches it for the step's
+micro-batches, with its transpose for the backward's GEMM (Hopper's FP8 tensor cores take one
+layout only), sharded like the weights. Master weights, gradients, optimizer state and the
+stored activations stay as below (bf16 activations: an upper bound where the framework saves the
+linear layers' inputs in FP8).
 
 Activations per sequence per layer, 16-bit (Korthikanti et al. 2022, "Reducing Activation
-Recomputation in Large Transformer Models", Table 2):
+Recomputation in Large Transformer Models", section 4.1 and Table 2):
 - no recomputation, tensor parallel without sequence parallelism: s·d·(10 + 24/t + 5·a·s/(d·t));
   with sequence parallelism (or t = 1): s·d·(34 + 5·a·s/d)/t;
+- the 24 is their itemisation for a standard layer; for any shape (`layer_activation_split`) it is
+  (4·d + 4·d_kv + M)/d bytes per token: Q and the output projection's input 2·d each, K and V
+  2·d_kv each (d_kv = kv_heads·d/heads under grouped-query attention), and the MLP's M = 4·F
+  (GeLU: its input and output, F wide) or 6·F (SwiGLU: the gate and up projections' outputs and
+  their product); the 10 (norm inputs, the QKV and MLP inputs, two dropout masks) is d-wide either
+  way. With d_kv = d and F = 4·d, 4 + 4 + 16 = 24;
 - flash attention or selective recomputation: the 5·a·s/d attention-score term is not kept;
 - full recomputation: 2·s·d per layer (÷ t with sequence parallelism), plus one layer's full set
   while it is recomputed for the backward.
@@ -33,6 +46,7 @@ from dataclasses import dataclass
 from budgetdsl.hardware.layout import stage_layers
 
 BYTES_WEIGHTS = 2.0  # bf16
+FP8_WEIGHT_BYTES = 2.0  # FP8 copy of a layer weight and its transpose, cached for a step (module docstring)
 BYTES_OPTIMIZER = 12.0  # fp32 master weights (4) + Adam m (4) + v (4)
 GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0}
 LOGIT_BYTES = 4.0  # fp32 logits for the loss
@@ -62,11 +76,27 @@ class StageMemory:
         return self.static + micro_batch * self.per_sequence
 
 
+def layer_activation_split(d_model: int, heads: int | None = None, kv_heads: int | None = None,
+                           ffn_hidden: int | None = None, mlp: str = "gelu") -> float:
+    """The part of a layer's 16-bit activations tensor parallelism splits, bytes per token ÷ d:
+    Korthikanti et al. (2022) section 4.1's 24 generalised to the shape (module docstring):
+    (4·d + 4·d_kv + M)/d, M = 4·F (GeLU) or 6·F (SwiGLU)."""
+    d = float(d_model)
+    d_kv = d * kv_heads / heads if kv_heads is not None and heads else d
+    ffn = float(ffn_hidden) if ffn_hidden is not None else 4.0 * d
+    return (4.0 * d + 4.0 * d_kv + (6.0 if mlp == "swiglu" else 4.0) * ffn) / d
+
+
+ACTIVATION_WHOLE = 10.0  # bytes per token ÷ d that tensor parallelism without sequence parallelism keeps whole
+
+
 def activation_bytes_per_layer(seq_len: int, d_model: int, heads: int | None, recompute: str,
                                flash_attention: bool, tensor_parallel: int = 1,
-                               sequence_parallel: bool = True) -> float | None:
-    """Korthikanti et al. (2022) Table 2: 16-bit activation bytes of one sequence in one layer on
-    one GPU. None when the attention-score term needs `heads` and it is unknown."""
+                               sequence_parallel: bool = True, *, kv_heads: int | None = None,
+                               ffn_hidden: int | None = None, mlp: str = "gelu") -> float | None:
+    """Korthikanti et al. (2022) Table 2, for the layer's shape (`layer_activation_split`): 16-bit
+    activation bytes of one sequence in one layer on one GPU. None when the attention-score term
+    needs `heads` and it is unknown."""
     s, d, t = float(seq_len), float(d_model), float(tensor_parallel)
     split = sequence_parallel or t == 1
     if recompute == "full":
@@ -75,9 +105,24 @@ def activation_bytes_per_layer(seq_len: int, d_model: int, heads: int | None, re
     if keep_scores and heads is None:
         return None
     scores = 5.0 * heads * s / d if keep_scores and heads else 0.0
+    parted = layer_activation_split(d_model, heads, kv_heads, ffn_hidden, mlp)
     if split:
-        return s * d * (34.0 + scores) / t
-    return s * d * (10.0 + 24.0 / t + scores / t)
+        return s * d * (ACTIVATION_WHOLE + parted + scores) / t
+    return s * d * (ACTIVATION_WHOLE + parted / t + scores / t)
+
+
+def layer_params(params: float, layers: int, embedding: float, tied_embeddings: bool = True) -> float:
+    """One layer's parameters: N less the embedding matrices it counts (V·d tied, 2·V·d untied), ÷ L."""
+    return (params - embedding * (1.0 if tied_embeddings else 2.0)) / layers
+
+
+def stage_params(n_layers: float, per_layer: float, embedding: float, first: bool, last: bool,
+                 pipeline_parallel: int, tied_embeddings: bool = True) -> float:
+    """Parameters held by a GPU of a stage before t divides them (module docstring): its layers, the
+    input embedding on the first stage, the LM head on the last (its own matrix untied; a copy of
+    the tied embedding only where the pipeline puts the head on another stage)."""
+    head = last and (pipeline_parallel > 1 or not tied_embeddings)
+    return n_layers * per_layer + (embedding if first else 0.0) + (embedding if head else 0.0)
 
 
 def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: int | None,
@@ -85,43 +130,48 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
                  data_parallel: int, zero: int, recompute: str, flash_attention: bool,
                  sequence_parallel: bool, virtual_stages: int = 1, grad_dtype: str = "fp32",
                  activation_bytes_per_token: float | None = None,
-                 head_layers: float = 0.0) -> list[StageMemory] | None:
+                 head_layers: float = 0.0, kv_heads: int | None = None, ffn_hidden: int | None = None,
+                 mlp: str = "gelu", tied_embeddings: bool = True,
+                 fp8: bool = False) -> list[StageMemory] | None:
     """Memory of every pipeline stage's GPU, or None when the shape is too unknown to estimate
-    activations (no layers/d_model and no `activation_bytes_per_token`)."""
+    activations (no layers/d_model and no `activation_bytes_per_token`). `fp8`: FP8 GEMMs, whose
+    cached weight copies (FP8_WEIGHT_BYTES per layer parameter) the weights include."""
     t, p, dp = tensor_parallel, pipeline_parallel, max(1, data_parallel)
     grad_bytes = GRAD_BYTES[grad_dtype]
     interleave = 1.0 + (p - 1) / (p * virtual_stages) if virtual_stages > 1 else 1.0
 
     d3, d2, d1 = zero_divisors(dp, zero)
 
-    def static(local: float) -> tuple[float, float, float]:
-        return BYTES_WEIGHTS * local / d3, grad_bytes * local / d2, BYTES_OPTIMIZER * local / d1
+    def static(local: float, in_layers: float) -> tuple[float, float, float]:
+        copies = FP8_WEIGHT_BYTES * in_layers / d3 if fp8 else 0.0
+        return BYTES_WEIGHTS * local / d3 + copies, grad_bytes * local / d2, BYTES_OPTIMIZER * local / d1
 
     if activation_bytes_per_token is not None or layers is None or d_model is None:
         if activation_bytes_per_token is None:
             return None
         # declared bytes per token for the whole model: ÷ t·p per stage, × p in flight (1F1B)
         act = activation_bytes_per_token * seq_len / (t * p) * p * interleave
-        return [StageMemory(0, layers, *static(params / (t * p)), act, 0.0)]
+        local = params / (t * p)
+        return [StageMemory(0, layers, *static(local, local), act, 0.0)]
 
     per_layer = activation_bytes_per_layer(seq_len, d_model, heads, recompute, flash_attention, t,
-                                           sequence_parallel)
+                                           sequence_parallel, kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp)
     if per_layer is None:
         return None
     working = 0.0
     if recompute == "full":  # the layer being recomputed holds its full set during its backward
-        working = activation_bytes_per_layer(seq_len, d_model, heads, "none", flash_attention, t,
-                                             sequence_parallel) or 0.0
+        working = activation_bytes_per_layer(seq_len, d_model, heads, "none", flash_attention, t, sequence_parallel,
+                                             kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp) or 0.0
     emb = float(vocab * d_model) if vocab else 0.0
-    layer_params = (params - emb) / layers
+    per_param = layer_params(params, layers, emb, tied_embeddings)
     counts = stage_layers(layers, p, head_layers)
     out = []
     for i, n in enumerate(counts):
-        local = n * layer_params + (emb if i == 0 else 0.0) + (emb if i == p - 1 and p > 1 else 0.0)
+        local = stage_params(n, per_param, emb, i == 0, i == p - 1, p, tied_embeddings)
         in_flight = (p - i) * interleave
         act = per_layer * n * in_flight + working
         logits = LOGIT_BYTES * seq_len * vocab / t if (vocab and i == p - 1) else 0.0
-        out.append(StageMemory(i, n, *static(local / t), act, logits))
+        out.append(StageMemory(i, n, *static(local / t, n * per_param / t), act, logits))
     return out
 
 

@@ -58,6 +58,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
+from budgetdsl.cost.flops import gemm_flops_per_layer
+from budgetdsl.cost.memory import ACTIVATION_WHOLE, layer_activation_split, layer_params, stage_params
 from budgetdsl.hardware.layout import data_parallel_peers_in_node, stage_layers
 from budgetdsl.theory.xp import SCALAR
 
@@ -84,6 +86,10 @@ class Shape:
     flops_per_token: float
     heads: int | None = None
     vocab: int | None = None
+    kv_heads: int | None = None  # the layer's shape (budgetdsl.plan.model.ModelShape): activations
+    ffn_hidden: int | None = None
+    mlp: str = "gelu"
+    tied_embeddings: bool = True
 
     @property
     def head_flops(self) -> float:
@@ -102,7 +108,7 @@ class Shape:
 
     @property
     def layer_params(self) -> float:
-        return (self.params - self.embedding_params) / self.layers
+        return layer_params(self.params, self.layers, self.embedding_params, self.tied_embeddings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +119,7 @@ class Device:
     intra_node: float  # bytes/s per GPU and direction (NVLink)
     network: float  # bytes/s per GPU across nodes (its NIC)
     gpus_per_node: int = 8
+    fp8_peak_flops: float = 0.0  # FLOP/s, dense FP8 when the plan runs FP8 GEMMs; 0: BF16 GEMMs
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,9 +215,22 @@ def _activation_traffic_per_token(shape: Shape, layout: Layout) -> float:
     recomputation: what the memory-bound kernels stream."""
     d, s, t = float(shape.d_model), float(shape.seq_len), float(layout.tensor_parallel)
     scores = 0.0 if layout.flash_attention or shape.heads is None else 5.0 * shape.heads * s
+    parted = layer_activation_split(shape.d_model, shape.heads, shape.kv_heads, shape.ffn_hidden, shape.mlp)
     if layout.sequence_parallel or t == 1:
-        return (34.0 * d + scores) / t
-    return 10.0 * d + 24.0 * d / t + scores / t
+        return ((ACTIVATION_WHOLE + parted) * d + scores) / t
+    return ACTIVATION_WHOLE * d + parted * d / t + scores / t
+
+
+def fp8_gemm_saving(shape: Shape, device: Device) -> float:
+    """Seconds per token that one layer's GEMMs save on FP8 tensor cores (`hardware.precision:
+    fp8`): its linear layers' FLOPs (`flops.gemm_flops_per_layer`) at the dense FP8 peak instead of
+    the BF16 one, both at kernel_efficiency; the attention scores and values, the LM head and the
+    memory-bound kernels stay BF16. 0 with BF16 GEMMs."""
+    if device.fp8_peak_flops <= 0:
+        return 0.0
+    gemm = gemm_flops_per_layer(shape.layer_flops, shape.d_model, shape.seq_len)
+    eff = device.kernel_efficiency
+    return gemm / (device.peak_flops * eff) - gemm / (device.fp8_peak_flops * eff)
 
 
 def recompute_flops_per_token(shape: Shape, recompute: str) -> float:
@@ -313,14 +333,15 @@ def _stage_shares(shape: Shape, device: Device,
     tp_link = device.intra_node if t <= device.gpus_per_node else device.network
     n_tp = 4 + (2 if layout.recompute == "full" else 0)
     tp_one = _ring(tokens * d * BF16, t) / tp_link if t > 1 else 0.0
+    fp8 = fp8_gemm_saving(shape, device)
 
     def stage(i: int) -> tuple[float, float, float]:
         n = stages[i]
         flops = (n * fl + (fh if i == p - 1 else 0.0)) * tokens / t
-        compute = flops / mm_rate + ELEMENTWISE_PASSES * act * n * tokens / device.hbm_bandwidth
+        compute = flops / mm_rate + ELEMENTWISE_PASSES * act * n * tokens / device.hbm_bandwidth - n * tokens / t * fp8
         recompute = rec_layer * n * tokens / t / mm_rate
-        if layout.recompute == "full":
-            recompute += RECOMPUTE_PASSES * act * n * tokens / device.hbm_bandwidth
+        if layout.recompute == "full":  # the forward again: on FP8, a third of the GEMMs' saving again
+            recompute += RECOMPUTE_PASSES * act * n * tokens / device.hbm_bandwidth - n * tokens / t * fp8 / 3.0
         elif layout.recompute == "selective" and not layout.flash_attention and shape.heads:
             recompute += RECOMPUTE_PASSES * 5.0 * shape.heads * s / t * n * tokens / device.hbm_bandwidth
         return compute, recompute, n * n_tp * tp_one
@@ -336,7 +357,8 @@ def _slowest(shape: Shape, device: Device, layout: Layout) -> tuple[tuple[int, .
     t, p = layout.tensor_parallel, layout.pipeline_parallel
     stages, slow, shares = _stage_shares(shape, device, Layout(
         t * p, t, p, layout.virtual_stages, 0, layout.recompute, layout.flash_attention, layout.sequence_parallel))
-    local = (stages[slow] * shape.layer_params + (shape.embedding_params if slow == 0 or slow == p - 1 else 0.0)) / t
+    local = stage_params(stages[slow], shape.layer_params, shape.embedding_params, slow == 0, slow == p - 1, p,
+                         shape.tied_embeddings) / t
     return stages, shares, local
 
 

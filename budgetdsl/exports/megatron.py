@@ -3,8 +3,9 @@
     source run.megatron.sh && torchrun ... pretrain_gpt.py "${MEGATRON_ARGS[@]}" <data and tokenizer args>
 
 The flags are those of `megatron/training/arguments.py` in Megatron-LM core_r0.16.0 (FLAGS), and
-`validate_args` accepts the file on its own; what the plan does not know (--ffn-hidden-size,
---swiglu, the position embedding) is left to Megatron's defaults and the user.
+`validate_args` accepts the file on its own; what the plan does not know (the position embedding,
+and --ffn-hidden-size, --swiglu, the query groups where it does not describe the layer) is left to
+Megatron's defaults and the user.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ USES = frozenset({"optimizer.lr", "budget.deadline"})
 MODEL_FLAGS = frozenset({
     "--num-layers", "--hidden-size", "--num-attention-heads", "--max-position-embeddings",
     "--vocab-size", "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
+    "--group-query-attention", "--num-query-groups", "--ffn-hidden-size", "--swiglu",
+    "--untie-embeddings-and-output-weights", "--fp8-format",
 })
 FLAGS = MODEL_FLAGS | frozenset({
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
@@ -48,11 +51,32 @@ def model_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
     ]
     if spec.vocab is not None:
         args.append(("--vocab-size", str(spec.vocab)))
+    args += shape_arguments(spec)
     if spec.recompute == "full":  # every layer's input kept, the layer recomputed in the backward
         args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                  ("--recompute-num-layers", "1")]
     elif spec.recompute == "selective":  # attention's core recomputed (Korthikanti et al. 2022)
         args.append(("--recompute-granularity", "selective"))
+    return args
+
+
+def shape_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
+    """The layer the plan describes (model.kv_heads, ffn_hidden, mlp, tied_embeddings) and FP8
+    GEMMs: grouped-query attention's --num-query-groups, the MLP width (always written with
+    --swiglu, whose own default is 8/3 of the width, not the plan's 4·d), an untied LM head, and
+    Transformer Engine's hybrid FP8 recipe (E4M3 forward, E5M2 gradients) beside --bf16."""
+    args: list[tuple[str, str | None]] = []
+    if spec.kv_heads is not None and spec.kv_heads != spec.heads:
+        args += [("--group-query-attention", None), ("--num-query-groups", str(spec.kv_heads))]
+    if spec.ffn_hidden is not None or spec.swiglu:
+        ffn = spec.ffn_hidden if spec.ffn_hidden is not None else 4 * (spec.hidden_size or 0)
+        args.append(("--ffn-hidden-size", str(ffn)))
+    if spec.swiglu:
+        args.append(("--swiglu", None))
+    if spec.untied_embeddings:
+        args.append(("--untie-embeddings-and-output-weights", None))
+    if spec.fp8:
+        args.append(("--fp8-format", "hybrid"))
     return args
 
 
@@ -106,8 +130,9 @@ def render(spec: LaunchSpec) -> str:
              f"{spec.gpus} GPUs / (tensor {spec.tensor_parallel} x pipeline {spec.pipeline_parallel}) "
              f"= {spec.data_parallel} and accumulation = global / (micro x data parallel) = {spec.grad_accum}",
              "model shape from the plan; add the data and tokenizer flags, and what the plan does not "
-             "know (--ffn-hidden-size, --swiglu, --group-query-attention --num-query-groups, "
-             "--position-embedding-type)"]
+             + ("know (--position-embedding-type, --normalization)" if spec.detailed_shape else
+                "know (--ffn-hidden-size, --swiglu, --group-query-attention --num-query-groups, "
+                "--position-embedding-type)")]
     if spec.batch_stages:
         extra.append("--step-batch-size-schedule needs Megatron-LM main (StepBatchsizeNumMicroBatches"
                      "Calculator); core_r0.16 has only the linear --rampup-batch-size")

@@ -140,6 +140,15 @@ class LaunchSpec:
     hidden_size: int | None = None
     heads: int | None = None
     vocab: int | None = None
+    # The layer's shape where the plan describes it (model.kv_heads, ffn_hidden, mlp,
+    # tied_embeddings; Megatron's --num-query-groups, --ffn-hidden-size, --swiglu,
+    # --untie-embeddings-and-output-weights), and FP8 GEMMs (hardware.precision: fp8).
+    kv_heads: int | None = None
+    ffn_hidden: int | None = None
+    swiglu: bool = False
+    untied_embeddings: bool = False
+    detailed_shape: bool = False  # the plan writes one of those shape keys
+    fp8: bool = False
     recompute: str = "none"  # none | selective | full, as the plan's memory model assumed
     tpu: str | None = None  # the TPU preset when the plan runs on TPU chips (every format refuses it)
 
@@ -164,7 +173,7 @@ class LaunchSpec:
             raise ValueError("LaunchSpec.precision must be bf16 or fp16")
         if not self.launch.command or self.launch.image is None:
             raise ValueError("LaunchSpec.launch needs image and command resolved")
-        for key in ("layers", "hidden_size", "heads", "vocab"):
+        for key in ("layers", "hidden_size", "heads", "vocab", "kv_heads", "ffn_hidden"):
             value = getattr(self, key)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"LaunchSpec.{key} must be a positive integer or None, not {value!r}")
@@ -174,10 +183,18 @@ class LaunchSpec:
         if self.layers is not None and self.layers % self.pipeline_parallel:
             raise ValueError(f"layers {self.layers} are not divisible by pipeline parallel "
                              f"{self.pipeline_parallel}")
-        if self.heads is not None and self.hidden_size is not None and self.hidden_size % self.heads:
-            raise ValueError(f"hidden size {self.hidden_size} is not divisible by heads {self.heads}")
+        self._check_attention()
         if self.recompute not in ("none", "selective", "full"):
             raise ValueError("LaunchSpec.recompute must be none, selective or full")
+
+    def _check_attention(self) -> None:
+        """The heads split evenly: width over heads, heads over key/value groups, groups over TP."""
+        if self.kv_heads is not None and (self.kv_heads % self.tensor_parallel
+                                          or self.heads is None or self.heads % self.kv_heads):
+            raise ValueError(f"kv_heads {self.kv_heads} must divide heads {self.heads} and be divisible by "
+                             f"tensor parallel {self.tensor_parallel}")
+        if self.heads is not None and self.hidden_size is not None and self.hidden_size % self.heads:
+            raise ValueError(f"hidden size {self.hidden_size} is not divisible by heads {self.heads}")
         if self.batch_stages:
             st = self.batch_stages
             unit = self.micro_batch * self.data_parallel
@@ -426,9 +443,16 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
     resource = launch.gpu_resource or ("amd.com/gpu" if preset in AMD_PRESETS else "nvidia.com/gpu")
     precision = "fp16" if preset in NO_BF16_PRESETS else "bf16"
     m = plan.model
-    shape = {key: None if getattr(m, attr) is None else int(getattr(m, attr))
-             for key, attr in (("layers", "layers"), ("hidden_size", "d_model"), ("heads", "heads"),
-                               ("vocab", "vocab"))}
+    shape: dict[str, Any] = {key: None if getattr(m, attr) is None else int(getattr(m, attr))
+                             for key, attr in (("layers", "layers"), ("hidden_size", "d_model"), ("heads", "heads"),
+                                               ("vocab", "vocab"), ("kv_heads", "kv_heads"),
+                                               ("ffn_hidden", "ffn_hidden"))}
+    shape.update(swiglu=m.mlp == "swiglu", untied_embeddings=not m.tied_embeddings,
+                 detailed_shape=bool(m.detailed()), fp8=getattr(hw, "precision", "bf16") == "fp8")
+    if shape["fp8"]:
+        notes.append("the plan prices FP8 GEMMs (hardware.precision: fp8, Transformer Engine): the megatron "
+                     "export sets --fp8-format hybrid; elsewhere the training command must enable FP8 itself, "
+                     "or the run is BF16 and slower than planned")
 
     return LaunchSpec(
         name=plan.name, nodes=nodes, gpus_per_node=per_node, tensor_parallel=tp, pipeline_parallel=pp,

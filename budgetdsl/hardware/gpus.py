@@ -1,6 +1,8 @@
 """Accelerator presets: peak dense 16-bit matrix throughput, memory and bandwidths, from datasheets.
 
-Peaks are dense (no 2:4 sparsity) bf16 tensor-core rates (V100: fp16). Memory is what the
+Peaks are dense (no 2:4 sparsity) bf16 tensor-core rates (V100: fp16); `fp8_peak_flops` the dense
+FP8 rate of the parts `hardware.precision: fp8` runs on (Hopper and Blackwell: the datasheets quote
+FP8 and BF16 "with sparsity", twice the dense figure). Memory is what the
 framework sees: NVIDIA's "80GB" parts expose 80 GiB (nvidia-smi: 81920 MiB), parts quoted in
 decimal GB (H200, MI300X, B200) are decimal. `network` is the reference system's per-GPU
 inter-node bandwidth, `intra_node` half the bidirectional NVLink / Infinity Fabric / PCIe figure.
@@ -28,6 +30,7 @@ class GpuPreset:
     hbm_bandwidth: float = 0.0  # bytes/s, datasheet: prices memory-bound kernels (norms, softmax, optimizer)
     kernel_efficiency: float = 0.0  # fraction of peak_flops reached by the step's matmuls (fitted)
     efficiency_source: str = ""
+    fp8_peak_flops: float = 0.0  # FLOP/s, dense FP8 tensor cores (Hopper, Blackwell); 0: no FP8 GEMMs
 
 
 # Fitted once: the value that makes the throughput model's predicted per-GPU TFLOP/s of the ten rows
@@ -58,19 +61,28 @@ PRESETS: dict[str, GpuPreset] = {
                   2039 * GB, A100_EFFICIENCY, A100_SOURCE),
         GpuPreset("A100-PCIE-80GB", 312e12, 80 * GiB, 200 * Gbps, "NVIDIA A100 datasheet", 32 * GB,
                   1935 * GB, A100_EFFICIENCY, A100_SOURCE),
-        # NVIDIA H100 datasheet: SXM BF16 989 TFLOPS dense (1979 sparse), NVLink 4 900 GB/s; PCIe
-        # 756 dense, PCIe Gen5 128 GB/s; DGX H100: 8x 400 Gb/s ConnectX-7.
+        # NVIDIA H100 datasheet: SXM BF16 989 TFLOPS dense (1979 sparse), FP8 1979 dense (3958
+        # sparse), NVLink 4 900 GB/s; PCIe BF16 756 dense, FP8 1513 dense (3026 sparse), PCIe Gen5
+        # 128 GB/s; DGX H100: 8x 400 Gb/s ConnectX-7.
         GpuPreset("H100-SXM5-80GB", 989e12, 80 * GiB, 400 * Gbps, "NVIDIA H100 datasheet", 450 * GB,
-                  3350 * GB, H100_EFFICIENCY, H100_SOURCE),
+                  3350 * GB, H100_EFFICIENCY, H100_SOURCE, 1979e12),
         GpuPreset("H100-PCIE-80GB", 756e12, 80 * GiB, 400 * Gbps, "NVIDIA H100 datasheet", 64 * GB,
-                  2000 * GB, H100_EFFICIENCY, HOPPER),
-        # NVIDIA H200 datasheet: SXM BF16 989 TFLOPS dense, 141 GB HBM3e, NVLink 900 GB/s.
+                  2000 * GB, H100_EFFICIENCY, HOPPER, 1513e12),
+        # NVIDIA H800 datasheet (the H100 SXM's compute die for the Chinese market): SXM BF16 989
+        # TFLOPS dense (1979 sparse), FP8 1979 dense (3958 sparse), 80 GB HBM3 at 3.35 TB/s, NVLink
+        # 400 GB/s (bidirectional: 200 GB/s each way, less than half the H100's); 400 Gb/s InfiniBand
+        # per GPU, as DeepSeek-V3's H800 cluster (DeepSeek-AI 2024, section 3.1: "IB (50 GB/s)").
+        GpuPreset("H800-SXM5-80GB", 989e12, 80 * GiB, 400 * Gbps, "NVIDIA H800 datasheet", 200 * GB,
+                  3350 * GB, H100_EFFICIENCY, HOPPER, 1979e12),
+        # NVIDIA H200 datasheet: SXM BF16 989 TFLOPS dense, FP8 1979 dense (3958 sparse), 141 GB
+        # HBM3e at 4.8 TB/s, NVLink 900 GB/s.
         GpuPreset("H200-SXM-141GB", 989e12, 141 * GB, 400 * Gbps, "NVIDIA H200 datasheet", 450 * GB,
-                  4800 * GB, H100_EFFICIENCY, HOPPER),
-        # NVIDIA DGX B200 datasheet: 8 GPUs, 1,440 GB HBM3e, 72 PFLOPS FP8 training -> BF16
-        # 2.25 PFLOPS dense per GPU; NVLink 5 1.8 TB/s; 8x 400 Gb/s ConnectX-7.
+                  4800 * GB, H100_EFFICIENCY, HOPPER, 1979e12),
+        # NVIDIA DGX B200 datasheet: 8 GPUs, 1,440 GB HBM3e, 72 PFLOPS FP8 training (sparse) ->
+        # FP8 4.5 PFLOPS and BF16 2.25 PFLOPS dense per GPU; HGX B200: 8 TB/s HBM3e per GPU;
+        # NVLink 5 1.8 TB/s; 8x 400 Gb/s ConnectX-7.
         GpuPreset("B200-SXM-180GB", 2.25e15, 180 * GB, 400 * Gbps, "NVIDIA DGX B200 datasheet", 900 * GB,
-                  8000 * GB, A100_EFFICIENCY, UNFITTED),
+                  8000 * GB, A100_EFFICIENCY, UNFITTED, 4.5e15),
         # AMD Instinct MI300X datasheet: BF16 1307.4 TFLOPS dense, 192 GB HBM3, Infinity Fabric
         # 896 GB/s aggregate peak.
         GpuPreset("MI300X", 1307.4e12, 192 * GB, 400 * Gbps, "AMD Instinct MI300X datasheet", 448 * GB,

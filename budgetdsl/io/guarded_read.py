@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from typing import BinaryIO
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
 
@@ -45,11 +46,8 @@ def _inside(path: str, root: str) -> bool:
         return False
 
 
-def read_regular(path: str | os.PathLike[str], limit: int, inside: str | os.PathLike[str] | None = None) -> bytes:
-    """At most `limit + 1` bytes of the regular file at `path` (more than `limit` means too large).
-
-    IsADirectoryError for a directory, NotRegularFile for a FIFO, a device or a socket (without
-    blocking), OutsideRoot when `inside` is given and the file opened is not below it."""
+def _open_checked(path: str | os.PathLike[str], inside: str | os.PathLike[str] | None) -> int:
+    """A descriptor open on the regular file at `path`, opened without blocking and checked (above)."""
     fd = os.open(path, _FLAGS)
     try:
         mode = os.fstat(fd).st_mode
@@ -59,6 +57,25 @@ def read_regular(path: str | os.PathLike[str], limit: int, inside: str | os.Path
             raise NotRegularFile(errno.EINVAL, "not a regular file", os.fspath(path))
         if inside is not None and not _inside(_opened_path(fd, os.fspath(path)), os.path.realpath(inside)):
             raise OutsideRoot(errno.EACCES, "a symbolic link out of the repository", os.fspath(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_regular(path: str | os.PathLike[str], inside: str | os.PathLike[str] | None = None) -> BinaryIO:
+    """The regular file at `path` open for streaming reads (a log too large to hold), after the
+    checks of `read_regular`; the caller bounds what it keeps."""
+    return os.fdopen(_open_checked(path, inside), "rb")
+
+
+def read_regular(path: str | os.PathLike[str], limit: int, inside: str | os.PathLike[str] | None = None) -> bytes:
+    """At most `limit + 1` bytes of the regular file at `path` (more than `limit` means too large).
+
+    IsADirectoryError for a directory, NotRegularFile for a FIFO, a device or a socket (without
+    blocking), OutsideRoot when `inside` is given and the file opened is not below it."""
+    fd = _open_checked(path, inside)
+    try:
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, min(1 << 16, limit + 1 - size))

@@ -42,6 +42,11 @@ FIT_FORM: Final = "B_crit(L) = B_star / L**(1/alpha)"
 # a tenth of the range's width, and never less than 2% of the loss itself.
 RANGE_MARGIN = 0.1
 RANGE_MARGIN_MIN = 0.02
+# How far `extrapolate: true` carries the fit beyond its measured losses: as far again as the range
+# it measured (its width), and at least 5 % of the loss. Beyond that the law B*/L^(1/α) is read
+# where nothing was measured within a range's length, and reading it is an error, not a risk.
+EXTRAPOLATE_WIDTHS = 1.0
+EXTRAPOLATE_MIN = 0.05
 
 
 class _Model(BaseModel):
@@ -56,6 +61,15 @@ class ModelInfo(_Model):
     flops_per_token: float | None = None
 
 
+class TokenStats(_Model):
+    """Statistics of the training tokens a calibration measured (the first `tokens` of them)."""
+
+    tokens: int
+    distinct: int
+    max_token: int  # below 256: byte-level tokens, whatever the corpus is called
+    unigram_entropy: float  # nats per token of the unigram distribution
+
+
 class DataInfo(_Model):
     kind: Literal["stdlib", "text", "tokens", "factory"]
     source: str
@@ -65,6 +79,7 @@ class DataInfo(_Model):
     train_tokens: int | None = None
     heldout_tokens: int | None = None
     files: int | None = None
+    token_stats: TokenStats | None = None  # None: not recorded (a factory, an older writer)
 
 
 class OptimizerInfo(_Model):
@@ -88,7 +103,9 @@ class EstimatorInfo(_Model):
     method: Literal["mccandlish-2018-two-batch"] = "mccandlish-2018-two-batch"
     ema_beta: float  # 1.0: plain mean over all steps (fixed weights)
     confidence: float
-    interval: Literal["fieller-batch-means"] = "fieller-batch-means"
+    # Fieller's interval with the per-step covariance from successive differences (calibrate/noise.py);
+    # "fieller-batch-means" is what files written before that label was corrected say.
+    interval: Literal["fieller-successive-differences", "fieller-batch-means"] = "fieller-successive-differences"
 
 
 class Provenance(_Model):
@@ -121,18 +138,26 @@ class TrajectoryPoint(_Model):
     b_simple_tokens: float | None
     ci_low: float | None  # examples; None: unbounded
     ci_high: float | None
+    n_eff: float | None = None  # effective number of steps behind the smoothed values (1/Σw²)
+    # B_simple of Adam's preconditioned gradient P⊙g, P = 1/(√v̂ + ε) (calibrate/step.py), examples
+    b_simple_pre: float | None = None
+    ci_low_pre: float | None = None
+    ci_high_pre: float | None = None
 
 
 class RawEstimates(_Model):
     """Per-step unbiased estimates, one entry per measured step (columns)."""
 
     step: list[int]
-    train_loss: list[float]
+    train_loss: list[float | None]  # None: a step before any loss was observed (an integration's log)
     grad_sq_small: list[float]  # mean over micro-batches of |g_small|²
     grad_sq_big: list[float]  # |g_big|²
     grad_sq: list[float]  # |G|² (McCandlish A.2)
     trace_sigma: list[float]  # tr Σ (A.3)
     skipped_steps: list[int] = []  # non-finite loss or gradient: not measured, not applied
+    # The same norms of Adam's preconditioned gradient; None where not measured (first step, SGD)
+    grad_sq_small_pre: list[float | None] | None = None
+    grad_sq_big_pre: list[float | None] | None = None
 
 
 class Fit(_Model):
@@ -144,8 +169,11 @@ class Fit(_Model):
     cov: tuple[tuple[float, float], tuple[float, float]]
     loss_min: float
     loss_max: float
-    n_points: int
+    n_points: int  # bounded and censored (one end open) points in the likelihood
     reduced_chi2: float
+    n_censored: int = 0  # of n_points, intervals open at one end (used as bounds)
+    n_unbounded: int = 0  # points open at both ends (no information)
+    slope_z: float | None = None  # 1/α over its standard error; None: not recorded (older files)
 
 
 class Summary(_Model):
@@ -158,8 +186,16 @@ class Summary(_Model):
     ci_low_tokens: float | None
     ci_high_tokens: float | None
     confidence: float
+    n_eff: float | None = None  # effective number of steps behind the interval (1/Σw² of the EMA)
     steps_measured: int
     steps_skipped: int
+    skipped_reasons: dict[str, int] = {}  # why the skipped steps were not measured, counted
+    # B_simple of Adam's preconditioned gradient (examples), recorded beside the raw one; the
+    # planner reads the raw one (docs/calibration.md: no comparison with B_crit decides it yet).
+    b_simple_pre: float | None = None
+    ci_low_pre: float | None = None
+    ci_high_pre: float | None = None
+    steps_measured_pre: int = 0
 
 
 class MemoryPoint(_Model):
@@ -315,6 +351,15 @@ class CalibrationFile(_Model):
                 "calibrate further (more --steps, a larger proxy) or set `extrapolate: true` "
                 f"to extend the fit {FIT_FORM} (alpha = {f.alpha:.3g})"
             )
+        reach_lo = max(EXTRAPOLATE_WIDTHS * width, EXTRAPOLATE_MIN * f.loss_min)
+        reach_hi = max(EXTRAPOLATE_WIDTHS * width, EXTRAPOLATE_MIN * f.loss_max)
+        if extrapolate and not f.loss_min - reach_lo <= loss <= f.loss_max + reach_hi:
+            raise ValueError(
+                f"at_loss {loss:g} is beyond what `extrapolate: true` reads of this calibration: it "
+                f"measured {f.loss_min:.4g} to {f.loss_max:.4g} nats, and extrapolation reaches one "
+                f"measured range's width (at least {EXTRAPOLATE_MIN:.0%} of the loss) past it, "
+                f"{f.loss_min - reach_lo:.4g} to {f.loss_max + reach_hi:.4g} nats; calibrate a proxy that "
+                "reaches nearer this loss (more --steps, a larger proxy), or declare noise.b_crit")
         x = math.log(loss)
         (vaa, vap), (_, vpp) = f.cov
         var = vaa - 2.0 * x * vap + x * x * vpp  # d ln B / d(ln B*, 1/α) = (1, −ln L)

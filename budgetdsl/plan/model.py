@@ -8,6 +8,7 @@ so the JSON Schema accepts a number or a string for every quantity. Rules that s
 
 # No `from __future__ import annotations`: pydantic would then evaluate each annotation from its
 # text at every start; written as objects, they are evaluated once, as the class body runs.
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -166,13 +167,47 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+# A plan's `params` may differ from the count its detailed shape gives (biases, a head_dim other
+# than d/heads, extra norms the shape does not state) by this much before a warning says so.
+PARAMS_MISMATCH = 0.05
+SHAPE_KEYS = ("kv_heads", "ffn_hidden", "mlp", "tied_embeddings")  # the keys that describe the shape in detail
+
+
+def transformer_params(layers: float, d_model: float, vocab: float, *, heads: float | None = None,
+                       kv_heads: float | None = None, ffn_hidden: float | None = None, mlp: str = "gelu",
+                       tied_embeddings: bool = True) -> float:
+    """Parameters of a decoder-only transformer from its shape, biases not counted (Llama-style):
+    per layer the query and output projections 2·d², the key and value projections 2·d·d_kv with
+    d_kv = kv_heads·d/heads (grouped-query attention, Ainslie et al. 2023; d_kv = d without GQA),
+    the MLP 2·d·F (GeLU) or 3·d·F (SwiGLU's gate, up and down matrices, Shazeer 2020), and two
+    norms 2·d; plus the input embedding V·d, an untied LM head V·d, and the final norm d. On Llama
+    2 7B's and Llama 3 8B/70B's shapes this is their published count to the parameter."""
+    d = float(d_model)
+    d_kv = d * float(kv_heads) / float(heads) if kv_heads is not None and heads else d
+    ffn = float(ffn_hidden) if ffn_hidden is not None else 4.0 * d
+    per_layer = 2.0 * d * d + 2.0 * d * d_kv + (3.0 if mlp == "swiglu" else 2.0) * d * ffn + 2.0 * d
+    embeddings = float(vocab) * d * (1.0 if tied_embeddings else 2.0)
+    return float(layers) * per_layer + embeddings + d
+
+
 class ModelShape(_Section):
     """The model being trained: its size and shape drive FLOPs and memory."""
 
-    params: float = Count("Number of parameters N, e.g. 6.74e9 or 7B.", ge=1, le=MAX_PARAMS)
+    params: float | None = Count("Number of parameters N, e.g. 6.74e9 or 7B; omitted: counted from the shape "
+                          "(layers, d_model, vocab, and heads, kv_heads, ffn_hidden, mlp, tied_embeddings).",
+                          ge=1, le=MAX_PARAMS, default=None)
     layers: int | None = Integer("Transformer layers L.", gt=0, le=MAX_LAYERS, optional=True)
     d_model: int | None = Integer("Model width d.", gt=0, le=MAX_WIDTH, optional=True)
     heads: int | None = Integer("Attention heads a.", gt=0, le=MAX_WIDTH, optional=True)
+    kv_heads: int | None = Integer("Key/value heads of grouped-query attention (1: multi-query); must divide "
+                                   "heads; default heads (multi-head attention).", gt=0, le=MAX_WIDTH, optional=True)
+    ffn_hidden: int | None = Integer("Hidden width F of the MLP; default 4·d_model (write it for a gated MLP, "
+                                     "e.g. Llama 2 7B's 11008).", gt=0, le=MAX_WIDTH, optional=True)
+    mlp: Literal["gelu", "swiglu"] = Field("gelu", description="The MLP: gelu (two matrices, d×F and F×d) or "
+                                           "swiglu (gated, Shazeer 2020: three matrices, as Llama and Mistral).")
+    tied_embeddings: bool = Field(True, description="The LM head shares the input embedding's V×d matrix "
+                                  "(GPT-2/3, Megatron's default); false for Llama-style untied heads, whose "
+                                  "params count V·d twice.")
     seq_len: int = Integer("Sequence length s, tokens per sequence.", gt=0, le=MAX_SEQ_LEN)
     vocab: int | None = Integer("Vocabulary size V.", gt=0, le=MAX_VOCAB, optional=True)
     flops_per_token: float | None = _quantity(
@@ -183,24 +218,88 @@ class ModelShape(_Section):
         "pipeline parallelism divide it), overriding the Korthikanti et al. (2022) estimate.",
         ge=1, le=MAX_BYTES, optional=True)
 
+    @property
+    def param_count(self) -> float:
+        """N: `params` as given, or counted from the shape when omitted (validation sets it, so a
+        validated plan always has it)."""
+        assert self.params is not None, "a validated model has params (given or counted)"
+        return self.params
+
+    def shape_params(self) -> float | None:
+        """`transformer_params` of this shape; None where layers, d_model or vocab is unknown."""
+        if self.layers is None or self.d_model is None or self.vocab is None:
+            return None
+        return transformer_params(self.layers, self.d_model, self.vocab, heads=self.heads, kv_heads=self.kv_heads,
+                                  ffn_hidden=self.ffn_hidden, mlp=self.mlp, tied_embeddings=self.tied_embeddings)
+
+    def splits_over(self, tensor_parallel: int) -> bool:
+        """Whether tensor parallelism of degree t splits the attention: heads and kv_heads each a
+        multiple of t (Megatron-Core divides both, num_query_groups, over the TP ranks)."""
+        return all(h is None or h % tensor_parallel == 0 for h in (self.heads, self.kv_heads))
+
+    def detailed(self) -> tuple[str, ...]:
+        """The detailed-shape keys (SHAPE_KEYS) the plan writes."""
+        return tuple(k for k in SHAPE_KEYS if k in self.model_fields_set)
+
+    def params_mismatch(self) -> tuple[float, float] | None:
+        """(declared params, the shape's count) when the plan writes params and a detailed shape
+        (SHAPE_KEYS) whose count differs by more than PARAMS_MISMATCH; else None. Without a
+        detailed key the shape is a sketch (GPT-style defaults) and params is the authority."""
+        counted = self.shape_params()
+        if "params" not in self.model_fields_set or counted is None or not self.detailed():
+            return None
+        n = self.param_count
+        return (n, counted) if abs(n / counted - 1.0) > PARAMS_MISMATCH else None
+
     @model_validator(mode="after")
     def _shape(self) -> "ModelShape":
         if self.d_model is not None and self.heads is not None and self.d_model % self.heads:
             raise PlanRuleError("heads", f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
+        kv, heads = self.kv_heads, self.heads
+        if kv is not None:
+            if heads is None:
+                raise PlanRuleError("kv_heads", "kv_heads needs heads: the query heads it groups",
+                                    f"e.g. heads: {8 * kv}")
+            if heads % kv:
+                divisors = [k for k in range(1, min(heads, 4096) + 1) if heads % k == 0]
+                near = min(divisors, key=lambda k: (abs(k - kv), k))
+                raise PlanRuleError("kv_heads", f"kv_heads ({kv}) must divide heads ({heads}): "
+                                    "each key/value head serves a whole group of query heads",
+                                    f"e.g. kv_heads: {near}")
+        if self.params is None:
+            self._derive_params()
         if self.vocab is not None and self.d_model is not None:
             # N counts the embedding, f the LM head (cost_model.flops_per_token): each layer keeps
-            # (N − V·d)/L parameters and (f − 6·d·V)/L FLOPs, which must be positive.
+            # (N − V·d)/L parameters (N − 2·V·d untied) and (f − 6·d·V)/L FLOPs, which must be positive.
             embedding = float(self.vocab) * self.d_model
-            if embedding >= self.params:
-                raise PlanRuleError("vocab", f"the embedding alone, vocab × d_model = {embedding:.3g} "
-                                    f"parameters, is not less than params ({self.params:.3g}), which "
-                                    "counts it; check vocab, d_model and params")
+            matrices = 1.0 if self.tied_embeddings else 2.0
+            if matrices * embedding >= self.param_count:
+                what = ("vocab × d_model" if self.tied_embeddings
+                        else "the untied embedding and LM head, 2 × vocab × d_model")
+                raise PlanRuleError("vocab", f"{'the embedding alone, ' if self.tied_embeddings else ''}{what} = "
+                                    f"{matrices * embedding:.3g} parameters, is not less than params "
+                                    f"({self.params:.3g}), which counts it; check vocab, d_model and params"
+                                    + ("" if self.tied_embeddings else " (or tied_embeddings)"))
             if self.flops_per_token is not None and 6.0 * embedding >= self.flops_per_token:
                 raise PlanRuleError("flops_per_token", f"the LM head alone, 6 × d_model × vocab = "
                                     f"{6.0 * embedding:.3g} FLOP per token, is not less than "
                                     f"flops_per_token ({self.flops_per_token:.3g}), which counts it "
                                     "(and params must count the embedding)")
         return self
+
+    def _derive_params(self) -> None:
+        """params omitted: counted from the shape (`transformer_params`), within the physical range."""
+        counted = self.shape_params()
+        if counted is None:
+            missing = [k for k in ("layers", "d_model", "vocab") if getattr(self, k) is None]
+            raise PlanRuleError("params", "missing key 'params' in 'model', and the shape does not count it: "
+                                f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not given",
+                                "give params (e.g. params: 7B), or the shape: layers, d_model, vocab "
+                                "(and heads, kv_heads, ffn_hidden, mlp, tied_embeddings)")
+        if counted > MAX_PARAMS:
+            raise PlanRuleError("", f"the shape counts {counted:.3g} parameters, above the physical range "
+                                f"({MAX_PARAMS:.0e})", "check layers, d_model, ffn_hidden and vocab")
+        object.__setattr__(self, "params", counted)
 
 
 class GpuRange(_Section):
@@ -298,6 +397,10 @@ class Hardware(_Section):
                                                 "DeepSpeed's default for bf16 runs) or bf16.")
     kernel_efficiency: float | None = Fraction("Fraction of peak FLOP/s the step's matmuls reach, for predicted "
                                                "utilization; overrides the GPU preset's fitted value.", optional=True)
+    precision: Literal["bf16", "fp8"] = Field("bf16", description="The transformer layers' GEMMs: bf16, or fp8 "
+                                              "(Transformer Engine style: FP8 GEMMs at the preset's dense FP8 peak, "
+                                              "Hopper and Blackwell; attention, softmax, LM head, master weights "
+                                              "and optimizer stay BF16/FP32). MFU stays against peak_flops (BF16).")
 
     @field_validator("gpu")
     @classmethod
@@ -338,6 +441,14 @@ class Hardware(_Section):
             if missing:
                 raise PlanRuleError("gpu", "name a GPU preset, or give " + " and ".join(missing),
                                     "e.g. gpu: H100-SXM5-80GB")
+        if self.precision == "fp8":
+            preset = find_preset(self.gpu) if self.gpu is not None else None
+            if preset is None or preset.fp8_peak_flops <= 0:
+                fp8 = ", ".join(p.name for p in PRESETS.values() if p.fp8_peak_flops > 0)
+                what = f"the {preset.name} preset has no FP8 tensor-core peak" if preset else \
+                    "FP8 GEMMs need a GPU preset with an FP8 tensor-core peak"
+                raise PlanRuleError("precision", f"precision: fp8 runs the GEMMs at the FP8 dense peak; {what}",
+                                    f"write precision: bf16, or name an FP8 part: {fp8}")
         split = _degree(self.tensor_parallel) * _degree(self.pipeline_parallel)
         if isinstance(self.gpus, GpuRange):
             _range_split(self.gpus, split, self.tensor_parallel, self.pipeline_parallel)
@@ -576,6 +687,12 @@ class Plan(_Section):
         if m.heads is not None and m.heads % _degree(hw.tensor_parallel):
             raise PlanRuleError("hardware.tensor_parallel", f"heads ({m.heads}) must be divisible by "
                                 f"tensor_parallel ({hw.tensor_parallel})")
+        if m.kv_heads is not None and m.kv_heads % _degree(hw.tensor_parallel):
+            raise PlanRuleError("hardware.tensor_parallel", f"kv_heads ({m.kv_heads}) must be divisible by "
+                                f"tensor_parallel ({hw.tensor_parallel}): Megatron splits the key/value "
+                                "heads over the tensor-parallel ranks too",
+                                f"e.g. tensor_parallel: {math.gcd(m.kv_heads, _degree(hw.tensor_parallel))}, "
+                                "or auto")
         # Uneven stages are allowed (BLOOM: 70 layers on 12 stages; Llama 3 405B: 126 on 16): the
         # cost model balances them with the LM head on the last (budgetdsl.hardware.layout.stage_layers).
         chunks = _degree(hw.pipeline_parallel) * hw.virtual_pipeline_stages

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
 from budgetdsl.plan.yaml_source import read_bytes
-from budgetdsl.theory.frontier import KAPLAN_ALPHA_B, KAPLAN_B_STAR, kaplan_b_crit
+from budgetdsl.theory.frontier import KAPLAN_ALPHA_B, KAPLAN_B_STAR, X_DOUBTFUL, kaplan_b_crit
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
@@ -183,8 +183,53 @@ def _from_calibration(plan: Plan) -> NoiseEstimate:
     return NoiseEstimate(float(b_crit), source, float(rel) if rel else None, "calibration", warnings, notes,
                          cal, path.name)
 
-# The built-in proxy corpus (calibrate/data.py): Python source read as bytes, a 256-symbol vocabulary.
-PROXY_CORPORA = {"stdlib": "the built-in stdlib proxy corpus (Python source read as bytes, vocabulary 256)"}
+# Corpora `budgetdsl calibrate` reads as bytes (calibrate/data.py): the built-in stdlib source and
+# any text file or folder. A file without token statistics is judged by these kinds.
+BYTE_CORPORA = ("stdlib", "text")
+
+
+def _byte_level(data: Any) -> str | None:
+    """What shows that a calibration's tokens are bytes, or None: its recorded token statistics
+    (largest id below 256), whatever the corpus is called; for a file without statistics, a kind
+    the reader always reads as bytes."""
+    if data is None:
+        return None
+    stats = getattr(data, "token_stats", None)
+    if stats is not None:
+        if stats.max_token >= 256:
+            return None
+        return (f"{stats.tokens:,} tokens counted, ids up to {stats.max_token}, {stats.distinct} distinct, "
+                f"unigram entropy {stats.unigram_entropy:.2f} nats")
+    return f"{data.kind} data is read as bytes" if data.kind in BYTE_CORPORA else None
+
+
+def _short(text: str) -> str:
+    from budgetdsl.plan.yaml_source import excerpt
+
+    return excerpt(str(text), 60)
+
+
+def at_batch_warnings(plan: Plan, b_crit: float, source: str) -> tuple[Diagnostic, ...]:
+    """A located warning when `target.at_batch` lies more than X_DOUBTFUL times B_crit from it:
+    the declared tokens are then divided by 1 + x to give E_min (issue 25: x = 381 cut a declared
+    260B-token target 382-fold), so at_batch or B_crit is likelier wrong than the plan meant it."""
+    target = getattr(plan, "target", None)
+    at_batch, tokens = getattr(target, "at_batch", None), getattr(target, "tokens", None)
+    if at_batch is None or tokens is None or not b_crit > 0:
+        return ()
+    x = float(at_batch) / b_crit
+    if 1.0 / X_DOUBTFUL <= x <= X_DOUBTFUL:
+        return ()
+    from budgetdsl.quantities.humanize import human
+
+    e_min = float(tokens) / (1.0 + x)
+    return (plan_warning(
+        plan, ("target", "at_batch"), "at-batch-far-from-b-crit",
+        f"target.at_batch is x = {x:.3g} × B_crit (B_crit {human('tokens', b_crit)}, {source}): on the "
+        f"frontier the declared {human('tokens', float(tokens))} at that batch are E_min = tokens/(1 + x) = "
+        f"{human('tokens', e_min)}, {1 + x:.3g}× fewer, far outside x in [1/{X_DOUBTFUL:g}, {X_DOUBTFUL:g}]",
+        "check at_batch (tokens, not sequences) and where B_crit comes from (a calibration on another "
+        "corpus or tokenizer transfers badly)"),)
 
 
 def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Diagnostic, ...]:
@@ -200,10 +245,15 @@ def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Di
       seq_len / B_crit times B_crit, and a B_noise of a fraction of a sequence says the proxy's
       per-token losses are not the target's (B_noise at equal loss transfers only on the same
       data and tokenizer, Kaplan et al. 2020 section 5.1).
+    - a fit whose slope is not told from zero (`fit.slope_z` at most the interval's z): the law
+      B*/L^(1/α) then carries nothing from one loss to another (issue 25: a run at lr 0 fitted
+      α = 0.89 ± 0.62 over losses 0.573-0.694 and was read elsewhere).
     Warnings:
-    - the calibration measured the built-in proxy corpus (unless the plan is of the proxy itself:
-      its sequence length and vocabulary), or a vocabulary other than the plan's model.vocab: the
-      loss scale differs, so `at_loss` reads a different point of the curve.
+    - the calibration's tokens are bytes — judged from its recorded token statistics (largest id
+      below 256), not from the corpus's name, so the stdlib source passed as a folder is caught —
+      unless the plan is of the proxy itself (its sequence length and vocabulary) or byte-level;
+      or a vocabulary other than the plan's model.vocab: the loss scale differs, so `at_loss`
+      reads a different point of the curve.
     Files that do not carry a field (a stub, an older writer) skip the check that needs it.
     """
     noise = plan.noise
@@ -220,6 +270,18 @@ def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Di
             "run without a fit belongs to no particular loss and cannot be transferred",
             "calibrate for longer (more --steps, not --quick) until the fit has at least 3 points, "
             "or declare noise.b_crit"))
+    fit = getattr(cal, "fit", None)
+    slope_z = getattr(fit, "slope_z", None)
+    conf = float(getattr(getattr(prov, "estimator", None), "confidence", 0.95))
+    if str(noise.source) == "b_simple" and fit is not None and slope_z is not None and not slope_z > _z(conf):
+        errors.append(_located(
+            plan, ("noise", "calibration"), "calibration-flat-fit",
+            f"calibration {name!r}'s fit of B_crit(L) has a slope {slope_z:.2g} standard errors from 0 "
+            f"(over losses {fit.loss_min:.4g}-{fit.loss_max:.4g}): B_simple does not measurably change "
+            "with the loss there, so its law read at another loss rests on no evidence",
+            "calibrate until the loss falls further (more --steps, or a larger --lr) and B_simple "
+            "visibly grows; or measure at fixed weights (`budgetdsl calibrate --lr 0`) and read the "
+            "file at its one loss"))
     seq_len = int(plan.model.seq_len)
     if b_crit < seq_len:
         errors.append(_located(
@@ -250,10 +312,12 @@ def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Di
     # A plan of the proxy itself (its sequence length, its vocabulary or none given) trains on the
     # proxy's own token stream, as plans/ramp-gpt-micro-proxy.yaml does: nothing is transferred.
     the_proxy = tokens == seq_len and (vocab is None or vocab == cal_vocab)
-    if data is not None and data.kind in PROXY_CORPORA and not the_proxy:
+    byte_level = _byte_level(data)
+    if data is not None and byte_level is not None and not the_proxy and (vocab is None or int(vocab) != 256):
         warnings.append(plan_warning(
             plan, ("noise", "calibration"), "calibration-corpus",
-            f"calibration {name!r} measured {PROXY_CORPORA[data.kind]}: its losses are not comparable "
+            f"calibration {name!r} measured byte-level tokens ({byte_level}; recorded as "
+            f"{data.kind} data from {_short(data.source)}): losses in nats per byte are not comparable "
             f"with a loss on the target's corpus and tokenizer, so at_loss {float(noise.at_loss):g} "
             "reads B_crit at a point of a different curve",
             "calibrate on the target's data (`budgetdsl calibrate --data FILE`, or record B_simple "
@@ -265,6 +329,12 @@ def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Di
             f"{int(vocab)}: nats per token of different tokenizers are not the same loss",
             "read at_loss on the calibration's own loss scale, or calibrate with the target's tokenizer"))
     return tuple(warnings)
+
+
+def _z(confidence: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
 def noise_estimate(plan: Plan) -> NoiseEstimate:
@@ -296,6 +366,15 @@ def resolve_noise(plan: Plan) -> ResolvedNoise:
 
 
 def _estimate(plan: Plan) -> NoiseEstimate:
+    """The estimate of `_source_estimate`, with the check of target.at_batch against its B_crit."""
+    import dataclasses
+
+    est = _source_estimate(plan)
+    extra = at_batch_warnings(plan, est.b_crit, est.source)
+    return dataclasses.replace(est, warnings=est.warnings + extra) if extra else est
+
+
+def _source_estimate(plan: Plan) -> NoiseEstimate:
     noise = plan.noise
     declared_u = (noise.uncertainty, "noise.uncertainty") if noise.uncertainty is not None else (None, None)
     if noise.b_crit is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from budgetdsl.plan.diagnostics import Diagnostic, Location, did_you_mean
 from budgetdsl.plan.expressions import ExpressionError, Quantity, evaluate
-from budgetdsl.plan.model import QuantitySpec
+from budgetdsl.plan.model import QuantitySpec, transformer_params
 from budgetdsl.plan.schema import default_of, field_spec, numeric_paths
 from budgetdsl.plan.source import MergedSource
 from budgetdsl.plan.yaml_source import Path, excerpt
@@ -157,6 +157,9 @@ class _Evaluator:
         try:
             q = self.value_of(path, spec)
         except KeyError:
+            derived = self.derived_params() if path == ("model", "params") else None
+            if derived is not None:
+                return Quantity(derived, spec.dim)
             default = default_of(path)
             if default is None and self.partial:
                 raise _RefFailed from None
@@ -174,6 +177,33 @@ class _Evaluator:
         if isinstance(q.value, float) and q.dim == DIMENSIONLESS:
             return Quantity(q.value, spec.dim)  # a plain number carries its field's unit
         return q
+
+    def derived_params(self) -> float | None:
+        """`model.params` where the plan omits it: the count of its shape (`transformer_params`, as
+        validation derives it), so `20 * model.params` works either way; None where the shape is
+        incomplete or a value of it failed (its own diagnostic says why)."""
+        numbers: dict[str, float | None] = {}
+        for key in ("layers", "d_model", "vocab", "heads", "kv_heads", "ffn_hidden"):
+            path: Path = ("model", key)
+            spec = field_spec(path)
+            try:
+                q = self.value_of(path, spec) if isinstance(spec, QuantitySpec) and path not in self.active else None
+            except KeyError:
+                q = None
+            if q is not None and not isinstance(q, Quantity):
+                return None
+            numbers[key] = q.value if q is not None and isinstance(q.value, (int, float)) else None
+        model = self.source.data.get("model") if isinstance(self.source.data, dict) else None
+        written = model if isinstance(model, dict) else {}
+        mlp = written.get("mlp", default_of(("model", "mlp")))
+        tied = written.get("tied_embeddings", default_of(("model", "tied_embeddings")))
+        if mlp not in ("gelu", "swiglu") or not isinstance(tied, bool):
+            return None
+        layers, d_model, vocab = numbers["layers"], numbers["d_model"], numbers["vocab"]
+        if layers is None or d_model is None or vocab is None:
+            return None
+        return transformer_params(layers, d_model, vocab, heads=numbers["heads"], kv_heads=numbers["kv_heads"],
+                                  ffn_hidden=numbers["ffn_hidden"], mlp=mlp, tied_embeddings=tied)
 
     def run(self, node: Any, path: Path) -> Any:
         """The document with every quantity replaced by its value in base units."""

@@ -80,7 +80,7 @@ def candidates(plan: Plan) -> list[LayoutChoice]:
     """Every layout of the search space, simplest first (launchability is per GPU count)."""
     hw, m = plan.hardware, plan.model
     if hw.tensor_parallel == "auto":
-        tps = [t for t in _powers_of_two(hw.gpus_per_node) if m.heads is None or m.heads % t == 0]
+        tps = [t for t in _powers_of_two(hw.gpus_per_node) if m.splits_over(t)]
     else:
         tps = [int(hw.tensor_parallel)]
     if hw.pipeline_parallel == "auto":

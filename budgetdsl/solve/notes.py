@@ -12,6 +12,7 @@ from budgetdsl.solve.infeasibility import conflicting_names
 from budgetdsl.solve.objectives import MEASURE
 from budgetdsl.solve.placement import Config, Placement
 from budgetdsl.solve.solution import Coefficient, PlanWarning, Status, Throughput
+from budgetdsl.theory.frontier import X_DOUBTFUL
 
 
 def gpu_choice_reason(ctx: Context, chosen: Placement, placements: list[Placement]) -> str:
@@ -151,12 +152,6 @@ def run_notes(ctx: Context, pl: Placement, status: Status) -> list[str]:
     return notes
 
 
-# x = B/B_crit beyond this factor either way: x = 100 spends E/E_min = 1 + x = 101x the minimal
-# tokens, x = 1/100 takes S/S_min = 1 + 1/x = 101x the minimal steps (McCandlish et al. 2018,
-# eq. 2.11). No plan sits there on purpose, so B_crit is the likelier mistake: a warning.
-X_DOUBTFUL = 100.0
-
-
 def x_warnings(ctx: Context, x: float | None, pinned: bool) -> list:
     """A located warning when the batch is more than X_DOUBTFUL times B_crit, or less than its
     inverse: most likely B_crit is wrong (a transfer from another corpus), not the batch."""
@@ -190,6 +185,25 @@ def layout_warnings(ctx: Context) -> list:
     return [plan_warning(ctx.plan, ("hardware", "zero"), "zero-with-pipeline", problem,
                          "write zero: 1 (what FSDP or the distributed optimizer does under a pipeline), "
                          "or pipeline_parallel: 1")]
+
+
+def shape_warnings(ctx: Context) -> list:
+    """A located warning when the plan writes params and a detailed shape (kv_heads, ffn_hidden,
+    mlp or tied_embeddings) that counts more than PARAMS_MISMATCH apart: one of them is probably
+    wrong, and FLOPs (from params) and activations (from the shape) would disagree."""
+    from budgetdsl.plan.model import PARAMS_MISMATCH
+    from budgetdsl.plan.noise import plan_warning
+
+    mismatch = ctx.plan.model.params_mismatch()
+    if mismatch is None:
+        return []
+    declared, counted = mismatch
+    return [plan_warning(
+        ctx.plan, ("model", "params"), "params-vs-shape",
+        f"params ({declared:.4g}) is {declared / counted - 1:+.1%} off the {counted:.4g} parameters its shape "
+        f"counts (layers, d_model, heads, kv_heads, ffn_hidden, mlp, vocab, tied_embeddings; more than "
+        f"{PARAMS_MISMATCH:.0%}); FLOPs follow params, activation memory the shape",
+        "check the shape against the model's config, or omit params to use the shape's count")]
 
 
 def warning_fields(d) -> PlanWarning:

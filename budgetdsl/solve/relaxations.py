@@ -229,7 +229,7 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
     zeros = list(range(base.zero, 4))
     recomputes = [r for r in order if order.index(r) >= order.index(base.recompute)]
     tps = [t for t in (base.tensor_parallel * 2**k for k in range(6))
-           if t <= max(hw.gpus_per_node, base.tensor_parallel) and (m.heads is None or m.heads % t == 0)
+           if t <= max(hw.gpus_per_node, base.tensor_parallel) and m.splits_over(t)
            and launchable(cm.gpus, t, base.pipeline_parallel, hw.gpus_per_node)]
     pps = [p for p in (base.pipeline_parallel * 2**k for k in range(6))  # uneven stages are fine
            if (m.layers is None or p * hw.virtual_pipeline_stages <= m.layers)

@@ -205,7 +205,7 @@ def _solve(plan: Plan, cache: SolveCache) -> Solution:
                *layout_report.dominated_by_objectives(front, cfg, pinned_batch), *noise.notes],
         warnings=[solution_notes.warning_fields(w)
                   for w in (*noise.warnings, *solution_notes.x_warnings(ctx, x, pinned_batch),
-                            *solution_notes.layout_warnings(ctx))],
+                            *solution_notes.layout_warnings(ctx), *solution_notes.shape_warnings(ctx))],
     )
 
 

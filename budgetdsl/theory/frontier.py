@@ -34,6 +34,13 @@ KAPLAN_B_STAR = 2e8
 KAPLAN_ALPHA_B = 0.21
 
 
+# x = B/B_crit beyond this factor either way is doubtful: x = 100 spends E/E_min = 1 + x = 101x the
+# minimal tokens, x = 1/100 takes S/S_min = 1 + 1/x = 101x the minimal steps (McCandlish et al. 2018,
+# eq. 2.11). No plan sits there on purpose, so B_crit is the likelier mistake (a warning, for the
+# chosen batch and for a declared target.at_batch alike).
+X_DOUBTFUL = 100.0
+
+
 def kaplan_b_crit(loss: float) -> float:
     """B_crit in tokens at `loss` (nats/token), Kaplan et al. (2020) eq. 1.4."""
     return cf.kaplan_b_crit(loss, KAPLAN_B_STAR, KAPLAN_ALPHA_B)

@@ -4,9 +4,10 @@ An outside mutation fuzzer gets few mutants past the loader (issue 23); these pl
 solver, the reports and the exports. The schema is adapted before `from_schema`: each quantity's
 number keeps the schema's form but draws in a plausible range, and its string is a value with a
 unit of the plan language (docs/plan-language.md) drawn log-uniformly in the same range. Rules the
-schema cannot state (d_model divisible by heads, vocab × d_model < params, GPUs that split into
-t × p groups and fill nodes, target's and noise's one-of, usd with its price, ordered ramp stages)
-are then made to hold. Files (extends, calibration) are left out: the plan's text is given.
+schema cannot state (d_model divisible by heads, kv_heads dividing heads and split by t, vocab × d_model
+< params, params given or a shape that counts it, fp8 on an FP8 part, GPUs that split into t × p
+groups and fill nodes, target's and noise's one-of, usd with its price, ordered ramp stages) are
+then made to hold. Files (extends, calibration) are left out: the plan's text is given.
 Objects are walked here (fixed_dictionaries over the schema's properties, optional keys left out at
 random) and every other node goes to `from_schema`: hypothesis-jsonschema 0.23.1's own object
 strategy calls a Hypothesis internal (`many.more`) that Hypothesis 6.170 no longer has.
@@ -33,7 +34,8 @@ from budgetdsl.solve.solver import solve
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "budgetdsl.schema.json").read_text())
 PRESETS = ["A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "B200-SXM-180GB",
-           "MI300X", "L40S", "V100-SXM2-32GB", "TPU-v5p"]
+           "H800-SXM5-80GB", "MI300X", "L40S", "V100-SXM2-32GB", "TPU-v5p"]
+FP8_PRESETS = {"H100-SXM5-80GB", "H200-SXM-141GB", "B200-SXM-180GB", "H800-SXM5-80GB"}  # hardware.precision: fp8
 DAY = 86400.0
 
 # section.key -> (low, high, kind): the plausible magnitudes of a quantity, in its base unit.
@@ -42,6 +44,8 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "ModelShape.layers": (1, 128, "int"),
     "ModelShape.d_model": (64, 16384, "int"),
     "ModelShape.heads": (1, 128, "int"),
+    "ModelShape.kv_heads": (1, 128, "int"),
+    "ModelShape.ffn_hidden": (64, 65536, "int"),
     "ModelShape.seq_len": (128, 32768, "int"),
     "ModelShape.vocab": (256, 256000, "int"),
     "ModelShape.flops_per_token": (1e8, 1e13, "flop"),
@@ -166,7 +170,7 @@ def plan_schema() -> dict:
     root["hardware"] = {"$ref": "#/$defs/Hardware"}
     root["optimizer"] = {"anyOf": [{"$ref": "#/$defs/Optimizer"}, {"type": "null"}]}
     root["name"] = {"type": "string", "pattern": r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"}
-    defs["ModelShape"]["required"] = ["params", "seq_len", "layers", "heads", "d_model"]
+    defs["ModelShape"]["required"] = ["seq_len", "layers", "heads", "d_model"]  # params: given, or counted
     defs["Hardware"]["required"] = ["gpus", "gpu"]  # the throughput model needs a preset or an mfu
     schema.pop("if"), schema.pop("else")
     schema["required"] = ["name", "model", "hardware", "target", "noise"]
@@ -187,7 +191,7 @@ def _number(value) -> float | None:
 
 
 def _fix_shape(model: dict, tp: int) -> None:
-    params, layers = _number(model["params"]), _number(model.get("layers"))
+    params, layers = _number(model.get("params")), _number(model.get("layers"))
     if params is not None and layers is not None and model.get("d_model") is not None:
         model["d_model"] = max(64, round(math.sqrt(params / (12 * layers))))  # N ≈ 12·L·d² (Kaplan 2020)
     heads = model.get("heads")
@@ -196,8 +200,16 @@ def _fix_shape(model: dict, tp: int) -> None:
         model["heads"] = heads = max(tp, math.ceil(heads / tp) * tp)
         d_model = _number(model.get("d_model")) or heads * 64
         model["d_model"] = d_model = max(1, math.ceil(d_model / heads)) * heads
+        if model.get("kv_heads") is not None:  # a divisor of heads that tensor parallelism splits
+            kv = math.gcd(int(_number(model["kv_heads"])), int(heads))
+            model["kv_heads"] = kv if kv % tp == 0 else int(heads)
+    else:
+        model.pop("kv_heads", None)
+    if params is None and (model.get("vocab") is None or model.get("layers") is None):
+        model["params"] = params = 1e9  # the shape cannot count it
     d_model, vocab = _number(model.get("d_model")), _number(model.get("vocab"))
-    if d_model is not None and vocab is not None and vocab * d_model >= _number(model["params"]):
+    matrices = 1 if model.get("tied_embeddings", True) else 2
+    if params is not None and d_model is not None and vocab is not None and matrices * vocab * d_model >= params:
         del model["vocab"]
         vocab = None
     fpt = _number(model.get("flops_per_token"))
@@ -232,6 +244,8 @@ def make_valid(doc: dict) -> dict:
     chunks = pp * _number(hw.get("virtual_pipeline_stages", 1))
     if model.get("layers") is not None:  # whole layers per stage: the exports refuse uneven stages
         model["layers"] = int(math.ceil(_number(model["layers"]) / chunks) * chunks)
+    if hw.get("precision") == "fp8" and hw.get("gpu") not in FP8_PRESETS:
+        hw["precision"] = "bf16"
     if hw.get("gpu") is None:
         hw.setdefault("peak_flops", "312 TFLOP/s")
         hw.setdefault("memory_per_device", "80 GiB")

@@ -62,6 +62,8 @@ def test_list_gpus(capsys):
     assert main(["plan", "--list-gpus"]) == 0
     out = capsys.readouterr().out
     assert "A100-SXM4-80GB  312 TFLOP/s" in out and "NVIDIA H100 datasheet" in out
+    h800 = next(line for line in out.splitlines() if line.startswith("H800-SXM5-80GB"))
+    assert h800.split()[1:5] == ["989", "TFLOP/s", "1.98", "PFLOP/s"]  # the FP8 peak of hardware.precision: fp8
 
 
 def test_no_plan_is_a_usage_error(capsys):

@@ -38,7 +38,7 @@ def _space(plan):
     """The layout space as issue 13 states it, written out here on its own."""
     hw, m = plan.hardware, plan.model
     tps = [1, 2, 4, 8] if hw.tensor_parallel == "auto" else [int(hw.tensor_parallel)]
-    tps = [t for t in tps if t <= hw.gpus_per_node and (m.heads is None or m.heads % t == 0)]
+    tps = [t for t in tps if t <= hw.gpus_per_node and all(h is None or h % t == 0 for h in (m.heads, m.kv_heads))]
     pps = [1, 2, 4, 8, 16, 32] if hw.pipeline_parallel == "auto" else [int(hw.pipeline_parallel)]
     pps = [p for p in pps if m.layers is None or p <= m.layers]
     zeros = [0, 1, 2, 3] if hw.zero == "auto" else [int(hw.zero)]
@@ -162,6 +162,16 @@ PLANS = {
                                       "tensor_parallel": "auto", "pipeline_parallel": "auto", "recompute": "none"},
                             budget={"deadline": 60 * DAY, "flops": None, "gpu_hours": None},
                             target={"tokens": 2.6e10, "at_batch": 1e6}, noise={"b_crit": 1e6}),
+    # a fixed count, predicted, a modern layer: 4 KV heads (TP 8 cannot split them), a SwiGLU MLP,
+    # untied embeddings, params counted from the shape, FP8 GEMMs; recomputation searched
+    "fixed-gqa-fp8": dict(model={"params": None, "layers": 16, "d_model": 2048, "heads": 16, "kv_heads": 4,
+                                 "ffn_hidden": 5632, "mlp": "swiglu", "tied_embeddings": False, "vocab": 32000,
+                                 "seq_len": 4096},
+                          hardware={"gpu": "H100-SXM5-80GB", "gpus": 16, "mfu": None, "precision": "fp8",
+                                    "zero": "auto", "tensor_parallel": "auto", "pipeline_parallel": 1,
+                                    "recompute": "auto"},
+                          budget={"deadline": 30 * DAY, "flops": None, "gpu_hours": None},
+                          target={"tokens": 2.6e10, "at_batch": 1e6}, noise={"b_crit": 1e6}),
     # a free count: the GPU count is searched with the layout
     "free-predicted": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 2048},
                            hardware={"gpu": "H100-SXM5-80GB", "gpus": {"min": 8, "max": 32, "step": 8}, "mfu": None,

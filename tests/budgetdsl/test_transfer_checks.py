@@ -170,3 +170,122 @@ run:
     assert bool(codes) is warned
     if warned:
         assert codes[0].line == 7 and f"{sol.frontier.x:.3g}" in codes[0].message
+
+
+def test_a_fit_whose_slope_is_not_told_from_zero_is_refused_located(tmp_path):
+    """Issue 25: a noise-only fit (alpha 0.89 +- 0.62 at lr 0) was read at other losses; a file
+    that records its slope as within its errors of 0 is refused at noise.calibration."""
+    def flat(data):
+        data["fit"]["slope_z"] = 1.4
+
+    errors = _errors(_proxy_plan(tmp_path, flat))
+    assert set(errors) == {"calibration-flat-fit"}
+    e = errors["calibration-flat-fit"]
+    assert e.location.line == 6 and "1.4 standard errors" in e.message and "--steps" in e.hint
+
+    def steep(data):
+        data["fit"]["slope_z"] = 5.0
+
+    assert solve(load_plan(_proxy_plan(tmp_path, steep))).frontier.b_crit_tokens > 0
+
+
+def _stats(max_token, distinct=None):
+    return {"tokens": 1_000_000, "distinct": distinct or min(max_token + 1, 97), "max_token": max_token,
+            "unigram_entropy": 3.1}
+
+
+def _stdlib_as_a_folder(data):
+    """Issue 25: the stdlib corpus passed as a folder: kind "text", not "stdlib"; its recorded tokens
+    are bytes."""
+    data["provenance"]["data"].update(kind="text", source="/usr/lib/python3.11", token_stats=_stats(255))
+
+
+def test_the_corpus_is_judged_from_its_tokens_not_its_label(tmp_path):
+    """The folder case warned nothing before (the check keyed on kind == "stdlib"); the token
+    statistics show bytes whatever the label says, and show BPE ids whatever the label says."""
+    fit = load_calibration(_calibration(tmp_path)).fit
+    at = round((fit.loss_min + fit.loss_max) / 2, 3)
+    plan = _plan(tmp_path, _calibration(tmp_path, _stdlib_as_a_folder), at,
+                 model="params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: 128")
+    (w,) = [w for w in solve(load_plan(plan)).warnings if w.code == "calibration-corpus"]
+    assert w.line == 6 and "byte-level" in w.message and "ids up to 255" in w.message
+    # A label that says token file, tokens that are bytes: still warned.
+    def relabelled(data):
+        data["provenance"]["data"].update(kind="tokens", source="train.bin", token_stats=_stats(200))
+    plan = _plan(tmp_path, _calibration(tmp_path, relabelled), at,
+                 model="params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: 128")
+    assert "calibration-corpus" in {w.code for w in solve(load_plan(plan)).warnings}
+    # The stdlib label on BPE tokens (ids past 256) and the target's vocabulary: nothing doubtful.
+    def bpe(data):
+        data["provenance"]["data"].update(vocab_size=50257, token_stats=_stats(50256, 40_000))
+    plan = _plan(tmp_path, _calibration(tmp_path, bpe), at,
+                 model="params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: 128, vocab: 50257")
+    assert solve(load_plan(plan)).warnings == []
+
+
+def test_the_calibrate_reader_records_the_token_statistics(tmp_path):
+    """What the guard reads is written by `budgetdsl calibrate`'s corpus reader from the tokens."""
+    np = pytest.importorskip("numpy")
+    from budgetdsl.calibrate.data import token_stats
+
+    stats = token_stats(np.frombuffer(b"abcabcabd", dtype=np.uint8))
+    assert stats["max_token"] == ord("d") and stats["distinct"] == 4 and stats["tokens"] == 9
+    p = np.array([3, 3, 2, 1]) / 9  # a, b, c, d
+    assert stats["unigram_entropy"] == pytest.approx(float(-(p * np.log(p)).sum()))
+
+
+def _at_batch_plan(tmp_path, x):
+    cal = _calibration(tmp_path, _own_corpus)
+    c = load_calibration(cal)
+    at = round((c.fit.loss_min + c.fit.loss_max) / 2, 3)
+    b_crit, _ = c.b_crit_tokens_at(at)
+    return _plan(tmp_path, cal, at, model="params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: 64",
+                 run=f"target: {{tokens: 260e9, at_batch: {x * b_crit:.6g}}}\n").read_text(), b_crit
+
+
+@pytest.mark.parametrize("x, warned", [(381, True), (1.0, False), (0.005, True)])
+def test_target_at_batch_far_from_b_crit_is_a_located_warning(tmp_path, x, warned):
+    """Issue 25: at_batch = 381 B_crit turned a declared 260B tokens into E_min = 260B/382, silently."""
+    text, b_crit = _at_batch_plan(tmp_path, x)
+    plan = tmp_path / "p.yaml"
+    plan.write_text(text.replace("target: {min_tokens: 2T}\n", ""))
+    sol = solve(load_plan(plan))
+    got = [w for w in sol.warnings if w.code == "at-batch-far-from-b-crit"]
+    assert bool(got) == warned
+    if warned:
+        (w,) = got
+        line = plan.read_text().splitlines()[w.line - 1]
+        assert w.col == line.index("at_batch: ") + len("at_batch: ") + 1  # at its value
+        assert f"x = {x:.3g}" in w.message and "E_min = tokens/(1 + x)" in w.message
+
+
+def test_extrapolation_reaches_one_measured_range_and_no_further(tmp_path):
+    """extrapolate: true used to read the law at any loss; now at most one measured range's width
+    past the range (a located error beyond it, at noise.at_loss), and reading inside still works."""
+    cal = _calibration(tmp_path, _own_corpus)
+    f = load_calibration(cal).fit
+    width = f.loss_max - f.loss_min
+    model = "params: 45M, layers: 6, d_model: 512, heads: 8, seq_len: 64, vocab: 50257"
+    near = _plan(tmp_path, cal, f"{f.loss_min - 0.8 * width:.4f}\n  extrapolate: true", model=model)
+    assert solve(load_plan(near)).frontier.b_crit_tokens > 0
+    far = _plan(tmp_path, cal, f"{f.loss_min - 1.2 * width:.4f}\n  extrapolate: true", model=model)
+    errors = _errors(far)
+    assert set(errors) == {"calibration-range"}
+    e = errors["calibration-range"]
+    assert e.location.line == 7 and "beyond what `extrapolate: true` reads" in e.message
+
+
+def test_a_sensible_transfer_passes_every_check(tmp_path):
+    """The target's own BPE tokens, a loss inside the measured range, a batch near B_crit: no error,
+    no warning."""
+    def own(data):
+        data["provenance"]["data"].update(kind="tokens", source="train.bin", vocab_size=50257,
+                                          token_stats=_stats(50256, 42_000))
+
+    text, _ = _at_batch_plan(tmp_path, 2.0)
+    cal = _calibration(tmp_path, own)
+    plan = tmp_path / "p.yaml"
+    plan.write_text(text.replace("target: {min_tokens: 2T}\n", "").replace("seq_len: 64", "seq_len: 64, vocab: 50257"))
+    sol = solve(load_plan(plan))
+    assert sol.feasible and sol.warnings == [], [w.code for w in sol.warnings]
+    assert cal.exists()

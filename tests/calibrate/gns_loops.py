@@ -28,34 +28,59 @@ def _to(batch, device):
 
 
 def linreg_loop(out: Path | None, *, steps: int = 200, batch: int = 64, micro: int = 4, seed: int = 3,
-                lr: float = 0.0, measure: bool = True, ddp: bool = False, device: str = "cpu"):
+                lr: float = 0.0, measure: bool = True, ddp: bool = False, device: str = "cpu",
+                examples: int | None = None, model=None, ema_beta: float | None = None):
     """The linear-regression proxy trained at `lr` (0: fixed weights, the closed form holds at every
-    step). Returns the calibration (None when not measuring)."""
+    step). Returns the calibration (None when not measuring).
+
+    examples: a finite training set of that many examples, iterated epoch after epoch in micro-batches
+    of `micro`; the optimizer steps every `batch / micro` micro-batches and at each epoch's end (on
+    the leftover ones), as the Hugging Face and Lightning trainers do. model: another module of the
+    same problem (e.g. linreg_proxy.CheckpointedLinearRegression)."""
     rank, world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
     torch.manual_seed(seed)
-    model = linreg_proxy.make_model().to(device)
+    model = (model or linreg_proxy.make_model()).to(device)
     sampler = linreg_proxy.make_data("train")
     gen = torch.Generator().manual_seed(seed)
     accum = batch // (micro * world)
-    gns = (GradientNoiseScale(model, micro_batch=micro, accumulation=accum, world_size=world,
-                              ema_beta=1.0 if lr == 0 else 0.95, point_every=50) if measure else None)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    gns = (GradientNoiseScale(model, opt, micro_batch=micro, accumulation=accum, world_size=world,
+                              ema_beta=ema_beta, point_every=50) if measure else None)
     ids = [torch.device(device).index or 0] if device.startswith("cuda") else None
     net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids) if ddp else model
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
-    for _ in range(steps):
-        draws = [sampler(micro, gen) for _ in range(accum * world)]
-        for i, mb in enumerate(draws[rank * accum:(rank + 1) * accum]):
-            sync = contextlib.nullcontext() if not ddp or i == accum - 1 else net.no_sync()
+    for draws in _step_draws(sampler, gen, steps, micro, accum * world, examples):
+        mine = draws[rank * len(draws) // world:(rank + 1) * len(draws) // world]
+        for i, mb in enumerate(mine):
+            sync = contextlib.nullcontext() if not ddp or i == len(mine) - 1 else net.no_sync()
             with sync:
-                loss = net(_to(mb, device)) / accum
+                loss = net(_to(mb, device)) / accum  # a short step's losses too: the usual loop
                 loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
     if gns is None:
         return None
     if out is None:
-        return gns.calibration(optimizer=opt, seed=seed)
-    return gns.write(out, optimizer=opt, seed=seed, model_name="linreg_proxy", data="linreg_proxy gaussian")
+        return gns.calibration(seed=seed)
+    return gns.write(out, seed=seed, model_name="linreg_proxy", data="linreg_proxy gaussian")
+
+
+def _step_draws(sampler, gen, steps: int, micro: int, per_step: int, examples: int | None):
+    """The micro-batches of each optimizer step: fresh draws, or epochs over a finite set (a step
+    ends every `per_step` micro-batches and at the end of the epoch)."""
+    if examples is None:
+        for _ in range(steps):
+            yield [sampler(micro, gen) for _ in range(per_step)]
+        return
+    x, y = sampler(examples, gen)
+    done = 0
+    while True:
+        order = torch.randperm(examples, generator=gen)
+        batches = [(x[idx], y[idx]) for idx in order.split(micro)]
+        for k in range(0, len(batches), per_step):
+            if done == steps:
+                return
+            yield batches[k:k + per_step]
+            done += 1
 
 
 def main() -> None:

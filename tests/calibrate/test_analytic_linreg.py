@@ -68,3 +68,30 @@ def test_estimator_is_unbiased_over_seeds(tmp_path):
     # probability 0.99 when coverage really is 95%).
     covered = sum(c.summary.ci_low <= B_TRUE <= c.summary.ci_high for c in cals)
     assert covered >= 20, covered
+
+
+def test_adams_preconditioned_noise_scale_is_recorded_beside_the_raw_one(cli, linreg_args, tmp_path):
+    """With AdamW the file also holds B_simple of P⊙g, P = 1/(√v̂ + ε). At fixed weights v̂ tends to
+    E[g_big,i²] = δ_i² + Σ_ii/B, so the closed form is Σ p_i² Σ_ii / Σ p_i² δ_i² (about 1,000 here:
+    Adam scales up the coordinates where there is only noise), far above the raw 33; the
+    interval holds it. SGD has no preconditioner: nothing is recorded."""
+    out = tmp_path / "adam.json"
+    argv = ["calibrate", *linreg_args, "--lr", "0", "--steps", "300", "--batch", "64", "--micro-batch", "4",
+            "--eval-every", "50", "--seed", "3", "--quiet", "--out", str(out)]
+    assert cli(argv) == 0
+    cal = json.loads(out.read_text())
+    s = cal["summary"]
+    d, var = linreg_proxy.D, linreg_proxy.DELTA_NORM**2 + linreg_proxy.SIGMA**2
+    delta2 = [linreg_proxy.DELTA_NORM**2] + [0.0] * (d - 1)
+    sigma_ii = [var + x for x in delta2]
+    p2 = [1.0 / (x + s_ii / 64) for x, s_ii in zip(delta2, sigma_ii)]
+    truth = sum(p * s_ii for p, s_ii in zip(p2, sigma_ii)) / sum(p * x for p, x in zip(p2, delta2))
+    assert 900 < truth < 1100
+    assert s["steps_measured_pre"] == s["steps_measured"] - 1  # Adam has no v before its first step
+    assert s["ci_low_pre"] is not None and s["ci_low_pre"] > 3 * s["ci_high"]
+    assert s["ci_low_pre"] <= truth <= (s["ci_high_pre"] if s["ci_high_pre"] is not None else math.inf)
+    assert cal["raw"]["grad_sq_small_pre"][0] is None and len(cal["raw"]["grad_sq_big_pre"]) == 300
+    sgd = tmp_path / "sgd.json"
+    assert cli([*argv[:-1], str(sgd), "--optimizer", "sgd"]) == 0
+    plain = json.loads(sgd.read_text())
+    assert plain["summary"]["steps_measured_pre"] == 0 and plain["raw"]["grad_sq_big_pre"] is None

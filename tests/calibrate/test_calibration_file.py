@@ -44,7 +44,7 @@ def test_b_crit_inside_the_measured_range_follows_the_fit(cal):
     assert 0 < rel < 1
     # B_crit grows as the loss falls; the uncertainty grows away from the measured losses
     assert cal.b_crit_tokens_at(f.loss_min)[0] > cal.b_crit_tokens_at(f.loss_max)[0]
-    far, far_rel = cal.b_crit_tokens_at(f.loss_min * 0.5, extrapolate=True)
+    far, far_rel = cal.b_crit_tokens_at(f.loss_min - 0.9 * (f.loss_max - f.loss_min), extrapolate=True)
     assert far > b and far_rel > rel
     # agrees with the measured trajectory where both exist (within the fit's uncertainty)
     last = cal.trajectory[-1]
@@ -60,7 +60,13 @@ def test_far_outside_the_range_is_an_error_unless_extrapolating(cal):
         cal.b_crit_tokens_at(1.0)
     with pytest.raises(ValueError, match="set `extrapolate: true`"):
         cal.b_crit_tokens_at(5.0)
-    assert cal.b_crit_tokens_at(1.0, extrapolate=True)[0] > 0
+    # extrapolation reaches one measured range's width past the range, and no further
+    width = f.loss_max - f.loss_min
+    assert cal.b_crit_tokens_at(f.loss_min - 0.9 * width, extrapolate=True)[0] > 0
+    assert cal.b_crit_tokens_at(f.loss_max + 0.9 * width, extrapolate=True)[0] > 0
+    for beyond in (f.loss_min - 1.1 * width, f.loss_max + 1.1 * width, 1.0):
+        with pytest.raises(ValueError, match="beyond what `extrapolate: true` reads"):
+            cal.b_crit_tokens_at(beyond, extrapolate=True)
     cal.b_crit_tokens_at(cal.fit.loss_min * 0.99)  # a small margin is not "far"
     for bad in (0.0, -1.0, math.nan, math.inf):
         with pytest.raises(ValueError, match="at_loss must be a positive number"):

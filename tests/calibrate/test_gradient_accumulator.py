@@ -76,3 +76,28 @@ def test_grads_are_views_of_one_flat_buffer_so_the_optimizer_and_clipping_see_th
     flat.fill_(1.0)
     torch.optim.SGD(model.parameters(), lr=0.5).step()
     torch.testing.assert_close(model.a.weight.detach(), before - 0.5)
+
+
+def test_preconditioned_norms_are_those_of_the_scaled_gradients():
+    """Given a preconditioner P per parameter, the step also yields Σ|P⊙g_micro|² and |P⊙g_acc|²,
+    equal to the explicit products (a parameter without P counts as 0)."""
+    torch.manual_seed(0)
+    model = TwoLayer()
+    micro = _micro_batches()
+    per_micro, accumulated = _reference(model, micro)
+    params = [p for p in model.parameters() if p.grad is not None]
+    pre = {p: torch.rand_like(p) + 0.5 for p in params[:-1]}  # the last used parameter has none
+    mask = torch.cat([pre[p].flatten() if p in pre else torch.zeros(p.numel()) for p in params])
+    acc = Accumulator(list(model.parameters()))
+    acc.begin(pre)
+    for batch in micro:
+        (model(batch) / len(micro)).backward()
+        acc.after_backward()
+    norms = acc.finish()
+    want_small = sum(float(((g / len(micro)) * mask).square().sum()) for g in per_micro)
+    assert float(norms.sq_small_pre_sum) == pytest.approx(want_small, rel=1e-5)
+    assert float(norms.sq_big_pre) == pytest.approx(float((accumulated * mask).square().sum()), rel=1e-5)
+    acc.begin()  # no preconditioner: nothing of it measured
+    model(micro[0]).backward()
+    acc.after_backward()
+    assert acc.finish().sq_big_pre is None

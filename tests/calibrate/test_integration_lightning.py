@@ -93,6 +93,40 @@ noise: {{calibration: cal.json, at_loss: {cal.summary.loss:.6f}}}
     assert sol.frontier.b_crit_tokens == pytest.approx(cal.summary.b_simple_tokens)
 
 
+class Examples(torch.utils.data.Dataset):
+    """A finite set of linear-regression examples, one item each (the DataLoader makes micro-batches)."""
+
+    def __init__(self, n: int):
+        self.x, self.y = linreg_proxy.make_data("train")(n, torch.Generator().manual_seed(SEED))
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i]
+
+
+@pytest.mark.parametrize("examples", [1608, 1624])
+def test_epochs_ending_on_a_short_step_are_measured_at_that_steps_size(tmp_path, examples):
+    """402 or 406 micro-batches of 4 per epoch at accumulate_grad_batches 4: Lightning steps on the
+    2 left over at each epoch's end. Its own step event marks the boundary, so that step is a batch
+    of 8 and the next epoch's steps are whole again; the closed form stays inside the interval."""
+    steps = 300
+    out = tmp_path / "cal.json"
+    callback = GradientNoiseScaleCallback(out, data="linreg_proxy gaussian", point_every=50)
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=steps, accumulate_grad_batches=4,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, default_root_dir=tmp_path, callbacks=[callback])
+    trainer.fit(LinReg(), torch.utils.data.DataLoader(Examples(examples), batch_size=4, shuffle=True))
+    cal = load_calibration(out)
+    s = cal.summary
+    assert s.steps_measured == steps and s.steps_skipped == 0
+    assert cal.provenance.estimator.ema_beta == 1.0  # lr 0: the one policy, not 0.95
+    truth = linreg_proxy.finite_truth(*linreg_proxy.make_data("train")(examples, torch.Generator().manual_seed(SEED)))
+    assert abs(truth / B_TRUE - 1) < 0.25  # the set's own B_simple: the closed form, up to sampling
+    assert s.b_simple is not None and s.ci_low <= truth <= s.ci_high, (truth, s.b_simple, s.ci_low, s.ci_high)
+
+
 def _fit_ddp(out):
     """Under torchrun: two replicas, each accumulating half of a step's micro-batches (Lightning's
     DistributedSampler deals them, in its own order)."""

@@ -50,6 +50,7 @@ def test_while_training_b_simple_follows_the_closed_form_along_the_loss():
     B_simple = d + 1 + d sigma^2/|delta|^2 grows; every bounded trajectory interval holds the
     truth at its loss, and the fit exists."""
     cal = linreg_loop(None, steps=400, lr=0.003)
+    assert cal.provenance.estimator.ema_beta == 0.95
     d, s2 = linreg_proxy.D, linreg_proxy.SIGMA ** 2
     bounded = [p for p in cal.trajectory if p.ci_low is not None and p.ci_high is not None and p.step > 0]
     assert len(bounded) >= 3
@@ -60,6 +61,7 @@ def test_while_training_b_simple_follows_the_closed_form_along_the_loss():
 
 
 def _loop(scale_loss: float, divide: bool, grad_scale=None, steps=30):
+    """No optimizer: the loop marks each step's end itself (`end_step`, what the adapters call)."""
     torch.manual_seed(0)
     model = linreg_proxy.make_model()
     sampler, gen = linreg_proxy.make_data("train"), torch.Generator().manual_seed(0)
@@ -69,8 +71,63 @@ def _loop(scale_loss: float, divide: bool, grad_scale=None, steps=30):
         for _ in range(4):
             loss = model(sampler(4, gen))
             (loss * scale_loss / (4 if divide else 1)).backward()
+        gns.end_step()
         model.zero_grad(set_to_none=True)
     return gns.calibration(seed=0)
+
+
+@pytest.mark.parametrize("examples", [1608, 1624])
+def test_epochs_that_end_on_a_short_step_are_measured_at_that_steps_size(examples):
+    """1,608 and 1,624 examples in micro-batches of 4 leave 2 micro-batches over at each epoch's
+    end, and the loop steps on them: that step is measured as a batch of 8, not mixed into the next
+    epoch's first step, and the closed form stays inside the interval."""
+    steps = 300  # about three epochs of 101 steps
+    cal = linreg_loop(None, steps=steps, batch=16, micro=4, examples=examples)
+    s = cal.summary
+    assert s.steps_measured == steps and s.steps_skipped == 0
+    truth = linreg_proxy.finite_truth(*linreg_proxy.make_data("train")(examples, torch.Generator().manual_seed(3)))
+    assert abs(truth / B_TRUE - 1) < 0.25  # the set's own B_simple: the closed form, up to sampling
+    assert s.b_simple is not None and s.ci_low <= truth <= s.ci_high, (truth, s.b_simple, s.ci_low, s.ci_high)
+    assert (s.ci_high - s.ci_low) / B_TRUE < 0.5
+    assert cal.provenance.estimator.ema_beta == 1.0  # lr 0 seen at every step: the plain mean
+
+
+def test_reentrant_checkpointing_measures_the_same_numbers():
+    """A reentrant checkpoint runs a nested backward inside the step's: the micro-batch norms and
+    the step's |g_big|^2 are those of the same model without it."""
+    plain = linreg_loop(None, steps=120, batch=16, micro=4, examples=1608)
+    nested = linreg_loop(None, steps=120, batch=16, micro=4, examples=1608,
+                         model=linreg_proxy.CheckpointedLinearRegression())
+    assert nested.summary.steps_measured == 120
+    for key in ("grad_sq_small", "grad_sq_big"):
+        np.testing.assert_allclose(getattr(nested.raw, key), getattr(plain.raw, key), rtol=1e-5, err_msg=key)
+    assert nested.summary.ci_low <= B_TRUE <= nested.summary.ci_high
+
+
+def test_a_parameter_whose_gradient_arrives_in_pieces_is_refused_with_the_remedy():
+    from budgetdsl.calibrate.gns import SplitGradientError
+
+    with pytest.raises(SplitGradientError, match=r"^b: .*use_reentrant=False"):
+        linreg_loop(None, steps=20, batch=16, micro=4, model=linreg_proxy.CheckpointedLinearRegression(shared=True))
+
+
+def test_without_a_step_boundary_nothing_is_invented():
+    model = linreg_proxy.make_model()
+    gns = GradientNoiseScale(model, micro_batch=4, accumulation=4)
+    for _ in range(8):
+        model(linreg_proxy.make_data("train")(4, torch.Generator().manual_seed(0))).backward()
+    with pytest.raises(ValueError, match="no optimizer step was measured.*pass the optimizer"):
+        gns.calibration(seed=0)
+
+
+def test_the_ema_beta_follows_the_learning_rate_the_optimizer_ran_at():
+    """One policy (calibrate.config.default_ema_beta): fixed weights => the plain mean; training
+    => the EMA; whatever the integration."""
+    from budgetdsl.calibrate.config import TRAINING_EMA_BETA, RunConfig
+
+    assert linreg_loop(None, steps=20, lr=0.0).provenance.estimator.ema_beta == 1.0
+    assert linreg_loop(None, steps=20, lr=1e-3).provenance.estimator.ema_beta == TRAINING_EMA_BETA
+    assert RunConfig(lr=0.0).beta == 1.0 and RunConfig(lr=1e-3).beta == TRAINING_EMA_BETA
 
 
 def test_the_loss_multiplier_and_the_amp_scale_are_divided_out():

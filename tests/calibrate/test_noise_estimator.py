@@ -108,3 +108,32 @@ def test_tracker_needs_a_few_steps_for_an_interval():
     tr.update(0, 3.0, 2.0, 4, 32)
     assert tr.interval() == (None, None)
     assert math.isfinite(tr.smoothed().b_simple)
+
+
+def test_a_significantly_negative_g2_leaves_the_interval_open_not_zero():
+    """|G|^2 = -1 +- 0.1: the estimates contradict |G|^2 >= 0, so the set says nothing about B
+    (before: clipped to [0, 0], a claim that B = 0)."""
+    assert noise_scale_interval(30.0, -1.0, 1.0, 0.01, 0.0, 1.96) == (None, None)
+    # tr(Sigma) significantly negative under a positive |G|^2: likewise open, never [0, 0]
+    assert noise_scale_interval(-30.0, 1.0, 1.0, 0.01, 0.0, 1.96) == (None, None)
+
+
+def test_an_unresolved_g2_with_a_resolved_trace_bounds_b_from_below():
+    """|G|^2 = 0.1 +- 0.1 (not told from 0), tr(Sigma) = 30 +- 1: B >= r, open above, where r is
+    the positive root of Fieller's quadratic: (30 - r 0.1)^2 = z^2 (1 + r^2 0.01)."""
+    z = 1.96
+    lo, hi = noise_scale_interval(30.0, 0.1, 1.0, 0.01, 0.0, z)
+    assert hi is None and lo is not None and lo > 0
+    assert (30.0 - lo * 0.1) ** 2 == pytest.approx(z * z * (1.0 + lo * lo * 0.01))
+    assert lo < 30.0 / 0.1  # below the point estimate
+
+
+def test_the_tracker_reports_its_effective_number_of_steps():
+    tr = NoiseScaleTracker(0.95)
+    for k in range(300):
+        tr.update(k, 10.0 + (k % 3), 3.0 + (k % 2), 4, 16)
+    assert tr.effective_steps() == pytest.approx(39.0, rel=0.01)  # (1 + beta) / (1 - beta)
+    plain = NoiseScaleTracker(1.0)
+    for k in range(50):
+        plain.update(k, 10.0, 3.0, 4, 16)
+    assert plain.effective_steps() == pytest.approx(50.0)

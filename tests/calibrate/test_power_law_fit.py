@@ -39,9 +39,38 @@ def test_refuses_what_cannot_be_fitted():
         fit_power_law(loss[:2], b[:2], lo[:2], hi[:2])
     with pytest.raises(FitError, match="hardly changed"):
         fit_power_law([3.0, 3.001, 3.002], b[:3], lo[:3], hi[:3])
-    # points without a bounded interval are left out
+    # a point open at both ends carries nothing: 2 usable
     with pytest.raises(FitError, match="2 usable"):
-        fit_power_law(loss[:3], b[:3], lo[:3], [hi[0], hi[1], math.inf])
+        fit_power_law(loss[:3], b[:3], [lo[0], lo[1], None], [hi[0], hi[1], None])
+
+
+def test_a_law_that_does_not_move_is_refused():
+    """B_simple constant over the losses (a run at fixed weights, or too short): the slope is not
+    told from 0, and the fit says so instead of producing an alpha."""
+    rng = np.random.default_rng(1)
+    loss = np.linspace(0.57, 0.69, 50)
+    b = 80 * np.exp(rng.normal(0, 0.1, loss.size))
+    with pytest.raises(FitError, match="not distinguishable from zero"):
+        fit_power_law(loss, b, b * math.exp(-0.2), b * math.exp(0.2))
+
+
+def test_open_intervals_enter_as_bounds_and_keep_the_law_unbiased():
+    """Where B is large its interval is open above (|G|^2 not resolved): those points are the ones
+    with large B. Dropping them biases the slope; as censored points (B >= lo) they do not."""
+    p_true, se_sum, est_kept, est_dropped = 1 / 0.21, [], [], []
+    for seed in range(40):
+        loss, b, lo, hi = _synthetic(seed=seed, sigma=0.3, n=16)
+        open_above = b > np.quantile(b, 0.6)  # the largest 40 % lose their upper end
+        hi_open = np.where(open_above, math.inf, hi)
+        law = fit_power_law(loss, b, lo, hi_open)
+        assert law.n_censored == int(open_above.sum()) and law.n_points == 16
+        est_kept.append(1 / law.alpha)
+        se_sum.append(math.sqrt(law.cov[1][1]))
+        keep = ~open_above
+        est_dropped.append(1 / fit_power_law(loss[keep], b[keep], lo[keep], hi[keep]).alpha)
+    se = float(np.mean(se_sum)) / math.sqrt(40)
+    assert abs(np.mean(est_kept) - p_true) < 3 * se + 0.05 * p_true
+    assert abs(np.mean(est_dropped) - p_true) > abs(np.mean(est_kept) - p_true)
 
 
 def test_spaced_points_keep_the_last_and_respect_the_spacing():

@@ -595,7 +595,13 @@ def megatron_core_config(args: dict[str, str | None], world_size: int) -> Any:
     dtype = torch.bfloat16 if "--bf16" in args else torch.float16
     tp, pp = int(args["--tensor-model-parallel-size"]), int(args["--pipeline-model-parallel-size"])
     recompute = args.get("--recompute-granularity")
+    shape: dict[str, Any] = {"gated_linear_unit": "--swiglu" in args, "fp8": args.get("--fp8-format")}
+    if args.get("--num-query-groups") is not None:
+        shape["num_query_groups"] = int(args["--num-query-groups"])
+    if args.get("--ffn-hidden-size") is not None:
+        shape["ffn_hidden_size"] = int(args["--ffn-hidden-size"])
     return TransformerConfig(
+        **shape,
         num_layers=int(args["--num-layers"]), hidden_size=int(args["--hidden-size"]),
         num_attention_heads=int(args["--num-attention-heads"]), tensor_model_parallel_size=tp,
         pipeline_model_parallel_size=pp, bf16="--bf16" in args, fp16="--fp16" in args,
@@ -618,6 +624,12 @@ def check_megatron_invariants(args: dict[str, str | None], env: dict[str, str], 
     assert int(args["--max-position-embeddings"]) >= int(args["--seq-length"]), \
         "max_position_embeddings must be >= seq_length"
     assert not ("--bf16" in args and "--fp16" in args)
+    if args.get("--num-query-groups") is not None:  # TransformerConfig: groups split over the TP ranks
+        groups = int(args["--num-query-groups"])
+        assert "--group-query-attention" in args, "--num-query-groups is read only with --group-query-attention"
+        assert int(args["--num-attention-heads"]) % groups == 0 and groups % tp == 0, "query groups"
+    if "--fp8-format" in args:
+        assert args["--fp8-format"] in ("e4m3", "hybrid") and "--bf16" in args, "FP8 runs beside --bf16"
     if args.get("--recompute-granularity") == "selective":
         assert "--recompute-method" not in args, "selective recompute takes no method"
     if "--train-iters" in args:  # iteration-based: no sample-based options
@@ -645,6 +657,13 @@ def validate_megatron(text: str, spec: LaunchSpec, tmp: Path) -> None:
         == (spec.layers, spec.hidden_size, spec.heads)
     assert int(args["--seq-length"]) == spec.seq_len
     assert args.get("--vocab-size") == (None if spec.vocab is None else str(spec.vocab))
+    groups = spec.kv_heads if spec.kv_heads not in (None, spec.heads) else None
+    assert args.get("--num-query-groups") == (None if groups is None else str(groups))
+    assert ("--swiglu" in args, "--untie-embeddings-and-output-weights" in args) == (
+        spec.swiglu, spec.untied_embeddings)
+    assert args.get("--fp8-format") == ("hybrid" if spec.fp8 else None)
+    if spec.ffn_hidden is not None:
+        assert args.get("--ffn-hidden-size") == str(spec.ffn_hidden)
     assert args.get("--recompute-granularity") == (None if spec.recompute == "none" else spec.recompute)
     if "--step-batch-size-schedule" in args:  # Megatron-LM main's StepBatchsizeNumMicroBatchesCalculator
         allowed = (FLAGS | RAMP_FLAGS) - {"--global-batch-size", "--train-iters", "--lr-warmup-iters"}
