@@ -36,3 +36,18 @@ def test_a_sweep_keeps_the_pinned_batch_of_every_row(name, tmp_path, monkeypatch
     assert pinned
     if batch.batch is not None:
         assert {s.batch_tokens for s in pinned} == {batch.batch}
+
+
+def test_a_sweep_of_the_money_budget_and_the_price_together_answers_as_solve(tmp_path, monkeypatch):
+    """budget.usd needs budget.usd_per_gpu_hour (a rule between the two): swept together, every
+    combination is the plan `solve()` gets, whichever path the sweep takes."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(MINIMAL + "budget:\n  usd_per_gpu_hour: 2.5\n  usd: 40000\n")
+    source = read_merged(path)
+    settings = [Setting("budget.usd", ("20000", "40000", "10")), Setting("budget.usd_per_gpu_hour", ("1", "2.5"))]
+    monkeypatch.setenv("BUDGETDSL_SWEEP_SCALAR", "0")
+    kernel = sweep(source, settings, full=False)
+    monkeypatch.delenv("BUDGETDSL_SWEEP_SCALAR")
+    scalar = sweep(source, settings, full=True)
+    assert differences(kernel, scalar, settings) == []
+    assert {r.summary.feasible for r in scalar if r.summary is not None} == {True, False}
