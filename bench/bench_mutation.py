@@ -8,11 +8,13 @@ comparisons (< <=, > >=, == !=), and/or, + -, * /, // /, ceil/floor (math.ceil a
 docstrings, annotations or f-strings), a seeded sample of them is run.
 
 Which tests run per mutant: a test that never executes the mutated line behaves exactly as on clean
-code, so only the tests that execute it can kill it. One traced run of TESTS (sys.settrace, limited
+code, so only the tests that execute it can kill it. One traced run of TESTS (less SKIPPED_TESTS:
+input handling and tooling, which a slip in an answer passes by design; sys.settrace, limited
 to the three packages; CLI subprocesses traced too, through a generated sitecustomize) records which
-lines each test executes; each mutant then runs the tests that executed any line of its span, in
-suite order, under -x. Lines that run at import (module constants, default arguments, class bodies)
-are seen by every test, so their mutants run all of TESTS. A mutant no test executes survives
+lines each test executes (kept per test file in --cache, so a new test file is traced alone); each
+mutant then runs the tests that executed any line of its span, fastest first, under -x. Lines that
+run at import (module constants, default arguments, class bodies) are seen by every test, so their
+mutants run all of TESTS. Equivalent mutants (EQUIVALENT) are not run. A mutant no test executes survives
 without a run ("not executed": a gap in the suite, not a slow one). The per-mutant time limit is 5x
 the selected tests' traced time plus 30 s; past it, the mutant counts as killed (a hang is a caught
 slip). The selection can only miss a kill when a test reads a value another test computed and cached
@@ -25,6 +27,7 @@ the work tree; the tests run there with PYTHONPATH pointing at the copy, so subp
 import the mutant too. mutmut was not used: version 3 wants its own section in pyproject.toml, a
 clean run and coverage run of the whole suite before the first mutant, and has no seeded sample.
 """
+
 from __future__ import annotations
 
 import argparse
