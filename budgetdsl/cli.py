@@ -18,12 +18,16 @@ from budgetdsl import __version__
 from budgetdsl.commands import COMMANDS
 from budgetdsl.io.exit_codes import ExitCode
 from budgetdsl.io.result_stream import OutputError, results_stdout
-from budgetdsl.io.terminal_text import inert, tell
+from budgetdsl.io.terminal_text import inert, one_line, tell
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse quotes most of what it was given with repr(), but not all ("unrecognized
-    arguments: ..."): its messages go out inert, as every other message on stderr."""
+    arguments: ..."): its messages go out inert, as every other message on stderr, and the error's
+    words on one line (`terminal_text.tell`)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(one_line(message))
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         super().exit(status, inert(message) if message else message)

@@ -40,6 +40,11 @@ def init(device_type: str) -> DistContext:
     if not launched_by_torchrun():
         return DistContext()
     if not dist.is_initialized():
+        # torch.distributed.nn binds `group.WORLD` as a default argument when first imported (the
+        # first optimizer imports it, through torch._dynamo): imported after the group exists, it
+        # keeps the group past destroy_process_group, and a gloo worker thread still alive at
+        # interpreter exit aborts the process (SIGABRT) when it frees a finished collective's tensor.
+        import torch.distributed.nn  # noqa: F401
         dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
     ctx = DistContext(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
     if device_type == "cuda":

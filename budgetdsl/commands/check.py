@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             if diagnostics and path in reached:
                 tell(f"{path}: extends {reached[path]}, which changed:")
             for d in diagnostics:
-                tell(d.format())
+                tell(*d.lines())
             if path in reached.values() and any(d.code == "missing-key" for d in diagnostics):
                 tell(f"  note: plans extend {path}; if it is a base fragment, mark it with "
                       "'fragment: true' (docs/pr-workflow.md)")

@@ -91,8 +91,9 @@ def _base_diff(args: argparse.Namespace):
     try:
         root = repo_root()
         commit = resolve_revision(args.base)
-    except GitError as exc:
-        tell(f"budgetdsl diff: {exc}")
+    except GitError as exc:  # its message, then its hint's line (an unknown revision has one)
+        message, _, hint = str(exc).partition("\n  hint: ")
+        tell(f"budgetdsl diff: {message}", *([f"  hint: {hint}"] if hint else []))
         return None
     paths = args.paths or (["plans"] if Path("plans").is_dir() else ["."])
     rel_paths = [os.path.relpath(os.path.abspath(p), root) for p in paths]

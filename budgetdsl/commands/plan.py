@@ -16,7 +16,7 @@ import sys
 from budgetdsl.commands._common import extra_hint
 from budgetdsl.io.exit_codes import ExitCode
 from budgetdsl.io.terminal_text import tell
-from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
 
 
 def gpu_table() -> str:
@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
             tell(f"{path}: error[io]: {exc.strerror or exc}")
             code = ExitCode.INVALID
             continue
-        for warning in solution.warnings:  # located, like errors; they do not change the exit code
-            tell(warning.format())
+        for w in solution.warnings:  # located, like errors; they do not change the exit code
+            tell(*Diagnostic(Location(w.file, w.line, w.col), w.code, w.message, w.hint, "warning").lines())
         if not solution.feasible and code == ExitCode.OK:
             code = ExitCode.NO
         picture = None
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
                 tell(inert(f"{path}: error[plot]: {exc}", keep_lines=False))
                 code = ExitCode.INVALID
-            except OSError as exc:  # a read-only disk, a folder that cannot be made
+            except OSError as exc:  # a read-only disk, a missing folder (not made: check_folder)
                 where = exc.filename or args.plot
                 tell(f"{where}: error[io]: cannot write the picture: {exc.strerror or exc}")
                 code = ExitCode.INVALID
@@ -137,6 +137,7 @@ def _picture(args: argparse.Namespace, solution, plan_path: str, drawn: dict[str
     ValueError when another plan of this run was drawn to the same path."""
     import os
 
+    from budgetdsl.io.atomic_write import check_folder
     from budgetdsl.report.frontier_plot import draw
 
     path = args.plot.replace("{name}", file_name(solution.plan))
@@ -145,7 +146,7 @@ def _picture(args: argparse.Namespace, solution, plan_path: str, drawn: dict[str
         raise ValueError(f"not drawn: {path} holds the picture of {drawn[key]}, which has the same "
                          f"plan name; give the plans different names")
     drawn[key] = plan_path
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    check_folder(path)  # before drawing; the one rule of every output path: no folder is made
     draw(solution, path, axes=args.plot_axes)
     return path
 

@@ -3,7 +3,7 @@
 Solves the cross product of the given values in one process, without editing files, and prints
 one row per combination (text table, JSON with the full solutions, or CSV with exact numbers).
 Exit 0 (whatever the rows' feasibility: a sweep explores), 2 on invalid input or on a sweep whose
-counted cost (rows × search pairs, `budgetdsl.solve.sweep.estimate`) passes 10 minutes, unless --yes.
+counted cost (each row's search pairs, `budgetdsl.solve.sweep.estimate`) passes 10 minutes, unless --yes.
 """
 
 from __future__ import annotations
@@ -202,8 +202,8 @@ def _refuse_if_slow(source, settings, full: bool) -> None:
            "solve() per row" + (" (--format json prints whole solutions)" if full else ""))
     raise PlanError([Diagnostic(
         Location("--set"), "too-slow",
-        f"the sweep would take about {_duration(est.seconds)}: {est.rows:,} rows × {est.pairs:,} "
-        f"layout × GPU-count pairs each, by {how}",
+        f"the sweep would take about {_duration(est.seconds)}: {est.rows:,} rows × "
+        f"{'' if est.uniform else 'up to '}{est.pairs:,} layout × GPU-count pairs each, by {how}",
         "narrow hardware.gpus, give tensor_parallel, pipeline_parallel, zero and recompute, or give fewer "
         "values; --yes runs it anyway")])
 

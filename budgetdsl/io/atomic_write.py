@@ -9,6 +9,10 @@ write of the same file (their names carry the writer's pid). Only a regular file
 replaced: a character device or a FIFO (/dev/null, /dev/stdout on a pipe, a named pipe) is written
 into as a stream, opened without O_CREAT or O_TRUNC; a socket, a block device or a directory is
 refused, so `-o /dev/null` run as root never turns /dev/null into a file.
+
+One rule for every output path (`export -o`, `plan --plot`, `calibrate --out`, a TUI save): its
+folder must exist; none is made (MissingFolder), so a misspelt path fails loudly instead of
+leaving a new tree of folders (docs/cli.md, "Output paths").
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shlex
 import stat
 import tempfile
 from collections.abc import Mapping
@@ -75,6 +80,31 @@ class NotAFile(OSError):
     """An output path that names a socket or a block device: nothing is written."""
 
 
+class MissingFolder(FileNotFoundError):
+    """An output path whose folder does not exist: nothing is written, and no folder made."""
+
+
+def check_folder(name: str | os.PathLike[str]) -> None:
+    """MissingFolder when the folder `name` would be written in does not exist (a symbolic link's
+    target's folder, for a link), with what to run; the one rule of every output path. A path
+    through a file is NotADirectoryError; anything else the write itself reports."""
+    try:
+        if stat.S_ISDIR(os.stat(os.path.dirname(_real(name))).st_mode):
+            return
+        missing = False
+    except FileNotFoundError:
+        missing = True
+    except NotADirectoryError:
+        missing = False
+    except OSError:
+        return
+    if not missing:
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), os.fspath(name))
+    folder = os.path.dirname(os.fspath(name)) or "."
+    raise MissingFolder(errno.ENOENT, f"no such folder {folder}; make it first (mkdir -p {shlex.quote(folder)})",
+                        os.fspath(name))
+
+
 def _is_stream(name: str | os.PathLike[str]) -> bool:
     """Whether `name` (links followed) is a character device or a FIFO, written into in place;
     NotAFile for what is neither that nor a regular file (nor a new path)."""
@@ -111,8 +141,11 @@ def write_files(files: Mapping[_PathT, str | bytes], mode: int | None = None) ->
     permissions; a new one gets `mode`, or the usual 0o666 less the umask. A path that is a
     symbolic link is followed: its target is replaced (the link stays a link), with the temporary
     file beside the target, on the target's file system. A character device or a FIFO is written
-    into after the files are replaced; anything else but a regular file is NotAFile."""
+    into after the files are replaced; anything else but a regular file is NotAFile. A path whose
+    folder does not exist is MissingFolder (`check_folder`), before anything is written."""
     temps: list[tuple[str, str]] = []
+    for name in files:
+        check_folder(name)
     streams = [name for name in files if _is_stream(name)]
     try:
         for name, data in files.items():

@@ -56,7 +56,7 @@ def report_internal_error(exc: BaseException, argv: list[str] | None = None) -> 
         path = write_traceback(exc, argv)
     except OSError as io_error:
         tell(f"{head}; could not write the traceback ({io_error.strerror or io_error}), so here it is:")
-        tell("".join(traceback.format_exception(exc)).rstrip("\n"))
+        tell(*"".join(traceback.format_exception(exc)).rstrip("\n").split("\n"))
     else:
         tell(f"{head}; traceback written to {path}")
     return ExitCode.INTERNAL

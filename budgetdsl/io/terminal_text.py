@@ -5,6 +5,11 @@ reviewer's terminal, which obeys control characters: ESC sequences (window title
 52), `\\r` and backspace that overwrite what was printed, C1 controls, bidi overrides. Each is shown
 as its Python escape (`\\x1b`, `\\u202e`): shown, never obeyed. (Markdown: markdown_text; launch
 scripts: exports/_text.)
+
+A message on stderr is lines, and a line break inside a file name, a `--set` value or a ref would
+print a line of its own (a forged `error[...]`). The one rule: `tell` takes a message's lines as
+separate arguments and escapes every line break inside each (`\\n`, `\\r`, NEL, U+2028...), as
+every other control; the message's own layout is the only place a line ends.
 """
 
 from __future__ import annotations
@@ -31,10 +36,16 @@ def inert(text: str, keep_lines: bool = True) -> str:
     return text if keep_lines else _LAYOUT.sub(_escaped, text)
 
 
-def tell(text: str, flush: bool = False) -> None:
-    """Print a message for people on stderr, inert: the one way commands write to it, so that a
-    file name, a ref or a value given on the command line is shown, never obeyed."""
-    print(inert(text), file=sys.stderr, flush=flush)
+def one_line(text: str) -> str:
+    """`text` inert and on one line: every control and line break escaped, tabs kept."""
+    return _CONTROL.sub(_escaped, text).replace("\n", "\\n")
+
+
+def tell(*lines: str, flush: bool = False) -> None:
+    """Print a message for people on stderr, one argument a line, each `one_line`: the one way
+    commands write to it, so that a file name, a ref or a value given on the command line is
+    shown, never obeyed, and cannot start a line of its own."""
+    print("\n".join(map(one_line, lines)), file=sys.stderr, flush=flush)
 
 
 def json_text(text: str) -> str:

@@ -40,11 +40,19 @@ class Diagnostic:
     hint: str | None = None
     severity: str = "error"
 
-    def format(self) -> str:
-        from budgetdsl.io.terminal_text import inert  # file names and plan text: shown, not obeyed
+    def lines(self) -> list[str]:
+        """The diagnostic's lines, inert (file names and plan text: shown, not obeyed): the head on
+        one line, whatever its message holds, then the hint's own lines (`terminal_text.tell`)."""
+        from budgetdsl.io.terminal_text import inert, one_line
 
-        head = f"{inert(str(self.location), keep_lines=False)}: {self.severity}[{self.code}]: {inert(self.message)}"
-        return head if not self.hint else f"{head}\n  hint: {inert(self.hint)}"
+        head = f"{one_line(str(self.location))}: {self.severity}[{self.code}]: {one_line(self.message)}"
+        if not self.hint:
+            return [head]
+        first, *rest = inert(self.hint).split("\n")
+        return [head, f"  hint: {first}", *rest]
+
+    def format(self) -> str:
+        return "\n".join(self.lines())
 
     def to_json(self) -> dict:
         data = asdict(self)

@@ -221,10 +221,14 @@ def _draw_front(ax: Any, sol: Solution, front: list[tuple[float, float, int, boo
 
 def title(sol: Solution) -> str:
     """`plan: feasible (balanced)` for the objective's own choice; a run the plan pins (`run:`)
-    says so, since no objective chose its batch: `plan: feasible (pinned run)`."""
+    says so, since no objective chose its batch: `plan: feasible (pinned run)`. The plan's name is
+    plan text: on one line and inert (a control character would go raw into the SVG, and into
+    matplotlib's missing-glyph warning on stderr)."""
+    from budgetdsl.io.terminal_text import one_line
+
     word = "feasible" if sol.feasible else "INFEASIBLE"
     pinned = sol.pinned is not None or sol.status == "pinned"
-    return f"{sol.plan}: {word} ({'pinned run' if pinned else sol.objective})"
+    return f"{one_line(sol.plan)}: {word} ({'pinned run' if pinned else sol.objective})"
 
 
 def _si(v: float) -> str:

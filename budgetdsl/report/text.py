@@ -26,6 +26,22 @@ def _headline(sol: Solution) -> str:
     return f"{inert(sol.plan, keep_lines=False)}: {word} — objective {sol.objective}, status {sol.status}"
 
 
+def _item(text: str) -> str:
+    """One item of a list in the report: one line, whatever outside text (a device name, a plan
+    value) it quotes: a line break in it is escaped, it forges no line of the report."""
+    from budgetdsl.io.terminal_text import one_line
+
+    return f"  - {one_line(text)}"
+
+
+def _warning_lines(w) -> list[str]:
+    """A located warning as a list item: its head on one line, its hint's lines below it."""
+    from budgetdsl.plan.diagnostics import Diagnostic, Location
+
+    head, *rest = Diagnostic(Location(w.file, w.line, w.col), w.code, w.message, w.hint, "warning").lines()
+    return [f"  - {head}", *(f"  {line}" for line in rest)]
+
+
 def _launch_rows(sol: Solution) -> list[tuple[str, str]]:
     b = sol.batch
     rows = [("GPUs", _count(sol.gpus) + (f" (dp {b.data_parallel})" if b.data_parallel else ""))]
@@ -242,13 +258,13 @@ def render_text(sol: Solution) -> str:
         out += ["Throughput", *_table(_throughput_rows(sol)), ""]
     out += ["Frontier", *_table(_frontier_rows(sol)), ""]
     if sol.warnings:
-        out += ["Warnings", *[f"  - {w.format()}".replace("\n", "\n  ") for w in sol.warnings], ""]
+        out += ["Warnings", *[line for w in sol.warnings for line in _warning_lines(w)], ""]
     out += ["Limits", *_table([("limit", "bound", "value", "use", "slack", "state"), *_constraint_rows(sol)]), ""]
     if sol.conflicts:
-        out += ["Conflicts", *[f"  - {c}" for c in sol.conflicts], ""]
+        out += ["Conflicts", *map(_item, sol.conflicts), ""]
     if sol.relaxations:
         out += ["Smallest change of each limit that makes the plan feasible on its own",
-                *[f"  - {r.message}" for r in sol.relaxations], ""]
+                *[_item(r.message) for r in sol.relaxations], ""]
     if sol.memory_remedies:
         out += ["Memory remedies (at micro-batch 1)",
                 *_table([(m.change, data(m.memory_per_device), f"micro-batch ≤ {m.micro_batch_max}",
@@ -272,10 +288,10 @@ def render_text(sol: Solution) -> str:
         out += [_ramp_title(sol), *_table([_RAMP_HEADER, *_ramp_rows(sol)]), "",
                 *_table(_ramp_summary(sol)),
                 f"  B_noise trajectory: {r.trajectory}", f"  assumption: {r.assumption}",
-                *[f"  - {n}" for n in r.notes], ""]
+                *map(_item, r.notes), ""]
     out += ["Assumptions", *_table(_assumption_rows(sol)), ""]
     if sol.notes:
-        out += ["Notes", *[f"  - {n}" for n in sol.notes], ""]
+        out += ["Notes", *map(_item, sol.notes), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

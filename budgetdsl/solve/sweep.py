@@ -120,30 +120,63 @@ _ROW_SECONDS = {"kernel": 2e-5, "scalar": 5e-3}
 SLOW_SECONDS = 600.0  # a sweep estimated past this is refused without --yes
 
 
+_SPACES_COUNTED = 256  # distinct search spaces counted; a sweep of more is sampled evenly
+
+
 @dataclass(frozen=True)
 class Estimate:
-    """What a sweep will cost: `rows` × `pairs` (the first row's search space) on `path`."""
+    """What a sweep will cost: `rows` on `path`, each row placing the pairs of its own search
+    space; `pairs` is the widest row's (`uniform`: every row has that many)."""
 
     rows: int
     pairs: int
     path: str  # "kernel" (limits, target, B_crit, objective: rows placed together) | "scalar"
     seconds: float
+    uniform: bool = True
 
 
 def estimate(source: MergedSource, settings: list[Setting], full: bool = True) -> Estimate | None:
-    """The sweep's estimated cost (see _PAIR_SECONDS), from the first row's plan and its search
-    space; None when that plan does not load (its row reports why). Solves nothing."""
+    """The sweep's estimated cost (see _PAIR_SECONDS), counted over every row's own search space:
+    the space depends on the plan's model and hardware alone, so each combination of the settings
+    under `model.` and `hardware.` is one space, counted once (an evenly spaced sample of
+    _SPACES_COUNTED of them when there are more); a row whose plan does not load costs a row.
+    None when no row's plan loads (each row reports why). Solves nothing."""
+    from budgetdsl.solve.cache import SolveCache
     from budgetdsl.solve.search_space import search_space
 
     rows = size(settings)
     path = "kernel" if not full and _use_kernel(rows) and _kernel_paths(settings) else "scalar"
-    try:
-        plan = variant(source, {s.path: s.values[0] for s in settings})
-        pairs = len(search_space(plan).pairs)
-    except (PlanError, ValueError):
+    shaping = [s for s in settings if s.path.startswith(("model.", "hardware."))]
+    others = {s.path: s.values[0] for s in settings if s not in shaping}
+    spaces = 1
+    for s in shaping:
+        spaces *= len(s.values)
+    step = max(1, -(-spaces // _SPACES_COUNTED))  # ceil: at most _SPACES_COUNTED counted
+    cache = SolveCache()
+    counted: list[int | None] = []  # pairs of each counted space; None: its plan does not load
+    for index in range(0, spaces, step):
+        combo: dict[str, str] = {}
+        rest = index
+        for s in reversed(shaping):  # the index's combination (the last setting varies fastest)
+            rest, i = divmod(rest, len(s.values))
+            combo[s.path] = s.values[i]
+        counted.append(_pairs(source, combo, others, cache, search_space))
+    loaded = [n for n in counted if n is not None]
+    if not loaded:
         return None
-    seconds = rows * (_ROW_SECONDS[path] + max(pairs, 1) * _PAIR_SECONDS[path])
-    return Estimate(rows, pairs, path, seconds)
+    per_row = sum(_ROW_SECONDS[path] + (0 if n is None else max(n, 1) * _PAIR_SECONDS[path]) for n in counted)
+    return Estimate(rows, max(loaded), path, rows * per_row / len(counted), uniform=len(set(counted)) == 1)
+
+
+def _pairs(source: MergedSource, combo: dict[str, str], others: dict[str, str], cache, search_space) -> int | None:
+    """The search space's pair count of the plan with `combo` set and the other paths at their first
+    --set values (the file's own when those do not load); None if neither loads."""
+    for values in ({**others, **combo}, combo):
+        try:
+            return len(search_space(variant(source, values), cache).pairs)
+        except (PlanError, ValueError):
+            continue
+    return None
 
 
 def _kernel_paths(settings: list[Setting]) -> bool:

@@ -48,6 +48,7 @@ def test_names_that_sanitize_alike_draw_two_pictures(tmp_path, capsys):
     other plan's picture."""
     plans = [_named(tmp_path, "a.yaml", "minimal-1b"), _named(tmp_path, "b.yaml", "minimal/1b")]
     out = tmp_path / "out"
+    out.mkdir()
     assert main(["plan", *plans, "--format", "markdown", "--plot", str(out / "{name}.svg")]) == 0
     pictures = sorted(p.name for p in out.iterdir())
     assert len(pictures) == 2 and "minimal-1b.svg" in pictures  # a safe name keeps its own
@@ -56,6 +57,7 @@ def test_names_that_sanitize_alike_draw_two_pictures(tmp_path, capsys):
     links = re.findall(r"!\[frontier of (.*?)\]\((.*?)\)", capsys.readouterr().out)
     assert links == [("minimal-1b", str(out / "minimal-1b.svg")), ("minimal/1b", str(out / other))]
     # deterministic: the same name gives the same file in another run
+    (tmp_path / "again").mkdir()
     assert main(["plan", plans[1], "--plot", str(tmp_path / "again" / "{name}.svg")]) == 0
     assert [p.name for p in (tmp_path / "again").iterdir()] == [other]
 
@@ -63,6 +65,7 @@ def test_names_that_sanitize_alike_draw_two_pictures(tmp_path, capsys):
 def test_two_plans_of_one_name_do_not_share_a_picture(tmp_path, capsys):
     plans = [_named(tmp_path, "a.yaml", "same"), _named(tmp_path, "b.yaml", "same")]
     out = tmp_path / "out"
+    out.mkdir()
     assert main(["plan", *plans, "--format", "markdown", "--plot", str(out / "{name}.svg")]) == 2
     captured = capsys.readouterr()
     assert captured.out.count("![frontier of same]") == 1  # the second plan links no picture

@@ -3,6 +3,8 @@ data: the replicas' micro-batches are the small batches, the all-reduced gradien
 so the two runs must measure the same thing — and, since every replica draws the global batch in
 one global order, the very same numbers up to floating-point reduction order."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,3 +37,39 @@ def test_two_gloo_replicas_match_one_process_with_accumulation(tmp_path, cli):
     np.testing.assert_allclose([t.loss for t in two.trajectory], [t.loss for t in one.trajectory], rtol=1e-5)
     assert two.summary.b_simple == pytest.approx(one.summary.b_simple, rel=1e-3)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.json", "two.json"]  # rank 0 wrote once
+
+
+# Each replica: the calibration's own join, an optimizer (the first one imports torch._dynamo, and
+# with it torch.distributed.nn), a collective, the calibration's own exit; then the replica's
+# threads are counted: the gloo group's worker threads must be gone.
+_EXIT_PATH = """
+import os, sys, torch
+from budgetdsl.calibrate import distributed
+before = len(os.listdir("/proc/self/task"))
+ctx = distributed.init("cpu")
+opt = torch.optim.AdamW(torch.nn.Linear(2, 2).parameters())
+total = distributed.all_reduce_sum(ctx, torch.ones(2)).tolist()
+distributed.shutdown(ctx)
+print(f"rank {ctx.rank}: {before} threads before, {len(os.listdir('/proc/self/task'))} after, {total}")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_the_exit_path_joins_the_gloo_threads_before_the_interpreter_exits(tmp_path):
+    """A gloo worker thread alive at interpreter exit aborts its replica (SIGABRT, "terminate called
+    without an active exception") when it frees a finished collective's tensor; so after
+    `distributed.shutdown` the group is gone and its threads joined, however the run imported
+    torch (an optimizer imports torch.distributed.nn, which kept the group alive)."""
+    script = tmp_path / "exit_path.py"
+    script.write_text(_EXIT_PATH)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
+         str(script)], env=gloo_env(REPO), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = sorted(line.split("]:", 1)[-1].strip() for line in done.stdout.splitlines() if "threads before" in line)
+    assert len(lines) == 2, done.stdout
+    for line in lines:
+        words = line.split()  # rank R: B threads before, A after, [...]
+        assert int(words[5]) == int(words[2]), line
+        assert line.endswith("[2.0, 2.0]"), line

@@ -13,11 +13,26 @@ import sys
 
 import torch
 import torch.distributed as dist
+import torch.distributed.nn  # noqa: F401  (before the group exists: see main)
 import torch.nn.functional as F
 
 
 def main(out: str) -> None:
+    """Train, then tear the group down once nothing holds it, so that its gloo worker threads are
+    joined before the interpreter exits. A thread still alive then aborts the process (SIGABRT,
+    "terminate called without an active exception") when it frees a finished collective's tensor,
+    which needs the GIL. Two things kept the group alive past destroy_process_group: the DDP
+    wrapper (so `train` returns before the group is destroyed) and torch.distributed.nn, which the
+    first optimizer imports (through torch._dynamo) and which binds `group.WORLD` as a default
+    argument when imported while a group exists (so it is imported above, before any)."""
     dist.init_process_group("gloo")
+    try:
+        train(out)
+    finally:
+        dist.destroy_process_group()
+
+
+def train(out: str) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     micro = int(os.environ["BUDGETDSL_MICRO_BATCH"])
     accum = int(os.environ["BUDGETDSL_GRAD_ACCUM"])
@@ -55,7 +70,6 @@ def main(out: str) -> None:
                        "local_world_size": int(os.environ["LOCAL_WORLD_SIZE"]),
                        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
                        "run_name": os.environ["BUDGETDSL_RUN_NAME"]}, f)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
