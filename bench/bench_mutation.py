@@ -1,18 +1,31 @@
 """Mutation benchmark (not a test, not in CI): `python bench/bench_mutation.py [--sample N] [--seed S]`.
 
 Injects one-line slips into budgetdsl/cost, budgetdsl/solve and budgetdsl/exports, one at a time,
-and runs a fast subset of the suite on each: the share of mutants some test catches (the kill rate)
+and runs the tests that can see each one: the share of mutants some test catches (the kill rate)
 says how much of a wrong answer the suite would notice. The operators are the slips of issue 23:
 comparisons (< <=, > >=, == !=), and/or, + -, * /, // /, ceil/floor (math.ceil and the
 -(-a // b) idiom), min/max, += -=, and integer constants one larger. Sites come from the AST (no
 docstrings, annotations or f-strings), a seeded sample of them is run.
 
+Which tests run per mutant: a test that never executes the mutated line behaves exactly as on clean
+code, so only the tests that execute it can kill it. One traced run of TESTS (less SKIPPED_TESTS:
+input handling and tooling, which a slip in an answer passes by design; sys.settrace, limited
+to the three packages; CLI subprocesses traced too, through a generated sitecustomize) records which
+lines each test executes (kept per test file in --cache, so a new test file is traced alone); each
+mutant then runs the tests that executed any line of its span, fastest first, under -x. Lines that
+run at import (module constants, default arguments, class bodies) are seen by every test, so their
+mutants run all of TESTS. Equivalent mutants (EQUIVALENT) are not run. A mutant no test executes survives
+without a run ("not executed": a gap in the suite, not a slow one). The per-mutant time limit is 5x
+the selected tests' traced time plus 30 s; past it, the mutant counts as killed (a hang is a caught
+slip). The selection can only miss a kill when a test reads a value another test computed and cached
+(a session fixture, a module cache), so the rate stays a lower bound, as a survivor may also be an
+equivalent mutant: EQUIVALENT lists those checked by hand, with the reason, and the report gives the
+rate with and without them.
+
 Every mutant is written into a throwaway copy of the tracked files (a temporary folder), never into
 the work tree; the tests run there with PYTHONPATH pointing at the copy, so subprocesses of the CLI
-import the mutant too. A mutant is killed when the subset fails or runs past its time limit (a hang
-is a caught slip); a survivor may be an equivalent mutant, so the rate is a lower bound. mutmut was
-not used: version 3 wants its own section in pyproject.toml, a clean run and coverage run of the
-whole suite before the first mutant, and has no seeded sample.
+import the mutant too. mutmut was not used: version 3 wants its own section in pyproject.toml, a
+clean run and coverage run of the whole suite before the first mutant, and has no seeded sample.
 """
 
 from __future__ import annotations
@@ -21,6 +34,8 @@ import argparse
 import ast
 import concurrent.futures
 import copy
+import hashlib
+import json
 import os
 import pathlib
 import random
@@ -33,20 +48,57 @@ from dataclasses import dataclass
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("budgetdsl/cost", "budgetdsl/solve", "budgetdsl/exports")
-# Ordered so that most mutants fail early under -x: the cost model and the exports' golden files
-# first, the brute-force oracles and the property tests last.
-TESTS = (
-    "tests/budgetdsl/test_cost_model.py", "tests/budgetdsl/test_step_cost.py",
-    "tests/budgetdsl/test_throughput_zero.py", "tests/budgetdsl/test_layout.py",
-    "tests/budgetdsl/test_solver.py", "tests/budgetdsl/test_solve_pure.py", "tests/budgetdsl/test_batch_ramp.py",
-    "tests/budgetdsl/test_pareto.py", "tests/budgetdsl/test_pareto_fast.py",
-    "tests/budgetdsl/test_snapping_oracle.py", "tests/exports", "tests/budgetdsl/test_report.py",
-    "tests/budgetdsl/test_plan_command.py", "tests/budgetdsl/test_published_runs.py",
-    "tests/budgetdsl/test_frontier.py", "tests/budgetdsl/test_diff.py", "tests/budgetdsl/test_sweep.py",
-    "tests/budgetdsl/test_sweep_kernel.py", "tests/budgetdsl/test_solver_oracle.py",
-    "tests/budgetdsl/test_solver_properties.py", "tests/budgetdsl/test_solve_caches.py",
-    "tests/budgetdsl/test_search_space.py", "tests/budgetdsl/test_search_exhaustive.py",
-)
+# The tests whose lines are traced; each mutant runs the ones that execute it, fastest first.
+TESTS = ("tests/budgetdsl", "tests/exports")
+# Left out: they check input handling, tooling or the command line's exits, or compare the solver
+# with itself (warm against cold), so a slip in an answer passes them by design; they are also the
+# slowest tests, run for nearly every mutant.
+SKIPPED_TESTS = frozenset({
+    "test_actions_workflow.py", "test_atomic_write.py", "test_calibration_gate.py", "test_check_command.py",
+    "test_cli_exit_codes.py", "test_completion.py", "test_expressions.py", "test_fragments.py",
+    "test_fuzz_mutations.py", "test_git_source.py", "test_hostile_inputs.py", "test_hostile_round2.py",
+    "test_hostile_round3_files.py", "test_hostile_search.py", "test_hostile_sinks.py", "test_plan_edit.py",
+    "test_plan_fuzz.py", "test_plan_loader.py", "test_precommit_hook.py", "test_schema.py",
+    "test_schema_fuzz.py", "test_solve_caches.py", "test_stdout_errors.py", "test_frontier_plot.py",
+    "test_plan_plot_option.py",
+})
+TRACE_ENV, SUBTRACE_ENV, SELECT_ENV = "BENCH_MUTATION_TRACE", "BENCH_MUTATION_SUBTRACE", "BENCH_MUTATION_SELECT"
+
+# Survivors checked by hand and found equivalent (no input tells them from the original): keyed by
+# file, the mutated line's text (stripped), which of the lines of that text it is (0: the first),
+# the column in it and the slip, so that they follow the line when it moves; they are not run.
+EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
+    ("budgetdsl/solve/search_space.py",
+     "if not any(k[0] >= r[0] and k[1] >= r[1] and k[2] >= r[2] and k[3] >= r[3] for k in kept):", 0, 62,
+     ">= -> >"):
+        "keeps a stage that another equals in per-sequence bytes and exceeds in the rest: a dominated stage "
+        "never sets the least micro-batch room, so only the work changes",
+    ("budgetdsl/solve/batch_ramp.py", "knots = [a] + [p for p in self.progress if a < p < b] + [b]", 0, 43,
+     "< -> <="):
+        "either end then appears twice among the knots: a trapezoid of width 0 adds exactly 0.0",
+    ("budgetdsl/solve/cache.py", "if len(self.cost_models) > COST_MODELS:", 0, 3, "> -> >="):
+        "the cost-model cache keeps one model fewer: a cost model is a function of its key, so only the "
+        "time to rebuild one changes",
+    ("budgetdsl/solve/objectives.py",
+     "if point[0] != point[0] or point[1] != point[1] or point[2] != point[2]:", 0, 27, "!= -> =="):
+        "marks every pool as holding NaN, so Pool.pick and Pool.front defer to choose_among and pareto over "
+        "all items: the answers the pool computes incrementally (its contract), only slower",
+    ("budgetdsl/solve/objectives.py",
+     "if a is None or len(a) < n + 1:  # grow by doubling, the points so far copied in", 0, 16, "< -> <="):
+        "the numpy buffer grows one point earlier: capacity only",
+    ("budgetdsl/cost/throughput.py",
+     "slow = max(range(p), key=lambda i: sum(per_stage[i]) + (i == p - 1) * 1e-18)", 0, 56, "== -> !="):
+        "a tie-break among stages of exactly equal time; stages tie only with equal layers and no vocabulary "
+        "(no head FLOPs), when their parameters are equal too",
+    ("budgetdsl/solve/objectives.py",
+     "if not (q0 > u0 or q1 > u1 or q2 > u2) and (q0 < d0 or q1 < d1 or q2 < d2):", 1, 44, "< -> <="):
+        "_pareto3_sorted's scan of the later points (the second of three such lines): there q0 >= p0 > "
+        "p0(1 - tol) = d0 on positive axes, so q0 <= d0 is never true either",
+    ("budgetdsl/solve/objectives.py",
+     "by = ~((q[:, 0] > u[0]) | (q[:, 1] > u[1]) | (q[:, 2] > u[2])) & \\", 0, 27, "> -> >="):
+        "only a shortcut: when no front point is found to dominate p, every point is compared again with the "
+        "original comparisons, so finding fewer dominators here changes nothing",
+}
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
             ast.NotEq: ast.Eq}
@@ -157,55 +209,269 @@ def sites(root: pathlib.Path = REPO) -> list[Mutant]:
                         ast.unparse(new) if isinstance(new, ast.stmt) else f"({ast.unparse(new)})")
                     m = Mutant(rel, node.lineno, node.col_offset, node.end_lineno or node.lineno,
                                node.end_col_offset or 0, text, what)
-                    try:
-                        ast.parse(m.apply(source))
-                    except SyntaxError:
-                        continue
-                    out.append(m)
+                    out.append(m)  # parenthesised unparsed nodes: valid wherever the node stood
     out.sort(key=lambda m: (m.path, m.line, m.col, m.what))
     return out
 
 
+# The line tracer, run inside pytest (as this module's plugin) and, through a generated
+# sitecustomize, inside every Python subprocess a test starts. Only frames of PACKAGES are traced
+# line by line; module and class bodies (code without CO_NEWLOCALS) count as import time.
+_TRACER = '''
+import sys, threading
+def _start_trace(packages, state):
+    files = {}
+    marks = tuple("/" + p + "/" for p in packages)
+    def local_for(rel):
+        def local(frame, event, arg):
+            if event == "line":
+                (state.imports if frame.f_code.co_flags & 2 == 0 else state.hits).add((rel, frame.f_lineno))
+            return local
+        return local
+    def glob(frame, event, arg):
+        name = frame.f_code.co_filename
+        fn = files.get(name)
+        if fn is None:
+            at = max(name.rfind(m) for m in marks)
+            fn = files[name] = local_for(name[at + 1:]) if at >= 0 and name.endswith(".py") else False
+        return fn or None
+    sys.settrace(glob)
+    threading.settrace(glob)
+'''
+
+_SITECUSTOMIZE = _TRACER + '''
+def _main():
+    import atexit, json, os, types
+    out = os.environ.get("SUBTRACE_ENV")
+    if not out:
+        return
+    state = types.SimpleNamespace(hits=set(), imports=set())
+    _start_trace(PACKAGES, state)
+    def dump():
+        sys.settrace(None)
+        with open(f"{out}.{os.getpid()}.json", "w") as f:
+            json.dump({"hits": sorted(state.hits), "imports": sorted(state.imports)}, f)
+    atexit.register(dump)
+_main()
+'''.replace("SUBTRACE_ENV", SUBTRACE_ENV).replace("PACKAGES", repr(PACKAGES))
+
+
+class _Trace:
+    def __init__(self, out: str) -> None:
+        self.out, self.index = out, 0
+        self.hits: set[tuple[str, int]] = set()
+        self.imports: set[tuple[str, int]] = set()
+        self.tests: list[dict] = []
+
+
+_trace: _Trace | None = None
+
+
+def pytest_configure(config) -> None:
+    global _trace
+    if os.environ.get(TRACE_ENV) and _trace is None:
+        _trace = _Trace(os.environ[TRACE_ENV])
+        scope: dict = {}
+        exec(_TRACER, scope)
+        scope["_start_trace"](PACKAGES, _trace)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    select = os.environ.get(SELECT_ENV)
+    if select:
+        order = {nodeid: i for i, nodeid in enumerate(pathlib.Path(select).read_text(encoding="utf-8").split("\0"))}
+        keep = sorted((item for item in items if item.nodeid in order), key=lambda item: order[item.nodeid])
+        config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in order])
+        items[:] = keep
+
+
+def pytest_runtest_protocol(item, nextitem):  # a plain hook: runs the test itself when tracing
+    if _trace is None:
+        return None
+    from _pytest.runner import runtestprotocol
+    _trace.index += 1
+    sub = f"{_trace.out}.sub.{_trace.index}"
+    os.environ[SUBTRACE_ENV] = sub
+    _trace.hits = set()
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    t0 = time.process_time()
+    reports = runtestprotocol(item, nextitem=nextitem)
+    seconds = time.process_time() - t0
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    os.environ.pop(SUBTRACE_ENV, None)
+    _trace.tests.append({"nodeid": item.nodeid, "lines": sorted(_trace.hits), "sub": sub,
+                         "seconds": seconds, "passed": all(r.passed or r.skipped for r in reports)})
+    return True
+
+
+def pytest_sessionfinish(session) -> None:
+    if _trace is not None:
+        sys.settrace(None)
+        pathlib.Path(_trace.out).write_text(json.dumps({"tests": _trace.tests, "imports": sorted(_trace.imports)}),
+                                            encoding="utf-8")
+
+
 def _copy(dest: pathlib.Path) -> None:
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, check=True, capture_output=True).stdout
+    """The tracked files and the untracked ones git does not ignore (a new test is run before its commit)."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           check=True, capture_output=True).stdout
     for rel in files.decode().split("\0"):
         if rel and (REPO / rel).is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, dest / rel)
 
 
-def _run_tests(tree: pathlib.Path, limit: float) -> tuple[str, float]:
-    """'pass', 'fail' or 'timeout' of the subset in `tree`, and the seconds it took."""
+def _pytest(tree: pathlib.Path, extra_env: dict[str, str], pythonpath: list[pathlib.Path], limit: float,
+            args: list[str], first_failure: bool = True) -> tuple[str, float, str]:
+    """'pass', 'fail' or 'timeout' of pytest in `tree`, its CPU seconds (children included), its output."""
     # BUDGETDSL_ROOT: the copy is no git work tree, and plans extend and read files inside it
-    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1", "BUDGETDSL_ROOT": str(tree)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, [tree, *pythonpath, tree / "bench"])),
+           "PYTHONDONTWRITEBYTECODE": "1", "BUDGETDSL_ROOT": str(tree), **extra_env}
     with tempfile.TemporaryDirectory(prefix="hypothesis-") as store:
         env["HYPOTHESIS_STORAGE_DIRECTORY"] = store  # no example of one mutant replays on the next
-        t0 = time.monotonic()
+        before = os.times()
         try:
-            proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                                   "-p", "no:randomly", f"--timeout={int(limit)}", *TESTS],
-                                  cwd=tree, env=env, capture_output=True, timeout=limit)
+            proc = subprocess.run([sys.executable, "-m", "pytest", *(["-x"] if first_failure else []), "-q",
+                                   "-p", "no:cacheprovider",
+                                   "-p", "no:randomly", "-p", "no:xdist", "-p", "bench_mutation",
+                                   f"--timeout={max(1, int(limit))}", *args],
+                                  cwd=tree, env=env, capture_output=True, timeout=limit, text=True)
         except subprocess.TimeoutExpired:
-            return "timeout", time.monotonic() - t0
-    return ("pass" if proc.returncode == 0 else "fail"), time.monotonic() - t0
+            return "timeout", limit, ""
+        after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    outcome = "pass" if proc.returncode in (0, 5) else "fail"  # 5: nothing selected ran
+    return outcome, cpu, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
-def _worker(mutants: list[Mutant], limit: float, report) -> list[tuple[Mutant, str, float]]:
+@dataclass
+class Coverage:
+    """Which tests execute which lines of PACKAGES, from one traced run of TESTS."""
+    tests: list[str]  # node ids, fastest first
+    seconds: dict[str, float]
+    lines: dict[tuple[str, int], set[str]]
+    imports: set[tuple[str, int]]
+
+    def select(self, m: Mutant) -> list[str] | None:
+        """The tests that can see `m`, fastest first; None: it runs at import, so every test."""
+        span = [(m.path, n) for n in range(m.line, m.end_line + 1)]
+        if any(s in self.imports for s in span):
+            return None
+        chosen = set().union(*(self.lines.get(s, set()) for s in span))
+        return [t for t in self.tests if t in chosen]
+
+
+def _test_files(tree: pathlib.Path, tests: tuple[str, ...]) -> list[str]:
+    out = []
+    for entry in tests:
+        path = tree / entry
+        found = sorted(path.rglob("test_*.py")) if path.is_dir() else [path]
+        out += [str(f.relative_to(tree)) for f in found if f.name not in SKIPPED_TESTS]
+    return out
+
+
+def trace(tree: pathlib.Path, tests: tuple[str, ...] = TESTS, cache: pathlib.Path | None = None) -> Coverage:
+    """Which tests execute which lines. `cache`: a folder of each test file's trace, keyed by the
+    file and every other copied file but bench/ and docs/, so that a new test file is traced alone."""
+    files = _test_files(tree, tests)
+    common = hashlib.sha256()
+    for path in sorted(p for p in tree.rglob("*") if p.is_file()):
+        rel = str(path.relative_to(tree))
+        if not (rel.startswith("tests/") and path.name.startswith("test_")) and not rel.startswith(("bench/", "docs/")):
+            common.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    keys = {f: hashlib.sha256(common.digest() + (tree / f).read_bytes()).hexdigest()[:32] for f in files}
+    traced: dict[str, dict] = {}
+    if cache is not None:
+        for f in files:
+            if (cache / f"{keys[f]}.json").exists():
+                traced[f] = json.loads((cache / f"{keys[f]}.json").read_text(encoding="utf-8"))
+    missing = [f for f in files if f not in traced]
+    if missing:
+        print(f"tracing {len(missing)} test files", flush=True)
+        with tempfile.TemporaryDirectory(prefix="budgetdsl-trace-") as tmp:
+            site = pathlib.Path(tmp) / "site"
+            site.mkdir()
+            (site / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+            out = pathlib.Path(tmp) / "trace.json"
+            # no -x here: a failing test is reported and left out of the selection
+            outcome, _, log = _pytest(tree, {TRACE_ENV: str(out)}, [site], 7200, missing, first_failure=False)
+            if not out.exists():
+                raise SystemExit(f"the traced run of the tests failed ({outcome}):\n{log}")
+            data = json.loads(out.read_text(encoding="utf-8"))
+            imports = {tuple(x) for x in data["imports"]}
+            per_file: dict[str, list[dict]] = {f: [] for f in missing}
+            for test in data["tests"]:
+                hit = {tuple(x) for x in test.pop("lines")}
+                for sub in pathlib.Path(tmp).glob(pathlib.Path(test.pop("sub")).name + ".*.json"):
+                    part = json.loads(sub.read_text(encoding="utf-8"))
+                    hit |= {tuple(x) for x in part["hits"]}
+                    imports |= {tuple(x) for x in part["imports"]}
+                test["lines"] = sorted(hit)
+                per_file.setdefault(test["nodeid"].split("::")[0], []).append(test)
+        for f in missing:
+            traced[f] = {"tests": per_file.get(f, []), "imports": sorted(imports)}
+            if cache is not None:
+                cache.mkdir(parents=True, exist_ok=True)
+                (cache / f"{keys[f]}.json").write_text(json.dumps(traced[f]), encoding="utf-8")
+    lines: dict[tuple[str, int], set[str]] = {}
+    imports = set()
+    seconds: dict[str, float] = {}
+    failed = []
+    for entry in traced.values():
+        imports |= {tuple(x) for x in entry["imports"]}
+        for test in entry["tests"]:
+            if not test["passed"]:
+                failed.append(test["nodeid"])
+                continue
+            seconds[test["nodeid"]] = test["seconds"]
+            for x in test["lines"]:
+                lines.setdefault(tuple(x), set()).add(test["nodeid"])
+    if failed:
+        print(f"{len(failed)} tests fail on clean code and are left out: {failed[:5]}")
+    return Coverage(sorted(seconds, key=lambda t: seconds[t]), seconds, lines, imports)
+
+
+def _worker(mutants: list[Mutant], cov: Coverage, report) -> list[tuple[Mutant, str, float]]:
     results = []
     with tempfile.TemporaryDirectory(prefix="budgetdsl-mutant-") as tmp:
         tree = pathlib.Path(tmp)
         _copy(tree)
         for m in mutants:
+            if _equivalent(m):
+                results.append((m, "equivalent", 0.0))
+                report(m, "equivalent", 0.0, 0)
+                continue
+            selected = cov.select(m)
+            if selected == []:
+                results.append((m, "unexecuted", 0.0))
+                report(m, "unexecuted", 0.0, 0)
+                continue
+            tests = cov.tests if selected is None else selected
+            limit = 30 + 5 * sum(cov.seconds[t] for t in tests)
             target = tree / m.path
             original = target.read_text(encoding="utf-8")
             target.write_text(m.apply(original), encoding="utf-8")
+            select = tree / ".bench-mutation-select"
+            select.write_text("\0".join(tests), encoding="utf-8")
+            files = sorted({t.split("::")[0] for t in tests})
             try:
-                outcome, seconds = _run_tests(tree, limit)
+                outcome, seconds, _ = _pytest(tree, {SELECT_ENV: str(select)}, [], limit, files)
             finally:
                 target.write_text(original, encoding="utf-8")
             results.append((m, outcome, seconds))
-            report(m, outcome, seconds)
+            report(m, outcome, seconds, len(tests))
     return results
+
+
+def _line_text(m: Mutant) -> str:
+    return (REPO / m.path).read_text(encoding="utf-8").splitlines()[m.line - 1].strip()
+
+
+def _equivalent(m: Mutant) -> str | None:
+    lines = (REPO / m.path).read_text(encoding="utf-8").splitlines()
+    line = lines[m.line - 1]
+    nth = sum(x.strip() == line.strip() for x in lines[:m.line - 1])
+    return EQUIVALENT.get((m.path, line.strip(), nth, m.col - (len(line) - len(line.lstrip())), m.what))
 
 
 def main() -> int:
@@ -213,52 +479,73 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=100, help="mutants to run (0: every site)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own copy")
-    ap.add_argument("--limit", type=float, default=0.0,
-                    help="seconds per mutant before it counts as a hang (default: 4x the clean run)")
+    ap.add_argument("--only", nargs="*", default=[],
+                    help="run only the sampled mutants at these path:line (budgetdsl/cost/memory.py:116)")
+    ap.add_argument("--range", default="", help="A:B: only the sampled mutants A..B-1 (B:A: the same, last first)")
+    ap.add_argument("--tests", nargs="*", default=list(TESTS), help="the tests to trace and run (default: %(default)s)")
+    ap.add_argument("--cache", default=str(pathlib.Path(tempfile.gettempdir()) / "budgetdsl-mutation-trace"),
+                    help="folder of the test files' traces, reused while the files are unchanged ('': none)")
     ap.add_argument("--list", action="store_true", help="print the sampled mutants and stop")
     args = ap.parse_args()
 
     every = sites()
     chosen = every if args.sample <= 0 else random.Random(args.seed).sample(every, min(args.sample, len(every)))
+    if args.range:
+        a, b = (int(x) for x in args.range.split(":"))
+        chosen = chosen[a:b] if a <= b else chosen[b:a][::-1]
+    if args.only:
+        chosen = [m for m in chosen if f"{m.path}:{m.line}" in args.only]
+    for m in chosen:  # checked here, not for every site: parsing each mutated file takes a while
+        ast.parse(m.apply((REPO / m.path).read_text(encoding="utf-8")))
     print(f"{len(every)} mutation sites in {', '.join(PACKAGES)}; running {len(chosen)} (seed {args.seed})")
     if args.list:
         for m in chosen:
-            print(f"  {m.path}:{m.line}  {m.what}")
+            print(f"  {m.path}:{m.line}:{m.col}  {m.what}")
         return 0
 
+    t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="budgetdsl-clean-") as tmp:
         _copy(pathlib.Path(tmp))
-        outcome, clean = _run_tests(pathlib.Path(tmp), 3600)
-    if outcome != "pass":
-        print(f"the subset fails without a mutant ({outcome}): fix the suite first")
-        return 1
-    limit = args.limit or max(60.0, 4 * clean)
-    print(f"clean run of the subset: {clean:.0f} s; limit per mutant {limit:.0f} s")
+        cov = trace(pathlib.Path(tmp), tuple(args.tests), pathlib.Path(args.cache) if args.cache else None)
+    print(f"traced run of {', '.join(args.tests)}: {len(cov.tests)} tests, {sum(cov.seconds.values()):.0f} s CPU "
+          f"(traced), {len(cov.lines)} lines executed, {len(cov.imports)} at import; {time.monotonic() - t0:.0f} s")
 
     done = [0]
 
-    def report(m: Mutant, outcome: str, seconds: float) -> None:
+    def report(m: Mutant, outcome: str, seconds: float, n: int) -> None:
         done[0] += 1
-        mark = {"fail": "killed", "timeout": "killed (time limit)", "pass": "SURVIVED"}[outcome]
-        print(f"[{done[0]}/{len(chosen)}] {mark:20} {seconds:5.0f} s  {m.path}:{m.line}  {m.what}", flush=True)
+        mark = {"fail": "killed", "timeout": "killed (time limit)", "pass": "SURVIVED", "equivalent": "equivalent",
+                "unexecuted": "SURVIVED (not executed)"}[outcome]
+        print(f"[{done[0]}/{len(chosen)}] {mark:24} {seconds:5.1f} s CPU {n:4} tests  {m.path}:{m.line}  {m.what}",
+              flush=True)
 
     t0 = time.monotonic()
     shares = [chosen[i::args.jobs] for i in range(args.jobs)]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        results = [r for part in pool.map(lambda s: _worker(s, limit, report), shares) for r in part]
+        results = [r for part in pool.map(lambda s: _worker(s, cov, report), shares) for r in part]
 
-    killed = sum(outcome != "pass" for _, outcome, _ in results)
-    print(f"\nkill rate {killed}/{len(results)} = {100 * killed / len(results):.1f} % "
-          f"({sum(o == 'timeout' for _, o, _ in results)} by the time limit); {time.monotonic() - t0:.0f} s")
+    killed = sum(o in ("fail", "timeout") for _, o, _ in results)
+    equivalent = [(m, _equivalent(m)) for m, o, _ in results if o == "equivalent"]
+    n, ne = len(results), len(results) - len(equivalent)
+    print(f"\nkill rate {killed}/{n} = {100 * killed / n:.1f} % "
+          f"({sum(o == 'timeout' for _, o, _ in results)} by the time limit); "
+          f"without the {len(equivalent)} equivalent mutants {killed}/{ne} = {100 * killed / max(ne, 1):.1f} %; "
+          f"{time.monotonic() - t0:.0f} s, {sum(s for _, _, s in results):.0f} s CPU")
     for package in PACKAGES:
         mine = [o for m, o, _ in results if m.path.startswith(package)]
         if mine:
-            print(f"  {package}: {sum(o != 'pass' for o in mine)}/{len(mine)}")
-    survivors = sorted((m for m, o, _ in results if o == "pass"), key=lambda m: (m.path, m.line))
+            print(f"  {package}: {sum(o in ('fail', 'timeout') for o in mine)}/{len(mine)}")
+    if equivalent:
+        print("equivalent (EQUIVALENT):")
+        for m, why in sorted(equivalent, key=lambda e: (e[0].path, e[0].line)):
+            print(f"  {m.path}:{m.line}:{m.col}  {m.what}: {why}")
+    survivors = sorted(((m, o) for m, o, _ in results if o in ("pass", "unexecuted")),
+                       key=lambda x: (x[0].path, x[0].line))
     if survivors:
-        print("survivors (some may be equivalent mutants):")
-        for m in survivors:
-            print(f"  {m.path}:{m.line}  {m.what}   -> {m.text[:100]}")
+        print("survivors:")
+        for m, o in survivors:
+            print(f"  {m.path}:{m.line}:{m.col}  {m.what}{'  (not executed)' if o == 'unexecuted' else ''}"
+                  f"   {_line_text(m)[:90]}")
     return 0
 
 

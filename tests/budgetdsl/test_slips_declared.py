@@ -1,0 +1,36 @@
+"""A plan that declares its MFU and gives no layer shape (model.activation_bytes_per_token instead of
+layers and d_model): the throughput the report shows is the declared one, by the definition of
+MFU (Chowdhery et al. 2022, PaLM, appendix B): model FLOP/s per GPU = MFU × the GPU's peak. And the
+error for an answer that overflows names the part of the answer it sits in."""
+
+from __future__ import annotations
+
+import pytest
+
+from budgetdsl.solve.solver import solve
+from tests.budgetdsl.solver_plans import make_plan
+
+A100_PEAK = 312e12  # A100 SXM4 dense BF16 FLOP/s (NVIDIA A100 datasheet)
+
+
+@pytest.mark.parametrize("mfu", [0.42, 0.3])
+def test_a_shapeless_declared_plan_runs_at_its_declared_mfu(mfu):
+    plan = make_plan(model={"layers": None, "d_model": None, "heads": None, "activation_bytes_per_token": 1e6},
+                     hardware={"mfu": mfu})
+    sol = solve(plan)
+    assert sol.feasible
+    t = sol.throughput
+    assert t.source == "declared" and t.mfu == mfu and t.hfu is None
+    assert t.model_tflops_per_gpu * 1e12 == pytest.approx(mfu * A100_PEAK, rel=1e-9)
+    assert t.breakdown == {"compute": t.step_time_s}
+
+
+@pytest.mark.parametrize("title, field", [
+    ("FrontierPoint", "frontier"), ("RampStage", "ramp.stages"), ("LayoutOption", "layout.chosen"),
+    ("Solution", None), ("NoSuchPart", None)])
+def test_a_non_finite_answer_names_the_part_of_the_solution_it_sits_in(title, field):
+    """The not-finite error (issue 14) names where in the answer the number sits: the field of
+    Solution that holds the part (pydantic's title of the model that refused it)."""
+    from budgetdsl.solve.solver import _part_field
+
+    assert _part_field(title) == field
