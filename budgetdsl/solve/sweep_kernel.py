@@ -29,6 +29,7 @@ from budgetdsl.solve.placement import (
     INF,
     LIMIT_NAMES,
     TIME_LIMITS,
+    WALL_EVALUATIONS,
     WALL_SIZES,
     binds,
     least_accumulation,
@@ -534,26 +535,96 @@ def _wall_check(p: Block, r: Rows, st: _Start, best: list, has, micro_fixed: int
     e, bs = e[~lone], bs[~lone]
     if not e.size:
         return
+    _wall_decide(p, r, st, best, e, bs, n_max[e], best[4][e])
+
+
+_DECIDE_SPLITS = 4 * WALL_EVALUATIONS  # splits per element `_wall_decide` lists before the bound's filter
+
+
+def _wall_decide(p: Block, r: Rows, st: _Start, best: list, e: np.ndarray, bs: np.ndarray, n_max, threshold) -> None:
+    """`placement._wall_search` from a pick, elementwise: for each (element `e`, micro-batch size
+    `bs`) whose floor is below the pick's wall clock `threshold`, every accumulation whose
+    `wall_floor` is too (the roots of the floor's quadratic in m, checked one by one), evaluated;
+    the least by place's key (wall, accumulation, distance to the target) with the pick is the
+    search's answer wherever the search must meet it. Unsure (the scalar path): the evaluation cap
+    could bind, two different splits share a key, or the winner's size or path from the least
+    floor is above its wall (the search's order then decides)."""
+    unsure = st.unsure
     q = _take(p, e)
     rq = _subset(r, e)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        s_min = rq.em / rq.bc
         u, v = wall_lines(q._step, bs, np)
         beta = rq.bc / (bs * q.per)
-        m_hi = np.floor(n_max[e] / bs)
+        m_hi = np.where(n_max == INF, INF, np.floor_divide(n_max, bs))  # the search's n_max // b
+        floor0 = wall_floor(s_min, beta, u, v, least_accumulation(beta, u, v, 1.0, INF, np))
         mc = least_accumulation(beta, u, v, 1.0, m_hi, np)
         lower = np.maximum(1.0, np.floor(mc))
-        pick_wall, pick_micro, pick_accum = best[4][e], best[0][e], best[1][e]
-        doubt = np.zeros(e.size, bool)
-        for m in (lower, lower + 1.0):
-            inside = m <= m_hi
-            ev = _evaluate(q, rq, bs, m, inside, None)
-            other = (bs != pick_micro) | (m != pick_accum)
-            # a split the search meets that is not the pick and not slower: the scalar path decides
-            doubt |= inside & other & ev.ok & ~(ev.wall > pick_wall)
-        for m in (lower - 1.0, lower + 2.0):  # the next splits the search's walk would weigh
-            inside = (m >= 1.0) & (m <= m_hi)
-            doubt |= inside & (wall_floor(rq.em / rq.bc, beta, u, v, m) * (1.0 - _BOUND_MARGIN) <= pick_wall)
-    unsure[e[doubt]] = True
+        floor_c = wall_floor(s_min, beta, u, v, mc)
+        # s_min(1 + β/m)(m·u + v) ≤ t  ⇔  u·m² + (v + β·u − t/s_min)·m + β·v ≤ 0 (m > 0): its roots,
+        # widened by two, hold every m the search may evaluate; the floor itself filters them below
+        m1, m2, real = quadratic_roots(u, v + beta * u - threshold / s_min, beta * v, np)
+        sized = m_hi >= 1.0  # a size with no accumulation within the FLOP budget is skipped
+        sane = real & (u > 0.0) & np.isfinite(m2) & sized
+        m_from = np.maximum(1.0, np.ceil(m1) - 2.0)
+        m_to = np.minimum(m_hi, np.floor(m2) + 2.0)
+        count = np.where(sane, np.maximum(0.0, m_to - m_from + 1.0), 0.0)
+        R = len(r)
+        bad = np.bincount(e[sized & ~sane & (floor_c * (1.0 - _BOUND_MARGIN) <= threshold)], minlength=R) > 0
+        bad |= np.bincount(e, weights=np.minimum(count, _DECIDE_SPLITS + 1.0), minlength=R) > _DECIDE_SPLITS
+        keep = ~bad[e]
+        count = np.where(keep, count, 0.0).astype(np.int64)
+        pair = np.repeat(np.arange(e.size), count)
+        m = m_from[pair] + (np.arange(pair.size) - np.repeat(np.cumsum(count) - count, count))
+        inside = wall_floor(s_min[pair], beta[pair], u[pair], v[pair], m) * (1.0 - _BOUND_MARGIN) <= threshold[pair]
+        pair, m = pair[inside], m[inside]
+        el = e[pair]
+        bad |= np.bincount(el, minlength=R) > WALL_EVALUATIONS  # the search's cap could bind
+        ev = _evaluate(_take(q, pair), _subset(rq, pair), bs[pair], m, np.ones(pair.size, bool), None)
+        bad |= np.bincount(el[ev.big], minlength=R) > 0
+        # the candidates with the pick, by place's key; the pick first among equal keys
+        rows = np.flatnonzero(np.bincount(e, minlength=R) > 0)
+        rows = rows[~bad[rows]]
+        ok = ev.ok & ~bad[el]
+        c_el = np.concatenate([rows, el[ok]])
+        c_pair = np.concatenate([np.full(rows.size, -1), pair[ok]])
+        fields_ = [np.concatenate([f[rows], getattr(ev, n)[ok]]) for f, n in zip(best, CONFIG)]
+        c_wall, c_accum, c_micro = fields_[4], fields_[1], fields_[0]
+        c_dist = np.abs(fields_[2] - st.clipped[c_el])
+        order = np.lexsort((c_dist, c_accum, c_wall, c_el))
+        first = np.ones(order.size, bool)
+        first[1:] = c_el[order[1:]] != c_el[order[:-1]]
+        win = order[first]
+        # a second split with the winner's key: the search's order of evaluation decides
+        w = np.full(R, -1)
+        w[c_el[win]] = win
+        a = w[c_el]
+        tie = (c_wall == c_wall[a]) & (c_accum == c_accum[a]) & (c_dist == c_dist[a]) & (c_micro != c_micro[a])
+        bad |= np.bincount(c_el[tie], minlength=R) > 0
+        bad |= np.bincount(c_el[np.isnan(c_dist) | np.isnan(c_wall)], minlength=R) > 0
+        # a winner other than the pick: the search meets it only if its size's least floor, its
+        # least floor within the FLOP budget and every floor on the way from there are below its
+        # wall clock (the threshold never falls below it)
+        moved = win[c_pair[win] >= 0]
+        wp, w_wall = c_pair[moved], c_wall[moved]
+        wm = fields_[1][moved]
+        met = (floor0[wp] * (1.0 - _BOUND_MARGIN) <= w_wall) & (floor_c[wp] * (1.0 - _BOUND_MARGIN) <= w_wall)
+        start = np.where(wm <= lower[wp], lower[wp], lower[wp] + 1.0)
+        steps_ = np.abs(wm - start) + 1.0
+        # the floors on the way: the candidates of the winner's (element, size) between start and m
+        on_way = np.zeros(e.size, np.int64)
+        lo_w, hi_w = np.full(e.size, np.inf), np.full(e.size, -np.inf)
+        lo_w[wp], hi_w[wp] = np.minimum(start, wm), np.maximum(start, wm)
+        wall_of = np.full(e.size, -np.inf)
+        wall_of[wp] = w_wall
+        fl = wall_floor(s_min[pair], beta[pair], u[pair], v[pair], m) * (1.0 - _BOUND_MARGIN)
+        way = (m >= lo_w[pair]) & (m <= hi_w[pair]) & (fl <= wall_of[pair])
+        on_way = np.bincount(pair[way], minlength=e.size)
+        met &= on_way[wp] == steps_
+        bad[c_el[moved[~met]]] = True
+        for f, vals in zip(best, fields_):
+            f[c_el[moved]] = vals[moved]
+        unsure |= bad
 
 
 def _least(kind: str, r: Rows, st: _Start, evs: list) -> tuple[list, np.ndarray, np.ndarray]:
