@@ -134,6 +134,7 @@ class Block:
     pipeline: np.ndarray
     mode: str  # declared | predicted: the same for every pair of a plan
     _step: Steps | None
+    pair: np.ndarray  # each element's pair (its index in the list `block` was given)
 
 
 def block(pairs: list[Pair], which: np.ndarray) -> Block:
@@ -150,7 +151,7 @@ def block(pairs: list[Pair], which: np.ndarray) -> Block:
                      zero3=kinds.pop() if len(kinds) == 1 else zero3, overlap=steps[0].overlap)
     return Block(col(lambda p: p.gpus), col(lambda p: p.dp), pairs[0].seq_len, col(lambda p: p.per),
                  col(lambda p: p.f), col(lambda p: p.rate), col(lambda p: p.c), col(lambda p: p.micro_max, np.int64),
-                 col(lambda p: p.pipeline, bool), mode, step)
+                 col(lambda p: p.pipeline, bool), mode, step, which)
 
 
 # -- the plan: its pairs --------------------------------------------------------------------------
@@ -466,7 +467,6 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
     return Placed(**dict(zip(CONFIG, best)), has=has, unsure=st.unsure, target=st.target)
 
 
-_CHECK_CELLS = 1 << 21  # (element, micro-batch) cells `_wall_check` bounds at once
 
 
 def _take(p: Block, idx: np.ndarray) -> Block:
@@ -476,7 +476,59 @@ def _take(p: Block, idx: np.ndarray) -> Block:
         step = Steps(**{n: getattr(step, n)[idx] for n in _STEP}, overlap=step.overlap,
                      zero3=step.zero3 if isinstance(step.zero3, bool) else step.zero3[idx])
     return Block(p.gpus[idx], p.data_parallel[idx], p.seq_len, p.per[idx], p.flops_per_token[idx], p.rate[idx],
-                 p.fixed_time[idx], p.micro_max[idx], p.pipeline[idx], p.mode, step)
+                 p.fixed_time[idx], p.micro_max[idx], p.pipeline[idx], p.mode, step, p.pair[idx])
+
+
+def _groups(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the first index of each distinct tuple of `cols`, each element's group)."""
+    order = np.lexsort(cols[::-1])
+    new = np.zeros(order.size, bool)
+    new[:1] = True
+    for c in cols:
+        sc = c[order]
+        new[1:] |= sc[1:] != sc[:-1]
+    group = np.empty(order.size, np.int64)
+    group[order] = np.cumsum(new) - 1
+    return order[new], group
+
+
+def _sizes_below(p: Block, r: Rows, live: np.ndarray, cap, threshold, micro_fixed: int | None):
+    """(element, micro-batch size) of every size up to the element's `cap` whose least
+    `placement.wall_floor` is below its `threshold` (with `_BOUND_MARGIN`, as `_wall_search`).
+    The floors depend on the pair, B_crit and E_min alone, so they are computed once per group of
+    those (a sweep of limits shares them), sorted, and each element takes its group's sizes up to
+    its threshold (a merge of the floors with the thresholds)."""
+    first, group = _groups(p.pair[live], r.bc[live], r.em[live])
+    g = live[first]
+    q = _take(p, g)
+    width = int(cap[live].max())
+    b = np.full(1, float(micro_fixed)) if micro_fixed is not None else np.arange(1.0, width + 1.0)
+    step = q._step
+    assert step is not None
+    col = Steps(**{n: getattr(step, n)[:, None] for n in _STEP}, overlap=step.overlap,
+                zero3=step.zero3 if isinstance(step.zero3, bool) else step.zero3[:, None])
+    u, v = wall_lines(col, b[None, :], np)
+    beta = r.bc[g, None] / (b[None, :] * q.per[:, None])
+    floor0 = wall_floor((r.em[g] / r.bc[g])[:, None], beta, u, v, least_accumulation(beta, u, v, 1.0, INF, np))
+    floor0 = floor0 * (1.0 - _BOUND_MARGIN)
+    by = np.argsort(floor0, axis=1, kind="stable")  # each group's sizes by floor (NaN last: never below)
+    sorted_floor = np.take_along_axis(floor0, by, axis=1)
+    K, w = floor0.shape
+    # how many of its group's floors each element's threshold reaches: floors before thresholds
+    # at equal values (≤), within the group
+    keys = np.concatenate([np.repeat(np.arange(K), w), group])
+    values = np.concatenate([sorted_floor.ravel(), threshold[live]])
+    query = np.concatenate([np.zeros(K * w, bool), np.ones(live.size, bool)])
+    order = np.lexsort((query, values, keys))
+    floors_before = np.cumsum(~query[order])
+    at = np.empty(order.size, np.int64)
+    at[order] = floors_before
+    count = at[K * w:] - group * w
+    e = np.repeat(live, count)
+    j = np.arange(e.size) - np.repeat(np.cumsum(count) - count, count)
+    bs = b[by[np.repeat(group, count), j]]
+    keep = bs <= cap[e]
+    return e[keep], bs[keep]
 
 
 def _wall_check(p: Block, r: Rows, st: _Start, best: list, has, micro_fixed: int | None) -> None:
@@ -506,29 +558,12 @@ def _wall_check(p: Block, r: Rows, st: _Start, best: list, has, micro_fixed: int
             cap = np.where(go, top, 0)
         else:
             cap = np.where(go & (micro_fixed <= top), 1, 0)
-        width = int(cap.max())
-        step_cols = max(1, _CHECK_CELLS // max(1, R))
-        el_parts, b_parts = [], []
-        for start in range(0, width, step_cols):
-            b = np.arange(start + 1, min(width, start + step_cols) + 1, dtype=float)
-            if micro_fixed is not None:
-                b = np.full(1, float(micro_fixed))
-            col = Steps(**{n: getattr(step, n)[:, None] for n in _STEP}, overlap=step.overlap,
-                        zero3=step.zero3 if isinstance(step.zero3, bool) else step.zero3[:, None])
-            u, v = wall_lines(col, b[None, :], np)
-            beta = r.bc[:, None] / (b[None, :] * p.per[:, None])
-            floor0 = wall_floor(s_min[:, None], beta, u, v, least_accumulation(beta, u, v, 1.0, INF, np))
-            near = (floor0 * (1.0 - _BOUND_MARGIN) <= threshold[:, None]) & \
-                ((b[None, :] if micro_fixed is None else 1) <= cap[:, None])
-            e, k = np.nonzero(near)
-            el_parts.append(e)
-            b_parts.append(b[k])
-    if not el_parts:
-        return
-    e = np.concatenate(el_parts)
+        live = np.flatnonzero(cap > 0)
+        if not live.size:
+            return
+        e, bs = _sizes_below(p, r, live, cap, threshold, micro_fixed)
     if not e.size:
         return
-    bs = np.concatenate(b_parts)
     unsure = st.unsure
     lone = ~has[e]  # no pick: a floor within a time limit is a split the search may find
     unsure[e[lone]] = True
