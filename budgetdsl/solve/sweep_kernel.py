@@ -527,7 +527,7 @@ def _sizes_below(p: Block, r: Rows, live: np.ndarray, cap, threshold, micro_fixe
     e = np.repeat(live, count)
     j = np.arange(e.size) - np.repeat(np.cumsum(count) - count, count)
     bs = b[by[np.repeat(group, count), j]]
-    keep = bs <= cap[e]
+    keep = (bs if micro_fixed is None else 1.0) <= cap[e]  # a pinned size: cap is 1 where it is searched
     return e[keep], bs[keep]
 
 
