@@ -473,7 +473,11 @@ class _WallSizes:
             k = len(sizes) + 1
             u, v = wall_lines(self.step, float(k))
             beta = self.fr.b_crit / (k * self.per)
-            sizes.append((wall_floor(self.fr.s_min, beta, u, v, least_accumulation(beta, u, v, 1.0, INF)), u, v, beta))
+            # T with no slope in m (a fixed time that swamps the compute): no least accumulation,
+            # a NaN floor that is never below a threshold (numpy's NaN in the sweep kernel)
+            floor = wall_floor(self.fr.s_min, beta, u, v, least_accumulation(beta, u, v, 1.0, INF)) \
+                if u != 0.0 else math.nan
+            sizes.append((floor, u, v, beta))
         return sizes[b - 1]
 
     def candidates(self, top: int, micro_fixed: int | None, by_size: bool):
@@ -486,7 +490,9 @@ class _WallSizes:
         self(top)
         order = self.kept.get("wall_order")
         if order is None or len(order) < top:
-            order = self.kept["wall_order"] = sorted((f, b) for b, (f, _, _, _) in enumerate(self.sizes, 1))
+            order = self.kept["wall_order"] = sorted(  # NaN floors last (never below a threshold)
+                ((f, b) for b, (f, _, _, _) in enumerate(self.sizes, 1)),
+                key=lambda fb: (fb[0] != fb[0], 0.0 if fb[0] != fb[0] else fb[0], fb[1]))
         return order
 
 
