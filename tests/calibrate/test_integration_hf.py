@@ -11,16 +11,10 @@ import sys
 
 import numpy as np
 import pytest
+from required import require
 
-
-def _require(name):
-    if os.environ.get("CI") == "true":
-        return __import__(name)
-    return pytest.importorskip(name)
-
-
-torch = _require("torch")
-transformers = _require("transformers")
+torch = require("torch")
+transformers = require("transformers")
 
 import linreg_proxy  # noqa: E402
 from budgetdsl.calibrate.gns_hf import GradientNoiseScaleCallback  # noqa: E402
