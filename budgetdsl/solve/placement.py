@@ -21,7 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from budgetdsl.cost.cost_model import CostModel, step_time
+from budgetdsl.cost.cost_model import DECLARED, CostModel, step_time
+from budgetdsl.cost.throughput import step_seconds
 from budgetdsl.theory import closed_forms_generated as cf
 from budgetdsl.theory.frontier import Frontier, balance_at, steps
 from budgetdsl.theory.xp import SCALAR
@@ -365,8 +366,158 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
             return entry
         best, best_key = _walk(at, set(order), min(max(round(n_t), n_lo), n_hi), n_lo, n_hi,
                                lambda found, b, k: _better(found, kind, bc, clipped, b, k), best, best_key)
+    if kind & 1 and cm._step is not None and cm.mode != DECLARED:
+        # The wall-clock objectives: the split the walk met is checked against every split
+        # (`_wall_search`), as T is not linear in B across accumulation boundaries.
+        flops = intervals.get("flops")
+        n_max = INF if flops is None else most_sequences(flops[1], per)
+        best, best_key = _wall_search(cm, fr, limits, micro_max, micro_fixed, n_max, configs,
+                                      lambda found, b, k: _better(found, kind, bc, clipped, b, k), best, best_key)
     return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, best, micro_max,
                                       None if best is not None else "integer"))
+
+
+_BOUND_MARGIN = 1e-9  # a lower bound this close to the best is not trusted to exclude (float noise)
+WALL_SIZES = 64  # micro-batch sizes `_wall_search` weighs at most (its work is linear in them)
+WALL_EVALUATIONS = 64  # splits `_wall_search` evaluates at most (near-ties of a degenerate plan)
+
+
+def wall_lines(step, micro, xp=SCALAR):
+    """(u, v) of T(micro, m) = m·u + v: the step time of m micro-batches of `micro` sequences is
+    affine in m (throughput.StepCost: every share is per micro-batch or per step; ZeRO-3's exposed
+    collective and ZeRO-2's further reductions are m times a per-micro-batch amount)."""
+    t1, t2 = step_seconds(step, micro, 1.0, xp), step_seconds(step, micro, 2.0, xp)
+    return t2 - t1, 2.0 * t1 - t2
+
+
+def wall_floor(s_min, beta, u, v, m):
+    """S_min(1 + β/m)(m·u + v): the wall clock of m micro-batches on the continuous frontier (β =
+    B_crit over the batch of one micro-batch; eq. 2.11), a lower bound of the integer-step one.
+    Convex in m (u > 0), least at m = √(β·v/u)."""
+    return s_min * (1.0 + beta / m) * (m * u + v)
+
+
+def least_accumulation(beta, u, v, m_lo, m_hi, xp=SCALAR):
+    """The real m in [m_lo, m_hi] where `wall_floor` is least (√(β·v/u) clipped; floats, or a
+    sweep's arrays with `xp` numpy)."""
+    return xp.minimum(xp.maximum(xp.sqrt(xp.maximum(0.0, beta * v / u)), m_lo), m_hi)
+
+
+def micro_limit(s_min, beta1, per_sequence, fixed, threshold, xp=SCALAR):
+    """The largest micro-batch (sequences) that can run faster than `threshold` seconds: every
+    split of n = m·b ≥ b sequences per replica takes at least S_min(1 + β₁/n)(n·K + fixed) (K the
+    compute of one sequence, β₁ = B_crit over one sequence per replica; the other shares of T are
+    ≥ 0), convex in n, so b is at most that bound's upper root; 0 when no n gets under it."""
+    lo, hi, ok = quadratic_roots(per_sequence, fixed + beta1 * per_sequence - threshold / s_min, beta1 * fixed, xp)
+    return xp.where(ok, xp.floor(hi * (1.0 + _BOUND_MARGIN)), 0.0)
+
+
+def _wall_search(cm: CostModel, fr: Frontier, limits: Limits, micro_max: int, micro_fixed: int | None,
+                 n_max: float, configs: dict, better, best, best_key):
+    """The wall-clock objectives' best split over every micro-batch size and accumulation count
+    with at most `n_max` sequences per replica (the FLOP budget), from `best`: micro-batch sizes up
+    to `micro_limit` (and WALL_SIZES), and a split only where its `wall_floor` is below the best
+    wall clock met, so the answer is exact wherever the bound leaves at most WALL_SIZES sizes and
+    WALL_EVALUATIONS splits (a plan whose splits all nearly tie — a fixed step of 1e10 s — stops
+    there, never worse than the walk's answer).
+
+    Anything faster than a feasible run meets the time limits too (each is W ≤ a bound on one GPU
+    count); with none feasible yet, the least wall clock met that only a time limit refused
+    stands for it (nothing slower meets that limit either)."""
+    s_min, step = fr.s_min, cm._step
+    if micro_max < 1 or step is None:
+        return best, best_key
+    per = float(cm.seq_len * cm.data_parallel)
+    size = _WallSizes(step, fr, per, configs["numbers"])
+    # the best, its key, the threshold, the evaluations left
+    state = [best, best_key, best.wall if best is not None else INF, WALL_EVALUATIONS]
+    beta1 = fr.b_crit / per
+    # micro-batches past `micro_limit` of the best met cannot beat it; past WALL_SIZES (sequences
+    # of a few tokens, a micro-batch of thousands) the sizes are not searched
+    top = min(micro_max, WALL_SIZES) if best is None else min(micro_max, WALL_SIZES, int(micro_limit(
+        s_min, beta1, step.per_sequence, step.fixed, state[2])))
+    by_size = best is None and micro_fixed is None  # nothing met yet: by size, else by least floor
+    for floor0, b in size.candidates(top, micro_fixed, by_size):
+        threshold = state[2]
+        if by_size:
+            if threshold < INF:  # past the limit of the least wall met, nothing
+                top = min(top, int(micro_limit(s_min, beta1, step.per_sequence, step.fixed, threshold)))
+            if b > top:
+                break
+        elif floor0 * (1.0 - _BOUND_MARGIN) > threshold:
+            break
+        m_hi = INF if n_max == INF else float(n_max // b)
+        if state[3] <= 0:
+            break
+        if b <= top and m_hi >= 1.0 and floor0 * (1.0 - _BOUND_MARGIN) <= threshold:
+            _accumulations(cm, fr, limits, micro_max, configs, better, size(b), b, m_hi, state)
+    return state[0], state[1]
+
+
+class _WallSizes:
+    """Each micro-batch size's least `wall_floor` over m ≥ 1 and its (u, v, β), from b = 1 up as
+    asked, kept with the cost model's evaluations on this frontier (new limits ask again)."""
+
+    __slots__ = ("step", "fr", "per", "kept", "sizes")
+
+    def __init__(self, step, fr: Frontier, per: float, kept: dict) -> None:
+        self.step, self.fr, self.per, self.kept = step, fr, per, kept
+        sizes = kept.get("wall_sizes")
+        if sizes is None:
+            sizes = kept["wall_sizes"] = []
+        self.sizes = sizes
+
+    def __call__(self, b: int) -> tuple[float, float, float, float]:
+        sizes = self.sizes
+        while len(sizes) < b:
+            k = len(sizes) + 1
+            u, v = wall_lines(self.step, float(k))
+            beta = self.fr.b_crit / (k * self.per)
+            # T with no slope in m (a fixed time that swamps the compute): no least accumulation,
+            # a NaN floor that is never below a threshold (numpy's NaN in the sweep kernel)
+            floor = wall_floor(self.fr.s_min, beta, u, v, least_accumulation(beta, u, v, 1.0, INF)) \
+                if u != 0.0 else math.nan
+            sizes.append((floor, u, v, beta))
+        return sizes[b - 1]
+
+    def candidates(self, top: int, micro_fixed: int | None, by_size: bool):
+        """(least floor, b): a pinned size alone; by size from 1; or every size up to `top` by
+        least floor (the order kept)."""
+        if micro_fixed is not None:
+            return [(self(micro_fixed)[0], micro_fixed)] if micro_fixed <= top else []
+        if by_size:
+            return ((self(b)[0], b) for b in range(1, top + 1))
+        self(top)
+        order = self.kept.get("wall_order")
+        if order is None or len(order) < top:
+            order = self.kept["wall_order"] = sorted(  # NaN floors last (never below a threshold)
+                ((f, b) for b, (f, _, _, _) in enumerate(self.sizes, 1)),
+                key=lambda fb: (fb[0] != fb[0], 0.0 if fb[0] != fb[0] else fb[0], fb[1]))
+        return order
+
+
+def _accumulations(cm: CostModel, fr: Frontier, limits: Limits, micro_max: int, configs: dict, better,
+                   line: tuple, b: int, m_hi: float, state: list) -> None:
+    """`_wall_search` at micro-batch size b: the accumulations out from the least of `wall_floor`
+    while the floor is below the threshold, each evaluated and weighed; `state` = [best, its key,
+    threshold] updated."""
+    _, u, v, beta = line
+    s_min = fr.s_min
+    mc = least_accumulation(beta, u, v, 1.0, m_hi)
+    if wall_floor(s_min, beta, u, v, mc) * (1.0 - _BOUND_MARGIN) > state[2]:
+        return
+    lower = max(1, math.floor(mc))
+    for m, dm in ((lower, -1), (lower + 1, 1)):
+        while 1 <= m <= m_hi and state[3] > 0 and \
+                wall_floor(s_min, beta, u, v, m) * (1.0 - _BOUND_MARGIN) <= state[2]:
+            state[3] -= 1
+            cfg = _config_at(cm, fr, limits, b, m, micro_max, configs)
+            if not cfg.violated:
+                state[0], state[1] = better((cfg,), state[0], state[1])
+                state[2] = state[0].wall
+            elif state[0] is None and "flops" not in cfg.violated:
+                state[2] = min(state[2], cfg.wall)  # only a time limit refused it: nothing slower passes
+            m += dm
 
 
 def _shared(cm: CostModel, fr: Frontier, limits: Limits) -> tuple:
@@ -445,15 +596,25 @@ def _feasible_at(cm: CostModel, fr: Frontier, limits: Limits, n: int, micro_max:
     for pair in _pairs_near(n, micro_max, micro_fixed, pipeline):
         cfg = configs.get(pair)
         if cfg is None:
-            kept = configs["numbers"]
-            numbers = kept.get(pair)
-            if numbers is None:
-                numbers = _numbers(cm, fr, pair[0], pair[1])
-                if len(kept) < 4096:
-                    kept[pair] = numbers
-            cfg = configs[pair] = _config(cm, limits, pair[0], pair[1], micro_max, numbers)
+            cfg = _config_at(cm, fr, limits, pair[0], pair[1], micro_max, configs)
         if cfg.violated:
             continue
         exact = exact or pair[0] * pair[1] == n
         feasible.append(cfg)
     return exact, tuple(feasible)
+
+
+def _config_at(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int, micro_max: int,
+               configs: dict) -> Config:
+    """`evaluate` of (micro, accum), kept in `configs` (its numbers in `configs["numbers"]`)."""
+    pair = (micro, accum)
+    cfg = configs.get(pair)
+    if cfg is None:
+        kept = configs["numbers"]
+        numbers = kept.get(pair)
+        if numbers is None:
+            numbers = _numbers(cm, fr, micro, accum)
+            if len(kept) < 4096:
+                kept[pair] = numbers
+        cfg = configs[pair] = _config(cm, limits, micro, accum, micro_max, numbers)
+    return cfg

@@ -24,16 +24,23 @@ from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.solve.cache import SolveCache
 from budgetdsl.solve.objectives import OBJECTIVES, TOLERANCE, _magnitude, rank
 from budgetdsl.solve.placement import (
+    _BOUND_MARGIN,
     _DIVISOR_SCAN,
     INF,
     LIMIT_NAMES,
     TIME_LIMITS,
+    WALL_EVALUATIONS,
+    WALL_SIZES,
     binds,
+    least_accumulation,
     least_sequences,
+    micro_limit,
     most_sequences,
     numbers,
     quadratic_roots,
+    wall_floor,
     wall_limit,
+    wall_lines,
 )
 from budgetdsl.theory import closed_forms_generated as cf
 from budgetdsl.theory.frontier import balance, balance_at, e_over_emin, wall_bound
@@ -127,6 +134,7 @@ class Block:
     pipeline: np.ndarray
     mode: str  # declared | predicted: the same for every pair of a plan
     _step: Steps | None
+    pair: np.ndarray  # each element's pair (its index in the list `block` was given)
 
 
 def block(pairs: list[Pair], which: np.ndarray) -> Block:
@@ -143,7 +151,7 @@ def block(pairs: list[Pair], which: np.ndarray) -> Block:
                      zero3=kinds.pop() if len(kinds) == 1 else zero3, overlap=steps[0].overlap)
     return Block(col(lambda p: p.gpus), col(lambda p: p.dp), pairs[0].seq_len, col(lambda p: p.per),
                  col(lambda p: p.f), col(lambda p: p.rate), col(lambda p: p.c), col(lambda p: p.micro_max, np.int64),
-                 col(lambda p: p.pipeline, bool), mode, step)
+                 col(lambda p: p.pipeline, bool), mode, step, which)
 
 
 # -- the plan: its pairs --------------------------------------------------------------------------
@@ -453,7 +461,205 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
     walk = go & ~hit
     if walk.any():
         best = _walk(p, r, kind, st, best, has, walk, micro_fixed, divisors)
-    return Placed(**dict(zip(CONFIG, best)), has=~np.isnan(best[0]) & go, unsure=st.unsure, target=st.target)
+    has = ~np.isnan(best[0]) & go
+    if kind == "min_time" and p._step is not None:
+        _wall_check(p, r, st, best, has, micro_fixed)
+    return Placed(**dict(zip(CONFIG, best)), has=has, unsure=st.unsure, target=st.target)
+
+
+
+
+def _take(p: Block, idx: np.ndarray) -> Block:
+    """The elements `idx` of a block."""
+    step = p._step
+    if step is not None:
+        step = Steps(**{n: getattr(step, n)[idx] for n in _STEP}, overlap=step.overlap,
+                     zero3=step.zero3 if isinstance(step.zero3, bool) else step.zero3[idx])
+    return Block(p.gpus[idx], p.data_parallel[idx], p.seq_len, p.per[idx], p.flops_per_token[idx], p.rate[idx],
+                 p.fixed_time[idx], p.micro_max[idx], p.pipeline[idx], p.mode, step, p.pair[idx])
+
+
+def _groups(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the first index of each distinct tuple of `cols`, each element's group)."""
+    order = np.lexsort(cols[::-1])
+    new = np.zeros(order.size, bool)
+    new[:1] = True
+    for c in cols:
+        sc = c[order]
+        new[1:] |= sc[1:] != sc[:-1]
+    group = np.empty(order.size, np.int64)
+    group[order] = np.cumsum(new) - 1
+    return order[new], group
+
+
+def _sizes_below(p: Block, r: Rows, live: np.ndarray, cap, threshold, micro_fixed: int | None):
+    """(element, micro-batch size) of every size up to the element's `cap` whose least
+    `placement.wall_floor` is below its `threshold` (with `_BOUND_MARGIN`, as `_wall_search`).
+    The floors depend on the pair, B_crit and E_min alone, so they are computed once per group of
+    those (a sweep of limits shares them), sorted, and each element takes its group's sizes up to
+    its threshold (a merge of the floors with the thresholds)."""
+    first, group = _groups(p.pair[live], r.bc[live], r.em[live])
+    g = live[first]
+    q = _take(p, g)
+    width = int(cap[live].max())
+    b = np.full(1, float(micro_fixed)) if micro_fixed is not None else np.arange(1.0, width + 1.0)
+    step = q._step
+    assert step is not None
+    col = Steps(**{n: getattr(step, n)[:, None] for n in _STEP}, overlap=step.overlap,
+                zero3=step.zero3 if isinstance(step.zero3, bool) else step.zero3[:, None])
+    u, v = wall_lines(col, b[None, :], np)
+    beta = r.bc[g, None] / (b[None, :] * q.per[:, None])
+    floor0 = wall_floor((r.em[g] / r.bc[g])[:, None], beta, u, v, least_accumulation(beta, u, v, 1.0, INF, np))
+    floor0 = floor0 * (1.0 - _BOUND_MARGIN)
+    by = np.argsort(floor0, axis=1, kind="stable")  # each group's sizes by floor (NaN last: never below)
+    sorted_floor = np.take_along_axis(floor0, by, axis=1)
+    K, w = floor0.shape
+    # how many of its group's floors each element's threshold reaches: floors before thresholds
+    # at equal values (≤), within the group
+    keys = np.concatenate([np.repeat(np.arange(K), w), group])
+    values = np.concatenate([sorted_floor.ravel(), threshold[live]])
+    query = np.concatenate([np.zeros(K * w, bool), np.ones(live.size, bool)])
+    order = np.lexsort((query, values, keys))
+    floors_before = np.cumsum(~query[order])
+    at = np.empty(order.size, np.int64)
+    at[order] = floors_before
+    count = at[K * w:] - group * w
+    e = np.repeat(live, count)
+    j = np.arange(e.size) - np.repeat(np.cumsum(count) - count, count)
+    bs = b[by[np.repeat(group, count), j]]
+    keep = (bs if micro_fixed is None else 1.0) <= cap[e]  # a pinned size: cap is 1 where it is searched
+    return e[keep], bs[keep]
+
+
+def _wall_check(p: Block, r: Rows, st: _Start, best: list, has, micro_fixed: int | None) -> None:
+    """Marks unsure (the scalar path) every element whose min_time pick `placement._wall_search`
+    could change: a micro-batch size whose wall-clock floor (`placement.wall_floor` at its least
+    accumulation) is below the pick, unless the splits there that the search evaluates are the
+    pick or slower; with no pick, unless no floor meets the time limits."""
+    R = len(r)
+    go = st.go & (p.micro_max >= 1)
+    step = p._step
+    if step is None or not go.any():
+        return
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        s_min = r.em / r.bc
+        fhi = cf.flops_upper_bound(r.bc, r.em, p.flops_per_token, r.flops)
+        n_max = np.where(np.isnan(r.flops), INF, most_sequences(fhi, p.per, np))
+        # the least wall a time limit allows (rows with none: INF)
+        allowed = np.full(R, INF)
+        for name in TIME_LIMITS:
+            w = wall_limit(name, getattr(r, name), r.price, p.gpus)
+            allowed = np.where(np.isnan(w), allowed, np.minimum(allowed, w))
+        threshold = np.where(has, best[4], allowed)
+        limit = micro_limit(s_min, r.bc / p.per, step.per_sequence, step.fixed, threshold, np)
+        top = np.where(threshold < INF, np.fmin(p.micro_max, np.nan_to_num(limit, nan=0.0)), p.micro_max)
+        top = np.minimum(top, WALL_SIZES)
+        if micro_fixed is None:
+            cap = np.where(go, top, 0)
+        else:
+            cap = np.where(go & (micro_fixed <= top), 1, 0)
+        live = np.flatnonzero(cap > 0)
+        if not live.size:
+            return
+        e, bs = _sizes_below(p, r, live, cap, threshold, micro_fixed)
+    if not e.size:
+        return
+    unsure = st.unsure
+    lone = ~has[e]  # no pick: a floor within a time limit is a split the search may find
+    unsure[e[lone]] = True
+    e, bs = e[~lone], bs[~lone]
+    if not e.size:
+        return
+    _wall_decide(p, r, st, best, e, bs, n_max[e], best[4][e])
+
+
+_DECIDE_SPLITS = 4 * WALL_EVALUATIONS  # splits per element `_wall_decide` lists before the bound's filter
+
+
+def _wall_decide(p: Block, r: Rows, st: _Start, best: list, e: np.ndarray, bs: np.ndarray, n_max, threshold) -> None:
+    """`placement._wall_search` from a pick, elementwise: for each (element `e`, micro-batch size
+    `bs`) whose floor is below the pick's wall clock `threshold`, every accumulation whose
+    `wall_floor` is too (the roots of the floor's quadratic in m, checked one by one), evaluated;
+    the least by place's key (wall, accumulation, distance to the target) with the pick is the
+    search's answer wherever the search must meet it. Unsure (the scalar path): the evaluation cap
+    could bind, two different splits share a key, or the winner's size or path from the least
+    floor is above its wall (the search's order then decides)."""
+    unsure = st.unsure
+    q = _take(p, e)
+    rq = _subset(r, e)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        s_min = rq.em / rq.bc
+        u, v = wall_lines(q._step, bs, np)
+        beta = rq.bc / (bs * q.per)
+        m_hi = np.where(n_max == INF, INF, np.floor_divide(n_max, bs))  # the search's n_max // b
+        floor0 = wall_floor(s_min, beta, u, v, least_accumulation(beta, u, v, 1.0, INF, np))
+        mc = least_accumulation(beta, u, v, 1.0, m_hi, np)
+        lower = np.maximum(1.0, np.floor(mc))
+        floor_c = wall_floor(s_min, beta, u, v, mc)
+        # s_min(1 + β/m)(m·u + v) ≤ t  ⇔  u·m² + (v + β·u − t/s_min)·m + β·v ≤ 0 (m > 0): its roots,
+        # widened by two, hold every m the search may evaluate; the floor itself filters them below
+        m1, m2, real = quadratic_roots(u, v + beta * u - threshold / s_min, beta * v, np)
+        sized = m_hi >= 1.0  # a size with no accumulation within the FLOP budget is skipped
+        sane = real & (u > 0.0) & np.isfinite(m2) & sized
+        m_from = np.maximum(1.0, np.ceil(m1) - 2.0)
+        m_to = np.minimum(m_hi, np.floor(m2) + 2.0)
+        count = np.where(sane, np.maximum(0.0, m_to - m_from + 1.0), 0.0)
+        R = len(r)
+        bad = np.bincount(e[sized & ~sane & (floor_c * (1.0 - _BOUND_MARGIN) <= threshold)], minlength=R) > 0
+        bad |= np.bincount(e, weights=np.minimum(count, _DECIDE_SPLITS + 1.0), minlength=R) > _DECIDE_SPLITS
+        keep = ~bad[e]
+        count = np.where(keep, count, 0.0).astype(np.int64)
+        pair = np.repeat(np.arange(e.size), count)
+        m = m_from[pair] + (np.arange(pair.size) - np.repeat(np.cumsum(count) - count, count))
+        inside = wall_floor(s_min[pair], beta[pair], u[pair], v[pair], m) * (1.0 - _BOUND_MARGIN) <= threshold[pair]
+        pair, m = pair[inside], m[inside]
+        el = e[pair]
+        bad |= np.bincount(el, minlength=R) > WALL_EVALUATIONS  # the search's cap could bind
+        ev = _evaluate(_take(q, pair), _subset(rq, pair), bs[pair], m, np.ones(pair.size, bool), None)
+        bad |= np.bincount(el[ev.big], minlength=R) > 0
+        # the candidates with the pick, by place's key; the pick first among equal keys
+        rows = np.flatnonzero(np.bincount(e, minlength=R) > 0)
+        rows = rows[~bad[rows]]
+        ok = ev.ok & ~bad[el]
+        c_el = np.concatenate([rows, el[ok]])
+        c_pair = np.concatenate([np.full(rows.size, -1), pair[ok]])
+        fields_ = [np.concatenate([f[rows], getattr(ev, n)[ok]]) for f, n in zip(best, CONFIG)]
+        c_wall, c_accum, c_micro = fields_[4], fields_[1], fields_[0]
+        c_dist = np.abs(fields_[2] - st.clipped[c_el])
+        order = np.lexsort((c_dist, c_accum, c_wall, c_el))
+        first = np.ones(order.size, bool)
+        first[1:] = c_el[order[1:]] != c_el[order[:-1]]
+        win = order[first]
+        # a second split with the winner's key: the search's order of evaluation decides
+        w = np.full(R, -1)
+        w[c_el[win]] = win
+        a = w[c_el]
+        tie = (c_wall == c_wall[a]) & (c_accum == c_accum[a]) & (c_dist == c_dist[a]) & (c_micro != c_micro[a])
+        bad |= np.bincount(c_el[tie], minlength=R) > 0
+        bad |= np.bincount(c_el[np.isnan(c_dist) | np.isnan(c_wall)], minlength=R) > 0
+        # a winner other than the pick: the search meets it only if its size's least floor, its
+        # least floor within the FLOP budget and every floor on the way from there are below its
+        # wall clock (the threshold never falls below it)
+        moved = win[c_pair[win] >= 0]
+        wp, w_wall = c_pair[moved], c_wall[moved]
+        wm = fields_[1][moved]
+        met = (floor0[wp] * (1.0 - _BOUND_MARGIN) <= w_wall) & (floor_c[wp] * (1.0 - _BOUND_MARGIN) <= w_wall)
+        start = np.where(wm <= lower[wp], lower[wp], lower[wp] + 1.0)
+        steps_ = np.abs(wm - start) + 1.0
+        # the floors on the way: the candidates of the winner's (element, size) between start and m
+        on_way = np.zeros(e.size, np.int64)
+        lo_w, hi_w = np.full(e.size, np.inf), np.full(e.size, -np.inf)
+        lo_w[wp], hi_w[wp] = np.minimum(start, wm), np.maximum(start, wm)
+        wall_of = np.full(e.size, -np.inf)
+        wall_of[wp] = w_wall
+        fl = wall_floor(s_min[pair], beta[pair], u[pair], v[pair], m) * (1.0 - _BOUND_MARGIN)
+        way = (m >= lo_w[pair]) & (m <= hi_w[pair]) & (fl <= wall_of[pair])
+        on_way = np.bincount(pair[way], minlength=e.size)
+        met &= on_way[wp] == steps_
+        bad[c_el[moved[~met]]] = True
+        for f, vals in zip(best, fields_):
+            f[c_el[moved]] = vals[moved]
+        unsure |= bad
 
 
 def _least(kind: str, r: Rows, st: _Start, evs: list) -> tuple[list, np.ndarray, np.ndarray]:
