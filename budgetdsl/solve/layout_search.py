@@ -95,8 +95,15 @@ def candidates(plan: Plan) -> list[LayoutChoice]:
     return sorted(out, key=LayoutChoice.sort_key)
 
 
-def launches(choice: LayoutChoice, gpus: int, gpus_per_node: int) -> bool:
-    return launchable(gpus, choice.tensor_parallel, choice.pipeline_parallel, gpus_per_node)
+def launches(choice: LayoutChoice, gpus: int, gpus_per_node: int, plan: Plan | None = None) -> bool:
+    """Whether `choice` launches on `gpus`, with the plan's context and expert parallelism if given."""
+    if plan is None:
+        return launchable(gpus, choice.tensor_parallel, choice.pipeline_parallel, gpus_per_node)
+    hw = plan.hardware
+    t = choice.tensor_parallel
+    group = (hw.expert_tensor_parallel or t) * hw.expert_parallel if (
+        hw.expert_tensor_parallel is not None or hw.expert_parallel > 1) else 1
+    return launchable(gpus, t, choice.pipeline_parallel, gpus_per_node, hw.context_parallel, group)
 
 
 def concrete(plan: Plan, choice: LayoutChoice | None) -> Plan:

@@ -72,8 +72,7 @@ def relaxations(ctx: Context, pl: Placement, pinned: bool) -> list[Relaxation]:
 
 def _valid(ctx: Context, g: int) -> bool:
     hw = ctx.plan.hardware
-    t, p = hw.model_parallel()
-    return g % (t * p) == 0 and (g <= hw.gpus_per_node or g % hw.gpus_per_node == 0)
+    return g % hw.gpu_unit() == 0 and (g <= hw.gpus_per_node or g % hw.gpus_per_node == 0)
 
 
 class _Launchable:
@@ -83,8 +82,7 @@ class _Launchable:
 
     def __init__(self, ctx: Context, lo: int, hi: int):
         hw = ctx.plan.hardware
-        t, p = hw.model_parallel()
-        self.unit = t * p
+        self.unit = hw.gpu_unit()  # t·p, or its multiple with context or expert parallelism
         self.node = hw.gpus_per_node * self.unit // math.gcd(hw.gpus_per_node, self.unit)
         gpn = hw.gpus_per_node
         self.a0 = max(1, -(-lo // self.unit))  # k·unit, k in [a0, a1], within one node
@@ -115,8 +113,7 @@ def _next_counts(ctx: Context, start: int, direction: int) -> list[int]:
     """Launchable GPU counts beyond `start`: the next _GPU_LINEAR one by one, then growing by
     ~10 % a step up to 64× (or down to 1) — at most a few hundred counts, whatever the values."""
     hw = ctx.plan.hardware
-    t, p = hw.model_parallel()
-    unit = t * p
+    unit = hw.gpu_unit()
     node = hw.gpus_per_node * unit // math.gcd(hw.gpus_per_node, unit)
     out: list[int] = []
     g = start
@@ -228,12 +225,17 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
     order = ("none", "selective", "full")
     zeros = list(range(base.zero, 4))
     recomputes = [r for r in order if order.index(r) >= order.index(base.recompute)]
+
+    def fits(t: int, p: int) -> bool:  # launches on the count, with the plan's context and expert parallelism
+        return launchable(cm.gpus, t, p, hw.gpus_per_node, hw.context_parallel,
+                          (hw.expert_tensor_parallel or t) * hw.expert_parallel)
+
     tps = [t for t in (base.tensor_parallel * 2**k for k in range(6))
            if t <= max(hw.gpus_per_node, base.tensor_parallel) and m.splits_over(t)
-           and launchable(cm.gpus, t, base.pipeline_parallel, hw.gpus_per_node)]
+           and fits(t, base.pipeline_parallel)]
     pps = [p for p in (base.pipeline_parallel * 2**k for k in range(6))  # uneven stages are fine
            if (m.layers is None or p * hw.virtual_pipeline_stages <= m.layers)
-           and launchable(cm.gpus, base.tensor_parallel, p, hw.gpus_per_node)]
+           and fits(base.tensor_parallel, p)]
 
     def describe(split: Split) -> str:
         parts = []
@@ -253,7 +255,7 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
         for rc in recomputes:
             for t in tps:
                 for p in pps:
-                    if not launchable(cm.gpus, t, p, hw.gpus_per_node) or \
+                    if not fits(t, p) or \
                             (zero_problem(z, p) is not None and (z, p) != (base.zero, base.pipeline_parallel)):
                         continue
                     split = Split(z, t, p, rc, base.flash_attention)

@@ -16,13 +16,14 @@ import bisect
 import contextlib
 import gc
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
 from budgetdsl.cost.memory import micro_batch_room, zero_divisors
 from budgetdsl.cost.throughput import Layout, StepCost, step_cost_columns
+from budgetdsl.hardware.layout import gpu_unit
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.noise import NoiseEstimate
 from budgetdsl.solve.cache import IDENTS, RECORDS, SPACES, WALKS, SolveCache
@@ -401,13 +402,16 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
     binding: dict[Split, list] = {}  # each family's stages that can bind the micro-batch room
     top = max(counts, default=0)  # no count launches a t·p above it
     blocks: list[_Block] = []
+    hw = plan.hardware
+    cp = int(hw.context_parallel)
     for choice in layouts:
         t, p = choice.tensor_parallel, choice.pipeline_parallel
-        tp = t * p
-        launch = by_split.get(tp)
+        tp = t * p * cp  # GPUs of one data-parallel replica; counts are multiples of the layout's unit
+        unit = gpu_unit(t, p, cp, (hw.expert_tensor_parallel or t) * hw.expert_parallel)
+        launch = by_split.get(unit)
         if launch is None:
-            launch = by_split[tp] = [] if tp > top else \
-                [g for g in counts if g >= 1 and not g % tp and not (g > gpn and g % gpn)]
+            launch = by_split[unit] = [] if unit > top else \
+                [g for g in counts if g >= 1 and not g % unit and not (g > gpn and g % gpn)]
         if not launch:
             micro_max[choice] = []
             continue
@@ -418,7 +422,13 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
         stages = binding.get(family.split)
         if stages is None:
             stages = binding[family.split] = _binding_stages(family)
-        room = micro_max[choice] = _quick_all(family, choice, dps, stages)
+        exact = None
+        if plan.model.experts or cp > 1:
+            # ZeRO divides the experts by edp and the rest by dp·cp: each room from its own cost model
+            def exact(dp: int, z: int = choice.zero, r: str = choice.recompute, t: int = t, p: int = p,
+                      n: int = tp) -> int:
+                return cost_model(probe, dp * n, Split(z, t, p, r, flash)).micro_batch_max
+        room = micro_max[choice] = _quick_all(family, choice, dps, stages, exact)
         simpler = [micro_max[s] for s in choice.simpler() if s in micro_max]
         simpler = [r for r in simpler if len(r) == len(room)]  # same t and p: the same launch list
         if simpler:  # pruned where a simpler layout fits a micro-batch at least as large
@@ -437,7 +447,8 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
             columns = step_cost_columns(
                 family.shape, family.device, Layout(gpus[0], t, p, fl.virtual_stages, choice.zero,
                                                     choice.recompute, fl.flash_attention, fl.sequence_parallel,
-                                                    fl.grad_bytes, fl.overlap),
+                                                    fl.grad_bytes, fl.overlap, fl.context_parallel,
+                                                    fl.expert_parallel, fl.expert_tensor_parallel),
                 gpus, family.step_overhead, shared)
         blocks.append(_Block(choice, Split(choice.zero, t, p, choice.recompute, flash), gpus,
                              [room[i] for i in kept], [dps[i] for i in kept], columns))
@@ -459,7 +470,8 @@ def _binding_stages(family: CostModel) -> list[tuple[float, float, float, float]
 
 
 def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
-               stages: list[tuple[float, float, float, float]] | None = None) -> list[int]:
+               stages: list[tuple[float, float, float, float]] | None = None,
+               exact: Callable[[int], int] | None = None) -> list[int]:
     """The largest micro-batch of `choice` at each data-parallel degree of `dps` (ascending), from
     its family's cost model (same t, p and recomputation on dp = 1 without ZeRO): ZeRO only divides
     the weights, gradients and optimizer state by dp (memory_model.stage_memory), so this is
@@ -477,6 +489,8 @@ def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
         stages = _binding_stages(family)
 
     def at(dp: int) -> int:
+        if exact is not None:  # `exact`: the room from dp's own cost model (mixture of experts, context parallel)
+            return exact(dp)
         d3, d2, d1 = zero_divisors(dp, z)
         return micro_batch_room(free, [(w / d3 + gr / d2 + o / d1, ps) for w, gr, o, ps in stages])
 

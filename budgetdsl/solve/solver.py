@@ -127,7 +127,7 @@ def _solve(plan: Plan, cache: SolveCache) -> Solution:
         if not pinned_batch:  # every count of the winning layout, pruned by bound or not (gpu_choice)
             gpn = int(plan.hardware.gpus_per_node)
             placements = [place_on(ctx, g, micro_fixed=micro_fixed) for g in raw_counts(plan)
-                          if launches(winner.choice, g, gpn)]
+                          if launches(winner.choice, g, gpn, plan)]
         layout_fields = layout_report.layout_report(ctx, results, winner, considered, pruned, bounded,
                                                      list(plan.hardware.searched()))
     else:

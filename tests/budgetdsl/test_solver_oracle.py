@@ -51,8 +51,11 @@ def _counts(plan):
     return list(g.counts()) if hasattr(g, "counts") else [int(g)]
 
 
-def _fits_nodes(g, t, p, gpn):
-    return g % (t * p) == 0 and (g <= gpn or g % gpn == 0)
+def _fits_nodes(g, t, p, gpn, cp=1, ep=1, etp=None):
+    """Whole t·p·cp groups (GPUs = t·p·cp·dp), whole etp·ep expert groups in each stage's G/p
+    GPUs, whole nodes: written out here, not read from budgetdsl.hardware.layout."""
+    group = (etp or t) * ep
+    return g % (t * p * cp) == 0 and (g // p) % group == 0 and (g <= gpn or g % gpn == 0)
 
 
 def _enumerate(plan):
@@ -63,7 +66,9 @@ def _enumerate(plan):
     out = []
     for t, p, z, r in _space(plan):
         for g in _counts(plan):
-            if not _fits_nodes(g, t, p, plan.hardware.gpus_per_node):
+            hw = plan.hardware
+            if not _fits_nodes(g, t, p, hw.gpus_per_node, hw.context_parallel, hw.expert_parallel,
+                               hw.expert_tensor_parallel):
                 continue
             cm = build_cost_model(plan, g, Split(z, t, p, r, plan.hardware.flash_attention))
             mm = cm.micro_batch_max
@@ -151,6 +156,27 @@ def _check(name, objective):
 
 # Keys a plan here does not search are pinned: a silent layout key is `auto` (issue 13).
 PLANS = {
+    # a fixed count, predicted, a mixture of experts (8 experts, top-2, SwiGLU, params counted from
+    # the shape) with expert parallelism 4 folded into the data-parallel ranks: memory holds the
+    # experts ÷ ep, FLOPs follow the active parameters, the all-to-all joins the step
+    "fixed-moe-ep": dict(model={"params": None, "layers": 8, "d_model": 1024, "heads": 16, "kv_heads": 4,
+                                "ffn_hidden": 2816, "mlp": "swiglu", "tied_embeddings": False, "vocab": 32000,
+                                "seq_len": 2048, "experts": 8, "experts_per_token": 2},
+                         hardware={"gpu": "H100-SXM5-80GB", "gpus": 16, "mfu": None, "expert_parallel": 4,
+                                   "zero": "auto", "tensor_parallel": "auto", "pipeline_parallel": 1,
+                                   "recompute": "auto"},
+                         budget={"deadline": 30 * DAY, "flops": None, "gpu_hours": None},
+                         target={"tokens": 2.6e10, "at_batch": 1e6}, noise={"b_crit": 1e6}),
+    # a free count, predicted, context parallelism 2 on long sequences: GPUs = t·p·cp·dp. ZeRO is
+    # pinned: with cp the ZeRO-1 shards span dp·cp ranks even at dp = 1, and its reduce-scatter and
+    # bf16 gather can undercut ZeRO-0's exposed fp32 all-reduce at the same micro-batch room, which
+    # the search's simpler-layout pruning (search_space: ZeRO only adds time) does not foresee
+    "free-cp": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 16384},
+                    hardware={"gpu": "H100-SXM5-80GB", "gpus": {"min": 8, "max": 32, "step": 8}, "mfu": None,
+                              "context_parallel": 2, "zero": 1, "tensor_parallel": "auto",
+                              "pipeline_parallel": 1, "recompute": "none"},
+                    budget={"deadline": 60 * DAY, "flops": None, "gpu_hours": None},
+                    target={"tokens": 2.6e10, "at_batch": 4e6}, noise={"b_crit": 4e6}),
     # a fixed count, declared MFU: every layout runs at the MFU; memory decides which fit
     "fixed-declared": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 2048},
                            hardware={"gpus": 64, "zero": "auto", "recompute": "auto", "tensor_parallel": "auto"},
