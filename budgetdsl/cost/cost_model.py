@@ -76,6 +76,21 @@ class Split:
     pipeline_parallel: int
     recompute: str  # none | selective | full
     flash_attention: bool
+    context_parallel: int | None = None  # None: the plan's (hardware.context_parallel)
+    expert_parallel: int | None = None  # None: the plan's (hardware.expert_parallel)
+
+    def parallel(self, plan: Plan) -> tuple[int, int]:
+        """(cp, ep): this split's, else the plan's (`auto` counted as 1)."""
+        hw = plan.hardware
+        cp = self.context_parallel if self.context_parallel is not None else hw.context_parallel
+        ep = self.expert_parallel if self.expert_parallel is not None else hw.expert_parallel
+        return (1 if cp == "auto" else int(cp)), (1 if ep == "auto" else int(ep))
+
+    def expert_group(self, plan: Plan) -> int:
+        """etp·ep of the split on `plan` (1 where nothing constrains the GPU count)."""
+        ep = self.parallel(plan)[1]
+        etp = plan.hardware.expert_tensor_parallel
+        return (etp or self.tensor_parallel) * ep if (etp is not None or ep > 1) else 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,7 +325,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
     m, hw = plan.model, plan.hardware
     split = split or plan_split(plan)
     t, p = split.tensor_parallel, split.pipeline_parallel
-    cp = int(hw.context_parallel)
+    cp, ep = split.parallel(plan)
     dp = gpus // (t * p * cp)
     coefs: dict[str, Coef] = {}
 
@@ -327,11 +342,10 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
     device = _device(plan, coefs)
     grad_dtype = str(getattr(hw, "grad_dtype", "fp32"))
     # Megatron-Core requires sequence parallelism for expert with tensor parallelism (validate_args)
-    sequence_parallel = bool(getattr(hw, "sequence_parallel", False)) or bool(m.experts and hw.expert_parallel > 1
-                                                                            and t > 1)
+    sequence_parallel = bool(getattr(hw, "sequence_parallel", False)) or bool(m.experts and ep > 1 and t > 1)
     layout = Layout(gpus, t, p, int(getattr(hw, "virtual_pipeline_stages", 1)), split.zero, split.recompute,
                     split.flash_attention, sequence_parallel,
-                    mem.GRAD_BYTES[grad_dtype], hw.overlap, cp, int(hw.expert_parallel),
+                    mem.GRAD_BYTES[grad_dtype], hw.overlap, cp, ep,
                     int(hw.expert_tensor_parallel or 0))
     moe = model_experts(plan)
     shape = None
@@ -525,4 +539,6 @@ def cost_model_key(plan: Plan) -> tuple:
 def launchable_counts(plan: Plan, counts: range | list[int]) -> list[int]:
     """The GPU counts of a range that launch the plan's layout (`budgetdsl.hardware.layout`)."""
     hw = plan.hardware
-    return _launchable_counts(counts, *hw.model_parallel(), hw.gpus_per_node, hw.context_parallel, hw.expert_group())
+    split = Split(0, *hw.model_parallel(), "none", True)
+    return _launchable_counts(counts, *hw.model_parallel(), hw.gpus_per_node, split.parallel(plan)[0],
+                              split.expert_group(plan))

@@ -64,6 +64,8 @@ class StageMemory:
     optimizer: float
     activations_per_sequence: float  # every micro-batch in flight, per sequence of the micro-batch
     logits_per_sequence: float
+    # of weights, grads and optimizer: the routed experts' share (ZeRO shards it over edp, the rest over dp·cp)
+    experts: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     @property
     def static(self) -> float:
@@ -193,6 +195,8 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
             weights, grads, optimizer = weights + own[0], grads + own[1], optimizer + own[2]
             act += moe[i] * in_flight * moe_activation_extra(seq_len, d_model, float(ffn_hidden or 4 * d_model), mlp,
                                                              experts, t, recompute)
+            out.append(StageMemory(i, n, weights, grads, optimizer, act / cp, logits / cp, own))
+            continue
         out.append(StageMemory(i, n, weights, grads, optimizer, act / cp, logits / cp))
     return out
 

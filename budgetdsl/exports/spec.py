@@ -398,13 +398,14 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
     if missing:
         raise ExportError("the solution lacks " + ", ".join(missing))
     dp, micro, accum, steps = int(dp), int(micro), int(accum), int(steps)
-    cp = int(hw.context_parallel)
+    cp = int(_field(solution, "batch.context_parallel") or hw.context_parallel)  # the search's, else the plan's
+    ep = int(_field(solution, "batch.expert_parallel") or hw.expert_parallel)
     gpus = _field(solution, "gpus") or dp * tp * pp * cp
     if gpus != dp * tp * pp * cp:
         raise ExportError(f"the solution's {gpus} GPUs are not data {dp} × tensor {tp} × pipeline {pp}"
                           + (f" × context {cp}" if cp > 1 else ""))
     etp = hw.expert_tensor_parallel
-    group = (etp or tp) * hw.expert_parallel if (etp is not None or hw.expert_parallel > 1) else 1
+    group = (etp or tp) * ep if (etp is not None or ep > 1) else 1
     problem = launch_problem(gpus, tp, pp, int(hw.gpus_per_node), cp, group)  # the one rule (budgetdsl.hardware.layout)
     if problem:
         raise ExportError(f"{problem} (hardware.gpus_per_node {int(hw.gpus_per_node)}, tensor {tp}, "
@@ -500,7 +501,7 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
         shape.update(experts=int(m.experts), experts_per_token=int(m.experts_per_token or m.experts),
                      expert_ffn_hidden=None if m.expert_ffn_hidden is None else int(m.expert_ffn_hidden),
                      shared_experts=int(m.shared_experts), dense_layers=int(m.dense_layers),
-                     capacity_factor=m.capacity_factor, expert_parallel=int(hw.expert_parallel),
+                     capacity_factor=m.capacity_factor, expert_parallel=ep,
                      expert_tensor_parallel=None if etp is None else int(etp))
     shape.update(context_parallel=cp)
     shape.update(swiglu=m.mlp == "swiglu", untied_embeddings=not m.tied_embeddings,

@@ -495,15 +495,16 @@ class Hardware(_Section):
                                     "ranks too (activations ÷ t); off by default, as in Megatron-LM.")
     virtual_pipeline_stages: int = Integer("Interleaved 1F1B: model chunks per GPU v (Megatron's virtual "
                                            "pipeline); the bubble shrinks to (p − 1)/(v·m).", gt=0, le=1024, default=1)
-    context_parallel: int = Integer(
+    context_parallel: int | Literal["auto"] = Integer(
         "Context-parallel degree cp (Megatron-Core --context-parallel-size; ring attention, Liu et al. 2023): "
         "each sequence is split over cp GPUs, which exchange keys and values; GPUs = tensor × pipeline × "
-        "context × data parallel. seq_len must split into 2·cp chunks (load-balanced causal attention).",
-        gt=0, le=MAX_GPUS, default=1)
-    expert_parallel: int = Integer(
+        "context × data parallel. seq_len must split into 2·cp chunks (load-balanced causal attention). "
+        "Default 1; auto: the solver searches it.", gt=0, le=MAX_GPUS, default=1, auto=True)
+    expert_parallel: int | Literal["auto"] = Integer(
         "Expert-parallel degree ep (Megatron-Core --expert-model-parallel-size): the routed experts are "
         "spread over ep GPUs of the data- and context-parallel ranks, which exchange tokens by all-to-all; "
-        "must divide model.experts.", gt=0, le=MAX_GPUS, default=1)
+        "must divide model.experts. Default 1; auto: the solver searches it.", gt=0, le=MAX_GPUS, default=1,
+        auto=True)
     expert_tensor_parallel: int | None = Integer(
         "Tensor-parallel degree of each routed expert (Megatron-Core --expert-tensor-parallel-size); default "
         "tensor_parallel. Expert tensor × expert parallel ranks fold into tensor × context × data parallel.",
@@ -529,7 +530,7 @@ class Hardware(_Section):
 
     def searched(self) -> tuple[str, ...]:
         """The layout keys set to `auto` (the solver searches them)."""
-        return tuple(k for k in LAYOUT_KEYS if getattr(self, k) == "auto")
+        return tuple(k for k in LAYOUT_KEYS + PARALLEL_KEYS if getattr(self, k) == "auto")
 
     def model_parallel(self) -> tuple[int, int]:
         """(tensor, pipeline) degrees of a pinned layout; a ValueError where either is `auto`."""
@@ -565,7 +566,7 @@ class Hardware(_Section):
                     "FP8 GEMMs need a GPU preset with an FP8 tensor-core peak"
                 raise PlanRuleError("precision", f"precision: fp8 runs the GEMMs at the FP8 dense peak; {what}",
                                     f"write precision: bf16, or name an FP8 part: {fp8}")
-        t, p, cp = _degree(self.tensor_parallel), _degree(self.pipeline_parallel), self.context_parallel
+        t, p, cp = _degree(self.tensor_parallel), _degree(self.pipeline_parallel), _degree(self.context_parallel)
         if isinstance(self.gpus, GpuRange):
             _range_split(self.gpus, gpu_unit(t, p, cp), self.tensor_parallel, self.pipeline_parallel, cp)
         else:
@@ -580,29 +581,31 @@ class Hardware(_Section):
         group = self.expert_group()
         if group == 1:
             return
-        t, p, cp = _degree(self.tensor_parallel), _degree(self.pipeline_parallel), self.context_parallel
+        t, p, cp = _degree(self.tensor_parallel), _degree(self.pipeline_parallel), _degree(self.context_parallel)
         if isinstance(self.gpus, GpuRange):
             _range_split(self.gpus, self.gpu_unit(), self.tensor_parallel, self.pipeline_parallel, cp, group, at)
             return
         problem = launch_problem(self.gpus, t, p, self.gpus_per_node, cp, group)
         if problem:
-            etp = group // self.expert_parallel
-            fits = [e for e in range(self.expert_parallel, 0, -1) if (self.gpus // p) % (etp * e) == 0]
+            ep = _degree(self.expert_parallel)
+            etp = group // ep
+            fits = [e for e in range(ep, 0, -1) if (self.gpus // p) % (etp * e) == 0]
             raise PlanRuleError(at + "expert_parallel", problem, f"e.g. expert_parallel: {fits[0] if fits else 1}")
 
     def expert_group(self) -> int:
         """etp·ep: the GPUs one copy of the routed experts spans (expert_tensor_parallel defaults to
         tensor_parallel, as Megatron-Core's; `auto` counted as 1)."""
-        if self.expert_tensor_parallel is None and self.expert_parallel == 1:
+        ep = _degree(self.expert_parallel)
+        if self.expert_tensor_parallel is None and ep == 1:
             return 1  # t·1 divides every stage's t·cp·dp GPUs: no constraint
         etp = self.expert_tensor_parallel if self.expert_tensor_parallel is not None else _degree(self.tensor_parallel)
-        return etp * self.expert_parallel
+        return etp * ep
 
     def gpu_unit(self) -> int:
         """What every launchable GPU count of the layout is a multiple of (`layout.gpu_unit`; `auto`
         degrees counted as 1)."""
-        return gpu_unit(_degree(self.tensor_parallel), _degree(self.pipeline_parallel), self.context_parallel,
-                        self.expert_group())
+        return gpu_unit(_degree(self.tensor_parallel), _degree(self.pipeline_parallel),
+                        _degree(self.context_parallel), self.expert_group())
 
 
 def _range_split(gpus: GpuRange, split: int, tp: int | str, pp: int | str, cp: int = 1, expert_group: int = 1,
@@ -646,6 +649,7 @@ def _degree(value: int | str) -> int:
 
 
 LAYOUT_KEYS = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
+PARALLEL_KEYS = ("context_parallel", "expert_parallel")  # searched only where the plan writes auto
 # What a silent layout key means beside a declared hardware.mfu (Hardware._declared_layout).
 DECLARED_LAYOUT_DEFAULTS = {"tensor_parallel": 1, "pipeline_parallel": 1, "zero": 0, "recompute": Recompute.none}
 
@@ -860,12 +864,12 @@ def _expert_rules(m: ModelShape, hw: Hardware) -> None:
     if not m.experts:
         for key in ("expert_parallel", "expert_tensor_parallel"):
             value = getattr(hw, key)
-            if value is not None and value != 1:
+            if value not in (None, 1, "auto"):  # auto on a dense model searches ep = 1 only
                 raise PlanRuleError(f"hardware.{key}", f"{key} ({value}) splits the routed experts of a "
                                     "mixture-of-experts model, and this model has none",
                                     "set model.experts and model.experts_per_token, or remove " + key)
         return
-    if m.experts % ep:
+    if ep != "auto" and m.experts % ep:
         divisors = [k for k in range(1, min(m.experts, MAX_EXPERTS) + 1) if m.experts % k == 0]
         near = min(divisors, key=lambda k: (abs(k - ep), k))
         raise PlanRuleError("hardware.expert_parallel", f"expert_parallel ({ep}) must divide model.experts "
@@ -879,6 +883,8 @@ def _context_rules(m: ModelShape, hw: Hardware) -> None:
     2·cp − 1 − i so that every rank does the same causal-attention work (Megatron-Core's
     load-balanced ring attention, get_batch_on_this_cp_rank): seq_len must be a multiple of 2·cp."""
     cp = hw.context_parallel
+    if cp == "auto":  # the search tries the degrees that split seq_len (budgetdsl.solve.layout_search)
+        return
     if cp > 1 and not hw.flash_attention:
         raise PlanRuleError("hardware.context_parallel", f"context_parallel ({cp}) runs ring attention in fused "
                             "attention kernels (Megatron-Core's CP goes through Transformer Engine's flash/fused "

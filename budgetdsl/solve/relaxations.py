@@ -227,8 +227,8 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
     recomputes = [r for r in order if order.index(r) >= order.index(base.recompute)]
 
     def fits(t: int, p: int) -> bool:  # launches on the count, with the plan's context and expert parallelism
-        return launchable(cm.gpus, t, p, hw.gpus_per_node, hw.context_parallel,
-                          (hw.expert_tensor_parallel or t) * hw.expert_parallel)
+        split = Split(0, t, p, "none", True, *base.parallel(plan))
+        return launchable(cm.gpus, t, p, hw.gpus_per_node, split.parallel(plan)[0], split.expert_group(plan))
 
     tps = [t for t in (base.tensor_parallel * 2**k for k in range(6))
            if t <= max(hw.gpus_per_node, base.tensor_parallel) and m.splits_over(t)
@@ -258,7 +258,7 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
                     if not fits(t, p) or \
                             (zero_problem(z, p) is not None and (z, p) != (base.zero, base.pipeline_parallel)):
                         continue
-                    split = Split(z, t, p, rc, base.flash_attention)
+                    split = Split(z, t, p, rc, base.flash_attention, base.context_parallel, base.expert_parallel)
                     if split == base:
                         continue
                     alt = cost_model(ctx, cm.gpus, split)

@@ -16,8 +16,8 @@ import bisect
 import contextlib
 import gc
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
@@ -402,12 +402,12 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
     binding: dict[Split, list] = {}  # each family's stages that can bind the micro-batch room
     top = max(counts, default=0)  # no count launches a t·p above it
     blocks: list[_Block] = []
-    hw = plan.hardware
-    cp = int(hw.context_parallel)
     for choice in layouts:
         t, p = choice.tensor_parallel, choice.pipeline_parallel
+        own = choice.split(flash)  # with the choice's (or the plan's) context and expert parallelism
+        cp = own.parallel(plan)[0]
         tp = t * p * cp  # GPUs of one data-parallel replica; counts are multiples of the layout's unit
-        unit = gpu_unit(t, p, cp, (hw.expert_tensor_parallel or t) * hw.expert_parallel)
+        unit = gpu_unit(t, p, cp, own.expert_group(plan))
         launch = by_split.get(unit)
         if launch is None:
             launch = by_split[unit] = [] if unit > top else \
@@ -417,18 +417,14 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
             continue
         considered += len(launch)
         # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
-        family = cost_model(probe, tp, Split(0, t, p, choice.recompute, flash))
+        family = cost_model(probe, tp, replace(own, zero=0))
         dps = [g // tp for g in launch]
         stages = binding.get(family.split)
         if stages is None:
             stages = binding[family.split] = _binding_stages(family)
-        exact = None
-        if plan.model.experts or cp > 1:
-            # ZeRO divides the experts by edp and the rest by dp·cp: each room from its own cost model
-            def exact(dp: int, z: int = choice.zero, r: str = choice.recompute, t: int = t, p: int = p,
-                      n: int = tp) -> int:
-                return cost_model(probe, dp * n, Split(z, t, p, r, flash)).micro_batch_max
-        room = micro_max[choice] = _quick_all(family, choice, dps, stages, exact)
+        # ZeRO divides the routed experts over edp copies and the rest over dp·cp (memory.stage_memory)
+        folded = (cp, t, own.expert_group(plan)) if plan.model.experts or cp > 1 else None
+        room = micro_max[choice] = _quick_all(family, choice, dps, stages, folded)
         simpler = [micro_max[s] for s in choice.simpler() if s in micro_max]
         simpler = [r for r in simpler if len(r) == len(room)]  # same t and p: the same launch list
         if simpler:  # pruned where a simpler layout fits a micro-batch at least as large
@@ -450,7 +446,7 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
                                                     fl.grad_bytes, fl.overlap, fl.context_parallel,
                                                     fl.expert_parallel, fl.expert_tensor_parallel),
                 gpus, family.step_overhead, shared)
-        blocks.append(_Block(choice, Split(choice.zero, t, p, choice.recompute, flash), gpus,
+        blocks.append(_Block(choice, own, gpus,
                              [room[i] for i in kept], [dps[i] for i in kept], columns))
     return SearchSpace(Pairs(blocks), considered, pruned, layouts, counts)
 
@@ -471,7 +467,7 @@ def _binding_stages(family: CostModel) -> list[tuple[float, float, float, float]
 
 def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
                stages: list[tuple[float, float, float, float]] | None = None,
-               exact: Callable[[int], int] | None = None) -> list[int]:
+               folded: tuple[int, int, int] | None = None) -> list[int]:
     """The largest micro-batch of `choice` at each data-parallel degree of `dps` (ascending), from
     its family's cost model (same t, p and recomputation on dp = 1 without ZeRO): ZeRO only divides
     the weights, gradients and optimizer state by dp (memory_model.stage_memory), so this is
@@ -482,15 +478,23 @@ def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
     and rounded sums, differences, quotients and floor keep the order), so where it is equal at
     both ends of a run of degrees it is equal on the whole run: the degrees are split in halves
     until each run's ends agree, and each distinct room costs a few evaluations, not one per count.
-    `stages`: the family's `_binding_stages` (the least over them is the least over all stages)."""
+    `stages`: the family's `_binding_stages` (the least over them is the least over all stages).
+    `folded` (cp, t, etp·ep) with context parallelism or routed experts: ZeRO shards the stages'
+    routed experts (`StageMemory.experts`) over edp = t·cp·dp/(etp·ep) and the rest over dp·cp."""
     z = choice.zero
     free = family.memory_per_device - family.reserve_bytes
     if stages is None:
         stages = _binding_stages(family)
+    rows = [(st.weights, st.grads, st.optimizer, st.per_sequence, *st.experts) for st in family.stages] \
+        if folded is not None else []
 
     def at(dp: int) -> int:
-        if exact is not None:  # `exact`: the room from dp's own cost model (mixture of experts, context parallel)
-            return exact(dp)
+        if folded is not None:
+            cp, t, group = folded
+            d3, d2, d1 = zero_divisors(dp * cp, z)
+            e3, e2, e1 = zero_divisors(max(1, t * cp * dp // group), z)
+            return micro_batch_room(free, [((w - ew) / d3 + ew / e3 + (gr - eg) / d2 + eg / e2 + (o - eo) / d1
+                                            + eo / e1, ps) for w, gr, o, ps, ew, eg, eo in rows])
         d3, d2, d1 = zero_divisors(dp, z)
         return micro_batch_room(free, [(w / d3 + gr / d2 + o / d1, ps) for w, gr, o, ps in stages])
 

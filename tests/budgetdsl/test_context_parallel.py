@@ -3,6 +3,7 @@ work per GPU for the same global batch, the ring attention traffic against its c
 what the attention hides of it, each rule's located error, and the exports that carry it or
 refuse it."""
 
+import json
 import pathlib
 import textwrap
 
@@ -137,3 +138,35 @@ def test_the_exports_carry_context_parallelism_or_refuse_it(tmp_path, capsys):
     for fmt in ("hf", "deepspeed"):
         assert main(["export", "--to", fmt, str(path)]) == 2
         assert "context parallelism 2 (hardware.context_parallel)" in capsys.readouterr().err
+
+
+AUTO_PLAN = """\
+    name: long-context
+    model: {params: 1.3B, layers: 24, d_model: 2048, heads: 16, seq_len: 65536}
+    hardware: {gpu: H100-SXM5-80GB, gpus: 64, context_parallel: auto, zero: 1, recompute: none}
+    target: {tokens: 26B, at_batch: 4M}
+    noise: {b_crit: 4M}
+    """
+
+
+def test_context_parallel_auto_is_searched_reported_and_exported(tmp_path, capsys):
+    """`context_parallel: auto` (issue 24 item 5): the search tries the degrees that split the
+    sequence into 2·cp chunks; the chosen one is in the answer, the layout line and the export.
+    At 65,536 tokens a sequence's activations do not fit one GPU without it."""
+    from budgetdsl.cli import main
+    from budgetdsl.solve.solver import solve
+
+    path = write(tmp_path, AUTO_PLAN)
+    sol = solve(load_plan(path))
+    cp = sol.batch.context_parallel
+    assert sol.feasible and cp is not None and cp > 1 and 65536 % (2 * cp) == 0
+    assert sol.gpus == sol.batch.tensor_parallel * sol.batch.pipeline_parallel * cp * sol.batch.data_parallel
+    assert main(["plan", str(path)]) == 0
+    assert f"· CP {cp} (searched)" in capsys.readouterr().out
+    assert main(["export", "--to", "megatron", str(path)]) == 0
+    assert f"--context-parallel-size {cp}" in capsys.readouterr().out
+    pinned = write(tmp_path, AUTO_PLAN.replace("context_parallel: auto", f"context_parallel: {cp}"))
+    assert main(["plan", "--format", "json", str(pinned)]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert "context_parallel" not in answer["batch"]  # only a searched degree is in the answer
+    assert answer["assumptions"]["context_parallel"]["value"] == cp

@@ -225,3 +225,22 @@ def test_the_mixtral_example_plans_and_exports_megatron_moe_flags(capsys):
         assert flag in text
     assert main(["export", "--to", "hf", plan]) == 2
     assert "expert parallelism 8" in capsys.readouterr().err
+
+
+def test_expert_parallel_auto_searches_the_divisors_of_the_experts(tmp_path, capsys):
+    """`expert_parallel: auto` (issue 24 item 5): the search tries the powers of two that divide
+    model.experts; the answer names the chosen degree, and the Megatron export writes it."""
+    from budgetdsl.cli import main
+    from budgetdsl.solve.layout_search import candidates
+    from budgetdsl.solve.solver import solve
+
+    text = (REPO / "plans" / "mixtral-8x7b.yaml").read_text().replace("expert_parallel: 8", "expert_parallel: auto")
+    path = tmp_path / "mixtral-auto.yaml"
+    path.write_text(text)
+    plan = load_plan(path)
+    assert {c.expert_parallel for c in candidates(plan)} == {1, 2, 4, 8}
+    sol = solve(plan)
+    ep = sol.batch.expert_parallel
+    assert sol.feasible and ep in (1, 2, 4, 8)
+    assert main(["export", "--to", "megatron", str(path)]) == 0
+    assert f"--expert-model-parallel-size {ep}" in capsys.readouterr().out
