@@ -214,6 +214,9 @@ def _fix_shape(model: dict, tp: int) -> None:
             model["kv_heads"] = kv if kv % tp == 0 else int(heads)
     else:
         model.pop("kv_heads", None)
+    if params is None and model.get("vocab") is None and model.get("layers") is not None \
+            and int(_number(model["layers"])) % 2 == 0:
+        model["vocab"] = 32000  # half of these count params from the shape, the others declare it
     if params is None and (model.get("vocab") is None or model.get("layers") is None):
         model["params"] = params = 1e9  # the shape cannot count it
     d_model, vocab = _number(model.get("d_model")), _number(model.get("vocab"))
@@ -288,7 +291,10 @@ def make_valid(doc: dict) -> dict:
     if model.get("layers") is not None:  # whole layers per stage: the exports refuse uneven stages
         model["layers"] = int(math.ceil(_number(model["layers"]) / chunks) * chunks)
     if hw.get("precision") == "fp8" and hw.get("gpu") not in FP8_PRESETS:
-        hw["precision"] = "bf16"
+        if hw.get("gpu") is None or hw["gpu"].startswith("TPU"):
+            hw["precision"] = "bf16"
+        else:  # keep the FP8 plan: its GPU becomes an FP8 part
+            hw["gpu"] = "H100-SXM5-80GB"
     if hw.get("gpu") is None:
         hw.setdefault("peak_flops", "312 TFLOP/s")
         hw.setdefault("memory_per_device", "80 GiB")

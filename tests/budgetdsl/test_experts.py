@@ -244,3 +244,26 @@ def test_expert_parallel_auto_searches_the_divisors_of_the_experts(tmp_path, cap
     assert sol.feasible and ep in (1, 2, 4, 8)
     assert main(["export", "--to", "megatron", str(path)]) == 0
     assert f"--expert-model-parallel-size {ep}" in capsys.readouterr().out
+
+
+def test_the_schema_fuzzer_reaches_the_moe_and_parallel_keys():
+    """tests/budgetdsl/schema_plans.py draws mixture-of-experts plans with expert and context
+    parallelism from the committed schema and makes them valid (test_schema_fuzz runs them through
+    the solver and every export)."""
+    from hypothesis import HealthCheck, given, settings
+    from schema_plans import plans
+
+    seen: set[str] = set()
+
+    @settings(max_examples=150, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(plans())
+    def draw(doc):
+        model, hw = doc["model"], doc["hardware"]
+        seen.update(f"model.{k}" for k in ("experts", "expert_ffn_hidden", "shared_experts", "dense_layers",
+                                           "capacity_factor") if model.get(k))
+        seen.update(f"hardware.{k}>1" for k in ("expert_parallel", "context_parallel") if hw.get(k, 1) > 1)
+
+    draw()
+    assert {"model.experts", "model.expert_ffn_hidden", "model.shared_experts", "model.capacity_factor",
+            "hardware.expert_parallel>1", "hardware.context_parallel>1"} <= seen, seen
