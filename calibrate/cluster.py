@@ -22,6 +22,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -470,10 +471,11 @@ def _run_task(folder: Path, key: str, say: Callable[[str], None], wait_s: float)
     tdir = task_dir(folder, key)
     tdir.mkdir(parents=True, exist_ok=True)
     ckpt = TaskCheckpoint(tdir / "ckpt.pt", CHECKPOINT_EVERY)
-    with _StopRequest() as stop:
+    with _StopRequest((signal.SIGINT, signal.SIGTERM)) as stop:
         tried, target, stopped = train_batch(cfg, trainer, task["batch"], target, expected, say, stop, ckpt)
-    if stopped:
-        raise UsageError("interrupted")
+    if stopped:  # scancel or a preemption: the state is in ckpt.pt, Slurm says why the job ended
+        say(f"task {key}: stopped by signal {stop.signum}; its state is in {ckpt.path}")
+        raise SystemExit(128 + (stop.signum or 0))
     best = _best_of(tried)[task["batch"]]
     tpe = trainer.tpe
     runs = [_sweep_run(r, r is best, tpe).model_dump(mode="json") for r in tried]

@@ -240,14 +240,19 @@ class _Trainer:
             model.load_state_dict(resume["model"])
             optimizer.load_state_dict(resume["optimizer"])
             data_gen.set_state(resume["data"])
+            torch.set_rng_state(resume["rng"])
             if scaler is not None and resume.get("scaler") is not None:
                 scaler.load_state_dict(resume["scaler"])
         t_start = time.perf_counter() - run.seconds
         for step in range(start, steps + 1):
-            if save is not None and save_every > 0 and step > start and step % save_every == 0:
+            if save is not None and step > start and (stop.requested or (save_every > 0 and step % save_every == 0)):
                 run.seconds = time.perf_counter() - t_start
                 save({"step": step, "run": run, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                      "data": data_gen.get_state(), "scaler": scaler.state_dict() if scaler is not None else None})
+                      "data": data_gen.get_state(), "rng": torch.get_rng_state(),
+                      "scaler": scaler.state_dict() if scaler is not None else None})
+                if stop.requested:  # before this step's evaluation: the resumed run makes it
+                    run.stopped = True
+                    break
             if step % eval_every == 0 or step == steps:
                 loss = self.evaluate()
                 record.evaluated(step, loss)
