@@ -483,7 +483,7 @@ def _run_task(folder: Path, key: str, say: Callable[[str], None], wait_s: float)
     result = {"key": key, "batch": task["batch"], "seed": task["seed"], "target_loss": target,
               "target_from": target_from, "tokens_per_example": tpe, "runs": runs,
               "calibration": cal.model_dump(mode="json"), "slurm_job": os.environ.get("SLURM_JOB_ID"),
-              "array_task": os.environ.get("SLURM_ARRAY_TASK_ID")}
+              "array_task": os.environ.get("SLURM_ARRAY_TASK_ID"), "cpu_seconds": time.process_time()}
     path = result_path(folder, key)
     write_file(path, json.dumps(result) + "\n")
     ckpt.path.unlink(missing_ok=True)
@@ -584,7 +584,10 @@ def collect(folder: Path, *, wait: bool = True, poll_s: float = 10.0, min_batche
                     return result
                 time.sleep(poll_s)
     except OutLocked as exc:
-        raise ClusterError(str(exc).replace("another calibration", "another collector")) from None
+        pid = re.search(r" \(pid \d+\)", str(exc))
+        raise ClusterError(f"--collect {folder}: another collector{pid.group(0) if pid else ''} is following this "
+                           f"sweep (it holds {folder / 'collect.lock'}); wait for it, or stop it and collect "
+                           "again: nothing is lost, the results stay in the tasks' folders") from None
 
 
 # --- cost -----------------------------------------------------------------------------------
