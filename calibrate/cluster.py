@@ -290,6 +290,8 @@ def states(folder: Path, manifest: dict, slurm: bool = True) -> list[TaskState]:
                                                                                                   None)
                          or ("the job ended without a result" if seen else
                              "the job left Slurm's queue without a result"))
+        if st.state == "failed" and st.log and not Path(st.log).exists():
+            st.log = None  # the job never started: no log to read
         out.append(st)
     return out
 
@@ -670,6 +672,10 @@ def emit_manifests(folder: Path, manifest: dict, kind: str, plan=None) -> list[P
             doc = pytorchjob.manifest(spec)
             container = doc["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
             container["resources"] = {"limits": {spec.gpu_resource: gpus} if gpus else {"cpu": opts.cpus_per_task}}
+        for env in _env_lists(doc):  # the pod's own GPU count, not the one process's
+            for var in env:
+                if var["name"] == "BUDGETDSL_GPUS_PER_NODE":
+                    var["value"] = str(gpus)
         head = [f"budgetdsl calibrate sweep --emit {kind}: task {key} (batch {batch}, seed {t['seed']})"
                 + (", the pilot that sets the target loss" if t["pilot"] else ""),
                 f"one process, {gpus or 'no'} GPU(s); results in {folder}/tasks/{key}/result.json",
@@ -693,6 +699,12 @@ def main_task(argv: list[str] | None = None) -> int:
         print(f"budgetdsl sweep task: error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _env_lists(doc: dict) -> list[list[dict]]:
+    if doc["kind"] == "TrainJob":
+        return [doc["spec"]["trainer"]["env"]]
+    return [c["env"] for r in doc["spec"]["pytorchReplicaSpecs"].values() for c in r["template"]["spec"]["containers"]]
 
 
 if __name__ == "__main__":

@@ -168,8 +168,8 @@ def _collect(args, cl, say) -> int:
         if not failed:
             say("no failed task to resubmit")
         else:
-            say("resubmitted " + "; ".join(f"{s.key} (was {s.slurm or s.state}: {s.reason}; log {s.log})"
-                                          for s in failed))
+            say("resubmitted " + "; ".join(f"{s.key} (was {s.slurm or s.state}: {s.reason}"
+                                          + (f"; log {s.log})" if s.log else ")") for s in failed))
         if args.no_wait:
             return ExitCode.OK
     return _follow(args, cl, folder, say)
@@ -186,7 +186,8 @@ def _follow(args, cl, folder: Path, say) -> int:
     manifest = cl.read_manifest(folder)
     failed = [s for s in got.states if s.state == "failed"]
     for s in failed:
-        tell(f"{PROG}: task {s.key} failed: Slurm {s.slurm or 'state unknown'}, {s.reason}; log {s.log or '—'}")
+        tell(f"{PROG}: task {s.key} failed: Slurm {s.slurm or 'state unknown'}, {s.reason}; "
+             + (f"log {s.log}" if s.log else "no log (it never started)"))
     if failed:
         tell(f"{PROG}: resubmit them alone with: budgetdsl calibrate sweep --collect {folder} --retry-failed")
     cal = got.calibration
