@@ -206,12 +206,18 @@ class TaskState:
     reason: str | None = None
 
 
-def _squeue(job_ids: list[str]) -> dict[str, tuple[str, str]]:
-    """{job id: (state, reason)} of the jobs still in the queue (array tasks one by one)."""
+def _squeue(job_ids: list[str]) -> dict[str, tuple[str, str]] | None:
+    """{job id: (state, reason)} of the jobs still in the queue (array tasks one by one); None when
+    squeue does not answer (the controller restarting): nothing can be said about the jobs then."""
     if not job_ids:
         return {}
     arrays = sorted({j.split("_")[0] for j in job_ids})
-    res = _slurm(["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%T|%r"])
+    try:
+        res = _slurm(["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%T|%r"])
+    except subprocess.TimeoutExpired:
+        return None
+    if res.returncode != 0 and "Invalid job id" not in res.stderr:
+        return None
     out = {}
     for line in res.stdout.splitlines():
         parts = line.strip().split("|")
@@ -247,7 +253,7 @@ def states(folder: Path, manifest: dict, slurm: bool = True) -> list[TaskState]:
     out: list[TaskState] = []
     jobs = manifest.get("jobs", {})
     slurm = slurm and manifest.get("executor", "slurm") == "slurm"
-    queue = _squeue([j["id"] for j in jobs.values()]) if slurm and shutil.which("squeue") else {}
+    queue = (_squeue([j["id"] for j in jobs.values()]) if shutil.which("squeue") else None) if slurm else {}
     for t in manifest["tasks"]:
         key = t["key"]
         job = jobs.get(key, {})
@@ -265,6 +271,10 @@ def states(folder: Path, manifest: dict, slurm: bool = True) -> list[TaskState]:
             out.append(st)
             continue
         err = task_dir(folder, key) / "error.json"
+        if queue is None and st.job is not None and not err.exists():
+            st.reason = "Slurm did not answer (squeue); looking again"
+            out.append(st)
+            continue
         if manifest.get("executor") == "kubernetes":
             if err.exists():
                 st.state, st.reason = "failed", _safe_json(err).get("error", "the task raised")
@@ -345,8 +355,10 @@ def submit(folder: Path, manifest: dict, keys: list[str], say: Callable[[str], N
     opts = SlurmOptions(**manifest["slurm"])
     check_slurm(opts)
     executor = submitit.AutoExecutor(folder=str(folder / "slurm" / "%j"), cluster="slurm")
+    # Slurm signals the task this long before its time limit, so that submitit requeues it (90 s,
+    # submitit's default, or a tenth of a short limit): it then resumes from its checkpoint.
     params: dict = dict(slurm_job_name="budgetdsl-sweep", timeout_min=opts.time_min, nodes=1, tasks_per_node=1,
-                        cpus_per_task=opts.cpus_per_task)
+                        cpus_per_task=opts.cpus_per_task, slurm_signal_delay_s=min(90, max(10, opts.time_min * 6)))
     if opts.partition:
         params["slurm_partition"] = opts.partition
     if opts.account:
@@ -558,6 +570,9 @@ def collect(folder: Path, *, wait: bool = True, poll_s: float = 10.0, min_batche
     folder = Path(folder)
     manifest = read_manifest(folder)
     out = Path(out) if out is not None else Path(manifest["out"])
+    if wait and manifest.get("executor", "slurm") == "slurm" and shutil.which("squeue") is None:
+        raise ClusterError("no Slurm here (`squeue` is not on PATH) to follow the tasks: collect where the sweep "
+                           "was submitted, or add --no-wait to gather the finished tasks only")
     try:
         with out_lock(folder / "collect", flag="--collect"):
             seen: tuple = ()

@@ -112,6 +112,19 @@ def test_the_script_submitit_writes_holds_only_checked_values(cli, tmp_path, mon
     assert "budget: 4 tasks of gpt-nano" in err and "--collect" in err
 
 
+def test_a_controller_that_stops_answering_leaves_the_tasks_pending_not_failed(cli, tmp_path, monkeypatch, capsys):
+    bin_dir = _fake_slurm(tmp_path)
+    _path_with(monkeypatch, bin_dir)
+    folder = tmp_path / "sweep"
+    assert cli([*QUICK4, "--executor", "slurm", "--sweep-dir", str(folder), "--no-wait", "--quiet"]) == 0
+    (bin_dir / "squeue").write_text("#!/bin/sh\necho 'Unable to contact slurm controller' >&2\nexit 1\n")
+    sts = cl.states(folder, cl.read_manifest(folder))
+    assert [s.state for s in sts] == ["pending"] * 4 and all("did not answer" in s.reason for s in sts)
+    monkeypatch.setenv("PATH", str(tmp_path))  # a machine without Slurm: it cannot follow the tasks
+    assert cli(["calibrate", "sweep", "--collect", str(folder)]) == 2
+    assert "no Slurm here (`squeue` is not on PATH)" in capsys.readouterr().err
+
+
 def test_a_plan_cannot_inject_through_its_launch_section(cli, tmp_path, capsys):
     plan = tmp_path / "plan.yaml"
     plan.write_text((REPO / "plans/minimal.yaml").read_text()
