@@ -233,9 +233,9 @@ def run_sweep(args: argparse.Namespace) -> int:
     if _torch_missing("budgetdsl calibrate sweep", args.quiet):
         return ExitCode.INVALID
     if args.collect is not None or args.executor == "slurm" or args.emit is not None:
-        from budgetdsl.commands.calibrate_cluster import run_cluster
+        from budgetdsl.commands.calibrate_cluster import SweepHelpers, run_cluster
 
-        return run_cluster(args)
+        return run_cluster(args, SweepHelpers(_sweep_config, _sweep_command, _writable, render_sweep))
     if args.retry_failed or args.no_wait or args.sweep_dir is not None:
         flag = "--retry-failed" if args.retry_failed else "--no-wait" if args.no_wait else "--sweep-dir"
         tell(f"budgetdsl calibrate sweep: error: {flag} is for a cluster sweep "

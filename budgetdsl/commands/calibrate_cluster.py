@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from budgetdsl.commands._common import extra_hint, load_or_report
@@ -18,6 +20,16 @@ from budgetdsl.io.exit_codes import ExitCode
 from budgetdsl.io.terminal_text import tell
 
 PROG = "budgetdsl calibrate sweep"
+
+
+@dataclass(frozen=True)
+class SweepHelpers:
+    """What the local sweep's command module lends this one (passed in: no import circle)."""
+
+    config: Callable  # argparse.Namespace -> SweepConfig
+    command: Callable  # SweepConfig -> the reproducing command line
+    writable: Callable  # (path) -> None, ValueError when --out cannot be written
+    render: Callable  # (calibration, path, seconds) -> the report
 
 
 def _options(args: argparse.Namespace, plan):
@@ -84,7 +96,7 @@ def _price(cfg, opts, args, plan, say) -> tuple[float, int]:
     return 0.0, tpe
 
 
-def run_cluster(args: argparse.Namespace) -> int:
+def run_cluster(args: argparse.Namespace, helpers: SweepHelpers) -> int:
     try:
         import budgetdsl.calibrate.cluster as cl
         from budgetdsl.calibrate.run import UsageError
@@ -94,12 +106,12 @@ def run_cluster(args: argparse.Namespace) -> int:
     say = (lambda _m: None) if args.quiet else (lambda m: tell(m, flush=True))
     try:
         if args.collect is not None:
-            return _collect(args, cl, say)
+            return _collect(args, cl, helpers, say)
         if args.retry_failed:
             raise ValueError("--retry-failed goes with --collect DIR")
         if args.sweep_dir is None:
             raise ValueError("--executor slurm and --emit need --sweep-dir DIR (the sweep's own folder)")
-        return _start(args, cl, say)
+        return _start(args, cl, helpers, say)
     except cl.ClusterError as exc:
         tell(f"{PROG}: error: {exc}")
         return ExitCode.INVALID
@@ -120,15 +132,13 @@ def _need_submitit() -> bool:
     return True
 
 
-def _start(args, cl, say) -> int:
-    from budgetdsl.commands.calibrate import _sweep_command, _sweep_config, _writable
-
+def _start(args, cl, helpers: SweepHelpers, say) -> int:
     plan = None
     if args.plan is not None:
         plan = load_or_report(args.plan)
         if plan is None:
             return ExitCode.INVALID
-    cfg = _sweep_config(args)
+    cfg = helpers.config(args)
     cfg.validate()
     opts = _options(args, plan)
     opts.validate()
@@ -136,7 +146,7 @@ def _start(args, cl, say) -> int:
     out = args.out if args.out != Path("sweep.json") else folder / "calibration.json"
     if out.parent.exists() or out.parent == folder:
         if out.parent.exists():
-            _writable(out)
+            helpers.writable(out)
     else:
         raise ValueError(f"--out {out}: no such folder {out.parent}; make it first (mkdir -p {out.parent})")
     if args.emit is None and not _need_submitit():
@@ -150,15 +160,15 @@ def _start(args, cl, say) -> int:
     if args.emit is not None:
         return _emit(args, cl, cfg, opts, folder, out, plan, tpe, say)
     cl.check_slurm(opts)  # before the folder is made: no Slurm, nothing left behind
-    manifest = cl.prepare(folder, cfg, out, opts, _sweep_command(cfg), tpe)
+    manifest = cl.prepare(folder, cfg, out, opts, helpers.command(cfg), tpe)
     cl.submit(folder, manifest, [t["key"] for t in manifest["tasks"]], say)
     if args.no_wait:
         say(f"follow it with: budgetdsl calibrate sweep --collect {folder}")
         return ExitCode.OK
-    return _follow(args, cl, folder, say)
+    return _follow(args, cl, helpers, folder, say)
 
 
-def _collect(args, cl, say) -> int:
+def _collect(args, cl, helpers: SweepHelpers, say) -> int:
     folder = Path(args.collect)
     if args.retry_failed:
         if not _need_submitit():
@@ -172,12 +182,10 @@ def _collect(args, cl, say) -> int:
                                           + (f"; log {s.log})" if s.log else ")") for s in failed))
         if args.no_wait:
             return ExitCode.OK
-    return _follow(args, cl, folder, say)
+    return _follow(args, cl, helpers, folder, say)
 
 
-def _follow(args, cl, folder: Path, say) -> int:
-    from budgetdsl.commands.calibrate import render_sweep
-
+def _follow(args, cl, helpers: SweepHelpers, folder: Path, say) -> int:
     started = time.perf_counter()
     if not args.poll > 0:
         raise ValueError("--poll must be a positive number of seconds")
@@ -195,7 +203,7 @@ def _follow(args, cl, folder: Path, say) -> int:
         say(f"no task finished yet; {cl.progress_line(got.states)}")
         return ExitCode.OK if args.no_wait and not failed else ExitCode.NO
     if not args.quiet:
-        print(render_sweep(cal, Path(manifest["out"]), time.perf_counter() - started))
+        print(helpers.render(cal, Path(manifest["out"]), time.perf_counter() - started))
         if cal.interrupted:
             print(f"{cal.stop_reason}")
     if cal.sweep.fit is None:
