@@ -125,6 +125,29 @@ def test_a_controller_that_stops_answering_leaves_the_tasks_pending_not_failed(c
     assert "no Slurm here (`squeue` is not on PATH)" in capsys.readouterr().err
 
 
+def test_tasks_out_of_memory_or_past_their_time_are_listed_with_state_and_log(cli, tmp_path, monkeypatch, capsys):
+    bin_dir = _fake_slurm(tmp_path)
+    _path_with(monkeypatch, bin_dir)
+    folder = tmp_path / "sweep"
+    assert cli([*QUICK4, "--executor", "slurm", "--sweep-dir", str(folder), "--no-wait", "--quiet"]) == 0
+    # the jobs have left the queue; Slurm still knows how each ended
+    (bin_dir / "scontrol").write_text('#!/bin/sh\n[ "$1" = ping ] && echo "Slurmctld(primary) at vm is UP"\n'
+                                      'case "$4" in 100) echo "JobId=100 JobState=OUT_OF_MEMORY Reason=OutOfMemory";;\n'
+                                      '*) echo "JobId=$4 JobState=TIMEOUT Reason=TimeLimit";; esac\n')
+    jobs = cl.read_manifest(folder)["jobs"]
+    for job in jobs.values():
+        Path(job["log"]).parent.mkdir(parents=True, exist_ok=True)
+        Path(job["log"]).write_text("the task's output\n")
+    assert cli(["calibrate", "sweep", "--collect", str(folder), "--no-wait"]) == 1
+    err = capsys.readouterr().err
+    assert (f"task b4-s1337 failed: Slurm OUT_OF_MEMORY, out of memory; log {jobs['b4-s1337']['log']}") in err
+    assert (f"task b32-s1337 failed: Slurm TIMEOUT, ran past --time; log {jobs['b32-s1337']['log']}") in err
+    assert f"--collect {folder} --retry-failed" in err
+    before = len(list(bin_dir.glob("got-*.sh")))
+    assert cli(["calibrate", "sweep", "--collect", str(folder), "--retry-failed", "--no-wait", "--quiet"]) == 0
+    assert len(list(bin_dir.glob("got-*.sh"))) == before + 2  # the four resubmitted: the pilot, then the array
+
+
 def test_a_plan_cannot_inject_through_its_launch_section(cli, tmp_path, capsys):
     plan = tmp_path / "plan.yaml"
     plan.write_text((REPO / "plans/minimal.yaml").read_text()
