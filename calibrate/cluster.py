@@ -144,10 +144,28 @@ def write_manifest(folder: Path, manifest: dict) -> None:
     write_file(folder / MANIFEST, json.dumps(manifest, indent=1) + "\n")
 
 
+MAX_FILE_BYTES = 64 << 20  # a task's result holds one calibration: as large as a calibration file may be
+
+
+def _load_json(path: Path, inside: Path):
+    """JSON of a sweep file, read by the one guarded reader: a regular file below `inside` (a link
+    out of the sweep folder is refused) and bounded. ValueError for anything but whole JSON;
+    FileNotFoundError when there is none."""
+    from budgetdsl.io.guarded_read import NotRegularFile, OutsideRoot, read_regular
+
+    try:
+        raw = read_regular(path, MAX_FILE_BYTES, inside)
+    except (NotRegularFile, OutsideRoot, IsADirectoryError) as exc:
+        raise ValueError(f"{path}: not a regular file in the sweep folder ({exc})") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB")
+    return json.loads(raw.decode("utf-8"))  # ValueError (UnicodeDecodeError, JSONDecodeError) when torn
+
+
 def read_manifest(folder: Path) -> dict:
     path = Path(folder) / MANIFEST
     try:
-        manifest = json.loads(path.read_text())
+        manifest = _load_json(path, Path(folder))
     except FileNotFoundError:
         raise ClusterError(f"{folder}: not a sweep folder (no {MANIFEST}); start one with "
                            "`budgetdsl calibrate sweep --executor slurm --sweep-dir DIR`") from None
@@ -238,10 +256,9 @@ def _scontrol(job: str) -> tuple[str, str] | None:
 def _read_result(path: Path) -> dict | None:
     """The task's result, or None when there is none; ValueError when the file is torn."""
     try:
-        text = path.read_text()
+        data = _load_json(path, path.parent)  # ValueError when torn
     except FileNotFoundError:
         return None
-    data = json.loads(text)  # ValueError when torn
     if not isinstance(data, dict) or "runs" not in data or "calibration" not in data:
         raise ValueError("not a task result")
     return data
@@ -308,7 +325,7 @@ def states(folder: Path, manifest: dict, slurm: bool = True) -> list[TaskState]:
 
 def _safe_json(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
+        data = _load_json(path, path.parent)
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
