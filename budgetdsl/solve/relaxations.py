@@ -8,6 +8,7 @@ from the diagnosis (`diagnosis`: what conflicts) because it re-solves the plan m
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from budgetdsl.cost.cost_model import CostModel, Split
 from budgetdsl.hardware.layout import launchable, zero_problem
@@ -216,6 +217,29 @@ def _relative_step_time(base: CostModel, alt: CostModel) -> float | None:
     return step_time(alt.shape, alt.device, alt.layout, 1, seqs).total / t0 if t0 > 0 else None
 
 
+def _expert_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
+    """For a mixture-of-experts model: the next expert-parallel degrees (×2, ×4, ×8, dividing the
+    experts, launching on the count), each splitting the routed experts further
+    (budgetdsl.cost.experts), with its numbers."""
+    plan, base = ctx.plan, cm.split
+    m, hw = plan.model, plan.hardware
+    if not m.experts:
+        return []
+    cp, ep = base.parallel(plan)
+    out = []
+    for k in (2, 4, 8):
+        e = ep * k
+        split = replace(base, expert_parallel=e)
+        if m.experts % e or not launchable(cm.gpus, base.tensor_parallel, base.pipeline_parallel, hw.gpus_per_node,
+                                            cp, split.expert_group(plan)):
+            continue
+        alt = cost_model(ctx, cm.gpus, split)
+        out.append(MemoryRemedy(change=f"hardware.expert_parallel: {e}", memory_per_device=alt.memory_at(1),
+                                micro_batch_max=alt.micro_batch_max, fits=alt.micro_batch_max >= 1,
+                                relative_step_time=_relative_step_time(cm, alt)))
+    return out
+
+
 def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
     """Layouts that let one or more sequences fit, each with its numbers: every single change of
     ZeRO stage, recomputation, tensor or pipeline degree, then the smallest combinations that fit
@@ -271,6 +295,7 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
                         singles.append(remedy)  # one change: the next degree of each, every stage
                     elif remedy.fits:
                         combos.append((changed, -alt.micro_batch_max, remedy))
+    singles += _expert_remedies(ctx, cm)
     out = singles
     if not any(r.fits for r in singles):
         combos.sort(key=lambda c: (c[0], c[1], c[2].change))

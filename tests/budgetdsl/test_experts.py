@@ -267,3 +267,27 @@ def test_the_schema_fuzzer_reaches_the_moe_and_parallel_keys():
     draw()
     assert {"model.experts", "model.expert_ffn_hidden", "model.shared_experts", "model.capacity_factor",
             "hardware.expert_parallel>1", "hardware.context_parallel>1"} <= seen, seen
+
+
+def test_a_moe_plan_that_does_not_fit_is_offered_more_expert_parallelism(tmp_path):
+    """Memory remedies name the next expert-parallel degrees with their numbers; ep = 8 (one expert
+    per GPU) fits where ep = 1 does not."""
+    from budgetdsl.solve.solver import solve
+
+    path = write(tmp_path, """\
+        name: mixtral-oom
+        model: {layers: 32, d_model: 4096, heads: 32, kv_heads: 8, ffn_hidden: 14336, mlp: swiglu,
+                tied_embeddings: false, vocab: 32000, seq_len: 4096, experts: 8, experts_per_token: 2}
+        hardware: {gpu: H100-SXM5-80GB, gpus: 64, tensor_parallel: 1, pipeline_parallel: 1, zero: 1,
+                   recompute: full}
+        target: {tokens: 1T, at_batch: 4M}
+        noise: {b_crit: 4M}
+        """)
+    sol = solve(load_plan(path))
+    assert not sol.feasible
+    remedies = {r.change: r for r in sol.memory_remedies}
+    assert {f"hardware.expert_parallel: {e}" for e in (2, 4, 8)} <= set(remedies)
+    assert remedies["hardware.expert_parallel: 8"].fits and not remedies["hardware.expert_parallel: 2"].fits
+    assert (remedies["hardware.expert_parallel: 8"].memory_per_device
+            < remedies["hardware.expert_parallel: 4"].memory_per_device
+            < remedies["hardware.expert_parallel: 2"].memory_per_device)
