@@ -19,8 +19,8 @@ import time
 READ = r"""
 import json, resource, sys, time
 from budgetdsl.track.metrics import MetricMap
-from budgetdsl.track.run import merge, timeline_of
-from budgetdsl.track.sources import expand, records
+from budgetdsl.track.run import merge
+from budgetdsl.track.sources import expand, timeline
 def peak_mb():  # this process's own high-water mark (ru_maxrss would include the parent's before exec)
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
@@ -29,7 +29,7 @@ def peak_mb():  # this process's own high-water mark (ru_maxrss would include th
 before = peak_mb()
 t = time.process_time()
 files = expand([sys.argv[1]])
-line = merge([timeline_of(f.path, records(f, MetricMap())) for f in files])
+line = merge([timeline(f, MetricMap()) for f in files])
 cpu = time.process_time() - t
 print(json.dumps({"steps": len(line), "cpu_s": cpu, "peak_rss_mb": peak_mb(), "rss_before_mb": before}))
 """

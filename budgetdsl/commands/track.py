@@ -19,11 +19,11 @@ from budgetdsl.io.terminal_text import inert, tell
 def _track_once(args: argparse.Namespace, solution, metrics, seq_len):
     """The Track of the logs as they are now, and the merged run; raises LogError for bad input."""
     from budgetdsl.track.forecast import analyse
-    from budgetdsl.track.run import merge, timeline_of
-    from budgetdsl.track.sources import expand, records
+    from budgetdsl.track.run import merge
+    from budgetdsl.track.sources import expand, timeline
 
     files = expand(args.runs)
-    line = merge([timeline_of(f.path, records(f, metrics), args.until_step) for f in files], args.until_step)
+    line = merge([timeline(f, metrics, args.until_step) for f in files], args.until_step)
     return analyse(line, solution, [f.path for f in files], seq_len), line
 
 

@@ -14,10 +14,16 @@ Columns are typed arrays (8 bytes a value), so 10⁶ steps stay within a few ten
 from __future__ import annotations
 
 import math
+import operator
 from array import array
 from dataclasses import dataclass, field
+from itertools import islice
+from typing import TYPE_CHECKING
 
 from budgetdsl.track.record import LogError, Record
+
+if TYPE_CHECKING:
+    from budgetdsl.track.tensorboard_log import Rows
 
 OPTIONAL = ("tokens", "samples", "loss", "lr", "tokens_per_s", "tflops_per_gpu")
 COLUMNS = ("time", *OPTIONAL)
@@ -113,6 +119,32 @@ class Timeline:
             column.append(NAN if value is None else value)
         self.steps.append(record.step)
         self.last_where = record.where
+
+    def extend(self, rows: Rows, file: str) -> None:
+        """Append a reader's batch of consecutive steps (budgetdsl.track.tensorboard_log.Rows): in
+        bulk while its steps rise and its times do not fall past the end of this timeline, else
+        record by record through `add` and its restart and time rules."""
+        steps, times = rows.steps, rows.times
+        if not steps:
+            return
+        n = len(self.steps)
+        if (n and (steps[0] <= self.steps[-1] or times[0] < self.times[-1])) or "b_noise" in rows.columns \
+                or not all(map(operator.lt, steps, islice(steps, 1, None))) \
+                or not all(map(operator.le, times, islice(times, 1, None))):
+            for record in rows.records():
+                self.add(record, file)
+            return
+        added = len(steps)
+        for c in OPTIONAL:  # before the steps grow: a column new here is NaN for the n steps so far
+            values = rows.columns.get(c)
+            if values is not None:
+                self._column(c).extend(values)
+            elif c in self.columns:
+                self.columns[c].extend(array("d", [NAN]) * added)
+        self.steps.fromlist(steps)
+        self.times.fromlist(times)
+        self.records += added
+        self.last_where = f"record {rows.where[-1]}"
 
     def _truncate(self, record: Record, file: str) -> None:
         """Keep the steps before `record.step`: the job resumed from a checkpoint there."""
