@@ -103,7 +103,7 @@ def _column(line: Timeline, name: str) -> np.ndarray | None:
     return None if values is None else np.frombuffer(values, dtype=np.float64)
 
 
-def _tokens(line: Timeline, solution: Solution, seq_len: int | None) -> tuple[np.ndarray, str]:
+def tokens_of(line: Timeline, solution: Solution, seq_len: int | None) -> tuple[np.ndarray, str]:
     steps = np.frombuffer(line.steps, dtype=np.int64).astype(float)
     tokens = _column(line, "tokens")
     if tokens is not None and not np.isnan(tokens).all():
@@ -123,7 +123,7 @@ def analyse(line: Timeline, solution: Solution, files: list[str], seq_len: int |
                        "name the tags with --metric (e.g. --metric loss=train/loss_step)")
     steps = np.frombuffer(line.steps, dtype=np.int64).astype(float)
     times = np.frombuffer(line.times, dtype=np.float64)
-    tokens, tokens_source = _tokens(line, solution, seq_len)
+    tokens, tokens_source = tokens_of(line, solution, seq_len)
     thr = solution.throughput
     batch_planned = solution.batch.tokens
     rate_planned = batch_planned / thr.step_time_s if thr and batch_planned and thr.step_time_s > 0 else None
