@@ -160,6 +160,25 @@ class Timeline:
         return Timeline(self.file, array("q", self.steps), {c: array("d", a) for c, a in self.columns.items()},
                         list(self.restarts), list(self.restart_at), list(self.noise), self.records, self.last_where)
 
+    def since(self, step: int) -> Timeline:
+        """The run from its first step at or after `step` on, counted from there: that step becomes
+        step 0, tokens and samples start at 0 (`track --since-step`, the rest of a replanned run)."""
+        i = _bisect(self.steps, step)
+        if i >= len(self.steps):
+            raise LogError(self.file, "", f"no step at or after {step} logged yet",
+                           "wait for the rest of the run to log, or check --since-step")
+        first = self.steps[i]
+        out = Timeline(self.file, array("q", (s - first for s in self.steps[i:])), {},
+                       [r for r in self.restarts if r.to_step >= first], [k - i for k in self.restart_at if k > i],
+                       list(self.noise), self.records, self.last_where)
+        for c, values in self.columns.items():
+            base = values[i] if c in ("tokens", "samples") else 0.0
+            if math.isnan(base):
+                raise LogError(self.file, "", f"no {c} logged at step {first}, where --since-step starts",
+                               "start at a step whose record has them")
+            out.columns[c] = array("d", (v - base for v in values[i:]))
+        return out
+
     def index_of(self, step: int) -> int | None:
         i = _bisect(self.steps, step)
         return i if i < len(self.steps) and self.steps[i] == step else None
