@@ -147,13 +147,12 @@ class EventFile:
         parse, field_of = self._event.FromString, self.metrics.field_of
         steps: list[int] = []
         times: list[float] = []
-        wheres: list[int] = []
+        wheres: list[int] = []  # the step's last record
         values: list[dict[str, float]] = []
         step, current, last, where, count = self._step, self._values, self._last, self._where, self.count
         wanted = self._wanted
         for block in self._blocks():
-            for raw in block:
-                count += 1
+            for count, raw in enumerate(block, self.count + 1):
                 if len(raw) > SMALL and not any(tag in raw for tag in wanted):
                     continue  # an image, a histogram, a graph: none of the tags read, left unparsed
                 try:
@@ -161,23 +160,20 @@ class EventFile:
                 except Exception:  # protobuf's DecodeError: a record that passed its CRC but is no Event
                     raise LogError(self.path, f"record {count}", "not a TensorBoard event") from None
                 summary = event.summary.value
-                if not summary:
-                    continue  # the file version, run metadata: no summary values
-                new = True
-                for v in summary:
+                # SummaryWriter.add_scalar writes one value an event: that case indexes it (faster
+                # than iterating); the loop below is the same for events with several values.
+                for v in (summary[0],) if len(summary) == 1 else summary:
                     if (tag := v.tag) not in field_of:
                         continue
-                    if new:
-                        new = False
-                        if (s := event.step) != step:
-                            if step is not None:
-                                steps.append(step)
-                                times.append(last.wall_time)
-                                wheres.append(where)
-                                values.append(current)
-                                current = {}
-                            step = s if s >= 0 else step_of(self.path, f"record {count}", s)
-                        last, where = event, count
+                    if (s := event.step) != step:
+                        if step is not None:
+                            steps.append(step)
+                            times.append(last.wall_time)
+                            wheres.append(where)
+                            values.append(current)
+                            current = {}
+                        step = s if s >= 0 else step_of(self.path, f"record {count}", s)
+                    last, where = event, count
                     value = v.simple_value
                     if not value and not v.HasField("simple_value"):  # 0.0 is also the unset default
                         value = _tensor(self.path, count, v)
