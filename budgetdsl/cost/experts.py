@@ -108,6 +108,11 @@ def capacity_padding_flops(ex: Experts) -> float:
     return 6.0 * (ex.capacity_factor - 1.0) * ex.top_k * ex.expert_params
 
 
+def ranks_in_node(ranks: int, stride: int, gpus_per_node: int) -> int:
+    """How many of a group's `ranks`, spaced `stride` GPUs apart, share a node (at least 1)."""
+    return max(1, min(ranks, gpus_per_node // stride)) if stride < gpus_per_node else 1
+
+
 def all_to_all_seconds(nbytes: float, ranks: int, stride: int, gpus_per_node: int, intra_node: float,
                        network: float) -> float:
     """Seconds for an all-to-all of `nbytes` per GPU over `ranks` ranks spaced `stride` GPUs apart
@@ -115,7 +120,7 @@ def all_to_all_seconds(nbytes: float, ranks: int, stride: int, gpus_per_node: in
     and the others over its NIC at once."""
     if ranks <= 1 or nbytes <= 0:
         return 0.0
-    in_node = max(1, min(ranks, gpus_per_node // stride)) if stride < gpus_per_node else 1
+    in_node = ranks_in_node(ranks, stride, gpus_per_node)
     intra = nbytes * (in_node - 1) / ranks / intra_node
     inter = nbytes * (ranks - in_node) / ranks / network
     return max(intra, inter)
@@ -123,14 +128,15 @@ def all_to_all_seconds(nbytes: float, ranks: int, stride: int, gpus_per_node: in
 
 def dispatch_seconds_per_sequence(seq_len: int, d_model: int, ex: Experts, tensor_parallel: int,
                                   context_parallel: int, recompute: str, gpus_per_node: int, intra_node: float,
-                                  network: float) -> float:
+                                  network: float, latency: float = 0.0) -> float:
     """All-to-all dispatch and combine (and the etp gathers) of one MoE layer for one sequence of
-    the micro-batch, forward and backward, on one GPU (module docstring)."""
+    the micro-batch, forward and backward, on one GPU (module docstring); `latency`: seconds each
+    all-to-all pays besides its bytes (the cost model's collective latency, where it prices one)."""
     tokens = seq_len / (tensor_parallel * context_parallel)
     buffer = ex.load * tokens * d_model * BF16
     passes = 4 + (2 if recompute == "full" else 0)
-    seconds = passes * all_to_all_seconds(buffer, ex.expert_parallel, ex.expert_tensor_parallel, gpus_per_node,
-                                          intra_node, network)
+    seconds = passes * (all_to_all_seconds(buffer, ex.expert_parallel, ex.expert_tensor_parallel, gpus_per_node,
+                                           intra_node, network) + (latency if ex.expert_parallel > 1 else 0.0))
     etp = ex.expert_tensor_parallel
     if etp > 1:  # all-gather before and reduce-scatter after the expert GEMMs: (etp − 1)/etp of etp buffers each
         link = intra_node if etp <= gpus_per_node else network
