@@ -160,15 +160,24 @@ def objective_target(objective: str, cm: CostModel, fr: Frontier) -> float:
     return 0.0  # min_flops: f·E(B) grows with B
 
 
+KIND = {"balanced": 0, "min_time": 1, "min_flops": 2, "min_cost": 3}  # `measure`'s kind of each objective
+
+
+def measure(kind: int, b_crit, batch, wall, flops, cost):
+    """An objective's measure of a configuration, lower is better: kind 0 balanced, (S/S_min)(E/E_min)
+    at the batch; 1 the wall clock (min_time); 2 the FLOPs (min_flops); 3 the cost (min_cost: USD
+    with a price, else GPU-hours). Floats, or a sweep's arrays."""
+    if kind == 0:
+        return balance_at(b_crit, batch)
+    if kind == 1:
+        return wall
+    return flops if kind == 2 else cost
+
+
 def score(objective: str, fr: Frontier, cfg: Config) -> float:
     """The objective's measure of a configuration (lower is better)."""
-    if objective == "balanced":
-        return balance_at(fr.b_crit, cfg.batch)
-    if objective == "min_time":
-        return cfg.wall
-    if objective == "min_flops":
-        return cfg.flops
-    return cfg.usd if cfg.usd is not None else cfg.gpu_hours
+    return measure(KIND[objective], fr.b_crit, cfg.batch, cfg.wall, cfg.flops,
+                   cfg.usd if cfg.usd is not None else cfg.gpu_hours)
 
 
 def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int,
@@ -257,20 +266,26 @@ def _configs_for(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool
 
 @functools.lru_cache(maxsize=1 << 16)  # a pure function of four integers, asked the same few on every solve
 def _pairs_near(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool) -> tuple[tuple[int, int], ...]:
-    out: tuple[tuple[int, int], ...]
+    return tuple(sorted({(m, a) for m, a, there in split_candidates(n, micro_max, micro_fixed, pipeline,
+                                                                     largest_divisor_at_most) if there}))
+
+
+def split_candidates(n, micro_max, micro_fixed: int | None, pipeline, divisor, xp=SCALAR) -> list[tuple]:
+    """The (micro, accum, exists) splits weighed for n sequences per replica: with a pinned micro-batch
+    the accumulations on either side of n; else the fewest accumulation steps (the two micro-batches
+    nearest n over them), n exactly (`divisor(n, cap)`: the largest micro-batch dividing n), and
+    with a pipeline micro-batches of one sequence (the most per step, the smallest bubble). Integers
+    for one count (`_pairs_near`), or a sweep's integer arrays with `xp` numpy and `divisor` on
+    arrays; a split may repeat another."""
     if micro_fixed is not None:
-        a = max(1, n // micro_fixed)
-        out = ((micro_fixed, a), (micro_fixed, a + 1)) if a * micro_fixed < n else ((micro_fixed, a),)
-    else:
-        cap = max(1, micro_max)
-        a = -(-n // cap)
-        pairs = {(m, a) for m in (n // a, -(-n // a)) if 1 <= m <= cap}
-        m = largest_divisor_at_most(n, cap)
-        pairs.add((m, n // m))
-        if pipeline:
-            pairs.add((1, n))
-        out = tuple(sorted(pairs))
-    return out
+        a = xp.maximum(1, n // micro_fixed)
+        return [(micro_fixed, a, True), (micro_fixed, a + 1, a * micro_fixed < n)]
+    cap = xp.maximum(1, micro_max)
+    a = -(-n // cap)
+    m1, m2 = n // a, -(-n // a)
+    d = divisor(n, cap)
+    return [(m1, a, (m1 >= 1) & (m1 <= cap)), (m2, a, (m2 >= 1) & (m2 <= cap)), (d, n // d, True),
+            (1, n, pipeline)]
 
 
 class Placement(NamedTuple):
@@ -328,9 +343,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     if entries is None:
         entries = counts[micro_fixed] = {}
     pipeline = cm.split.pipeline_parallel > 1
-    # the objective's measure (`score`, inlined; balanced: (S/S_min)(E/E_min), the same operations)
-    kind = (0 if objective == "balanced" else 1 if objective == "min_time" else 2 if objective == "min_flops"
-            else 3)
+    kind = KIND[objective]
     bc = fr.b_crit
     best: Config | None = None
     best_key: tuple[float, int, float] | None = None
@@ -566,20 +579,12 @@ def _walk(at, seen: set, n0: int, n_lo: int, n_hi: int, better, best, best_key):
 
 
 def _better(configs, kind: int, bc: float, clipped: float, best, best_key):
-    """The best of `configs` and (best, best_key) by `place`'s key: the objective's measure
-    (kind 0 balanced, 1 wall clock, 2 FLOPs, 3 cost; `score`, inlined), then the faster run, then
+    """The best of `configs` and (best, best_key) by `place`'s key: the objective's `measure`, then the faster run, then
     fewer accumulation steps (with a pipeline more micro-batches shrink the bubble), then the
     batch nearest the clipped target."""
     for cfg in configs:
         b = cfg.batch
-        if kind == 0:
-            m = balance_at(bc, b)
-        elif kind == 1:
-            m = cfg.wall
-        elif kind == 2:
-            m = cfg.flops
-        else:
-            m = cfg.usd if cfg.usd is not None else cfg.gpu_hours
+        m = measure(kind, bc, b, cfg.wall, cfg.flops, cfg.usd if cfg.usd is not None else cfg.gpu_hours)
         if best_key is not None and m > best_key[0]:
             continue  # ranks after the best on the measure alone (the tuple comparison's answer)
         key = (m, cfg.wall, cfg.grad_accum, abs(b - clipped))

@@ -34,16 +34,18 @@ from budgetdsl.solve.placement import (
     binds,
     least_accumulation,
     least_sequences,
+    measure,
     micro_limit,
     most_sequences,
     numbers,
     quadratic_roots,
+    split_candidates,
     wall_floor,
     wall_limit,
     wall_lines,
 )
 from budgetdsl.theory import closed_forms_generated as cf
-from budgetdsl.theory.frontier import balance, balance_at, e_over_emin, wall_bound
+from budgetdsl.theory.frontier import balance, e_over_emin, wall_bound
 
 
 def _import_numpy():
@@ -306,25 +308,15 @@ class _Divisors:
 
 
 def _splits(p: Block, n: np.ndarray, micro_fixed: int | None, divisors: _Divisors):
-    """placement._configs_for(n, ...) elementwise, in integers: a list of (micro, accum, exists)
-    float arrays."""
+    """placement.split_candidates of n sequences per replica elementwise: a list of (micro, accum,
+    exists) float arrays, a split that exists nowhere, or only where an earlier one is the same,
+    left out."""
     ni = n.astype(np.int64)
-    every = np.ones(n.shape, bool)
-    if micro_fixed is not None:
-        a = np.maximum(1, ni // micro_fixed)
-        mf = np.full(n.shape, float(micro_fixed))
-        return [(mf, a.astype(float), every), (mf, (a + 1).astype(float), a * micro_fixed < ni)]
-    cap = np.broadcast_to(np.maximum(1, p.micro_max), ni.shape)
-    a = -(-ni // cap)
-    m1, m2 = ni // a, -(-ni // a)
-    d = divisors(ni, cap)
-    af = a.astype(float)
-    out = [(m1.astype(float), af, (m1 >= 1) & (m1 <= cap)),
-           (m2.astype(float), af, (m2 >= 1) & (m2 <= cap) & (m2 != m1)),
-           (d.astype(float), (ni // d).astype(float), every)]
-    if p.pipeline.any():
-        out.append((np.ones(n.shape), n.copy(), np.broadcast_to(p.pipeline, n.shape)))
-    kept = out[:1]  # a split that exists nowhere, or only where an earlier one is the same: skipped
+    cap = np.broadcast_to(p.micro_max, ni.shape)
+    splits = split_candidates(ni, cap, micro_fixed, p.pipeline, divisors, np)
+    out = [(np.broadcast_to(m, ni.shape).astype(float), np.broadcast_to(a, ni.shape).astype(float),
+            np.broadcast_to(e, ni.shape)) for m, a, e in splits]
+    kept = out[:1]
     for m, acc, e in out[1:]:
         same = ~e
         for km, ka, ke in kept:
@@ -383,11 +375,8 @@ def _better(key_new, key_old):
 
 
 def _score(kind: str, bc, batch, wall, flops):
-    """`place`'s measure of an objective (placement._better): balanced (S/S_min)(E/E_min), else the
-    wall clock (min_time, and min_cost, placed with it) or the FLOPs (min_flops)."""
-    if kind == "balanced":
-        return balance_at(bc, batch)
-    return wall if kind == "min_time" else flops
+    """`place`'s `measure` of an objective (min_cost placed with min_time)."""
+    return measure(_KIND_OF[kind], bc, batch, wall, flops, None)
 
 
 @dataclass(slots=True)
