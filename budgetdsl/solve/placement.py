@@ -208,20 +208,25 @@ def _config(cm: CostModel, limits: Limits, micro: int, accum: int, micro_max: in
     sequences, batch, steps, tokens, flops, wall, gpu_hours, memory = numbers
     price = limits.price
     usd = gpu_hours * price if price else None
-    violated: tuple[str, ...] = ()
-    if micro > micro_max:
-        violated = ("memory",)
-    deadline = limits.deadline
-    if deadline is not None and wall > deadline:
-        violated += ("deadline",)
-    if limits.flops is not None and flops > limits.flops:
-        violated += ("flops",)
-    if limits.gpu_hours is not None and gpu_hours > limits.gpu_hours:
-        violated += ("gpu_hours",)
-    if limits.usd is not None and usd is not None and usd > limits.usd:
-        violated += ("usd",)
+    over = violations(limits, micro, micro_max, wall, flops, gpu_hours, usd)
+    violated = tuple(n for n, o in zip(VIOLATIONS, over) if o) if any(over) else ()
     return _new_config(Config, (cm.gpus, micro, accum, cm.data_parallel, sequences, batch, steps, tokens, flops,
                                 wall, gpu_hours, usd, memory, violated))
+
+
+VIOLATIONS = ("memory", *LIMIT_NAMES)  # what `violations` checks, in its order
+
+
+def violations(limits, micro, micro_max, wall, flops, gpu_hours, usd) -> tuple:
+    """Whether a configuration breaks each of VIOLATIONS: a micro-batch above the room in memory, a
+    number above its limit. Floats with `Limits` (an absent limit None; usd None without a price),
+    or a sweep's arrays with its rows' limits (absent: NaN, which no comparison exceeds)."""
+    return (micro > micro_max, _over(wall, limits.deadline), _over(flops, limits.flops),
+            _over(gpu_hours, limits.gpu_hours), _over(usd, limits.usd))
+
+
+def _over(value, limit):
+    return limit is not None and value is not None and value > limit
 
 
 NUMBERS_FRONTIERS = 8  # frontiers whose evaluations a cost model keeps (a sweep's B_crit axis moves on)

@@ -31,7 +31,6 @@ from budgetdsl.solve.placement import (
     TIME_LIMITS,
     WALL_EVALUATIONS,
     WALL_SIZES,
-    binds,
     least_accumulation,
     least_sequences,
     measure,
@@ -40,6 +39,7 @@ from budgetdsl.solve.placement import (
     numbers,
     quadratic_roots,
     split_candidates,
+    violations,
     wall_floor,
     wall_limit,
     wall_lines,
@@ -235,26 +235,17 @@ class Evals(Config):
     big: np.ndarray  # beyond the exact integer range: the row goes to the scalar path
 
 
-def _evaluate(p: Block, r: Rows, micro, accum, exists, micro_fixed: int | None) -> Evals:
+def _evaluate(p: Block, r: Rows, micro, accum, exists) -> Evals:
     """placement.evaluate, elementwise (micro, accum: float arrays of whole numbers): its numbers
-    (`placement.numbers`), then the limits. A limit no row has is not compared (NaN, absent,
-    would compare False anyway)."""
+    (`placement.numbers`), then its `violations`."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         _, batch, steps, _, flops, wall, gh = numbers(p, r.bc, r.em, micro, accum, np)
         ok = exists & (batch <= EXACT) & (steps <= EXACT) & np.isfinite(wall)
         big = exists & ~ok
-        if micro_fixed is not None:
-            ok &= micro <= p.micro_max
-        for value, limit in ((wall, r.deadline), (flops, r.flops), (gh, r.gpu_hours)):
-            if not np.isnan(limit).all():
-                ok &= ~(value > limit)
-        cost = gh
-        has_price = ~np.isnan(r.price)
-        if has_price.any():
-            usd = gh * r.price
-            if not np.isnan(r.usd).all():
-                ok &= ~(has_price & (usd > r.usd))
-            cost = np.where(has_price, usd, gh)
+        usd = gh * r.price  # NaN without a price: no usd limit applies
+        for over in violations(r, micro, p.micro_max, wall, flops, gh, usd):
+            ok &= ~over
+        cost = np.where(np.isnan(r.price), gh, usd)
     return Evals(micro, accum, batch, steps, wall, gh, cost, flops, ok=ok, big=big)
 
 
@@ -440,7 +431,7 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
         if ev is None:
             splits = _splits(p, n, micro_fixed, divisors)
             ev = cache[ck] = _evaluate(p, r, np.stack([x[0] for x in splits]), np.stack([x[1] for x in splits]),
-                                       np.stack([x[2] for x in splits]), micro_fixed)
+                                       np.stack([x[2] for x in splits]))
         return ev
 
     go, nf, nc = st.go, st.nf, st.nc
@@ -604,7 +595,7 @@ def _wall_decide(p: Block, r: Rows, st: _Start, best: list, e: np.ndarray, bs: n
         pair, m = pair[inside], m[inside]
         el = e[pair]
         bad |= np.bincount(el, minlength=R) > WALL_EVALUATIONS  # the search's cap could bind
-        ev = _evaluate(_take(q, pair), _subset(rq, pair), bs[pair], m, np.ones(pair.size, bool), None)
+        ev = _evaluate(_take(q, pair), _subset(rq, pair), bs[pair], m, np.ones(pair.size, bool))
         bad |= np.bincount(el[ev.big], minlength=R) > 0
         # the candidates with the pick, by place's key; the pick first among equal keys
         rows = np.flatnonzero(np.bincount(e, minlength=R) > 0)
@@ -744,7 +735,7 @@ def _walk(p: Block, r: Rows, kind: str, st: _Start, best: list, has, walk, micro
         n = np.where(active, n, fill)
         exact = np.zeros(R, bool)
         for m_, a_, e_ in _splits(p, n, micro_fixed, divisors):
-            ev = _evaluate(p, r, m_, a_, e_, micro_fixed)
+            ev = _evaluate(p, r, m_, a_, e_)
             okk = ev.ok & active
             np.logical_or(unsure, active & ev.big, out=unsure)
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -1287,8 +1278,10 @@ def _rows(base, axes, idx) -> tuple[Rows, np.ndarray]:
 
 
 def _bindings(pairs: list[Pair], r: Rows, d: Decided, ok: np.ndarray) -> list:
-    """diagnosis.constraints' binding names of every decided (feasible, non-pinned) row, from the
-    chosen pair's interval and the objective's own target on it, elementwise."""
+    """infeasibility.constraints' binding names of every decided (feasible, non-pinned) row, from
+    the chosen pair's interval and the objective's own target on it, by its rules on arrays."""
+    from budgetdsl.solve.infeasibility import floor_binds, limit_binds, pushed_against, room_filled
+
     R = len(r)
     bits = np.zeros(R, dtype=np.int64)
     rows = np.flatnonzero(ok)
@@ -1302,9 +1295,8 @@ def _bindings(pairs: list[Pair], r: Rows, d: Decided, ok: np.ndarray) -> list:
         for b, name in enumerate(LIMIT_NAMES):
             limit, value = limits[name][rows], values[name][rows]
             ilo, ihi, iok = (x[rows] for x in d.ivs[name])
-            decided = iok & ((pushed_lo & (ilo == lo)) | (pushed_hi & (ihi == hi)))
-            tight = binds(limit - value, limit)
-            bits[rows] |= (~np.isnan(limit) & (decided | tight | (value > limit))).astype(np.int64) << b
+            decided = iok & pushed_against(pushed_lo, pushed_hi, ilo, ihi, lo, hi)
+            bits[rows] |= (~np.isnan(limit) & limit_binds(decided, value, limit, np)).astype(np.int64) << b
         micro, accum = d.micro[rows].astype(int), d.accum[rows].astype(int)
         need = np.zeros(len(rows))
         for i, m in {(i, m) for i, m in zip(pi.tolist(), micro.tolist())}:  # memory per device
@@ -1312,9 +1304,9 @@ def _bindings(pairs: list[Pair], r: Rows, d: Decided, ok: np.ndarray) -> list:
         cap = np.array([float(p.cm.memory_per_device) for p in pairs])[pi]
         room = np.array([p.micro_max for p in pairs])[pi]
         floor = np.array([float(p.dp * p.seq_len) for p in pairs])[pi]
-        memory = ((micro == room) & (accum > 1)) | binds(cap - need, cap) | (need > cap)
+        memory = limit_binds(room_filled(micro, room, accum), need, cap, np)
         bits[rows] |= memory.astype(np.int64) << 4
-        bits[rows] |= ((pushed_lo & (floor == lo)) | (d.batch[rows] == floor)).astype(np.int64) << 5
+        bits[rows] |= floor_binds(pushed_lo, floor, lo, d.batch[rows]).astype(np.int64) << 5
     table: dict[int, tuple[str, ...]] = {}
     out = []
     for v in bits.tolist():
@@ -1331,30 +1323,21 @@ _ORDER_MARGIN = 1e-6  # pairs whose vectorized bound is this close to the least 
 
 
 def _conflict_counts(pairs: list[Pair], r: Rows, micro_fixed: int | None) -> np.ndarray:
-    """len(diagnosis.conflicting_names(placement)) of every pair (rows of the result) on every row
-    of `r` (columns), for rows where no pair has a feasible configuration: a placement with no
-    room for its micro-batch names memory alone; else each limit that holds at no batch, each two
-    whose intervals exclude each other, and failing those (no whole number of sequences or no
-    launchable configuration in the interval) each limit whose interval touches the feasible
-    one's ends. From the limits' intervals (`_intervals`, placement.limit_intervals's numbers)."""
+    """len(infeasibility.conflicting_names(placement)) of every pair (rows of the result) on every
+    row of `r` (columns), for rows where no pair has a feasible configuration: memory alone where a
+    micro-batch has no room, else `infeasibility.conflicting` of the limits' intervals (`_intervals`,
+    placement.limit_intervals's numbers)."""
+    from budgetdsl.solve.infeasibility import conflicting
+
     P, R = len(pairs), len(r)
     pi = np.repeat(np.arange(P), R)
     blk = block(pairs, pi)
     lo, hi, _, ivs = _intervals(blk, _subset(r, np.tile(np.arange(R), P)))
-    # the intervals: min_batch (dp·s, INF) always, then each present limit's (None: `there & ~ok`)
+    # the intervals: min_batch (dp·s, INF) always, then each present limit's
     spans = [(blk.per, np.full(P * R, INF), np.ones(P * R, bool), np.ones(P * R, bool))]
     spans += [ivs[n] for n in ("flops", "deadline", "gpu_hours", "usd")]
-    valid = [there & ok for _, _, there, ok in spans]
-    named = [there & ~ok for _, _, there, ok in spans]
     with np.errstate(invalid="ignore"):
-        for a, (alo, _, _, _) in enumerate(spans):
-            for b, (_, bhi, _, _) in enumerate(spans):
-                cross = valid[a] & valid[b] & (alo > bhi)
-                named[a] |= cross
-                named[b] |= cross
-        none = ~np.any(named, axis=0)
-        for a, (alo, ahi, _, _) in enumerate(spans):  # the "integer" case: limits at the interval's ends
-            named[a] |= none & valid[a] & ((alo >= lo) | (ahi <= hi))
+        named = conflicting(spans, lo, hi, np)
     count = np.sum(named, axis=0)
     memory = blk.micro_max < max(1, micro_fixed or 1)
     return np.where(memory, 1, count).reshape(P, R)
