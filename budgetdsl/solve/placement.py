@@ -377,13 +377,14 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     if not hit:
         # Integer steps pushed the target's neighbours over a limit: walk outward from the target
         # to the nearest launchable batch, so the answer stays next to the objective's choice.
-        def at(n: int) -> tuple[bool, tuple[Config, ...]]:
+        def consider(n: int, _live: bool) -> bool:
+            nonlocal best, best_key
             entry = entries.get(n)
             if entry is None:
                 entry = entries[n] = _feasible_at(cm, fr, limits, n, micro_max, micro_fixed, pipeline, configs)
-            return entry
-        best, best_key = _walk(at, set(order), min(max(round(n_t), n_lo), n_hi), n_lo, n_hi,
-                               lambda found, b, k: _better(found, kind, bc, clipped, b, k), best, best_key)
+            best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
+            return entry[0]
+        walk_out(True, min(max(round(n_t), n_lo), n_hi), n_lo, n_hi, order, consider, _FALLBACK_SCAN)
     if kind & 1 and cm._step is not None and cm.mode != DECLARED:
         # The wall-clock objectives: the split the walk met is checked against every split
         # (`_wall_search`), as T is not linear in B across accumulation boundaries.
@@ -568,31 +569,39 @@ def most_sequences(hi, per, xp=SCALAR):
     return xp.floor(hi / per * (1.0 + 1e-12))
 
 
-def _walk(at, seen: set, n0: int, n_lo: int, n_hi: int, better, best, best_key):
-    """`place`'s outward walk from n0 (n0 + 1, n0 − 1, n0 + 2, ...) within [n_lo, n_hi] to the first
-    count with a launchable configuration of exactly its sequences, every count met weighed by
-    `better`; `at(n)`: (exact, the feasible configurations near n)."""
-    for i in range(1, _FALLBACK_SCAN):
-        n = n0 + ((i + 1) // 2) * (1 if i % 2 else -1)
-        if n_lo <= n <= n_hi and n not in seen:
-            seen.add(n)
-            exact, found = at(n)
-            best, best_key = better(found, best, best_key)
-            if exact:
-                break
-    return best, best_key
+def walk_out(going, n0, n_lo, n_hi, seen: tuple, consider, counts: int, xp=SCALAR):
+    """`place`'s outward walk, where `going`, from n0 sequences per replica (n0 + 1, n0 − 1, n0 + 2,
+    ...) within [n_lo, n_hi], to the first count with a launchable configuration of exactly its
+    sequences: `consider(n, live)` weighs the configurations near n where `live` and says where one
+    launches n exactly; the counts in `seen` (already weighed) are passed over, and at most
+    `counts` − 1 are met. Returns where the walk had not ended. One plan: bools and integers; a
+    sweep's rows: arrays, `xp` numpy."""
+    for i in range(1, counts):
+        if not xp.any(going):
+            break
+        k = (i + 1) // 2
+        n = n0 + k if i % 2 else n0 - k
+        live = going & (n >= n_lo) & (n <= n_hi)
+        for s in seen:
+            live = live & (n != s)
+        if xp.any(live):
+            going = going & xp.logical_not(consider(n, live))
+        going = going & xp.logical_not((n0 + k > n_hi) & (n0 - k < n_lo))  # both ways exhausted
+    return going
+
+
+def place_key(kind: int, b_crit, clipped, batch, wall, flops, cost, accum, xp=SCALAR) -> tuple:
+    """`place`'s order of configurations, lexicographic: the objective's `measure`, then the faster
+    run, then fewer accumulation steps (with a pipeline more micro-batches shrink the bubble), then
+    the batch nearest the clipped target. Floats, or a sweep's arrays."""
+    return (measure(kind, b_crit, batch, wall, flops, cost), wall, accum, xp.abs(batch - clipped))
 
 
 def _better(configs, kind: int, bc: float, clipped: float, best, best_key):
-    """The best of `configs` and (best, best_key) by `place`'s key: the objective's `measure`, then the faster run, then
-    fewer accumulation steps (with a pipeline more micro-batches shrink the bubble), then the
-    batch nearest the clipped target."""
+    """The best of `configs` and (best, best_key) by `place_key`."""
     for cfg in configs:
-        b = cfg.batch
-        m = measure(kind, bc, b, cfg.wall, cfg.flops, cfg.usd if cfg.usd is not None else cfg.gpu_hours)
-        if best_key is not None and m > best_key[0]:
-            continue  # ranks after the best on the measure alone (the tuple comparison's answer)
-        key = (m, cfg.wall, cfg.grad_accum, abs(b - clipped))
+        key = place_key(kind, bc, clipped, cfg.batch, cfg.wall, cfg.flops,
+                        cfg.usd if cfg.usd is not None else cfg.gpu_hours, cfg.grad_accum)
         if best_key is None or key < best_key:
             best, best_key = cfg, key
     return best, best_key

@@ -33,13 +33,14 @@ from budgetdsl.solve.placement import (
     WALL_SIZES,
     least_accumulation,
     least_sequences,
-    measure,
     micro_limit,
     most_sequences,
     numbers,
+    place_key,
     quadratic_roots,
     split_candidates,
     violations,
+    walk_out,
     wall_floor,
     wall_limit,
     wall_lines,
@@ -365,11 +366,6 @@ def _better(key_new, key_old):
     return less, equal
 
 
-def _score(kind: str, bc, batch, wall, flops):
-    """`place`'s `measure` of an objective (min_cost placed with min_time)."""
-    return measure(_KIND_OF[kind], bc, batch, wall, flops, None)
-
-
 @dataclass(slots=True)
 class _Start:
     """`place`'s start, elementwise: the objective's target, clipped into [lo, hi], the target and
@@ -653,14 +649,9 @@ def _least(kind: str, r: Rows, st: _Start, evs: list) -> tuple[list, np.ndarray,
         unsure |= (ev.big & act[None, :]).any(axis=0)
 
     def key_part(ev, c, which: int):
-        """Component `which` of place's key on the columns c."""
-        if which == 0:
-            return _score(kind, r.bc[c], ev.batch[:, c], ev.wall[:, c], ev.flops[:, c])
-        if which == 1:
-            return ev.wall[:, c]
-        if which == 2:
-            return ev.accum[:, c]
-        return np.abs(ev.batch[:, c] - clipped[c])
+        """Component `which` of `place_key` on the columns c."""
+        return place_key(_KIND_OF[kind], r.bc[c], clipped[c], ev.batch[:, c], ev.wall[:, c], ev.flops[:, c], None,
+                         ev.accum[:, c], np)[which]
 
     # the score decides almost every column; the later components are compared only where several
     # splits share the best score
@@ -719,15 +710,16 @@ def _least(kind: str, r: Rows, st: _Start, evs: list) -> tuple[list, np.ndarray,
 
 
 def _walk(p: Block, r: Rows, kind: str, st: _Start, best: list, has, walk, micro_fixed, divisors) -> list:
-    """placement.place's outward walk from the target where neither neighbour was launchable, up
-    to WALK steps each way; a row that needs more is unsure (the scalar path). Each count's splits
-    weigh against the best so far as place's `_better` weighs them."""
+    """placement.walk_out where neither neighbour of the target was launchable, up to WALK steps
+    each way; a row that needs more is unsure (the scalar path). Each count's splits weigh against
+    the best so far by `place_key`, as place's `_better` weighs them."""
     R = len(r)
-    unsure, clipped, n_lo, n_hi = st.unsure, st.clipped, st.n_lo, st.n_hi
+    unsure, clipped = st.unsure, st.clipped
     fill = np.ones(R)
+    kind_ = _KIND_OF[kind]
     with np.errstate(divide="ignore", invalid="ignore"):
-        score = _score(kind, r.bc, best[2], best[4], best[7])
-        best_key = tuple(np.where(has, k, np.inf) for k in (score, best[4], best[1], np.abs(best[2] - clipped)))
+        best_key = tuple(np.where(has, k, np.inf)
+                         for k in place_key(kind_, r.bc, clipped, best[2], best[4], best[7], None, best[1], np))
 
     def consider(n, active):
         """One more n: its splits against the best so far; where one launches n exactly."""
@@ -739,7 +731,7 @@ def _walk(p: Block, r: Rows, kind: str, st: _Start, best: list, has, walk, micro
             okk = ev.ok & active
             np.logical_or(unsure, active & ev.big, out=unsure)
             with np.errstate(divide="ignore", invalid="ignore"):
-                key = (_score(kind, r.bc, ev.batch, ev.wall, ev.flops), ev.wall, ev.accum, np.abs(ev.batch - clipped))
+                key = place_key(kind_, r.bc, clipped, ev.batch, ev.wall, ev.flops, None, ev.accum, np)
             less, equal = _better(key, best_key)
             had = ~np.isnan(best[0])
             take = okk & (~had | less)
@@ -749,18 +741,8 @@ def _walk(p: Block, r: Rows, kind: str, st: _Start, best: list, has, walk, micro
             exact |= okk & (ev.micro * ev.accum == n)
         return exact
 
-    n0 = np.minimum(np.maximum(np.rint(st.n_t), n_lo), n_hi)
-    for i in range(1, 2 * WALK + 1):
-        step = float((i + 1) // 2) * (1.0 if i % 2 else -1.0)
-        n = n0 + step
-        if not walk.any():
-            break
-        live = walk & (n >= n_lo) & (n <= n_hi) & (n != st.nf) & (n != st.nc) & (n != n_lo) & (n != n_hi)
-        if live.any():
-            walk &= ~consider(n, live)
-        k = float((i + 1) // 2)
-        walk &= ~((n0 + k > n_hi) & (n0 - k < n_lo))  # the interval is exhausted both ways
-    unsure |= walk
+    n0 = np.minimum(np.maximum(np.rint(st.n_t), st.n_lo), st.n_hi)
+    unsure |= walk_out(walk, n0, st.n_lo, st.n_hi, (st.nf, st.nc, st.n_lo, st.n_hi), consider, 2 * WALK + 1, np)
     return best
 
 

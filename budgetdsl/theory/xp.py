@@ -21,4 +21,5 @@ def _where(condition: Any, a: Any, b: Any) -> Any:
 # numpy's names for the few functions a formula needs beyond + − × ÷, on floats (a namespace of
 # plain functions: the float path is the solver's hot path)
 SCALAR: Any = SimpleNamespace(minimum=min, maximum=max, sqrt=math.sqrt, floor=math.floor, ceil=math.ceil,
-                              copysign=math.copysign, where=_where, logical_not=operator.not_)
+                              copysign=math.copysign, where=_where, logical_not=operator.not_, any=bool,
+                              abs=abs)
