@@ -149,15 +149,28 @@ def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tu
     return out
 
 
-def objective_target(objective: str, cm: CostModel, fr: Frontier) -> float:
-    """The objective's unconstrained batch (tokens); 0 means 'as small as allowed'."""
+def objective_target(objective: str, cm, fr, xp=SCALAR):
+    """The objective's unconstrained batch (tokens); 0 means 'as small as allowed'. One plan, or a
+    sweep's arrays (`cm` and `fr` with array fields, `xp` numpy)."""
     if objective == "balanced":
         return cf.balanced_batch(fr.b_crit)
     if objective in ("min_time", "min_cost"):
         # At a fixed GPU count cost = price·G·W(B)/3600, so both minimize W(B).
         c = cm.fixed_time
-        return cf.min_time_batch(fr.b_crit, cm.flops_per_token, cm.rate, c) if c > 0.0 else 0.0
+        return xp.where(c > 0.0, cf.min_time_batch(fr.b_crit, cm.flops_per_token, cm.rate, xp.maximum(c, 0.0), xp),
+                        0.0)
     return 0.0  # min_flops: f·E(B) grows with B
+
+
+def no_room(micro_max, micro_fixed: int | None):
+    """Not even the micro-batch asked for (one sequence, or the pinned size) fits in memory."""
+    return (micro_max < 1) | (micro_fixed is not None and micro_fixed > micro_max)
+
+
+def open_end(n_lo, n_t, xp=SCALAR):
+    """The last count `place` weighs when no limit bounds the batch from above: one past the
+    target's (or the least count's) ceiling."""
+    return xp.maximum(n_lo, xp.ceil(n_t)) + 1
 
 
 KIND = {"balanced": 0, "min_time": 1, "min_flops": 2, "min_cost": 3}  # `measure`'s kind of each objective
@@ -329,7 +342,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         shared = evals["intervals"] = _shared(cm, fr, limits)
     intervals, lo, hi, per, n_lo, n_hi, configs, counts = shared
     target = objective_target(objective, cm, fr)
-    if micro_max < 1 or (micro_fixed is not None and micro_fixed > micro_max):
+    if no_room(micro_max, micro_fixed):
         return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, None, None, micro_max, "memory"))
     if lo > hi:
         return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, None, None, micro_max, "interval"))
@@ -340,8 +353,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     if n_lo is None:
         n_lo = least_sequences(lo, per)
     if n_hi is None:
-        c = math.ceil(n_t)
-        n_hi = (n_lo if n_lo > c else c) + 1
+        n_hi = open_end(n_lo, n_t)
     if n_lo > n_hi:
         return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, None, micro_max, "integer"))
     entries = counts.get(micro_fixed)

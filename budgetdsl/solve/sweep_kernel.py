@@ -35,7 +35,10 @@ from budgetdsl.solve.placement import (
     least_sequences,
     micro_limit,
     most_sequences,
+    no_room,
     numbers,
+    objective_target,
+    open_end,
     place_key,
     quadratic_roots,
     split_candidates,
@@ -208,6 +211,10 @@ class Rows:
 
     def __len__(self) -> int:
         return len(self.bc)
+
+    @property
+    def b_crit(self) -> np.ndarray:  # a frontier's name (placement.objective_target reads it)
+        return self.bc
 
 
 @dataclass(slots=True)
@@ -387,23 +394,14 @@ def _start(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed) -> _Start:
     """placement.place up to its candidates (placement.objective_target, the interval's integer ends)."""
     R = len(r)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if kind == "balanced":
-            target = cf.balanced_batch(r.bc).copy()
-        elif kind == "min_time":
-            c = p.fixed_time
-            target = np.where(c > 0.0, cf.min_time_batch(r.bc, p.flops_per_token, p.rate, c, np), 0.0)
-        else:
-            target = np.zeros(R)
+        target = objective_target(kind, p, r, np) + np.zeros(R)  # a new array, also where a float
         unsure = np.zeros(R, bool)
-        go = ~empty & (lo <= hi)
-        go &= p.micro_max >= 1
-        if micro_fixed is not None:
-            go &= micro_fixed <= p.micro_max
+        go = ~empty & (lo <= hi) & ~no_room(p.micro_max, micro_fixed)
         clipped = np.minimum(np.maximum(target, lo), hi)
         n_t = clipped / p.per
         n_lo = least_sequences(lo, p.per, np)
         finite = hi < INF
-        n_hi = np.where(finite, most_sequences(hi, p.per, np), np.maximum(n_lo, np.ceil(n_t)) + 1.0)
+        n_hi = np.where(finite, most_sequences(hi, p.per, np), open_end(n_lo, n_t, np))
         go &= n_lo <= n_hi
         unsure |= go & (n_hi > EXACT)
         go &= ~unsure
@@ -1321,7 +1319,7 @@ def _conflict_counts(pairs: list[Pair], r: Rows, micro_fixed: int | None) -> np.
     with np.errstate(invalid="ignore"):
         named = conflicting(spans, lo, hi, np)
     count = np.sum(named, axis=0)
-    memory = blk.micro_max < max(1, micro_fixed or 1)
+    memory = no_room(blk.micro_max, micro_fixed)
     return np.where(memory, 1, count).reshape(P, R)
 
 
