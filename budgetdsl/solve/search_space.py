@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, cast
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
 from budgetdsl.cost.memory import micro_batch_room, zero_divisors
-from budgetdsl.cost.throughput import Layout, StepCost, step_cost_columns
+from budgetdsl.cost.throughput import BACKWARD_SHARE, Layout, StepCost, exposed_dp, step_cost_columns
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.noise import NoiseEstimate
 from budgetdsl.solve.cache import IDENTS, RECORDS, SPACES, WALKS, SolveCache
@@ -1174,9 +1174,10 @@ def step_bound(step: StepCost | None, micro_max: int, b_min: float,
     b ≤ min(micro_max, n) sequences (`throughput.StepCost.total`, term for term): n·K; the bubble
     bubble_k·b ≥ bubble_k (b ≥ 1); the optimizer and overhead; and the exposed data-parallel time at
     its least, the most compute hiding it (b at its largest):
-    - ZeRO 0–2: the bubble and the exposed time together, bubble_k·b + reduce + gather −
-      min(reduce, ⅔·b·window), piecewise linear in b: least at b = 1 when the bubble grows faster
-      than the hidden reduction (a pipeline), else at b_c = min(1.5·reduce/window, micro_max) —
+    - ZeRO 0–2: the bubble and the exposed time together, bubble_k·b + `throughput.exposed_dp` =
+      bubble_k·b + reduce + gather − min(reduce, ⅔·b·window), piecewise linear in b: least at b = 1
+      when the bubble grows faster than the hidden reduction (a pipeline), else at
+      b_c = min(reduce/(⅔·window), micro_max) —
       or at b = n when n < b_c (line 2: its value at b = n, a line in n; line 1: the constant);
     - ZeRO-3: m·max(0, dp_per_micro − b·window) = n·max(0, dp_per_micro/b − window) ≥
       n·max(0, dp_per_micro/micro_max − window) (line 1) and ≥ dp_per_micro − n·window (line 2);
@@ -1196,19 +1197,22 @@ def step_bound(step: StepCost | None, micro_max: int, b_min: float,
             line1, line2 = (k + max(0.0, d / mm - w), const), (k - w, const + d)
     else:
         total = step.reduce + step.gather
+
+        def exposed(b: float) -> float:
+            return exposed_dp(False, step.dp_per_micro, step.reduce, step.gather, step.overlap, b, w, 1.0)[0]
         if step.overlap is not None:
-            exposed = max(0.0, total * (1.0 - step.overlap))
-            line1 = line2 = (k, const + exposed)
+            line1 = line2 = (k, const + exposed(1.0))
         else:
-            # bubble + exposed = g(b) = bubble_k·b + total − min(reduce, ⅔·b·window): slope
-            # bubble_k − ⅔·window until the reduction is hidden (b = 1.5·reduce/window), bubble_k after
+            # bubble + exposed = g(b) = bubble_k·b + exposed_dp(b): slope bubble_k − ⅔·window until
+            # the reduction is hidden (b = reduce/(⅔·window)), bubble_k after
             bk, fixed = step.bubble_k, step.fixed
-            slope = bk - (2.0 / 3.0) * w
+            hidden = BACKWARD_SHARE * w  # per sequence of micro-batch
+            slope = bk - hidden
             if slope >= 0.0:  # least at b = 1 whatever n
-                line1 = line2 = (k, fixed + bk + total - min(step.reduce, (2.0 / 3.0) * w))
-            else:  # least at b_c = min(1.5·reduce/window, micro_max), or at b = n below it
-                b_c = max(1.0, min(1.5 * step.reduce / w, mm))
-                line1 = (k, fixed + bk * b_c + total - min(step.reduce, (2.0 / 3.0) * b_c * w))
+                line1 = line2 = (k, fixed + bk + exposed(1.0))
+            else:  # least at b_c = min(reduce/(⅔·window), micro_max), or at b = n below it
+                b_c = max(1.0, min(step.reduce / hidden, mm))
+                line1 = (k, fixed + bk * b_c + exposed(b_c))
                 line2 = (k + slope, fixed + total)
     return (line1[0] / b_min, line1[1]), (max(0.0, line2[0]) / b_min, line2[1])
 
