@@ -46,6 +46,7 @@ from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto, r
 from budgetdsl.solve.placement import Config, Limits, Placement, evaluate
 from budgetdsl.solve.search_replay import Placed, Record, replay
 from budgetdsl.theory.frontier import Frontier, balance, e_over_emin, wall_bound
+from budgetdsl.theory.xp import SCALAR
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
@@ -1029,37 +1030,25 @@ def _wall_bounds(cols, lo, bc: float, s_min: float, hi=None):
 
 
 def _axes_bounds(consts: _Bounds, bc: float, s_min: float, fe: float, price: float | None):
-    """Each pair's (wall clock, cost, FLOPs) bound, as `search_layouts` computes them one by one."""
-    cols = _columns(consts)
-    b_min, g = cols[4], cols[5]
-    wall = _wall_bounds(cols, b_min, bc, s_min) * (1.0 - 1e-9)
-    gpu_hours = g * wall / 3600.0
-    cost = gpu_hours * price if price else gpu_hours
-    fl = fe * e_over_emin(bc, b_min) * (1.0 - 1e-9)
+    """Each pair's `axis_bounds` (wall clock, cost, FLOPs), on numpy columns, as lists."""
+    import numpy as np
+
+    a1, c1, a2, c2, b_min, g = _columns(consts)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        wall, cost, fl = axis_bounds(((a1, c1), (a2, c2)), b_min, g, fe, bc, s_min,
+                                     lambda gpu_hours: gpu_hours * price if price else gpu_hours, np)
     return wall.tolist(), cost.tolist(), fl.tolist()
 
 
 def _balanced_keys(consts: _Bounds, bc: float, s_min: float, price: float | None, columns: bool = False):
-    """`balanced_key` of every pair (numpy, the same operations; the balance rounded in Python);
-    `columns`: the (balance, cost, wall clock) columns instead, unrounded."""
+    """`balanced_key` of every pair (`balanced_bound` on numpy columns; the balance rounded in
+    Python); `columns`: the (balance, cost, wall clock) columns instead, unrounded."""
     import numpy as np
 
-    cols = _columns(consts)
-    b_min, g = cols[4], cols[5]
-    n = bc / b_min
-    k0, k1 = np.floor(n), np.ceil(n)
-    x0 = np.where(k0 > 1, k0, 1.0) * b_min / bc
-    x1 = np.where(k1 > 1, k1, 1.0) * b_min / bc
-    v0, v1 = balance(x0), balance(x1)
-    v = np.where(v1 < v0, v1, v0)
-    t = 0.5 * (v * (1.0 + 1e-11) - 2.0)
-    with np.errstate(invalid="ignore"):
-        root = np.where(t > 1.0, np.sqrt(t * t - 1.0), 0.0)
-    lo = np.maximum(b_min, (t - root) * bc)
-    hi = np.maximum(lo, (t + root) * bc)
-    wall = _wall_bounds(cols, lo, bc, s_min, hi) * (1.0 - 1e-9)
-    gpu_hours = g * wall / 3600.0
-    cost = gpu_hours * price if price else gpu_hours
+    a1, c1, a2, c2, b_min, g = _columns(consts)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        v, cost, wall = balanced_bound(((a1, c1), (a2, c2)), b_min, g, bc, s_min,
+                                       lambda gpu_hours: gpu_hours * price if price else gpu_hours, np)
     if not columns:
         floor, log10 = math.floor, math.log10
         return [(round(x, 12 - floor(log10(x))), c, w) for x, c, w in zip(v.tolist(), cost.tolist(), wall.tolist())]
@@ -1160,11 +1149,17 @@ def lower_bound(ref: CostModel, gpus: int, dp: int, step: StepCost | None, fr: F
     rounded up, so the continuous frontier bounds them."""
     b_min = float(dp * ref.seq_len)
     linear = 0.0 if step is not None else ref.flops_per_token / (gpus * ref.peak_flops * cast(float, ref.mfu))
-    bc = fr.b_crit
-    wall = wall_bound(step_bound(step, micro_max, b_min, linear), b_min, bc, fr.s_min) * (1.0 - 1e-9)
-    gpu_hours = gpus * wall / 3600.0
-    flops = ref.flops_per_token * fr.e_min * e_over_emin(bc, b_min) * (1.0 - 1e-9)
-    return (wall, gpu_hours * limits.price if limits.price else gpu_hours, flops)
+    price = limits.price
+    return axis_bounds(step_bound(step, micro_max, b_min, linear), b_min, gpus, ref.flops_per_token * fr.e_min,
+                       fr.b_crit, fr.s_min, lambda gpu_hours: gpu_hours * price if price else gpu_hours)
+
+
+def axis_bounds(lines, b_min, gpus, fe, b_crit, s_min, cost_of, xp=SCALAR) -> tuple:
+    """`lower_bound` from a pair's `step_bound` lines, smallest batch and GPU count (fe = f·E_min;
+    `cost_of(GPU-hours)` the cost): floats, or numpy arrays of pairs or of a sweep's rows with `xp`
+    numpy. Each bound is lowered by 1e-9 so that float noise never lets it exclude its own pair."""
+    wall = wall_bound(lines, b_min, b_crit, s_min, None, xp) * (1.0 - 1e-9)
+    return (wall, cost_of(gpus * wall / 3600.0), fe * e_over_emin(b_crit, b_min) * (1.0 - 1e-9))
 
 
 def step_bound(step: StepCost | None, micro_max: int, b_min: float,
@@ -1225,18 +1220,29 @@ def balanced_key(lines: tuple[tuple[float, float], tuple[float, float]], b_min: 
     configuration that ties it after rounding has a balance within 1e-11 of it, so its batch lies
     where (1 + 1/x)(1 + x) ≤ that (x + 1/x ≤ V − 2), and its cost and wall clock are no less than
     their bounds on that interval of B (`wall_bound`)."""
+    v, cost, wall = balanced_bound(lines, b_min, gpus, b_crit, s_min,
+                                   lambda gpu_hours: gpu_hours * price if price else gpu_hours)
+    return (round(v, 12 - math.floor(math.log10(v))), cost, wall)  # v ≥ 4: objectives._magnitude
+
+
+def least_balance(b_crit, b_min, xp=SCALAR):
+    """The least (S/S_min)(E/E_min) over a pair's batches, whole sequences per replica (multiples
+    of b_min): at the multiple on either side of B_crit. Floats, or numpy arrays with `xp` numpy."""
     n = b_crit / b_min
-    k0, k1 = math.floor(n), math.ceil(n)
-    x0, x1 = (k0 if k0 > 1 else 1) * b_min / b_crit, (k1 if k1 > 1 else 1) * b_min / b_crit
-    v0, v1 = balance(x0), balance(x1)
-    v = v1 if v1 < v0 else v0
+    v0 = balance(xp.maximum(xp.floor(n), 1) * b_min / b_crit)
+    v1 = balance(xp.maximum(xp.ceil(n), 1) * b_min / b_crit)
+    return xp.where(v1 < v0, v1, v0)
+
+
+def balanced_bound(lines, b_min, gpus, b_crit, s_min, cost_of, xp=SCALAR) -> tuple:
+    """`balanced_key` unrounded, (balance, cost, wall clock), with `cost_of(GPU-hours)` the cost:
+    floats, or numpy arrays of pairs with `xp` numpy."""
+    v = least_balance(b_crit, b_min, xp)
     t = 0.5 * (v * (1.0 + 1e-11) - 2.0)  # x + 1/x ≤ 2t
-    root = math.sqrt(t * t - 1.0) if t > 1.0 else 0.0
-    lo, hi = max(b_min, (t - root) * b_crit), (t + root) * b_crit
-    wall = wall_bound(lines, lo, b_crit, s_min, max(lo, hi)) * (1.0 - 1e-9)
-    gpu_hours = gpus * wall / 3600.0
-    r0 = round(v, 12 - math.floor(math.log10(v)))  # v ≥ 4: objectives._magnitude
-    return (r0, gpu_hours * price if price else gpu_hours, wall)
+    root = xp.where(t > 1.0, xp.sqrt(xp.maximum(t * t - 1.0, 0.0)), 0.0)
+    lo = xp.maximum(b_min, (t - root) * b_crit)
+    wall = wall_bound(lines, lo, b_crit, s_min, xp.maximum(lo, (t + root) * b_crit), xp) * (1.0 - 1e-9)
+    return v, cost_of(gpus * wall / 3600.0), wall
 
 
 def _config(pl: Placement):

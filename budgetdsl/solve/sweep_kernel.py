@@ -17,12 +17,12 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.solve.cache import SolveCache
-from budgetdsl.solve.objectives import OBJECTIVES, TOLERANCE, _magnitude, rank
+from budgetdsl.solve.objectives import OBJECTIVES, TOLERANCE, rank
 from budgetdsl.solve.placement import (
     _BOUND_MARGIN,
     _DIVISOR_SCAN,
@@ -49,7 +49,6 @@ from budgetdsl.solve.placement import (
     wall_lines,
 )
 from budgetdsl.theory import closed_forms_generated as cf
-from budgetdsl.theory.frontier import balance, e_over_emin, wall_bound
 
 
 def _import_numpy():
@@ -764,13 +763,13 @@ class Decided(Config):
 
 @dataclass(slots=True)
 class _Cfg:
-    """What objectives.rank reads of a configuration."""
+    """What objectives.rank reads of a configuration (floats, or arrays of many)."""
 
-    wall: float
-    usd: float | None
-    gpu_hours: float
-    flops: float
-    batch: float
+    wall: Any
+    usd: Any
+    gpu_hours: Any
+    flops: Any
+    batch: Any
 
 
 def _search_order(pairs: list[Pair], searched: bool, r: Rows, pair_of, kind_of):
@@ -792,8 +791,7 @@ def _search_order(pairs: list[Pair], searched: bool, r: Rows, pair_of, kind_of):
         for j in tied:
             p = pairs[int(pair_of[j])]
             b = lower_bound(ref, p.gpus, p.dp, p.cm._step, fr, limits, p.micro_max)
-            choice = (p.split.tensor_parallel * p.split.pipeline_parallel, p.split.pipeline_parallel, p.split.zero,
-                      ("none", "selective", "full").index(p.split.recompute))
+            choice = _sort_key(p)
             b_min = float(p.dp * ref.seq_len)
             linear = _per_token(p)
             lines = step_bound(p.cm._step, p.micro_max, b_min, linear)
@@ -889,8 +887,8 @@ def _bound_classes(pairs: list[Pair], r: Rows) -> tuple[tuple[np.ndarray, ...], 
 
 
 def _bounds_of_rows(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
-    """`_bounds` computed row by row."""
-    from budgetdsl.solve.search_space import step_bound
+    """`_bounds` computed row by row (search_space.axis_bounds and least_balance on arrays)."""
+    from budgetdsl.solve.search_space import axis_bounds, least_balance, step_bound
 
     ref = pairs[0].cm
     s_min = r.em / r.bc
@@ -902,15 +900,11 @@ def _bounds_of_rows(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
         for p in pairs:
             b_min = float(p.dp * p.seq_len)
             lines = step_bound(p.cm._step, p.micro_max, b_min, _per_token(p))
-            w = wall_bound(lines, b_min, r.bc, s_min, None, np) * (1.0 - 1e-9)
-            gh = p.gpus * w / 3600.0
-            c = np.where(has_price, gh * r.price, gh)
-            f = ref.flops_per_token * r.em * e_over_emin(r.bc, b_min) * (1.0 - 1e-9)
+            w, c, f = axis_bounds(lines, b_min, p.gpus, ref.flops_per_token * r.em, r.bc, s_min,
+                                  lambda gh: np.where(has_price, gh * r.price, gh), np)
             measure = {1: w, 2: c, 3: f}
             if 0 in present:
-                n = r.bc / b_min
-                measure[0] = np.minimum(balance(np.maximum(1.0, np.floor(n)) * b_min / r.bc),
-                                        balance(np.maximum(1.0, np.ceil(n)) * b_min / r.bc))
+                measure[0] = least_balance(r.bc, b_min, np)
             walls.append(w)
             costs.append(c)
             flops.append(f)
@@ -1015,6 +1009,8 @@ def _merge(d: Decided, other: Decided, rows: np.ndarray) -> None:
 def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
     """objectives.choose per row over the placed candidates: (Decided, the pick's wall clock,
     cost, FLOPs and measure)."""
+    from budgetdsl.solve.search_space import rank_key
+
     R = len(r)
     cols = [(i, k, st["kinds"][k], st["kinds"][k]["has"]) for i, st in store.pairs.items() for k in range(len(KINDS))]
     unsure = store.unsure.copy()
@@ -1079,10 +1075,12 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
     front = valid & ~dominated
     # the objective's measure of every candidate
     obj = r.objective[:, None]
+    points = _Cfg(wall, cost, cost, flops, batch)  # objectives.rank reads a configuration's fields
+    b_crit: Any = r.bc[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        measure = np.where(obj == 0, balance(batch / r.bc[:, None]),
-                           np.where(obj == 1, wall, np.where(obj == 2, cost, flops)))
-    measure = np.where(front, measure, np.inf)
+        present = sorted(set(r.objective.tolist()))
+        measures: list[Any] = [rank(OBJECTIVES[o], points, b_crit)[0] for o in present]
+        measure = np.where(front, np.select([obj == o for o in present], measures), np.inf)
     best = measure.min(axis=1)
     contenders = front & (measure <= best[:, None] * (1.0 + 1e-10))
     n_cont = contenders.sum(axis=1)
@@ -1104,7 +1102,7 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
             c = _Cfg(float(wall[row, j]), float(cost[row, j]) if price is not None else None, float(cost[row, j]),
                      float(flops[row, j]), float(batch[row, j]))
             rk = rank(objective, c, float(r.bc[row]))
-            keys.append(((round(rk[0], 12 - _magnitude(rk[0])),) + rk[1:], int(j)))
+            keys.append((rank_key(objective, rk), int(j)))
         top = min(k for k, _ in keys)
         tied = [j for k, j in keys if k == top]
         if len({(pair_of[j], micro[row, j], accum[row, j]) for j in tied}) > 1:
@@ -1408,10 +1406,10 @@ def _diagnosed(base, pairs: list[Pair], r: Rows, micro_fixed: int | None, search
 
 def _sort_key(p: Pair) -> tuple:
     """layout_search.LayoutChoice.sort_key of the pair's layout: the search's tie order."""
-    from budgetdsl.solve.layout_search import RECOMPUTE_ORDER
+    from budgetdsl.solve.layout_search import LayoutChoice
 
     s = p.split
-    return (s.tensor_parallel * s.pipeline_parallel, s.pipeline_parallel, s.zero, RECOMPUTE_ORDER.index(s.recompute))
+    return LayoutChoice(s.tensor_parallel, s.pipeline_parallel, s.zero, str(s.recompute)).sort_key()
 
 
 def iter_kernel_rows(source, settings) -> Iterator:
