@@ -645,15 +645,12 @@ def _least(kind: str, r: Rows, st: _Start, evs: list) -> tuple[list, np.ndarray,
     for ev, _, act, _ in evs:
         unsure |= (ev.big & act[None, :]).any(axis=0)
 
-    def key_part(ev, c, which: int):
-        """Component `which` of `place_key` on the columns c."""
-        return place_key(_KIND_OF[kind], r.bc[c], clipped[c], ev.batch[:, c], ev.wall[:, c], ev.flops[:, c], None,
-                         ev.accum[:, c], np)[which]
-
-    # the score decides almost every column; the later components are compared only where several
-    # splits share the best score
+    # `place_key` of every split (the measure decides almost every column; the later components
+    # are compared only where several splits share the best measure)
     with np.errstate(divide="ignore", invalid="ignore"):
-        k0 = np.concatenate([key_part(ev, slice(None), 0) for ev, _, _, _ in evs])
+        keys = [place_key(_KIND_OF[kind], r.bc, clipped, ev.batch, ev.wall, ev.flops, None, ev.accum, np)
+                for ev, _, _, _ in evs]
+        k0 = np.concatenate([k[0] for k in keys])
     cand &= k0 == np.where(cand, k0, np.inf).min(axis=0)[None, :]
     pick = np.argmax(cand, axis=0)
     offsets = np.cumsum([0] + [ev.micro.shape[0] for ev, _, _, _ in evs])
@@ -681,7 +678,7 @@ def _least(kind: str, r: Rows, st: _Start, evs: list) -> tuple[list, np.ndarray,
     if multi.size:
         sub = cand[:, multi]
         for which in (1, 2, 3):
-            k = np.concatenate([key_part(ev, multi, which) for ev, _, _, _ in evs])
+            k = np.concatenate([key[which][:, multi] for key in keys])
             sub &= k == np.where(sub, k, np.inf).min(axis=0)[None, :]
         cand[:, multi] = sub
         pick[multi] = np.argmax(sub, axis=0)
