@@ -137,16 +137,24 @@ def quadratic_roots(a2, a1, a0, xp=SCALAR):
 def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tuple[float, float] | None]:
     """Each present limit's own interval of B (tokens); None when it holds at no batch."""
     out: dict[str, tuple[float, float] | None] = {"min_batch": (float(cm.data_parallel * cm.seq_len), INF)}
-    f, rate, c = cm.flops_per_token, cm.rate, cm.fixed_time
-    if limits.flops is not None:
-        hi = cf.flops_upper_bound(fr.b_crit, fr.e_min, f, limits.flops)
-        out["flops"] = (0.0, hi) if hi > 0.0 else None
-    for name in TIME_LIMITS:
-        w_max = limits.wall_limit(name, cm.gpus)
-        if w_max is not None:
-            lo, hi, ok = quadratic_roots(*cf.time_quadratic(fr.b_crit, fr.e_min, f, rate, c, w_max))
+    for name in ("flops", *TIME_LIMITS):
+        bound = limits.flops if name == "flops" else limits.wall_limit(name, cm.gpus)
+        if bound is not None:
+            lo, hi, ok = limit_interval(name, cm, fr, bound)
             out[name] = (lo, hi) if ok else None
     return out
+
+
+def limit_interval(name: str, cm, fr, bound, xp=SCALAR) -> tuple:
+    """(low, high, nonempty) of the batches B (tokens) that meet one limit: the FLOP budget `bound`
+    (f·E(B) ≤ F, linear in B), or a time-type limit as a bound on the wall clock (`wall_limit`;
+    W(B) ≤ bound, quadratic in B), from the closed forms. One plan, or a sweep's arrays (`cm` and
+    `fr` with array fields, `xp` numpy)."""
+    if name == "flops":
+        hi = cf.flops_upper_bound(fr.b_crit, fr.e_min, cm.flops_per_token, bound)
+        return 0.0, hi, hi > 0.0
+    a2, a1, a0 = cf.time_quadratic(fr.b_crit, fr.e_min, cm.flops_per_token, cm.rate, cm.fixed_time, bound)
+    return quadratic_roots(a2, a1, a0, xp)
 
 
 def objective_target(objective: str, cm, fr, xp=SCALAR):

@@ -2,12 +2,13 @@
 row's plan (docs/solver.md, "Sweeps").
 
 A sweep of limits, the target, B_crit or the objective leaves the layout × GPU-count pairs alone,
-so they are listed once and every (pair, row) is placed at once. The numbers are the solver's own
-functions on numpy arrays (step time, evaluation, intervals, frontier factors, wall-clock bound,
-binds); this module batches the rows, lists each placement's candidate splits, takes `place`'s and
-`choose`'s picks over them, and prunes pairs by the search's bounds. A row it cannot decide
-exactly goes back to `solve()` (`sweep_rows.solve_row`). numpy is imported here, and this module
-only by the sweep command (`budgetdsl` imports no numpy).
+so they are listed once and every (pair, row) is placed at once. Every formula and rule is the
+solver's own function on numpy arrays (step time, a configuration's numbers and violations, the
+limits' intervals, the target, the splits, place's key and walk, the search's bounds, conflicts and
+binding rules: docs/design.md, "where a formula lives"); this module batches the rows, takes
+`place`'s and `choose`'s picks over them, and prunes pairs by the search's bounds. A row it cannot
+decide exactly goes back to `solve()` (`sweep_rows.solve_row`). numpy is imported here, and this
+module only by the sweep command (`budgetdsl` imports no numpy).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from budgetdsl.solve.placement import (
     WALL_SIZES,
     least_accumulation,
     least_sequences,
+    limit_interval,
     micro_limit,
     most_sequences,
     no_room,
@@ -212,8 +214,12 @@ class Rows:
         return len(self.bc)
 
     @property
-    def b_crit(self) -> np.ndarray:  # a frontier's name (placement.objective_target reads it)
+    def b_crit(self) -> np.ndarray:  # a frontier's names (placement reads them)
         return self.bc
+
+    @property
+    def e_min(self) -> np.ndarray:
+        return self.em
 
 
 @dataclass(slots=True)
@@ -334,7 +340,8 @@ class Placed(Config):
 
 
 def _intervals(p: Block, r: Rows):
-    """placement.limit_intervals: (lo, hi, empty, {name: (lo, hi, present)})."""
+    """placement.limit_intervals on arrays (`limit_interval` of each limit, intersected):
+    (lo, hi, empty, {name: (lo, hi, present, nonempty)})."""
     R = len(r)
     ivs = {}
     lo = p.per + np.zeros(R)  # min_batch: (dp·s, INF)
@@ -342,8 +349,8 @@ def _intervals(p: Block, r: Rows):
     empty = np.zeros(R, bool)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         present = ~np.isnan(r.flops)
-        fhi = cf.flops_upper_bound(r.bc, r.em, p.flops_per_token, r.flops)
-        fok = present & (fhi > 0.0)
+        _, fhi, fok = limit_interval("flops", p, r, r.flops, np)
+        fok &= present
         ivs["flops"] = (np.zeros(R), fhi, present, fok)
         empty |= present & ~fok
         lo = np.where(fok, np.maximum(lo, 0.0), lo)
@@ -351,9 +358,7 @@ def _intervals(p: Block, r: Rows):
         given = {"deadline": ~np.isnan(r.deadline), "gpu_hours": ~np.isnan(r.gpu_hours),
                  "usd": ~np.isnan(r.usd) & ~np.isnan(r.price)}
         for name in TIME_LIMITS:
-            w_max = wall_limit(name, getattr(r, name), r.price, p.gpus)
-            a2, a1, a0 = cf.time_quadratic(r.bc, r.em, p.flops_per_token, p.rate, p.fixed_time, w_max)
-            ilo, ihi, iok = quadratic_roots(a2, a1, a0, np)
+            ilo, ihi, iok = limit_interval(name, p, r, wall_limit(name, getattr(r, name), r.price, p.gpus), np)
             iok &= given[name]
             ivs[name] = (ilo, ihi, given[name], iok)
             empty |= given[name] & ~iok
@@ -516,7 +521,7 @@ def _wall_check(p: Block, r: Rows, st: _Start, best: list, has, micro_fixed: int
         return
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         s_min = r.em / r.bc
-        fhi = cf.flops_upper_bound(r.bc, r.em, p.flops_per_token, r.flops)
+        fhi = limit_interval("flops", p, r, r.flops, np)[1]
         n_max = np.where(np.isnan(r.flops), INF, most_sequences(fhi, p.per, np))
         # the least wall a time limit allows (rows with none: INF)
         allowed = np.full(R, INF)
