@@ -321,6 +321,9 @@ def step_seconds(step, b, m, xp=SCALAR):
     return m * b * step.per_sequence + step.bubble_k * b + once + zero2 + step.fixed
 
 
+BACKWARD_SHARE = 2.0 / 3.0  # the backward's share of a micro-batch's compute: what hides ZeRO 0–2's reduction
+
+
 def exposed_dp(zero3, per_micro, reduce, gather, overlap, b, window, m, xp=SCALAR):
     """(the data-parallel seconds a step leaves exposed once, ZeRO-2's other m − 1 reductions), with
     m micro-batches of b sequences each hidden behind b·window of compute (module docstring):
@@ -334,7 +337,7 @@ def exposed_dp(zero3, per_micro, reduce, gather, overlap, b, window, m, xp=SCALA
         exposed = total * (1.0 - overlap)
         each = per_micro * (1.0 - overlap)
     else:
-        backward = (2.0 / 3.0) * b * window
+        backward = BACKWARD_SHARE * b * window
         exposed = total - xp.where(zero3, xp.minimum(per_step, m * b * window), xp.minimum(reduce, backward))
         each = xp.maximum(0.0, per_micro - backward)
     return xp.maximum(0.0, exposed), xp.where(zero3, 0.0, (m - 1) * each)

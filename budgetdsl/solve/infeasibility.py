@@ -6,10 +6,13 @@ infeasible. The smallest change that makes a plan feasible is `relaxations`'s.
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import TYPE_CHECKING
 
 from budgetdsl.solve.placement import INF, LIMIT_NAMES, Placement, binds
 from budgetdsl.solve.solution import Constraint
+from budgetdsl.theory.xp import SCALAR
 
 if TYPE_CHECKING:
     from budgetdsl.solve.placement import Limits
@@ -23,15 +26,48 @@ def conflicting_names(pl: Placement) -> list[str]:
         return list(pl.config.violated)
     if pl.empty_reason == "memory":
         return ["memory"]
-    names = [n for n, iv in pl.intervals.items() if iv is None]
-    for n, iv in pl.intervals.items():
-        for m, jv in pl.intervals.items():
-            if iv is not None and jv is not None and iv[0] > jv[1]:
-                names += [n, m]
-    if not names and pl.empty_reason == "integer":
-        names = [n for n, iv in pl.intervals.items()
-                 if iv is not None and (iv[0] >= pl.lo or iv[1] <= pl.hi)]
-    return sorted(set(names), key=list(pl.intervals).index if names else None)
+    spans = [(0.0, 0.0, True, False) if iv is None else (iv[0], iv[1], True, True) for iv in pl.intervals.values()]
+    return [n for n, named in zip(pl.intervals, conflicting(spans, pl.lo, pl.hi)) if named]
+
+
+def conflicting(spans: list[tuple], lo, hi, xp=SCALAR) -> list:
+    """Which limits a placement with no configuration names, from their intervals of B (`spans`:
+    (low, high, present, nonempty) each, in `Placement.intervals` order) and their intersection
+    [lo, hi]: each limit that holds at no batch, each two whose intervals exclude each other, and
+    failing those (no whole number of sequences or no launchable configuration between lo and hi)
+    each limit whose interval sets an end of [lo, hi]. Floats, or a sweep's arrays."""
+    valid = [there & ok for _, _, there, ok in spans]
+    named = [there & xp.logical_not(ok) for _, _, there, ok in spans]
+    for a, (alo, _, _, _) in enumerate(spans):
+        for b, (_, bhi, _, _) in enumerate(spans):
+            cross = valid[a] & valid[b] & (alo > bhi)
+            named[a] = named[a] | cross
+            named[b] = named[b] | cross
+    none = xp.logical_not(functools.reduce(operator.or_, named))
+    return [named[a] | (none & valid[a] & ((alo >= lo) | (ahi <= hi))) for a, (alo, ahi, _, _) in enumerate(spans)]
+
+
+def pushed_against(pushed_lo, pushed_hi, iv_lo, iv_hi, lo, hi):
+    """Whether a limit's own interval [iv_lo, iv_hi] sets the end of the feasible [lo, hi] that the
+    objective's target lay beyond (cvxpy's "active" constraint). Floats, or a sweep's arrays."""
+    return (pushed_lo & (iv_lo == lo)) | (pushed_hi & (iv_hi == hi))
+
+
+def room_filled(micro, micro_max, accum):
+    """Memory decided the split: the micro-batch at the room, accumulation restoring the batch."""
+    return (micro == micro_max) & (accum > 1)
+
+
+def limit_binds(decided, value, limit, xp=SCALAR):
+    """A limit binds at a configuration: the placement was decided by it (`pushed_against`,
+    `room_filled`), the value is not within it, or less than TIGHT of it is left (`binds`)."""
+    return decided | xp.logical_not(value <= limit) | binds(limit - value, limit)
+
+
+def floor_binds(pushed_lo, floor, lo, batch):
+    """The batch floor (one sequence per replica) binds: it set the interval's low end the target
+    was pushed to, or the batch sits on it."""
+    return (pushed_lo & (floor == lo)) | (batch == floor)
 
 
 def fmt(name: str, v: float) -> str:
@@ -88,16 +124,16 @@ def constraints(limits: Limits, pl: Placement, pinned: bool) -> list[Constraint]
         slack = None if value is None else limit - value
         satisfied = None if value is None else value <= limit
         if name == "memory":
-            decided = cfg is not None and cfg.micro_batch == pl.micro_max and cfg.grad_accum > 1
+            decided = cfg is not None and room_filled(cfg.micro_batch, pl.micro_max, cfg.grad_accum)
             detail = (f"micro-batch ≤ {pl.micro_max} sequences per device"
                       + ("; accumulation restores the batch" if decided else ""))
         else:
-            decided = iv is not None and ((pushed_lo and iv[0] == pl.lo) or (pushed_hi and iv[1] == pl.hi))
+            decided = iv is not None and pushed_against(pushed_lo, pushed_hi, iv[0], iv[1], pl.lo, pl.hi)
             detail = ""
-        tight = slack is not None and binds(slack, limit)
         out.append(Constraint(
             name=name, sense="<=", limit=limit, value=value, slack=slack,
-            binding=bool(decided or tight or satisfied is False or (iv is None and name in pl.intervals)
+            binding=bool((decided if value is None else limit_binds(decided, value, limit))
+                         or (iv is None and name in pl.intervals)
                          or (name == "memory" and pl.empty_reason == "memory")),
             satisfied=satisfied, unit=UNITS[name],
             allowed_batch=(None if iv is None else (iv[0], iv[1] if iv[1] < INF else None))
@@ -108,7 +144,7 @@ def constraints(limits: Limits, pl: Placement, pinned: bool) -> list[Constraint]
     out.append(Constraint(
         name="min_batch", sense=">=", limit=floor, value=value,
         slack=None if value is None else value - floor,
-        binding=bool((pushed_lo and floor == pl.lo) or (value is not None and value == floor)),
+        binding=bool(floor_binds(pushed_lo, floor, pl.lo, value)),
         satisfied=None if value is None else value >= floor, unit="tokens",
         allowed_batch=(floor, None), detail=f"one sequence per data-parallel replica (dp = {cm.data_parallel})"))
     return out

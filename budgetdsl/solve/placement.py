@@ -137,38 +137,68 @@ def quadratic_roots(a2, a1, a0, xp=SCALAR):
 def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tuple[float, float] | None]:
     """Each present limit's own interval of B (tokens); None when it holds at no batch."""
     out: dict[str, tuple[float, float] | None] = {"min_batch": (float(cm.data_parallel * cm.seq_len), INF)}
-    f, rate, c = cm.flops_per_token, cm.rate, cm.fixed_time
-    if limits.flops is not None:
-        hi = cf.flops_upper_bound(fr.b_crit, fr.e_min, f, limits.flops)
-        out["flops"] = (0.0, hi) if hi > 0.0 else None
-    for name in TIME_LIMITS:
-        w_max = limits.wall_limit(name, cm.gpus)
-        if w_max is not None:
-            lo, hi, ok = quadratic_roots(*cf.time_quadratic(fr.b_crit, fr.e_min, f, rate, c, w_max))
+    for name in ("flops", *TIME_LIMITS):
+        bound = limits.flops if name == "flops" else limits.wall_limit(name, cm.gpus)
+        if bound is not None:
+            lo, hi, ok = limit_interval(name, cm, fr, bound)
             out[name] = (lo, hi) if ok else None
     return out
 
 
-def objective_target(objective: str, cm: CostModel, fr: Frontier) -> float:
-    """The objective's unconstrained batch (tokens); 0 means 'as small as allowed'."""
+def limit_interval(name: str, cm, fr, bound, xp=SCALAR) -> tuple:
+    """(low, high, nonempty) of the batches B (tokens) that meet one limit: the FLOP budget `bound`
+    (f·E(B) ≤ F, linear in B), or a time-type limit as a bound on the wall clock (`wall_limit`;
+    W(B) ≤ bound, quadratic in B), from the closed forms. One plan, or a sweep's arrays (`cm` and
+    `fr` with array fields, `xp` numpy)."""
+    if name == "flops":
+        hi = cf.flops_upper_bound(fr.b_crit, fr.e_min, cm.flops_per_token, bound)
+        return 0.0, hi, hi > 0.0
+    a2, a1, a0 = cf.time_quadratic(fr.b_crit, fr.e_min, cm.flops_per_token, cm.rate, cm.fixed_time, bound)
+    return quadratic_roots(a2, a1, a0, xp)
+
+
+def objective_target(objective: str, cm, fr, xp=SCALAR):
+    """The objective's unconstrained batch (tokens); 0 means 'as small as allowed'. One plan, or a
+    sweep's arrays (`cm` and `fr` with array fields, `xp` numpy)."""
     if objective == "balanced":
         return cf.balanced_batch(fr.b_crit)
     if objective in ("min_time", "min_cost"):
         # At a fixed GPU count cost = price·G·W(B)/3600, so both minimize W(B).
         c = cm.fixed_time
-        return cf.min_time_batch(fr.b_crit, cm.flops_per_token, cm.rate, c) if c > 0.0 else 0.0
+        return xp.where(c > 0.0, cf.min_time_batch(fr.b_crit, cm.flops_per_token, cm.rate, xp.maximum(c, 0.0), xp),
+                        0.0)
     return 0.0  # min_flops: f·E(B) grows with B
+
+
+def no_room(micro_max, micro_fixed: int | None):
+    """Not even the micro-batch asked for (one sequence, or the pinned size) fits in memory."""
+    return (micro_max < 1) | (micro_fixed is not None and micro_fixed > micro_max)
+
+
+def open_end(n_lo, n_t, xp=SCALAR):
+    """The last count `place` weighs when no limit bounds the batch from above: one past the
+    target's (or the least count's) ceiling."""
+    return xp.maximum(n_lo, xp.ceil(n_t)) + 1
+
+
+KIND = {"balanced": 0, "min_time": 1, "min_flops": 2, "min_cost": 3}  # `measure`'s kind of each objective
+
+
+def measure(kind: int, b_crit, batch, wall, flops, cost):
+    """An objective's measure of a configuration, lower is better: kind 0 balanced, (S/S_min)(E/E_min)
+    at the batch; 1 the wall clock (min_time); 2 the FLOPs (min_flops); 3 the cost (min_cost: USD
+    with a price, else GPU-hours). Floats, or a sweep's arrays."""
+    if kind == 0:
+        return balance_at(b_crit, batch)
+    if kind == 1:
+        return wall
+    return flops if kind == 2 else cost
 
 
 def score(objective: str, fr: Frontier, cfg: Config) -> float:
     """The objective's measure of a configuration (lower is better)."""
-    if objective == "balanced":
-        return balance_at(fr.b_crit, cfg.batch)
-    if objective == "min_time":
-        return cfg.wall
-    if objective == "min_flops":
-        return cfg.flops
-    return cfg.usd if cfg.usd is not None else cfg.gpu_hours
+    return measure(KIND[objective], fr.b_crit, cfg.batch, cfg.wall, cfg.flops,
+                   cfg.usd if cfg.usd is not None else cfg.gpu_hours)
 
 
 def evaluate(cm: CostModel, fr: Frontier, limits: Limits, micro: int, accum: int,
@@ -199,20 +229,25 @@ def _config(cm: CostModel, limits: Limits, micro: int, accum: int, micro_max: in
     sequences, batch, steps, tokens, flops, wall, gpu_hours, memory = numbers
     price = limits.price
     usd = gpu_hours * price if price else None
-    violated: tuple[str, ...] = ()
-    if micro > micro_max:
-        violated = ("memory",)
-    deadline = limits.deadline
-    if deadline is not None and wall > deadline:
-        violated += ("deadline",)
-    if limits.flops is not None and flops > limits.flops:
-        violated += ("flops",)
-    if limits.gpu_hours is not None and gpu_hours > limits.gpu_hours:
-        violated += ("gpu_hours",)
-    if limits.usd is not None and usd is not None and usd > limits.usd:
-        violated += ("usd",)
+    over = violations(limits, micro, micro_max, wall, flops, gpu_hours, usd)
+    violated = tuple(n for n, o in zip(VIOLATIONS, over) if o) if any(over) else ()
     return _new_config(Config, (cm.gpus, micro, accum, cm.data_parallel, sequences, batch, steps, tokens, flops,
                                 wall, gpu_hours, usd, memory, violated))
+
+
+VIOLATIONS = ("memory", *LIMIT_NAMES)  # what `violations` checks, in its order
+
+
+def violations(limits, micro, micro_max, wall, flops, gpu_hours, usd) -> tuple:
+    """Whether a configuration breaks each of VIOLATIONS: a micro-batch above the room in memory, a
+    number above its limit. Floats with `Limits` (an absent limit None; usd None without a price),
+    or a sweep's arrays with its rows' limits (absent: NaN, which no comparison exceeds)."""
+    return (micro > micro_max, _over(wall, limits.deadline), _over(flops, limits.flops),
+            _over(gpu_hours, limits.gpu_hours), _over(usd, limits.usd))
+
+
+def _over(value, limit):
+    return limit is not None and value is not None and value > limit
 
 
 NUMBERS_FRONTIERS = 8  # frontiers whose evaluations a cost model keeps (a sweep's B_crit axis moves on)
@@ -257,20 +292,26 @@ def _configs_for(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool
 
 @functools.lru_cache(maxsize=1 << 16)  # a pure function of four integers, asked the same few on every solve
 def _pairs_near(n: int, micro_max: int, micro_fixed: int | None, pipeline: bool) -> tuple[tuple[int, int], ...]:
-    out: tuple[tuple[int, int], ...]
+    return tuple(sorted({(m, a) for m, a, there in split_candidates(n, micro_max, micro_fixed, pipeline,
+                                                                     largest_divisor_at_most) if there}))
+
+
+def split_candidates(n, micro_max, micro_fixed: int | None, pipeline, divisor, xp=SCALAR) -> list[tuple]:
+    """The (micro, accum, exists) splits weighed for n sequences per replica: with a pinned micro-batch
+    the accumulations on either side of n; else the fewest accumulation steps (the two micro-batches
+    nearest n over them), n exactly (`divisor(n, cap)`: the largest micro-batch dividing n), and
+    with a pipeline micro-batches of one sequence (the most per step, the smallest bubble). Integers
+    for one count (`_pairs_near`), or a sweep's integer arrays with `xp` numpy and `divisor` on
+    arrays; a split may repeat another."""
     if micro_fixed is not None:
-        a = max(1, n // micro_fixed)
-        out = ((micro_fixed, a), (micro_fixed, a + 1)) if a * micro_fixed < n else ((micro_fixed, a),)
-    else:
-        cap = max(1, micro_max)
-        a = -(-n // cap)
-        pairs = {(m, a) for m in (n // a, -(-n // a)) if 1 <= m <= cap}
-        m = largest_divisor_at_most(n, cap)
-        pairs.add((m, n // m))
-        if pipeline:
-            pairs.add((1, n))
-        out = tuple(sorted(pairs))
-    return out
+        a = xp.maximum(1, n // micro_fixed)
+        return [(micro_fixed, a, True), (micro_fixed, a + 1, a * micro_fixed < n)]
+    cap = xp.maximum(1, micro_max)
+    a = -(-n // cap)
+    m1, m2 = n // a, -(-n // a)
+    d = divisor(n, cap)
+    return [(m1, a, (m1 >= 1) & (m1 <= cap)), (m2, a, (m2 >= 1) & (m2 <= cap)), (d, n // d, True),
+            (1, n, pipeline)]
 
 
 class Placement(NamedTuple):
@@ -309,7 +350,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         shared = evals["intervals"] = _shared(cm, fr, limits)
     intervals, lo, hi, per, n_lo, n_hi, configs, counts = shared
     target = objective_target(objective, cm, fr)
-    if micro_max < 1 or (micro_fixed is not None and micro_fixed > micro_max):
+    if no_room(micro_max, micro_fixed):
         return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, None, None, micro_max, "memory"))
     if lo > hi:
         return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, None, None, micro_max, "interval"))
@@ -320,17 +361,14 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     if n_lo is None:
         n_lo = least_sequences(lo, per)
     if n_hi is None:
-        c = math.ceil(n_t)
-        n_hi = (n_lo if n_lo > c else c) + 1
+        n_hi = open_end(n_lo, n_t)
     if n_lo > n_hi:
         return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, None, micro_max, "integer"))
     entries = counts.get(micro_fixed)
     if entries is None:
         entries = counts[micro_fixed] = {}
     pipeline = cm.split.pipeline_parallel > 1
-    # the objective's measure (`score`, inlined; balanced: (S/S_min)(E/E_min), the same operations)
-    kind = (0 if objective == "balanced" else 1 if objective == "min_time" else 2 if objective == "min_flops"
-            else 3)
+    kind = KIND[objective]
     bc = fr.b_crit
     best: Config | None = None
     best_key: tuple[float, int, float] | None = None
@@ -359,13 +397,14 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     if not hit:
         # Integer steps pushed the target's neighbours over a limit: walk outward from the target
         # to the nearest launchable batch, so the answer stays next to the objective's choice.
-        def at(n: int) -> tuple[bool, tuple[Config, ...]]:
+        def consider(n: int, _live: bool) -> bool:
+            nonlocal best, best_key
             entry = entries.get(n)
             if entry is None:
                 entry = entries[n] = _feasible_at(cm, fr, limits, n, micro_max, micro_fixed, pipeline, configs)
-            return entry
-        best, best_key = _walk(at, set(order), min(max(round(n_t), n_lo), n_hi), n_lo, n_hi,
-                               lambda found, b, k: _better(found, kind, bc, clipped, b, k), best, best_key)
+            best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
+            return entry[0]
+        walk_out(True, min(max(round(n_t), n_lo), n_hi), n_lo, n_hi, order, consider, _FALLBACK_SCAN)
     if kind & 1 and cm._step is not None and cm.mode != DECLARED:
         # The wall-clock objectives: the split the walk met is checked against every split
         # (`_wall_search`), as T is not linear in B across accumulation boundaries.
@@ -550,39 +589,39 @@ def most_sequences(hi, per, xp=SCALAR):
     return xp.floor(hi / per * (1.0 + 1e-12))
 
 
-def _walk(at, seen: set, n0: int, n_lo: int, n_hi: int, better, best, best_key):
-    """`place`'s outward walk from n0 (n0 + 1, n0 − 1, n0 + 2, ...) within [n_lo, n_hi] to the first
-    count with a launchable configuration of exactly its sequences, every count met weighed by
-    `better`; `at(n)`: (exact, the feasible configurations near n)."""
-    for i in range(1, _FALLBACK_SCAN):
-        n = n0 + ((i + 1) // 2) * (1 if i % 2 else -1)
-        if n_lo <= n <= n_hi and n not in seen:
-            seen.add(n)
-            exact, found = at(n)
-            best, best_key = better(found, best, best_key)
-            if exact:
-                break
-    return best, best_key
+def walk_out(going, n0, n_lo, n_hi, seen: tuple, consider, counts: int, xp=SCALAR):
+    """`place`'s outward walk, where `going`, from n0 sequences per replica (n0 + 1, n0 − 1, n0 + 2,
+    ...) within [n_lo, n_hi], to the first count with a launchable configuration of exactly its
+    sequences: `consider(n, live)` weighs the configurations near n where `live` and says where one
+    launches n exactly; the counts in `seen` (already weighed) are passed over, and at most
+    `counts` − 1 are met. Returns where the walk had not ended. One plan: bools and integers; a
+    sweep's rows: arrays, `xp` numpy."""
+    for i in range(1, counts):
+        if not xp.any(going):
+            break
+        k = (i + 1) // 2
+        n = n0 + k if i % 2 else n0 - k
+        live = going & (n >= n_lo) & (n <= n_hi)
+        for s in seen:
+            live = live & (n != s)
+        if xp.any(live):
+            going = going & xp.logical_not(consider(n, live))
+        going = going & xp.logical_not((n0 + k > n_hi) & (n0 - k < n_lo))  # both ways exhausted
+    return going
+
+
+def place_key(kind: int, b_crit, clipped, batch, wall, flops, cost, accum, xp=SCALAR) -> tuple:
+    """`place`'s order of configurations, lexicographic: the objective's `measure`, then the faster
+    run, then fewer accumulation steps (with a pipeline more micro-batches shrink the bubble), then
+    the batch nearest the clipped target. Floats, or a sweep's arrays."""
+    return (measure(kind, b_crit, batch, wall, flops, cost), wall, accum, xp.abs(batch - clipped))
 
 
 def _better(configs, kind: int, bc: float, clipped: float, best, best_key):
-    """The best of `configs` and (best, best_key) by `place`'s key: the objective's measure
-    (kind 0 balanced, 1 wall clock, 2 FLOPs, 3 cost; `score`, inlined), then the faster run, then
-    fewer accumulation steps (with a pipeline more micro-batches shrink the bubble), then the
-    batch nearest the clipped target."""
+    """The best of `configs` and (best, best_key) by `place_key`."""
     for cfg in configs:
-        b = cfg.batch
-        if kind == 0:
-            m = balance_at(bc, b)
-        elif kind == 1:
-            m = cfg.wall
-        elif kind == 2:
-            m = cfg.flops
-        else:
-            m = cfg.usd if cfg.usd is not None else cfg.gpu_hours
-        if best_key is not None and m > best_key[0]:
-            continue  # ranks after the best on the measure alone (the tuple comparison's answer)
-        key = (m, cfg.wall, cfg.grad_accum, abs(b - clipped))
+        key = place_key(kind, bc, clipped, cfg.batch, cfg.wall, cfg.flops,
+                        cfg.usd if cfg.usd is not None else cfg.gpu_hours, cfg.grad_accum)
         if best_key is None or key < best_key:
             best, best_key = cfg, key
     return best, best_key

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, cast
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
 from budgetdsl.cost.memory import micro_batch_room, zero_divisors
-from budgetdsl.cost.throughput import Layout, StepCost, step_cost_columns
+from budgetdsl.cost.throughput import BACKWARD_SHARE, Layout, StepCost, exposed_dp, step_cost_columns
 from budgetdsl.hardware.layout import gpu_unit
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.noise import NoiseEstimate
@@ -47,6 +47,7 @@ from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto, r
 from budgetdsl.solve.placement import Config, Limits, Placement, evaluate
 from budgetdsl.solve.search_replay import Placed, Record, replay
 from budgetdsl.theory.frontier import Frontier, balance, e_over_emin, wall_bound
+from budgetdsl.theory.xp import SCALAR
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
@@ -1047,37 +1048,25 @@ def _wall_bounds(cols, lo, bc: float, s_min: float, hi=None):
 
 
 def _axes_bounds(consts: _Bounds, bc: float, s_min: float, fe: float, price: float | None):
-    """Each pair's (wall clock, cost, FLOPs) bound, as `search_layouts` computes them one by one."""
-    cols = _columns(consts)
-    b_min, g = cols[4], cols[5]
-    wall = _wall_bounds(cols, b_min, bc, s_min) * (1.0 - 1e-9)
-    gpu_hours = g * wall / 3600.0
-    cost = gpu_hours * price if price else gpu_hours
-    fl = fe * e_over_emin(bc, b_min) * (1.0 - 1e-9)
+    """Each pair's `axis_bounds` (wall clock, cost, FLOPs), on numpy columns, as lists."""
+    import numpy as np
+
+    a1, c1, a2, c2, b_min, g = _columns(consts)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        wall, cost, fl = axis_bounds(((a1, c1), (a2, c2)), b_min, g, fe, bc, s_min,
+                                     lambda gpu_hours: gpu_hours * price if price else gpu_hours, np)
     return wall.tolist(), cost.tolist(), fl.tolist()
 
 
 def _balanced_keys(consts: _Bounds, bc: float, s_min: float, price: float | None, columns: bool = False):
-    """`balanced_key` of every pair (numpy, the same operations; the balance rounded in Python);
-    `columns`: the (balance, cost, wall clock) columns instead, unrounded."""
+    """`balanced_key` of every pair (`balanced_bound` on numpy columns; the balance rounded in
+    Python); `columns`: the (balance, cost, wall clock) columns instead, unrounded."""
     import numpy as np
 
-    cols = _columns(consts)
-    b_min, g = cols[4], cols[5]
-    n = bc / b_min
-    k0, k1 = np.floor(n), np.ceil(n)
-    x0 = np.where(k0 > 1, k0, 1.0) * b_min / bc
-    x1 = np.where(k1 > 1, k1, 1.0) * b_min / bc
-    v0, v1 = balance(x0), balance(x1)
-    v = np.where(v1 < v0, v1, v0)
-    t = 0.5 * (v * (1.0 + 1e-11) - 2.0)
-    with np.errstate(invalid="ignore"):
-        root = np.where(t > 1.0, np.sqrt(t * t - 1.0), 0.0)
-    lo = np.maximum(b_min, (t - root) * bc)
-    hi = np.maximum(lo, (t + root) * bc)
-    wall = _wall_bounds(cols, lo, bc, s_min, hi) * (1.0 - 1e-9)
-    gpu_hours = g * wall / 3600.0
-    cost = gpu_hours * price if price else gpu_hours
+    a1, c1, a2, c2, b_min, g = _columns(consts)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        v, cost, wall = balanced_bound(((a1, c1), (a2, c2)), b_min, g, bc, s_min,
+                                       lambda gpu_hours: gpu_hours * price if price else gpu_hours, np)
     if not columns:
         floor, log10 = math.floor, math.log10
         return [(round(x, 12 - floor(log10(x))), c, w) for x, c, w in zip(v.tolist(), cost.tolist(), wall.tolist())]
@@ -1178,11 +1167,17 @@ def lower_bound(ref: CostModel, gpus: int, dp: int, step: StepCost | None, fr: F
     rounded up, so the continuous frontier bounds them."""
     b_min = float(dp * ref.seq_len)
     linear = 0.0 if step is not None else ref.flops_per_token / (gpus * ref.peak_flops * cast(float, ref.mfu))
-    bc = fr.b_crit
-    wall = wall_bound(step_bound(step, micro_max, b_min, linear), b_min, bc, fr.s_min) * (1.0 - 1e-9)
-    gpu_hours = gpus * wall / 3600.0
-    flops = ref.flops_per_token * fr.e_min * e_over_emin(bc, b_min) * (1.0 - 1e-9)
-    return (wall, gpu_hours * limits.price if limits.price else gpu_hours, flops)
+    price = limits.price
+    return axis_bounds(step_bound(step, micro_max, b_min, linear), b_min, gpus, ref.flops_per_token * fr.e_min,
+                       fr.b_crit, fr.s_min, lambda gpu_hours: gpu_hours * price if price else gpu_hours)
+
+
+def axis_bounds(lines, b_min, gpus, fe, b_crit, s_min, cost_of, xp=SCALAR) -> tuple:
+    """`lower_bound` from a pair's `step_bound` lines, smallest batch and GPU count (fe = f·E_min;
+    `cost_of(GPU-hours)` the cost): floats, or numpy arrays of pairs or of a sweep's rows with `xp`
+    numpy. Each bound is lowered by 1e-9 so that float noise never lets it exclude its own pair."""
+    wall = wall_bound(lines, b_min, b_crit, s_min, None, xp) * (1.0 - 1e-9)
+    return (wall, cost_of(gpus * wall / 3600.0), fe * e_over_emin(b_crit, b_min) * (1.0 - 1e-9))
 
 
 def step_bound(step: StepCost | None, micro_max: int, b_min: float,
@@ -1192,9 +1187,10 @@ def step_bound(step: StepCost | None, micro_max: int, b_min: float,
     b ≤ min(micro_max, n) sequences (`throughput.StepCost.total`, term for term): n·K; the bubble
     bubble_k·b ≥ bubble_k (b ≥ 1); the optimizer and overhead; and the exposed data-parallel time at
     its least, the most compute hiding it (b at its largest):
-    - ZeRO 0–2: the bubble and the exposed time together, bubble_k·b + reduce + gather −
-      min(reduce, ⅔·b·window), piecewise linear in b: least at b = 1 when the bubble grows faster
-      than the hidden reduction (a pipeline), else at b_c = min(1.5·reduce/window, micro_max) —
+    - ZeRO 0–2: the bubble and the exposed time together, bubble_k·b + `throughput.exposed_dp` =
+      bubble_k·b + reduce + gather − min(reduce, ⅔·b·window), piecewise linear in b: least at b = 1
+      when the bubble grows faster than the hidden reduction (a pipeline), else at
+      b_c = min(reduce/(⅔·window), micro_max) —
       or at b = n when n < b_c (line 2: its value at b = n, a line in n; line 1: the constant);
     - ZeRO-3: m·max(0, dp_per_micro − b·window) = n·max(0, dp_per_micro/b − window) ≥
       n·max(0, dp_per_micro/micro_max − window) (line 1) and ≥ dp_per_micro − n·window (line 2);
@@ -1214,19 +1210,22 @@ def step_bound(step: StepCost | None, micro_max: int, b_min: float,
             line1, line2 = (k + max(0.0, d / mm - w), const), (k - w, const + d)
     else:
         total = step.reduce + step.gather
+
+        def exposed(b: float) -> float:
+            return exposed_dp(False, step.dp_per_micro, step.reduce, step.gather, step.overlap, b, w, 1.0)[0]
         if step.overlap is not None:
-            exposed = max(0.0, total * (1.0 - step.overlap))
-            line1 = line2 = (k, const + exposed)
+            line1 = line2 = (k, const + exposed(1.0))
         else:
-            # bubble + exposed = g(b) = bubble_k·b + total − min(reduce, ⅔·b·window): slope
-            # bubble_k − ⅔·window until the reduction is hidden (b = 1.5·reduce/window), bubble_k after
+            # bubble + exposed = g(b) = bubble_k·b + exposed_dp(b): slope bubble_k − ⅔·window until
+            # the reduction is hidden (b = reduce/(⅔·window)), bubble_k after
             bk, fixed = step.bubble_k, step.fixed
-            slope = bk - (2.0 / 3.0) * w
+            hidden = BACKWARD_SHARE * w  # per sequence of micro-batch
+            slope = bk - hidden
             if slope >= 0.0:  # least at b = 1 whatever n
-                line1 = line2 = (k, fixed + bk + total - min(step.reduce, (2.0 / 3.0) * w))
-            else:  # least at b_c = min(1.5·reduce/window, micro_max), or at b = n below it
-                b_c = max(1.0, min(1.5 * step.reduce / w, mm))
-                line1 = (k, fixed + bk * b_c + total - min(step.reduce, (2.0 / 3.0) * b_c * w))
+                line1 = line2 = (k, fixed + bk + exposed(1.0))
+            else:  # least at b_c = min(reduce/(⅔·window), micro_max), or at b = n below it
+                b_c = max(1.0, min(step.reduce / hidden, mm))
+                line1 = (k, fixed + bk * b_c + exposed(b_c))
                 line2 = (k + slope, fixed + total)
     return (line1[0] / b_min, line1[1]), (max(0.0, line2[0]) / b_min, line2[1])
 
@@ -1239,18 +1238,29 @@ def balanced_key(lines: tuple[tuple[float, float], tuple[float, float]], b_min: 
     configuration that ties it after rounding has a balance within 1e-11 of it, so its batch lies
     where (1 + 1/x)(1 + x) ≤ that (x + 1/x ≤ V − 2), and its cost and wall clock are no less than
     their bounds on that interval of B (`wall_bound`)."""
+    v, cost, wall = balanced_bound(lines, b_min, gpus, b_crit, s_min,
+                                   lambda gpu_hours: gpu_hours * price if price else gpu_hours)
+    return (round(v, 12 - math.floor(math.log10(v))), cost, wall)  # v ≥ 4: objectives._magnitude
+
+
+def least_balance(b_crit, b_min, xp=SCALAR):
+    """The least (S/S_min)(E/E_min) over a pair's batches, whole sequences per replica (multiples
+    of b_min): at the multiple on either side of B_crit. Floats, or numpy arrays with `xp` numpy."""
     n = b_crit / b_min
-    k0, k1 = math.floor(n), math.ceil(n)
-    x0, x1 = (k0 if k0 > 1 else 1) * b_min / b_crit, (k1 if k1 > 1 else 1) * b_min / b_crit
-    v0, v1 = balance(x0), balance(x1)
-    v = v1 if v1 < v0 else v0
+    v0 = balance(xp.maximum(xp.floor(n), 1) * b_min / b_crit)
+    v1 = balance(xp.maximum(xp.ceil(n), 1) * b_min / b_crit)
+    return xp.where(v1 < v0, v1, v0)
+
+
+def balanced_bound(lines, b_min, gpus, b_crit, s_min, cost_of, xp=SCALAR) -> tuple:
+    """`balanced_key` unrounded, (balance, cost, wall clock), with `cost_of(GPU-hours)` the cost:
+    floats, or numpy arrays of pairs with `xp` numpy."""
+    v = least_balance(b_crit, b_min, xp)
     t = 0.5 * (v * (1.0 + 1e-11) - 2.0)  # x + 1/x ≤ 2t
-    root = math.sqrt(t * t - 1.0) if t > 1.0 else 0.0
-    lo, hi = max(b_min, (t - root) * b_crit), (t + root) * b_crit
-    wall = wall_bound(lines, lo, b_crit, s_min, max(lo, hi)) * (1.0 - 1e-9)
-    gpu_hours = gpus * wall / 3600.0
-    r0 = round(v, 12 - math.floor(math.log10(v)))  # v ≥ 4: objectives._magnitude
-    return (r0, gpu_hours * price if price else gpu_hours, wall)
+    root = xp.where(t > 1.0, xp.sqrt(xp.maximum(t * t - 1.0, 0.0)), 0.0)
+    lo = xp.maximum(b_min, (t - root) * b_crit)
+    wall = wall_bound(lines, lo, b_crit, s_min, xp.maximum(lo, (t + root) * b_crit), xp) * (1.0 - 1e-9)
+    return v, cost_of(gpus * wall / 3600.0), wall
 
 
 def _config(pl: Placement):

@@ -2,12 +2,13 @@
 row's plan (docs/solver.md, "Sweeps").
 
 A sweep of limits, the target, B_crit or the objective leaves the layout × GPU-count pairs alone,
-so they are listed once and every (pair, row) is placed at once. The numbers are the solver's own
-functions on numpy arrays (step time, evaluation, intervals, frontier factors, wall-clock bound,
-binds); this module batches the rows, lists each placement's candidate splits, takes `place`'s and
-`choose`'s picks over them, and prunes pairs by the search's bounds. A row it cannot decide
-exactly goes back to `solve()` (`sweep_rows.solve_row`). numpy is imported here, and this module
-only by the sweep command (`budgetdsl` imports no numpy).
+so they are listed once and every (pair, row) is placed at once. Every formula and rule is the
+solver's own function on numpy arrays (step time, a configuration's numbers and violations, the
+limits' intervals, the target, the splits, place's key and walk, the search's bounds, conflicts and
+binding rules: docs/design.md, "where a formula lives"); this module batches the rows, takes
+`place`'s and `choose`'s picks over them, and prunes pairs by the search's bounds. A row it cannot
+decide exactly goes back to `solve()` (`sweep_rows.solve_row`). numpy is imported here, and this
+module only by the sweep command (`budgetdsl` imports no numpy).
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.solve.cache import SolveCache
-from budgetdsl.solve.objectives import OBJECTIVES, TOLERANCE, _magnitude, rank
+from budgetdsl.solve.objectives import OBJECTIVES, TOLERANCE, rank
 from budgetdsl.solve.placement import (
     _BOUND_MARGIN,
     _DIVISOR_SCAN,
@@ -31,19 +32,25 @@ from budgetdsl.solve.placement import (
     TIME_LIMITS,
     WALL_EVALUATIONS,
     WALL_SIZES,
-    binds,
     least_accumulation,
     least_sequences,
+    limit_interval,
     micro_limit,
     most_sequences,
+    no_room,
     numbers,
+    objective_target,
+    open_end,
+    place_key,
     quadratic_roots,
+    split_candidates,
+    violations,
+    walk_out,
     wall_floor,
     wall_limit,
     wall_lines,
 )
 from budgetdsl.theory import closed_forms_generated as cf
-from budgetdsl.theory.frontier import balance, balance_at, e_over_emin, wall_bound
 
 
 def _import_numpy():
@@ -206,6 +213,14 @@ class Rows:
     def __len__(self) -> int:
         return len(self.bc)
 
+    @property
+    def b_crit(self) -> np.ndarray:  # a frontier's names (placement reads them)
+        return self.bc
+
+    @property
+    def e_min(self) -> np.ndarray:
+        return self.em
+
 
 @dataclass(slots=True)
 class Config:
@@ -233,26 +248,17 @@ class Evals(Config):
     big: np.ndarray  # beyond the exact integer range: the row goes to the scalar path
 
 
-def _evaluate(p: Block, r: Rows, micro, accum, exists, micro_fixed: int | None) -> Evals:
+def _evaluate(p: Block, r: Rows, micro, accum, exists) -> Evals:
     """placement.evaluate, elementwise (micro, accum: float arrays of whole numbers): its numbers
-    (`placement.numbers`), then the limits. A limit no row has is not compared (NaN, absent,
-    would compare False anyway)."""
+    (`placement.numbers`), then its `violations`."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         _, batch, steps, _, flops, wall, gh = numbers(p, r.bc, r.em, micro, accum, np)
         ok = exists & (batch <= EXACT) & (steps <= EXACT) & np.isfinite(wall)
         big = exists & ~ok
-        if micro_fixed is not None:
-            ok &= micro <= p.micro_max
-        for value, limit in ((wall, r.deadline), (flops, r.flops), (gh, r.gpu_hours)):
-            if not np.isnan(limit).all():
-                ok &= ~(value > limit)
-        cost = gh
-        has_price = ~np.isnan(r.price)
-        if has_price.any():
-            usd = gh * r.price
-            if not np.isnan(r.usd).all():
-                ok &= ~(has_price & (usd > r.usd))
-            cost = np.where(has_price, usd, gh)
+        usd = gh * r.price  # NaN without a price: no usd limit applies
+        for over in violations(r, micro, p.micro_max, wall, flops, gh, usd):
+            ok &= ~over
+        cost = np.where(np.isnan(r.price), gh, usd)
     return Evals(micro, accum, batch, steps, wall, gh, cost, flops, ok=ok, big=big)
 
 
@@ -306,25 +312,15 @@ class _Divisors:
 
 
 def _splits(p: Block, n: np.ndarray, micro_fixed: int | None, divisors: _Divisors):
-    """placement._configs_for(n, ...) elementwise, in integers: a list of (micro, accum, exists)
-    float arrays."""
+    """placement.split_candidates of n sequences per replica elementwise: a list of (micro, accum,
+    exists) float arrays, a split that exists nowhere, or only where an earlier one is the same,
+    left out."""
     ni = n.astype(np.int64)
-    every = np.ones(n.shape, bool)
-    if micro_fixed is not None:
-        a = np.maximum(1, ni // micro_fixed)
-        mf = np.full(n.shape, float(micro_fixed))
-        return [(mf, a.astype(float), every), (mf, (a + 1).astype(float), a * micro_fixed < ni)]
-    cap = np.broadcast_to(np.maximum(1, p.micro_max), ni.shape)
-    a = -(-ni // cap)
-    m1, m2 = ni // a, -(-ni // a)
-    d = divisors(ni, cap)
-    af = a.astype(float)
-    out = [(m1.astype(float), af, (m1 >= 1) & (m1 <= cap)),
-           (m2.astype(float), af, (m2 >= 1) & (m2 <= cap) & (m2 != m1)),
-           (d.astype(float), (ni // d).astype(float), every)]
-    if p.pipeline.any():
-        out.append((np.ones(n.shape), n.copy(), np.broadcast_to(p.pipeline, n.shape)))
-    kept = out[:1]  # a split that exists nowhere, or only where an earlier one is the same: skipped
+    cap = np.broadcast_to(p.micro_max, ni.shape)
+    splits = split_candidates(ni, cap, micro_fixed, p.pipeline, divisors, np)
+    out = [(np.broadcast_to(m, ni.shape).astype(float), np.broadcast_to(a, ni.shape).astype(float),
+            np.broadcast_to(e, ni.shape)) for m, a, e in splits]
+    kept = out[:1]
     for m, acc, e in out[1:]:
         same = ~e
         for km, ka, ke in kept:
@@ -344,7 +340,8 @@ class Placed(Config):
 
 
 def _intervals(p: Block, r: Rows):
-    """placement.limit_intervals: (lo, hi, empty, {name: (lo, hi, present)})."""
+    """placement.limit_intervals on arrays (`limit_interval` of each limit, intersected):
+    (lo, hi, empty, {name: (lo, hi, present, nonempty)})."""
     R = len(r)
     ivs = {}
     lo = p.per + np.zeros(R)  # min_batch: (dp·s, INF)
@@ -352,8 +349,8 @@ def _intervals(p: Block, r: Rows):
     empty = np.zeros(R, bool)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         present = ~np.isnan(r.flops)
-        fhi = cf.flops_upper_bound(r.bc, r.em, p.flops_per_token, r.flops)
-        fok = present & (fhi > 0.0)
+        _, fhi, fok = limit_interval("flops", p, r, r.flops, np)
+        fok &= present
         ivs["flops"] = (np.zeros(R), fhi, present, fok)
         empty |= present & ~fok
         lo = np.where(fok, np.maximum(lo, 0.0), lo)
@@ -361,9 +358,7 @@ def _intervals(p: Block, r: Rows):
         given = {"deadline": ~np.isnan(r.deadline), "gpu_hours": ~np.isnan(r.gpu_hours),
                  "usd": ~np.isnan(r.usd) & ~np.isnan(r.price)}
         for name in TIME_LIMITS:
-            w_max = wall_limit(name, getattr(r, name), r.price, p.gpus)
-            a2, a1, a0 = cf.time_quadratic(r.bc, r.em, p.flops_per_token, p.rate, p.fixed_time, w_max)
-            ilo, ihi, iok = quadratic_roots(a2, a1, a0, np)
+            ilo, ihi, iok = limit_interval(name, p, r, wall_limit(name, getattr(r, name), r.price, p.gpus), np)
             iok &= given[name]
             ivs[name] = (ilo, ihi, given[name], iok)
             empty |= given[name] & ~iok
@@ -380,14 +375,6 @@ def _better(key_new, key_old):
         less |= equal & (a < b)
         equal &= a == b
     return less, equal
-
-
-def _score(kind: str, bc, batch, wall, flops):
-    """`place`'s measure of an objective (placement._better): balanced (S/S_min)(E/E_min), else the
-    wall clock (min_time, and min_cost, placed with it) or the FLOPs (min_flops)."""
-    if kind == "balanced":
-        return balance_at(bc, batch)
-    return wall if kind == "min_time" else flops
 
 
 @dataclass(slots=True)
@@ -411,23 +398,14 @@ def _start(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed) -> _Start:
     """placement.place up to its candidates (placement.objective_target, the interval's integer ends)."""
     R = len(r)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if kind == "balanced":
-            target = cf.balanced_batch(r.bc).copy()
-        elif kind == "min_time":
-            c = p.fixed_time
-            target = np.where(c > 0.0, cf.min_time_batch(r.bc, p.flops_per_token, p.rate, c, np), 0.0)
-        else:
-            target = np.zeros(R)
+        target = objective_target(kind, p, r, np) + np.zeros(R)  # a new array, also where a float
         unsure = np.zeros(R, bool)
-        go = ~empty & (lo <= hi)
-        go &= p.micro_max >= 1
-        if micro_fixed is not None:
-            go &= micro_fixed <= p.micro_max
+        go = ~empty & (lo <= hi) & ~no_room(p.micro_max, micro_fixed)
         clipped = np.minimum(np.maximum(target, lo), hi)
         n_t = clipped / p.per
         n_lo = least_sequences(lo, p.per, np)
         finite = hi < INF
-        n_hi = np.where(finite, most_sequences(hi, p.per, np), np.maximum(n_lo, np.ceil(n_t)) + 1.0)
+        n_hi = np.where(finite, most_sequences(hi, p.per, np), open_end(n_lo, n_t, np))
         go &= n_lo <= n_hi
         unsure |= go & (n_hi > EXACT)
         go &= ~unsure
@@ -451,7 +429,7 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
         if ev is None:
             splits = _splits(p, n, micro_fixed, divisors)
             ev = cache[ck] = _evaluate(p, r, np.stack([x[0] for x in splits]), np.stack([x[1] for x in splits]),
-                                       np.stack([x[2] for x in splits]), micro_fixed)
+                                       np.stack([x[2] for x in splits]))
         return ev
 
     go, nf, nc = st.go, st.nf, st.nc
@@ -543,7 +521,7 @@ def _wall_check(p: Block, r: Rows, st: _Start, best: list, has, micro_fixed: int
         return
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         s_min = r.em / r.bc
-        fhi = cf.flops_upper_bound(r.bc, r.em, p.flops_per_token, r.flops)
+        fhi = limit_interval("flops", p, r, r.flops, np)[1]
         n_max = np.where(np.isnan(r.flops), INF, most_sequences(fhi, p.per, np))
         # the least wall a time limit allows (rows with none: INF)
         allowed = np.full(R, INF)
@@ -615,7 +593,7 @@ def _wall_decide(p: Block, r: Rows, st: _Start, best: list, e: np.ndarray, bs: n
         pair, m = pair[inside], m[inside]
         el = e[pair]
         bad |= np.bincount(el, minlength=R) > WALL_EVALUATIONS  # the search's cap could bind
-        ev = _evaluate(_take(q, pair), _subset(rq, pair), bs[pair], m, np.ones(pair.size, bool), None)
+        ev = _evaluate(_take(q, pair), _subset(rq, pair), bs[pair], m, np.ones(pair.size, bool))
         bad |= np.bincount(el[ev.big], minlength=R) > 0
         # the candidates with the pick, by place's key; the pick first among equal keys
         rows = np.flatnonzero(np.bincount(e, minlength=R) > 0)
@@ -672,20 +650,12 @@ def _least(kind: str, r: Rows, st: _Start, evs: list) -> tuple[list, np.ndarray,
     for ev, _, act, _ in evs:
         unsure |= (ev.big & act[None, :]).any(axis=0)
 
-    def key_part(ev, c, which: int):
-        """Component `which` of place's key on the columns c."""
-        if which == 0:
-            return _score(kind, r.bc[c], ev.batch[:, c], ev.wall[:, c], ev.flops[:, c])
-        if which == 1:
-            return ev.wall[:, c]
-        if which == 2:
-            return ev.accum[:, c]
-        return np.abs(ev.batch[:, c] - clipped[c])
-
-    # the score decides almost every column; the later components are compared only where several
-    # splits share the best score
+    # `place_key` of every split (the measure decides almost every column; the later components
+    # are compared only where several splits share the best measure)
     with np.errstate(divide="ignore", invalid="ignore"):
-        k0 = np.concatenate([key_part(ev, slice(None), 0) for ev, _, _, _ in evs])
+        keys = [place_key(_KIND_OF[kind], r.bc, clipped, ev.batch, ev.wall, ev.flops, None, ev.accum, np)
+                for ev, _, _, _ in evs]
+        k0 = np.concatenate([k[0] for k in keys])
     cand &= k0 == np.where(cand, k0, np.inf).min(axis=0)[None, :]
     pick = np.argmax(cand, axis=0)
     offsets = np.cumsum([0] + [ev.micro.shape[0] for ev, _, _, _ in evs])
@@ -713,7 +683,7 @@ def _least(kind: str, r: Rows, st: _Start, evs: list) -> tuple[list, np.ndarray,
     if multi.size:
         sub = cand[:, multi]
         for which in (1, 2, 3):
-            k = np.concatenate([key_part(ev, multi, which) for ev, _, _, _ in evs])
+            k = np.concatenate([key[which][:, multi] for key in keys])
             sub &= k == np.where(sub, k, np.inf).min(axis=0)[None, :]
         cand[:, multi] = sub
         pick[multi] = np.argmax(sub, axis=0)
@@ -739,15 +709,16 @@ def _least(kind: str, r: Rows, st: _Start, evs: list) -> tuple[list, np.ndarray,
 
 
 def _walk(p: Block, r: Rows, kind: str, st: _Start, best: list, has, walk, micro_fixed, divisors) -> list:
-    """placement.place's outward walk from the target where neither neighbour was launchable, up
-    to WALK steps each way; a row that needs more is unsure (the scalar path). Each count's splits
-    weigh against the best so far as place's `_better` weighs them."""
+    """placement.walk_out where neither neighbour of the target was launchable, up to WALK steps
+    each way; a row that needs more is unsure (the scalar path). Each count's splits weigh against
+    the best so far by `place_key`, as place's `_better` weighs them."""
     R = len(r)
-    unsure, clipped, n_lo, n_hi = st.unsure, st.clipped, st.n_lo, st.n_hi
+    unsure, clipped = st.unsure, st.clipped
     fill = np.ones(R)
+    kind_ = _KIND_OF[kind]
     with np.errstate(divide="ignore", invalid="ignore"):
-        score = _score(kind, r.bc, best[2], best[4], best[7])
-        best_key = tuple(np.where(has, k, np.inf) for k in (score, best[4], best[1], np.abs(best[2] - clipped)))
+        best_key = tuple(np.where(has, k, np.inf)
+                         for k in place_key(kind_, r.bc, clipped, best[2], best[4], best[7], None, best[1], np))
 
     def consider(n, active):
         """One more n: its splits against the best so far; where one launches n exactly."""
@@ -755,11 +726,11 @@ def _walk(p: Block, r: Rows, kind: str, st: _Start, best: list, has, walk, micro
         n = np.where(active, n, fill)
         exact = np.zeros(R, bool)
         for m_, a_, e_ in _splits(p, n, micro_fixed, divisors):
-            ev = _evaluate(p, r, m_, a_, e_, micro_fixed)
+            ev = _evaluate(p, r, m_, a_, e_)
             okk = ev.ok & active
             np.logical_or(unsure, active & ev.big, out=unsure)
             with np.errstate(divide="ignore", invalid="ignore"):
-                key = (_score(kind, r.bc, ev.batch, ev.wall, ev.flops), ev.wall, ev.accum, np.abs(ev.batch - clipped))
+                key = place_key(kind_, r.bc, clipped, ev.batch, ev.wall, ev.flops, None, ev.accum, np)
             less, equal = _better(key, best_key)
             had = ~np.isnan(best[0])
             take = okk & (~had | less)
@@ -769,18 +740,8 @@ def _walk(p: Block, r: Rows, kind: str, st: _Start, best: list, has, walk, micro
             exact |= okk & (ev.micro * ev.accum == n)
         return exact
 
-    n0 = np.minimum(np.maximum(np.rint(st.n_t), n_lo), n_hi)
-    for i in range(1, 2 * WALK + 1):
-        step = float((i + 1) // 2) * (1.0 if i % 2 else -1.0)
-        n = n0 + step
-        if not walk.any():
-            break
-        live = walk & (n >= n_lo) & (n <= n_hi) & (n != st.nf) & (n != st.nc) & (n != n_lo) & (n != n_hi)
-        if live.any():
-            walk &= ~consider(n, live)
-        k = float((i + 1) // 2)
-        walk &= ~((n0 + k > n_hi) & (n0 - k < n_lo))  # the interval is exhausted both ways
-    unsure |= walk
+    n0 = np.minimum(np.maximum(np.rint(st.n_t), st.n_lo), st.n_hi)
+    unsure |= walk_out(walk, n0, st.n_lo, st.n_hi, (st.nf, st.nc, st.n_lo, st.n_hi), consider, 2 * WALK + 1, np)
     return best
 
 
@@ -804,13 +765,13 @@ class Decided(Config):
 
 @dataclass(slots=True)
 class _Cfg:
-    """What objectives.rank reads of a configuration."""
+    """What objectives.rank reads of a configuration (floats, or arrays of many)."""
 
-    wall: float
-    usd: float | None
-    gpu_hours: float
-    flops: float
-    batch: float
+    wall: Any
+    usd: Any
+    gpu_hours: Any
+    flops: Any
+    batch: Any
 
 
 def _search_order(pairs: list[Pair], searched: bool, r: Rows, pair_of, kind_of):
@@ -832,8 +793,7 @@ def _search_order(pairs: list[Pair], searched: bool, r: Rows, pair_of, kind_of):
         for j in tied:
             p = pairs[int(pair_of[j])]
             b = lower_bound(ref, p.gpus, p.dp, p.cm._step, fr, limits, p.micro_max)
-            choice = (p.split.tensor_parallel * p.split.pipeline_parallel, p.split.pipeline_parallel, p.split.zero,
-                      ("none", "selective", "full").index(p.split.recompute))
+            choice = _sort_key(p)
             b_min = float(p.dp * ref.seq_len)
             linear = _per_token(p)
             lines = step_bound(p.cm._step, p.micro_max, b_min, linear)
@@ -929,8 +889,8 @@ def _bound_classes(pairs: list[Pair], r: Rows) -> tuple[tuple[np.ndarray, ...], 
 
 
 def _bounds_of_rows(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
-    """`_bounds` computed row by row."""
-    from budgetdsl.solve.search_space import step_bound
+    """`_bounds` computed row by row (search_space.axis_bounds and least_balance on arrays)."""
+    from budgetdsl.solve.search_space import axis_bounds, least_balance, step_bound
 
     ref = pairs[0].cm
     s_min = r.em / r.bc
@@ -942,15 +902,11 @@ def _bounds_of_rows(pairs: list[Pair], r: Rows) -> tuple[np.ndarray, ...]:
         for p in pairs:
             b_min = float(p.dp * p.seq_len)
             lines = step_bound(p.cm._step, p.micro_max, b_min, _per_token(p))
-            w = wall_bound(lines, b_min, r.bc, s_min, None, np) * (1.0 - 1e-9)
-            gh = p.gpus * w / 3600.0
-            c = np.where(has_price, gh * r.price, gh)
-            f = ref.flops_per_token * r.em * e_over_emin(r.bc, b_min) * (1.0 - 1e-9)
+            w, c, f = axis_bounds(lines, b_min, p.gpus, ref.flops_per_token * r.em, r.bc, s_min,
+                                  lambda gh: np.where(has_price, gh * r.price, gh), np)
             measure = {1: w, 2: c, 3: f}
             if 0 in present:
-                n = r.bc / b_min
-                measure[0] = np.minimum(balance(np.maximum(1.0, np.floor(n)) * b_min / r.bc),
-                                        balance(np.maximum(1.0, np.ceil(n)) * b_min / r.bc))
+                measure[0] = least_balance(r.bc, b_min, np)
             walls.append(w)
             costs.append(c)
             flops.append(f)
@@ -1055,6 +1011,8 @@ def _merge(d: Decided, other: Decided, rows: np.ndarray) -> None:
 def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
     """objectives.choose per row over the placed candidates: (Decided, the pick's wall clock,
     cost, FLOPs and measure)."""
+    from budgetdsl.solve.search_space import rank_key
+
     R = len(r)
     cols = [(i, k, st["kinds"][k], st["kinds"][k]["has"]) for i, st in store.pairs.items() for k in range(len(KINDS))]
     unsure = store.unsure.copy()
@@ -1119,10 +1077,12 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
     front = valid & ~dominated
     # the objective's measure of every candidate
     obj = r.objective[:, None]
+    points = _Cfg(wall, cost, cost, flops, batch)  # objectives.rank reads a configuration's fields
+    b_crit: Any = r.bc[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        measure = np.where(obj == 0, balance(batch / r.bc[:, None]),
-                           np.where(obj == 1, wall, np.where(obj == 2, cost, flops)))
-    measure = np.where(front, measure, np.inf)
+        present = sorted(set(r.objective.tolist()))
+        measures: list[Any] = [rank(OBJECTIVES[o], points, b_crit)[0] for o in present]
+        measure = np.where(front, np.select([obj == o for o in present], measures), np.inf)
     best = measure.min(axis=1)
     contenders = front & (measure <= best[:, None] * (1.0 + 1e-10))
     n_cont = contenders.sum(axis=1)
@@ -1144,7 +1104,7 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
             c = _Cfg(float(wall[row, j]), float(cost[row, j]) if price is not None else None, float(cost[row, j]),
                      float(flops[row, j]), float(batch[row, j]))
             rk = rank(objective, c, float(r.bc[row]))
-            keys.append(((round(rk[0], 12 - _magnitude(rk[0])),) + rk[1:], int(j)))
+            keys.append((rank_key(objective, rk), int(j)))
         top = min(k for k, _ in keys)
         tied = [j for k, j in keys if k == top]
         if len({(pair_of[j], micro[row, j], accum[row, j]) for j in tied}) > 1:
@@ -1298,8 +1258,10 @@ def _rows(base, axes, idx) -> tuple[Rows, np.ndarray]:
 
 
 def _bindings(pairs: list[Pair], r: Rows, d: Decided, ok: np.ndarray) -> list:
-    """diagnosis.constraints' binding names of every decided (feasible, non-pinned) row, from the
-    chosen pair's interval and the objective's own target on it, elementwise."""
+    """infeasibility.constraints' binding names of every decided (feasible, non-pinned) row, from
+    the chosen pair's interval and the objective's own target on it, by its rules on arrays."""
+    from budgetdsl.solve.infeasibility import floor_binds, limit_binds, pushed_against, room_filled
+
     R = len(r)
     bits = np.zeros(R, dtype=np.int64)
     rows = np.flatnonzero(ok)
@@ -1313,9 +1275,8 @@ def _bindings(pairs: list[Pair], r: Rows, d: Decided, ok: np.ndarray) -> list:
         for b, name in enumerate(LIMIT_NAMES):
             limit, value = limits[name][rows], values[name][rows]
             ilo, ihi, iok = (x[rows] for x in d.ivs[name])
-            decided = iok & ((pushed_lo & (ilo == lo)) | (pushed_hi & (ihi == hi)))
-            tight = binds(limit - value, limit)
-            bits[rows] |= (~np.isnan(limit) & (decided | tight | (value > limit))).astype(np.int64) << b
+            decided = iok & pushed_against(pushed_lo, pushed_hi, ilo, ihi, lo, hi)
+            bits[rows] |= (~np.isnan(limit) & limit_binds(decided, value, limit, np)).astype(np.int64) << b
         micro, accum = d.micro[rows].astype(int), d.accum[rows].astype(int)
         need = np.zeros(len(rows))
         for i, m in {(i, m) for i, m in zip(pi.tolist(), micro.tolist())}:  # memory per device
@@ -1323,9 +1284,9 @@ def _bindings(pairs: list[Pair], r: Rows, d: Decided, ok: np.ndarray) -> list:
         cap = np.array([float(p.cm.memory_per_device) for p in pairs])[pi]
         room = np.array([p.micro_max for p in pairs])[pi]
         floor = np.array([float(p.dp * p.seq_len) for p in pairs])[pi]
-        memory = ((micro == room) & (accum > 1)) | binds(cap - need, cap) | (need > cap)
+        memory = limit_binds(room_filled(micro, room, accum), need, cap, np)
         bits[rows] |= memory.astype(np.int64) << 4
-        bits[rows] |= ((pushed_lo & (floor == lo)) | (d.batch[rows] == floor)).astype(np.int64) << 5
+        bits[rows] |= floor_binds(pushed_lo, floor, lo, d.batch[rows]).astype(np.int64) << 5
     table: dict[int, tuple[str, ...]] = {}
     out = []
     for v in bits.tolist():
@@ -1342,32 +1303,23 @@ _ORDER_MARGIN = 1e-6  # pairs whose vectorized bound is this close to the least 
 
 
 def _conflict_counts(pairs: list[Pair], r: Rows, micro_fixed: int | None) -> np.ndarray:
-    """len(diagnosis.conflicting_names(placement)) of every pair (rows of the result) on every row
-    of `r` (columns), for rows where no pair has a feasible configuration: a placement with no
-    room for its micro-batch names memory alone; else each limit that holds at no batch, each two
-    whose intervals exclude each other, and failing those (no whole number of sequences or no
-    launchable configuration in the interval) each limit whose interval touches the feasible
-    one's ends. From the limits' intervals (`_intervals`, placement.limit_intervals's numbers)."""
+    """len(infeasibility.conflicting_names(placement)) of every pair (rows of the result) on every
+    row of `r` (columns), for rows where no pair has a feasible configuration: memory alone where a
+    micro-batch has no room, else `infeasibility.conflicting` of the limits' intervals (`_intervals`,
+    placement.limit_intervals's numbers)."""
+    from budgetdsl.solve.infeasibility import conflicting
+
     P, R = len(pairs), len(r)
     pi = np.repeat(np.arange(P), R)
     blk = block(pairs, pi)
     lo, hi, _, ivs = _intervals(blk, _subset(r, np.tile(np.arange(R), P)))
-    # the intervals: min_batch (dp·s, INF) always, then each present limit's (None: `there & ~ok`)
+    # the intervals: min_batch (dp·s, INF) always, then each present limit's
     spans = [(blk.per, np.full(P * R, INF), np.ones(P * R, bool), np.ones(P * R, bool))]
     spans += [ivs[n] for n in ("flops", "deadline", "gpu_hours", "usd")]
-    valid = [there & ok for _, _, there, ok in spans]
-    named = [there & ~ok for _, _, there, ok in spans]
     with np.errstate(invalid="ignore"):
-        for a, (alo, _, _, _) in enumerate(spans):
-            for b, (_, bhi, _, _) in enumerate(spans):
-                cross = valid[a] & valid[b] & (alo > bhi)
-                named[a] |= cross
-                named[b] |= cross
-        none = ~np.any(named, axis=0)
-        for a, (alo, ahi, _, _) in enumerate(spans):  # the "integer" case: limits at the interval's ends
-            named[a] |= none & valid[a] & ((alo >= lo) | (ahi <= hi))
+        named = conflicting(spans, lo, hi, np)
     count = np.sum(named, axis=0)
-    memory = blk.micro_max < max(1, micro_fixed or 1)
+    memory = no_room(blk.micro_max, micro_fixed)
     return np.where(memory, 1, count).reshape(P, R)
 
 
@@ -1456,10 +1408,10 @@ def _diagnosed(base, pairs: list[Pair], r: Rows, micro_fixed: int | None, search
 
 def _sort_key(p: Pair) -> tuple:
     """layout_search.LayoutChoice.sort_key of the pair's layout: the search's tie order."""
-    from budgetdsl.solve.layout_search import RECOMPUTE_ORDER
+    from budgetdsl.solve.layout_search import LayoutChoice
 
     s = p.split
-    return (s.tensor_parallel * s.pipeline_parallel, s.pipeline_parallel, s.zero, RECOMPUTE_ORDER.index(s.recompute))
+    return LayoutChoice(s.tensor_parallel, s.pipeline_parallel, s.zero, str(s.recompute)).sort_key()
 
 
 def iter_kernel_rows(source, settings) -> Iterator:

@@ -9,6 +9,7 @@ numpy and compares as it always has (builtin min/max); `where` picks one of two 
 from __future__ import annotations
 
 import math
+import operator
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,4 +21,5 @@ def _where(condition: Any, a: Any, b: Any) -> Any:
 # numpy's names for the few functions a formula needs beyond + − × ÷, on floats (a namespace of
 # plain functions: the float path is the solver's hot path)
 SCALAR: Any = SimpleNamespace(minimum=min, maximum=max, sqrt=math.sqrt, floor=math.floor, ceil=math.ceil,
-                              copysign=math.copysign, where=_where)
+                              copysign=math.copysign, where=_where, logical_not=operator.not_, any=bool,
+                              abs=abs)
