@@ -9,18 +9,19 @@ docstrings, annotations or f-strings), a seeded sample of them is run.
 
 Which tests run per mutant: a test that never executes the mutated line behaves exactly as on clean
 code, so only the tests that execute it can kill it. One traced run of TESTS (less SKIPPED_TESTS:
-input handling and tooling, which a slip in an answer passes by design; sys.settrace, limited
-to the three packages; CLI subprocesses traced too, through a generated sitecustomize) records which
-lines each test executes (kept per test file in --cache, so a new test file is traced alone); each
-mutant then runs the tests that executed any line of its span, fastest first, under -x. Lines that
-run at import (module constants, default arguments, class bodies) are seen by every test, so their
-mutants run all of TESTS. Equivalent mutants (EQUIVALENT) are not run. A mutant no test executes survives
+input handling and tooling, which a slip in an answer passes by design; sys.settrace, limited to the
+three packages; CLI subprocesses traced too, through a generated sitecustomize) records which lines
+each test executes (kept per test file in --cache, so a new test file is traced alone); each mutant
+then runs the tests that executed any line of its span, fastest first, under -x. Lines that run at
+import (module constants, default arguments, class bodies) are seen by every test, so their mutants
+run all of TESTS. Equivalent mutants (EQUIVALENT) are not run. A mutant no test executes survives
 without a run ("not executed": a gap in the suite, not a slow one). The per-mutant time limit is 5x
-the selected tests' traced time plus 30 s; past it, the mutant counts as killed (a hang is a caught
-slip). The selection can only miss a kill when a test reads a value another test computed and cached
-(a session fixture, a module cache), so the rate stays a lower bound, as a survivor may also be an
-equivalent mutant: EQUIVALENT lists those checked by hand, with the reason, and the report gives the
-rate with and without them.
+the selected tests' traced time plus 30 s, in CPU seconds of each process (on a loaded machine a
+wall-clock limit counted slow survivors as killed; 10x that on the wall clock catches a hang that
+waits); past it, the mutant counts as killed (a hang is a caught slip). The selection can only miss
+a kill when a test reads a value another test computed and cached (a session fixture, a module
+cache), so the rate stays a lower bound, as a survivor may also be an equivalent mutant: EQUIVALENT
+lists those checked by hand, with the reason, and the report gives the rate with and without them.
 
 Every mutant is written into a throwaway copy of the tracked files (a temporary folder), never into
 the work tree; the tests run there with PYTHONPATH pointing at the copy, so subprocesses of the CLI
@@ -36,10 +37,13 @@ import concurrent.futures
 import copy
 import hashlib
 import json
+import math
 import os
 import pathlib
 import random
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -62,6 +66,7 @@ SKIPPED_TESTS = frozenset({
     "test_schema_fuzz.py", "test_solve_caches.py", "test_stdout_errors.py", "test_frontier_plot.py",
     "test_plan_plot_option.py",
 })
+WALL_FACTOR = 10  # a mutant's wall-clock limit, in CPU limits (`_pytest`)
 TRACE_ENV, SUBTRACE_ENV, SELECT_ENV = "BENCH_MUTATION_TRACE", "BENCH_MUTATION_SUBTRACE", "BENCH_MUTATION_SELECT"
 
 # Survivors checked by hand and found equivalent (no input tells them from the original): keyed by
@@ -323,10 +328,19 @@ def _copy(dest: pathlib.Path) -> None:
 
 def _pytest(tree: pathlib.Path, extra_env: dict[str, str], pythonpath: list[pathlib.Path], limit: float,
             args: list[str], first_failure: bool = True) -> tuple[str, float, str]:
-    """'pass', 'fail' or 'timeout' of pytest in `tree`, its CPU seconds (children included), its output."""
+    """'pass', 'fail' or 'timeout' of pytest in `tree`, its CPU seconds (children included), its output.
+
+    `limit` is CPU seconds (RLIMIT_CPU of pytest and of each process it starts): on a loaded machine
+    a wall-clock limit would count a slow survivor as killed. A hang that waits without spending
+    CPU is caught by the wall clock at WALL_FACTOR times the limit."""
     # BUDGETDSL_ROOT: the copy is no git work tree, and plans extend and read files inside it
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, [tree, *pythonpath, tree / "bench"])),
            "PYTHONDONTWRITEBYTECODE": "1", "BUDGETDSL_ROOT": str(tree), **extra_env}
+    cpu_limit = max(1, math.ceil(limit))
+
+    def limit_cpu() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit, cpu_limit + 5))
+
     with tempfile.TemporaryDirectory(prefix="hypothesis-") as store:
         env["HYPOTHESIS_STORAGE_DIRECTORY"] = store  # no example of one mutant replays on the next
         before = os.times()
@@ -334,12 +348,15 @@ def _pytest(tree: pathlib.Path, extra_env: dict[str, str], pythonpath: list[path
             proc = subprocess.run([sys.executable, "-m", "pytest", *(["-x"] if first_failure else []), "-q",
                                    "-p", "no:cacheprovider",
                                    "-p", "no:randomly", "-p", "no:xdist", "-p", "bench_mutation",
-                                   f"--timeout={max(1, int(limit))}", *args],
-                                  cwd=tree, env=env, capture_output=True, timeout=limit, text=True)
+                                   f"--timeout={int(WALL_FACTOR * cpu_limit)}", *args],
+                                  cwd=tree, env=env, capture_output=True, timeout=WALL_FACTOR * cpu_limit, text=True,
+                                  preexec_fn=limit_cpu)
         except subprocess.TimeoutExpired:
             return "timeout", limit, ""
         after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL):  # past the CPU limit
+        return "timeout", cpu, proc.stdout[-3000:] + proc.stderr[-2000:]
     outcome = "pass" if proc.returncode in (0, 5) else "fail"  # 5: nothing selected ran
     return outcome, cpu, proc.stdout[-3000:] + proc.stderr[-2000:]
 
