@@ -103,6 +103,11 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      "by = ~((q[:, 0] > u[0]) | (q[:, 1] > u[1]) | (q[:, 2] > u[2])) & \\", 0, 27, "> -> >="):
         "only a shortcut: when no front point is found to dominate p, every point is compared again with the "
         "original comparisons, so finding fewer dominators here changes nothing",
+    ("budgetdsl/solve/sweep_kernel.py",
+     'if sum(p.startswith("target.") for p in paths) > 1 or {"budget.usd", "budget.usd_per_gpu_hour"} <= set(paths):',
+     0, 54, "<= -> <"):
+        "sends a sweep of exactly budget.usd and budget.usd_per_gpu_hour to the kernel: their rule (usd needs a "
+        "price) holds in every row, as a sweep value cannot unset a key, so the kernel's rows equal solve()'s",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
