@@ -108,6 +108,12 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      0, 54, "<= -> <"):
         "sends a sweep of exactly budget.usd and budget.usd_per_gpu_hour to the kernel: their rule (usd needs a "
         "price) holds in every row, as a sweep value cannot unset a key, so the kernel's rows equal solve()'s",
+    ("budgetdsl/solve/placement.py", "pairs = {(m, a) for m in (n // a, -(-n // a)) if 1 <= m <= cap}", 0, 49,
+     "1 -> 2"):
+        "drops micro-batches of one: with a = ceil(n/cap), n // a is 1 only at cap 1 or n = 1 (the divisor pair "
+        "adds (1, n) back) or at cap 2 with n odd, where the pair dropped, (1, (n+1)/2), is a batch below both "
+        "neighbours of the target, met at its own n with fewer accumulations, and the wall-clock objectives "
+        "search every split of every size (_wall_search); no answer changed on 80 random plans",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
