@@ -38,3 +38,31 @@ def test_memory_binds_exactly_when_it_forces_accumulation(per_replica):
     assert forced == (per_replica > 1)
     memory = got.constraint("memory")
     assert memory is not None and memory.binding == forced, memory
+
+
+def test_a_target_exactly_at_the_flop_budgets_edge_is_reported_feasible_and_a_hair_past_it_clipped():
+    """balanced aims at B = B_crit; a FLOP budget of exactly f·E(B_crit) = 2·f·E_min allows batches
+    up to B_crit itself (the interval is closed), so the note calls the target feasible; a budget
+    one float below moves the edge under B_crit and the note says the target was clipped."""
+    import math
+
+    from budgetdsl.theory import closed_forms_generated as cf
+
+    over = dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 2048},
+                hardware={**HARDWARE, "gpu": "H100-SXM5-80GB", "gpus": 64}, noise={"b_crit": 1e6},
+                target={"tokens": 2.6e10, "at_batch": 1048576.0}, objective="balanced")
+    free = make_plan(**over, budget={"deadline": None, "flops": None, "gpu_hours": None})
+    fr = solve(free).frontier
+    bc, e_min, f = fr.b_crit_tokens, fr.e_min_tokens, build_cost_model(free, 64).flops_per_token
+    budget = 2.0 * e_min * f  # the budget whose edge is B_crit, to the last bit of the solver's formula
+    for _ in range(64):
+        edge = cf.flops_upper_bound(bc, e_min, f, budget)
+        if edge == bc:
+            break
+        budget = math.nextafter(budget, math.inf if edge < bc else -math.inf)
+    assert cf.flops_upper_bound(bc, e_min, f, budget) == bc
+    at = solve(make_plan(**over, budget={"deadline": None, "flops": budget, "gpu_hours": None}))
+    assert at.feasible and "is feasible" in at.notes[0], at.notes[0]
+    below = solve(make_plan(**over, budget={"deadline": None, "flops": math.nextafter(budget, 0.0),
+                                            "gpu_hours": None}))
+    assert below.feasible and "lies outside the feasible" in below.notes[0], below.notes[0]
