@@ -118,6 +118,12 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "equivalent up to float noise: the margin turns from 1e-9 below the bound to 1e-9 above it, so the size "
         "search stops early only where the next sizes' floor is within 1e-9 (relative) of the best wall clock "
         "met, and a split there is at most that much faster (the solver's TOLERANCE); none on 80 random plans",
+    ("budgetdsl/solve/search_space.py", "return self._get()[0]", 0, 19, "0 -> 1"):
+        "_Bounds.seq_len has no caller (dead code: the search reads the tokens per sequence from the cost "
+        "model); deleting the property removes the mutant",
+    ("budgetdsl/solve/search_space.py", "if b_max < b_min:", 0, 3, "< -> <="):
+        "_threat's FLOP cap: the two differ only when the computed cap B_crit(pf/(f·E_min·(1 - 1e-9)) - 1) "
+        "equals the pair's smallest batch to the last bit, where the interval is one point",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
