@@ -124,6 +124,12 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py", "if b_max < b_min:", 0, 3, "< -> <="):
         "_threat's FLOP cap: the two differ only when the computed cap B_crit(pf/(f·E_min·(1 - 1e-9)) - 1) "
         "equals the pair's smallest batch to the last bit, where the interval is one point",
+    ("budgetdsl/solve/sweep_kernel.py", "if isinstance(value, int) and abs(value) > 2 ** 53:", 0, 48, "53 -> 54"):
+        "every path the kernel sweeps is a float field of the plan (the loader turns an integer into a float), "
+        "so the integer guard never fires",
+    ("budgetdsl/exports/_text.py", "allow_unicode=True, width=4096))", 0, 26, "4096 -> 4097"):
+        "equivalent in meaning: the width only moves where PyYAML folds a plain scalar longer than 4,096 "
+        "characters, and a folded scalar parses to the same string",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
