@@ -72,6 +72,7 @@ TRACE_ENV, SUBTRACE_ENV, SELECT_ENV = "BENCH_MUTATION_TRACE", "BENCH_MUTATION_SU
 # Survivors checked by hand and found equivalent (no input tells them from the original): keyed by
 # file, the mutated line's text (stripped), which of the lines of that text it is (0: the first),
 # the column in it and the slip, so that they follow the line when it moves; they are not run.
+_BALANCED_X = "x0, x1 = (k0 if k0 > 1 else 1) * b_min / b_crit, (k1 if k1 > 1 else 1) * b_min / b_crit"
 EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py",
      "if not any(k[0] >= r[0] and k[1] >= r[1] and k[2] >= r[2] and k[3] >= r[3] for k in kept):", 0, 62,
@@ -130,6 +131,18 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/exports/_text.py", "allow_unicode=True, width=4096))", 0, 26, "4096 -> 4097"):
         "equivalent in meaning: the width only moves where PyYAML folds a plain scalar longer than 4,096 "
         "characters, and a folded scalar parses to the same string",
+    ("budgetdsl/solve/search_space.py", "x0 = np.where(k0 > 1, k0, 1.0) * b_min / bc", 0, 14, "> -> >="):
+        "max(k, 1) written as a choice: at k = 1 both branches are 1 (np.maximum(k, 1.0) would leave no "
+        "comparison to mutate)",
+    ("budgetdsl/solve/search_space.py", "x1 = np.where(k1 > 1, k1, 1.0) * b_min / bc", 0, 14, "> -> >="):
+        "max(k, 1) written as a choice: at k = 1 both branches are 1 (np.maximum(k, 1.0) would leave no "
+        "comparison to mutate)",
+    ("budgetdsl/solve/search_space.py", _BALANCED_X, 0, 16, "> -> >="):
+        "max(k, 1) written as a choice: at k = 1 both branches are 1 (np.maximum(k, 1.0) would leave no "
+        "comparison to mutate)",
+    ("budgetdsl/solve/search_space.py", _BALANCED_X, 0, 56, "> -> >="):
+        "max(k, 1) written as a choice: at k = 1 both branches are 1 (np.maximum(k, 1.0) would leave no "
+        "comparison to mutate)",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
