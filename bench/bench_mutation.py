@@ -125,6 +125,10 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py", "if b_max < b_min:", 0, 3, "< -> <="):
         "_threat's FLOP cap: the two differ only when the computed cap B_crit(pf/(f·E_min·(1 - 1e-9)) - 1) "
         "equals the pair's smallest batch to the last bit, where the interval is one point",
+    ("budgetdsl/cost/throughput.py", "stages = stage_layers(shape.layers, p, fh / fl if fl > 0 else 0.0)", 0, 55,
+     "0 -> 1"):
+        "differs only for a layer of more than 0 and at most 1 FLOP per token ((f - 6·d·V)/L): no model's"
+        " layer does less than one FLOP per token",
     ("budgetdsl/solve/sweep_kernel.py", "if isinstance(value, int) and abs(value) > 2 ** 53:", 0, 48, "53 -> 54"):
         "every path the kernel sweeps is a float field of the plan (the loader turns an integer into a float), "
         "so the integer guard never fires",
