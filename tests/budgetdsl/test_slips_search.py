@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 
 from budgetdsl.plan.model import Plan
-
 from tests.budgetdsl.test_search_exhaustive import searched_plan
 from tests.budgetdsl.test_search_space import _pick_of_every_pair
 
