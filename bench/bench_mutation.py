@@ -125,6 +125,9 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py", "if b_max < b_min:", 0, 3, "< -> <="):
         "_threat's FLOP cap: the two differ only when the computed cap B_crit(pf/(f·E_min·(1 - 1e-9)) - 1) "
         "equals the pair's smallest batch to the last bit, where the interval is one point",
+    ("budgetdsl/solve/context.py", "if group is None or group[0] is not cm:", 0, 26, "0 -> 1"):
+        "the placement cache's older generation always misses (a group's dict is never the cost model), so "
+        "groups are rebuilt: a placement is a function of its key, so only the time changes",
     ("budgetdsl/cost/throughput.py", "stages = stage_layers(shape.layers, p, fh / fl if fl > 0 else 0.0)", 0, 55,
      "0 -> 1"):
         "differs only for a layer of more than 0 and at most 1 FLOP per token ((f - 6·d·V)/L): no model's"
