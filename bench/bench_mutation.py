@@ -125,6 +125,22 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py", "if b_max < b_min:", 0, 3, "< -> <="):
         "_threat's FLOP cap: the two differ only when the computed cap B_crit(pf/(f·E_min·(1 - 1e-9)) - 1) "
         "equals the pair's smallest batch to the last bit, where the interval is one point",
+    ("budgetdsl/solve/objectives.py", "if n >= self._VECTOR:", 0, 3, ">= -> >"):
+        "a pool of exactly _VECTOR items compares in Python instead of numpy: the same comparisons "
+        "(test_slips_pareto checks both against the definition), only the speed changes",
+    ("budgetdsl/solve/search_space.py", "if len(consts.per_pair) >= _VECTOR_PAIRS and consts.natural:", 0, 3,
+     ">= -> >"):
+        "a space of exactly _VECTOR_PAIRS pairs is ordered by the Python keys instead of numpy's: the same "
+        "float operations in the same order and the same tie order (_sorted_keys), only the speed changes",
+    ("budgetdsl/solve/search_space.py", "if memo is not None and memo[0] is consts:", 0, 29, "0 -> 1"):
+        "the walk's bounds memo always misses (its walls list is never the constants): the bounds are "
+        "recomputed, the same numbers, only slower",
+    ("budgetdsl/solve/search_space.py", "if 0.0 < x < math.inf:", 0, 3, "< -> <="):
+        "_round12 is called only on measures _vector_order checked positive and finite, so x = 0 (and the "
+        "else branch) is never reached",
+    ("budgetdsl/solve/search_space.py",
+     "r0 = round(r0, 12 - (0 if r0 == 0 or not isfinite(r0) else int(floor(log10(abs(r0))))))", 0, 32, "0 -> 1"):
+        "the branch taken for 0, infinity or NaN: each rounds to itself at any number of digits",
     ("budgetdsl/solve/context.py", "if group is None or group[0] is not cm:", 0, 26, "0 -> 1"):
         "the placement cache's older generation always misses (a group's dict is never the cost model), so "
         "groups are rebuilt: a placement is a function of its key, so only the time changes",
