@@ -73,6 +73,8 @@ TRACE_ENV, SUBTRACE_ENV, SELECT_ENV = "BENCH_MUTATION_TRACE", "BENCH_MUTATION_SU
 # file, the mutated line's text (stripped), which of the lines of that text it is (0: the first),
 # the column in it and the slip, so that they follow the line when it moves; they are not run.
 _BALANCED_X = "x0, x1 = (k0 if k0 > 1 else 1) * b_min / b_crit, (k1 if k1 > 1 else 1) * b_min / b_crit"
+_PAIRS_CACHE = ("@functools.lru_cache(maxsize=1 << 16)  # a pure function of four integers, asked the same few on "
+                "every solve")
 EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py",
      "if not any(k[0] >= r[0] and k[1] >= r[1] and k[2] >= r[2] and k[3] >= r[3] for k in kept):", 0, 62,
@@ -141,6 +143,12 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py",
      "r0 = round(r0, 12 - (0 if r0 == 0 or not isfinite(r0) else int(floor(log10(abs(r0))))))", 0, 32, "0 -> 1"):
         "the branch taken for 0, infinity or NaN: each rounds to itself at any number of digits",
+    ("budgetdsl/cost/throughput.py", "@functools.lru_cache(maxsize=1024)", 0, 29, "1024 -> 1025"):
+        "the size of a cache of a pure function (_stage_shares): only the time changes",
+    ("budgetdsl/solve/placement.py", _PAIRS_CACHE, 0, 29, "1 -> 2"):
+        "the size of a cache of a pure function (_pairs_near): only the time changes",
+    ("budgetdsl/solve/placement.py", _PAIRS_CACHE, 0, 34, "16 -> 17"):
+        "the size of a cache of a pure function (_pairs_near): only the time changes",
     ("budgetdsl/solve/context.py", "if group is None or group[0] is not cm:", 0, 26, "0 -> 1"):
         "the placement cache's older generation always misses (a group's dict is never the cost model), so "
         "groups are rebuilt: a placement is a function of its key, so only the time changes",
