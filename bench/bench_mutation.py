@@ -149,6 +149,8 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "the size of a cache of a pure function (_pairs_near): only the time changes",
     ("budgetdsl/solve/placement.py", _PAIRS_CACHE, 0, 34, "16 -> 17"):
         "the size of a cache of a pure function (_pairs_near): only the time changes",
+    ("budgetdsl/solve/relaxations.py", "if _step_count(ctx, low, -1) is None:", 0, 26, "1 -> 2"):
+        "_step_count reads only the direction's sign (direction > 0): -2 walks down as -1 does",
     ("budgetdsl/solve/context.py", "if group is None or group[0] is not cm:", 0, 26, "0 -> 1"):
         "the placement cache's older generation always misses (a group's dict is never the cost model), so "
         "groups are rebuilt: a placement is a function of its key, so only the time changes",
