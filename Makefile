@@ -1,6 +1,6 @@
 # Two promises of the README, each one command on a fresh machine:
 #   make demo   set up .venv and plan every example plan
-#   make test   set up .venv (with the calibration, TUI, test and lint extras) and run the whole suite
+#   make test   set up .venv (with the calibration, cluster, TUI, test and lint extras) and run the whole suite
 #   make lint   ruff check and mypy, both configured in pyproject.toml (CI runs it before the suite)
 #
 # TORCH names the torch requirement installed before the calibrate extra. The default takes the CPU
@@ -28,7 +28,7 @@ $(VENV)/.core: $(BIN)/python pyproject.toml
 
 $(VENV)/.full: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[calibrate,plot,tui,track,test,lint]'
+	$(BIN)/pip install -q -e '.[calibrate,cluster,plot,tui,track,test,lint]'
 	touch $@ $(VENV)/.core
 
 demo: $(VENV)/.core

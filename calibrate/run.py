@@ -91,25 +91,28 @@ def _read_checkpoint(path: Path) -> dict:
 
 
 class _StopRequest:
-    """Turns the first SIGINT into a flag checked between steps (a step is never cut in half);
+    """Turns the first SIGINT (and any of `signals`: a cluster task takes SIGTERM, which Slurm sends
+    on scancel and preemption) into a flag checked between steps (a step is never cut in half);
     the handler then steps aside, so a second Ctrl-C raises KeyboardInterrupt at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, signals: tuple[int, ...] = (signal.SIGINT,)) -> None:
         self.requested = False
-        self._previous = None
+        self.signum: int | None = None
+        self._signals = signals
+        self._previous: dict[int, object] = {}
 
     def _handle(self, signum, frame) -> None:
-        self.requested = True
-        signal.signal(signal.SIGINT, self._previous)
+        self.requested, self.signum = True, signum
+        signal.signal(signum, self._previous[signum])
 
     def __enter__(self) -> _StopRequest:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._previous = {sig: signal.signal(sig, self._handle) for sig in self._signals}
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
 
 
 def _make_optimizer(cfg: RunConfig, model: torch.nn.Module) -> torch.optim.Optimizer:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -211,10 +212,15 @@ class _Trainer:
         return total / len(self.eval_set)
 
     def train(self, batch: int, multiplier: float, target: float | None, steps: int, eval_every: int,
-              stop: _StopRequest) -> _Run:
+              stop: _StopRequest, resume: dict | None = None, save: Callable[[dict], None] | None = None,
+              save_every: int = 0) -> _Run:
         """One run at a constant `batch` until the held-out loss reaches `target` (or `steps`). The
         learning rate follows the declared rule, lr_base · (B/B_base)^p times `multiplier`, constant
-        after a short warmup so steps-to-target does not depend on a schedule's horizon."""
+        after a short warmup so steps-to-target does not depend on a schedule's horizon.
+
+        `save(state)` every `save_every` steps and `resume=state` continue a run exactly where it
+        stopped (weights, optimizer, data stream, the record so far): a cluster task that is
+        preempted or cancelled resumes with the numbers an uninterrupted run has."""
         cfg, base, model, device, proxy = self.cfg, self.cfg.base, self.model, self.device, self.proxy
         model.load_state_dict(self.init_state)
         model.train()
@@ -227,8 +233,26 @@ class _Trainer:
         record = RunRecord(NoiseScaleTracker(base.beta, base.confidence), batch, micro, self.tpe)
         run = _Run(batch, micro, lr, multiplier, record, StepTimer())
         data_gen = torch.Generator().manual_seed(base.seed)  # one data stream for every run
-        t_start = time.perf_counter()
-        for step in range(steps + 1):
+        start = 0
+        if resume is not None:
+            start, run = resume["step"], resume["run"]
+            record = run.record
+            model.load_state_dict(resume["model"])
+            optimizer.load_state_dict(resume["optimizer"])
+            data_gen.set_state(resume["data"])
+            torch.set_rng_state(resume["rng"])
+            if scaler is not None and resume.get("scaler") is not None:
+                scaler.load_state_dict(resume["scaler"])
+        t_start = time.perf_counter() - run.seconds
+        for step in range(start, steps + 1):
+            if save is not None and step > start and (stop.requested or (save_every > 0 and step % save_every == 0)):
+                run.seconds = time.perf_counter() - t_start
+                save({"step": step, "run": run, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                      "data": data_gen.get_state(), "rng": torch.get_rng_state(),
+                      "scaler": scaler.state_dict() if scaler is not None else None})
+                if stop.requested:  # before this step's evaluation: the resumed run makes it
+                    run.stopped = True
+                    break
             if step % eval_every == 0 or step == steps:
                 loss = self.evaluate()
                 record.evaluated(step, loss)
@@ -270,21 +294,7 @@ def _train_all(cfg: SweepConfig, trainer: _Trainer, say: Callable[[str], None]
     interrupted = False
     with _StopRequest() as stop:
         for batch in sorted(cfg.batches):
-            tried: list[_Run] = []
-            for mult in cfg.lr_grid:
-                pilot = target is None
-                steps = cfg.pilot_steps if pilot else limit
-                every = max(1, round(min(expected, steps) / cfg.evals_per_run))
-                say(f"batch {batch}: lr {cfg.lr_at(batch, mult):.3g}" + (" (pilot)" if pilot else ""))
-                run = trainer.train(batch, mult, target, steps, every, stop)
-                if pilot and not run.stopped and run.note is None:
-                    target = pilot_target(run.record.eval_losses)
-                    say(f"target held-out loss {target:.4f} (the pilot's last three evaluations)")
-                tried.append(run)
-                if run.stopped:
-                    interrupted = True
-                    break
-            _judge(tried, target)
+            tried, target, interrupted = train_batch(cfg, trainer, batch, target, expected, say, stop)
             runs += tried
             reached = [r for r in tried if r.crossed is not None]
             if reached:
@@ -292,6 +302,71 @@ def _train_all(cfg: SweepConfig, trainer: _Trainer, say: Callable[[str], None]
             if interrupted:
                 break
     return runs, target, interrupted
+
+
+def train_batch(cfg: SweepConfig, trainer: _Trainer, batch: int, target: float | None, expected: float,
+                say: Callable[[str], None], stop: _StopRequest, checkpoint: TaskCheckpoint | None = None
+                ) -> tuple[list[_Run], float | None, bool]:
+    """One batch of the sweep at every lr multiplier: (its runs, judged; the target, set by this
+    batch's first run when it is the pilot (`target` None); whether the user interrupted). Evaluations
+    are spread over `expected` steps. The local sweep and each cluster task run exactly this."""
+    limit = cfg.steps_limit
+    tried: list[_Run] = []
+    interrupted = False
+    start = checkpoint.load() if checkpoint is not None else None
+    if start is not None:
+        tried, target = list(start["done"]), start["target"]
+        say(f"batch {batch}: resuming at lr multiplier {len(tried) + 1}, step {start['current']['step']}"
+            if start.get("current") else f"batch {batch}: resuming after {len(tried)} runs")
+    for i, mult in enumerate(cfg.lr_grid):
+        if i < len(tried):
+            continue  # finished before a requeue
+        pilot = target is None
+        steps = cfg.pilot_steps if pilot else limit
+        every = max(1, round(min(expected, steps) / cfg.evals_per_run))
+        say(f"batch {batch}: lr {cfg.lr_at(batch, mult):.3g}" + (" (pilot)" if pilot else ""))
+        resume = start.get("current") if start is not None and i == len(start["done"]) else None
+        save = _saver(checkpoint, list(tried), target) if checkpoint is not None else None
+        run = trainer.train(batch, mult, target, steps, every, stop, resume=resume, save=save,
+                            save_every=checkpoint.every if checkpoint is not None else 0)
+        if pilot and not run.stopped and run.note is None:
+            target = pilot_target(run.record.eval_losses)
+            say(f"target held-out loss {target:.4f} (the pilot's last three evaluations)")
+        tried.append(run)
+        if checkpoint is not None and not run.stopped:
+            checkpoint.save({"done": list(tried), "target": target, "current": None})
+        if run.stopped:
+            interrupted = True
+            break
+    _judge(tried, target)
+    return tried, target, interrupted
+
+
+def _saver(checkpoint: TaskCheckpoint, done: list[_Run], target: float | None) -> Callable[[dict], None]:
+    """Save a run in progress with the runs of this batch already finished and the target."""
+    def save(state: dict) -> None:
+        checkpoint.save({"done": done, "target": target, "current": state})
+    return save
+
+
+class TaskCheckpoint:
+    """Where a cluster task keeps its state between requeues: one file, replaced atomically
+    (written beside it, then renamed), so a task killed while saving leaves the previous state."""
+
+    def __init__(self, path: Path, every: int) -> None:
+        self.path, self.every = Path(path), every
+
+    def load(self) -> dict | None:
+        if not self.path.exists():
+            return None
+        # The task's own pickle in the sweep folder (the run record is a Python object);
+        # submitit's job files beside it are pickles too.
+        return torch.load(self.path, map_location="cpu", weights_only=False)
+
+    def save(self, state: dict) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, self.path)
 
 
 def _judge(tried: list[_Run], target: float | None) -> None:

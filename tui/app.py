@@ -14,7 +14,7 @@ import gc
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from budgetdsl.tui.fields import (
     FIELDS,
@@ -52,6 +52,9 @@ from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.edit import ChangedOnDisk, EditError
 from budgetdsl.solve.solution import Solution
 from budgetdsl.solve.solver import SolveCache, solve
+
+if TYPE_CHECKING:
+    from budgetdsl.track.trace import RunTrace
 
 
 def _first_problem(exc: PlanError) -> tuple[str, str | None]:
@@ -138,8 +141,9 @@ class BudgetApp(App[None]):
         return super().run(*args, headless=headless, **kwargs)
 
     def __init__(self, state: WhatIf, solution: Solution | None = None, markers: str = "braille",
-                 keymap: dict[str, str] | None = None, solve_s: float = 0.0) -> None:
+                 keymap: dict[str, str] | None = None, solve_s: float = 0.0, run: RunTrace | None = None) -> None:
         super().__init__()
+        self.run_trace = run  # a measured run drawn beside the plan (`budgetdsl tui PLAN --run LOGS`)
         self.state = state  # the state the shown solution belongs to
         # None until the first solve (in the worker, from on_mount) has come back
         self.solution: Solution | None = solution
@@ -176,7 +180,7 @@ class BudgetApp(App[None]):
                 yield ControlsPanel(id="controls")
                 with VerticalScroll(id="metrics-box"):
                     yield MetricsPanel(id="metrics")
-            yield FrontierPlot(self._markers, id="plot")
+            yield FrontierPlot(self._markers, run=self.run_trace, id="plot")
             # Under the plot (narrow: one at a time, F5 switches) or in the third column (wide: both)
             with Vertical(id="lower", classes="-show-limits"):
                 with VerticalScroll(id="limits-box"):
@@ -510,12 +514,13 @@ class BudgetApp(App[None]):
 
 
 def make_app(path: str | os.PathLike[str], markers: str = "braille",
-             keymap: dict[str, str] | None = None) -> BudgetApp:
+             keymap: dict[str, str] | None = None, run: RunTrace | None = None) -> BudgetApp:
     """The app on plan file `path`. Raises PlanError (located) or OSError when it cannot be read,
     before any terminal is touched; the plan is solved in the app's worker once it runs (when the
     solver refuses it, the app exits with `launch_error` set). `keymap` maps binding ids to keys;
-    without it the keymap file is read (budgetdsl.tui.keymap)."""
-    return BudgetApp(WhatIf.load(path), None, markers, keymap)
+    without it the keymap file is read (budgetdsl.tui.keymap). `run`: a measured run the plot draws
+    beside the plan (budgetdsl.track.trace)."""
+    return BudgetApp(WhatIf.load(path), None, markers, keymap, run=run)
 
 
 def binding_ids() -> dict[str, str]:

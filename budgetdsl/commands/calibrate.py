@@ -142,6 +142,34 @@ def _register_sweep(sub) -> None:
     a("--plot", type=Path, help="also draw the picture to this .svg or .png (needs the plot extra)")
     a("--quick", action="store_true", help="a seconds-long sweep (gpt-nano, batches 4-64) to try the tool")
     a("--quiet", action="store_true", help="print nothing but errors")
+    c = p.add_argument_group("on a cluster (needs the cluster extra: submitit)").add_argument
+    c("--executor", choices=("local", "slurm"), default="local",
+      help="local: one run after another here (default); slurm: one array task per batch size")
+    c("--sweep-dir", type=Path, help="the folder of a cluster sweep: its tasks, results, checkpoints, logs")
+    c("--collect", type=Path, metavar="DIR", help="gather a cluster sweep's finished tasks, refit, and "
+      "follow the rest (after the submitting process has gone)")
+    c("--retry-failed", action="store_true", help="with --collect: resubmit the failed tasks, which resume "
+      "from their checkpoints")
+    c("--no-wait", action="store_true", help="submit (or look once) and return; follow with --collect DIR")
+    c("--poll", type=float, default=10.0, help="seconds between looks at the tasks while collecting "
+      "(default: %(default)s)")
+    c("--min-batches", type=int, help="fit only over at least this many batches that reached the target "
+      "(default: 3, the fit's own minimum)")
+    c("--emit", choices=("kubeflow", "pytorchjob"), help="write one Kubeflow TrainJob (or PyTorchJob) per "
+      "task into --sweep-dir instead of submitting")
+    c("--plan", help="a plan whose launch section (partition, account, image, namespace) and hardware "
+      "(gpu, mfu) the cluster sweep uses; flags override it")
+    c("--partition", help="Slurm partition (default: launch.partition, else the cluster's default)")
+    c("--account", help="Slurm account (default: launch.account)")
+    c("--time", help="time limit of each task: minutes, 2h, 1d or HH:MM:SS (default: 60)")
+    c("--gpus-per-task", type=int, help="GPUs each task holds (default: 0, a CPU task)")
+    c("--nodes-per-task", type=int, help="nodes each task spans (default and only value: 1)")
+    c("--cpus-per-task", type=int, help="CPU cores each task holds (default: 1)")
+    c("--gpu", help="GPU preset that prices the tasks (default: the plan's hardware.gpu)")
+    c("--mfu", type=float, help="model FLOPs utilisation of the tasks (default: the plan's hardware.mfu, "
+      "else the preset's fitted kernel efficiency)")
+    c("--max-gpu-hours", type=float, help="refuse to submit a sweep whose tasks the cost model prices "
+      "above this many GPU-hours")
     p.set_defaults(handler=run_sweep)
 
 
@@ -203,6 +231,15 @@ def _torch_missing(prog: str, quiet: bool = False) -> bool:
 
 def run_sweep(args: argparse.Namespace) -> int:
     if _torch_missing("budgetdsl calibrate sweep", args.quiet):
+        return ExitCode.INVALID
+    if args.collect is not None or args.executor == "slurm" or args.emit is not None:
+        from budgetdsl.commands.calibrate_cluster import SweepHelpers, run_cluster
+
+        return run_cluster(args, SweepHelpers(_sweep_config, _sweep_command, _writable, render_sweep))
+    if args.retry_failed or args.no_wait or args.sweep_dir is not None:
+        flag = "--retry-failed" if args.retry_failed else "--no-wait" if args.no_wait else "--sweep-dir"
+        tell(f"budgetdsl calibrate sweep: error: {flag} is for a cluster sweep "
+             "(--executor slurm, --collect DIR or --emit)")
         return ExitCode.INVALID
     from budgetdsl.calibrate.run import UsageError
     from budgetdsl.calibrate.sweep import sweep

@@ -19,11 +19,13 @@ from budgetdsl.io.terminal_text import inert, tell
 def _track_once(args: argparse.Namespace, solution, metrics, seq_len):
     """The Track of the logs as they are now, and the merged run; raises LogError for bad input."""
     from budgetdsl.track.forecast import analyse
-    from budgetdsl.track.run import merge, timeline_of
-    from budgetdsl.track.sources import expand, records
+    from budgetdsl.track.run import merge
+    from budgetdsl.track.sources import expand, timeline
 
     files = expand(args.runs)
-    line = merge([timeline_of(f.path, records(f, metrics), args.until_step) for f in files], args.until_step)
+    line = merge([timeline(f, metrics, args.until_step) for f in files], args.until_step)
+    if args.since_step is not None:
+        line = line.since(args.since_step)
     return analyse(line, solution, [f.path for f in files], seq_len), line
 
 
@@ -84,7 +86,7 @@ def _replan(args: argparse.Namespace, track, plan, solution) -> int:
     """Write the plan update (budgetdsl.track.replan) into the plan's files; say what changed."""
     from budgetdsl.plan.diagnostics import PlanError
     from budgetdsl.plan.edit import EditError, save_changes
-    from budgetdsl.track.replan import changes
+    from budgetdsl.track.replan import changes, progress
 
     if track.tokens_per_s is None:
         tell(inert(f"{args.plan}: nothing to replan: {track.reason}"))
@@ -101,6 +103,10 @@ def _replan(args: argparse.Namespace, track, plan, solution) -> int:
     for key, value in update.items():
         tell(inert(f"replan: {key} = {'(removed)' if value is None else value}"))
     tell(inert(f"replan: wrote {', '.join(written)}; `budgetdsl diff` shows what it changes"))
+    if progress(track) is not None:
+        since = track.steps_done + (args.since_step or 0)
+        tell(inert(f"replan: the plan now covers the rest of the run, from step {since:,}: track it with "
+                   f"`budgetdsl track {args.plan} RUN --since-step {since}`"))
     return ExitCode.OK
 
 
@@ -126,6 +132,7 @@ def _follow(args: argparse.Namespace, solution, metrics, seq_len) -> int:
 
     from budgetdsl.track.follow import Follower
     from budgetdsl.track.forecast import analyse
+    from budgetdsl.track.run import Timeline
 
     follower = Follower(args.runs, metrics)
     code, quiet_since, reported = int(ExitCode.OK), time.monotonic(), False
@@ -133,6 +140,8 @@ def _follow(args: argparse.Namespace, solution, metrics, seq_len) -> int:
         if follower.poll() or not reported:
             quiet_since = time.monotonic()
             line = follower.timeline()
+            if args.since_step is not None:  # the rest of a replanned run: nothing until it logs
+                line = line.since(args.since_step) if len(line) and line.steps[-1] >= args.since_step else Timeline()
             if len(line):
                 track = analyse(line, solution, follower.files, seq_len)
                 if reported and args.format == "text":
@@ -161,6 +170,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "from the logged NAME; an empty NAME ignores the field (repeatable)")
     p.add_argument("--until-step", type=int, metavar="N",
                    help="read the logs only up to the first step past N: what track said then")
+    p.add_argument("--since-step", type=int, metavar="N",
+                   help="the plan covers the run from step N on (what --replan wrote): count steps, "
+                   "tokens and time from there")
     p.add_argument("--plot", metavar="PATH", help="draw tokens over time (logged, planned, forecast with its "
                    "interval, the deadline) to PATH (.svg or .png)")
     p.add_argument("--replan", action="store_true",

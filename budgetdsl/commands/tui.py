@@ -25,8 +25,13 @@ def run(args: argparse.Namespace) -> int:
     from budgetdsl.plan.diagnostics import PlanError
     from budgetdsl.tui.app import make_app
 
+    trace = None
+    if args.run:
+        trace = _trace(args)
+        if isinstance(trace, int):
+            return trace
     try:
-        app = make_app(args.plan, markers="ascii" if args.ascii else "braille")
+        app = make_app(args.plan, markers="ascii" if args.ascii else "braille", run=trace)
     except PlanError as exc:
         exc.report()
         return ExitCode.INVALID
@@ -52,6 +57,40 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _trace(args: argparse.Namespace):
+    """The measured run of --run as the plot draws it (budgetdsl.track.trace), or an exit code
+    after a located message: the logs are read once, before the terminal is taken over."""
+    from budgetdsl.commands._common import load_or_report
+    from budgetdsl.io.terminal_text import inert
+    from budgetdsl.solve.solver import solve
+    from budgetdsl.track.forecast import analyse
+    from budgetdsl.track.metrics import MetricMap
+    from budgetdsl.track.record import LogError
+    from budgetdsl.track.run import merge
+    from budgetdsl.track.sources import expand, timeline
+    from budgetdsl.track.trace import trace_of
+
+    plan = load_or_report(args.plan)
+    if plan is None:
+        return ExitCode.INVALID
+    solution = solve(plan)
+    metrics = MetricMap()
+    try:
+        files = expand(args.run)
+        line = merge([timeline(f, metrics) for f in files])
+        track = analyse(line, solution, [f.path for f in files], plan.model.seq_len)
+    except LogError as exc:
+        tell(inert(exc.format()))
+        return ExitCode.INVALID
+    except ImportError as exc:
+        tell(f"budgetdsl tui --run: {exc}; {extra_hint('track')}")
+        return ExitCode.INVALID
+    except OSError as exc:
+        tell(inert(f"{exc.filename or 'budgetdsl tui'}: error[io]: {exc.strerror or exc}"))
+        return ExitCode.INVALID
+    return trace_of(line, track, solution, plan.model.seq_len)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tui", help="explore a plan on the frontier in the terminal, and edit it",
                        description="Open a terminal UI on PLAN: change GPUs, deadline, FLOP budget, "
@@ -59,6 +98,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "frontier at once; save writes the changed values back into the plan file as a "
                        "minimal diff. Needs the tui extra (see the README: Install).")
     p.add_argument("plan", metavar="PLAN", help="a plan file (YAML)")
+    p.add_argument("--run", action="append", metavar="LOG",
+                   help="draw a running job's measured trajectory and forecast finish beside the plan: "
+                   "a log file or folder, as `budgetdsl track` reads them (docs/track.md; repeatable)")
     p.add_argument("--ascii", action="store_true",
                    help="plot with plain ASCII markers instead of braille (fonts without braille)")
     p.set_defaults(handler=run)

@@ -18,16 +18,17 @@ from budgetdsl.track.metrics import MetricMap
 from budgetdsl.track.record import Record
 from budgetdsl.track.run import Timeline, merge
 from budgetdsl.track.sources import LogFile, expand, records
+from budgetdsl.track.tensorboard_log import Rows
 
 STREAMED = ("tensorboard", "megatron", "table")
 
 
-def _stream(log: LogFile, metrics: MetricMap) -> Callable[[], Iterator[Record]]:
-    """A callable giving the records added since its last call."""
+def _stream(log: LogFile, metrics: MetricMap) -> Callable[[], Iterator[Record | Rows]]:
+    """A callable giving the records added since its last call (event files: batches of them)."""
     if log.kind == "tensorboard":
         from budgetdsl.track.tensorboard_log import EventFile
 
-        return EventFile(log.path, metrics).records
+        return EventFile(log.path, metrics).batches
     if log.kind == "megatron":
         from budgetdsl.track.megatron_log import MegatronLog
 
@@ -37,11 +38,20 @@ def _stream(log: LogFile, metrics: MetricMap) -> Callable[[], Iterator[Record]]:
     return TableLog(log.path, metrics).records
 
 
+def _append(line: Timeline, chunk: Record | Rows, path: str) -> int:
+    """Add a record or a batch of them to `line`; how many."""
+    if isinstance(chunk, Rows):
+        line.extend(chunk, path)
+        return len(chunk)
+    line.add(chunk, path)
+    return 1
+
+
 class Follower:
     def __init__(self, runs: list[str], metrics: MetricMap):
         self.runs, self.metrics = runs, metrics
         self.lines: dict[str, Timeline] = {}
-        self._streams: dict[str, Callable[[], Iterator[Record]]] = {}
+        self._streams: dict[str, Callable[[], Iterator[Record | Rows]]] = {}
         self._stamps: dict[str, tuple[int, int]] = {}
         self._merged: Timeline | None = None
         self._tail: str | None = None  # the file whose records extend the merged timeline at its end
@@ -56,12 +66,11 @@ class Follower:
                     self.lines[log.path] = Timeline(file=log.path)
                     self._merged = None
                 line = self.lines[log.path]
-                for record in self._streams[log.path]():
-                    line.add(record, log.path)
-                    new += 1
+                for chunk in self._streams[log.path]():
+                    new += _append(line, chunk, log.path)
                     if self._merged is not None:
                         if log.path == self._tail:
-                            self._merged.add(record, log.path)
+                            _append(self._merged, chunk, log.path)
                         else:
                             self._merged = None
             else:

@@ -103,10 +103,10 @@ def _column(line: Timeline, name: str) -> np.ndarray | None:
     return None if values is None else np.frombuffer(values, dtype=np.float64)
 
 
-def _tokens(line: Timeline, solution: Solution, seq_len: int | None) -> tuple[np.ndarray, str]:
+def tokens_of(line: Timeline, solution: Solution, seq_len: int | None) -> tuple[np.ndarray, str]:
     steps = np.frombuffer(line.steps, dtype=np.int64).astype(float)
     tokens = _column(line, "tokens")
-    if tokens is not None and not np.isnan(tokens).all():
+    if tokens is not None and len(tokens) and (not math.isnan(tokens[-1]) or not np.isnan(tokens).all()):
         return tokens, "logged"
     samples = _column(line, "samples")
     if seq_len and samples is not None and not np.isnan(samples).all():
@@ -123,12 +123,15 @@ def analyse(line: Timeline, solution: Solution, files: list[str], seq_len: int |
                        "name the tags with --metric (e.g. --metric loss=train/loss_step)")
     steps = np.frombuffer(line.steps, dtype=np.int64).astype(float)
     times = np.frombuffer(line.times, dtype=np.float64)
-    tokens, tokens_source = _tokens(line, solution, seq_len)
+    tokens, tokens_source = tokens_of(line, solution, seq_len)
     thr = solution.throughput
     batch_planned = solution.batch.tokens
     rate_planned = batch_planned / thr.step_time_s if thr and batch_planned and thr.step_time_s > 0 else None
     losses = _column(line, "loss")
-    known_loss = losses[~np.isnan(losses)] if losses is not None else np.empty(0)
+    if losses is not None and len(losses) and not math.isnan(losses[-1]):
+        known_loss = losses[-1:]  # the usual case: the last step logged a loss (no copy of the column)
+    else:
+        known_loss = losses[~np.isnan(losses)] if losses is not None else np.empty(0)
     tflops = _column(line, "tflops_per_gpu")
     tflops = tflops[~np.isnan(tflops)] if tflops is not None else np.empty(0)
     noise = line.noise[-1] if line.noise else None
@@ -161,13 +164,13 @@ def analyse(line: Timeline, solution: Solution, files: list[str], seq_len: int |
         _frontier(track, None)
         return track
     resumed = set(line.restart_at)
-    idx = np.flatnonzero(ok)
-    s, t, e = steps[idx], times[idx], tokens[idx]
+    idx = np.flatnonzero(ok) if not ok.all() else None  # None: every step timed, the columns as they are
+    s, t, e = (steps, times, tokens) if idx is None else (steps[idx], times[idx], tokens[idx])
     ds, dt, de = np.diff(s), np.diff(t), np.diff(e)
     crosses = np.zeros(len(ds), dtype=bool)
     for r in resumed:  # the interval from the last timed record before a restart to the next one
-        at = int(np.searchsorted(idx, r))
-        if 1 <= at < len(idx):
+        at = r if idx is None else int(np.searchsorted(idx, r))
+        if 1 <= at < len(s):
             crosses[at - 1] = True
     pace = dt / ds
     median_pace = float(np.median(pace[~crosses])) if (~crosses).any() else float(np.median(pace))

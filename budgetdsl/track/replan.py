@@ -6,9 +6,17 @@ minimal diff with the editor the TUI uses (budgetdsl.plan.edit), for `budgetdsl 
   solver searched is pinned to the one launched, since a measured MFU belongs to its layout;
 - `noise.b_crit`: the measured B_noise, when a gns file gave one (replacing `kaplan_loss` or
   `calibration`), with its interval as `noise.uncertainty`;
-- each limit the forecast breaks (deadline, GPU-hours, cost) is raised to the high end of the
-  forecast's interval: the reviewer sees in the diff what the plan now needs.
-Values keep three significant digits, so a diff shows a measurement, not noise.
+- the rest of the run: once the logs show progress, the plan becomes the plan of what is left —
+  `target.tokens` (or `target.min_tokens`) times the share of the planned tokens not yet done, and
+  each limit the plan sets (deadline, FLOPs, GPU-hours, money) less what the run has spent of it
+  (wall clock and GPU-hours since the start, downtime included, as the forecast counts them); a
+  limit the forecast breaks becomes what the rest needs at the forecast's high end instead, so the
+  reviewer sees in the diff what the run now needs. The solver then places the rest on the
+  frontier at the measured MFU and B_crit (on a fixed batch, tokens and progress are proportional:
+  E = E_min(1 + B/B_crit) at every point of the run, McCandlish et al. 2018 eq. 2.11, so the share
+  of tokens left is the share of E_min left). `budgetdsl track --since-step N` tracks the rest.
+Measured values keep three significant digits (limits rounded up), so a diff shows a
+measurement, not noise; the tokens left are a whole count.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from budgetdsl.plan.model import Plan
 from budgetdsl.solve.solution import Solution
 from budgetdsl.track.forecast import Track
 
-_KEYS = {"deadline": "budget.deadline", "gpu_hours": "budget.gpu_hours", "usd": "budget.usd"}
+_KEYS = {"deadline": "budget.deadline", "gpu_hours": "budget.gpu_hours", "usd": "budget.usd",
+         "flops": "budget.flops"}
 
 
 def _round(value: float, up: bool = False) -> float:
@@ -52,10 +61,53 @@ def changes(track: Track, plan: Plan, solution: Solution) -> dict[str, Any]:
         if low is not None and high is not None and track.b_noise["tokens"] > 0:
             spread = max(high - track.b_noise["tokens"], track.b_noise["tokens"] - low) / track.b_noise["tokens"]
             out["noise.uncertainty"] = _round(min(spread, 0.99), up=True)
-    for limit in track.limits:
-        if limit.breaks and limit.name in _KEYS:
-            out[_KEYS[limit.name]] = _duration(limit.high) if limit.name == "deadline" else _round(limit.high, up=True)
+    out |= rest(track, plan, solution)
     return out
+
+
+def progress(track: Track) -> float | None:
+    """The share of the planned tokens done, or None when the logs cannot say (no plan to compare
+    with, no timed progress, or nothing left)."""
+    if not track.tokens_planned or track.elapsed_s is None or not 0 < track.tokens_done < track.tokens_planned:
+        return None
+    return track.tokens_done / track.tokens_planned
+
+
+def rest(track: Track, plan: Plan, solution: Solution) -> dict[str, Any]:
+    """The target and the limits of the rest of the run (module docstring); {} without progress."""
+    done = progress(track)
+    if done is None:
+        return {}
+    assert track.elapsed_s is not None
+    out: dict[str, Any] = {}
+    left = 1.0 - done
+    if plan.target.min_tokens is not None:
+        out["target.min_tokens"] = _whole(plan.target.min_tokens * left)
+    elif plan.target.tokens is not None:
+        out["target.tokens"] = _whole(plan.target.tokens * left)
+    gpus = solution.gpus or 0
+    gpu_hours = track.elapsed_s * gpus / 3600
+    price = plan.budget.usd_per_gpu_hour
+    per_token = solution.flops / track.tokens_planned if solution.flops and track.tokens_planned else None
+    spent = {"deadline": track.elapsed_s, "gpu_hours": gpu_hours,
+             "usd": gpu_hours * price if price is not None else None,
+             "flops": per_token * track.tokens_done if per_token else None}
+    forecast = {limit.name: limit for limit in track.limits}
+    for name, used in spent.items():
+        bound = getattr(plan.budget, name)
+        if bound is None or used is None:
+            continue
+        limit = forecast.get(name)
+        need = (limit.high if limit is not None and limit.breaks else bound) - used
+        if need <= 0:  # spent already and not forecast (no timed rate): nothing left to plan with
+            continue
+        out[_KEYS[name]] = _duration(need) if name == "deadline" else _round(need, up=True)
+    return out
+
+
+def _whole(tokens: float) -> int:
+    """Tokens left, a count: whole, rounded up (a float's last-digit error is not a token)."""
+    return math.ceil(tokens * (1 - 1e-12))
 
 
 def _duration(seconds: float) -> str:

@@ -14,10 +14,16 @@ Columns are typed arrays (8 bytes a value), so 10⁶ steps stay within a few ten
 from __future__ import annotations
 
 import math
+import operator
 from array import array
 from dataclasses import dataclass, field
+from itertools import islice
+from typing import TYPE_CHECKING
 
 from budgetdsl.track.record import LogError, Record
+
+if TYPE_CHECKING:
+    from budgetdsl.track.tensorboard_log import Rows
 
 OPTIONAL = ("tokens", "samples", "loss", "lr", "tokens_per_s", "tflops_per_gpu")
 COLUMNS = ("time", *OPTIONAL)
@@ -114,6 +120,32 @@ class Timeline:
         self.steps.append(record.step)
         self.last_where = record.where
 
+    def extend(self, rows: Rows, file: str) -> None:
+        """Append a reader's batch of consecutive steps (budgetdsl.track.tensorboard_log.Rows): in
+        bulk while its steps rise and its times do not fall past the end of this timeline, else
+        record by record through `add` and its restart and time rules."""
+        steps, times = rows.steps, rows.times
+        if not steps:
+            return
+        n = len(self.steps)
+        if (n and (steps[0] <= self.steps[-1] or times[0] < self.times[-1])) or "b_noise" in rows.columns \
+                or not all(map(operator.lt, steps, islice(steps, 1, None))) \
+                or not all(map(operator.le, times, islice(times, 1, None))):
+            for record in rows.records():
+                self.add(record, file)
+            return
+        added = len(steps)
+        for c in OPTIONAL:  # before the steps grow: a column new here is NaN for the n steps so far
+            values = rows.columns.get(c)
+            if values is not None:
+                self._column(c).extend(values)
+            elif c in self.columns:
+                self.columns[c].extend(array("d", [NAN]) * added)
+        self.steps.fromlist(steps)
+        self.times.fromlist(times)
+        self.records += added
+        self.last_where = f"record {rows.where[-1]}"
+
     def _truncate(self, record: Record, file: str) -> None:
         """Keep the steps before `record.step`: the job resumed from a checkpoint there."""
         keep = _bisect(self.steps, record.step)
@@ -127,6 +159,25 @@ class Timeline:
     def copy(self) -> Timeline:
         return Timeline(self.file, array("q", self.steps), {c: array("d", a) for c, a in self.columns.items()},
                         list(self.restarts), list(self.restart_at), list(self.noise), self.records, self.last_where)
+
+    def since(self, step: int) -> Timeline:
+        """The run from its first step at or after `step` on, counted from there: that step becomes
+        step 0, tokens and samples start at 0 (`track --since-step`, the rest of a replanned run)."""
+        i = _bisect(self.steps, step)
+        if i >= len(self.steps):
+            raise LogError(self.file, "", f"no step at or after {step} logged yet",
+                           "wait for the rest of the run to log, or check --since-step")
+        first = self.steps[i]
+        out = Timeline(self.file, array("q", (s - first for s in self.steps[i:])), {},
+                       [r for r in self.restarts if r.to_step >= first], [k - i for k in self.restart_at if k > i],
+                       list(self.noise), self.records, self.last_where)
+        for c, values in self.columns.items():
+            base = values[i] if c in ("tokens", "samples") else 0.0
+            if math.isnan(base):
+                raise LogError(self.file, "", f"no {c} logged at step {first}, where --since-step starts",
+                               "start at a step whose record has them")
+            out.columns[c] = array("d", (v - base for v in values[i:]))
+        return out
 
     def index_of(self, step: int) -> int | None:
         i = _bisect(self.steps, step)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from budgetdsl.io.guarded_read import NotRegularFile, open_regular
 from budgetdsl.track.metrics import MetricMap
 from budgetdsl.track.record import LogError, Record
+from budgetdsl.track.run import Timeline, timeline_of
 
 KINDS = ("tensorboard", "hf", "megatron", "gns", "table")
 MAX_FILES = 10_000
@@ -91,6 +92,26 @@ def expand(paths: list[str], waiting: bool = False) -> list[LogFile]:
         else:
             out.append(LogFile(path, kind_of(path)))
     return out
+
+
+def timeline(log: LogFile, metrics: MetricMap, until_step: int | None = None) -> Timeline:
+    """One file's timeline (up to the first step past `until_step`): TensorBoard events in batches
+    of columns (`Timeline.extend`), the other formats record by record."""
+    if log.kind != "tensorboard":
+        return timeline_of(log.path, records(log, metrics), until_step)
+    from budgetdsl.track import tensorboard_log
+
+    line = Timeline(file=log.path)
+    events = tensorboard_log.EventFile(log.path, metrics)
+    try:
+        for rows in events.batches():
+            if until_step is not None and max(rows.steps) > until_step:
+                line.extend(rows.head(until_step), log.path)
+                break
+            line.extend(rows, log.path)
+    finally:
+        events.close()
+    return line
 
 
 def records(log: LogFile, metrics: MetricMap) -> Iterator[Record]:

@@ -60,9 +60,10 @@ def test_many_files_in_one_process(tmp_path, capsys):
 
 
 def test_check_does_not_import_heavy_modules():
-    """Checking a plan must start fast: no torch, textual or sympy (proved in a fresh process)."""
+    """Checking a plan must start fast: no torch, textual, sympy or submitit (proved in a fresh process)."""
     code = ("import sys; from budgetdsl.cli import main; rc = main(['check', '-q', *sys.argv[1:]]); "
-            "heavy = sorted(m for m in ('torch', 'textual', 'sympy', 'numpy', 'rich') if m in sys.modules); "
+            "heavy = sorted(m for m in ('torch', 'textual', 'sympy', 'numpy', 'rich', 'submitit') "
+            "if m in sys.modules); "
             "print(heavy); sys.exit(rc)")
     result = subprocess.run([sys.executable, "-c", code, *PLANS], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -246,7 +246,7 @@ def test_a_crash_inside_the_tui_exits_3(monkeypatch, tmp_path, capsys):
         def run(self, **kwargs):
             return super().run(headless=True, **kwargs)
 
-    monkeypatch.setattr(tui_app, "make_app", lambda path, markers: Crashing())
+    monkeypatch.setattr(tui_app, "make_app", lambda path, markers, **_: Crashing())
     monkeypatch.setenv("BUDGETDSL_TRACEBACK_DIR", str(tmp_path))
     assert main(["tui", PLAN]) == 3
     match = ONE_LINE.search(capsys.readouterr().err)

@@ -72,10 +72,10 @@ def test_no_plan_is_a_usage_error(capsys):
 
 
 def test_plan_starts_light():
-    """`budgetdsl plan` imports neither sympy (the closed forms are emitted) nor torch nor textual."""
+    """`budgetdsl plan` imports neither sympy (the closed forms are emitted) nor torch, textual or submitit."""
     code = ("import sys\nfrom budgetdsl.cli import main\n"
             f"rc = main(['plan', '--format', 'json', {str(REPO / 'plans/llama2-7b.yaml')!r}])\n"
-            "heavy = sorted(m for m in ('sympy', 'torch', 'textual') if m in sys.modules)\n"
+            "heavy = sorted(m for m in ('sympy', 'torch', 'textual', 'submitit') if m in sys.modules)\n"
             "print('HEAVY', heavy, file=sys.stderr)\nsys.exit(rc)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr

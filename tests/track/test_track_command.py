@@ -115,26 +115,36 @@ def test_bad_input_exits_2_with_the_file_and_record(tmp_path, capsys):
     assert code == 2 and "FIELD=NAME" in err
 
 
-def test_replan_writes_a_feasible_plan_at_the_measured_throughput(proxy_runs, tmp_path, capsys):
+def test_replan_writes_a_feasible_plan_of_the_rest_at_the_measured_throughput(proxy_runs, tmp_path, capsys):
     actual = _actual(capsys, tmp_path, proxy_runs["whole"])
     rate = actual["tokens_per_s"]["value"]
-    plan = _plan(tmp_path, 1.3 * rate, deadline_s=STEPS * BATCH_TOKENS / (1.3 * rate) * 1.15)
+    deadline = STEPS * BATCH_TOKENS / (1.3 * rate) * 1.15
+    plan = _plan(tmp_path, 1.3 * rate, deadline_s=deadline)
     before = open(plan).read()
     code, out, err = _track(capsys, plan, str(proxy_runs["whole"]), "--until-step", "60", "--format", "json",
                             "--replan")
     assert code == 0, err
-    measured = json.loads(out)["tokens_per_s"]["value"]
+    at_60 = json.loads(out)
+    measured = at_60["tokens_per_s"]["value"]
     after = open(plan).read()
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b]
-    assert [a.split(":")[0] for a, _ in changed] == ["hardware", "budget"]  # two lines: mfu, deadline
-    assert "replan: hardware.mfu" in err and "replan: budget.deadline" in err
+    assert [a.split(":")[0] for a, _ in changed] == ["hardware", "budget", "target"]  # mfu, deadline, tokens
+    assert "replan: hardware.mfu" in err and "replan: budget.deadline" in err and "--since-step 60" in err
     code = main(["plan", plan, "--format", "json"])
     replanned = json.loads(capsys.readouterr().out)
     assert code == 0 and replanned["feasible"]
     predicted = replanned["batch"]["tokens"] / replanned["throughput"]["step_time_s"]
     assert predicted == pytest.approx(measured, rel=0.01)
-    code, out, _ = _track(capsys, plan, str(proxy_runs["whole"]), "--until-step", "60")
-    assert code == 0 and "the plan holds" in out  # the diff's plan holds on the same log
+    # the rest: the 140 steps left, by the deadline the forecast's high end leaves after step 60
+    assert replanned["tokens"] == pytest.approx((STEPS - 60) * BATCH_TOKENS, rel=0.01)
+    high_left = at_60["limits"][0]["high"] - at_60["elapsed_s"]
+    deadline_left = next(c["limit"] for c in replanned["constraints"] if c["name"] == "deadline")
+    assert high_left <= deadline_left <= high_left * 1.01 + 0.01
+    code, out, _ = _track(capsys, plan, str(proxy_runs["whole"]), "--since-step", "60", "--format", "json")
+    rest = json.loads(out)
+    assert code == 0 and rest["status"] == "finished"
+    assert rest["steps_done"] == STEPS - 60 and rest["tokens_done"] == (STEPS - 60) * BATCH_TOKENS
+    assert rest["elapsed_s"] == pytest.approx(actual["elapsed_s"] - at_60["elapsed_s"], rel=0.05)
 
 
 def test_replan_with_too_few_points_changes_nothing(proxy_runs, tmp_path, capsys):
@@ -171,3 +181,34 @@ def test_plot_draws_the_run_against_its_plan_reproducibly(proxy_runs, tmp_path, 
         assert label in svg
     code, _, err = _track(capsys, plan, str(proxy_runs["whole"]), "--plot", str(tmp_path / "x.pdf"))
     assert code == 2 and ".svg or .png" in err
+
+
+def test_replan_leaves_each_limit_less_what_the_run_spent(tmp_path, capsys):
+    """The first 60 steps of a real proxy run (tests/tui/fixtures/proxy-run.csv) against a plan that
+    sets every limit and holds: the rest gets each limit less the wall clock, GPU-hours, dollars and
+    FLOPs spent, and the tokens not yet done."""
+    from pathlib import Path
+
+    log = Path(__file__).resolve().parents[1] / "tui" / "fixtures" / "proxy-run.csv"
+    plan = tmp_path / "proxy.yaml"
+    plan.write_text(
+        "name: proxy\n"
+        f"model: {{params: 100k, layers: 2, d_model: 32, seq_len: {SEQ}, flops_per_token: {FLOPS_PER_TOKEN}}}\n"
+        f"hardware: {{peak_flops: {PEAK}, memory_per_device: 8 GiB, gpus: 4, mfu: 0.001}}\n"
+        "budget: {deadline: 100 s, gpu_hours: 0.5, usd: 3, usd_per_gpu_hour: 2, flops: 1e11}\n"
+        f"target: {{min_tokens: {STEPS * BATCH_TOKENS / 1.5}}}\n"
+        "noise: {b_crit: 512}\n"
+        f"run: {{batch: {BATCH_TOKENS}, micro_batch: 2}}\n")
+    code, out, err = _track(capsys, str(plan), str(log), "--format", "json", "--replan")
+    assert code == 0, err
+    at_60 = json.loads(out)
+    assert at_60["status"] == "on_track" and at_60["steps_done"] == 60
+    elapsed, gpu_h = at_60["elapsed_s"], at_60["elapsed_s"] * 4 / 3600
+    code = main(["plan", str(plan), "--format", "json"])
+    rest = json.loads(capsys.readouterr().out)
+    limits = {c["name"]: c["limit"] for c in rest["constraints"]}
+    for name, left in (("deadline", 100 - elapsed), ("gpu_hours", 0.5 - gpu_h), ("usd", 3 - 2 * gpu_h),
+                       ("flops", 1e11 - FLOPS_PER_TOKEN * 60 * BATCH_TOKENS)):
+        assert left <= limits[name] <= left * 1.01, name
+    # min_tokens × the share left (a whole number of tokens, rounded up): the 140 steps left, at most one more
+    assert 0 <= rest["tokens"] - (STEPS - 60) * BATCH_TOKENS <= BATCH_TOKENS

@@ -8,6 +8,7 @@ because rendering differs between its versions.
 
 import pytest
 from budgetdsl.tui.app import make_app
+from run_trace import RUN_PLAN, run_trace
 from textual.widgets import Input
 from tui_helpers import PLAN, ready, type_into
 
@@ -48,6 +49,14 @@ class TestInfeasible:
             await pilot.pause()
 
         assert snap_compare(make_app(PLAN), terminal_size=(120, 36), run_before=five_days_then_a_bad_value)
+
+
+class TestRun:
+    def test_measured_run_and_forecast_on_the_wall_clock(self, snap_compare):
+        """`budgetdsl tui PLAN --run LOGS`: the run's logged steps and its forecast finish past the
+        deadline, beside the planned run."""
+        assert snap_compare(make_app(RUN_PLAN, run=run_trace()), terminal_size=(120, 36), press=["f2"],
+                            run_before=steady_cursor)
 
 
 class TestScreens:

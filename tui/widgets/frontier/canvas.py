@@ -19,6 +19,7 @@ MARKERS = ("braille", "ascii")
 
 STYLES = {"curve": "cyan", "arc": "bold green", "run": "bold yellow", "run_bad": "bold red",
           "b_crit": "bold magenta", "front": "bold blue", "deadline": "red", "flops": "dark_orange",
+          "measured": "bold bright_white", "forecast": "bold green", "forecast_bad": "bold red",
           "axis": "bright_black", "tick": "", "note": "italic bright_black"}
 NO_COLOR_STYLES = {**STYLES, "curve": "", "arc": "bold", "run": "bold reverse", "run_bad": "bold reverse"}
 _SOLID = "⣿"  # the feasible arc's braille cell when colour cannot tell it from the curve
@@ -32,6 +33,8 @@ class Glyphs:
     run: str
     b_crit: str
     front: str
+    measured: str
+    forecast: str
     vline: str
     hline: str
     axis_v: str
@@ -42,8 +45,8 @@ class Glyphs:
 
 
 GLYPHS = {
-    "braille": Glyphs((2, 4), "", "", "●", "◆", "○", "┊", "┄", "│", "─", "└", "┤", "┬"),
-    "ascii": Glyphs((1, 1), ".", "o", "@", "X", "*", "|", "-", "|", "-", "+", "+", "+"),
+    "braille": Glyphs((2, 4), "", "", "●", "◆", "○", "•", "◎", "┊", "┄", "│", "─", "└", "┤", "┬"),
+    "ascii": Glyphs((1, 1), ".", "o", "@", "X", "*", "+", "F", "|", "-", "|", "-", "+", "+", "+"),
 }
 _BRAILLE = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))  # [row][col] dot bits
 
@@ -72,6 +75,11 @@ def legend(data: PlotData, markers: str, width: int, no_color: bool = False) -> 
              (g.b_crit, "B_crit", STYLES["b_crit"])]
     if data.front:
         parts.append((g.front, "Pareto front", STYLES["front"]))
+    if data.measured:
+        parts.append((g.measured, "measured", STYLES["measured"]))
+    if data.forecast is not None:
+        parts.append((g.forecast, "forecast finish",
+                      STYLES["forecast_bad"] if data.forecast_breaks else STYLES["forecast"]))
     if data.run is None:
         parts[0] = ("", "no launchable run", STYLES["run_bad"])
     if not any(data.feasible):
@@ -244,6 +252,13 @@ def render_plot(data: PlotData, width: int, height: int, markers: str = "braille
     ys = [p[1] for p in data.curve] + [data.b_crit[1]] + ([data.run[1]] if data.run else [])
     xs += [p[0] for p in data.front]
     ys += [p[1] for p in data.front]
+    if data.measured:  # the measured run's last decade of tokens widens the range; earlier points fall off it
+        recent = [p for p in data.measured if p[1] >= data.measured[-1][1] / 10]
+        xs += [p[0] for p in recent]
+        ys += [p[1] for p in recent]
+    if data.forecast is not None:
+        xs.append(data.forecast[0])
+        ys.append(data.forecast[1])
     x0, x1, vlines, off_x = _fit_lines(data.vlines, *_range(xs), "→", "←")
     y0, y1, hlines, off_y = _fit_lines(data.hlines, *_range(ys), "↑", "↓")
 
@@ -261,6 +276,10 @@ def render_plot(data: PlotData, width: int, height: int, markers: str = "braille
     canvas.curve(data.curve, data.feasible)
     for point in data.front:
         canvas.mark(*point, g.front, STYLES["front"])
+    for point in data.measured:
+        canvas.mark(*point, g.measured, STYLES["measured"])
+    if data.forecast is not None:
+        canvas.mark(*data.forecast, g.forecast, STYLES["forecast_bad"] if data.forecast_breaks else STYLES["forecast"])
     canvas.mark(*data.b_crit, g.b_crit, STYLES["b_crit"])
     if data.run is not None:
         canvas.mark(*data.run, g.run, styles["run"] if data.run_feasible else styles["run_bad"])

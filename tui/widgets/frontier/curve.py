@@ -4,7 +4,10 @@ The curve is the critical-batch frontier S(B), E(B) of `budgetdsl.theory.frontie
 the solution's B_crit and E_min), against wall clock W(B) = S(B)·T(B) with the step time T(B) of
 `budgetdsl.cost.cost_model` on the solution's GPU count, and against FLOPs f·E(B). The feasible arc is
 the global batches every limit allows (each constraint's `allowed_batch`), the run's point is the
-solution's launched configuration (integer steps), and B_crit is the point x = 1.
+solution's launched configuration (integer steps), and B_crit is the point x = 1. A measured run
+(`budgetdsl tui PLAN --run LOGS`, budgetdsl.track.trace) adds the steps or wall clock and the tokens
+or FLOPs it had reached at each logged step, and on the wall-clock axis its forecast finish at the
+planned tokens.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from budgetdsl.report.frontier_plot import feasible_batches  # the report's pict
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
     from budgetdsl.solve.solution import Solution
+    from budgetdsl.track.trace import RunTrace
 
 X_AXES = ("steps", "wall")
 Y_AXES = ("tokens", "flops")
@@ -45,10 +49,13 @@ class PlotData:
     hlines: tuple[Line, ...]  # FLOP budget
     notes: tuple[str, ...] = ()
     front: tuple[tuple[float, float], ...] = ()  # the Pareto front's other points (Solution.front)
+    measured: tuple[tuple[float, float], ...] = ()  # a measured run's logged steps (RunTrace)
+    forecast: tuple[float, float] | None = None  # its forecast finish (wall-clock axis)
+    forecast_breaks: bool = False
 
 
 def plot_data(plan: Plan, solution: Solution, x_axis: str = "steps", y_axis: str = "tokens",
-              samples: int = 480) -> PlotData:
+              samples: int = 480, run: RunTrace | None = None) -> PlotData:
     from budgetdsl.theory.frontier import Frontier
 
     fr = Frontier(b_crit=solution.frontier.b_crit_tokens, e_min=solution.frontier.e_min_tokens)
@@ -88,11 +95,11 @@ def plot_data(plan: Plan, solution: Solution, x_axis: str = "steps", y_axis: str
     curve = tuple(xy(b) for b in batches)
     feasible = tuple(arc is not None and arc[0] * (1 - 1e-9) <= b <= arc[1] * (1 + 1e-9) for b in batches)
 
-    run = None
+    point = None
     if solution.steps is not None and solution.tokens is not None:
         rx = float(solution.wall_clock_s if x_axis == "wall" else solution.steps)
         ry = float(solution.flops if y_axis == "flops" else solution.tokens)
-        run = (rx, ry)
+        point = (rx, ry)
 
     # The front's points besides the launched one, from their own wall clock and FLOPs (tokens =
     # FLOPs / flops_per_token, steps = tokens / batch: the units the curve is drawn in). On the wall
@@ -120,5 +127,15 @@ def plot_data(plan: Plan, solution: Solution, x_axis: str = "steps", y_axis: str
                 notes.append(f"the deadline is out of reach on {solution.gpus} GPUs")
     if plan.budget.flops is not None:
         hlines.append(Line(plan.budget.flops / (1.0 if y_axis == "flops" else fpt), "FLOP budget"))
-    return PlotData(x_axis, y_axis, curve, feasible, run, solution.feasible, xy(fr.b_crit),
-                    tuple(vlines), tuple(hlines), tuple(notes), tuple(front))
+    measured: tuple[tuple[float, float], ...] = ()
+    forecast = None
+    if run is not None:
+        scale = fpt if y_axis == "flops" else 1.0
+        measured = tuple((w if x_axis == "wall" else s, e * scale) for s, e, w in run.points
+                         if x_axis != "wall" or w is not None and w > 0)
+        if x_axis == "wall" and run.forecast_wall_s and run.tokens_planned:
+            forecast = (run.forecast_wall_s, run.tokens_planned * scale)
+        notes.append(run.summary)
+    return PlotData(x_axis, y_axis, curve, feasible, point, solution.feasible, xy(fr.b_crit),
+                    tuple(vlines), tuple(hlines), tuple(notes), tuple(front), measured, forecast,
+                    run is not None and run.breaks)

@@ -24,6 +24,7 @@ from textual.widget import Widget
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
     from budgetdsl.solve.solution import Solution
+    from budgetdsl.track.trace import RunTrace
 
 
 class FrontierPlot(Widget, can_focus=True):
@@ -42,8 +43,9 @@ class FrontierPlot(Widget, can_focus=True):
 
     CACHED = 8  # drawings kept, by their inputs
 
-    def __init__(self, markers: str = "braille", **kwargs) -> None:
+    def __init__(self, markers: str = "braille", run: RunTrace | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
+        self._run = run  # a measured run drawn beside the plan
         self._plan: Plan | None = None
         self._solution: Solution | None = None
         self._data: PlotData | None = None
@@ -60,7 +62,7 @@ class FrontierPlot(Widget, can_focus=True):
     def _recompute(self) -> None:
         data = None
         if self._plan is not None and self._solution is not None:
-            data = plot_data(self._plan, self._solution, self.x_axis, self.y_axis)
+            data = plot_data(self._plan, self._solution, self.x_axis, self.y_axis, run=self._run)
         self._title()
         if data is not None and data == self._data:
             return
