@@ -66,3 +66,24 @@ def test_a_target_exactly_at_the_flop_budgets_edge_is_reported_feasible_and_a_ha
     below = solve(make_plan(**over, budget={"deadline": None, "flops": math.nextafter(budget, 0.0),
                                             "gpu_hours": None}))
     assert below.feasible and "lies outside the feasible" in below.notes[0], below.notes[0]
+
+
+@pytest.mark.parametrize("plan_file", ["ramp-gpt-micro-proxy.yaml"])
+def test_each_ramp_stage_ends_at_the_share_of_the_run_s_tokens_trained_by_then(plan_file):
+    """A stage's `until` is where it ends as the plan language writes a batch schedule: the
+    fraction of the run's tokens trained by then (the tokens of it and every stage before it over
+    the run's), so the last is 100 % and a schedule pasted back into the plan trains the same."""
+    import pathlib
+
+    from budgetdsl.plan.loader import load_plan
+
+    plan = load_plan(pathlib.Path(__file__).resolve().parents[2] / "plans" / plan_file)
+    ramp = solve(plan).ramp
+    assert ramp is not None and len(ramp.stages) >= 2
+    total = sum(st.tokens for st in ramp.stages)
+    assert total == pytest.approx(ramp.tokens, rel=1e-12)
+    trained = 0.0
+    for st in ramp.stages:
+        trained += st.tokens
+        assert st.until == pytest.approx(trained / total, rel=1e-12)
+    assert ramp.stages[-1].until == pytest.approx(1.0, rel=1e-12)
