@@ -9,18 +9,19 @@ docstrings, annotations or f-strings), a seeded sample of them is run.
 
 Which tests run per mutant: a test that never executes the mutated line behaves exactly as on clean
 code, so only the tests that execute it can kill it. One traced run of TESTS (less SKIPPED_TESTS:
-input handling and tooling, which a slip in an answer passes by design; sys.settrace, limited
-to the three packages; CLI subprocesses traced too, through a generated sitecustomize) records which
-lines each test executes (kept per test file in --cache, so a new test file is traced alone); each
-mutant then runs the tests that executed any line of its span, fastest first, under -x. Lines that
-run at import (module constants, default arguments, class bodies) are seen by every test, so their
-mutants run all of TESTS. Equivalent mutants (EQUIVALENT) are not run. A mutant no test executes survives
+input handling and tooling, which a slip in an answer passes by design; sys.settrace, limited to the
+three packages; CLI subprocesses traced too, through a generated sitecustomize) records which lines
+each test executes (kept per test file in --cache, so a new test file is traced alone); each mutant
+then runs the tests that executed any line of its span, fastest first, under -x. Lines that run at
+import (module constants, default arguments, class bodies) are seen by every test, so their mutants
+run all of TESTS. Equivalent mutants (EQUIVALENT) are not run. A mutant no test executes survives
 without a run ("not executed": a gap in the suite, not a slow one). The per-mutant time limit is 5x
-the selected tests' traced time plus 30 s; past it, the mutant counts as killed (a hang is a caught
-slip). The selection can only miss a kill when a test reads a value another test computed and cached
-(a session fixture, a module cache), so the rate stays a lower bound, as a survivor may also be an
-equivalent mutant: EQUIVALENT lists those checked by hand, with the reason, and the report gives the
-rate with and without them.
+the selected tests' traced time plus 30 s, in CPU seconds of each process (on a loaded machine a
+wall-clock limit counted slow survivors as killed; 10x that on the wall clock catches a hang that
+waits); past it, the mutant counts as killed (a hang is a caught slip). The selection can only miss
+a kill when a test reads a value another test computed and cached (a session fixture, a module
+cache), so the rate stays a lower bound, as a survivor may also be an equivalent mutant: EQUIVALENT
+lists those checked by hand, with the reason, and the report gives the rate with and without them.
 
 Every mutant is written into a throwaway copy of the tracked files (a temporary folder), never into
 the work tree; the tests run there with PYTHONPATH pointing at the copy, so subprocesses of the CLI
@@ -36,10 +37,13 @@ import concurrent.futures
 import copy
 import hashlib
 import json
+import math
 import os
 import pathlib
 import random
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -62,11 +66,15 @@ SKIPPED_TESTS = frozenset({
     "test_schema_fuzz.py", "test_solve_caches.py", "test_stdout_errors.py", "test_frontier_plot.py",
     "test_plan_plot_option.py",
 })
+WALL_FACTOR = 10  # a mutant's wall-clock limit, in CPU limits (`_pytest`)
 TRACE_ENV, SUBTRACE_ENV, SELECT_ENV = "BENCH_MUTATION_TRACE", "BENCH_MUTATION_SUBTRACE", "BENCH_MUTATION_SELECT"
 
 # Survivors checked by hand and found equivalent (no input tells them from the original): keyed by
 # file, the mutated line's text (stripped), which of the lines of that text it is (0: the first),
 # the column in it and the slip, so that they follow the line when it moves; they are not run.
+_BALANCED_X = "x0, x1 = (k0 if k0 > 1 else 1) * b_min / b_crit, (k1 if k1 > 1 else 1) * b_min / b_crit"
+_PAIRS_CACHE = ("@functools.lru_cache(maxsize=1 << 16)  # a pure function of four integers, asked the same few on "
+                "every solve")
 EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py",
      "if not any(k[0] >= r[0] and k[1] >= r[1] and k[2] >= r[2] and k[3] >= r[3] for k in kept):", 0, 62,
@@ -98,6 +106,76 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      "by = ~((q[:, 0] > u[0]) | (q[:, 1] > u[1]) | (q[:, 2] > u[2])) & \\", 0, 27, "> -> >="):
         "only a shortcut: when no front point is found to dominate p, every point is compared again with the "
         "original comparisons, so finding fewer dominators here changes nothing",
+    ("budgetdsl/solve/sweep_kernel.py",
+     'if sum(p.startswith("target.") for p in paths) > 1 or {"budget.usd", "budget.usd_per_gpu_hour"} <= set(paths):',
+     0, 54, "<= -> <"):
+        "sends a sweep of exactly budget.usd and budget.usd_per_gpu_hour to the kernel: their rule (usd needs a "
+        "price) holds in every row, as a sweep value cannot unset a key, so the kernel's rows equal solve()'s",
+    ("budgetdsl/solve/placement.py", "pairs = {(m, a) for m in (n // a, -(-n // a)) if 1 <= m <= cap}", 0, 49,
+     "1 -> 2"):
+        "drops micro-batches of one: with a = ceil(n/cap), n // a is 1 only at cap 1 or n = 1 (the divisor pair "
+        "adds (1, n) back) or at cap 2 with n odd, where the pair dropped, (1, (n+1)/2), is a batch below both "
+        "neighbours of the target, met at its own n with fewer accumulations, and the wall-clock objectives "
+        "search every split of every size (_wall_search); no answer changed on 80 random plans",
+    ("budgetdsl/solve/placement.py", "elif floor0 * (1.0 - _BOUND_MARGIN) > threshold:", 0, 5, "* -> /"):
+        "equivalent up to float noise: the margin turns from 1e-9 below the bound to 1e-9 above it, so the size "
+        "search stops early only where the next sizes' floor is within 1e-9 (relative) of the best wall clock "
+        "met, and a split there is at most that much faster (the solver's TOLERANCE); none on 80 random plans",
+    ("budgetdsl/solve/search_space.py", "return self._get()[0]", 0, 19, "0 -> 1"):
+        "_Bounds.seq_len has no caller (dead code: the search reads the tokens per sequence from the cost "
+        "model); deleting the property removes the mutant",
+    ("budgetdsl/solve/search_space.py", "if b_max < b_min:", 0, 3, "< -> <="):
+        "_threat's FLOP cap: the two differ only when the computed cap B_crit(pf/(f·E_min·(1 - 1e-9)) - 1) "
+        "equals the pair's smallest batch to the last bit, where the interval is one point",
+    ("budgetdsl/solve/objectives.py", "if n >= self._VECTOR:", 0, 3, ">= -> >"):
+        "a pool of exactly _VECTOR items compares in Python instead of numpy: the same comparisons "
+        "(test_slips_pareto checks both against the definition), only the speed changes",
+    ("budgetdsl/solve/search_space.py", "if len(consts.per_pair) >= _VECTOR_PAIRS and consts.natural:", 0, 3,
+     ">= -> >"):
+        "a space of exactly _VECTOR_PAIRS pairs is ordered by the Python keys instead of numpy's: the same "
+        "float operations in the same order and the same tie order (_sorted_keys), only the speed changes",
+    ("budgetdsl/solve/search_space.py", "if memo is not None and memo[0] is consts:", 0, 29, "0 -> 1"):
+        "the walk's bounds memo always misses (its walls list is never the constants): the bounds are "
+        "recomputed, the same numbers, only slower",
+    ("budgetdsl/solve/search_space.py", "if 0.0 < x < math.inf:", 0, 3, "< -> <="):
+        "_round12 is called only on measures _vector_order checked positive and finite, so x = 0 (and the "
+        "else branch) is never reached",
+    ("budgetdsl/solve/search_space.py",
+     "r0 = round(r0, 12 - (0 if r0 == 0 or not isfinite(r0) else int(floor(log10(abs(r0))))))", 0, 32, "0 -> 1"):
+        "the branch taken for 0, infinity or NaN: each rounds to itself at any number of digits",
+    ("budgetdsl/cost/throughput.py", "@functools.lru_cache(maxsize=1024)", 0, 29, "1024 -> 1025"):
+        "the size of a cache of a pure function (_stage_shares): only the time changes",
+    ("budgetdsl/solve/placement.py", _PAIRS_CACHE, 0, 29, "1 -> 2"):
+        "the size of a cache of a pure function (_pairs_near): only the time changes",
+    ("budgetdsl/solve/placement.py", _PAIRS_CACHE, 0, 34, "16 -> 17"):
+        "the size of a cache of a pure function (_pairs_near): only the time changes",
+    ("budgetdsl/solve/relaxations.py", "if _step_count(ctx, low, -1) is None:", 0, 26, "1 -> 2"):
+        "_step_count reads only the direction's sign (direction > 0): -2 walks down as -1 does",
+    ("budgetdsl/solve/context.py", "if group is None or group[0] is not cm:", 0, 26, "0 -> 1"):
+        "the placement cache's older generation always misses (a group's dict is never the cost model), so "
+        "groups are rebuilt: a placement is a function of its key, so only the time changes",
+    ("budgetdsl/cost/throughput.py", "stages = stage_layers(shape.layers, p, fh / fl if fl > 0 else 0.0)", 0, 55,
+     "0 -> 1"):
+        "differs only for a layer of more than 0 and at most 1 FLOP per token ((f - 6·d·V)/L): no model's"
+        " layer does less than one FLOP per token",
+    ("budgetdsl/solve/sweep_kernel.py", "if isinstance(value, int) and abs(value) > 2 ** 53:", 0, 48, "53 -> 54"):
+        "every path the kernel sweeps is a float field of the plan (the loader turns an integer into a float), "
+        "so the integer guard never fires",
+    ("budgetdsl/exports/_text.py", "allow_unicode=True, width=4096))", 0, 26, "4096 -> 4097"):
+        "equivalent in meaning: the width only moves where PyYAML folds a plain scalar longer than 4,096 "
+        "characters, and a folded scalar parses to the same string",
+    ("budgetdsl/solve/search_space.py", "x0 = np.where(k0 > 1, k0, 1.0) * b_min / bc", 0, 14, "> -> >="):
+        "max(k, 1) written as a choice: at k = 1 both branches are 1 (np.maximum(k, 1.0) would leave no "
+        "comparison to mutate)",
+    ("budgetdsl/solve/search_space.py", "x1 = np.where(k1 > 1, k1, 1.0) * b_min / bc", 0, 14, "> -> >="):
+        "max(k, 1) written as a choice: at k = 1 both branches are 1 (np.maximum(k, 1.0) would leave no "
+        "comparison to mutate)",
+    ("budgetdsl/solve/search_space.py", _BALANCED_X, 0, 16, "> -> >="):
+        "max(k, 1) written as a choice: at k = 1 both branches are 1 (np.maximum(k, 1.0) would leave no "
+        "comparison to mutate)",
+    ("budgetdsl/solve/search_space.py", _BALANCED_X, 0, 56, "> -> >="):
+        "max(k, 1) written as a choice: at k = 1 both branches are 1 (np.maximum(k, 1.0) would leave no "
+        "comparison to mutate)",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
@@ -323,10 +401,19 @@ def _copy(dest: pathlib.Path) -> None:
 
 def _pytest(tree: pathlib.Path, extra_env: dict[str, str], pythonpath: list[pathlib.Path], limit: float,
             args: list[str], first_failure: bool = True) -> tuple[str, float, str]:
-    """'pass', 'fail' or 'timeout' of pytest in `tree`, its CPU seconds (children included), its output."""
+    """'pass', 'fail' or 'timeout' of pytest in `tree`, its CPU seconds (children included), its output.
+
+    `limit` is CPU seconds (RLIMIT_CPU of pytest and of each process it starts): on a loaded machine
+    a wall-clock limit would count a slow survivor as killed. A hang that waits without spending
+    CPU is caught by the wall clock at WALL_FACTOR times the limit."""
     # BUDGETDSL_ROOT: the copy is no git work tree, and plans extend and read files inside it
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, [tree, *pythonpath, tree / "bench"])),
            "PYTHONDONTWRITEBYTECODE": "1", "BUDGETDSL_ROOT": str(tree), **extra_env}
+    cpu_limit = max(1, math.ceil(limit))
+
+    def limit_cpu() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit, cpu_limit + 5))
+
     with tempfile.TemporaryDirectory(prefix="hypothesis-") as store:
         env["HYPOTHESIS_STORAGE_DIRECTORY"] = store  # no example of one mutant replays on the next
         before = os.times()
@@ -334,12 +421,15 @@ def _pytest(tree: pathlib.Path, extra_env: dict[str, str], pythonpath: list[path
             proc = subprocess.run([sys.executable, "-m", "pytest", *(["-x"] if first_failure else []), "-q",
                                    "-p", "no:cacheprovider",
                                    "-p", "no:randomly", "-p", "no:xdist", "-p", "bench_mutation",
-                                   f"--timeout={max(1, int(limit))}", *args],
-                                  cwd=tree, env=env, capture_output=True, timeout=limit, text=True)
+                                   f"--timeout={int(WALL_FACTOR * cpu_limit)}", *args],
+                                  cwd=tree, env=env, capture_output=True, timeout=WALL_FACTOR * cpu_limit, text=True,
+                                  preexec_fn=limit_cpu)
         except subprocess.TimeoutExpired:
             return "timeout", limit, ""
         after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL):  # past the CPU limit
+        return "timeout", cpu, proc.stdout[-3000:] + proc.stderr[-2000:]
     outcome = "pass" if proc.returncode in (0, 5) else "fail"  # 5: nothing selected ran
     return outcome, cpu, proc.stdout[-3000:] + proc.stderr[-2000:]
 

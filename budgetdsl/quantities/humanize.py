@@ -23,11 +23,16 @@ def significant(v: float, digits: int = 3) -> str:
     return text
 
 
+def _rounded(v: float) -> float:
+    """|v| as `significant` prints it, so that 999,999.99 picks M ("1M"), not k ("1e3k")."""
+    return abs(float(f"{v:.3g}"))
+
+
 def si(v: float, table: tuple[tuple[float, str], ...] = _COUNT) -> str:
     """4.19M, 2T, 834B, 812k, 96 (counts); with `_SI`, 312T for rates."""
     if not math.isfinite(v):
         return "∞"
-    a = abs(v)
+    a = _rounded(v)
     for scale, suffix in table:
         if a >= scale:
             return f"{significant(v / scale)}{suffix}"
@@ -36,8 +41,9 @@ def si(v: float, table: tuple[tuple[float, str], ...] = _COUNT) -> str:
 
 def _with_prefix(v: float, unit: str) -> str:
     """312 TFLOP/s, 134 PFLOP/s."""
+    a = _rounded(v)
     for scale, prefix in _SI:
-        if abs(v) >= scale:
+        if a >= scale:
             return f"{significant(v / scale)} {prefix}{unit}"
     return f"{significant(v)} {unit}"
 
@@ -60,8 +66,14 @@ def data(nbytes: float) -> str:
     a = abs(nbytes)
     for scale, suffix in ((2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB")):
         if a >= scale:
-            return f"{significant(nbytes / scale)} {suffix}"
-    return f"{significant(nbytes)} B"
+            return f"{_below_1024(nbytes / scale)} {suffix}"
+    return f"{_below_1024(nbytes)} B"
+
+
+def _below_1024(v: float) -> str:
+    """Three significant digits, but 1010 rather than 1.01e3 for the binary units' 1000–1023."""
+    text = significant(v)
+    return f"{v:.0f}" if "e" in text and abs(v) < 1024 else text
 
 
 def human(unit: str, v: float | None) -> str:

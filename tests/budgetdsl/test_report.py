@@ -41,6 +41,19 @@ def test_helpers():
     assert human("tokens", None) == "—"
 
 
+@pytest.mark.parametrize("value, text", [
+    (999_999.99, "1M"), (999.7, "1k"), (-999_999.99, "-1M"), (999_499, "999k"), (1e15 - 1, "1e3T"),
+])
+def test_a_count_that_rounds_up_takes_the_next_prefix(value, text):
+    # 3 significant digits round 999,999.99 to 1.00e6: "1M", never "1e3k"; past T there is no prefix left
+    assert si(value) == text
+
+
+def test_binary_units_print_1000_to_1023_without_an_exponent():
+    assert data(1010 * 2**10) == "1010 KiB" and data(1000 * 2**30) == "1000 GiB"
+    assert human("FLOP/s", 999.9e12) == "1 PFLOP/s"
+
+
 def _solution(name):
     return solve(load_plan(REPO / "plans" / name))
 

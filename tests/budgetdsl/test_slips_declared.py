@@ -34,3 +34,21 @@ def test_a_non_finite_answer_names_the_part_of_the_solution_it_sits_in(title, fi
     from budgetdsl.solve.solver import _part_field
 
     assert _part_field(title) == field
+
+
+@pytest.mark.parametrize("objective", ["balanced", "min_time"])
+def test_an_answer_that_overflows_is_refused_naming_the_field(objective, monkeypatch):
+    """Should a number of the answer overflow despite the plan's bounds (here x = B/B_crit made
+    infinite), solve() refuses the plan with a located not-finite error that names the field
+    (frontier.x), never an internal error or an Infinity in the output."""
+    import math
+
+    from budgetdsl.plan.diagnostics import PlanError
+    from budgetdsl.theory import frontier
+
+    plan = make_plan(objective=objective)
+    monkeypatch.setattr(frontier.Frontier, "x", lambda self, batch: math.inf)
+    with pytest.raises(PlanError) as info:
+        solve(plan)
+    (d,) = info.value.diagnostics
+    assert d.code == "not-finite" and "the answer's frontier.x is not finite" in d.message, d.format()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pathlib
 
+import pytest
+
 from budgetdsl.exports.shape import main
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -31,3 +33,29 @@ def test_the_cluster_shape_is_the_largest_node_count_and_node_size(tmp_path, cap
 def test_only_infeasible_plans_give_no_shape(tmp_path, capsys):
     late = _plan(tmp_path, "late", "  gpus: 16", "budget:\n  deadline: 1 s\n")
     assert main([late]) == 1 and capsys.readouterr().out == ""
+
+
+def _megatron_ffn(args: dict[str, str | None], hidden: int) -> int:
+    """The MLP width Megatron-LM runs with these flags (megatron/training/arguments.py: without
+    --ffn-hidden-size, 4·h, or with --swiglu int(4·h·2/3 / 64)·64)."""
+    if args.get("--ffn-hidden-size") is not None:
+        return int(str(args["--ffn-hidden-size"]))
+    return int(4 * hidden * 2 / 3 / 64) * 64 if "--swiglu" in args else 4 * hidden
+
+
+@pytest.mark.parametrize("mlp, ffn_hidden", [("gelu", None), ("gelu", 5632), ("swiglu", None), ("swiglu", 5632)])
+def test_megatron_runs_the_mlp_width_the_plan_describes(mlp, ffn_hidden, tmp_path):
+    """The Megatron-LM export trains the layer the plan costed: the MLP width is model.ffn_hidden,
+    else 4·d_model (the plan's convention), whatever Megatron's own default for the activation."""
+    from budgetdsl.exports.megatron import arguments
+    from budgetdsl.exports.spec import launch_spec
+    from budgetdsl.plan.loader import load_plan
+    from budgetdsl.solve.solver import solve
+
+    extra = f"  mlp: {mlp}\n" + (f"  ffn_hidden: {ffn_hidden}\n" if ffn_hidden else "")
+    path = tmp_path / "plan.yaml"
+    path.write_text(MINIMAL.replace("  seq_len: 2048", "  seq_len: 2048\n  heads: 16\n  vocab: 50304\n" + extra))
+    plan = load_plan(str(path))
+    args = dict(arguments(launch_spec(plan, solve(plan))))
+    assert ("--swiglu" in args) == (mlp == "swiglu")
+    assert _megatron_ffn(args, plan.model.d_model) == (ffn_hidden or 4 * plan.model.d_model)
