@@ -87,6 +87,18 @@ def main() -> None:
         print(f"cold      budgetdsl plan {rel}: {t * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU "
               f"({t / base:.1f}x python -c pass)")
 
+    # the mixture-of-experts example with every layout key auto (tensor, pipeline, ZeRO, recomputation;
+    # expert parallelism as the plan pins it): issue 24's bound is 0.5 s cold
+    import yaml
+
+    doc = yaml.safe_load((REPO / "plans/mixtral-8x7b.yaml").read_text())
+    doc["hardware"].update({k: "auto" for k in LAYOUT_KEYS})
+    moe = pathlib.Path(tempfile.mkdtemp(prefix="budgetdsl-bench-")) / "mixtral-8x7b-auto.yaml"
+    moe.write_text(yaml.safe_dump(doc, sort_keys=False))
+    t, cpu = proc([sys.executable, "-m", "budgetdsl", "plan", str(moe)], runs)
+    print(f"cold      budgetdsl plan plans/mixtral-8x7b.yaml with every layout key auto: {t * 1000:.0f} ms wall, "
+          f"{cpu * 1000:.0f} ms CPU ({t / base:.1f}x python -c pass)")
+
     plan = load_plan(REPO / "plans/minimal.yaml")
     first = solve(plan)
     fixed = with_layout(plan, {"tensor_parallel": first.batch.tensor_parallel,

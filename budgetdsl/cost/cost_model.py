@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from budgetdsl.cost import memory as mem
+from budgetdsl.cost.experts import Experts, expert_data_parallel
 from budgetdsl.cost.flops import attention_flops_per_token, gemm_flops_per_layer
 from budgetdsl.cost.memory import activation_bytes_per_layer  # noqa: F401 - re-exported
 from budgetdsl.cost.throughput import (
@@ -43,6 +44,7 @@ from budgetdsl.cost.throughput import (
 from budgetdsl.cost.throughput import step_time as _step_time
 from budgetdsl.hardware.gpus import find_preset
 from budgetdsl.hardware.layout import launchable_counts as _launchable_counts
+from budgetdsl.plan.model import mlp_params
 from budgetdsl.theory.xp import SCALAR
 
 if TYPE_CHECKING:
@@ -74,6 +76,21 @@ class Split:
     pipeline_parallel: int
     recompute: str  # none | selective | full
     flash_attention: bool
+    context_parallel: int | None = None  # None: the plan's (hardware.context_parallel)
+    expert_parallel: int | None = None  # None: the plan's (hardware.expert_parallel)
+
+    def parallel(self, plan: Plan) -> tuple[int, int]:
+        """(cp, ep): this split's, else the plan's (`auto` counted as 1)."""
+        hw = plan.hardware
+        cp = self.context_parallel if self.context_parallel is not None else hw.context_parallel
+        ep = self.expert_parallel if self.expert_parallel is not None else hw.expert_parallel
+        return (1 if cp == "auto" else int(cp)), (1 if ep == "auto" else int(ep))
+
+    def expert_group(self, plan: Plan) -> int:
+        """etp·ep of the split on `plan` (1 where nothing constrains the GPU count)."""
+        ep = self.parallel(plan)[1]
+        etp = plan.hardware.expert_tensor_parallel
+        return (etp or self.tensor_parallel) * ep if (etp is not None or ep > 1) else 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,8 +246,12 @@ def flops_per_token(plan: Plan) -> Coef:
         return Coef(m.flops_per_token, "FLOP/token", DECLARED, "model.flops_per_token")
     untied = 0.0 if m.tied_embeddings or m.vocab is None or m.d_model is None else float(m.vocab) * m.d_model
     counted = "" if "params" in m.model_fields_set else ", N counted from the shape"
+    if m.experts:  # 6 per active parameter: the k routed experts a token is sent to (budgetdsl.cost.experts)
+        counted += (f"; mixture of experts: N = the {m.active_param_count:.4g} active parameters of "
+                    f"{m.param_count:.4g}, top-{m.experts_per_token} of {m.experts} routed experts"
+                    + (f" + {m.shared_experts} shared" if m.shared_experts else ""))
     if m.layers is not None and m.d_model is not None:
-        value = 6.0 * (m.param_count - untied) + attention_flops_per_token(m.layers, m.d_model, m.seq_len)
+        value = 6.0 * (m.active_param_count - untied) + attention_flops_per_token(m.layers, m.d_model, m.seq_len)
         if untied:
             return Coef(value, "FLOP/token", DERIVED, "6(N − V·d) + 12·L·d·s (Korthikanti et al. 2022 appendix A "
                         "eq. 7: the LM head counted, the untied input embedding a lookup" + counted + ")")
@@ -304,26 +325,33 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
     m, hw = plan.model, plan.hardware
     split = split or plan_split(plan)
     t, p = split.tensor_parallel, split.pipeline_parallel
-    dp = gpus // (t * p)
+    cp, ep = split.parallel(plan)
+    dp = gpus // (t * p * cp)
     coefs: dict[str, Coef] = {}
 
     if "params" not in m.model_fields_set:
         coefs["params"] = Coef(m.param_count, "params", DERIVED, "counted from the shape (budgetdsl.plan.model."
                                "transformer_params: L·(2d² + 2·d·d_kv + k·d·F + 2d) + V·d (×2 untied) + d, "
-                               "k = 2 GeLU, 3 SwiGLU; no biases)")
+                               "k = 2 GeLU, 3 SwiGLU; no biases"
+                               + ("; MoE layers: router d·E and E + S experts of k·d·F_e in place of the MLP"
+                                  if m.experts else "") + ")")
     f = flops_per_token(plan)
     coefs["flops_per_token"] = f
     coefs["peak_flops"] = peak = _hardware_number(plan, "peak_flops", "peak_flops", "FLOP/s")
     memory = _hardware_number(plan, "memory_per_device", "memory", "B")
     device = _device(plan, coefs)
     grad_dtype = str(getattr(hw, "grad_dtype", "fp32"))
+    # Megatron-Core requires sequence parallelism for expert with tensor parallelism (validate_args)
+    sequence_parallel = bool(getattr(hw, "sequence_parallel", False)) or bool(m.experts and ep > 1 and t > 1)
     layout = Layout(gpus, t, p, int(getattr(hw, "virtual_pipeline_stages", 1)), split.zero, split.recompute,
-                    split.flash_attention, bool(getattr(hw, "sequence_parallel", False)),
-                    mem.GRAD_BYTES[grad_dtype], hw.overlap)
+                    split.flash_attention, sequence_parallel,
+                    mem.GRAD_BYTES[grad_dtype], hw.overlap, cp, ep,
+                    int(hw.expert_tensor_parallel or 0))
+    moe = model_experts(plan)
     shape = None
     if m.layers is not None and m.d_model is not None and device is not None:
         shape = Shape(m.param_count, m.layers, m.d_model, m.seq_len, f.value, m.heads, m.vocab, m.kv_heads,
-                      m.ffn_hidden, m.mlp, m.tied_embeddings)
+                      m.ffn_hidden, m.mlp, m.tied_embeddings, moe)
     mode = DECLARED if hw.mfu is not None else "predicted"
     if mode != DECLARED and shape is None:
         raise ShapeUnknown("predicted utilization (no hardware.mfu) needs model.layers and model.d_model "
@@ -337,7 +365,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
         virtual_stages=layout.virtual_stages, grad_dtype=grad_dtype,
         activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_layers, kv_heads=m.kv_heads,
         ffn_hidden=m.ffn_hidden, mlp=m.mlp, tied_embeddings=m.tied_embeddings,
-        fp8=getattr(hw, "precision", "bf16") == "fp8")
+        fp8=getattr(hw, "precision", "bf16") == "fp8", context_parallel=cp, experts=layout.place_experts(moe))
     if stages is None:
         need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
                                                     else " and model.heads")
@@ -366,6 +394,16 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
     object.__setattr__(cm, "_describe", functools.partial(
         _describe, plan, gpus, split, mode, peak, memory, overhead, layout, grad_dtype, reserve))
     return cm
+
+
+def model_experts(plan: Plan) -> Experts | None:
+    """The plan's mixture-of-experts layers for the cost model (budgetdsl.cost.experts), its layout
+    degrees 1; None for a dense model."""
+    m = plan.model
+    if not m.experts or m.d_model is None:
+        return None
+    return Experts(int(m.experts), int(m.experts_per_token or m.experts), mlp_params(m.d_model, m.expert_width, m.mlp),
+                   int(m.shared_experts), int(m.dense_layers), m.capacity_factor)
 
 
 def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory: Coef, overhead: float,
@@ -402,13 +440,30 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
     where = f" (stage {heavy.stage + 1} of {p}, {heavy.layers} layers)" if p > 1 else ""
     fp8 = (" + 2 B per layer param (FP8 weight and its transpose, cached for the step; "
            "Transformer Engine)") if getattr(hw, "precision", "bf16") == "fp8" else ""
+    ex = layout.place_experts(model_experts(plan))
+    routed = ""
+    if ex is not None:
+        edp = expert_data_parallel(t, layout.context_parallel, cm.data_parallel, ex)
+        routed = (f"; routed experts / (etp·ep = {ex.expert_tensor_parallel}·{ex.expert_parallel})"
+                  + (f", their ZeRO shards over edp = {edp}" if split.zero else ""))
+    if layout.context_parallel > 1 and split.zero:
+        shard = {k: v.replace("/ dp", "/ (dp·cp)") for k, v in shard.items()}
     coefs["weights_bytes"] = Coef(heavy.weights, "B", DERIVED, "2 B/param (bf16)" + fp8 + " / t" + where
-                                  + (" " + shard[3] if split.zero >= 3 else ""))
+                                  + (" " + shard[3] if split.zero >= 3 else "") + routed)
     coefs["grads_bytes"] = Coef(heavy.grads, "B", DERIVED,
                                 f"{mem.GRAD_BYTES[grad_dtype]:g} B/param ({grad_dtype} grads) / t"
-                                + (" " + shard[2] if split.zero >= 2 else ""))
+                                + (" " + shard[2] if split.zero >= 2 else "") + routed)
     coefs["optimizer_bytes"] = Coef(heavy.optimizer, "B", DERIVED, "12 B/param (fp32 master, Adam m, v) / t"
-                                    + (" " + shard[1] if split.zero >= 1 else ""))
+                                    + (" " + shard[1] if split.zero >= 1 else "") + routed)
+    if ex is not None:
+        _describe_experts(plan, cm, ex, coefs)
+    if layout.context_parallel > 1:
+        coefs["context_parallel"] = Coef(
+            float(layout.context_parallel), "ranks", DECLARED,
+            "hardware.context_parallel: each sequence split into 2·cp chunks over cp GPUs (load-balanced causal ring "
+            "attention, Megatron-Core; Liu et al. 2023): activations, logits, GEMMs and TP traffic ÷ cp; per layer "
+            "the ring passes K and V 3·(cp − 1) times, 2·(s/cp)·d_kv bf16 values ÷ t each, exposed only where it "
+            "outlasts the attention compute (budgetdsl.cost.context_parallel); gradients reduced over dp·cp")
     if m.activation_bytes_per_token is not None:
         act_detail = "model.activation_bytes_per_token × s / (t·p)" + (f" × {p} in flight (1F1B)" if p > 1 else "")
         coefs["activation_bytes_per_sequence"] = Coef(heavy.activations_per_sequence, "B/sequence", DECLARED,
@@ -425,10 +480,14 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
             split.recompute, "flash attention" if split.flash_attention else "no recomputation")
         sp = ", sequence parallel" if layout.sequence_parallel else (", no sequence parallelism: 10·s·d not ÷ t"
                                                                      if t > 1 and split.recompute != "full" else "")
+        moe = ("; each MoE layer + s·(M_e·(k·c + S) + 2·d·k·c − M)/t, its routed and shared experts' MLP "
+               "activations and dispatched inputs instead of one MLP's (budgetdsl.cost.experts)"
+               if m.experts and split.recompute != "full" else "")
         coefs["activation_bytes_per_sequence"] = Coef(
             heavy.activations_per_sequence, "B/sequence", DERIVED,
             f"{formula} per layer ({why}{sp}; Korthikanti et al. 2022 Table 2) × layers of the stage"
-            + (f" × {p - heavy.stage} micro-batches in flight (1F1B)" if p > 1 else "") + " / t")
+            + (f" × {p - heavy.stage} micro-batches in flight (1F1B)" if p > 1 else "") + " / t" + moe
+            + (f" / cp ({layout.context_parallel})" if layout.context_parallel > 1 else ""))
     if heavy.logits_per_sequence:
         coefs["logits_bytes_per_sequence"] = Coef(heavy.logits_per_sequence, "B/sequence", DERIVED,
                                                   "s·V fp32 logits for the loss / t (last stage)")
@@ -443,6 +502,31 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
                                         + (" (uneven; the last carries the LM head)" if len(set(counts)) > 1 else ""))
 
 
+def _describe_experts(plan: Plan, cm: CostModel, ex: Experts, coefs: dict[str, Coef]) -> None:
+    """The mixture-of-experts coefficients: active parameters, and the routing and dispatch
+    assumptions the step time rests on (budgetdsl.cost.experts)."""
+    m, hw = plan.model, plan.hardware
+    coefs["active_params"] = Coef(m.active_param_count, "params", DERIVED,
+                                  f"N less the routed experts a token skips: {m.moe_layers} MoE layers × "
+                                  f"({ex.experts} − {ex.top_k}) experts × {ex.expert_params:.4g} weights; "
+                                  "FLOPs per token follow it, memory holds all N")
+    gpn = int(hw.gpus_per_node)
+    in_node = max(1, min(ex.expert_parallel, gpn // ex.expert_tensor_parallel)) \
+        if ex.expert_tensor_parallel < gpn else 1
+    capacity = ("dropless: the experts process exactly the routed tokens" if ex.capacity_factor is None else
+                f"capacity factor {ex.capacity_factor:g}: buffers and expert GEMMs padded to "
+                f"{ex.capacity_factor:g} × the mean load, tokens beyond it dropped")
+    where = ("" if ex.expert_parallel <= 1 else
+             f"; {in_node} of the {ex.expert_parallel} ep ranks share a node (NVLink), the rest over the NIC")
+    coefs["experts"] = Coef(float(ex.experts), "experts", DECLARED,
+                            f"model.experts, top-{ex.top_k}" + (f" + {ex.shared} shared" if ex.shared else "")
+                            + f", ep {ex.expert_parallel}, etp {ex.expert_tensor_parallel}. Router assumed balanced "
+                            "(auxiliary loss or bias balancing): every expert at its mean load k·tokens/E, "
+                            f"imbalance not modelled; {capacity}. Dispatch and combine: 4 all-to-alls per MoE "
+                            "layer (6 with full recomputation) of k·c·s/(t·cp)·d bf16 values per sequence" + where
+                            + " (Megatron-Core's all-to-all dispatcher; budgetdsl.cost.experts)")
+
+
 _LAYOUT_KEYS = {"gpus", "tensor_parallel", "pipeline_parallel", "zero", "recompute"}
 
 
@@ -454,4 +538,7 @@ def cost_model_key(plan: Plan) -> tuple:
 
 def launchable_counts(plan: Plan, counts: range | list[int]) -> list[int]:
     """The GPU counts of a range that launch the plan's layout (`budgetdsl.hardware.layout`)."""
-    return _launchable_counts(counts, *plan.hardware.model_parallel(), plan.hardware.gpus_per_node)
+    hw = plan.hardware
+    split = Split(0, *hw.model_parallel(), "none", True)
+    return _launchable_counts(counts, *hw.model_parallel(), hw.gpus_per_node, split.parallel(plan)[0],
+                              split.expert_group(plan))

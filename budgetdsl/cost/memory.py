@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from budgetdsl.cost.experts import Experts, expert_data_parallel, moe_activation_extra, moe_layers_per_stage
 from budgetdsl.hardware.layout import stage_layers
 
 BYTES_WEIGHTS = 2.0  # bf16
@@ -63,6 +64,8 @@ class StageMemory:
     optimizer: float
     activations_per_sequence: float  # every micro-batch in flight, per sequence of the micro-batch
     logits_per_sequence: float
+    # of weights, grads and optimizer: the routed experts' share (ZeRO shards it over edp, the rest over dp·cp)
+    experts: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     @property
     def static(self) -> float:
@@ -132,25 +135,35 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
                  activation_bytes_per_token: float | None = None,
                  head_layers: float = 0.0, kv_heads: int | None = None, ffn_hidden: int | None = None,
                  mlp: str = "gelu", tied_embeddings: bool = True,
-                 fp8: bool = False) -> list[StageMemory] | None:
+                 fp8: bool = False, context_parallel: int = 1,
+                 experts: Experts | None = None) -> list[StageMemory] | None:
     """Memory of every pipeline stage's GPU, or None when the shape is too unknown to estimate
     activations (no layers/d_model and no `activation_bytes_per_token`). `fp8`: FP8 GEMMs, whose
-    cached weight copies (FP8_WEIGHT_BYTES per layer parameter) the weights include."""
+    cached weight copies (FP8_WEIGHT_BYTES per layer parameter) the weights include.
+
+    `context_parallel` cp: each GPU holds s/cp tokens of a sequence, so activations and logits are
+    ÷ cp, and the cp ranks hold copies of the weights: ZeRO shards over dp·cp (Megatron-Core's
+    distributed optimizer uses the data-parallel group with context parallelism). `experts`: the
+    routed experts are ÷ etp·ep instead of ÷ t, their ZeRO shards over edp, and each MoE layer
+    stores `experts.moe_activation_extra` more activations (budgetdsl.cost.experts)."""
     t, p, dp = tensor_parallel, pipeline_parallel, max(1, data_parallel)
+    cp = max(1, context_parallel)
     grad_bytes = GRAD_BYTES[grad_dtype]
     interleave = 1.0 + (p - 1) / (p * virtual_stages) if virtual_stages > 1 else 1.0
 
-    d3, d2, d1 = zero_divisors(dp, zero)
+    d3, d2, d1 = zero_divisors(dp * cp, zero)
 
-    def static(local: float, in_layers: float) -> tuple[float, float, float]:
-        copies = FP8_WEIGHT_BYTES * in_layers / d3 if fp8 else 0.0
-        return BYTES_WEIGHTS * local / d3 + copies, grad_bytes * local / d2, BYTES_OPTIMIZER * local / d1
+    def static(local: float, in_layers: float,
+               divisors: tuple[int, int, int] = (d3, d2, d1)) -> tuple[float, float, float]:
+        z3, z2, z1 = divisors
+        copies = FP8_WEIGHT_BYTES * in_layers / z3 if fp8 else 0.0
+        return BYTES_WEIGHTS * local / z3 + copies, grad_bytes * local / z2, BYTES_OPTIMIZER * local / z1
 
     if activation_bytes_per_token is not None or layers is None or d_model is None:
         if activation_bytes_per_token is None:
             return None
         # declared bytes per token for the whole model: ÷ t·p per stage, × p in flight (1F1B)
-        act = activation_bytes_per_token * seq_len / (t * p) * p * interleave
+        act = activation_bytes_per_token * seq_len / (t * p) * p * interleave / cp
         local = params / (t * p)
         return [StageMemory(0, layers, *static(local, local), act, 0.0)]
 
@@ -165,13 +178,26 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
     emb = float(vocab * d_model) if vocab else 0.0
     per_param = layer_params(params, layers, emb, tied_embeddings)
     counts = stage_layers(layers, p, head_layers)
+    moe = moe_layers_per_stage(counts, experts.dense_layers) if experts is not None else [0] * p
     out = []
     for i, n in enumerate(counts):
         local = stage_params(n, per_param, emb, i == 0, i == p - 1, p, tied_embeddings)
         in_flight = (p - i) * interleave
         act = per_layer * n * in_flight + working
         logits = LOGIT_BYTES * seq_len * vocab / t if (vocab and i == p - 1) else 0.0
-        out.append(StageMemory(i, n, *static(local / t, n * per_param / t), act, logits))
+        weights, grads, optimizer = static(local / t, n * per_param / t)
+        if experts is not None:  # the routed experts: ÷ etp·ep, ZeRO over edp (budgetdsl.cost.experts)
+            routed = experts.routed_layer_params
+            dense = (local - n * routed * (layers - experts.dense_layers) / layers) / t
+            weights, grads, optimizer = static(dense, dense - (local - n * per_param) / t)
+            edp = expert_data_parallel(t, cp, dp, experts)
+            own = static(moe[i] * routed / experts.group, moe[i] * routed / experts.group, zero_divisors(edp, zero))
+            weights, grads, optimizer = weights + own[0], grads + own[1], optimizer + own[2]
+            act += moe[i] * in_flight * moe_activation_extra(seq_len, d_model, float(ffn_hidden or 4 * d_model), mlp,
+                                                             experts, t, recompute)
+            out.append(StageMemory(i, n, weights, grads, optimizer, act / cp, logits / cp, own))
+            continue
+        out.append(StageMemory(i, n, weights, grads, optimizer, act / cp, logits / cp))
     return out
 
 

@@ -58,6 +58,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
+from budgetdsl.cost.context_parallel import ring_exposed_seconds
+from budgetdsl.cost.experts import (
+    Experts,
+    capacity_padding_flops,
+    dispatch_seconds_per_sequence,
+    moe_layers_per_stage,
+)
 from budgetdsl.cost.flops import gemm_flops_per_layer
 from budgetdsl.cost.memory import ACTIVATION_WHOLE, layer_activation_split, layer_params, stage_params
 from budgetdsl.hardware.layout import data_parallel_peers_in_node, stage_layers
@@ -73,6 +80,7 @@ BF16 = 2.0
 ADAM_BYTES = 26.0  # fp32 master weights read+write (8), m (8), v (8), bf16 weights written (2)
 
 COMPONENTS = ("compute", "recompute", "tp_comm", "pp_comm", "bubble", "dp_comm", "optimizer", "overhead")
+PARALLEL_COMPONENTS = ("ep_comm", "cp_comm")  # shown where the layout has expert or context parallelism
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +98,7 @@ class Shape:
     ffn_hidden: int | None = None
     mlp: str = "gelu"
     tied_embeddings: bool = True
+    moe: Experts | None = None  # the mixture-of-experts layers (budgetdsl.cost.experts), its layout degrees 1
 
     @property
     def head_flops(self) -> float:
@@ -134,10 +143,24 @@ class Layout:
     sequence_parallel: bool = False
     grad_bytes: float = 4.0  # per gradient value, accumulated and reduced (fp32 by default)
     overlap: float | None = None  # declared fraction of the data-parallel reduction hidden
+    context_parallel: int = 1  # cp: GPUs = t·p·cp·dp (budgetdsl.cost.context_parallel)
+    expert_parallel: int = 1  # ep, and etp (0: t), of the routed experts (budgetdsl.cost.experts)
+    expert_tensor_parallel: int = 0
 
     @property
     def data_parallel(self) -> int:
-        return self.gpus // (self.tensor_parallel * self.pipeline_parallel)
+        return self.gpus // (self.tensor_parallel * self.pipeline_parallel * self.context_parallel)
+
+    def experts(self, shape: Shape) -> Experts | None:
+        """The shape's experts with this layout's ep and etp; None for a dense model."""
+        return self.place_experts(shape.moe)
+
+    def place_experts(self, moe: Experts | None) -> Experts | None:
+        """`moe` with this layout's ep and etp (etp defaults to t); None for a dense model."""
+        if moe is None:
+            return None
+        return replace(moe, expert_parallel=self.expert_parallel,
+                       expert_tensor_parallel=self.expert_tensor_parallel or self.tensor_parallel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,10 +183,13 @@ class Breakdown:
     micro_batches: float
     stage_layers: tuple[int, ...]
     total: float = 0.0  # the sum of the components, set on construction
+    ep_comm: float = 0.0  # expert-parallel all-to-all dispatch and combine (experts.py)
+    cp_comm: float = 0.0  # context-parallel ring traffic the attention does not hide (context_parallel.py)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "total", self.compute + self.recompute + self.tp_comm + self.pp_comm
-                           + self.bubble + self.dp_comm + self.optimizer + self.overhead)
+                           + self.bubble + self.dp_comm + self.optimizer + self.overhead
+                           + self.ep_comm + self.cp_comm)
 
     def _per_gpu(self, flops: float) -> float:
         return flops / (self.total * self.gpus) if self.total > 0 else 0.0
@@ -187,10 +213,13 @@ class Breakdown:
     def scaled(self, total: float) -> Breakdown:
         """The same shares inside a step of `total` seconds (declared mode)."""
         k = total / self.total if self.total > 0 else 0.0
-        return replace(self, **{c: getattr(self, c) * k for c in COMPONENTS})
+        return replace(self, **{c: getattr(self, c) * k for c in COMPONENTS + PARALLEL_COMPONENTS})
 
     def seconds(self) -> dict[str, float]:
-        return {c: getattr(self, c) for c in COMPONENTS}
+        """Seconds by component; the expert- and context-parallel ones where the layout has them."""
+        out = {c: getattr(self, c) for c in COMPONENTS}
+        out.update({c: getattr(self, c) for c in PARALLEL_COMPONENTS if getattr(self, c)})
+        return out
 
 
 def _ring(volume: float, ranks: int) -> float:
@@ -362,12 +391,47 @@ def _slowest(shape: Shape, device: Device, layout: Layout) -> tuple[tuple[int, .
         t * p, t, p, layout.virtual_stages, 0, layout.recompute, layout.flash_attention, layout.sequence_parallel))
     local = stage_params(stages[slow], shape.layer_params, shape.embedding_params, slow == 0, slow == p - 1, p,
                          shape.tied_embeddings) / t
+    if layout.context_parallel > 1:  # each GPU holds s/cp tokens of a sequence (context_parallel.py)
+        shares = (shares[0] / layout.context_parallel, shares[1] / layout.context_parallel,
+                  shares[2] / layout.context_parallel)
+    ex = layout.experts(shape)
+    if ex is not None:  # the routed experts of the stage ÷ etp·ep instead of their average share ÷ t
+        routed = ex.routed_layer_params
+        moe = moe_layers_per_stage(stages, ex.dense_layers)[slow]
+        local += moe * routed / ex.group - stages[slow] * routed * (shape.layers - ex.dense_layers) / shape.layers / t
     return stages, shares, local
 
 
-def _pipeline_send(shape: Shape, t: int, p: int, link: float) -> float:
-    """Seconds per sequence of micro-batch to send a stage's activations forward and gradients back."""
-    return 2.0 * shape.seq_len * float(shape.d_model) * BF16 / t / link if p > 1 else 0.0
+def _matmul_rate(shape: Shape, device: Device, t: int) -> float:
+    """FLOP/s the layers' matmuls reach on one GPU (what hides the context-parallel ring)."""
+    return device.peak_flops * device.kernel_efficiency
+
+
+def _expert_context(shape: Shape, device: Device, layout: Layout, stages: tuple[int, ...]) -> tuple[float, float]:
+    """(expert-parallel, context-parallel) seconds per sequence of micro-batch on the busiest stage:
+    the MoE layers' dispatch and combine all-to-alls and their capacity padding
+    (budgetdsl.cost.experts), and the ring attention traffic the attention compute does not hide
+    (budgetdsl.cost.context_parallel). (0, 0) for a dense model without context parallelism."""
+    t, cp = layout.tensor_parallel, layout.context_parallel
+    ex = layout.experts(shape)
+    ep_seconds = cp_seconds = 0.0
+    rate = _matmul_rate(shape, device, t)
+    if ex is not None:
+        per_layer = dispatch_seconds_per_sequence(shape.seq_len, shape.d_model, ex, t, cp, layout.recompute,
+                                                  device.gpus_per_node, device.intra_node, device.network)
+        per_layer += capacity_padding_flops(ex) * shape.seq_len / (t * cp) / rate
+        ep_seconds = max(moe_layers_per_stage(stages, ex.dense_layers)) * per_layer
+    if cp > 1:
+        d_kv = shape.d_model * shape.kv_heads / shape.heads if shape.kv_heads and shape.heads else float(shape.d_model)
+        cp_seconds = max(stages) * ring_exposed_seconds(shape.seq_len, shape.d_model, d_kv, t, cp, device.gpus_per_node,
+                                                        device.intra_node, device.network, rate)
+    return ep_seconds, cp_seconds
+
+
+def _pipeline_send(shape: Shape, t: int, p: int, link: float, cp: int = 1) -> float:
+    """Seconds per sequence of micro-batch to send a stage's activations forward and gradients back
+    (a GPU sends its s/cp tokens' share with context parallelism)."""
+    return 2.0 * shape.seq_len * float(shape.d_model) * BF16 / t / link / cp if p > 1 else 0.0
 
 
 def _collectives(shape: Shape, device: Device, layout: Layout, local: float, dps: list[int],
@@ -429,17 +493,21 @@ def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list
     What does not depend on the count is computed once: the stage shares, the slowest stage's
     parameters, the two pipeline links (within a node or not); `shared`: see `_collectives`."""
     t, p = layout.tensor_parallel, layout.pipeline_parallel
-    _, (c1, r1, tp1), local = _slowest(shape, device, layout)
+    stages, (c1, r1, tp1), local = _slowest(shape, device, layout)
+    cp = layout.context_parallel
+    ep1, cp1 = _expert_context(shape, device, layout, stages)
     v = max(1, layout.virtual_stages)
     # the two pipeline links: t·dp < GPUs per node (NVLink) or not (the NIC)
     kb = []
     for pp_link in (device.intra_node, device.network):
-        k = c1 + r1 + tp1 + _pipeline_send(shape, t, p, pp_link)
+        k = c1 + r1 + tp1 + ep1 + cp1 + _pipeline_send(shape, t, p, pp_link, cp)
         kb.append((k, (p - 1) / v * k if p > 1 else 0.0))
     (k_in, b_in), (k_out, b_out) = kb
-    dps = [gpus // (t * p) for gpus in counts]
-    inside = [t * dp < device.gpus_per_node for dp in dps]
-    per_micro, reduce, gather, optimizer = _collectives(shape, device, layout, local, dps, shared)
+    dps = [gpus // (t * p * cp) for gpus in counts]
+    inside = [t * dp * cp < device.gpus_per_node for dp in dps]
+    # the weights' copies are on dp·cp ranks: the gradient reduction and ZeRO run over them
+    per_micro, reduce, gather, optimizer = _collectives(shape, device, layout, local, [dp * cp for dp in dps],
+                                                        shared)
     return ([k_in if i else k_out for i in inside], c1 + r1 + tp1, [b_in if i else b_out for i in inside],
             layout.zero >= 3, per_micro, reduce, gather, layout.overlap, [o + step_overhead for o in optimizer])
 
@@ -454,10 +522,13 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
     b = micro_batch
     m = global_batch / (dp * micro_batch)
     stages, (c1, r1, tp1), local = _slowest(shape, device, layout)
-    pp1 = _pipeline_send(shape, t, p, device.intra_node if t * dp < device.gpus_per_node else device.network)
-    (per_micro,), (reduce,), (gather,), (optimizer,) = _collectives(shape, device, layout, local, [dp])
+    cp = layout.context_parallel
+    ep1, cp1 = _expert_context(shape, device, layout, stages)
+    pp1 = _pipeline_send(shape, t, p, device.intra_node if t * dp * cp < device.gpus_per_node else device.network, cp)
+    (per_micro,), (reduce,), (gather,), (optimizer,) = _collectives(shape, device, layout, local, [dp * cp])
     c_mb, r_mb, tp_mb, pp_micro = c1 * b, r1 * b, tp1 * b, pp1 * b
-    micro_time = c_mb + r_mb + tp_mb + pp_micro
+    ep_mb, cp_mb = ep1 * b, cp1 * b
+    micro_time = c_mb + r_mb + tp_mb + ep_mb + cp_mb + pp_micro
     bubble = (p - 1) / v * micro_time if p > 1 else 0.0
     once, zero2 = exposed_dp(layout.zero >= 3, per_micro, reduce, gather, layout.overlap, 1.0, c_mb + r_mb + tp_mb, m)
     seq_tokens = global_batch * shape.seq_len
@@ -467,7 +538,7 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
                      bubble=bubble, dp_comm=once + zero2, optimizer=optimizer,
                      overhead=step_overhead, model_flops=model_flops, hardware_flops=hardware_flops,
                      gpus=layout.gpus, peak_flops=device.peak_flops, micro_batch=micro_batch,
-                     micro_batches=m, stage_layers=stages)
+                     micro_batches=m, stage_layers=stages, ep_comm=m * ep_mb, cp_comm=m * cp_mb)
 
 
 def declared_step(breakdown: Breakdown, mfu: float) -> Breakdown:

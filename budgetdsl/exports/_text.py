@@ -107,7 +107,10 @@ def header(spec: LaunchSpec, fmt: str, uses: frozenset[str], extra: list[str] | 
         f"budgetdsl export --to {fmt}: plan {quoted_name(s.name)}. Generated: re-export, do not edit.",
         f"{s.nodes} node{'s' if s.nodes != 1 else ''} x {s.gpus_per_node} GPU{'s' if s.gpus_per_node != 1 else ''}"
         f" = {s.gpus} GPU{'s' if s.gpus != 1 else ''} = "
-        f"data {s.data_parallel} x tensor {s.tensor_parallel} x pipeline {s.pipeline_parallel} parallel",
+        f"data {s.data_parallel} x tensor {s.tensor_parallel} x pipeline {s.pipeline_parallel}"
+        + (f" x context {s.context_parallel}" if s.context_parallel > 1 else "") + " parallel"
+        + (f"; {s.experts} experts (top-{s.experts_per_token}) over expert parallel {s.expert_parallel}"
+           if s.experts is not None else ""),
         f"global batch {s.global_batch_sequences} sequences = micro-batch {s.micro_batch} x "
         f"accumulation {s.grad_accum} x data parallel {s.data_parallel}; "
         f"{s.global_batch_tokens} tokens of {s.seq_len}",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from budgetdsl.exports.spec import ExportError, LaunchSpec
+from budgetdsl.exports.spec import ExportError, LaunchSpec, parallel_refusal
 from budgetdsl.hardware.layout import zero_problem
 
 USES = frozenset({"optimizer.lr"})
@@ -34,6 +34,10 @@ def config(spec: LaunchSpec) -> dict:
 
 
 def render(spec: LaunchSpec) -> str:
+    refusal = parallel_refusal(spec, "deepspeed", "the engine's batch, ZeRO and optimizer (DeepSpeed-MoE's ep_size "
+                               "is an argument of the model's MoE layers, not of this file)")
+    if refusal:
+        raise ExportError(refusal)
     problem = zero_problem(spec.zero_stage, spec.pipeline_parallel)
     if problem is not None:  # deepspeed/runtime/pipe/engine.py asserts it at start-up
         raise ExportError(f"{problem}: DeepSpeed's PipelineEngine would stop at start-up. Plan the run with "

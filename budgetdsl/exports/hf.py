@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 
 from budgetdsl.exports._text import dns1035
-from budgetdsl.exports.spec import ExportError, LaunchSpec
+from budgetdsl.exports.spec import ExportError, LaunchSpec, parallel_refusal
 
 USES = frozenset({"optimizer.lr", "launch.output_dir"})
 
 
 def arguments(spec: LaunchSpec) -> dict:
+    refusal = parallel_refusal(spec, "Hugging Face", "TrainingArguments (data-parallel replicas only)")
+    if refusal:
+        raise ExportError(refusal)
     if spec.tensor_parallel * spec.pipeline_parallel != 1:
         raise ExportError(f"the Hugging Face Trainer has no tensor or pipeline parallelism (the plan "
                           f"has tensor {spec.tensor_parallel} × pipeline {spec.pipeline_parallel}); "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from budgetdsl.exports._text import fmt_lr, hash_comments, header, sh
-from budgetdsl.exports.spec import TP_ENV, ExportError, LaunchSpec
+from budgetdsl.exports.spec import TP_ENV, ExportError, LaunchSpec, format_float
 
 MEGATRON_VERSION = "Megatron-LM core_r0.16.0 (megatron-core 0.16)"
 USES = frozenset({"optimizer.lr", "budget.deadline"})
@@ -22,11 +22,16 @@ MODEL_FLAGS = frozenset({
     "--vocab-size", "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
     "--group-query-attention", "--num-query-groups", "--ffn-hidden-size", "--swiglu",
     "--untie-embeddings-and-output-weights", "--fp8-format",
+    "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
+    "--moe-layer-freq", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity",
+    "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--disable-bias-linear",
 })
 FLAGS = MODEL_FLAGS | frozenset({
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
     "--global-batch-size", "--seq-length", "--train-iters", "--lr", "--lr-warmup-iters",
     "--lr-decay-style", "--use-distributed-optimizer", "--exit-duration-in-mins", "--bf16", "--fp16",
+    "--context-parallel-size", "--expert-model-parallel-size", "--expert-tensor-parallel-size",
+    "--sequence-parallel",
 })
 RAMP_FLAGS = frozenset({"--step-batch-size-schedule", "--train-samples", "--lr-warmup-samples"})
 # validate_args' required_args, and the plan keys that give them.
@@ -77,6 +82,49 @@ def shape_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
         args.append(("--untie-embeddings-and-output-weights", None))
     if spec.fp8:
         args.append(("--fp8-format", "hybrid"))
+    return args + expert_arguments(spec)
+
+
+def expert_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
+    """The mixture-of-experts layers (model.experts, ...): Megatron-Core's --num-experts and top-k,
+    the expert width, the shared experts' total width (--moe-shared-expert-intermediate-size, S·F_e),
+    the leading dense layers as --moe-layer-freq's list ([0]*dense+[1]*moe, integers only), the
+    capacity factor with its padding (what the plan prices) or dropless, the all-to-all dispatcher
+    the plan's dispatch time models, and grouped GEMMs."""
+    if spec.experts is None:
+        return []
+    ffn = spec.expert_ffn_hidden or spec.ffn_hidden or 4 * (spec.hidden_size or 0)
+    args: list[tuple[str, str | None]] = [("--num-experts", str(spec.experts)),
+                                          ("--moe-router-topk", str(spec.experts_per_token)),
+                                          ("--moe-ffn-hidden-size", str(ffn))]
+    if spec.shared_experts:
+        args.append(("--moe-shared-expert-intermediate-size", str(spec.shared_experts * ffn)))
+    if spec.dense_layers:
+        moe = (spec.layers or 0) - spec.dense_layers
+        args.append(("--moe-layer-freq", f"[0]*{int(spec.dense_layers)}+[1]*{int(moe)}"))
+    if spec.capacity_factor is not None:
+        args += [("--moe-expert-capacity-factor", format_float(spec.capacity_factor)),
+                 ("--moe-pad-expert-input-to-capacity", None)]
+    # the shape counts no biases (plan.model.transformer_params), and Megatron-Core's experts take
+    # none with expert tensor parallelism (TransformerConfig: "Bias in Moe is only supported when ETP==1")
+    args += [("--moe-token-dispatcher-type", "alltoall"), ("--moe-grouped-gemm", None), ("--disable-bias-linear", None)]
+    return args
+
+
+def parallel_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
+    """Context and expert parallelism, where the plan has them: --context-parallel-size (Megatron
+    then computes data parallel = world / (tensor × pipeline × context)), --expert-model-parallel-size,
+    --expert-tensor-parallel-size, and --sequence-parallel, which validate_args requires for
+    expert parallelism with tensor parallelism."""
+    args: list[tuple[str, str | None]] = []
+    if spec.context_parallel > 1:
+        args.append(("--context-parallel-size", str(spec.context_parallel)))
+    if spec.experts is not None:
+        args.append(("--expert-model-parallel-size", str(spec.expert_parallel)))
+        if spec.expert_tensor_parallel is not None:
+            args.append(("--expert-tensor-parallel-size", str(spec.expert_tensor_parallel)))
+        if spec.tensor_parallel > 1:
+            args.append(("--sequence-parallel", None))
     return args
 
 
@@ -95,6 +143,7 @@ def arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
         *model_arguments(spec),
         ("--tensor-model-parallel-size", str(spec.tensor_parallel)),
         ("--pipeline-model-parallel-size", str(spec.pipeline_parallel)),
+        *parallel_arguments(spec),
         ("--micro-batch-size", str(spec.micro_batch)),
     ]
     ramp = bool(spec.batch_stages)
@@ -126,8 +175,9 @@ def arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
 
 def render(spec: LaunchSpec) -> str:
     args = arguments(spec)
+    context = f" x context {spec.context_parallel}" if spec.context_parallel > 1 else ""
     extra = [f"flags of {MEGATRON_VERSION}; Megatron computes data parallel = "
-             f"{spec.gpus} GPUs / (tensor {spec.tensor_parallel} x pipeline {spec.pipeline_parallel}) "
+             f"{spec.gpus} GPUs / (tensor {spec.tensor_parallel} x pipeline {spec.pipeline_parallel}{context}) "
              f"= {spec.data_parallel} and accumulation = global / (micro x data parallel) = {spec.grad_accum}",
              "model shape from the plan; add the data and tokenizer flags, and what the plan does not "
              + ("know (--position-embedding-type, --normalization)" if spec.detailed_shape else

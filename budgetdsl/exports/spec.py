@@ -151,6 +151,19 @@ class LaunchSpec:
     fp8: bool = False
     recompute: str = "none"  # none | selective | full, as the plan's memory model assumed
     tpu: str | None = None  # the TPU preset when the plan runs on TPU chips (every format refuses it)
+    # Context and expert parallelism (hardware.context_parallel, expert_parallel,
+    # expert_tensor_parallel) and the mixture-of-experts layers (model.experts, ...): GPUs =
+    # tensor × pipeline × context × data parallel; formats that cannot carry them refuse
+    # (`parallel_refusal`).
+    context_parallel: int = 1
+    expert_parallel: int = 1
+    expert_tensor_parallel: int | None = None
+    experts: int | None = None
+    experts_per_token: int | None = None
+    expert_ffn_hidden: int | None = None
+    shared_experts: int = 0
+    dense_layers: int = 0
+    capacity_factor: float | None = None
 
     def __post_init__(self) -> None:
         for key in ("nodes", "gpus_per_node", "tensor_parallel", "pipeline_parallel", "data_parallel",
@@ -158,9 +171,16 @@ class LaunchSpec:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"LaunchSpec.{key} must be a positive integer, not {value!r}")
-        if self.tensor_parallel * self.pipeline_parallel * self.data_parallel != self.gpus:
-            raise ValueError(f"tensor {self.tensor_parallel} × pipeline {self.pipeline_parallel} × data "
-                             f"{self.data_parallel} parallel ≠ {self.gpus} GPUs")
+        if self.tensor_parallel * self.pipeline_parallel * self.context_parallel * self.data_parallel != self.gpus:
+            raise ValueError(f"tensor {self.tensor_parallel} × pipeline {self.pipeline_parallel} × "
+                             + (f"context {self.context_parallel} × " if self.context_parallel > 1 else "")
+                             + f"data {self.data_parallel} parallel ≠ {self.gpus} GPUs")
+        if self.experts is not None and (self.experts % self.expert_parallel or self.experts_per_token is None
+                                         or not 0 < self.experts_per_token <= self.experts):
+            raise ValueError(f"expert parallel {self.expert_parallel} must divide experts {self.experts}, "
+                             f"and 1 ≤ experts_per_token ≤ experts")
+        if self.experts is None and self.expert_parallel != 1:
+            raise ValueError("expert parallelism needs experts")
         if self.warmup_steps < 0:
             raise ValueError("LaunchSpec.warmup_steps must be ≥ 0")
         if self.time_limit_s is not None and self.time_limit_s < 1:
@@ -267,6 +287,12 @@ class LaunchSpec:
                  ("BUDGETDSL_ZERO_STAGE", str(self.zero_stage))]
         if self.batch_stages:  # from START tokens on, SEQUENCES per step (global batch)
             ours.append(("BUDGETDSL_BATCH_SCHEDULE", self.schedule_text()))
+        if self.context_parallel > 1:
+            ours.append(("BUDGETDSL_CONTEXT_PARALLEL", str(self.context_parallel)))
+        if self.experts is not None:
+            ours += [("BUDGETDSL_EXPERTS", str(self.experts)),
+                     ("BUDGETDSL_EXPERTS_PER_TOKEN", str(self.experts_per_token)),
+                     ("BUDGETDSL_EXPERT_PARALLEL", str(self.expert_parallel))]
         given = self.launch.env or {}
         if self.tensor_parallel > 1 and TP_ENV[0] not in given:
             ours.append(TP_ENV)
@@ -275,6 +301,25 @@ class LaunchSpec:
     def defaults_for(self, keys: frozenset[str] | set[str]) -> list[Defaulted]:
         """The defaulted values a format uses (by plan key), in a stable order."""
         return [d for d in self.defaulted if d.key in keys]
+
+
+def parallel_refusal(spec: LaunchSpec, fmt: str, what: str) -> str | None:
+    """Why format `fmt` (which configures `what` only) cannot carry the plan's context or expert
+    parallelism, or None when the plan has neither (a mixture-of-experts model with ep = 1 is a
+    model like another: its experts replicated on every data-parallel rank)."""
+    parts = []
+    if spec.context_parallel > 1:
+        parts.append(f"context parallelism {spec.context_parallel} (hardware.context_parallel)")
+    if spec.expert_parallel > 1:
+        parts.append(f"expert parallelism {spec.expert_parallel} over its {spec.experts} routed experts "
+                     "(hardware.expert_parallel)")
+    if not parts:
+        return None
+    return (f"the plan has {' and '.join(parts)}, and the {fmt} export configures {what}, which has no "
+            "setting for it: the run would not be the one planned. Export megatron (Megatron-Core's "
+            "--context-parallel-size, --expert-model-parallel-size), or a launcher (torchrun, slurm, "
+            "skypilot, pytorchjob, kubeflow) whose training program reads BUDGETDSL_CONTEXT_PARALLEL and "
+            "BUDGETDSL_EXPERT_PARALLEL")
 
 
 def format_float(x: float) -> str:
@@ -353,10 +398,15 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
     if missing:
         raise ExportError("the solution lacks " + ", ".join(missing))
     dp, micro, accum, steps = int(dp), int(micro), int(accum), int(steps)
-    gpus = _field(solution, "gpus") or dp * tp * pp
-    if gpus != dp * tp * pp:
-        raise ExportError(f"the solution's {gpus} GPUs are not data {dp} × tensor {tp} × pipeline {pp}")
-    problem = launch_problem(gpus, tp, pp, int(hw.gpus_per_node))  # the one rule (budgetdsl.hardware.layout)
+    cp = int(_field(solution, "batch.context_parallel") or hw.context_parallel)  # the search's, else the plan's
+    ep = int(_field(solution, "batch.expert_parallel") or hw.expert_parallel)
+    gpus = _field(solution, "gpus") or dp * tp * pp * cp
+    if gpus != dp * tp * pp * cp:
+        raise ExportError(f"the solution's {gpus} GPUs are not data {dp} × tensor {tp} × pipeline {pp}"
+                          + (f" × context {cp}" if cp > 1 else ""))
+    etp = hw.expert_tensor_parallel
+    group = (etp or tp) * ep if (etp is not None or ep > 1) else 1
+    problem = launch_problem(gpus, tp, pp, int(hw.gpus_per_node), cp, group)  # the one rule (budgetdsl.hardware.layout)
     if problem:
         raise ExportError(f"{problem} (hardware.gpus_per_node {int(hw.gpus_per_node)}, tensor {tp}, "
                           f"pipeline {pp}); choose a launchable count")
@@ -447,6 +497,13 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
                              for key, attr in (("layers", "layers"), ("hidden_size", "d_model"), ("heads", "heads"),
                                                ("vocab", "vocab"), ("kv_heads", "kv_heads"),
                                                ("ffn_hidden", "ffn_hidden"))}
+    if m.experts:
+        shape.update(experts=int(m.experts), experts_per_token=int(m.experts_per_token or m.experts),
+                     expert_ffn_hidden=None if m.expert_ffn_hidden is None else int(m.expert_ffn_hidden),
+                     shared_experts=int(m.shared_experts), dense_layers=int(m.dense_layers),
+                     capacity_factor=m.capacity_factor, expert_parallel=ep,
+                     expert_tensor_parallel=None if etp is None else int(etp))
+    shape.update(context_parallel=cp)
     shape.update(swiglu=m.mlp == "swiglu", untied_embeddings=not m.tied_embeddings,
                  detailed_shape=bool(m.detailed()), fp8=getattr(hw, "precision", "bf16") == "fp8")
     if shape["fp8"]:

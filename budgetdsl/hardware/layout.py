@@ -1,10 +1,12 @@
 """Which GPU counts can launch a layout, and how a layout places its ranks: the one home of these
 rules, asked by the plan validator, the solver, the cost model and the exports.
 
-A layout (t, p, dp = G/(t·p)) launches on G GPUs when G mod t·p = 0 and the job fills whole nodes
-(G ≤ gpus_per_node, or G mod gpus_per_node = 0). Ranks follow Megatron-LM's order (Narayanan et
-al. 2021, section 3.3): tensor innermost, then data-parallel, then pipeline stages. Stages may be
-uneven (Llama 3 405B: 126 layers on 16): `stage_layers` balances them, the LM head on the last.
+A layout (t, p, dp = G/(t·p)) launches on G GPUs when G mod t·p = 0 and the job fills whole nodes (G
+≤ gpus_per_node, or G mod gpus_per_node = 0); with context parallelism cp, dp = G/(t·p·cp), and a
+mixture-of-experts layout's etp·ep expert groups must divide each stage's G/p GPUs (`gpu_unit`).
+Ranks follow Megatron-LM's order (Narayanan et al. 2021, section 3.3): tensor innermost, then data-
+parallel, then pipeline stages. Stages may be uneven (Llama 3 405B: 126 layers on 16):
+`stage_layers` balances them, the LM head on the last.
 """
 
 from __future__ import annotations
@@ -29,29 +31,46 @@ def zero_problem(zero: int, pipeline_parallel: int) -> str | None:
     return None
 
 
+def gpu_unit(tensor_parallel: int = 1, pipeline_parallel: int = 1, context_parallel: int = 1,
+             expert_group: int = 1) -> int:
+    """The GPU counts a layout launches on are multiples of this: t·p·cp (GPUs = t·p·cp·dp, Megatron-
+    Core's order tp-cp-ep-dp-pp), and of p·etp·ep (`expert_group` = etp·ep): the routed experts'
+    expert-tensor × expert-parallel ranks fold into each stage's t·cp·dp GPUs, the rest forming the
+    experts' own data-parallel domain (Megatron-Core's MoE parallel folding, Liu et al. 2025)."""
+    return math.lcm(tensor_parallel * pipeline_parallel * context_parallel, pipeline_parallel * expert_group)
+
+
 def launch_problem(gpus: int, tensor_parallel: int = 1, pipeline_parallel: int = 1,
-                   gpus_per_node: int = 8) -> str | None:
+                   gpus_per_node: int = 8, context_parallel: int = 1, expert_group: int = 1) -> str | None:
     """Why `gpus` GPUs cannot launch the layout, or None when they can."""
-    split = tensor_parallel * pipeline_parallel
+    split = tensor_parallel * pipeline_parallel * context_parallel
     if gpus < 1:
         return f"{gpus} GPUs: need at least one"
     if gpus % split:
+        if context_parallel > 1:
+            return (f"{gpus} GPUs cannot be split into tensor_parallel × pipeline_parallel × context_parallel "
+                    f"= {split} groups")
         return (f"{gpus} GPUs cannot be split into tensor_parallel × pipeline_parallel = {split} "
                 "groups")
+    if (gpus // pipeline_parallel) % expert_group:
+        return (f"the {gpus // pipeline_parallel} GPUs of a pipeline stage (tensor × context × data parallel) "
+                f"cannot be split into expert_tensor_parallel × expert_parallel = {expert_group} expert groups")
     if gpus > gpus_per_node and gpus % gpus_per_node:
         return f"{gpus} GPUs do not fill whole nodes of {gpus_per_node}"
     return None
 
 
 def launchable(gpus: int, tensor_parallel: int = 1, pipeline_parallel: int = 1,
-               gpus_per_node: int = 8) -> bool:
-    return launch_problem(gpus, tensor_parallel, pipeline_parallel, gpus_per_node) is None
+               gpus_per_node: int = 8, context_parallel: int = 1, expert_group: int = 1) -> bool:
+    return launch_problem(gpus, tensor_parallel, pipeline_parallel, gpus_per_node, context_parallel,
+                          expert_group) is None
 
 
 def launchable_counts(counts: Iterable[int], tensor_parallel: int = 1, pipeline_parallel: int = 1,
-                      gpus_per_node: int = 8) -> list[int]:
+                      gpus_per_node: int = 8, context_parallel: int = 1, expert_group: int = 1) -> list[int]:
     """The counts of `counts` that launch the layout."""
-    return [g for g in counts if launchable(g, tensor_parallel, pipeline_parallel, gpus_per_node)]
+    return [g for g in counts if launchable(g, tensor_parallel, pipeline_parallel, gpus_per_node, context_parallel,
+                                            expert_group)]
 
 
 def nodes_of(gpus: int, gpus_per_node: int) -> tuple[int, int]:

@@ -28,7 +28,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from budgetdsl.hardware.gpus import PRESETS, find_preset
-from budgetdsl.hardware.layout import launch_problem
+from budgetdsl.hardware.layout import gpu_unit, launch_problem
 from budgetdsl.plan.diagnostics import did_you_mean
 from budgetdsl.plan.launch import Launch
 from budgetdsl.quantities.units import (
@@ -170,24 +170,49 @@ class _Section(BaseModel):
 # A plan's `params` may differ from the count its detailed shape gives (biases, a head_dim other
 # than d/heads, extra norms the shape does not state) by this much before a warning says so.
 PARAMS_MISMATCH = 0.05
-SHAPE_KEYS = ("kv_heads", "ffn_hidden", "mlp", "tied_embeddings")  # the keys that describe the shape in detail
+# the keys that describe the shape in detail
+SHAPE_KEYS = ("kv_heads", "ffn_hidden", "mlp", "tied_embeddings", "experts")
+# The mixture-of-experts keys: each but `experts` needs `experts` (ModelShape._experts).
+MOE_KEYS = ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts", "dense_layers", "capacity_factor")
+MAX_EXPERTS = 65_536  # routed experts per layer (DeepSeek-V3: 256; no published model has 10^4)
+
+
+def mlp_params(d_model: float, ffn_hidden: float, mlp: str) -> float:
+    """One MLP's (or one expert's) weights: 2·d·F (GeLU: up and down) or 3·d·F (SwiGLU's gate, up
+    and down matrices, Shazeer 2020)."""
+    return (3.0 if mlp == "swiglu" else 2.0) * float(d_model) * float(ffn_hidden)
 
 
 def transformer_params(layers: float, d_model: float, vocab: float, *, heads: float | None = None,
                        kv_heads: float | None = None, ffn_hidden: float | None = None, mlp: str = "gelu",
-                       tied_embeddings: bool = True) -> float:
+                       tied_embeddings: bool = True, experts: int | None = None, experts_per_token: int | None = None,
+                       expert_ffn_hidden: float | None = None, shared_experts: int = 0, dense_layers: int = 0,
+                       active: bool = False) -> float:
     """Parameters of a decoder-only transformer from its shape, biases not counted (Llama-style):
     per layer the query and output projections 2·d², the key and value projections 2·d·d_kv with
     d_kv = kv_heads·d/heads (grouped-query attention, Ainslie et al. 2023; d_kv = d without GQA),
     the MLP 2·d·F (GeLU) or 3·d·F (SwiGLU's gate, up and down matrices, Shazeer 2020), and two
     norms 2·d; plus the input embedding V·d, an untied LM head V·d, and the final norm d. On Llama
-    2 7B's and Llama 3 8B/70B's shapes this is their published count to the parameter."""
+    2 7B's and Llama 3 8B/70B's shapes this is their published count to the parameter.
+
+    Mixture-of-experts (`experts` E routed experts of width F_e per layer, top-k routing, S shared
+    experts; Shazeer et al. 2017, Fedus et al. 2022, DeepSeek-V3 §2.1.2): after `dense_layers`
+    dense layers, each MoE layer replaces the MLP by the router d·E and E + S experts of
+    `mlp_params(d, F_e)` each; `active`: the parameters one token multiplies, k + S experts per
+    MoE layer (the count FLOPs follow). On Mixtral 8x7B's shape: 46,702,792,704 total and
+    12,879,925,248 active, its published 46.7B / 12.9B."""
     d = float(d_model)
     d_kv = d * float(kv_heads) / float(heads) if kv_heads is not None and heads else d
     ffn = float(ffn_hidden) if ffn_hidden is not None else 4.0 * d
-    per_layer = 2.0 * d * d + 2.0 * d * d_kv + (3.0 if mlp == "swiglu" else 2.0) * d * ffn + 2.0 * d
+    attention = 2.0 * d * d + 2.0 * d * d_kv
+    per_layer = attention + (3.0 if mlp == "swiglu" else 2.0) * d * ffn + 2.0 * d
     embeddings = float(vocab) * d * (1.0 if tied_embeddings else 2.0)
-    return float(layers) * per_layer + embeddings + d
+    if not experts:
+        return float(layers) * per_layer + embeddings + d
+    f_e = float(expert_ffn_hidden) if expert_ffn_hidden is not None else ffn
+    used = (experts_per_token or experts) if active else experts
+    moe_layer = attention + d * experts + (used + shared_experts) * mlp_params(d, f_e, mlp) + 2.0 * d
+    return float(dense_layers) * per_layer + float(layers - dense_layers) * moe_layer + embeddings + d
 
 
 class ModelShape(_Section):
@@ -208,6 +233,21 @@ class ModelShape(_Section):
     tied_embeddings: bool = Field(True, description="The LM head shares the input embedding's V×d matrix "
                                   "(GPT-2/3, Megatron's default); false for Llama-style untied heads, whose "
                                   "params count V·d twice.")
+    experts: int | None = Integer("Routed experts E per mixture-of-experts layer (Mixtral: 8, DeepSeek-V3: 256); "
+                                  "omitted: a dense model.", gt=0, le=MAX_EXPERTS, optional=True)
+    experts_per_token: int | None = Integer("Routed experts k each token is sent to (top-k routing); at most "
+                                            "experts; needs experts.", gt=0, le=MAX_EXPERTS, optional=True)
+    expert_ffn_hidden: int | None = Integer("Hidden width F_e of one expert's MLP (DeepSeek-V3: 2048); default "
+                                            "ffn_hidden.", gt=0, le=MAX_WIDTH, optional=True)
+    shared_experts: int = Integer("Experts every token passes through beside its routed ones (DeepSeek-V3: 1; "
+                                  "Qwen-MoE: 4 of its expert width).", ge=0, le=MAX_EXPERTS, default=0)
+    dense_layers: int = Integer("Leading layers with a dense MLP of ffn_hidden before the mixture-of-experts "
+                                "layers (DeepSeek-V3: 3).", ge=0, le=MAX_LAYERS, default=0)
+    capacity_factor: float | None = _quantity(
+        DIMENSIONLESS, "Expert capacity factor c (GShard, Lepikhin et al. 2021; Megatron's "
+        "--moe-expert-capacity-factor): each expert's buffer holds c × its mean load, tokens beyond it "
+        "are dropped, and the dispatch and the expert GEMMs run padded to it; omitted: dropless.",
+        gt=0, le=64, optional=True)
     seq_len: int = Integer("Sequence length s, tokens per sequence.", gt=0, le=MAX_SEQ_LEN)
     vocab: int | None = Integer("Vocabulary size V.", gt=0, le=MAX_VOCAB, optional=True)
     flops_per_token: float | None = _quantity(
@@ -225,12 +265,42 @@ class ModelShape(_Section):
         assert self.params is not None, "a validated model has params (given or counted)"
         return self.params
 
-    def shape_params(self) -> float | None:
-        """`transformer_params` of this shape; None where layers, d_model or vocab is unknown."""
+    def shape_params(self, active: bool = False) -> float | None:
+        """`transformer_params` of this shape (`active`: those one token uses); None where layers,
+        d_model or vocab is unknown."""
         if self.layers is None or self.d_model is None or self.vocab is None:
             return None
         return transformer_params(self.layers, self.d_model, self.vocab, heads=self.heads, kv_heads=self.kv_heads,
-                                  ffn_hidden=self.ffn_hidden, mlp=self.mlp, tied_embeddings=self.tied_embeddings)
+                                  ffn_hidden=self.ffn_hidden, mlp=self.mlp, tied_embeddings=self.tied_embeddings,
+                                  experts=self.experts, experts_per_token=self.experts_per_token,
+                                  expert_ffn_hidden=self.expert_ffn_hidden, shared_experts=self.shared_experts,
+                                  dense_layers=self.dense_layers, active=active)
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts: layers − dense_layers; 0 for a dense model."""
+        return (self.layers or 0) - self.dense_layers if self.experts else 0
+
+    @property
+    def expert_width(self) -> int:
+        """F_e: expert_ffn_hidden, else ffn_hidden, else 4·d_model."""
+        return int(self.expert_ffn_hidden or self.ffn_hidden or 4 * (self.d_model or 0))
+
+    def routed_params(self, experts: int | None = None) -> float:
+        """Weights of `experts` routed experts (all E by default) in every MoE layer: what expert
+        parallelism shards (0 for a dense model)."""
+        if not self.experts or self.d_model is None:
+            return 0.0
+        n = self.experts if experts is None else experts
+        return float(self.moe_layers) * n * mlp_params(self.d_model, self.expert_width, self.mlp)
+
+    @property
+    def active_param_count(self) -> float:
+        """Parameters one token multiplies: N less the routed experts it is not sent to, E − k per
+        MoE layer (N itself for a dense model); the FLOPs per token follow it."""
+        if not self.experts:
+            return self.param_count
+        return self.param_count - self.routed_params(self.experts - (self.experts_per_token or self.experts))
 
     def splits_over(self, tensor_parallel: int) -> bool:
         """Whether tensor parallelism of degree t splits the attention: heads and kv_heads each a
@@ -266,8 +336,14 @@ class ModelShape(_Section):
                 raise PlanRuleError("kv_heads", f"kv_heads ({kv}) must divide heads ({heads}): "
                                     "each key/value head serves a whole group of query heads",
                                     f"e.g. kv_heads: {near}")
+        self._experts()
         if self.params is None:
             self._derive_params()
+        if self.experts and self.routed_params() >= self.param_count:
+            raise PlanRuleError("params", f"the routed experts alone (moe layers × experts × expert MLP = "
+                                f"{self.routed_params():.3g} parameters) are not fewer than params "
+                                f"({self.param_count:.3g}), which counts them",
+                                "check params, experts and expert_ffn_hidden, or omit params to count it")
         if self.vocab is not None and self.d_model is not None:
             # N counts the embedding, f the LM head (cost_model.flops_per_token): each layer keeps
             # (N − V·d)/L parameters (N − 2·V·d untied) and (f − 6·d·V)/L FLOPs, which must be positive.
@@ -286,6 +362,33 @@ class ModelShape(_Section):
                                     f"flops_per_token ({self.flops_per_token:.3g}), which counts it "
                                     "(and params must count the embedding)")
         return self
+
+    def _experts(self) -> None:
+        """The mixture-of-experts keys: each needs `experts`; top-k within E; the shape that counts
+        the routed experts (layers, d_model); dense layers fewer than layers."""
+        if not self.experts:  # a value other than the default (a dumped plan writes every key)
+            for key in MOE_KEYS[1:]:
+                if getattr(self, key) not in (None, 0):
+                    raise PlanRuleError(key, f"{key} describes a mixture-of-experts layer; it needs experts",
+                                        "e.g. experts: 8 and experts_per_token: 2 (Mixtral 8x7B)")
+            return
+        k, e = self.experts_per_token, self.experts
+        if k is None:
+            raise PlanRuleError("experts", "experts needs experts_per_token: the k routed experts each token "
+                                "is sent to", f"e.g. experts_per_token: {min(2, e)}")
+        if k > e:
+            raise PlanRuleError("experts_per_token", f"experts_per_token ({k}) must be at most experts ({e}): "
+                                "a token is routed to k distinct experts", f"e.g. experts_per_token: {min(2, e)}")
+        missing = [key for key in ("layers", "d_model") if getattr(self, key) is None]
+        if missing:
+            raise PlanRuleError("experts", f"a mixture-of-experts model needs {' and '.join(missing)}: the "
+                                "routed experts' parameters (active and total) follow the shape",
+                                "e.g. layers: 32, d_model: 4096")
+        assert self.layers is not None
+        if self.dense_layers >= self.layers:
+            raise PlanRuleError("dense_layers", f"dense_layers ({self.dense_layers}) must be fewer than layers "
+                                f"({self.layers}): the rest are the mixture-of-experts layers",
+                                f"e.g. dense_layers: {min(3, self.layers - 1)}, or omit experts for a dense model")
 
     def _derive_params(self) -> None:
         """params omitted: counted from the shape (`transformer_params`), within the physical range."""
@@ -392,6 +495,20 @@ class Hardware(_Section):
                                     "ranks too (activations ÷ t); off by default, as in Megatron-LM.")
     virtual_pipeline_stages: int = Integer("Interleaved 1F1B: model chunks per GPU v (Megatron's virtual "
                                            "pipeline); the bubble shrinks to (p − 1)/(v·m).", gt=0, le=1024, default=1)
+    context_parallel: int | Literal["auto"] = Integer(
+        "Context-parallel degree cp (Megatron-Core --context-parallel-size; ring attention, Liu et al. 2023): "
+        "each sequence is split over cp GPUs, which exchange keys and values; GPUs = tensor × pipeline × "
+        "context × data parallel. seq_len must split into 2·cp chunks (load-balanced causal attention). "
+        "Default 1; auto: the solver searches it.", gt=0, le=MAX_GPUS, default=1, auto=True)
+    expert_parallel: int | Literal["auto"] = Integer(
+        "Expert-parallel degree ep (Megatron-Core --expert-model-parallel-size): the routed experts are "
+        "spread over ep GPUs of the data- and context-parallel ranks, which exchange tokens by all-to-all; "
+        "must divide model.experts. Default 1; auto: the solver searches it.", gt=0, le=MAX_GPUS, default=1,
+        auto=True)
+    expert_tensor_parallel: int | None = Integer(
+        "Tensor-parallel degree of each routed expert (Megatron-Core --expert-tensor-parallel-size); default "
+        "tensor_parallel. Expert tensor × expert parallel ranks fold into tensor × context × data parallel.",
+        gt=0, le=MAX_GPUS, optional=True)
     grad_dtype: Literal["fp32", "bf16"] = Field("fp32", description="Gradient accumulation and "
                                                 "reduction dtype: fp32 (Megatron-LM's main_grad and "
                                                 "DeepSpeed's default for bf16 runs) or bf16.")
@@ -413,7 +530,7 @@ class Hardware(_Section):
 
     def searched(self) -> tuple[str, ...]:
         """The layout keys set to `auto` (the solver searches them)."""
-        return tuple(k for k in LAYOUT_KEYS if getattr(self, k) == "auto")
+        return tuple(k for k in LAYOUT_KEYS + PARALLEL_KEYS if getattr(self, k) == "auto")
 
     def model_parallel(self) -> tuple[int, int]:
         """(tensor, pipeline) degrees of a pinned layout; a ValueError where either is `auto`."""
@@ -449,32 +566,67 @@ class Hardware(_Section):
                     "FP8 GEMMs need a GPU preset with an FP8 tensor-core peak"
                 raise PlanRuleError("precision", f"precision: fp8 runs the GEMMs at the FP8 dense peak; {what}",
                                     f"write precision: bf16, or name an FP8 part: {fp8}")
-        split = _degree(self.tensor_parallel) * _degree(self.pipeline_parallel)
+        t, p, cp = _degree(self.tensor_parallel), _degree(self.pipeline_parallel), _degree(self.context_parallel)
         if isinstance(self.gpus, GpuRange):
-            _range_split(self.gpus, split, self.tensor_parallel, self.pipeline_parallel)
+            _range_split(self.gpus, gpu_unit(t, p, cp), self.tensor_parallel, self.pipeline_parallel, cp)
         else:
-            problem = launch_problem(self.gpus, _degree(self.tensor_parallel), _degree(self.pipeline_parallel),
-                                     self.gpus_per_node)
+            problem = launch_problem(self.gpus, t, p, self.gpus_per_node, cp)
             if problem:
                 raise PlanRuleError("gpus", problem)
         return self
 
+    def _expert_groups(self, at: str = "") -> None:
+        """The routed experts' etp·ep groups fold into every stage's GPUs (`layout.gpu_unit`):
+        checked once the experts are known (Plan._split), located at expert_parallel."""
+        group = self.expert_group()
+        if group == 1:
+            return
+        t, p, cp = _degree(self.tensor_parallel), _degree(self.pipeline_parallel), _degree(self.context_parallel)
+        if isinstance(self.gpus, GpuRange):
+            _range_split(self.gpus, self.gpu_unit(), self.tensor_parallel, self.pipeline_parallel, cp, group, at)
+            return
+        problem = launch_problem(self.gpus, t, p, self.gpus_per_node, cp, group)
+        if problem:
+            ep = _degree(self.expert_parallel)
+            etp = group // ep
+            fits = [e for e in range(ep, 0, -1) if (self.gpus // p) % (etp * e) == 0]
+            raise PlanRuleError(at + "expert_parallel", problem, f"e.g. expert_parallel: {fits[0] if fits else 1}")
 
-def _range_split(gpus: GpuRange, split: int, tp: int | str, pp: int | str) -> None:
+    def expert_group(self) -> int:
+        """etp·ep: the GPUs one copy of the routed experts spans (expert_tensor_parallel defaults to
+        tensor_parallel, as Megatron-Core's; `auto` counted as 1)."""
+        ep = _degree(self.expert_parallel)
+        if self.expert_tensor_parallel is None and ep == 1:
+            return 1  # t·1 divides every stage's t·cp·dp GPUs: no constraint
+        etp = self.expert_tensor_parallel if self.expert_tensor_parallel is not None else _degree(self.tensor_parallel)
+        return etp * ep
+
+    def gpu_unit(self) -> int:
+        """What every launchable GPU count of the layout is a multiple of (`layout.gpu_unit`; `auto`
+        degrees counted as 1)."""
+        return gpu_unit(_degree(self.tensor_parallel), _degree(self.pipeline_parallel),
+                        _degree(self.context_parallel), self.expert_group())
+
+
+def _range_split(gpus: GpuRange, split: int, tp: int | str, pp: int | str, cp: int = 1, expert_group: int = 1,
+                 at: str = "") -> None:
     """A range's counts are min, min + step, …: each must split into t·p groups, so min and step
-    are multiples of t·p. An unwritten min (1) or step (1) is named as the default it is, and the
-    error is located at a key the user wrote."""
+    are multiples of t·p (of `layout.gpu_unit` with context or expert parallelism). An unwritten
+    min (1) or step (1) is named as the default it is, and the error is located at a key the user wrote."""
     written = gpus.model_fields_set
     what = f"tensor_parallel × pipeline_parallel ({_degree(tp)} × {_degree(pp)} = {split})"
+    if cp > 1 or expert_group > 1:
+        what = (f"the layout's unit ({split}: tensor × pipeline × context parallel {_degree(tp)} × {_degree(pp)} × "
+                f"{cp}, and pipeline × expert groups {_degree(pp)} × {expert_group})")
     shown = "{" + ", ".join(f"{k}: {getattr(gpus, k)}" for k in ("min", "max", "step") if k in written) + "}"
-    at = "gpus.max" if "max" in written else "gpus"
+    where = "gpus.max" if "max" in written else "gpus"
     for key in ("min", "step"):
         value = getattr(gpus, key)
         if value % split and key in written:
-            raise PlanRuleError(f"gpus.{key}", f"gpus.{key} ({value}) must be a multiple of {what}",
+            raise PlanRuleError(f"{at}gpus.{key}", f"gpus.{key} ({value}) must be a multiple of {what}",
                                 f"e.g. gpus.{key}: {max(split, value // split * split)}")
     if gpus.min % split and gpus.max < split:
-        raise PlanRuleError(at, f"no GPU count in gpus {shown} splits into {what}: it needs at least "
+        raise PlanRuleError(at + where, f"no GPU count in gpus {shown} splits into {what}: it needs at least "
                             f"{split} GPUs", f"raise gpus.max to {split} or more, or lower the parallel degrees")
     unwritten = [k for k in ("min", "step") if getattr(gpus, k) % split]
     if not unwritten:
@@ -486,7 +638,7 @@ def _range_split(gpus: GpuRange, split: int, tp: int | str, pp: int | str) -> No
     hint = f"write gpus: {{min: {fix['min']}, max: {fix['max']}, step: {fix['step']}}}"
     if first == last:
         hint = f"write gpus: {first} (the one count in the range that splits), or " + hint.removeprefix("write ")
-    raise PlanRuleError(at, f"gpus {shown} {told} (the default{'s' if len(unwritten) > 1 else ''} "
+    raise PlanRuleError(at + where, f"gpus {shown} {told} (the default{'s' if len(unwritten) > 1 else ''} "
                         f"{' and '.join(unwritten)}), and a range's counts (min, min + step, …) must be "
                         f"multiples of {what}", hint)
 
@@ -497,6 +649,7 @@ def _degree(value: int | str) -> int:
 
 
 LAYOUT_KEYS = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
+PARALLEL_KEYS = ("context_parallel", "expert_parallel")  # searched only where the plan writes auto
 # What a silent layout key means beside a declared hardware.mfu (Hardware._declared_layout).
 DECLARED_LAYOUT_DEFAULTS = {"tensor_parallel": 1, "pipeline_parallel": 1, "zero": 0, "recompute": Recompute.none}
 
@@ -693,6 +846,8 @@ class Plan(_Section):
                                 "heads over the tensor-parallel ranks too",
                                 f"e.g. tensor_parallel: {math.gcd(m.kv_heads, _degree(hw.tensor_parallel))}, "
                                 "or auto")
+        _expert_rules(m, hw)
+        _context_rules(m, hw)
         # Uneven stages are allowed (BLOOM: 70 layers on 12 stages; Llama 3 405B: 126 on 16): the
         # cost model balances them with the LM head on the last (budgetdsl.hardware.layout.stage_layers).
         chunks = _degree(hw.pipeline_parallel) * hw.virtual_pipeline_stages
@@ -700,3 +855,44 @@ class Plan(_Section):
             raise PlanRuleError("hardware.pipeline_parallel", f"layers ({m.layers}) cannot fill "
                                 f"pipeline_parallel × virtual_pipeline_stages = {chunks} stages")
         return self
+
+
+def _expert_rules(m: ModelShape, hw: Hardware) -> None:
+    """Expert parallelism needs routed experts, and ep must divide them: each EP rank holds E/ep
+    whole experts (Megatron-Core asserts num_experts % expert_model_parallel_size == 0)."""
+    ep = hw.expert_parallel
+    if not m.experts:
+        for key in ("expert_parallel", "expert_tensor_parallel"):
+            value = getattr(hw, key)
+            if value not in (None, 1, "auto"):  # auto on a dense model searches ep = 1 only
+                raise PlanRuleError(f"hardware.{key}", f"{key} ({value}) splits the routed experts of a "
+                                    "mixture-of-experts model, and this model has none",
+                                    "set model.experts and model.experts_per_token, or remove " + key)
+        return
+    if ep != "auto" and m.experts % ep:
+        divisors = [k for k in range(1, min(m.experts, MAX_EXPERTS) + 1) if m.experts % k == 0]
+        near = min(divisors, key=lambda k: (abs(k - ep), k))
+        raise PlanRuleError("hardware.expert_parallel", f"expert_parallel ({ep}) must divide model.experts "
+                            f"({m.experts}): each expert-parallel rank holds experts / ep whole experts",
+                            f"e.g. expert_parallel: {near}")
+    hw._expert_groups("hardware.")
+
+
+def _context_rules(m: ModelShape, hw: Hardware) -> None:
+    """Context parallelism splits each sequence into 2·cp chunks, rank i taking chunks i and
+    2·cp − 1 − i so that every rank does the same causal-attention work (Megatron-Core's
+    load-balanced ring attention, get_batch_on_this_cp_rank): seq_len must be a multiple of 2·cp."""
+    cp = hw.context_parallel
+    if cp == "auto":  # the search tries the degrees that split seq_len (budgetdsl.solve.layout_search)
+        return
+    if cp > 1 and not hw.flash_attention:
+        raise PlanRuleError("hardware.context_parallel", f"context_parallel ({cp}) runs ring attention in fused "
+                            "attention kernels (Megatron-Core's CP goes through Transformer Engine's flash/fused "
+                            "attention), and this plan sets flash_attention: false",
+                            "set flash_attention: true, or context_parallel: 1")
+    if cp > 1 and m.seq_len % (2 * cp):
+        fits = [c for c in range(cp, 0, -1) if m.seq_len % (2 * c) == 0]
+        hint = f"e.g. context_parallel: {fits[0]}" if fits else "context parallelism needs an even seq_len"
+        raise PlanRuleError("hardware.context_parallel", f"context_parallel ({cp}) must split seq_len "
+                            f"({m.seq_len}) into 2 × cp = {2 * cp} equal chunks (load-balanced causal ring "
+                            "attention, as Megatron-Core splits it)", hint)

@@ -51,6 +51,8 @@ def _launch_rows(sol: Solution) -> list[tuple[str, str]]:
             ("micro-batch", f"{b.micro_batch} per device × {b.grad_accum} accumulation × "
                             f"{b.data_parallel} replicas"),
             ("layout", _layout_text(b.tensor_parallel, b.pipeline_parallel, b.zero, b.recompute)
+             + (f" · CP {b.context_parallel}" if b.context_parallel is not None else "")
+             + (f" · EP {b.expert_parallel}" if b.expert_parallel is not None else "")
              + (" (searched)" if sol.layout is not None else "")),
             ("steps", _count(sol.steps)),
             *outcome_rows(sol),

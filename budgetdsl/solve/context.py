@@ -301,7 +301,8 @@ def solve_layout(ctx: Context, pinned_batch: bool, micro_fixed: int | None,
         options: list[Placement] = []
         problem = None
         split = ctx.split or plan_split(ctx.plan)
-        tp, run, s = split.tensor_parallel * split.pipeline_parallel, ctx.plan.run, ctx.plan.model.seq_len
+        tp, run, s = (split.tensor_parallel * split.pipeline_parallel * split.parallel(ctx.plan)[0],
+                      ctx.plan.run, ctx.plan.model.seq_len)
         for i, g in enumerate(counts):
             # past the first count (whose cost model reports a missing shape), a count the batch
             # does not divide over is refused before its cost model is built

@@ -21,15 +21,20 @@ enumerates the space without this pruning.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from budgetdsl.cost.cost_model import Split
 from budgetdsl.hardware.layout import launchable, zero_problem
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
 
 RECOMPUTE_ORDER = ("none", "selective", "full")
+# The largest searched context- and expert-parallel degrees: published runs use cp ≤ 16 (Llama 3
+# 405B's long-context stage: 16) and ep ≤ 64 (DeepSeek-V3: 64).
+MAX_SEARCHED_CP = 16
+MAX_SEARCHED_EP = 64
 ZERO_STAGES = (0, 1, 2, 3)
 
 
@@ -42,25 +47,33 @@ class LayoutChoice:
     pipeline_parallel: int
     zero: int
     recompute: str
+    context_parallel: int | None = None  # None: the plan's own (not searched)
+    expert_parallel: int | None = None
 
     def sort_key(self) -> tuple[int, int, int, int]:
-        return (self.tensor_parallel * self.pipeline_parallel, self.pipeline_parallel, self.zero,
-                RECOMPUTE_ORDER.index(self.recompute))
+        return (self.tensor_parallel * self.pipeline_parallel * (self.context_parallel or 1), self.pipeline_parallel,
+                self.zero, RECOMPUTE_ORDER.index(self.recompute))
 
     def simpler(self) -> list[LayoutChoice]:
-        """The same t and p with one step less ZeRO or recomputation."""
+        """The same t, p, cp and ep with one step less ZeRO or recomputation."""
         out = []
         if self.zero > 0:
-            out.append(LayoutChoice(self.tensor_parallel, self.pipeline_parallel, self.zero - 1, self.recompute))
+            out.append(replace(self, zero=self.zero - 1))
         r = RECOMPUTE_ORDER.index(self.recompute)
         if r > 0:
-            out.append(LayoutChoice(self.tensor_parallel, self.pipeline_parallel, self.zero,
-                                    RECOMPUTE_ORDER[r - 1]))
+            out.append(replace(self, recompute=RECOMPUTE_ORDER[r - 1]))
         return out
 
+    def split(self, flash_attention: bool) -> Split:
+        """The same layout as a `cost_model.Split`."""
+        return Split(self.zero, self.tensor_parallel, self.pipeline_parallel, self.recompute, flash_attention,
+                     self.context_parallel, self.expert_parallel)
+
     def describe(self) -> str:
-        return (f"TP {self.tensor_parallel} · PP {self.pipeline_parallel} · ZeRO {self.zero} · "
-                f"recompute {self.recompute}")
+        return (f"TP {self.tensor_parallel} · PP {self.pipeline_parallel}"
+                + (f" · CP {self.context_parallel}" if self.context_parallel is not None else "")
+                + (f" · EP {self.expert_parallel}" if self.expert_parallel is not None else "")
+                + f" · ZeRO {self.zero} · recompute {self.recompute}")
 
 
 def _powers_of_two(limit: int) -> list[int]:
@@ -90,13 +103,41 @@ def candidates(plan: Plan) -> list[LayoutChoice]:
         pps = [int(hw.pipeline_parallel)]
     zeros = list(ZERO_STAGES) if hw.zero == "auto" else [int(hw.zero)]
     recomputes = list(RECOMPUTE_ORDER) if str(hw.recompute) == "auto" else [str(hw.recompute)]
-    out = [LayoutChoice(t, p, z, r) for t in tps for p in pps for z in zeros for r in recomputes
+    out = [LayoutChoice(t, p, z, r, cp, ep) for t in tps for p in pps for z in zeros for r in recomputes
+           for cp in context_degrees(plan) for ep in expert_degrees(plan)
            if zero_problem(z, p) is None or (hw.zero != "auto" and hw.pipeline_parallel != "auto")]
     return sorted(out, key=LayoutChoice.sort_key)
 
 
-def launches(choice: LayoutChoice, gpus: int, gpus_per_node: int) -> bool:
-    return launchable(gpus, choice.tensor_parallel, choice.pipeline_parallel, gpus_per_node)
+def context_degrees(plan: Plan) -> list[int | None]:
+    """cp candidates where the plan writes `context_parallel: auto`: powers of two up to MAX_SEARCHED_CP that
+    split seq_len into 2·cp chunks (1 alone without fused attention); [None] (the plan's) otherwise."""
+    hw, m = plan.hardware, plan.model
+    if hw.context_parallel != "auto":
+        return [None]
+    if not hw.flash_attention:
+        return [1]
+    return [c for c in _powers_of_two(MAX_SEARCHED_CP) if c == 1 or m.seq_len % (2 * c) == 0]
+
+
+def expert_degrees(plan: Plan) -> list[int | None]:
+    """ep candidates where the plan writes `expert_parallel: auto`: the powers of two that divide
+    model.experts (1 for a dense model); [None] (the plan's) otherwise."""
+    hw, m = plan.hardware, plan.model
+    if hw.expert_parallel != "auto":
+        return [None]
+    if not m.experts:
+        return [1]
+    return [e for e in _powers_of_two(min(m.experts, MAX_SEARCHED_EP)) if m.experts % e == 0]
+
+
+def launches(choice: LayoutChoice, gpus: int, gpus_per_node: int, plan: Plan | None = None) -> bool:
+    """Whether `choice` launches on `gpus`, with its (or the plan's) context and expert parallelism."""
+    if plan is None:
+        return launchable(gpus, choice.tensor_parallel, choice.pipeline_parallel, gpus_per_node)
+    split = choice.split(plan.hardware.flash_attention)
+    return launchable(gpus, choice.tensor_parallel, choice.pipeline_parallel, gpus_per_node,
+                      split.parallel(plan)[0], split.expert_group(plan))
 
 
 def concrete(plan: Plan, choice: LayoutChoice | None) -> Plan:
@@ -104,9 +145,14 @@ def concrete(plan: Plan, choice: LayoutChoice | None) -> Plan:
     other part of the solver reads. Private attributes (the loaded source) are kept."""
     update: dict[str, object] = {}
     if choice is not None:
-        update["hardware"] = plan.hardware.model_copy(update=dict(
-            tensor_parallel=choice.tensor_parallel, pipeline_parallel=choice.pipeline_parallel,
-            zero=choice.zero, recompute=choice.recompute))
+        written: dict[str, object] = dict(tensor_parallel=choice.tensor_parallel,
+                                          pipeline_parallel=choice.pipeline_parallel, zero=choice.zero,
+                                          recompute=choice.recompute)
+        if choice.context_parallel is not None:
+            written["context_parallel"] = choice.context_parallel
+        if choice.expert_parallel is not None:
+            written["expert_parallel"] = choice.expert_parallel
+        update["hardware"] = plan.hardware.model_copy(update=written)
     if plan.run is not None and plan.run.micro_batch == "auto":
         update["run"] = plan.run.model_copy(update=dict(micro_batch=None))
     return plan.model_copy(update=update) if update else plan

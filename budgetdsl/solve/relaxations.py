@@ -8,6 +8,7 @@ from the diagnosis (`diagnosis`: what conflicts) because it re-solves the plan m
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from budgetdsl.cost.cost_model import CostModel, Split
 from budgetdsl.hardware.layout import launchable, zero_problem
@@ -72,8 +73,7 @@ def relaxations(ctx: Context, pl: Placement, pinned: bool) -> list[Relaxation]:
 
 def _valid(ctx: Context, g: int) -> bool:
     hw = ctx.plan.hardware
-    t, p = hw.model_parallel()
-    return g % (t * p) == 0 and (g <= hw.gpus_per_node or g % hw.gpus_per_node == 0)
+    return g % hw.gpu_unit() == 0 and (g <= hw.gpus_per_node or g % hw.gpus_per_node == 0)
 
 
 class _Launchable:
@@ -83,8 +83,7 @@ class _Launchable:
 
     def __init__(self, ctx: Context, lo: int, hi: int):
         hw = ctx.plan.hardware
-        t, p = hw.model_parallel()
-        self.unit = t * p
+        self.unit = hw.gpu_unit()  # t·p, or its multiple with context or expert parallelism
         self.node = hw.gpus_per_node * self.unit // math.gcd(hw.gpus_per_node, self.unit)
         gpn = hw.gpus_per_node
         self.a0 = max(1, -(-lo // self.unit))  # k·unit, k in [a0, a1], within one node
@@ -115,8 +114,7 @@ def _next_counts(ctx: Context, start: int, direction: int) -> list[int]:
     """Launchable GPU counts beyond `start`: the next _GPU_LINEAR one by one, then growing by
     ~10 % a step up to 64× (or down to 1) — at most a few hundred counts, whatever the values."""
     hw = ctx.plan.hardware
-    t, p = hw.model_parallel()
-    unit = t * p
+    unit = hw.gpu_unit()
     node = hw.gpus_per_node * unit // math.gcd(hw.gpus_per_node, unit)
     out: list[int] = []
     g = start
@@ -219,6 +217,29 @@ def _relative_step_time(base: CostModel, alt: CostModel) -> float | None:
     return step_time(alt.shape, alt.device, alt.layout, 1, seqs).total / t0 if t0 > 0 else None
 
 
+def _expert_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
+    """For a mixture-of-experts model: the next expert-parallel degrees (×2, ×4, ×8, dividing the
+    experts, launching on the count), each splitting the routed experts further
+    (budgetdsl.cost.experts), with its numbers."""
+    plan, base = ctx.plan, cm.split
+    m, hw = plan.model, plan.hardware
+    if not m.experts:
+        return []
+    cp, ep = base.parallel(plan)
+    out = []
+    for k in (2, 4, 8):
+        e = ep * k
+        split = replace(base, expert_parallel=e)
+        if m.experts % e or not launchable(cm.gpus, base.tensor_parallel, base.pipeline_parallel, hw.gpus_per_node,
+                                            cp, split.expert_group(plan)):
+            continue
+        alt = cost_model(ctx, cm.gpus, split)
+        out.append(MemoryRemedy(change=f"hardware.expert_parallel: {e}", memory_per_device=alt.memory_at(1),
+                                micro_batch_max=alt.micro_batch_max, fits=alt.micro_batch_max >= 1,
+                                relative_step_time=_relative_step_time(cm, alt)))
+    return out
+
+
 def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
     """Layouts that let one or more sequences fit, each with its numbers: every single change of
     ZeRO stage, recomputation, tensor or pipeline degree, then the smallest combinations that fit
@@ -228,12 +249,17 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
     order = ("none", "selective", "full")
     zeros = list(range(base.zero, 4))
     recomputes = [r for r in order if order.index(r) >= order.index(base.recompute)]
+
+    def fits(t: int, p: int) -> bool:  # launches on the count, with the plan's context and expert parallelism
+        split = Split(0, t, p, "none", True, *base.parallel(plan))
+        return launchable(cm.gpus, t, p, hw.gpus_per_node, split.parallel(plan)[0], split.expert_group(plan))
+
     tps = [t for t in (base.tensor_parallel * 2**k for k in range(6))
            if t <= max(hw.gpus_per_node, base.tensor_parallel) and m.splits_over(t)
-           and launchable(cm.gpus, t, base.pipeline_parallel, hw.gpus_per_node)]
+           and fits(t, base.pipeline_parallel)]
     pps = [p for p in (base.pipeline_parallel * 2**k for k in range(6))  # uneven stages are fine
            if (m.layers is None or p * hw.virtual_pipeline_stages <= m.layers)
-           and launchable(cm.gpus, base.tensor_parallel, p, hw.gpus_per_node)]
+           and fits(base.tensor_parallel, p)]
 
     def describe(split: Split) -> str:
         parts = []
@@ -253,10 +279,10 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
         for rc in recomputes:
             for t in tps:
                 for p in pps:
-                    if not launchable(cm.gpus, t, p, hw.gpus_per_node) or \
+                    if not fits(t, p) or \
                             (zero_problem(z, p) is not None and (z, p) != (base.zero, base.pipeline_parallel)):
                         continue
-                    split = Split(z, t, p, rc, base.flash_attention)
+                    split = Split(z, t, p, rc, base.flash_attention, base.context_parallel, base.expert_parallel)
                     if split == base:
                         continue
                     alt = cost_model(ctx, cm.gpus, split)
@@ -269,6 +295,7 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
                         singles.append(remedy)  # one change: the next degree of each, every stage
                     elif remedy.fits:
                         combos.append((changed, -alt.micro_batch_max, remedy))
+    singles += _expert_remedies(ctx, cm)
     out = singles
     if not any(r.fits for r in singles):
         combos.sort(key=lambda c: (c[0], c[1], c[2].change))

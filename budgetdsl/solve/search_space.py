@@ -17,12 +17,13 @@ import contextlib
 import gc
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
 from budgetdsl.cost.memory import micro_batch_room, zero_divisors
 from budgetdsl.cost.throughput import BACKWARD_SHARE, Layout, StepCost, exposed_dp, step_cost_columns
+from budgetdsl.hardware.layout import gpu_unit
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.noise import NoiseEstimate
 from budgetdsl.solve.cache import IDENTS, RECORDS, SPACES, WALKS, SolveCache
@@ -404,22 +405,27 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
     blocks: list[_Block] = []
     for choice in layouts:
         t, p = choice.tensor_parallel, choice.pipeline_parallel
-        tp = t * p
-        launch = by_split.get(tp)
+        own = choice.split(flash)  # with the choice's (or the plan's) context and expert parallelism
+        cp = own.parallel(plan)[0]
+        tp = t * p * cp  # GPUs of one data-parallel replica; counts are multiples of the layout's unit
+        unit = gpu_unit(t, p, cp, own.expert_group(plan))
+        launch = by_split.get(unit)
         if launch is None:
-            launch = by_split[tp] = [] if tp > top else \
-                [g for g in counts if g >= 1 and not g % tp and not (g > gpn and g % gpn)]
+            launch = by_split[unit] = [] if unit > top else \
+                [g for g in counts if g >= 1 and not g % unit and not (g > gpn and g % gpn)]
         if not launch:
             micro_max[choice] = []
             continue
         considered += len(launch)
         # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
-        family = cost_model(probe, tp, Split(0, t, p, choice.recompute, flash))
+        family = cost_model(probe, tp, replace(own, zero=0))
         dps = [g // tp for g in launch]
         stages = binding.get(family.split)
         if stages is None:
             stages = binding[family.split] = _binding_stages(family)
-        room = micro_max[choice] = _quick_all(family, choice, dps, stages)
+        # ZeRO divides the routed experts over edp copies and the rest over dp·cp (memory.stage_memory)
+        folded = (cp, t, own.expert_group(plan)) if plan.model.experts or cp > 1 else None
+        room = micro_max[choice] = _quick_all(family, choice, dps, stages, folded)
         simpler = [micro_max[s] for s in choice.simpler() if s in micro_max]
         simpler = [r for r in simpler if len(r) == len(room)]  # same t and p: the same launch list
         if simpler:  # pruned where a simpler layout fits a micro-batch at least as large
@@ -438,9 +444,10 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
             columns = step_cost_columns(
                 family.shape, family.device, Layout(gpus[0], t, p, fl.virtual_stages, choice.zero,
                                                     choice.recompute, fl.flash_attention, fl.sequence_parallel,
-                                                    fl.grad_bytes, fl.overlap),
+                                                    fl.grad_bytes, fl.overlap, fl.context_parallel,
+                                                    fl.expert_parallel, fl.expert_tensor_parallel),
                 gpus, family.step_overhead, shared)
-        blocks.append(_Block(choice, Split(choice.zero, t, p, choice.recompute, flash), gpus,
+        blocks.append(_Block(choice, own, gpus,
                              [room[i] for i in kept], [dps[i] for i in kept], columns))
     return SearchSpace(Pairs(blocks), considered, pruned, layouts, counts)
 
@@ -460,7 +467,8 @@ def _binding_stages(family: CostModel) -> list[tuple[float, float, float, float]
 
 
 def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
-               stages: list[tuple[float, float, float, float]] | None = None) -> list[int]:
+               stages: list[tuple[float, float, float, float]] | None = None,
+               folded: tuple[int, int, int] | None = None) -> list[int]:
     """The largest micro-batch of `choice` at each data-parallel degree of `dps` (ascending), from
     its family's cost model (same t, p and recomputation on dp = 1 without ZeRO): ZeRO only divides
     the weights, gradients and optimizer state by dp (memory_model.stage_memory), so this is
@@ -471,13 +479,23 @@ def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
     and rounded sums, differences, quotients and floor keep the order), so where it is equal at
     both ends of a run of degrees it is equal on the whole run: the degrees are split in halves
     until each run's ends agree, and each distinct room costs a few evaluations, not one per count.
-    `stages`: the family's `_binding_stages` (the least over them is the least over all stages)."""
+    `stages`: the family's `_binding_stages` (the least over them is the least over all stages).
+    `folded` (cp, t, etp·ep) with context parallelism or routed experts: ZeRO shards the stages'
+    routed experts (`StageMemory.experts`) over edp = t·cp·dp/(etp·ep) and the rest over dp·cp."""
     z = choice.zero
     free = family.memory_per_device - family.reserve_bytes
     if stages is None:
         stages = _binding_stages(family)
+    rows = [(st.weights, st.grads, st.optimizer, st.per_sequence, *st.experts) for st in family.stages] \
+        if folded is not None else []
 
     def at(dp: int) -> int:
+        if folded is not None:
+            cp, t, group = folded
+            d3, d2, d1 = zero_divisors(dp * cp, z)
+            e3, e2, e1 = zero_divisors(max(1, t * cp * dp // group), z)
+            return micro_batch_room(free, [((w - ew) / d3 + ew / e3 + (gr - eg) / d2 + eg / e2 + (o - eo) / d1
+                                            + eo / e1, ps) for w, gr, o, ps, ew, eg, eo in rows])
         d3, d2, d1 = zero_divisors(dp, z)
         return micro_batch_room(free, [(w / d3 + gr / d2 + o / d1, ps) for w, gr, o, ps in stages])
 

@@ -10,8 +10,9 @@ Units: tokens, sequences, seconds, FLOP, bytes, GPU-hours, US dollars; ratios ar
 
 # No `from __future__ import annotations`: see plan_model.py (cold start, issue 13).
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 
 class Status(StrEnum):
@@ -62,6 +63,20 @@ class Batch(_Frozen):
     pipeline_parallel: int = 1
     zero: int | None = Field(None, description="ZeRO stage of the launched layout (searched or the plan's).")
     recompute: str | None = Field(None, description="Recomputation of the launched layout: none, selective, full.")
+    context_parallel: int | None = Field(None, description="Context-parallel degree the search chose "
+                                         "(hardware.context_parallel: auto); absent when the plan pins it.")
+    expert_parallel: int | None = Field(None, description="Expert-parallel degree the search chose "
+                                        "(hardware.expert_parallel: auto); absent when the plan pins it.")
+
+    @model_serializer(mode="wrap")
+    def _searched_only(self, handler: Any) -> Any:
+        """The searched context/expert-parallel degrees appear only where the search chose them."""
+        out = handler(self)
+        if isinstance(out, dict):
+            for key in ("context_parallel", "expert_parallel"):
+                if out.get(key) is None:
+                    out.pop(key, None)
+        return out
 
 
 class FrontierPoint(_Frozen):

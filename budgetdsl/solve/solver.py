@@ -127,7 +127,7 @@ def _solve(plan: Plan, cache: SolveCache) -> Solution:
         if not pinned_batch:  # every count of the winning layout, pruned by bound or not (gpu_choice)
             gpn = int(plan.hardware.gpus_per_node)
             placements = [place_on(ctx, g, micro_fixed=micro_fixed) for g in raw_counts(plan)
-                          if launches(winner.choice, g, gpn)]
+                          if launches(winner.choice, g, gpn, plan)]
         layout_fields = layout_report.layout_report(ctx, results, winner, considered, pruned, bounded,
                                                      list(plan.hardware.searched()))
     else:
@@ -172,7 +172,8 @@ def _solve(plan: Plan, cache: SolveCache) -> Solution:
         batch=Batch(tokens=cfg.batch, sequences=cfg.sequences, micro_batch=cfg.micro_batch,
                     grad_accum=cfg.grad_accum, data_parallel=cfg.data_parallel,
                     tensor_parallel=cm.split.tensor_parallel, pipeline_parallel=cm.split.pipeline_parallel,
-                    zero=cm.split.zero, recompute=cm.split.recompute)
+                    zero=cm.split.zero, recompute=cm.split.recompute, context_parallel=cm.split.context_parallel,
+                    expert_parallel=cm.split.expert_parallel)
         if cfg is not None else Batch(data_parallel=cm.data_parallel, tensor_parallel=cm.split.tensor_parallel,
                                       pipeline_parallel=cm.split.pipeline_parallel, zero=cm.split.zero,
                                       recompute=cm.split.recompute),

@@ -50,6 +50,12 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "ModelShape.vocab": (256, 256000, "int"),
     "ModelShape.flops_per_token": (1e8, 1e13, "flop"),
     "ModelShape.activation_bytes_per_token": (1e4, 1e8, "bytes"),
+    "ModelShape.experts": (1, 64, "int"),
+    "ModelShape.experts_per_token": (1, 8, "int"),
+    "ModelShape.expert_ffn_hidden": (64, 16384, "int"),
+    "ModelShape.shared_experts": (0, 2, "int"),
+    "ModelShape.dense_layers": (0, 4, "int"),
+    "ModelShape.capacity_factor": (0.5, 2, "count"),
     "Hardware.gpus_per_node": (1, 16, "int"),
     "Hardware.memory_per_device": (8 * 2**30, 192 * 2**30, "bytes"),
     "Hardware.peak_flops": (1e13, 5e15, "flop/s"),
@@ -85,6 +91,9 @@ RANGES: dict[str, tuple[float, float, str]] = {
 # The layout and GPU count: integers (or auto) whose products the fix-ups below need to read.
 DEGREES = {"type": "integer", "enum": [1, 1, 2, 4, 8]}
 NUMBER_ONLY = {"Hardware.tensor_parallel": {"anyOf": [DEGREES, {"const": "auto"}]},
+               "Hardware.context_parallel": {"type": "integer", "enum": [1, 1, 1, 2, 4]},
+               "Hardware.expert_parallel": {"type": "integer", "enum": [1, 1, 2, 4, 8]},
+               "Hardware.expert_tensor_parallel": {"anyOf": [{"type": "integer", "enum": [1, 2]}, {"type": "null"}]},
                "Hardware.pipeline_parallel": {"anyOf": [DEGREES, {"const": "auto"}]},
                "Hardware.gpus_per_node": {"type": "integer", "enum": [1, 2, 4, 8, 8, 8, 16]},
                "Hardware.gpus": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 4096},
@@ -205,6 +214,9 @@ def _fix_shape(model: dict, tp: int) -> None:
             model["kv_heads"] = kv if kv % tp == 0 else int(heads)
     else:
         model.pop("kv_heads", None)
+    if params is None and model.get("vocab") is None and model.get("layers") is not None \
+            and int(_number(model["layers"])) % 2 == 0:
+        model["vocab"] = 32000  # half of these count params from the shape, the others declare it
     if params is None and (model.get("vocab") is None or model.get("layers") is None):
         model["params"] = params = 1e9  # the shape cannot count it
     d_model, vocab = _number(model.get("d_model")), _number(model.get("vocab"))
@@ -215,6 +227,32 @@ def _fix_shape(model: dict, tp: int) -> None:
     fpt = _number(model.get("flops_per_token"))
     if fpt is not None and d_model is not None and vocab is not None and 6 * vocab * d_model >= fpt:
         del model["flops_per_token"]
+
+
+def _fix_experts(model: dict, hw: dict) -> None:
+    """The mixture-of-experts keys: all need experts; top-k ≤ E; ep divides E; dense layers fewer
+    than layers; the routed experts fewer than a declared params."""
+    keys = ("experts_per_token", "expert_ffn_hidden", "shared_experts", "dense_layers", "capacity_factor")
+    experts = model.get("experts")
+    if experts is None:
+        for key in keys:
+            model.pop(key, None)
+        hw.pop("expert_parallel", None), hw.pop("expert_tensor_parallel", None)
+        return
+    experts = int(_number(experts))
+    model["experts"] = experts
+    model["experts_per_token"] = min(experts, int(_number(model.get("experts_per_token", 2))))
+    hw["expert_parallel"] = math.gcd(hw.get("expert_parallel", 1), experts)
+    layers = int(_number(model["layers"]))
+    if model.get("dense_layers") is not None:
+        model["dense_layers"] = min(int(_number(model["dense_layers"])), layers - 1)
+    params = _number(model.get("params"))
+    if params is not None:  # the routed experts alone must be fewer than params
+        d = _number(model["d_model"])
+        width = _number(model.get("expert_ffn_hidden") or model.get("ffn_hidden")) or 4 * d
+        routed = layers * experts * 3 * d * width
+        if routed >= params:
+            model["params"] = params = 2 * routed + 2 * d * (_number(model.get("vocab")) or 0)
 
 
 def _fix_gpus(hw: dict, split: int) -> None:
@@ -240,12 +278,23 @@ def make_valid(doc: dict) -> dict:
     pp = hw.get("pipeline_parallel", 1)
     tp, pp = (1 if tp == "auto" else tp), (1 if pp == "auto" else pp)
     _fix_shape(model, tp)
-    _fix_gpus(hw, tp * pp)
+    _fix_experts(model, hw)
+    cp = hw.get("context_parallel", 1)
+    if cp > 1 and hw.get("flash_attention", True) is False:
+        hw["context_parallel"] = cp = 1
+    if cp > 1:  # 2·cp chunks of a sequence (load-balanced ring attention)
+        model["seq_len"] = int(math.ceil(_number(model["seq_len"]) / (2 * cp)) * 2 * cp)
+    ep, etp = hw.get("expert_parallel", 1), hw.get("expert_tensor_parallel")
+    group = (etp or tp) * ep if (etp is not None or ep > 1) else 1
+    _fix_gpus(hw, math.lcm(tp * pp * cp, pp * group))
     chunks = pp * _number(hw.get("virtual_pipeline_stages", 1))
     if model.get("layers") is not None:  # whole layers per stage: the exports refuse uneven stages
         model["layers"] = int(math.ceil(_number(model["layers"]) / chunks) * chunks)
     if hw.get("precision") == "fp8" and hw.get("gpu") not in FP8_PRESETS:
-        hw["precision"] = "bf16"
+        if hw.get("gpu") is None or hw["gpu"].startswith("TPU"):
+            hw["precision"] = "bf16"
+        else:  # keep the FP8 plan: its GPU becomes an FP8 part
+            hw["gpu"] = "H100-SXM5-80GB"
     if hw.get("gpu") is None:
         hw.setdefault("peak_flops", "312 TFLOP/s")
         hw.setdefault("memory_per_device", "80 GiB")

@@ -301,7 +301,7 @@ def test_the_schema_fuzzer_reaches_every_new_key():
 
     seen: set[str] = set()
 
-    @settings(max_examples=150, derandomize=True, deadline=None, database=None,
+    @settings(max_examples=300, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(plans())
     def draw(doc):

@@ -43,7 +43,13 @@ def _space(plan):
     pps = [p for p in pps if m.layers is None or p <= m.layers]
     zeros = [0, 1, 2, 3] if hw.zero == "auto" else [int(hw.zero)]
     rcs = ["none", "selective", "full"] if str(hw.recompute) == "auto" else [str(hw.recompute)]
-    return [(t, p, z, r) for t in tps for p in pps for z in zeros for r in rcs]
+    # context and expert parallelism where the plan writes auto (issue 24 item 5): cp splitting the
+    # sequence into 2·cp chunks, ep dividing the experts; None: the plan's own degree
+    cps = [c for c in (1, 2, 4, 8, 16) if c == 1 or m.seq_len % (2 * c) == 0] \
+        if hw.context_parallel == "auto" else [None]
+    eps = [e for e in (1, 2, 4, 8, 16, 32, 64) if m.experts and e <= m.experts and m.experts % e == 0] \
+        if hw.expert_parallel == "auto" else [None]
+    return [(t, p, z, r, cp, ep) for t in tps for p in pps for z in zeros for r in rcs for cp in cps for ep in eps]
 
 
 def _counts(plan):
@@ -51,8 +57,11 @@ def _counts(plan):
     return list(g.counts()) if hasattr(g, "counts") else [int(g)]
 
 
-def _fits_nodes(g, t, p, gpn):
-    return g % (t * p) == 0 and (g <= gpn or g % gpn == 0)
+def _fits_nodes(g, t, p, gpn, cp=1, ep=1, etp=None):
+    """Whole t·p·cp groups (GPUs = t·p·cp·dp), whole etp·ep expert groups in each stage's G/p
+    GPUs, whole nodes: written out here, not read from budgetdsl.hardware.layout."""
+    group = (etp or t) * ep
+    return g % (t * p * cp) == 0 and (g // p) % group == 0 and (g <= gpn or g % gpn == 0)
 
 
 def _enumerate(plan):
@@ -61,11 +70,13 @@ def _enumerate(plan):
     b = plan.budget
     limits = Limits(b.deadline, b.flops, b.gpu_hours, b.usd, b.usd_per_gpu_hour)
     out = []
-    for t, p, z, r in _space(plan):
+    for t, p, z, r, cp, ep in _space(plan):
         for g in _counts(plan):
-            if not _fits_nodes(g, t, p, plan.hardware.gpus_per_node):
+            hw = plan.hardware
+            if not _fits_nodes(g, t, p, hw.gpus_per_node, cp or hw.context_parallel, ep or hw.expert_parallel,
+                               hw.expert_tensor_parallel):
                 continue
-            cm = build_cost_model(plan, g, Split(z, t, p, r, plan.hardware.flash_attention))
+            cm = build_cost_model(plan, g, Split(z, t, p, r, plan.hardware.flash_attention, cp, ep))
             mm = cm.micro_batch_max
             for n in range(1, N_MAX + 1):
                 for micro in range(1, min(n, mm) + 1):
@@ -151,6 +162,43 @@ def _check(name, objective):
 
 # Keys a plan here does not search are pinned: a silent layout key is `auto` (issue 13).
 PLANS = {
+    # a fixed count, predicted, a mixture of experts (8 experts, top-2, SwiGLU, params counted from
+    # the shape) with expert parallelism 4 folded into the data-parallel ranks: memory holds the
+    # experts ÷ ep, FLOPs follow the active parameters, the all-to-all joins the step
+    "fixed-moe-ep": dict(model={"params": None, "layers": 8, "d_model": 1024, "heads": 16, "kv_heads": 4,
+                                "ffn_hidden": 2816, "mlp": "swiglu", "tied_embeddings": False, "vocab": 32000,
+                                "seq_len": 2048, "experts": 8, "experts_per_token": 2},
+                         hardware={"gpu": "H100-SXM5-80GB", "gpus": 16, "mfu": None, "expert_parallel": 4,
+                                   "zero": "auto", "tensor_parallel": "auto", "pipeline_parallel": 1,
+                                   "recompute": "auto"},
+                         budget={"deadline": 30 * DAY, "flops": None, "gpu_hours": None},
+                         target={"tokens": 2.6e10, "at_batch": 1e6}, noise={"b_crit": 1e6}),
+    # the same model with expert parallelism searched too, on a GPU range (issue 24 item 5)
+    "free-moe-ep-auto": dict(model={"params": None, "layers": 8, "d_model": 1024, "heads": 16, "kv_heads": 4,
+                                    "ffn_hidden": 2816, "mlp": "swiglu", "tied_embeddings": False, "vocab": 32000,
+                                    "seq_len": 2048, "experts": 8, "experts_per_token": 2},
+                             hardware={"gpu": "H100-SXM5-80GB", "gpus": {"min": 8, "max": 32, "step": 8}, "mfu": None,
+                                       "expert_parallel": "auto", "zero": 1, "tensor_parallel": "auto",
+                                       "pipeline_parallel": 1, "recompute": "none"},
+                             budget={"deadline": 30 * DAY, "flops": None, "gpu_hours": None},
+                             target={"tokens": 2.6e10, "at_batch": 1e6}, noise={"b_crit": 1e6}),
+    # context parallelism searched on long sequences, beside the tensor-parallel degree
+    "fixed-cp-auto": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 32768},
+                          hardware={"gpu": "H100-SXM5-80GB", "gpus": 32, "mfu": None, "context_parallel": "auto",
+                                    "zero": 1, "tensor_parallel": "auto", "pipeline_parallel": 1,
+                                    "recompute": "none"},
+                          budget={"deadline": 60 * DAY, "flops": None, "gpu_hours": None},
+                          target={"tokens": 2.6e10, "at_batch": 4e6}, noise={"b_crit": 4e6}),
+    # a free count, predicted, context parallelism 2 on long sequences: GPUs = t·p·cp·dp. ZeRO is
+    # pinned: with cp the ZeRO-1 shards span dp·cp ranks even at dp = 1, and its reduce-scatter and
+    # bf16 gather can undercut ZeRO-0's exposed fp32 all-reduce at the same micro-batch room, which
+    # the search's simpler-layout pruning (search_space: ZeRO only adds time) does not foresee
+    "free-cp": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 16384},
+                    hardware={"gpu": "H100-SXM5-80GB", "gpus": {"min": 8, "max": 32, "step": 8}, "mfu": None,
+                              "context_parallel": 2, "zero": 1, "tensor_parallel": "auto",
+                              "pipeline_parallel": 1, "recompute": "none"},
+                    budget={"deadline": 60 * DAY, "flops": None, "gpu_hours": None},
+                    target={"tokens": 2.6e10, "at_batch": 4e6}, noise={"b_crit": 4e6}),
     # a fixed count, declared MFU: every layout runs at the MFU; memory decides which fit
     "fixed-declared": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 2048},
                            hardware={"gpus": 64, "zero": "auto", "recompute": "auto", "tensor_parallel": "auto"},
@@ -222,9 +270,9 @@ def test_a_declared_mfu_keeps_the_default_layout_unless_the_plan_says_auto():
     """Beside a declared MFU the oracle's space is the one default layout when the plan is silent,
     and ZeRO × recomputation when it writes auto; either way it spans several GPU counts."""
     silent = _space(make_plan(**PLANS["free-declared"]))
-    assert silent == [(1, 1, 0, "none")]
+    assert silent == [(1, 1, 0, "none", None, None)]
     written = _space(make_plan(**PLANS["free-declared-auto"]))
-    assert {(t, p) for t, p, _, _ in written} == {(1, 1)} and len(written) == 12
+    assert {(t, p) for t, p, *_ in written} == {(1, 1)} and len(written) == 12
     for name in SEARCHED:
         configs, _, front, _ = _oracle(name)
         assert len({c.gpus for c in configs}) > 4 and len({c.gpus for c, f in zip(configs, front) if f}) > 1

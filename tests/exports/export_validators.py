@@ -600,6 +600,7 @@ def megatron_core_config(args: dict[str, str | None], world_size: int) -> Any:
         shape["num_query_groups"] = int(args["--num-query-groups"])
     if args.get("--ffn-hidden-size") is not None:
         shape["ffn_hidden_size"] = int(args["--ffn-hidden-size"])
+    shape.update(_parallel_config(args))
     return TransformerConfig(
         **shape,
         num_layers=int(args["--num-layers"]), hidden_size=int(args["--hidden-size"]),
@@ -611,6 +612,32 @@ def megatron_core_config(args: dict[str, str | None], world_size: int) -> Any:
         else int(args["--recompute-num-layers"]))
 
 
+def _parallel_config(args: dict[str, str | None]) -> dict[str, Any]:
+    """TransformerConfig's context- and expert-parallel and mixture-of-experts fields from the flags
+    (what core_transformer_config_from_args copies over), so its __post_init__ checks them."""
+    out: dict[str, Any] = {"sequence_parallel": "--sequence-parallel" in args,
+                           "add_bias_linear": "--disable-bias-linear" not in args}
+    ints = {"--context-parallel-size": "context_parallel_size", "--expert-model-parallel-size":
+            "expert_model_parallel_size", "--expert-tensor-parallel-size": "expert_tensor_parallel_size",
+            "--num-experts": "num_moe_experts", "--moe-router-topk": "moe_router_topk",
+            "--moe-ffn-hidden-size": "moe_ffn_hidden_size",
+            "--moe-shared-expert-intermediate-size": "moe_shared_expert_intermediate_size"}
+    for flag, key in ints.items():
+        if args.get(flag) is not None:
+            out[key] = int(args[flag])  # type: ignore[arg-type]
+    if args.get("--moe-layer-freq") is not None:  # "[0]*a+[1]*b": Megatron evaluates the list
+        dense, moe = (int(part.split("*")[1]) for part in args["--moe-layer-freq"].split("+"))  # type: ignore[union-attr]
+        out["moe_layer_freq"] = [0] * dense + [1] * moe
+    if args.get("--moe-expert-capacity-factor") is not None:
+        out["moe_expert_capacity_factor"] = float(args["--moe-expert-capacity-factor"])  # type: ignore[arg-type]
+        out["moe_pad_expert_input_to_capacity"] = "--moe-pad-expert-input-to-capacity" in args
+    if args.get("--moe-token-dispatcher-type") is not None:
+        out["moe_token_dispatcher_type"] = args["--moe-token-dispatcher-type"]
+    if "--num-experts" in args:
+        out["moe_grouped_gemm"] = "--moe-grouped-gemm" in args
+    return out
+
+
 def check_megatron_invariants(args: dict[str, str | None], env: dict[str, str], world_size: int) -> None:
     """What megatron/training/arguments.py (core_r0.16.0) `validate_args` asserts of these flags,
     checked without Megatron-LM's training package (its wheel, megatron-core, does not ship it)."""
@@ -618,8 +645,19 @@ def check_megatron_invariants(args: dict[str, str | None], env: dict[str, str], 
                  "--micro-batch-size", "--seq-length"):  # required_args, and the batch/sequence
         assert args.get(flag) is not None and int(args[flag]) > 0, f"{flag} missing"
     tp, pp = int(args["--tensor-model-parallel-size"]), int(args["--pipeline-model-parallel-size"])
-    assert world_size % (tp * pp) == 0, "world size not divisible by tensor x pipeline"
+    cp = int(args.get("--context-parallel-size") or 1)
+    assert world_size % (tp * pp * cp) == 0, "world size not divisible by tensor x pipeline x context"
     assert int(args["--num-layers"]) % pp == 0, "layers not divisible by the pipeline-parallel size"
+    if cp > 1:  # the load-balanced split of get_batch_on_this_cp_rank
+        assert int(args["--seq-length"]) % (2 * cp) == 0, "seq_length not divisible by 2 x context parallel"
+    if "--num-experts" in args:  # validate_args and the MoE parallel folding (parallel_state)
+        ep = int(args.get("--expert-model-parallel-size") or 1)
+        etp = int(args.get("--expert-tensor-parallel-size") or tp)
+        assert int(args["--num-experts"]) % ep == 0, "num_experts not divisible by expert parallel"
+        assert 0 < int(args["--moe-router-topk"]) <= int(args["--num-experts"]), "router top-k"  # type: ignore[arg-type]
+        assert (world_size // pp) % (etp * ep) == 0, "expert groups do not fold into a stage"
+        if ep > 1 and tp > 1:
+            assert "--sequence-parallel" in args, "expert and tensor parallelism need --sequence-parallel"
     assert int(args["--hidden-size"]) % int(args["--num-attention-heads"]) == 0, "kv_channels"
     assert int(args["--max-position-embeddings"]) >= int(args["--seq-length"]), \
         "max_position_embeddings must be >= seq_length"
@@ -650,8 +688,13 @@ def validate_megatron(text: str, spec: LaunchSpec, tmp: Path) -> None:
     args = megatron_args(text)
     _, env = megatron_source(text)
     tp, pp = int(args["--tensor-model-parallel-size"]), int(args["--pipeline-model-parallel-size"])
-    assert spec.gpus % (tp * pp) == 0
-    dp = spec.gpus // (tp * pp)  # megatron/training/arguments.py: world size // model size
+    cp = int(args.get("--context-parallel-size") or 1)
+    assert cp == spec.context_parallel and spec.gpus % (tp * pp * cp) == 0
+    dp = spec.gpus // (tp * pp * cp)  # megatron/training/arguments.py: world size // model size (with cp)
+    assert args.get("--num-experts") == (None if spec.experts is None else str(spec.experts))
+    if spec.experts is not None:
+        assert int(args["--expert-model-parallel-size"]) == spec.expert_parallel  # type: ignore[arg-type]
+        assert int(args["--moe-router-topk"]) == spec.experts_per_token  # type: ignore[arg-type]
     check_megatron_invariants(args, env, spec.gpus)
     assert (int(args["--num-layers"]), int(args["--hidden-size"]), int(args["--num-attention-heads"])) \
         == (spec.layers, spec.hidden_size, spec.heads)

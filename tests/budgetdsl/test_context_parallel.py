@@ -1,0 +1,172 @@
+"""Context parallelism (issue 24, item 4): GPUs = t·p·cp·dp, activations and logits ÷ cp, the same
+work per GPU for the same global batch, the ring attention traffic against its closed form and
+what the attention hides of it, each rule's located error, and the exports that carry it or
+refuse it."""
+
+import json
+import pathlib
+import textwrap
+
+import pytest
+from solver_plans import make_plan
+
+from budgetdsl.cost.context_parallel import ring_bytes_per_sequence, ring_exposed_seconds
+from budgetdsl.cost.cost_model import Split, build_cost_model
+from budgetdsl.plan.diagnostics import PlanError
+from budgetdsl.plan.loader import load_plan
+
+LLAMA3_70B = {"params": None, "layers": 80, "d_model": 8192, "heads": 64, "kv_heads": 8, "ffn_hidden": 28672,
+              "mlp": "swiglu", "tied_embeddings": False, "vocab": 128256, "seq_len": 8192}
+PREDICTED = {"gpu": "H100-SXM5-80GB", "mfu": None, "overlap": None, "network": None, "zero": 1,
+             "tensor_parallel": 8, "pipeline_parallel": 4, "recompute": "none", "sequence_parallel": True}
+SPLIT = Split(1, 8, 4, "none", True)
+
+
+def _cm(cp: int, gpus: int = 1024, **hw):
+    plan = make_plan(model=LLAMA3_70B, hardware={**PREDICTED, "gpus": gpus, "context_parallel": cp, **hw})
+    return build_cost_model(plan, gpus, SPLIT)
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_each_gpu_holds_one_cpth_of_a_sequences_activations_and_logits(cp):
+    one, many = _cm(1), _cm(cp)
+    assert many.data_parallel == 1024 // (8 * 4 * cp)
+    for a, b in zip(one.stages, many.stages):
+        assert b.activations_per_sequence == pytest.approx(a.activations_per_sequence / cp, rel=1e-12)
+        assert b.logits_per_sequence == pytest.approx(a.logits_per_sequence / cp, rel=1e-12)
+        # the weights are whole on every cp rank; ZeRO-1 shards the optimizer over dp·cp, the same ranks
+        assert (b.weights, b.grads) == (a.weights, a.grads)
+        assert b.optimizer == pytest.approx(a.optimizer, rel=1e-12)
+    assert "/ cp" in many.coefficients["activation_bytes_per_sequence"].detail
+    assert "ring" in many.coefficients["context_parallel"].detail
+
+
+def test_the_same_global_batch_is_the_same_work_per_gpu():
+    """cp = 2 halves the replicas and each GPU's share of a sequence: compute and tensor-parallel
+    traffic per step are unchanged for the same global batch at one sequence per micro-batch."""
+    batch = 256 * 8192.0
+    one, two = _cm(1).breakdown(batch, 256 // 32), _cm(2).breakdown(batch, 256 // 16)
+    assert two.compute == pytest.approx(one.compute, rel=1e-12)
+    assert two.tp_comm == pytest.approx(one.tp_comm, rel=1e-12)
+    assert two.micro_batch == one.micro_batch == 1
+
+
+def test_the_ring_passes_keys_and_values_three_times_per_step():
+    s, d_kv, t, cp = 8192, 1024.0, 8, 4
+    block = 2 * (s / cp) * d_kv * 2 / t  # K and V of one chunk, bf16, heads ÷ t
+    assert ring_bytes_per_sequence(s, d_kv, t, cp) == 3 * (cp - 1) * block
+    assert ring_bytes_per_sequence(s, d_kv, t, 1) == 0.0
+
+
+def test_only_the_traffic_the_attention_does_not_hide_is_exposed():
+    s, d, d_kv, t, cp = 8192, 8192, 1024.0, 8, 4
+    rate = 500e12
+    attention = 12.0 * d * s * s / (t * cp) / rate
+    nbytes = ring_bytes_per_sequence(s, d_kv, t, cp)
+    slow = nbytes / attention / 4  # a link four times too slow to hide it
+    assert ring_exposed_seconds(s, d, d_kv, t, cp, 8, 1e15, slow, rate) == pytest.approx(3 * attention, rel=1e-12)
+    assert ring_exposed_seconds(s, d, d_kv, t, cp, 8, 1e15, 1e15, rate) == 0.0
+
+
+def test_a_slow_network_shows_the_ring_in_the_step():
+    cm = _cm(4, network=1e8)  # 0.8 Gb/s: the ring cannot hide
+    bd = cm.breakdown(256 * 8192.0, 256 // 8)
+    assert bd.cp_comm > 0 and "cp_comm" in bd.seconds()
+    assert "cp_comm" not in _cm(1, network=1e8).breakdown(256 * 8192.0, 256 // 32).seconds()
+
+
+def write(tmp_path, text: str) -> pathlib.Path:
+    path = tmp_path / "plan.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+MODEL = "model: {params: 7B, layers: 32, d_model: 4096, heads: 32, seq_len: 4096}"
+BAD = {
+    "a sequence that does not split into 2·cp chunks": (
+        MODEL, "hardware: {gpu: H100-SXM5-80GB, gpus: 48, context_parallel: 3}",
+        "plan.yaml:3:43: error[plan-rule]: context_parallel (3) must split seq_len (4096) into 2 × cp = 6 equal "
+        "chunks", "e.g. context_parallel: 2"),
+    "GPUs that do not split into t·p·cp": (
+        MODEL, "hardware: {gpu: H100-SXM5-80GB, gpus: 48, tensor_parallel: 8, context_parallel: 4}",
+        "plan.yaml:3:33: error[plan-rule]: 48 GPUs cannot be split into tensor_parallel × pipeline_parallel × "
+        "context_parallel = 32 groups", ""),
+    "context parallelism without fused attention": (
+        MODEL, "hardware: {gpu: H100-SXM5-80GB, gpus: 64, context_parallel: 2, flash_attention: false}",
+        "plan.yaml:3:43: error[plan-rule]: context_parallel (2) runs ring attention in fused attention kernels",
+        "set flash_attention: true"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_each_context_rule_fails_located_with_a_hint(tmp_path, name, capsys):
+    model, hardware, message, hint = BAD[name]
+    path = write(tmp_path, f"name: bad\n{model}\n{hardware}\ntarget: {{min_tokens: 140B}}\nnoise: {{b_crit: 2M}}\n")
+    with pytest.raises(PlanError) as info:
+        load_plan(path)
+    text = "\n".join(d.format() for d in info.value.diagnostics)
+    assert message in text and hint in text, text
+    from budgetdsl.cli import main
+
+    assert main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and message.split("error")[-1] in err
+
+
+CP_PLAN = """\
+    name: llama3-70b-cp
+    model: {layers: 80, d_model: 8192, heads: 64, kv_heads: 8, ffn_hidden: 28672, mlp: swiglu,
+            tied_embeddings: false, vocab: 128256, seq_len: 8192}
+    hardware: {gpu: H100-SXM5-80GB, gpus: 1024, tensor_parallel: 8, pipeline_parallel: 4, context_parallel: 2,
+               zero: 1, recompute: none, sequence_parallel: true}
+    target: {tokens: 15T, at_batch: 16M}
+    noise: {b_crit: 16M}
+    """
+
+
+def test_the_exports_carry_context_parallelism_or_refuse_it(tmp_path, capsys):
+    from budgetdsl.cli import main
+
+    path = write(tmp_path, CP_PLAN)
+    assert main(["export", "--to", "megatron", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "--context-parallel-size 2" in out and "x context 2" in out
+    assert main(["plan", "--format", "json", str(path)]) == 0
+    assert '"data_parallel": 16' in capsys.readouterr().out  # 1024 / (8 · 4 · 2)
+    assert main(["export", "--to", "torchrun", str(path)]) == 0
+    assert "BUDGETDSL_CONTEXT_PARALLEL=2" in capsys.readouterr().out
+    for fmt in ("hf", "deepspeed"):
+        assert main(["export", "--to", fmt, str(path)]) == 2
+        assert "context parallelism 2 (hardware.context_parallel)" in capsys.readouterr().err
+
+
+AUTO_PLAN = """\
+    name: long-context
+    model: {params: 1.3B, layers: 24, d_model: 2048, heads: 16, seq_len: 65536}
+    hardware: {gpu: H100-SXM5-80GB, gpus: 64, context_parallel: auto, zero: 1, recompute: none}
+    target: {tokens: 26B, at_batch: 4M}
+    noise: {b_crit: 4M}
+    """
+
+
+def test_context_parallel_auto_is_searched_reported_and_exported(tmp_path, capsys):
+    """`context_parallel: auto` (issue 24 item 5): the search tries the degrees that split the
+    sequence into 2·cp chunks; the chosen one is in the answer, the layout line and the export.
+    At 65,536 tokens a sequence's activations do not fit one GPU without it."""
+    from budgetdsl.cli import main
+    from budgetdsl.solve.solver import solve
+
+    path = write(tmp_path, AUTO_PLAN)
+    sol = solve(load_plan(path))
+    cp = sol.batch.context_parallel
+    assert sol.feasible and cp is not None and cp > 1 and 65536 % (2 * cp) == 0
+    assert sol.gpus == sol.batch.tensor_parallel * sol.batch.pipeline_parallel * cp * sol.batch.data_parallel
+    assert main(["plan", str(path)]) == 0
+    assert f"· CP {cp} (searched)" in capsys.readouterr().out
+    assert main(["export", "--to", "megatron", str(path)]) == 0
+    assert f"--context-parallel-size {cp}" in capsys.readouterr().out
+    pinned = write(tmp_path, AUTO_PLAN.replace("context_parallel: auto", f"context_parallel: {cp}"))
+    assert main(["plan", "--format", "json", str(pinned)]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert "context_parallel" not in answer["batch"]  # only a searched degree is in the answer
+    assert answer["assumptions"]["context_parallel"]["value"] == cp
