@@ -4,15 +4,13 @@ what the attention hides of it, each rule's located error, and the exports that 
 refuse it."""
 
 import json
-import pathlib
-import textwrap
 
 import pytest
+from plan_rules import assert_refused_located, write
 from solver_plans import make_plan
 
 from budgetdsl.cost.context_parallel import ring_bytes_per_sequence, ring_exposed_seconds
 from budgetdsl.cost.cost_model import Split, build_cost_model
-from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.loader import load_plan
 
 LLAMA3_70B = {"params": None, "layers": 80, "d_model": 8192, "heads": 64, "kv_heads": 8, "ffn_hidden": 28672,
@@ -75,11 +73,6 @@ def test_a_slow_network_shows_the_ring_in_the_step():
     assert "cp_comm" not in _cm(1, network=1e8).breakdown(256 * 8192.0, 256 // 32).seconds()
 
 
-def write(tmp_path, text: str) -> pathlib.Path:
-    path = tmp_path / "plan.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
 
 MODEL = "model: {params: 7B, layers: 32, d_model: 4096, heads: 32, seq_len: 4096}"
 BAD = {
@@ -100,17 +93,7 @@ BAD = {
 
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_each_context_rule_fails_located_with_a_hint(tmp_path, name, capsys):
-    model, hardware, message, hint = BAD[name]
-    path = write(tmp_path, f"name: bad\n{model}\n{hardware}\ntarget: {{min_tokens: 140B}}\nnoise: {{b_crit: 2M}}\n")
-    with pytest.raises(PlanError) as info:
-        load_plan(path)
-    text = "\n".join(d.format() for d in info.value.diagnostics)
-    assert message in text and hint in text, text
-    from budgetdsl.cli import main
-
-    assert main(["plan", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and message.split("error")[-1] in err
+    assert_refused_located(tmp_path, capsys, *BAD[name])
 
 
 CP_PLAN = """\

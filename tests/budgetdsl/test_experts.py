@@ -8,13 +8,13 @@ import pathlib
 import textwrap
 
 import pytest
+from plan_rules import assert_refused_located, write
 from solver_plans import make_plan
 
 from budgetdsl.cost.cost_model import Split, build_cost_model
 from budgetdsl.cost.experts import Experts, all_to_all_seconds, moe_layers_per_stage
 from budgetdsl.cost.memory import BYTES_OPTIMIZER, BYTES_WEIGHTS
 from budgetdsl.hardware.gpus import PRESETS
-from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.loader import load_plan
 from budgetdsl.plan.model import mlp_params, transformer_params
 
@@ -155,11 +155,6 @@ def test_a_capacity_factor_pads_the_dispatch_and_the_expert_gemms():
     assert "capacity factor 1.25" in padded.coefficients["experts"].detail
 
 
-def write(tmp_path, text: str) -> pathlib.Path:
-    path = tmp_path / "plan.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
 
 MOE_MODEL = "model: {layers: 32, d_model: 4096, heads: 32, vocab: 32000, seq_len: 4096, experts: 8, "
 BAD = {
@@ -198,17 +193,7 @@ BAD = {
 
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_each_moe_key_fails_located_with_a_hint(tmp_path, name, capsys):
-    model, hardware, message, hint = BAD[name]
-    path = write(tmp_path, f"name: bad\n{model}\n{hardware}\ntarget: {{min_tokens: 140B}}\nnoise: {{b_crit: 2M}}\n")
-    with pytest.raises(PlanError) as info:
-        load_plan(path)
-    text = "\n".join(d.format() for d in info.value.diagnostics)
-    assert message in text and hint in text, text
-    from budgetdsl.cli import main
-
-    assert main(["plan", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and message.split("error")[-1] in err
+    assert_refused_located(tmp_path, capsys, *BAD[name])
 
 
 def test_the_mixtral_example_plans_and_exports_megatron_moe_flags(capsys):

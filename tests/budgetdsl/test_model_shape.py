@@ -5,15 +5,14 @@ FP8's share of the step and its memory, and each new key's located error."""
 
 import json
 import pathlib
-import textwrap
 
 import pytest
+from plan_rules import assert_refused_located, write
 from solver_plans import make_plan
 
 from budgetdsl.cost.cost_model import Split, build_cost_model
 from budgetdsl.cost.memory import FP8_WEIGHT_BYTES, activation_bytes_per_layer, stage_memory
 from budgetdsl.hardware.gpus import GB, PRESETS
-from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.loader import load_plan
 from budgetdsl.plan.model import transformer_params
 from budgetdsl.solve.solver import solve
@@ -37,11 +36,6 @@ def test_the_shape_counts_the_published_llama_parameters(name):
                                  tied_embeddings=False)
     assert counted == published
 
-
-def write(tmp_path, text: str) -> pathlib.Path:
-    path = tmp_path / "plan.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
 
 
 LLAMA3_8B = """\
@@ -251,17 +245,7 @@ BAD = {
 
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_each_new_key_fails_located_with_a_hint(tmp_path, name, capsys):
-    model, hardware, message, hint = BAD[name]
-    path = write(tmp_path, f"name: bad\n{model}\n{hardware}\ntarget: {{min_tokens: 140B}}\nnoise: {{b_crit: 2M}}\n")
-    with pytest.raises(PlanError) as info:
-        load_plan(path)
-    text = "\n".join(d.format() for d in info.value.diagnostics)
-    assert message in text and hint in text, text
-    from budgetdsl.cli import main
-
-    assert main(["plan", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and message.split("error")[-1] in err
+    assert_refused_located(tmp_path, capsys, *BAD[name])
 
 
 def test_a_params_far_from_its_detailed_shape_is_a_located_warning(tmp_path):
