@@ -46,9 +46,13 @@ def searched_plan(seed: int):
 
 @pytest.mark.parametrize("seed", range(32))
 def test_a_searched_plan_ends_at_the_pick_of_the_whole_space(seed):
+    assert_pick_of_the_whole_space(searched_plan(seed))
+
+
+def assert_pick_of_the_whole_space(plan) -> None:
+    """solve()'s answer is the objective's pick among every placement on every pair (brute force)."""
     from budgetdsl.solve.solver import solve
 
-    plan = searched_plan(seed)
     want = _pick_of_every_pair(plan)
     got = solve(plan)
     if want is None:

@@ -9,21 +9,10 @@ from __future__ import annotations
 import pytest
 
 from budgetdsl.plan.model import Plan
-from tests.budgetdsl.test_search_exhaustive import searched_plan
-from tests.budgetdsl.test_search_space import _pick_of_every_pair
+from tests.budgetdsl.test_search_exhaustive import assert_pick_of_the_whole_space, searched_plan
 
 
 @pytest.mark.parametrize("objective", ["min_flops", "min_time", "min_cost"])
 @pytest.mark.parametrize("seed", range(100, 106))
 def test_a_searched_plan_ends_at_the_pick_of_the_whole_space_for_every_objective(seed, objective):
-    from budgetdsl.solve.solver import solve
-
-    plan = Plan.model_validate({**searched_plan(seed).model_dump(), "objective": objective})
-    want = _pick_of_every_pair(plan)
-    got = solve(plan)
-    if want is None:
-        assert not got.feasible
-        return
-    assert got.feasible
-    assert (got.gpus, got.batch.tokens, got.wall_clock_s, got.flops) == \
-        (want.gpus, want.batch, want.wall, want.flops), plan.model_dump(exclude_defaults=True)
+    assert_pick_of_the_whole_space(Plan.model_validate({**searched_plan(seed).model_dump(), "objective": objective}))
