@@ -29,6 +29,21 @@ def _track_once(args: argparse.Namespace, solution, metrics, seq_len):
     return analyse(line, solution, [f.path for f in files], seq_len), line
 
 
+def report_log_error(exc: Exception, command: str) -> int:
+    """Say why the logs could not be read — a located LogError, the missing `track` extra, or an
+    I/O error — and give the bad-input exit code."""
+    from budgetdsl.track.record import LogError
+
+    if isinstance(exc, LogError):
+        tell(inert(exc.format()))
+    elif isinstance(exc, ImportError):
+        tell(f"{command}: {exc}; {extra_hint('track')}")
+    else:
+        where = getattr(exc, "filename", None) or command
+        tell(inert(f"{where}: error[io]: {getattr(exc, 'strerror', None) or exc}"))
+    return ExitCode.INVALID
+
+
 def run(args: argparse.Namespace) -> int:
     from budgetdsl.commands._common import load_or_report
     from budgetdsl.solve.solver import solve
@@ -59,15 +74,8 @@ def run(args: argparse.Namespace) -> int:
         if args.follow:
             return _follow(args, solution, metrics, plan.model.seq_len)
         track, line = _track_once(args, solution, metrics, plan.model.seq_len)
-    except LogError as exc:
-        tell(inert(exc.format()))
-        return ExitCode.INVALID
-    except ImportError as exc:
-        tell(f"budgetdsl track: {exc}; {extra_hint('track')}")
-        return ExitCode.INVALID
-    except OSError as exc:  # a log removed or made unreadable while it was read
-        tell(inert(f"{exc.filename or 'budgetdsl track'}: error[io]: {exc.strerror or exc}"))
-        return ExitCode.INVALID
+    except (LogError, ImportError, OSError) as exc:  # OSError: a log removed or unreadable while read
+        return report_log_error(exc, "budgetdsl track")
     if args.plot:
         from budgetdsl.track.figure import draw
 

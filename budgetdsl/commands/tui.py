@@ -61,7 +61,7 @@ def _trace(args: argparse.Namespace):
     """The measured run of --run as the plot draws it (budgetdsl.track.trace), or an exit code
     after a located message: the logs are read once, before the terminal is taken over."""
     from budgetdsl.commands._common import load_or_report
-    from budgetdsl.io.terminal_text import inert
+    from budgetdsl.commands.track import report_log_error
     from budgetdsl.solve.solver import solve
     from budgetdsl.track.forecast import analyse
     from budgetdsl.track.metrics import MetricMap
@@ -79,15 +79,8 @@ def _trace(args: argparse.Namespace):
         files = expand(args.run)
         line = merge([timeline(f, metrics) for f in files])
         track = analyse(line, solution, [f.path for f in files], plan.model.seq_len)
-    except LogError as exc:
-        tell(inert(exc.format()))
-        return ExitCode.INVALID
-    except ImportError as exc:
-        tell(f"budgetdsl tui --run: {exc}; {extra_hint('track')}")
-        return ExitCode.INVALID
-    except OSError as exc:
-        tell(inert(f"{exc.filename or 'budgetdsl tui'}: error[io]: {exc.strerror or exc}"))
-        return ExitCode.INVALID
+    except (LogError, ImportError, OSError) as exc:
+        return report_log_error(exc, "budgetdsl tui --run")
     return trace_of(line, track, solution, plan.model.seq_len)
 
 
