@@ -51,7 +51,7 @@ def _price(cfg, opts, args, plan, say) -> tuple[float, int]:
     with the proxy's tokens per example."""
     from budgetdsl.calibrate.cluster import task_costs
     from budgetdsl.calibrate.factory import build_proxy
-    from budgetdsl.cost.flops import attention_flops_per_token
+    from budgetdsl.cost.flops import training_flops_per_token
     from budgetdsl.hardware.gpus import find_preset
     from budgetdsl.quantities.humanize import si
 
@@ -61,10 +61,7 @@ def _price(cfg, opts, args, plan, say) -> tuple[float, int]:
                         tokens_per_example=b.tokens_per_example)
     info, tpe = proxy.model_info, proxy.tokens_per_example
     conf = info.get("config") or {}
-    # f = 6N + 12·L·d·s (PaLM appendix B), 6N without the shape (Kaplan et al. 2020): cost/flops.py
-    f = 6.0 * info["n_params"]
-    if conf.get("n_layer") and conf.get("n_embd"):
-        f += attention_flops_per_token(conf["n_layer"], conf["n_embd"], tpe)
+    f = training_flops_per_token(info["n_params"], conf.get("n_layer"), conf.get("n_embd"), tpe)
     gpu = args.gpu or (plan.hardware.gpu if plan is not None else None)
     preset = find_preset(gpu) if gpu else None
     if gpu and preset is None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from budgetdsl.cost import memory as mem
 from budgetdsl.cost.experts import Experts, expert_data_parallel
-from budgetdsl.cost.flops import attention_flops_per_token, gemm_flops_per_layer
+from budgetdsl.cost.flops import gemm_flops_per_layer, training_flops_per_token
 from budgetdsl.cost.memory import activation_bytes_per_layer  # noqa: F401 - re-exported
 from budgetdsl.cost.throughput import (
     Breakdown,
@@ -251,13 +251,14 @@ def flops_per_token(plan: Plan) -> Coef:
                     f"{m.param_count:.4g}, top-{m.experts_per_token} of {m.experts} routed experts"
                     + (f" + {m.shared_experts} shared" if m.shared_experts else ""))
     if m.layers is not None and m.d_model is not None:
-        value = 6.0 * (m.active_param_count - untied) + attention_flops_per_token(m.layers, m.d_model, m.seq_len)
+        value = training_flops_per_token(m.active_param_count - untied, m.layers, m.d_model, m.seq_len)
         if untied:
             return Coef(value, "FLOP/token", DERIVED, "6(N − V·d) + 12·L·d·s (Korthikanti et al. 2022 appendix A "
                         "eq. 7: the LM head counted, the untied input embedding a lookup" + counted + ")")
         return Coef(value, "FLOP/token", DERIVED, "6N + 12·L·d·s (PaLM, appendix B; N counts embeddings "
                     "and LM head" + counted + ")")
-    return Coef(6.0 * m.param_count, "FLOP/token", DERIVED, "6N (shape unknown; Kaplan et al. 2020)")
+    return Coef(training_flops_per_token(m.param_count, None, None, m.seq_len), "FLOP/token", DERIVED,
+                "6N (shape unknown; Kaplan et al. 2020)")
 
 
 def _hardware_number(plan: Plan, key: str, preset_attr: str, unit: str) -> Coef:

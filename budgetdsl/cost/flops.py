@@ -12,6 +12,16 @@ def attention_flops_per_token(layers: float, d_model: float, seq_len: float) -> 
     return 12.0 * layers * d_model * seq_len
 
 
+def training_flops_per_token(params: float, layers: float | None, d_model: float | None,
+                             seq_len: float) -> float:
+    """6N + 12·L·d·s (PaLM, appendix B): 6 per matmul parameter (forward + backward) and the
+    attention scores; 6N alone (Kaplan et al. 2020) where the shape is unknown."""
+    flops = 6.0 * params
+    if layers and d_model:
+        flops += attention_flops_per_token(layers, d_model, seq_len)
+    return flops
+
+
 def gemm_flops_per_layer(layer_flops: float, d_model: float, seq_len: float) -> float:
     """One layer's linear-layer (GEMM) FLOPs per token: its FLOPs less the attention scores and
     values; never below 0 (a declared flops_per_token may count less)."""
