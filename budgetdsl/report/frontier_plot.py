@@ -135,10 +135,14 @@ def frontier_panel(sol: Solution, axes: str = "tokens-steps", points: int = 400)
 
 def pareto_front(sol: Solution) -> list[tuple[float, float, int, bool]]:
     """(GPU-hours, wall clock in days, GPUs, chosen) along the solution's Pareto front, by GPU-hours;
-    empty unless the front spans more than one GPU count (the count was searched)."""
+    empty unless the front spans more than one GPU count (the count was searched). The picture has
+    two axes: a point of the front that only its FLOPs keep there (another is as fast and as cheap)
+    is left out, unless it is the one chosen."""
     if len({p.gpus for p in sol.front}) < 2:
         return []
-    return sorted((p.gpu_hours, p.wall_clock_s / _DAY, p.gpus, p.chosen) for p in sol.front)
+    points = sorted((p.gpu_hours, p.wall_clock_s / _DAY, p.gpus, p.chosen) for p in sol.front)
+    return [p for p in points if p[3] or not any(
+        q[0] <= p[0] and q[1] <= p[1] and (q[0] < p[0] or q[1] < p[1]) for q in points)]
 
 
 def draw(sol: Solution, path: str, axes: str = "tokens-steps") -> None:
