@@ -136,7 +136,7 @@ def fit(line: Timeline, tokens_now: float, tokens_end: float) -> Growth:
     bounded = sum(1 for p in usable if p[3] and p[4])
     t_k = _t(max(bounded - 2, 1))
     if not k - t_k * se_k > 0:
-        raise NoRamp(f"k = {k:.3g} ± {t_k * se_k:.2g} (B_noise ∝ L^-k) is not > 0 at {CONFIDENCE:.0%}")
+        raise NoRamp(f"k = {k:.3g} ± {t_k * se_k:.2g} (B_noise ∝ L^-k) is not > 0 at {CONFIDENCE * 100:g} %")
     alpha_d, se_a, ln_loss_now, dof_a = _loss_slope(line, tokens_now)
     p = alpha_d * k
     se_p = math.sqrt((alpha_d * se_k) ** 2 + (k * se_a) ** 2)  # delta method, the fits independent

@@ -71,7 +71,7 @@ class GnsLog:
             small.append(sum(float(p.grad.pow(2).sum()) for p in params))
             for t, p in zip(total, params):
                 t += p.grad / len(batch)
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
         for t, p in zip(total, params):
             p.grad = t
         big = sum(float(t.pow(2).sum()) for t in total)
