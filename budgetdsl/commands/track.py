@@ -199,7 +199,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "interval, the deadline) to PATH (.svg or .png)")
     p.add_argument("--replan", action="store_true",
                    help="write the update the measurements call for into the plan (measured MFU, B_noise "
-                   "as B_crit, limits the forecast breaks) as a minimal diff; exit 0 once written")
+                   "as B_crit, the rest of the run, a batch ramp for it when the measured B_noise carries "
+                   "one) as a minimal diff; exit 0 once written")
     p.add_argument("--follow", action="store_true",
                    help="keep reading the growing logs and report whenever they gain records (JSON: one "
                    "object per line); ends when the planned tokens are done, or after --idle seconds")

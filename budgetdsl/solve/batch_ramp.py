@@ -30,7 +30,9 @@ reproduces the plan exactly). Limits: the proxy's run covers the part of trainin
 target trains much further down the loss curve, its late B_noise growth is not in the shape; the
 first points of a trajectory (warmup, an EMA still filling) are dropped, and before the first kept
 point B_noise is held at its first value; without a calibration (noise from b_crit or kaplan_loss)
-there is no trajectory and B_noise is taken constant, so stages can only cost, never save.
+there is no trajectory and B_noise is taken constant, so stages can only cost, never save — unless
+the stages carry their own b_noise (`NoiseTrajectory.from_stages`: what `budgetdsl track --replan`
+writes from the B_noise a run measured).
 
 Pure Python, no numpy: the planner imports this module.
 """

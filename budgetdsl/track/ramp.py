@@ -4,7 +4,7 @@ extrapolated over the tokens still to come, and stages placed on it as `batch_sc
 Two power laws of Kaplan et al. 2020 ("Scaling Laws for Neural Language Models"), each fitted to
 this run's own logs:
 - B_noise(L) = B*·L^(−k): their eq. 1.4, B_crit(L) = B*/L^(1/α_B), k = 1/α_B. Fitted to the
-  (loss, B_noise) points of the gns log by `budgetdsl.calibrate.fit.fit_power_law`, the fit of a
+  (loss, B_noise) points of the gns log by `budgetdsl.theory.power_law_fit`, the fit of a
   calibration file: weighted least squares in log space, each point weighted by its interval
   (an interval open at one end a censored point), the errors scaled by the Birge ratio when the
   points scatter more than their intervals say; k's interval takes Student's t (n − 2 degrees).
@@ -32,6 +32,8 @@ from budgetdsl.plan.model import Plan
 from budgetdsl.solve import batch_ramp as br
 from budgetdsl.solve.ramp_solution import launchable
 from budgetdsl.solve.solution import Solution
+from budgetdsl.theory.power_law_fit import FitError, fit_power_law
+from budgetdsl.theory.student_t import t_quantile
 from budgetdsl.track.forecast import Track
 from budgetdsl.track.replan import _round
 from budgetdsl.track.run import Timeline
@@ -77,8 +79,6 @@ class Growth:
 
 
 def _t(dof: int) -> float:
-    from budgetdsl.calibrate.noise import t_quantile
-
     return t_quantile(0.5 + CONFIDENCE / 2, dof)
 
 
@@ -114,8 +114,6 @@ def _loss_slope(line: Timeline, tokens_now: float) -> tuple[float, float, float,
 
 def fit(line: Timeline, tokens_now: float, tokens_end: float) -> Growth:
     """B_noise over the rest (module docstring), or NoRamp with the reason."""
-    from budgetdsl.calibrate.fit import FitError, fit_power_law
-
     pts = [p for p in _points(line) if p[0] <= tokens_now]
     usable = [p for p in pts if p[3] or p[4]]  # an interval bounded at one end at least
     if len(usable) < MIN_POINTS:
