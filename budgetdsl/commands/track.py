@@ -107,6 +107,8 @@ def _replan(args: argparse.Namespace, track, line, plan, solution) -> int:
             ramp, growth = ramp_changes(track, line, plan, solution, args.since_step)
         except NoRamp as exc:
             tell(inert(f"replan: no batch ramp: {exc}"))
+            if update.get("noise.b_crit") and plan.run is not None and plan.run.batch_schedule == "auto":
+                update["run.batch_schedule"] = None  # `auto` follows the calibration the measurement replaces
         else:
             update |= ramp
             tell(inert(f"replan: batch ramp: B_noise ∝ L^-k, k = {growth.k:.3g} ({growth.k_low:.3g}–"

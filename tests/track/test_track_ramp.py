@@ -160,3 +160,26 @@ def test_a_real_run_gets_a_ramp_that_plans_and_diffs(gns_run, tmp_path, capsys):
     metrics = {m["name"]: m for m in json.loads(capsys.readouterr().out)["plans"][0]["metrics"]}
     assert metrics["ramp_steps"]["old"] is None and metrics["ramp_steps"]["new"] == ramp["steps"]
     assert metrics["ramp_saves_steps"]["new"] == ramp["saves_steps"]
+
+
+def test_a_refused_ramp_drops_an_auto_schedule_whose_calibration_the_measurement_replaces(tmp_path, capsys):
+    """`batch_schedule: auto` follows noise.calibration; the measured B_noise replaces the calibration,
+    so without a ramp of its own the rest runs at a fixed batch (the plan stays valid)."""
+    from pathlib import Path
+
+    calibration = Path(__file__).resolve().parents[1] / "fixtures" / "calibration" / "sweep-gpt-micro-stdlib.json"
+    log = tmp_path / "run.csv"
+    lines = ["step,time,tokens,loss,b_noise,b_noise_low,b_noise_high"]
+    lines += [",".join("" if v is None else repr(v) for v in r) for r in rows(noise_steps=range(60, NOW + 1, 10))]
+    log.write_text("\n".join(lines) + "\n")
+    plan = tmp_path / "auto.yaml"
+    plan.write_text(open(_plan(tmp_path)).read().replace(
+        "noise: {b_crit: 512}", f"noise: {{calibration: {calibration}, at_loss: 2.4066, source: sweep}}").replace(
+        "micro_batch: 1}", "micro_batch: 1, batch_schedule: auto}"))
+    assert load_plan(plan).run.batch_schedule == "auto"
+    code = main(["track", str(plan), str(log), "--replan", "--format", "json"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "replan: no batch ramp: " in err and "replan: run.batch_schedule = (removed)" in err
+    written = load_plan(plan)
+    assert written.run.batch_schedule is None and written.noise.calibration is None and written.noise.b_crit
