@@ -8,8 +8,10 @@ numbers the answer rests on.
   plus 6·L·s·d·2 for attention scores and values); 6N when the shape is unknown (Kaplan et al.
   2020, section 2.1). The convention of MFU; hardware FLOPs (HFU) add recomputation.
 - Step time, `budgetdsl.cost.throughput`:
-  * declared `hardware.mfu` (a measured end-to-end MFU): T(B) = f·B/(G·P·u), nothing added; the
-    modelled compute/recompute/communication/bubble/optimizer shares are shown inside it.
+  * declared `hardware.mfu` (a measured end-to-end MFU): it holds where it was measured — the
+    plan's layout and micro-batch (`declared_anchor`) — and the modelled step, scaled by one factor
+    to pass through it there, says how the step changes away from that point (batch, accumulation,
+    layout, GPU count). Without a shape to model, T(B) = f·B/(G·P·u).
   * predicted (no mfu): T(B) = the sum of the modelled shares at the launched micro-batch; MFU and
     HFU follow from the layout.
   For the closed forms (deadline interval, minimum-time batch) T(B) is linear at a fixed
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from budgetdsl.cost import memory as mem
 from budgetdsl.cost.experts import Experts, expert_data_parallel
@@ -36,7 +38,6 @@ from budgetdsl.cost.throughput import (
     Layout,
     Shape,
     StepCost,
-    declared_step,
     linear_step_seconds,
     step_cost,
     step_seconds,
@@ -116,6 +117,7 @@ class CostModel:
     layout: Layout | None
     step_overhead: float
     _coefs: dict[str, Coef] = field(compare=False)  # the inputs; the derived ones added on first read
+    anchor: Anchor | None = None  # declared mode with a shape: the modelled step × anchor.scale
     _heavy: mem.StageMemory | None = field(default=None, compare=False)  # cached on construction
     _micro_max: int = field(default=0, compare=False)
     _step: StepCost | None = field(default=None, compare=False)  # T(b, m) in closed form (predicted)
@@ -138,8 +140,10 @@ class CostModel:
         object.__setattr__(self, "_heavy", mem.heaviest(list(self.stages)))
         object.__setattr__(self, "_micro_max", mem.micro_batch_max(list(self.stages),
                                                                    self.memory_per_device - self.reserve_bytes))
-        if self.mode != DECLARED and self.shape is not None and self.device is not None and self.layout is not None:
-            object.__setattr__(self, "_step", step_cost(self.shape, self.device, self.layout, self.step_overhead))
+        if self.shape is not None and self.device is not None and self.layout is not None and \
+                (self.mode != DECLARED or self.anchor is not None):
+            step = step_cost(self.shape, self.device, self.layout, self.step_overhead)
+            object.__setattr__(self, "_step", step if self.anchor is None else step.scaled(self.anchor.scale))
 
     # -- time ----------------------------------------------------------------------------------
     def breakdown(self, batch_tokens: float, grad_accum: int | None = None) -> Breakdown | None:
@@ -150,9 +154,8 @@ class CostModel:
             return None
         sequences = batch_tokens / self.seq_len
         micro = sequences / (self.data_parallel * grad_accum) if grad_accum else self._reference_micro
-        bd = _step_time(self.shape, self.device, self.layout, micro, sequences,
-                        0.0 if self.mode == DECLARED else self.step_overhead)
-        return declared_step(bd, self.mfu) if self.mode == DECLARED and self.mfu else bd
+        bd = _step_time(self.shape, self.device, self.layout, micro, sequences, self.step_overhead)
+        return bd if self.anchor is None else bd.scaled(bd.total * self.anchor.scale)
 
     @property
     def _reference_micro(self) -> float:
@@ -161,13 +164,14 @@ class CostModel:
         return float(max(1, self.micro_batch_max))
 
     def step_time(self, batch_tokens: float, grad_accum: int | None = None) -> float:
-        """T(B), seconds. Declared: f·B/(G·P·u). Predicted: the modelled step at `grad_accum`
-        micro-batches per step; without it, the linear form f·B/rate + c."""
+        """T(B), seconds: the modelled step (anchored with a declared MFU) at `grad_accum`
+        micro-batches per step; without it, the linear form f·B/rate + c; without a shape to model,
+        a declared MFU's f·B/(G·P·u)."""
         return step_time(self, batch_tokens, grad_accum)
 
     def linear_at(self, micro_batch: float) -> tuple[float, float]:
         """(rate, c) of T(B) = f·B/rate + c at a fixed micro-batch."""
-        if self.mode == DECLARED or self._step is None:
+        if self._step is None:
             return self.rate, self.fixed_time
         per_token, fixed = self._step.linear(micro_batch, self.data_parallel, self.seq_len)
         return self.flops_per_token / per_token, fixed
@@ -220,8 +224,9 @@ class CostModel:
 
 def step_time(cm, batch_tokens, grad_accum, xp=SCALAR):
     """`CostModel.step_time` of `cm`, or of a sweep's pairs (`cm`'s fields numpy arrays, `xp` numpy):
-    the one dispatch between the declared line and the modelled step (`throughput.step_seconds`)."""
-    if cm.mode == DECLARED or grad_accum is None:
+    the one dispatch between the line (a declared MFU without a shape, or no accumulation given)
+    and the modelled step (`throughput.step_seconds`)."""
+    if cm._step is None or grad_accum is None:
         return linear_step_seconds(cm.flops_per_token, batch_tokens, cm.rate, cm.fixed_time)
     micro_batch = batch_tokens / (cm.seq_len * cm.data_parallel * grad_accum)  # sequences per replica
     return step_seconds(cm._step, micro_batch, grad_accum, xp)
@@ -287,6 +292,62 @@ class ShapeUnknown(ValueError):
     """The memory or throughput model needs a shape the plan does not give."""
 
 
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """Where a declared MFU holds, and the factor that makes the modelled step pass through it there."""
+
+    scale: float  # k: every modelled time × k
+    where: str  # the reference configuration, for the assumptions
+
+
+_UNANCHORED = Anchor(1.0, "")  # the modelled step as it is: the reference's own cost model
+
+
+def declared_anchor(plan: Plan) -> Anchor | None:
+    """A declared `hardware.mfu` u is a measurement of one configuration (PaLM App. B's MFU of a
+    real run): the plan's layout (silent keys at the framework defaults, `auto` as 1 or none) on
+    its GPU count (a range: its first launchable count) at its micro-batch (`run.micro_batch`, else
+    the one the predicted mode takes: the largest that fits, one sequence with a pipeline) and its
+    global batch (`run.batch`; else many micro-batches per step, the per-step costs — exposed
+    gradient reduction, optimizer, bubble — amortized). There T = f·B/(G·P·u); k is that over the
+    modelled step, so the model keeps the batch, layout and GPU-count dependence (docs/cost-model.md,
+    "Declared MFU"). None without a declared MFU or a shape to model."""
+    hw, run = plan.hardware, plan.run
+    if hw.mfu is None:
+        return None
+    split = Split(0 if hw.zero == "auto" else int(hw.zero),
+                  1 if hw.tensor_parallel == "auto" else int(hw.tensor_parallel),
+                  1 if hw.pipeline_parallel == "auto" else int(hw.pipeline_parallel),
+                  "none" if hw.recompute == "auto" else str(hw.recompute), hw.flash_attention)
+    cp, _ = split.parallel(plan)
+    group = split.tensor_parallel * split.pipeline_parallel * cp
+    if isinstance(hw.gpus, int):
+        gpus = hw.gpus
+    else:
+        counts = _launchable_counts(hw.gpus.counts(), split.tensor_parallel, split.pipeline_parallel,
+                                    hw.gpus_per_node, cp, split.expert_group(plan))
+        gpus = counts[0] if counts else group
+    ref = build_cost_model(plan, max(gpus, group), split, _UNANCHORED)
+    step = ref._step
+    if step is None:
+        return None
+    dp, s = ref.data_parallel, ref.seq_len
+    micro = float(run.micro_batch) if run is not None and isinstance(run.micro_batch, int) else ref._reference_micro
+    per_token = ref.flops_per_token / (ref.gpus * ref.peak_flops * hw.mfu)  # the declared line, s per token
+    layout = f"TP {split.tensor_parallel} · PP {split.pipeline_parallel}" + (f" · CP {cp}" if cp > 1 else "")
+    where = f"{layout} on {ref.gpus:,} GPUs, micro-batch {micro:g}"
+    if run is not None and run.batch is not None:
+        n = max(1.0, run.batch / (s * dp))  # sequences per replica at the pinned batch
+        micro = min(micro, n)
+        m = n / micro  # micro-batches per step
+        k = per_token * n * dp * s / step.total(micro, m)
+        where += f", {m:g} per step (run.batch)"
+    else:
+        k = per_token / step.linear(micro, dp, s)[0]
+        where += ", many per step (the per-step costs amortized)"
+    return Anchor(k, where)
+
+
 def _device(plan: Plan, coefs: dict[str, Coef]) -> Device | None:
     """The throughput model's device; None without a preset or the numbers (declared mode only)."""
     hw = plan.hardware
@@ -317,9 +378,12 @@ def _fp8_peak(plan: Plan) -> Coef | None:
                 "kernels stay BF16")
 
 
-def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostModel:
+def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
+                     anchor: Anchor | None | Literal["plan"] = "plan") -> CostModel:
     """The cost model of `plan` on `gpus` GPUs (a count the plan allows), with `split` overriding
-    the plan's ZeRO stage / parallel degrees / recomputation to evaluate a remedy.
+    the plan's ZeRO stage / parallel degrees / recomputation to evaluate a remedy. `anchor`: a
+    declared MFU's (`declared_anchor(plan)`, computed here unless a caller that builds many cost
+    models of one plan passes it).
 
     Raises ShapeUnknown when activations cannot be estimated (no layers/d_model, no override), or
     utilization is to be predicted without a shape."""
@@ -382,13 +446,16 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None) -> CostM
         rate, fixed = gpus * peak.value * hw.mfu, 0.0
     else:
         rate, fixed = 0.0, 0.0  # set below, once the micro-batch maximum is known
+    if mode != DECLARED or shape is None:
+        anchor = None
+    elif anchor == "plan":
+        anchor = declared_anchor(plan)
     cm = CostModel(gpus=gpus, split=split, data_parallel=dp, seq_len=m.seq_len, params=m.param_count,
                    flops_per_token=f.value, peak_flops=peak.value, mode=mode, mfu=hw.mfu, rate=rate,
                    fixed_time=fixed, memory_per_device=memory.value, stages=tuple(stages),
                    reserve_bytes=reserve.value, shape=shape, device=device, layout=layout,
-                   step_overhead=overhead, _coefs=coefs)
-    if mode != DECLARED:
-        assert cm._step is not None  # T(B) = B·a + c at the reference micro-batch (throughput.StepCost.linear)
+                   step_overhead=overhead, _coefs=coefs, anchor=anchor)
+    if cm._step is not None:  # T(B) = B·a + c at the reference micro-batch (throughput.StepCost.linear)
         per_token, fixed_time = cm._step.linear(cm._reference_micro, dp, m.seq_len)
         object.__setattr__(cm, "rate", f.value / per_token)
         object.__setattr__(cm, "fixed_time", fixed_time)
@@ -414,15 +481,17 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
     t, p = split.tensor_parallel, split.pipeline_parallel
     if mode == DECLARED:
         assert hw.mfu is not None
-        coefs["mfu"] = Coef(hw.mfu, "1", DECLARED, "hardware.mfu: measured end-to-end (PaLM App. B); "
-                            "T(B) = f·B/(G·P·u), nothing added")
+        coefs["mfu"] = Coef(hw.mfu, "1", DECLARED, "hardware.mfu: measured end-to-end (PaLM App. B); " + (
+            f"holds at {cm.anchor.where}; elsewhere the modelled step × {cm.anchor.scale:.3g}"
+            if cm.anchor is not None else "T(B) = f·B/(G·P·u), nothing added (no shape to model)"))
     else:
         coefs["mfu"] = Coef(cm.rate / (gpus * peak.value), "1", DERIVED,
                             "predicted from the layout (budgetdsl.cost.throughput), batch-proportional part")
-    coefs["achieved_flops"] = Coef(cm.rate, "FLOP/s", DERIVED, "G·P·u" if mode == DECLARED else
-                                   "f / (seconds per token of T(B)), predicted")
+    line = mode == DECLARED and cm.anchor is None
+    coefs["achieved_flops"] = Coef(cm.rate, "FLOP/s", DERIVED, "G·P·u" if line else
+                                   "f / (seconds per token of T(B))" + (", anchored" if cm.anchor else ", predicted"))
     coefs["fixed_time"] = Coef(cm.fixed_time, "s", DERIVED,
-                               "nothing: inside the declared MFU" if mode == DECLARED else
+                               "nothing: inside the declared MFU" if line else
                                "bubble + exposed data-parallel reduction + optimizer step + step_overhead "
                                f"at micro-batch {cm._reference_micro:g}")
     if getattr(hw, "precision", "bf16") == "fp8" and cm.shape is not None:
@@ -534,7 +603,12 @@ _LAYOUT_KEYS = {"gpus", "tensor_parallel", "pipeline_parallel", "zero", "recompu
 def cost_model_key(plan: Plan) -> tuple:
     """What a cost model reads of a plan besides the GPU count and the layout (its `Split`): the
     key under which a caller's cache (`budgetdsl.solve.cache.SolveCache`) keeps cost models."""
-    return (plan.model.model_dump_json(), plan.hardware.model_dump_json(exclude=_LAYOUT_KEYS))
+    key = (plan.model.model_dump_json(), plan.hardware.model_dump_json(exclude=_LAYOUT_KEYS))
+    if plan.hardware.mfu is None:
+        return key
+    run = plan.run  # a declared MFU's reference configuration (`declared_anchor`)
+    return (*key, plan.hardware.model_dump_json(include=_LAYOUT_KEYS),
+            None if run is None else (run.batch, run.micro_batch))
 
 
 def launchable_counts(plan: Plan, counts: range | list[int]) -> list[int]:

@@ -8,8 +8,9 @@ layout search (issue #13) calls it per candidate.
 
 Two honest modes (the cost model picks one per plan):
 - declared: `hardware.mfu` is a measured end-to-end model-FLOPs utilization (PaLM's definition,
-  Chowdhery et al. 2022, appendix B). The step takes f·B/(G·P·u) and nothing is added on top; the
-  modelled shares below are scaled into it (`Breakdown.scaled`) to show where that time goes.
+  Chowdhery et al. 2022, appendix B). It holds at the configuration it was measured on; the model
+  below, every time scaled by one factor (`StepCost.scaled`, `Breakdown.scaled`), gives the step
+  elsewhere (`cost_model.declared_anchor`).
 - predicted: no mfu; the step time is the sum below, and utilization follows from the layout.
 
 The model, per micro-batch of b sequences of s tokens on the slowest pipeline stage (n layers,
@@ -311,6 +312,21 @@ class StepCost:
     def total(self, micro_batch: float, micro_batches: float) -> float:
         return step_seconds(self, micro_batch, micro_batches)
 
+    def scaled(self, k: float) -> StepCost:
+        """The same step with every time k times longer (T(b, m) is homogeneous of degree one in its
+        times: `exposed_dp` compares a collective with the compute window that hides it)."""
+        return StepCost(*scaled_step_fields(tuple(getattr(self, n) for n in self.__slots__), k))
+
+
+_STEP_TIMES = (0, 1, 2, 4, 5, 6, 8)  # the fields of StepCost in seconds (not zero3, not overlap)
+
+
+def scaled_step_fields(fields: tuple, k: float) -> tuple:
+    """StepCost's fields, or `step_cost_columns`' columns (same order; a column a list), with every
+    time multiplied by k: how a declared MFU anchors the modelled step (cost_model.declared_anchor)."""
+    return tuple(([x * k for x in f] if isinstance(f, list) else f * k) if i in _STEP_TIMES else f
+                 for i, f in enumerate(fields))
+
 
 def step_seconds(step, b, m, xp=SCALAR):
     """T(b, m) of a `StepCost` (class docstring): m micro-batches of b sequences per replica. The
@@ -541,13 +557,7 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
                      micro_batches=m, stage_layers=stages, ep_comm=m * ep_mb, cp_comm=m * cp_mb)
 
 
-def declared_step(breakdown: Breakdown, mfu: float) -> Breakdown:
-    """Declared mode: the step lasts f·B/(G·P·u); the modelled shares are scaled into it."""
-    total = breakdown.model_flops / (breakdown.gpus * breakdown.peak_flops * mfu)
-    return breakdown.scaled(total)
-
-
 __all__ = ["Shape", "Device", "Layout", "Breakdown", "COMPONENTS", "StepCost", "step_cost", "step_cost_columns",
-           "step_seconds", "exposed_dp", "linear_step_seconds", "step_time", "declared_step",
+           "step_seconds", "exposed_dp", "linear_step_seconds", "step_time", "scaled_step_fields",
            "dp_collective_time", "recompute_flops_per_token"]
 

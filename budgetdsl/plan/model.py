@@ -461,7 +461,9 @@ class Hardware(_Section):
         "default 10% of memory_per_device.", ge=0, le=MAX_BYTES, optional=True)
     mfu: float | None = _quantity(
         DIMENSIONLESS, "Measured end-to-end model FLOPs utilization u (PaLM appendix B: model FLOPs per "
-        "second over the whole run ÷ peak). Given: the step takes f·B/(G·P·u), nothing added on top. "
+        "second over the whole run ÷ peak). Given: it holds at the plan's layout, micro-batch and "
+        "run.batch (else with the per-step costs amortized); the modelled step, scaled to pass through "
+        "it there, gives the step elsewhere. "
         "Omitted: utilization is predicted from the layout (budgetdsl.cost.throughput).",
         ge=MIN_MFU, le=1, optional=True)
     network: float | None = _quantity(

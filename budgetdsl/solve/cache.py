@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from budgetdsl.cost.cost_model import CostModel, Split, build_cost_model, cost_model_key
+from budgetdsl.cost.cost_model import Anchor, CostModel, Split, build_cost_model, cost_model_key, declared_anchor
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
@@ -30,11 +30,12 @@ class SolveCache:
     """The tables `solve` fills and reads (see the module docstring); `forget_limits` empties what
     depends on the limits (placements, picks, the replay's records), as a search afresh meets it."""
 
-    __slots__ = ("cost_models", "model_keys", "spaces", "space_by_ident", "walks", "records", "placements",
-                 "picks")
+    __slots__ = ("cost_models", "anchors", "model_keys", "spaces", "space_by_ident", "walks", "records",
+                 "placements", "picks")
 
     def __init__(self) -> None:
         self.cost_models: OrderedDict[tuple, CostModel] = OrderedDict()  # (model key, gpus, split), LRU
+        self.anchors: dict[tuple, Anchor | None] = {}  # model key -> a declared MFU's anchor
         self.model_keys: dict[tuple[int, int], tuple[Any, Any, tuple]] = {}  # (id model, id hardware)
         self.spaces: OrderedDict[tuple, tuple] = OrderedDict()  # (model key, counts, layouts), LRU
         self.space_by_ident: dict[tuple[int, int], tuple] = {}  # (id model, id hardware) -> entry
@@ -68,10 +69,18 @@ class SolveCache:
         if cm is not None:
             self.cost_models.move_to_end(full)
             return cm
-        cm = self.cost_models[full] = build_cost_model(plan, gpus, split)
+        cm = self.cost_models[full] = build_cost_model(plan, gpus, split, self.anchor(key, plan))
         if len(self.cost_models) > COST_MODELS:
             self.cost_models.popitem(last=False)
         return cm
+
+    def anchor(self, key: tuple, plan: Plan) -> Anchor | None:
+        """`declared_anchor(plan)`, once per model key (it builds a cost model of its own)."""
+        if key not in self.anchors:
+            if len(self.anchors) >= IDENTS:
+                del self.anchors[next(iter(self.anchors))]
+            self.anchors[key] = declared_anchor(plan)
+        return self.anchors[key]
 
     def forget_limits(self) -> None:
         """Empty what depends on the limits: a solve then searches afresh on the kept cost models."""

@@ -108,7 +108,9 @@ def _at_configuration(cm: CostModel, cfg: Config) -> dict[str, Coefficient]:
         detail=cm.coefficients["fixed_time"].detail.rsplit(" at micro-batch", 1)[0] + at_micro)
     out["step_time"] = Coefficient(
         value=cm.step_time(cfg.batch, cfg.grad_accum), unit="s", origin="derived",
-        detail="T(B) = f·B/(G·P·u), declared MFU" if declared else
+        detail=("T(B) = f·B/(G·P·u), declared MFU" if cm.anchor is None else
+                f"the modelled step at micro-batch {cfg.micro_batch} × {cfg.grad_accum} accumulation, "
+                "anchored to the declared MFU (see mfu)") if declared else
         f"predicted at micro-batch {cfg.micro_batch} × {cfg.grad_accum} accumulation "
         "(budgetdsl.cost.throughput; see throughput.breakdown)")
     out["memory_at_micro_batch"] = Coefficient(

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from budgetdsl.cost.cost_model import DECLARED, CostModel, step_time
+from budgetdsl.cost.cost_model import CostModel, step_time
 from budgetdsl.cost.throughput import step_seconds
 from budgetdsl.theory import closed_forms_generated as cf
 from budgetdsl.theory.frontier import Frontier, balance_at, steps
@@ -405,7 +405,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
             best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
             return entry[0]
         walk_out(True, min(max(round(n_t), n_lo), n_hi), n_lo, n_hi, order, consider, _FALLBACK_SCAN)
-    if kind & 1 and cm._step is not None and cm.mode != DECLARED:
+    if kind & 1 and cm._step is not None:
         # The wall-clock objectives: the split the walk met is checked against every split
         # (`_wall_search`), as T is not linear in B across accumulation boundaries.
         flops = intervals.get("flops")

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, cast
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
 from budgetdsl.cost.memory import micro_batch_room, zero_divisors
-from budgetdsl.cost.throughput import BACKWARD_SHARE, Layout, StepCost, exposed_dp, step_cost_columns
+from budgetdsl.cost.throughput import (
+    BACKWARD_SHARE,
+    Layout,
+    StepCost,
+    exposed_dp,
+    scaled_step_fields,
+    step_cost_columns,
+)
 from budgetdsl.hardware.layout import gpu_unit
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.noise import NoiseEstimate
@@ -64,7 +71,7 @@ class Pair:
                      0 when not even one sequence fits
     data_parallel    dp = gpus / (t·p)
     step             the step time in closed form (`throughput.StepCost`: T(micro, accumulation));
-                     None with a declared MFU (T(B) = f·B/(G·P·u), `cost_model.CostModel.step_time`)
+                     None with a declared MFU and no shape (T(B) = f·B/(G·P·u), `CostModel.step_time`)
 
     Immutable, compared and hashed by these fields; a view of its layout's columns (`_Block`), so
     reading every pair of a space builds no `StepCost` until `step` is read."""
@@ -123,7 +130,7 @@ class Pair:
 class _Block:
     """One layout's pairs as columns (a space holds ~100,000 pairs; the search reads a few of them
     as `Pair`s): GPU counts ascending, micro-batch room, dp, and the step's fields
-    (`throughput.step_cost_columns`, None with a declared MFU)."""
+    (`throughput.step_cost_columns`, None with a declared MFU and no shape to model)."""
 
     __slots__ = ("layout", "split", "gpus", "micro", "dp", "step_columns", "_steps")
 
@@ -447,6 +454,8 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
                                                     fl.grad_bytes, fl.overlap, fl.context_parallel,
                                                     fl.expert_parallel, fl.expert_tensor_parallel),
                 gpus, family.step_overhead, shared)
+            if family.anchor is not None:  # a declared MFU: the modelled step anchored (cost_model.declared_anchor)
+                columns = scaled_step_fields(columns, family.anchor.scale)
         blocks.append(_Block(choice, own, gpus,
                              [room[i] for i in kept], [dps[i] for i in kept], columns))
     return SearchSpace(Pairs(blocks), considered, pruned, layouts, counts)
@@ -577,7 +586,7 @@ class _PairModel:
     def __init__(self, gpus: int, dp: int, ref: CostModel, step: StepCost | None):
         self.gpus, self.data_parallel, self.seq_len, self.flops_per_token = gpus, dp, ref.seq_len, ref.flops_per_token
         self.mode, self._step = ref.mode, step
-        # declared: T(B) = f·B/(G·P·u), as build_cost_model sets rate and fixed_time
+        # declared without a shape: T(B) = f·B/(G·P·u), as build_cost_model sets rate and fixed_time
         self.rate = gpus * ref.peak_flops * cast(float, ref.mfu) if ref.mode == DECLARED else 0.0
         self.fixed_time = 0.0
 
@@ -1161,8 +1170,8 @@ def lower_bound(ref: CostModel, gpus: int, dp: int, step: StepCost | None, fr: F
     """No configuration of this layout on `gpus` does better than this on any axis (wall clock,
     cost, FLOPs), each bound taken on its own. The step: T ≥ max of two lines in B for every
     micro-batch split that fits (`step_bound`: the per-sequence work, the least bubble, the
-    optimizer and overhead, and the least exposed data-parallel time); declared MFU: T(B) =
-    f·B/(G·P·u) exactly. With S(B) = S_min(1 + B_crit/B) the wall clock's least is `wall_bound`;
+    optimizer and overhead, and the least exposed data-parallel time); a declared MFU without a
+    shape: T(B) = f·B/(G·P·u) exactly. With S(B) = S_min(1 + B_crit/B) the wall clock's least is `wall_bound`;
     FLOPs ≥ f·E_min(1 + B/B_crit) at the smallest batch, one sequence per replica. Steps are
     rounded up, so the continuous frontier bounds them."""
     b_min = float(dp * ref.seq_len)

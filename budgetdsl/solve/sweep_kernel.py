@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
+from budgetdsl.cost.cost_model import CostModel, Split
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.solve.cache import SolveCache
 from budgetdsl.solve.objectives import OBJECTIVES, TOLERANCE, rank
@@ -150,8 +150,8 @@ def block(pairs: list[Pair], which: np.ndarray) -> Block:
         return np.array([get(p) for p in pairs], dtype=dtype)[which]
     mode = pairs[0].cm.mode
     step = None
-    if mode != DECLARED:
-        steps = [p.cm._step for p in pairs if p.cm._step is not None]  # every pair's, predicted
+    if pairs[0].cm._step is not None:
+        steps = [p.cm._step for p in pairs if p.cm._step is not None]  # every pair's: modelled or anchored
         zero3 = np.array([st.zero3 for st in steps], dtype=bool)[which]
         kinds = set(zero3.tolist())  # one kind: a plain bool (throughput.exposed_dp computes one side)
         step = Steps(**{n: np.array([getattr(st, n) for st in steps])[which] for n in _STEP},

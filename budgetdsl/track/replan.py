@@ -1,9 +1,11 @@
 """`budgetdsl track --replan`: the plan update that the run's measurements call for, written as a
 minimal diff with the editor the TUI uses (budgetdsl.plan.edit), for `budgetdsl diff` to show.
 
-- `hardware.mfu`: the measured end-to-end MFU of the launched layout (declared mode: T(B) =
-  f·B/(G·P·u), DESIGN.md section 2), so the plan predicts the throughput the run has; a layout the
-  solver searched is pinned to the one launched, since a measured MFU belongs to its layout;
+- `hardware.mfu`: the measured end-to-end MFU, so the plan predicts the throughput the run has; a
+  layout the solver searched is pinned to the one launched, since a measured MFU belongs to its
+  layout. A declared MFU holds at the plan's reference configuration and the modelled step, scaled
+  through it, gives the others (`cost_model.declared_anchor`), so the value written is the one
+  whose anchored model gives the measured MFU where the run was launched (`declared_mfu`);
 - `noise.b_crit`: the measured B_noise, when a gns file gave one (replacing `kaplan_loss` or
   `calibration`), with its interval as `noise.uncertainty`;
 - the rest of the run: once the logs show progress, the plan becomes the plan of what is left —
@@ -26,6 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from budgetdsl.cost.cost_model import Split, build_cost_model
 from budgetdsl.plan.model import Plan
 from budgetdsl.solve.solution import Solution
 from budgetdsl.track.forecast import Track
@@ -46,14 +49,16 @@ def changes(track: Track, plan: Plan, solution: Solution) -> dict[str, Any]:
     """Dotted plan path -> new value (None removes the key), as budgetdsl.plan.edit takes them."""
     out: dict[str, Any] = {}
     if track.mfu is not None:
-        out["hardware.mfu"] = _round(track.mfu)
+        layout: dict[str, Any] = {}
         if plan.hardware.mfu is None:  # the layout was searched at a predicted MFU: pin the launched one
             b = solution.batch
-            out |= {"hardware.tensor_parallel": b.tensor_parallel, "hardware.pipeline_parallel": b.pipeline_parallel}
+            layout = {"tensor_parallel": b.tensor_parallel, "pipeline_parallel": b.pipeline_parallel}
             if b.zero is not None:
-                out["hardware.zero"] = b.zero
+                layout["zero"] = b.zero
             if b.recompute is not None:
-                out["hardware.recompute"] = b.recompute
+                layout["recompute"] = b.recompute
+        out["hardware.mfu"] = _round(declared_mfu(plan, solution, track.mfu, layout))
+        out |= {f"hardware.{key}": value for key, value in layout.items()}
     if track.b_noise:
         out["noise.b_crit"] = _round(track.b_noise["tokens"])
         for key in ("kaplan_loss", "calibration", "at_loss"):
@@ -65,6 +70,27 @@ def changes(track: Track, plan: Plan, solution: Solution) -> dict[str, Any]:
             out["noise.uncertainty"] = _round(min(spread, 0.99), up=True)
     out |= rest(track, plan, solution)
     return out
+
+
+def declared_mfu(plan: Plan, solution: Solution, measured: float, layout: dict[str, Any]) -> float:
+    """The `hardware.mfu` whose anchored model gives `measured` on the launched configuration of
+    `solution` (with `layout` pinned): at every configuration the anchored MFU is proportional to
+    the declared u (the anchor's k is ∝ 1/u), so one evaluation at u = `measured` scales it. The
+    measured value itself where nothing is modelled (no shape: the line T = f·B/(G·P·u))."""
+    b = solution.batch
+    if not (solution.gpus and b.tokens and b.grad_accum and b.zero is not None and b.recompute is not None):
+        return measured
+    hardware = plan.hardware.model_copy(update={"mfu": measured, **layout})
+    trial = plan.model_copy(update={"hardware": hardware})
+    split = Split(b.zero, b.tensor_parallel, b.pipeline_parallel, b.recompute, plan.hardware.flash_attention,
+                  b.context_parallel, b.expert_parallel)
+    try:
+        at_launch = build_cost_model(trial, solution.gpus, split).breakdown(b.tokens, b.grad_accum)
+    except ValueError:  # ShapeUnknown: the solve that launched it would have said so
+        return measured
+    if at_launch is None or not at_launch.mfu > 0:
+        return measured
+    return measured * measured / at_launch.mfu
 
 
 def progress(track: Track) -> float | None:

@@ -38,18 +38,58 @@ def test_flops_per_token_palm_appendix_b():
     assert (c.value, c.origin) == (5e10, "declared")
 
 
-def test_a_declared_mfu_is_the_whole_step():
-    """Declared: T(B) = f·B/(G·P·u) — no communication, bubble or overhead on top, whatever the
-    layout; the breakdown's shares add up to exactly that step."""
+def _predicted(plan, gpus):
+    """The same plan without its declared MFU: the modelled step the anchor scales."""
+    hw = plan.hardware.model_copy(update={"mfu": None})
+    return build_cost_model(plan.model_copy(update={"hardware": hw}), gpus)
+
+
+def test_a_declared_mfu_holds_where_it_was_measured():
+    """A pinned run.batch and micro-batch: the step there is f·B/(G·P·u) exactly, whatever the
+    layout's bubble, collectives or overhead (they are inside the measurement)."""
     b = 4194304.0
     for hw in ({}, {"pipeline_parallel": 4}, {"zero": 3, "overlap": 0.0}, {"step_overhead": 0.5}):
-        cm = build_cost_model(make_plan(hardware=hw), 1024)
+        plan = make_plan(hardware=hw, run={"batch": b, "micro_batch": 1})
+        cm = build_cost_model(plan, 1024)
+        accum = b / (S * cm.data_parallel)
         expect = cm.flops_per_token * b / (1024 * 312e12 * 0.42)
-        assert cm.fixed_time == 0.0
-        for accum in (None, 1, 4):
-            assert cm.step_time(b, accum) == pytest.approx(expect, rel=1e-12)
-        bd = cm.breakdown(b, 1)
+        assert cm.step_time(b, accum) == pytest.approx(expect, rel=1e-12)
+        bd = cm.breakdown(b, accum)
         assert bd.total == pytest.approx(expect, rel=1e-12) and bd.mfu == pytest.approx(0.42, rel=1e-12)
+        assert "run.batch" in cm.coefficients["mfu"].detail
+
+
+def test_a_declared_mfu_scales_the_modelled_step_away_from_it():
+    """Elsewhere the step is the modelled one times one factor: the batch dependence (per-step
+    costs amortized over more micro-batches) survives, so a smaller batch costs more per token."""
+    plan = make_plan(hardware={"pipeline_parallel": 4}, run={"batch": 4194304.0, "micro_batch": 1})
+    cm, bare = build_cost_model(plan, 1024), _predicted(plan, 1024)
+    k = cm.anchor.scale
+    for accum in (1, 4, 64):
+        batch = accum * S * cm.data_parallel
+        assert cm.step_time(batch, accum) == pytest.approx(k * bare.step_time(batch, accum), rel=1e-12)
+    per_token = [cm.step_time(a * S * cm.data_parallel, a) / a for a in (1, 4, 64)]
+    assert per_token[0] > per_token[1] > per_token[2]  # the bubble, paid per step
+
+
+def test_without_a_pinned_batch_a_declared_mfu_is_the_many_micro_batch_rate():
+    """No run.batch: the MFU holds with the per-step costs amortized, so every finite accumulation
+    runs at or below it, approaching it as micro-batches are added."""
+    plan = make_plan(hardware={"pipeline_parallel": 4, "step_overhead": 0.5})
+    cm = build_cost_model(plan, 1024)
+    mfu = [cm.breakdown(a * S * cm.data_parallel, a).mfu for a in (1, 16, 4096)]
+    assert mfu[0] < mfu[1] < mfu[2] <= 0.42 and mfu[2] == pytest.approx(0.42, rel=2e-3)
+    assert "amortized" in cm.coefficients["mfu"].detail
+
+
+def test_a_declared_mfu_without_a_shape_is_the_line():
+    """Nothing to model: T(B) = f·B/(G·P·u), no fixed time."""
+    plan = make_plan(model={"layers": None, "d_model": None, "heads": None, "activation_bytes_per_token": 1e6})
+    cm = build_cost_model(plan, 1024)
+    b = 4194304.0
+    assert cm.anchor is None and cm.fixed_time == 0.0
+    for accum in (None, 1, 4):
+        assert cm.step_time(b, accum) == pytest.approx(cm.flops_per_token * b / (1024 * 312e12 * 0.42), rel=1e-12)
 
 
 def test_llama2_7b_plan_lands_on_the_published_gpu_hours():

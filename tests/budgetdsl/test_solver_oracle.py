@@ -199,11 +199,21 @@ PLANS = {
                               "pipeline_parallel": 1, "recompute": "none"},
                     budget={"deadline": 60 * DAY, "flops": None, "gpu_hours": None},
                     target={"tokens": 2.6e10, "at_batch": 4e6}, noise={"b_crit": 4e6}),
-    # a fixed count, declared MFU: every layout runs at the MFU; memory decides which fit
+    # a fixed count, declared MFU: the MFU holds at the plan's default layout (t = p = 1) and the
+    # modelled step, scaled through it, prices the searched ones; memory decides which fit
     "fixed-declared": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 2048},
                            hardware={"gpus": 64, "zero": "auto", "recompute": "auto", "tensor_parallel": "auto"},
                            budget={"deadline": 60 * DAY, "flops": None, "gpu_hours": None},
                            target={"tokens": 2.6e10, "at_batch": 1e6}, noise={"b_crit": 1e6}),
+    # issue 24: a fixed count, a declared MFU and a FLOP cap but no deadline. Where the declared
+    # MFU was the whole step, the smallest batch (one sequence per replica) won every objective by
+    # construction; anchored, the per-step costs price the small batches
+    "fixed-declared-flops": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16,
+                                        "seq_len": 2048},
+                                 hardware={"gpu": "H100-SXM5-80GB", "gpus": 64, "mfu": 0.4, "zero": None,
+                                           "overlap": None, "network": None},
+                                 budget={"deadline": None, "flops": 2.75e20, "gpu_hours": None},
+                                 target={"tokens": 2.6e10, "at_batch": 1e6}, noise={"b_crit": 1e6}),
     # a fixed count, predicted utilization: the layout sets the step time
     "fixed-predicted": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 2048},
                             hardware={"gpu": "H100-SXM5-80GB", "gpus": 32, "mfu": None, "zero": "auto",
