@@ -109,20 +109,25 @@ def _plan(tmp_path, name="proxy", micro=1) -> str:
     return str(path)
 
 
-def test_a_refused_ramp_leaves_the_rest_of_the_replan(tmp_path, capsys):
+@pytest.mark.parametrize("noise_steps, since, reason, left", [
+    (range(60, NOW + 1, 10), [], "5 B_noise points with an interval (a gns log: b_noise, b_noise_low, "
+     "b_noise_high); the fit needs 6", END - NOW),
+    (range(10, NOW + 1, 10), ["--since-step", "20"], "--since-step counts the tokens from step N, and "
+     "B_noise ∝ E^(α_D·k) needs the run's own tokens: replan from the whole run's logs", END - NOW + 20),
+])
+def test_a_refused_ramp_leaves_the_rest_of_the_replan(tmp_path, capsys, noise_steps, since, reason, left):
     log = tmp_path / "run.csv"
     lines = ["step,time,tokens,loss,b_noise,b_noise_low,b_noise_high"]
-    lines += [",".join("" if v is None else repr(v) for v in r) for r in rows(noise_steps=range(60, NOW + 1, 10))]
+    lines += [",".join("" if v is None else repr(v) for v in r) for r in rows(noise_steps=noise_steps)]
     log.write_text("\n".join(lines) + "\n")
     plan = _plan(tmp_path)
-    code = main(["track", plan, str(log), "--replan", "--format", "json"])
+    code = main(["track", plan, str(log), "--replan", "--format", "json", *since])
     err = capsys.readouterr().err
     assert code == 0, err
     refusals = [line for line in err.splitlines() if line.startswith("replan: no batch ramp: ")]
-    assert refusals == ["replan: no batch ramp: 5 B_noise points with an interval (a gns log: b_noise, "
-                        "b_noise_low, b_noise_high); the fit needs 6"]
+    assert refusals == [f"replan: no batch ramp: {reason}"]
     written = load_plan(plan)
-    assert written.target.tokens == (END - NOW) * BATCH and written.run.batch_schedule is None
+    assert written.target.tokens == left * BATCH and written.run.batch_schedule is None
 
 
 def test_a_real_run_gets_a_ramp_that_plans_and_diffs(gns_run, tmp_path, capsys):
