@@ -138,7 +138,7 @@ def fit(line: Timeline, tokens_now: float, tokens_end: float) -> Growth:
     alpha_d, se_a, ln_loss_now, dof_a = _loss_slope(line, tokens_now)
     p = alpha_d * k
     se_p = math.sqrt((alpha_d * se_k) ** 2 + (k * se_a) ** 2)  # delta method, the fits independent
-    t_p = _t(max(min(bounded, dof_a + 2) - 2, 1))
+    t_p = _t(max(min(bounded - 2, dof_a), 1))  # the fewer degrees of freedom of the two fits
     growth = Growth(k=k, k_low=k - t_k * se_k, k_high=k + t_k * se_k, b_star=law.b_star, alpha_d=alpha_d,
                     exponent=p, exponent_low=p - t_p * se_p, exponent_high=p + t_p * se_p,
                     points=len(usable), birge=math.sqrt(law.reduced_chi2), tokens_first=first,
