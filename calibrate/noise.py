@@ -16,6 +16,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from budgetdsl.theory.student_t import t_quantile
+
 
 def two_batch_estimates(sq_small: float, sq_big: float, b_small: float, b_big: float) -> tuple[float, float]:
     """Unbiased (|G|², tr Σ) from E|g_small|² and |g_big|² at the same weights (A.2, A.3)."""
@@ -75,20 +77,6 @@ def successive_difference_covariance(x: np.ndarray) -> tuple[np.ndarray, float] 
         return None
     d = np.diff(x, axis=0)
     return d.T @ d / (2.0 * (n - 1)), 2.0 * (n - 1) ** 2 / (3.0 * n - 4.0)
-
-
-def t_quantile(p: float, dof: float) -> float:
-    """Student-t quantile by the Cornish-Fisher expansion in the normal quantile (Abramowitz &
-    Stegun 26.7.5); within 0.2% of the exact value for dof >= 3, which is all we use."""
-    z = NormalDist().inv_cdf(p)
-    v = float(dof)
-    return (
-        z
-        + (z**3 + z) / (4 * v)
-        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
-        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
-    )
 
 
 def fieller_interval(

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from budgetdsl.calibrate.fit import FitError, fit_power_law, spaced
+from budgetdsl.calibrate.fit import spaced
 from budgetdsl.calibrate.noise import NoiseScaleTracker
 
 from budgetdsl.plan.calibration_file import (
@@ -23,6 +23,7 @@ from budgetdsl.plan.calibration_file import (
     Summary,
     TrajectoryPoint,
 )
+from budgetdsl.theory.power_law_fit import FitError, fit_power_law
 
 
 @dataclass

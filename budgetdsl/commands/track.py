@@ -86,20 +86,36 @@ def run(args: argparse.Namespace) -> int:
             return ExitCode.INVALID
     _write(args, track)
     if args.replan:
-        return _replan(args, track, plan, solution)
+        return _replan(args, track, line, plan, solution)
     return _code(track, solution)
 
 
-def _replan(args: argparse.Namespace, track, plan, solution) -> int:
-    """Write the plan update (budgetdsl.track.replan) into the plan's files; say what changed."""
+def _replan(args: argparse.Namespace, track, line, plan, solution) -> int:
+    """Write the plan update (budgetdsl.track.replan) into the plan's files, with a batch ramp for
+    the rest of the run when the measured B_noise carries one (budgetdsl.track.ramp); say what changed."""
     from budgetdsl.plan.diagnostics import PlanError
-    from budgetdsl.plan.edit import EditError, save_changes
+    from budgetdsl.plan.edit import EditError, render_flow, save_changes
+    from budgetdsl.track.ramp import NoRamp, ramp_changes
     from budgetdsl.track.replan import changes, progress
 
     if track.tokens_per_s is None:
         tell(inert(f"{args.plan}: nothing to replan: {track.reason}"))
         return _code(track, solution)
     update = changes(track, plan, solution)
+    if progress(track) is not None:
+        try:
+            ramp, growth = ramp_changes(track, line, plan, solution, args.since_step)
+        except NoRamp as exc:
+            tell(inert(f"replan: no batch ramp: {exc}"))
+            if update.get("noise.b_crit") and plan.run is not None and plan.run.batch_schedule == "auto":
+                update["run.batch_schedule"] = None  # `auto` follows the calibration the measurement replaces
+        else:
+            update |= ramp
+            tell(inert(f"replan: batch ramp: B_noise ∝ L^-k, k = {growth.k:.3g} ({growth.k_low:.3g}–"
+                       f"{growth.k_high:.3g}, {growth.points} points); L ∝ E^-α_D, α_D = {growth.alpha_d:.3g} "
+                       f"over the last doubling: B_noise grows ×{growth.growth():.3g} (×"
+                       f"{growth.growth(growth.exponent_low):.3g}–×{growth.growth(growth.exponent_high):.3g}) "
+                       "by the end of the run"))
     try:
         written = save_changes(args.plan, update)
     except PlanError as exc:
@@ -109,7 +125,7 @@ def _replan(args: argparse.Namespace, track, plan, solution) -> int:
         tell(inert(f"{args.plan}: error[replan]: {exc}"))
         return ExitCode.INVALID
     for key, value in update.items():
-        tell(inert(f"replan: {key} = {'(removed)' if value is None else value}"))
+        tell(inert(f"replan: {key} = {'(removed)' if value is None else render_flow(value)}"))
     tell(inert(f"replan: wrote {', '.join(written)}; `budgetdsl diff` shows what it changes"))
     if progress(track) is not None:
         since = track.steps_done + (args.since_step or 0)
@@ -185,7 +201,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "interval, the deadline) to PATH (.svg or .png)")
     p.add_argument("--replan", action="store_true",
                    help="write the update the measurements call for into the plan (measured MFU, B_noise "
-                   "as B_crit, limits the forecast breaks) as a minimal diff; exit 0 once written")
+                   "as B_crit, the rest of the run, a batch ramp for it when the measured B_noise carries "
+                   "one) as a minimal diff; exit 0 once written")
     p.add_argument("--follow", action="store_true",
                    help="keep reading the growing logs and report whenever they gain records (JSON: one "
                    "object per line); ends when the planned tokens are done, or after --idle seconds")

@@ -77,20 +77,56 @@ def render_scalar(value: Any) -> str:
     return json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
 
 
+def render_flow(value: Any) -> str:
+    """A value in YAML flow style: a scalar as `render_scalar`, `{a: 1}`, `[1, 2]`."""
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {render_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(render_flow(v) for v in value) + "]"
+    return render_scalar(value)
+
+
+def _block_list(items: list[Any], indent: int) -> str:
+    """A list as block-style lines at `indent`, one flow-style item a line (`- {until: 25%, ...}`)."""
+    return "".join(" " * indent + f"- {render_flow(item)}\n" for item in items)
+
+
 def _line_start(text: str, index: int) -> int:
     return text.rfind("\n", 0, index) + 1
+
+
+def _expand(source: MergedSource, changes: Mapping[str, Any]) -> list[tuple[Path, Any]]:
+    """(path, value) of each change; a list of mappings that replaces a list of as many mappings in
+    the plan file becomes one change per item key (the minimal diff: a stage's changed values)."""
+    out: list[tuple[Path, Any]] = []
+    for dotted, value in changes.items():
+        path: Path = tuple(dotted.split("."))
+        span = source.spans.get(path)
+        old = _get(source.data, path) if span is not None else None
+        if (isinstance(value, list) and isinstance(old, list) and len(old) == len(value)
+                and span is not None and span.file == source.files[0]
+                and all(isinstance(v, Mapping) for v in value) and all(isinstance(o, dict) for o in old)):
+            for i, (new_item, old_item) in enumerate(zip(value, old)):
+                out += [((*path, i, k), v) for k, v in new_item.items()]
+                out += [((*path, i, k), None) for k in old_item if k not in new_item]
+            continue
+        out.append((path, value))
+    return out
 
 
 def _plan_edits(source: MergedSource, changes: Mapping[str, Any]) -> list[Edit]:
     plan_file = source.files[0]
     edits: list[Edit] = []
-    additions: dict[Path, list[tuple[str, str]]] = {}
-    for dotted, value in changes.items():
-        path = tuple(dotted.split("."))
+    additions: dict[Path, list[tuple[str, Any]]] = {}
+    for path, value in _expand(source, changes):
+        dotted = ".".join(map(str, path))
         span = source.spans.get(path)
         if value is None:
             if span is not None:
                 edits.append(_deletion(source, path))
+            continue
+        if span is not None and isinstance(value, list):
+            edits.append(_list_replacement(source, path, value))
             continue
         if span is not None:
             if isinstance(_get(source.data, path), (dict, list)):
@@ -105,10 +141,27 @@ def _plan_edits(source: MergedSource, changes: Mapping[str, Any]) -> list[Edit]:
         parent = path[:-1]
         while parent and not (parent in source.spans and source.spans[parent].file == plan_file):
             parent = parent[:-1]
-        additions.setdefault(parent, []).append((".".join(path[len(parent):]), render_scalar(value)))
+        additions.setdefault(parent, []).append((".".join(map(str, path[len(parent):])), value))
     for section, entries in additions.items():
         edits.append(_addition(source, section, entries))
     return edits
+
+
+def _list_replacement(source: MergedSource, path: Path, value: list[Any]) -> Edit:
+    """A list written anew in the style of what it replaces: `- item` lines at the indentation of a
+    block list, else inline (`[...]` in place of an inline list or a scalar such as `auto`)."""
+    span = source.spans[path]
+    text = source.texts[span.file]
+    old = _get(source.data, path)
+    if span.flow or not isinstance(old, list) or not old or not value:
+        if "\n" in text[span.start:span.end].rstrip():
+            raise EditError(f"{'.'.join(map(str, path))} spans several lines; replace it by hand")
+        return Edit(span.file, span.start, span.end, render_flow(value))
+    end = source.spans[(*path, len(old) - 1)].end  # a block's end mark lies past what follows it
+    while end > span.start and text[end - 1] in " \n":
+        end -= 1
+    indent = span.start - _line_start(text, span.start)
+    return Edit(span.file, span.start, end, _block_list(value, indent).strip())
 
 
 def _replacement(text: str, file: str, start: int, end: int, new: str) -> Edit:
@@ -147,7 +200,7 @@ def _deletion(source: MergedSource, path: Path) -> Edit:
     return Edit(span.file, _line_start(text, key.start), line_end, "")
 
 
-def _addition(source: MergedSource, parent: Path, entries: list[tuple[str, str]]) -> Edit:
+def _addition(source: MergedSource, parent: Path, entries: list[tuple[str, Any]]) -> Edit:
     plan_file = source.files[0]
     text = source.texts[plan_file]
     nested = [(name.split("."), value) for name, value in entries]
@@ -161,13 +214,14 @@ def _addition(source: MergedSource, parent: Path, entries: list[tuple[str, str]]
         if close == -1 or any(len(n) > 1 for n, _ in nested):
             raise EditError(f"cannot add to the inline mapping {'.'.join(map(str, parent))}; edit it by hand")
         inner = text[span.start + 1:close].strip()
-        addition = ", ".join(f"{n[0]}: {v}" for n, v in nested)
+        addition = ", ".join(f"{n[0]}: {render_flow(v)}" for n, v in nested)
         return Edit(plan_file, close, close, (", " if inner else "") + addition)
     # A block mapping: add after its last line, at the indentation of its keys.
     first_key = min((k for p, k in source.key_spans.items() if p[:-1] == parent and k.file == plan_file),
                     key=lambda k: k.start)
     indent = first_key.start - _line_start(text, first_key.start)
-    end = span.end
+    # after its last entry's value: a block's own end lies past the comments that follow it
+    end = max(v.end for p, v in source.spans.items() if p[:-1] == parent and v.file == plan_file)
     while end > span.start and text[end - 1] in " \n":
         end -= 1
     line_end = text.find("\n", end)
@@ -177,12 +231,14 @@ def _addition(source: MergedSource, parent: Path, entries: list[tuple[str, str]]
     return Edit(plan_file, line_end, line_end, prefix + "".join(lines))
 
 
-def _block_lines(nested: list[tuple[list[str], str]], indent: int) -> list[str]:
+def _block_lines(nested: list[tuple[list[str], Any]], indent: int) -> list[str]:
     lines: list[str] = []
-    groups: dict[str, list[tuple[list[str], str]]] = {}
+    groups: dict[str, list[tuple[list[str], Any]]] = {}
     for names, value in nested:
-        if len(names) == 1:
-            lines.append(" " * indent + f"{names[0]}: {value}\n")
+        if len(names) == 1 and isinstance(value, list) and value:
+            lines.append(" " * indent + f"{names[0]}:\n" + _block_list(value, indent + 2))
+        elif len(names) == 1:
+            lines.append(" " * indent + f"{names[0]}: {render_flow(value)}\n")
         else:
             groups.setdefault(names[0], []).append((names[1:], value))
     for head, rest in groups.items():

@@ -749,6 +749,9 @@ class Stage(_Section):
     until: float = Fraction("End of the stage as a fraction of the run's tokens, e.g. '25%'; the last "
                             "stage ends at 100%.")
     batch: float = Count("Global batch in tokens during the stage.", ge=1, le=MAX_BATCH)
+    b_noise: float | None = Count("Mean B_noise (tokens) over the stage, as `budgetdsl track --replan` "
+                                  "extrapolates it: the stages are priced against it (all stages or none).",
+                                  ge=1, le=MAX_BATCH, optional=True)
 
 
 class Run(_Section):
@@ -784,7 +787,19 @@ class Run(_Section):
             if abs(ends[-1] - 1.0) > 1e-12:
                 raise PlanRuleError(f"batch_schedule.{len(ends) - 1}.until",
                                     "the last stage must end at 100% of the run")
+            given = [s.b_noise is not None for s in self.batch_schedule]
+            if any(given) and not all(given):
+                i = given.index(not given[0])
+                where = f"batch_schedule.{i}" + (".b_noise" if given[i] else "")
+                raise PlanRuleError(where, "give b_noise on every stage or on none: the stages' B_noise is "
+                                    "one trajectory over the run", "write each stage's mean B_noise "
+                                    "(budgetdsl track --replan does), or remove b_noise from every stage")
         return self
+
+    @property
+    def stage_b_noise(self) -> bool:
+        """The stages carry their B_noise (a trajectory the plan writes: budgetdsl track --replan)."""
+        return isinstance(self.batch_schedule, list) and self.batch_schedule[0].b_noise is not None
 
 
 class Optimizer(_Section):
@@ -838,6 +853,10 @@ class Plan(_Section):
             raise PlanRuleError("run.batch_schedule", "batch_schedule: auto plans the ramp from a "
                                 "calibration's B_noise trajectory; set noise.calibration",
                                 "or give the stages: [{until: 25%, batch: 1M}, {until: 100%, batch: 4M}]")
+        if self.run is not None and self.run.stage_b_noise and self.noise.calibration is not None:
+            raise PlanRuleError("run.batch_schedule.0.b_noise", "the stages' b_noise and noise.calibration "
+                                "each give a B_noise trajectory; a plan follows one",
+                                "remove b_noise from the stages, or replace noise.calibration by noise.b_crit")
         hw, m = self.hardware, self.model
         if m.heads is not None and m.heads % _degree(hw.tensor_parallel):
             raise PlanRuleError("hardware.tensor_parallel", f"heads ({m.heads}) must be divisible by "

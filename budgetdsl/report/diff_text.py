@@ -18,7 +18,10 @@ _LABELS = {
     "grad_accum": "accumulation", "data_parallel": "data parallel", "steps": "steps",
     "tokens": "tokens", "flops": "FLOPs", "wall_clock": "wall clock", "gpu_hours": "GPU-hours",
     "usd": "cost", "b_crit": "B_crit", "x": "x = B/B_crit", "s_over_smin": "S/S_min",
-    "e_over_emin": "E/E_min", "binding": "binding limit",
+    "e_over_emin": "E/E_min", "binding": "binding limit", "ramp_stages": "ramp stages",
+    "ramp_steps": "ramp steps", "ramp_tokens": "ramp tokens", "ramp_wall_clock": "ramp wall clock",
+    "ramp_saves_steps": "ramp saves steps", "ramp_saves_tokens": "ramp saves tokens",
+    "ramp_saves_wall_clock": "ramp saves wall clock",
 }
 _SUMMARY = ("batch", "steps", "wall_clock", "gpu_hours", "binding")
 
@@ -28,7 +31,7 @@ def _value(m: Metric, v: float | str | None) -> str:
         return "—"
     if isinstance(v, str):
         return v
-    if m.unit in ("steps", "sequences"):
+    if m.unit in ("steps", "sequences", "stages"):
         return f"{v:,.0f}"
     return human(m.unit, v)
 

@@ -79,18 +79,29 @@ class PlanDiff:
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted path -> value; a list of mappings (the stages of a batch schedule) one entry per item,
+    `path.0`, so a reviewer sees which stage moved."""
     if isinstance(data, dict):
         out: dict[str, Any] = {}
         for key, value in data.items():
             out.update(_flatten(value, f"{prefix}{key}."))
         return out
+    if isinstance(data, list) and data and all(isinstance(v, dict) for v in data):
+        return {f"{prefix}{i}": item for i, item in enumerate(data)}
     return {prefix[:-1]: data}
+
+
+def _path(dotted: str) -> tuple[str | int, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in dotted.split("."))
 
 
 def _show_input(path: str, value: Any) -> str | None:
     if value is None:
         return None
-    spec = field_spec(tuple(path.split(".")))
+    if isinstance(value, dict):  # an item of a list of mappings: `{until: 0.25, batch: 1.05M tokens}`
+        shown = ((k, _show_input(f"{path}.{k}", v)) for k, v in value.items())
+        return "{" + ", ".join(f"{k}: {v}" for k, v in shown if v is not None) + "}"
+    spec = field_spec(_path(path))
     if isinstance(spec, QuantitySpec) and isinstance(value, (int, float)) and not isinstance(value, bool):
         if spec.dim != DIMENSIONLESS:
             return quantity(float(value), spec.dim)
@@ -136,13 +147,27 @@ METRICS: list[tuple[str, str, Callable[[Solution], Any]]] = [
 ]
 
 
+#: What a batch ramp (`run.batch_schedule`) costs and saves against the fixed batch, shown when either
+#: version of the plan has one.
+RAMP_METRICS: list[tuple[str, str, Callable[[Solution], Any]]] = [
+    ("ramp_stages", "stages", lambda s: len(s.ramp.stages) if s.ramp else None),
+    ("ramp_steps", "steps", lambda s: s.ramp.steps if s.ramp else None),
+    ("ramp_tokens", "tokens", lambda s: s.ramp.tokens if s.ramp else None),
+    ("ramp_wall_clock", "s", lambda s: s.ramp.wall_clock_s if s.ramp else None),
+    ("ramp_saves_steps", "steps", lambda s: s.ramp.saves_steps if s.ramp else None),
+    ("ramp_saves_tokens", "tokens", lambda s: s.ramp.saves_tokens if s.ramp else None),
+    ("ramp_saves_wall_clock", "s", lambda s: s.ramp.saves_wall_clock_s if s.ramp else None),
+]
+
+
 def _number(v: Any) -> Any:
     return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
 def diff_solutions(old: Solution | None, new: Solution | None) -> list[Metric]:
+    ramp = any(s is not None and s.ramp is not None for s in (old, new))
     return [Metric(name, unit, _number(get(old)) if old else None, _number(get(new)) if new else None)
-            for name, unit, get in METRICS]
+            for name, unit, get in METRICS + (RAMP_METRICS if ramp else [])]
 
 
 def diff_plan(path: str, old: tuple[Plan, Solution] | None, new: tuple[Plan, Solution] | None,

@@ -30,7 +30,9 @@ reproduces the plan exactly). Limits: the proxy's run covers the part of trainin
 target trains much further down the loss curve, its late B_noise growth is not in the shape; the
 first points of a trajectory (warmup, an EMA still filling) are dropped, and before the first kept
 point B_noise is held at its first value; without a calibration (noise from b_crit or kaplan_loss)
-there is no trajectory and B_noise is taken constant, so stages can only cost, never save.
+there is no trajectory and B_noise is taken constant, so stages can only cost, never save — unless
+the stages carry their own b_noise (`NoiseTrajectory.from_stages`: what `budgetdsl track --replan`
+writes from the B_noise a run measured).
 
 Pure Python, no numpy: the planner imports this module.
 """
@@ -48,9 +50,14 @@ if TYPE_CHECKING:
 ASSUMPTION = ("B_noise has the same shape against the fraction of training progress (in minimal "
               "steps) in the proxy's run and the target run; its level is scaled so that its "
               "progress-average equals the plan's B_crit")
+STAGES_ASSUMPTION = ("B_noise over each stage is the stage's b_noise (the run's measured B_noise "
+                     "extrapolated by `budgetdsl track --replan`); its level is scaled so that its "
+                     "progress-average equals the plan's B_crit")
 # The longest proxy run whose trajectory a ramp follows: φ is summed once per proxy step, and the
 # file is untrusted (a last step of 10**12 looped for hours). `budgetdsl calibrate` runs 300 steps.
 MAX_PROXY_STEPS = 1_000_000
+# The progress over which B_noise steps from one stage's value to the next (from_stages).
+STEP_WIDTH = 1e-9
 
 
 def _short(step: int) -> str:
@@ -113,6 +120,29 @@ class NoiseTrajectory:
         """The same shape with ∫₀¹ B_noise dφ = b_crit (the fixed-batch B_crit = E_min/S_min)."""
         k = b_crit / self.mean()
         return NoiseTrajectory(self.progress, tuple(k * v for v in self.b_noise), self.source)
+
+    @classmethod
+    def from_stages(cls, stages: Sequence[tuple[float, float, float]],
+                    source: str = "the stages' b_noise") -> NoiseTrajectory:
+        """B_noise held at each stage's mean over the stage, from stages (until: fraction of the
+        run's tokens, batch tokens, mean B_noise tokens) as `budgetdsl track --replan` writes them.
+        A stage's tokens are S_min (B + b_noise) Δφ (module docstring), so its share of progress is
+        Δφ ∝ Δuntil / (B + b_noise). Each step between stages is a ramp STEP_WIDTH of progress wide
+        (the trajectory is piecewise linear): a stage's mean moves by less than that fraction."""
+        shares = [(until - before) / (batch + b) for before, (until, batch, b)
+                  in zip([0.0] + [u for u, _, _ in stages], stages)]
+        total = sum(shares)
+        progress, b_noise, acc = [0.0], [stages[0][2]], 0.0
+        for (_, _, b), share, after in zip(stages, shares, [*stages[1:], None]):
+            acc += share / total
+            end = 1.0 if after is None else acc
+            if progress[-1] < end:
+                progress.append(end)
+                b_noise.append(b)
+            if after is not None and progress[-1] < end + STEP_WIDTH < 1.0:
+                progress.append(end + STEP_WIDTH)
+                b_noise.append(after[2])
+        return cls(tuple(progress), tuple(b_noise), source)
 
     @classmethod
     def from_calibration(cls, cal: CalibrationFile, name: str = "calibration") -> NoiseTrajectory:

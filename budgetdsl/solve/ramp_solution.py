@@ -7,11 +7,26 @@ run, not a point of the frontier, and reads the B_noise trajectory of the calibr
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from budgetdsl.plan.noise import plan_error
 from budgetdsl.solve.context import Context
 from budgetdsl.solve.placement import Placement
 from budgetdsl.solve.solution import Ramp, RampStage
+
+
+def launchable(smallest: float, micro_batch: int, data_parallel: int,
+               seq_len: int) -> tuple[int, Callable[[float], float]]:
+    """The micro-batch of every stage and the snap of a stage's batch to whole accumulation steps.
+    One micro-batch for every stage (Megatron's schedules keep --micro-batch-size): the launched
+    one, or smaller when the smallest stage (`smallest` tokens) wants fewer sequences per replica."""
+    micro = max(1, min(micro_batch, int(smallest // (data_parallel * seq_len))))
+    unit = float(micro * data_parallel * seq_len)  # one accumulation step
+
+    def snap(batch: float) -> float:
+        return max(1, round(batch / unit)) * unit
+
+    return micro, snap
 
 
 def ramp(ctx: Context, pl: Placement) -> Ramp | None:
@@ -23,7 +38,14 @@ def ramp(ctx: Context, pl: Placement) -> Ramp | None:
     if run is None or run.batch_schedule is None or cfg is None:
         return None
     notes: list[str] = []
-    if ctx.noise.calibration is not None:  # read when the plan was loaded (noise_source.resolve_noise)
+    assumption = br.ASSUMPTION
+    if run.stage_b_noise:  # a trajectory the plan writes (budgetdsl track --replan), stage by stage
+        assert isinstance(run.batch_schedule, list)
+        traj = br.NoiseTrajectory.from_stages(
+            [(float(st.until), float(st.batch), float(st.b_noise or 0)) for st in run.batch_schedule],
+            "the stages' b_noise (run.batch_schedule), scaled to the plan's B_crit")
+        assumption = br.STAGES_ASSUMPTION
+    elif ctx.noise.calibration is not None:  # read when the plan was loaded (noise_source.resolve_noise)
         try:
             name = ctx.noise.calibration_name
             assert name is not None  # read with the calibration
@@ -35,18 +57,13 @@ def ramp(ctx: Context, pl: Placement) -> Ramp | None:
         notes.append("without a calibration there is no B_noise trajectory: B_noise is taken constant "
                      "over the run, so a ramp can only cost against the fixed batch")
     traj = traj.scaled_to_mean(fr.b_crit)
-    # One micro-batch for every stage (Megatron's schedules keep --micro-batch-size): the
-    # solution's, or smaller when the smallest stage wants fewer sequences per replica.
     if run.batch_schedule == "auto":
         bounds = br.auto_boundaries(traj, int(run.ramp_stages))
         smallest = min(float(run.ramp_x) * traj.mean(a, b) for a, b in zip(bounds, bounds[1:]))
     else:
         smallest = min(float(st.batch) for st in run.batch_schedule)
-    micro = max(1, min(cfg.micro_batch, int(smallest // (cfg.data_parallel * cm.seq_len))))
-    unit = float(micro * cfg.data_parallel * cm.seq_len)  # one accumulation step
-
-    def snap(batch: float) -> float:
-        return max(1, round(batch / unit)) * unit
+    micro, snap = launchable(smallest, cfg.micro_batch, cfg.data_parallel, cm.seq_len)
+    unit = float(micro * cfg.data_parallel * cm.seq_len)
 
     if run.batch_schedule == "auto":
         x = float(run.ramp_x)
@@ -81,7 +98,7 @@ def ramp(ctx: Context, pl: Placement) -> Ramp | None:
     if limit is not None and wall > limit:
         notes.append(f"the ramp's wall clock {human('s', wall)} exceeds the deadline {human('s', limit)}")
     return Ramp(schedule="auto" if run.batch_schedule == "auto" else "stages", x=x, micro_batch=micro,
-                trajectory=traj.source, assumption=br.ASSUMPTION, stages=stages, steps=steps,
+                trajectory=traj.source, assumption=assumption, stages=stages, steps=steps,
                 tokens=acc_tokens, flops=acc_tokens * cm.flops_per_token, wall_clock_s=wall,
                 fixed_steps=cfg.steps, fixed_tokens=cfg.tokens, fixed_wall_clock_s=cfg.wall,
                 saves_steps=cfg.steps - steps, saves_tokens=cfg.tokens - acc_tokens,

@@ -28,6 +28,6 @@ def read(path: str) -> Iterator[Record]:
         if point.b_simple_tokens is None:
             continue
         yield Record(step=point.step, where=f"trajectory[{index}]", tokens=float(point.tokens),
-                     b_noise=point.b_simple_tokens,
+                     loss=point.loss_smoothed, b_noise=point.b_simple_tokens,
                      b_noise_low=point.ci_low * per_example if point.ci_low is not None else None,
                      b_noise_high=point.ci_high * per_example if point.ci_high is not None else None)

@@ -16,7 +16,9 @@ minimal diff with the editor the TUI uses (budgetdsl.plan.edit), for `budgetdsl 
   reviewer sees in the diff what the run now needs. The solver then places the rest on the
   frontier at the measured MFU and B_crit (on a fixed batch, tokens and progress are proportional:
   E = E_min(1 + B/B_crit) at every point of the run, McCandlish et al. 2018 eq. 2.11, so the share
-  of tokens left is the share of E_min left). `budgetdsl track --since-step N` tracks the rest.
+  of tokens left is the share of E_min left). `budgetdsl track --since-step N` tracks the rest;
+- a batch ramp for the rest (`run.batch_schedule`, budgetdsl.track.ramp) when the measured B_noise
+  carries one, with `noise.b_crit` the progress-weighted mean B_noise of the rest.
 Measured values keep three significant digits (limits rounded up), so a diff shows a
 measurement, not noise; the tokens left are a whole count.
 """

@@ -43,13 +43,16 @@ class Restart:
 
 @dataclass(frozen=True, slots=True)
 class Noise:
-    """One B_noise measurement (tokens) at a step, with its interval when the log gives one."""
+    """One B_noise measurement (tokens) at a step, with its interval when the log gives one, and the
+    tokens and loss logged with it (a gns file: the loss its estimator smoothed with the same weights)."""
 
     step: int
     b_noise: float
     low: float | None
     high: float | None
     file: str
+    tokens: float | None = None
+    loss: float | None = None
 
 
 @dataclass
@@ -86,7 +89,8 @@ class Timeline:
         """Append one record in log order, applying the restart and time rules."""
         self.records += 1
         if record.b_noise is not None:
-            self.noise.append(Noise(record.step, record.b_noise, record.b_noise_low, record.b_noise_high, file))
+            self.noise.append(Noise(record.step, record.b_noise, record.b_noise_low, record.b_noise_high, file,
+                                    record.tokens, record.loss))
         n = len(self.steps)
         time = NAN if record.time is None else record.time
         if n:

@@ -119,3 +119,22 @@ def test_trajectory_from_the_calibration_fixture():
     assert t.progress[0] == 0.0 and t.progress[-1] == 1.0
     assert t.b_noise[-1] > 1.5 * t.b_noise[0]  # B_simple grows during the proxy's run
     assert math.isclose(t.b_noise[-1], cal.trajectory[-1].b_simple_tokens)
+
+
+@pytest.mark.parametrize("k", [2, 4, 7])
+def test_stages_with_their_b_noise_price_as_the_trajectory_they_came_from(k):
+    """Stages written with their mean B_noise (track --replan) rebuild a trajectory on which each
+    stage costs what it cost on the original: the same steps and tokens, stage by stage."""
+    costs = plan_auto(GROWING, S_MIN, k, 0.5, snap=lambda b: 4096 * max(1, round(b / 4096)))
+    total, done, written = sum(c.tokens for c in costs), 0.0, []
+    for c in costs:
+        done += c.tokens
+        written.append((done / total, c.batch, c.b_noise))
+    rebuilt = NoiseTrajectory.from_stages(written)
+    assert rebuilt.mean() == pytest.approx(GROWING.mean(), rel=1e-6)  # the progress-weighted mean
+    again = stages_from_token_fractions(rebuilt, S_MIN, [(u, b) for u, b, _ in written])
+    assert len(again) == k
+    for before, after in zip(costs, again):
+        assert after.b_noise == pytest.approx(before.b_noise, rel=1e-6)
+        assert after.steps == pytest.approx(before.steps, rel=1e-6)
+        assert after.tokens == pytest.approx(before.tokens, rel=1e-6)

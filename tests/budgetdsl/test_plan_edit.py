@@ -107,3 +107,39 @@ def test_text_that_is_not_a_plain_scalar_is_quoted():
 def test_a_section_cannot_be_replaced_by_a_scalar(plans):
     with pytest.raises(EditError):
         save_changes(plans / "llama2-7b.yaml", {"hardware": 3})
+
+
+_PROXY = ("name: p\nmodel: {params: 100k, layers: 2, d_model: 32, seq_len: 32, flops_per_token: 6e5}\n"
+          "hardware: {peak_flops: 1e12, memory_per_device: 8 GiB, gpus: 1, mfu: 0.01}\n"
+          "target: {tokens: 51200, at_batch: 256}\nnoise: {b_crit: 512}  # measured\n")
+_STAGES = [{"until": "31.2%", "batch": 512, "b_noise": 600}, {"until": "100%", "batch": 1024, "b_noise": 1100}]
+
+
+@pytest.mark.parametrize("run, written", [
+    # an inline `run` gets an inline list
+    ("run: {batch: 256, micro_batch: 8}\n",
+     ["-run: {batch: 256, micro_batch: 8}", "+run: {batch: 256, micro_batch: 8, batch_schedule: [{until: 31.2%, "
+      "batch: 512, b_noise: 600}, {until: 100%, batch: 1024, b_noise: 1100}]}"]),
+    # a block `run` gets block lines after its last entry, before a comment that follows the section
+    ("run:\n  batch: 256  # pinned\n  micro_batch: 8\n# the end\n",
+     ["+  batch_schedule:", "+    - {until: 31.2%, batch: 512, b_noise: 600}",
+      "+    - {until: 100%, batch: 1024, b_noise: 1100}"]),
+    # as many stages as before: only the changed values, a stage's comment kept
+    ("run:\n  batch_schedule:\n    - {until: 50%, batch: 256}  # first\n    - {until: 100%, batch: 1024}\n",
+     ["-    - {until: 50%, batch: 256}  # first", "-    - {until: 100%, batch: 1024}",
+      "+    - {until: 31.2%, batch: 512, b_noise: 600}  # first", "+    - {until: 100%, batch: 1024, b_noise: 1100}"]),
+    # another number of stages: the list anew, at its indentation, the section's other keys kept
+    ("run:\n  batch_schedule:\n    - {until: 50%, batch: 256}\n    - {until: 80%, batch: 512}\n"
+     "    - {until: 100%, batch: 2048}\n  # the ramp\n  micro_batch: 8\n",
+     ["-    - {until: 50%, batch: 256}", "-    - {until: 80%, batch: 512}", "-    - {until: 100%, batch: 2048}",
+      "+    - {until: 31.2%, batch: 512, b_noise: 600}", "+    - {until: 100%, batch: 1024, b_noise: 1100}"]),
+])
+def test_a_batch_schedule_is_written_as_a_list_in_the_files_own_style(tmp_path, run, written):
+    path = tmp_path / "p.yaml"
+    path.write_text(_PROXY + run)
+    save_changes(path, {"run.batch_schedule": _STAGES})
+    after = path.read_text()
+    assert changed_lines(_PROXY + run, after) == written
+    assert "# measured" in after and all(c in after for c in ("# pinned", "# the end", "# the ramp") if c in run)
+    schedule = load_plan(path).run.batch_schedule
+    assert [(s.until, s.batch, s.b_noise) for s in schedule] == [(0.312, 512, 600), (1.0, 1024, 1100)]

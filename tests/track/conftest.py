@@ -2,7 +2,9 @@
 
 `proxy_runs` trains tests/track/proxy_train.py twice: `whole`, STEPS steps in one go;
 `restarted`, killed with SIGKILL after step 120 (its last checkpoint at step 100), requeued for
-REQUEUE_S seconds, then resumed from that checkpoint in a new event file to step STEPS.
+REQUEUE_S seconds, then resumed from that checkpoint in a new event file to step STEPS. `gns_run`
+trains it on Markov text with B_simple logged every 10 steps (`--gns`), at a fast tick: its pace is
+not judged.
 """
 
 import os
@@ -36,3 +38,10 @@ def proxy_runs(tmp_path_factory):
     time.sleep(REQUEUE_S)  # in the queue again
     assert _train(restarted, "--resume") == 0
     return {"whole": whole / "tb", "restarted": restarted / "tb"}
+
+
+@pytest.fixture(scope="session")
+def gns_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("proxy") / "gns"
+    assert _train(out, "--gns", str(out / "gns.jsonl"), "--tick", "0.005") == 0
+    return {"tb": out / "tb", "gns": out / "gns.jsonl"}

@@ -96,6 +96,7 @@ def test_gns_calibration_file_gives_b_noise_with_its_interval():
     per_example = cal["provenance"]["batch"]["tokens_per_example"]
     last = [p for p in cal["trajectory"] if p["b_simple_tokens"] is not None][-1]
     assert got[-1].b_noise == last["b_simple_tokens"]
+    assert got[-1].loss == last["loss_smoothed"]  # the loss B_simple was measured at: the ramp's fit reads it
     if last["ci_low"] is not None:
         assert got[-1].b_noise_low == pytest.approx(last["ci_low"] * per_example)
 
