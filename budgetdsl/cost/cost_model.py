@@ -327,7 +327,10 @@ def declared_anchor(plan: Plan) -> Anchor | None:
         counts = _launchable_counts(hw.gpus.counts(), split.tensor_parallel, split.pipeline_parallel,
                                     hw.gpus_per_node, cp, split.expert_group(plan))
         gpus = counts[0] if counts else group
-    ref = build_cost_model(plan, max(gpus, group), split, _UNANCHORED)
+    try:
+        ref = build_cost_model(plan, max(gpus, group), split, _UNANCHORED)
+    except ShapeUnknown:  # the reference layout needs what the plan does not give: nothing to scale
+        return None
     step = ref._step
     if step is None:
         return None

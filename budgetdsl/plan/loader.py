@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from pydantic import Field, InstanceOf, ValidationError
+from pydantic import ConfigDict, Field, InstanceOf, ValidationError
 
 from budgetdsl.plan.diagnostics import Diagnostic, PlanError
 from budgetdsl.plan.model import Plan
@@ -42,6 +42,10 @@ class LoadedPlan(Plan):
     `source`, where every value was written (located errors, the calibration's path, an export's
     files); `resolved_noise`, the noise source as read then (`noise.resolve_noise`), so that
     `solve` reads no file. A copy (`model_copy`) keeps both."""
+
+    # built only by `loaded` (model_construct): no validator is needed, so none is built at import
+    # unless something validates or serializes one (pydantic's defer_build)
+    model_config = ConfigDict(defer_build=True)
 
     source: InstanceOf[MergedSource] = Field(exclude=True, repr=False)
     resolved_noise: InstanceOf[ResolvedNoise] | None = Field(None, exclude=True, repr=False)
