@@ -334,3 +334,27 @@ def test_memory_remedies_carry_their_price():
     full = remedies["hardware.recompute: full"].relative_step_time
     assert 1.25 < full < 1.4
     assert remedies["hardware.zero: 2"].relative_step_time == pytest.approx(1.0, abs=0.05)
+
+
+def test_the_declared_mfu_holds_at_the_reference_micro_batch_and_the_first_count_of_a_range():
+    """ZeRO-3 gathers every micro-batch, so the per-token rate depends on the micro-batch: the MFU
+    holds at the reference one (the largest that fits without a pipeline), many per step; a GPU
+    range's reference is its first launchable count, the others priced by the model."""
+    plan = make_plan(hardware={"zero": 3, "overlap": 0.0, "gpus": {"min": 512, "max": 2048, "step": 512}})
+    cm = build_cost_model(plan, 512)
+    micro, accum = cm.micro_batch_max, 4096
+    assert micro > 1
+    assert cm.breakdown(micro * accum * cm.data_parallel * S, accum).mfu == pytest.approx(0.42, rel=2e-3)
+    assert cm.breakdown(accum * cm.data_parallel * S, accum).mfu < 0.42 * 0.99  # one sequence per micro-batch
+    at_reference = cm.breakdown(micro * accum * cm.data_parallel * S, accum).mfu
+    wide = build_cost_model(plan, 2048)  # the same k: more replicas, a longer ring, a lower MFU
+    assert wide.anchor == cm.anchor
+    assert wide.breakdown(micro * accum * wide.data_parallel * S, accum).mfu < at_reference * (1 - 1e-4)
+
+
+def test_a_gpu_range_measures_its_declared_mfu_on_its_first_launchable_count():
+    batch = 4 * 512 * S
+    plan = make_plan(hardware={"zero": 3, "overlap": 0.0, "gpus": {"min": 512, "max": 2048, "step": 512}},
+                     run={"batch": batch, "micro_batch": 4})
+    assert build_cost_model(plan, 512).breakdown(batch, 1).mfu == pytest.approx(0.42, rel=1e-9)
+    assert "on 512 GPUs" in build_cost_model(plan, 1024).coefficients["mfu"].detail
