@@ -11,12 +11,17 @@ The space (each key the plan fixes stays fixed):
   ZeRO-2/3 under one); recompute: none, selective, full;
 and on each GPU count only the layouts that launch there (`budgetdsl.hardware.layout.launchable`).
 
-Pruning, exact under the throughput model: a ZeRO stage or recomputation beyond another only adds
-time (gathers, a recomputed forward) and only helps by letting a larger micro-batch fit. So a
-layout whose largest micro-batch is no larger than that of a layout with the same t and p and a
-lower-or-equal ZeRO stage and recomputation (one strictly lower) is never better on any axis, and
-is skipped (`dominated_by_simpler`). The brute-force oracle (tests/budgetdsl/test_solver_oracle.py)
-enumerates the space without this pruning.
+Pruning, exact under the throughput model, of the steps that only add time and only help by letting
+a larger micro-batch fit (`LayoutChoice.simpler`): more recomputation at the same ZeRO stage (a
+recomputed forward; the longer backward hides at most its own share of the one step's reduction,
+never more than the compute it adds), and ZeRO-2 over ZeRO-1 (the same sharded optimizer, gather
+and reduction, plus the other micro-batches' reductions). A layout whose largest micro-batch is no
+larger than such a simpler one's on the same GPU count is never better on any axis, and is skipped.
+Not pruned: ZeRO-1 against ZeRO-0 (its Adam step runs on a 1/dp shard and its traffic is a
+reduce-scatter and a bf16 gather where ZeRO-0 all-reduces fp32 gradients) and ZeRO-3 against
+ZeRO-2 (its gathers hide behind every micro-batch's compute, ZeRO-2's weight gather behind none):
+either can be the faster. The brute-force oracle (tests/budgetdsl/test_solver_oracle.py) enumerates
+the space without any pruning.
 """
 
 from __future__ import annotations
@@ -55,10 +60,11 @@ class LayoutChoice:
                 self.zero, RECOMPUTE_ORDER.index(self.recompute))
 
     def simpler(self) -> list[LayoutChoice]:
-        """The same t, p, cp and ep with one step less ZeRO or recomputation."""
+        """The same t, p, cp and ep one step simpler where the step only adds time (module
+        docstring): ZeRO-2 -> ZeRO-1, or one step less recomputation."""
         out = []
-        if self.zero > 0:
-            out.append(replace(self, zero=self.zero - 1))
+        if self.zero == 2:
+            out.append(replace(self, zero=1))
         r = RECOMPUTE_ORDER.index(self.recompute)
         if r > 0:
             out.append(replace(self, recompute=RECOMPUTE_ORDER[r - 1]))

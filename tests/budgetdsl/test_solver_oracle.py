@@ -189,13 +189,13 @@ PLANS = {
                                     "recompute": "none"},
                           budget={"deadline": 60 * DAY, "flops": None, "gpu_hours": None},
                           target={"tokens": 2.6e10, "at_batch": 4e6}, noise={"b_crit": 4e6}),
-    # a free count, predicted, context parallelism 2 on long sequences: GPUs = t·p·cp·dp. ZeRO is
-    # pinned: with cp the ZeRO-1 shards span dp·cp ranks even at dp = 1, and its reduce-scatter and
-    # bf16 gather can undercut ZeRO-0's exposed fp32 all-reduce at the same micro-batch room, which
-    # the search's simpler-layout pruning (search_space: ZeRO only adds time) does not foresee
+    # a free count, predicted, context parallelism 2 on long sequences: GPUs = t·p·cp·dp. With cp
+    # the ZeRO-1 shards span dp·cp ranks even at dp = 1, and its sharded optimizer step and bf16
+    # gather can undercut ZeRO-0's exposed fp32 all-reduce at the same micro-batch room: the
+    # simpler-layout pruning must not drop ZeRO-1 for ZeRO-0 (layout_search.LayoutChoice.simpler)
     "free-cp": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 16384},
                     hardware={"gpu": "H100-SXM5-80GB", "gpus": {"min": 8, "max": 32, "step": 8}, "mfu": None,
-                              "context_parallel": 2, "zero": 1, "tensor_parallel": "auto",
+                              "context_parallel": 2, "zero": "auto", "tensor_parallel": "auto",
                               "pipeline_parallel": 1, "recompute": "none"},
                     budget={"deadline": 60 * DAY, "flops": None, "gpu_hours": None},
                     target={"tokens": 2.6e10, "at_batch": 4e6}, noise={"b_crit": 4e6}),
