@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -115,9 +116,11 @@ class Task:
 
 
 def tasks_of(cfg: SweepConfig) -> list[Task]:
+    """One task per (batch, seed), seed by seed; the pilot is the first seed's smallest batch."""
     pilot = cfg.target_loss is None
-    smallest = min(cfg.batches)
-    return [Task(b, cfg.base.seed, pilot and b == smallest) for b in sorted(cfg.batches)]
+    smallest, first = min(cfg.batches), cfg.seed_list[0]
+    return [Task(b, seed, pilot and b == smallest and seed == first)
+            for seed in cfg.seed_list for b in sorted(cfg.batches)]
 
 
 def task_dir(folder: Path, key: str) -> Path:
@@ -135,8 +138,8 @@ def config_to_dict(cfg: SweepConfig) -> dict:
 def config_from_dict(d: dict) -> SweepConfig:
     values = dict(d)
     base = RunConfig(**values.pop("base"))
-    for k in ("batches", "lr_grid"):
-        values[k] = tuple(values[k])
+    for k in ("batches", "lr_grid", "seeds"):
+        values[k] = tuple(values.get(k, ()))
     return SweepConfig(base=base, **values)
 
 
@@ -292,9 +295,13 @@ def states(folder: Path, manifest: dict, slurm: bool = True) -> list[TaskState]:
             st.reason = "Slurm did not answer (squeue); looking again"
             out.append(st)
             continue
-        if manifest.get("executor") == "kubernetes":
+        if manifest.get("executor") in ("kubernetes", "local"):
             if err.exists():
                 st.state, st.reason = "failed", _safe_json(err).get("error", "the task raised")
+            elif manifest.get("executor") == "local" and (task_dir(folder, key) / "ckpt.pt").exists():
+                st.state, st.reason = "failed", "stopped before its end; its state is in ckpt.pt"
+            elif manifest.get("executor") == "local":
+                st.reason = "not run yet"
         elif st.job is None:
             st.state, st.reason = "failed", "never submitted"
         elif st.job in queue:
@@ -347,7 +354,7 @@ def progress_table(sts: list[TaskState]) -> str:
 # --- submission -----------------------------------------------------------------------------
 
 def prepare(folder: Path, cfg: SweepConfig, out: Path, opts: SlurmOptions, command: list[str],
-            tokens_per_example: int | None = None) -> dict:
+            tokens_per_example: int | None = None, executor: str = "slurm") -> dict:
     """Make the sweep folder and its manifest (nothing submitted yet); ClusterError when the folder
     already holds another sweep."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -358,7 +365,7 @@ def prepare(folder: Path, cfg: SweepConfig, out: Path, opts: SlurmOptions, comma
         "version": MANIFEST_VERSION, "config": config_to_dict(cfg), "out": str(Path(os.path.abspath(out))),
         "slurm": asdict(opts), "command": command, "created": time.time(),
         "tasks": [{"key": t.key, "batch": t.batch, "seed": t.seed, "pilot": t.pilot} for t in tasks_of(cfg)],
-        "jobs": {}, "attempts": [], "executor": "slurm", "tokens_per_example": tokens_per_example,
+        "jobs": {}, "attempts": [], "executor": executor, "tokens_per_example": tokens_per_example,
     }
     write_manifest(folder, manifest)
     return manifest
@@ -498,7 +505,7 @@ def _run_task(folder: Path, key: str, say: Callable[[str], None], wait_s: float)
         reached = [r["steps_to_target"] for r in pilot["runs"] if r.get("steps_to_target") is not None]
         if reached:  # as the local sweep: evaluations spread over the steps a smaller batch needed
             expected = min(reached)
-    trainer = _Trainer(cfg, device, amp)
+    trainer = _Trainer(cfg, device, amp, seed=task["seed"])
     tdir = task_dir(folder, key)
     tdir.mkdir(parents=True, exist_ok=True)
     ckpt = TaskCheckpoint(tdir / "ckpt.pt", CHECKPOINT_EVERY)
@@ -507,7 +514,7 @@ def _run_task(folder: Path, key: str, say: Callable[[str], None], wait_s: float)
     if stopped:  # scancel or a preemption: the state is in ckpt.pt, Slurm says why the job ended
         say(f"task {key}: stopped by signal {stop.signum}; its state is in {ckpt.path}")
         raise SystemExit(128 + (stop.signum or 0))
-    best = _best_of(tried)[task["batch"]]
+    best = _best_of(tried)[(task["batch"], task["seed"])]
     tpe = trainer.tpe
     runs = [_sweep_run(r, r is best, tpe).model_dump(mode="json") for r in tried]
     cal = _reference_calibration(cfg, trainer, best, tuple(manifest["command"]), False)
@@ -536,7 +543,7 @@ def assemble(folder: Path, manifest: dict, sts: list[TaskState], min_batches: in
     """The calibration file from the finished tasks, as the local sweep writes it: the runs, the
     fit (only over at least `min_batches` batches that reached the target), the comparison; a
     sweep short of tasks is marked partial (`interrupted`) with the reason."""
-    from budgetdsl.calibrate.sweep import compare, fit_sweep
+    from budgetdsl.calibrate.sweep import compare, fit_sweep, seed_spread
 
     from budgetdsl.plan.calibration_file import CalibrationFile, Sweep, SweepRun
 
@@ -546,7 +553,7 @@ def assemble(folder: Path, manifest: dict, sts: list[TaskState], min_batches: in
                and (r := _read_result(result_path(folder, t["key"]))) is not None]
     if not results:
         return None, 0
-    results.sort(key=lambda r: r["batch"])
+    results.sort(key=lambda r: (r["batch"], r["seed"]))
     runs = [SweepRun.model_validate(x) for r in results for x in r["runs"]]
     tpe = results[0]["tokens_per_example"]
     target = results[0]["target_loss"]
@@ -558,6 +565,7 @@ def assemble(folder: Path, manifest: dict, sts: list[TaskState], min_batches: in
                                 f"({', '.join(map(str, reached)) or 'none'}); the fit needs at least {min_batches}")
     comparison = compare([x for x in runs if x.best and x.reached], fit.b_crit_examples if fit else None, tpe,
                          cfg.base.confidence)
+    seeds, steps_by_batch, seed_fits = seed_spread(runs, tpe, cfg.base.confidence)
     missing = [s for s in sts if s.state != "done"]
     partial = bool(missing)
     reason = (f"partial sweep: {len(done)} of {len(sts)} tasks collected; missing "
@@ -569,8 +577,10 @@ def assemble(folder: Path, manifest: dict, sts: list[TaskState], min_batches: in
         warmup_steps=cfg.warmup, max_steps=cfg.steps_limit, batches=sorted(cfg.batches), tokens_per_example=tpe,
         runs=runs, fit=fit, fit_error=fit_error,
         comparison=comparison if fit or comparison.b_simple_examples else None, seconds=seconds,
-        interrupted=partial)
-    by_batch = {r["batch"]: r for r in results}
+        interrupted=partial, seeds=seeds if len(cfg.seed_list) > 1 else [], steps_by_batch=steps_by_batch,
+        seed_fits=seed_fits)
+    first = cfg.seed_list[0]  # the reference run is the first seed's
+    by_batch = {r["batch"]: r for r in results if r["seed"] == first}
     ref = by_batch.get(cfg.reference) or results[0]
     cal = CalibrationFile.model_validate(ref["calibration"])
     cal = cal.model_copy(update={"sweep": section, "interrupted": partial, "stop_reason": reason})
@@ -581,47 +591,104 @@ def collect(folder: Path, *, wait: bool = True, poll_s: float = 10.0, min_batche
             say: Callable[[str], None] | None = None, out: Path | None = None) -> Collected:
     """Gather the finished tasks into the calibration file, refitting as each arrives; with `wait`,
     until no task is pending or running. One collector per folder (`collect.lock`)."""
-    from budgetdsl.plan.calibration_file import write_calibration
-
     say = say or (lambda _msg: None)
     folder = Path(folder)
     manifest = read_manifest(folder)
-    out = Path(out) if out is not None else Path(manifest["out"])
     if wait and manifest.get("executor", "slurm") == "slurm" and shutil.which("squeue") is None:
         raise ClusterError("no Slurm here (`squeue` is not on PATH) to follow the tasks: collect where the sweep "
                            "was submitted, or add --no-wait to gather the finished tasks only")
+    with _collector(folder):
+        return _gather(folder, manifest, wait=wait and manifest.get("executor") != "local", poll_s=poll_s,
+                       min_batches=min_batches, say=say, out=out)
+
+
+@contextmanager
+def _collector(folder: Path):
+    """Hold `<folder>/collect.lock`: one process gathers (or, locally, runs) a sweep's tasks."""
     try:
         with out_lock(folder / "collect", flag="--collect"):
-            seen: tuple = ()
-            result = Collected(None)
-            while True:
-                sts = states(folder, manifest)
-                now = tuple((s.key, s.state, s.slurm) for s in sts)
-                if now != seen:
-                    for line in (progress_line(sts), *progress_table(sts).splitlines()):
-                        say(line)
-                    done_before = {k for k, st, _ in seen if st == "done"}
-                    done_now = {s.key for s in sts if s.state == "done"}
-                    if done_now != done_before or result.calibration is None:
-                        cal, n = assemble(folder, manifest, sts, min_batches)
-                        if cal is not None:
-                            write_calibration(out, cal)
-                            fit = cal.sweep.fit  # type: ignore[attr-defined]
-                            say(f"refit over {n} of {len(sts)} batches: B_crit = {fit.b_crit_examples:.3g} examples"
-                                if fit else f"no fit yet: {cal.sweep.fit_error}")  # type: ignore[attr-defined]
-                        result = Collected(cal, sts, n)
-                    seen = now
-                result.states = sts
-                active = [s for s in sts if s.state in ("pending", "running")]
-                if not wait or not active:
-                    result.complete = all(s.state == "done" for s in sts)
-                    return result
-                time.sleep(poll_s)
+            yield
     except OutLocked as exc:
         pid = re.search(r" \(pid \d+\)", str(exc))
         raise ClusterError(f"--collect {folder}: another collector{pid.group(0) if pid else ''} is following this "
                            f"sweep (it holds {folder / 'collect.lock'}); wait for it, or stop it and collect "
                            "again: nothing is lost, the results stay in the tasks' folders") from None
+
+
+def _gather(folder: Path, manifest: dict, *, wait: bool, poll_s: float, min_batches: int,
+            say: Callable[[str], None], out: Path | None, seen: tuple = ()) -> Collected:
+    from budgetdsl.plan.calibration_file import write_calibration
+
+    out = Path(out) if out is not None else Path(manifest["out"])
+    several = len(config_from_dict(manifest["config"]).seed_list) > 1
+    result = Collected(None)
+    while True:
+        sts = states(folder, manifest)
+        now = tuple((s.key, s.state, s.slurm) for s in sts)
+        if now != seen:
+            for line in (progress_line(sts), *progress_table(sts).splitlines()):
+                say(line)
+            done_before = {k for k, st, _ in seen if st == "done"}
+            done_now = {s.key for s in sts if s.state == "done"}
+            if done_now != done_before or result.calibration is None:
+                cal, n = assemble(folder, manifest, sts, min_batches)
+                if cal is not None:
+                    write_calibration(out, cal)
+                    fit = cal.sweep.fit  # type: ignore[attr-defined]
+                    unit = "tasks (batch, seed)" if several else "batches"
+                    say(f"refit over {n} of {len(sts)} {unit}: B_crit = {fit.b_crit_examples:.3g} examples"
+                        if fit else f"no fit yet: {cal.sweep.fit_error}")  # type: ignore[attr-defined]
+                result = Collected(cal, sts, n)
+            seen = now
+        result.states = sts
+        active = [s for s in sts if s.state in ("pending", "running")]
+        if not wait or not active:
+            result.complete = all(s.state == "done" for s in sts)
+            return result
+        time.sleep(poll_s)
+
+
+def run_local(folder: Path, keys: list[str] | None = None, *, min_batches: int = MIN_BATCHES,
+              say: Callable[[str], None] | None = None) -> tuple[Collected, bool]:
+    """Run a local sweep's tasks (`keys`, default every task without a result) one after another in
+    this process, the pilot first, refitting after each: (what was collected, whether Ctrl-C
+    stopped it). A task that raises is left failed (its `error.json`) and the next one runs; the
+    others stop when the pilot fails, since they need its target. `--collect DIR --retry-failed`
+    reruns what is not done, each task resuming from its checkpoint."""
+    say = say or (lambda _msg: None)
+    manifest = read_manifest(folder)
+    order = [t for t in manifest["tasks"] if t["pilot"]] + [t for t in manifest["tasks"] if not t["pilot"]]
+    with _collector(folder):
+        todo = [t["key"] for t in order if (keys is None or t["key"] in keys)
+                and _result_or_none(result_path(folder, t["key"])) is None]
+        got = _gather(folder, manifest, wait=False, poll_s=0, min_batches=min_batches, say=say, out=None)
+        for key in todo:
+            pilot = next((t for t in order if t["pilot"]), None)
+            if pilot is not None and key != pilot["key"] and _result_or_none(result_path(folder, pilot["key"])) is None:
+                say(f"task {key}: not run, its pilot {pilot['key']} has no result")
+                continue
+            say(f"task {key}: running")
+            (task_dir(folder, key) / "error.json").unlink(missing_ok=True)
+            try:
+                run_task(folder, key, say=lambda m: say(f"  {m}"))
+            except SystemExit as exc:  # Ctrl-C: the task saved its state in ckpt.pt
+                if exc.code in (0, None):
+                    raise
+                return _gather(folder, manifest, wait=False, poll_s=0, min_batches=min_batches, say=say,
+                               out=None), True
+            except UsageError:
+                raise
+            except Exception as exc:  # written to error.json by run_task; the others still run
+                say(f"task {key} failed: {type(exc).__name__}: {exc}")
+            got = _gather(folder, manifest, wait=False, poll_s=0, min_batches=min_batches, say=say, out=None)
+        return got, False
+
+
+def _result_or_none(path: Path) -> dict | None:
+    try:
+        return _read_result(path)
+    except ValueError:
+        return None
 
 
 # --- cost -----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -50,9 +51,11 @@ from budgetdsl.plan.calibration_file import (
     CalibrationFile,
     HardwareProfile,
     Sweep,
+    SweepBatchSteps,
     SweepComparison,
     SweepFit,
     SweepRun,
+    SweepSeedFit,
     write_calibration,
 )
 from budgetdsl.theory.frontier_fit import FrontierFitError, fit_frontier
@@ -73,6 +76,7 @@ class _Run:
     note: str | None = None
     seconds: float = 0.0
     stopped: bool = False  # by the user
+    seed: int | None = None  # of the model init and data order
 
 
 @dataclass(frozen=True)
@@ -176,13 +180,39 @@ def fit_sweep(runs: list[SweepRun], tpe: int, confidence: float) -> tuple[SweepF
         rms_residual=f.rms_residual, residuals=list(f.residuals)), None
 
 
+def seed_spread(runs: list[SweepRun], tpe: int, confidence: float
+                ) -> tuple[list[int], list[SweepBatchSteps], list[SweepSeedFit]]:
+    """Over the seeds of a sweep (nothing for one seed): each batch's steps to the target (median
+    and range over the seeds that reached it) and each seed's own fit, by `fit_sweep` itself."""
+    seeds = sorted({r.seed for r in runs if r.seed is not None})
+    if len(seeds) < 2:
+        return [], [], []
+    best = [r for r in runs if r.best and r.reached and r.steps_to_target is not None]
+    by_batch = []
+    for b in sorted({r.batch_examples for r in best}):
+        pts = sorted((r.seed, r.steps_to_target) for r in best if r.batch_examples == b)
+        steps = [s for _, s in pts]
+        by_batch.append(SweepBatchSteps(batch_examples=b, seeds=[k for k, _ in pts], steps=steps,
+                                        median=statistics.median(steps), low=min(steps), high=max(steps)))
+    fits = []
+    for seed in seeds:
+        mine = [r for r in runs if r.seed == seed]
+        n = len({r.batch_examples for r in mine if r.best and r.reached})
+        f, why = fit_sweep(mine, tpe, confidence) if n >= 3 else (None, f"{n} batch(es) reached the target")
+        fits.append(SweepSeedFit(seed=seed, n_points=n, fit_error=why) if f is None else SweepSeedFit(
+            seed=seed, n_points=n, b_crit_examples=f.b_crit_examples, b_crit_tokens=f.b_crit_tokens,
+            b_crit_ci_low_tokens=f.b_crit_ci_low_tokens, b_crit_ci_high_tokens=f.b_crit_ci_high_tokens))
+    return seeds, by_batch, fits
+
+
 class _Trainer:
     """The proxy from one start (one seeded initialization, one seeded data stream, one fixed
     held-out set); trains each run of the sweep from that start."""
 
-    def __init__(self, cfg: SweepConfig, device: torch.device, amp: str) -> None:
+    def __init__(self, cfg: SweepConfig, device: torch.device, amp: str, seed: int | None = None) -> None:
         base = cfg.base
-        torch.manual_seed(base.seed)
+        self.seed = base.seed if seed is None else seed  # the init and data order; the held-out set is base.seed's
+        torch.manual_seed(self.seed)
         try:
             proxy = build_proxy(
                 base.model, base.data, block_size=base.block_size, n_layer=base.n_layer, n_head=base.n_head,
@@ -231,8 +261,8 @@ class _Trainer:
         stepper = Stepper(model, optimizer, device, self.autocast, scaler, base.grad_clip, DistContext())
         micro = run_cfg.micro_batch
         record = RunRecord(NoiseScaleTracker(base.beta, base.confidence), batch, micro, self.tpe)
-        run = _Run(batch, micro, lr, multiplier, record, StepTimer())
-        data_gen = torch.Generator().manual_seed(base.seed)  # one data stream for every run
+        run = _Run(batch, micro, lr, multiplier, record, StepTimer(), seed=self.seed)
+        data_gen = torch.Generator().manual_seed(self.seed)  # one data stream for every run of a seed
         start = 0
         if resume is not None:
             start, run = resume["step"], resume["run"]
@@ -384,13 +414,14 @@ def _judge(tried: list[_Run], target: float | None) -> None:
                              f"{run.record.eval_losses[0]:.4f}: nothing to train for")
 
 
-def _best_of(runs: list[_Run]) -> dict[int, _Run]:
-    """Each batch's run with the fewest steps to the target (the first tried if none reached it)."""
-    best_of: dict[int, _Run] = {}
+def _best_of(runs: list[_Run]) -> dict[tuple[int, int | None], _Run]:
+    """Each (batch, seed)'s run with the fewest steps to the target (the first tried if none
+    reached it)."""
+    best_of: dict[tuple[int, int | None], _Run] = {}
     for r in runs:
-        cur = best_of.get(r.batch)
+        cur = best_of.get((r.batch, r.seed))
         if cur is None or (r.crossed is not None and (cur.crossed is None or r.crossed < cur.crossed)):
-            best_of[r.batch] = r
+            best_of[(r.batch, r.seed)] = r
     return best_of
 
 
@@ -408,7 +439,7 @@ def _sweep_run(r: _Run, best: bool, tpe: int) -> SweepRun:
         eval_losses=list(r.record.eval_losses), grad_sq=g2, trace_sigma=trace,
         b_simple=trace / g2 if g2 is not None and g2 > 0 else None,
         b_simple_run_mean=_run_mean(r.record, r.batch, until), seconds=r.seconds,
-        steps_skipped=len(r.record.skipped), note=r.note)
+        steps_skipped=len(r.record.skipped), note=r.note, seed=r.seed)
 
 
 def _reference_calibration(cfg: SweepConfig, trainer: _Trainer, ref: _Run, command: tuple[str, ...],
@@ -466,7 +497,7 @@ def _sweep(cfg: SweepConfig, out: Path, device, amp, command: tuple[str, ...],
 
     assert target is not None or interrupted or not runs
     target = target if target is not None else math.nan
-    best_of = _best_of(runs)
+    best_of = {b: r for (b, _), r in _best_of(runs).items()}  # one seed
     records = [_sweep_run(r, best_of[r.batch] is r, tpe) for r in runs]
     fit, fit_error = fit_sweep(records, tpe, base.confidence)
     comparison = compare([x for x in records if x.best and x.reached],

@@ -40,6 +40,13 @@ class SweepConfig:
     eval_micro: int = 32  # held-out examples per evaluation micro-batch
     evals_per_run: int = 40  # evaluations spread over each run's expected length
     reference_batch: int | None = None  # whose B_simple trajectory the file keeps; None: smallest
+    # Seeds of the model init and data order, one run per (batch, seed); the first is base.seed
+    # (its smallest batch is the pilot, its held-out set every run's). Empty: base.seed alone.
+    seeds: tuple[int, ...] = ()
+
+    @property
+    def seed_list(self) -> tuple[int, ...]:
+        return self.seeds or (self.base.seed,)
 
     @property
     def steps_limit(self) -> int:
@@ -89,6 +96,12 @@ class SweepConfig:
             raise ValueError("--micro-max and --eval-micro must be positive, --evals-per-run >= 4")
         if self.reference_batch is not None and self.reference_batch not in self.batches:
             raise ValueError(f"--reference-batch {self.reference_batch} is not one of --batches")
+        if self.seeds and (self.seeds[0] != b.seed or len(set(self.seeds)) != len(self.seeds)
+                           or min(self.seeds) < 0):
+            raise ValueError("--seeds: distinct seeds >= 0, the first one --seed's (a count N, or a list "
+                             "such as 0,5,9)")
+        if len(self.seed_list) > MAX_SEEDS:
+            raise ValueError(f"--seeds: at most {MAX_SEEDS} seeds")
         check_choices(b)
         if b.eval_batches < 1:
             raise ValueError("--eval-batches must be positive")
@@ -102,6 +115,9 @@ class SweepConfig:
 
     def with_(self, **changes) -> SweepConfig:
         return replace(self, **changes)
+
+
+MAX_SEEDS = 64  # a sweep of more seeds than this is a typo, not a measurement
 
 
 # --quick: seconds, for tests and a first try: gpt-nano, 5 batches, a 150-step pilot.

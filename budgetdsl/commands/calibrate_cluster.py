@@ -106,6 +106,8 @@ def run_cluster(args: argparse.Namespace, helpers: SweepHelpers) -> int:
             return _collect(args, cl, helpers, say)
         if args.retry_failed:
             raise ValueError("--retry-failed goes with --collect DIR")
+        if args.executor == "local" and args.emit is None:
+            return _local(args, cl, helpers, say)
         if args.sweep_dir is None:
             raise ValueError("--executor slurm and --emit need --sweep-dir DIR (the sweep's own folder)")
         return _start(args, cl, helpers, say)
@@ -165,8 +167,44 @@ def _start(args, cl, helpers: SweepHelpers, say) -> int:
     return _follow(args, cl, helpers, folder, say)
 
 
+def _local(args, cl, helpers: SweepHelpers, say) -> int:
+    """Several seeds (or --sweep-dir) here: every (batch, seed) is a task of a sweep folder, run one
+    after another in this process, so that --collect and --retry-failed work as on a cluster."""
+    import os
+
+    cfg = helpers.config(args)
+    cfg.validate()
+    helpers.writable(args.out)
+    if args.plot is not None:
+        raise ValueError("--plot draws a one-process sweep; with --seeds or --sweep-dir, draw the file with "
+                         "budgetdsl.report.sweep_plot.draw")
+    folder = Path(os.path.abspath(args.sweep_dir if args.sweep_dir is not None else args.out.with_suffix(".tasks")))
+    if (folder / cl.MANIFEST).exists():
+        raise ValueError(f"--sweep-dir {folder} already holds a sweep; finish it with `budgetdsl calibrate sweep "
+                         f"--collect {folder} --retry-failed`, or choose a new folder")
+    started = time.perf_counter()
+    manifest = cl.prepare(folder, cfg, args.out, cl.SlurmOptions(), helpers.command(cfg), executor="local")
+    say(f"{len(manifest['tasks'])} tasks (batch, seed) in {folder}, run here one after another")
+    got, interrupted = cl.run_local(folder, min_batches=args.min_batches or cl.MIN_BATCHES, say=say)
+    if interrupted:
+        tell(f"{PROG}: interrupted; what was measured is in {args.out}; continue with: budgetdsl calibrate sweep "
+             f"--collect {folder} --retry-failed")
+        return ExitCode.INTERRUPTED
+    return _report(args, cl, helpers, folder, got, started)
+
+
 def _collect(args, cl, helpers: SweepHelpers, say) -> int:
     folder = Path(args.collect)
+    if cl.read_manifest(folder).get("executor") == "local":
+        started = time.perf_counter()
+        if not args.retry_failed:
+            got = cl.collect(folder, wait=False, min_batches=args.min_batches or cl.MIN_BATCHES, say=say)
+            return _report(args, cl, helpers, folder, got, started)
+        got, interrupted = cl.run_local(folder, min_batches=args.min_batches or cl.MIN_BATCHES, say=say)
+        if interrupted:
+            tell(f"{PROG}: interrupted; continue with: budgetdsl calibrate sweep --collect {folder} --retry-failed")
+            return ExitCode.INTERRUPTED
+        return _report(args, cl, helpers, folder, got, started)
     if args.retry_failed:
         if not _need_submitit():
             return ExitCode.INVALID
@@ -188,16 +226,26 @@ def _follow(args, cl, helpers: SweepHelpers, folder: Path, say) -> int:
         raise ValueError("--poll must be a positive number of seconds")
     got = cl.collect(folder, wait=not args.no_wait, poll_s=args.poll,
                      min_batches=args.min_batches or cl.MIN_BATCHES, say=say)
+    return _report(args, cl, helpers, folder, got, started)
+
+
+def _report(args, cl, helpers: SweepHelpers, folder: Path, got, started: float) -> int:
     manifest = cl.read_manifest(folder)
+    local = manifest.get("executor") == "local"
     failed = [s for s in got.states if s.state == "failed"]
     for s in failed:
+        if local:
+            tell(f"{PROG}: task {s.key} failed: {s.reason}")
+            continue
         tell(f"{PROG}: task {s.key} failed: Slurm {s.slurm or 'state unknown'}, {s.reason}; "
              + (f"log {s.log}" if s.log else "no log (it never started)"))
     if failed:
-        tell(f"{PROG}: resubmit them alone with: budgetdsl calibrate sweep --collect {folder} --retry-failed")
+        tell(f"{PROG}: {'rerun' if local else 'resubmit'} them alone with: budgetdsl calibrate sweep --collect "
+             f"{folder} --retry-failed")
     cal = got.calibration
     if cal is None:
-        say(f"no task finished yet; {cl.progress_line(got.states)}")
+        if not args.quiet:
+            tell(f"no task finished yet; {cl.progress_line(got.states)}")
         return ExitCode.OK if args.no_wait and not failed else ExitCode.NO
     if not args.quiet:
         print(helpers.render(cal, Path(manifest["out"]), time.perf_counter() - started))

@@ -289,6 +289,6 @@ def test_nodes_per_task_beyond_one_is_refused_before_anything_runs(cli, tmp_path
 
 def test_cluster_flags_without_a_cluster_sweep_are_usage_errors(cli, tmp_path, capsys):
     assert cli([*QUICK4, "--retry-failed", "--out", str(tmp_path / "x.json")]) == 2
-    assert "--retry-failed is for a cluster sweep" in capsys.readouterr().err
+    assert "--retry-failed is for a sweep of tasks" in capsys.readouterr().err
     assert cli([*QUICK4, "--executor", "slurm"]) == 2
     assert "need --sweep-dir" in capsys.readouterr().err
