@@ -57,9 +57,25 @@ class SlurmOptions:
     partition: str | None = None
     account: str | None = None
     time_min: int = 60  # per task
-    gpus_per_task: int = 0
+    gpus_per_task: int = 0  # on each of the task's nodes: one process per GPU
     nodes_per_task: int = 1
     cpus_per_task: int = 1
+
+    @property
+    def processes_per_node(self) -> int:
+        """One process per GPU (torchrun's convention); one on a CPU node."""
+        return max(1, self.gpus_per_task)
+
+    @property
+    def processes(self) -> int:
+        return self.nodes_per_task * self.processes_per_node
+
+    def check_split(self, cfg: SweepConfig) -> None:
+        """ValueError, before anything is submitted, when the task's processes cannot share the
+        batches' micro-batches evenly."""
+        why = cfg.split_error(self.processes)
+        if why:
+            raise ValueError(f"--gpus-per-task {self.gpus_per_task} x --nodes-per-task {self.nodes_per_task}: {why}")
 
     def validate(self) -> None:
         """ValueError naming the flag (or plan key) for a value Slurm would refuse or that could
@@ -72,9 +88,8 @@ class SlurmOptions:
             raise ValueError("--time must be between 1 minute and a year")
         if not 0 <= self.gpus_per_task <= 64:
             raise ValueError("--gpus-per-task must be between 0 and 64")
-        if self.nodes_per_task != 1:
-            raise ValueError("--nodes-per-task: a sweep task trains in one process on one node (the "
-                             "sweep's trainer is not distributed); use --gpus-per-task for its device")
+        if not 1 <= self.nodes_per_task <= 1024:
+            raise ValueError("--nodes-per-task must be between 1 and 1024")
         if not 1 <= self.cpus_per_task <= 1024:
             raise ValueError("--cpus-per-task must be between 1 and 1024")
 
@@ -201,19 +216,45 @@ def check_slurm(opts: SlurmOptions) -> None:
         said = (ping.stdout + ping.stderr).strip() if ping is not None else "no answer in 30 s"
         raise ClusterError(f"the Slurm controller does not answer (`scontrol ping`: {said or 'DOWN'}); "
                            "nothing was submitted")
-    parts = _slurm(["sinfo", "-h", "-o", "%R|%a"]).stdout.split()
-    known = {p.split("|")[0]: p.split("|")[1] for p in parts if "|" in p}
-    for name in (opts.partition.split(",") if opts.partition else []):
+    # One line per partition and node configuration: name, availability, node count, GRES.
+    lines = [p.split("|") for p in _slurm(["sinfo", "-h", "-o", "%R|%a|%D|%G"]).stdout.split()]
+    known: dict[str, str] = {}
+    nodes: dict[str, int] = {}
+    gpus: dict[str, int] = {}
+    for fields in lines:
+        if len(fields) < 2:
+            continue
+        name = fields[0]
+        known[name] = fields[1]
+        nodes[name] = nodes.get(name, 0) + (int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else 0)
+        per_node = sum(int(n) for n in re.findall(r"gpu(?::[^:,()]+)?:(\d+)", fields[3])) if len(fields) > 3 else 0
+        gpus[name] = max(gpus.get(name, 0), per_node)
+    wanted = opts.partition.split(",") if opts.partition else []
+    for name in wanted:
         if name not in known:
             raise ClusterError(f"--partition {name}: no such partition; this cluster has "
                                f"{', '.join(sorted(known)) or 'none'}")
         if known[name] != "up":
             raise ClusterError(f"--partition {name} is {known[name]}, not up")
+    _check_resources(opts, [n for n in (wanted or list(known)) if nodes.get(n)], nodes, gpus)
     if opts.account is not None:
         test = _slurm(["sbatch", "--test-only", f"--account={opts.account}", "--wrap=true",
                        *([f"--partition={opts.partition}"] if opts.partition else [])])
         if test.returncode != 0:
             raise ClusterError(f"--account {opts.account}: Slurm refuses it: {test.stderr.strip()}")
+
+
+def _check_resources(opts: SlurmOptions, partitions: list[str], nodes: dict[str, int], gpus: dict[str, int]) -> None:
+    """ClusterError when no partition sinfo lists (of those asked for, else any) has the nodes and
+    the GPUs per node a task asks for. Partitions whose nodes sinfo does not list (powered-down
+    cloud nodes) are left to sbatch, which refuses what they cannot hold."""
+    if not partitions or (opts.nodes_per_task == 1 and not opts.gpus_per_task):
+        return
+    fits = [p for p in partitions if nodes[p] >= opts.nodes_per_task and gpus[p] >= opts.gpus_per_task]
+    if not fits:
+        have = "; ".join(f"{p}: {nodes[p]} node(s) of {gpus[p]} GPU(s)" for p in partitions)
+        raise ClusterError(f"a task asks for {opts.nodes_per_task} node(s) of {opts.gpus_per_task} GPU(s) "
+                           f"(--nodes-per-task, --gpus-per-task); sinfo lists {have}; nothing was submitted")
 
 
 @dataclass
@@ -381,7 +422,9 @@ def submit(folder: Path, manifest: dict, keys: list[str], say: Callable[[str], N
     executor = submitit.AutoExecutor(folder=str(folder / "slurm" / "%j"), cluster="slurm")
     # Slurm signals the task this long before its time limit, so that submitit requeues it (90 s,
     # submitit's default, or a tenth of a short limit): it then resumes from its checkpoint.
-    params: dict = dict(slurm_job_name="budgetdsl-sweep", timeout_min=opts.time_min, nodes=1, tasks_per_node=1,
+    # One Slurm task per process (one per GPU, torchrun's convention), on --nodes-per-task nodes.
+    params: dict = dict(slurm_job_name="budgetdsl-sweep", timeout_min=opts.time_min, nodes=opts.nodes_per_task,
+                        tasks_per_node=opts.processes_per_node,
                         cpus_per_task=opts.cpus_per_task, slurm_signal_delay_s=min(90, max(10, opts.time_min * 6)))
     if opts.partition:
         params["slurm_partition"] = opts.partition
@@ -442,6 +485,12 @@ class SweepTask(_Checkpointable):
     calls `checkpoint`, which requeues this same call; the task then resumes from `ckpt.pt`."""
 
     def __call__(self, folder: str, key: str) -> str:
+        if int(os.environ.get("SLURM_NTASKS", "1")) > 1:
+            # Each Slurm task is one process of the task: torchrun's environment (RANK, WORLD_SIZE,
+            # LOCAL_RANK, MASTER_ADDR/PORT on the first node), for distributed.init's env:// join.
+            from submitit.helpers import TorchDistributedEnvironment
+
+            TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
         return str(run_task(Path(folder), key))
 
 
@@ -474,16 +523,8 @@ def _pilot_result(folder: Path, manifest: dict, wait_s: float) -> dict:
 
 def _run_task(folder: Path, key: str, say: Callable[[str], None], wait_s: float) -> Path:
     import torch
+    from budgetdsl.calibrate import distributed
     from budgetdsl.calibrate.hardware import resolve_amp, resolve_device
-    from budgetdsl.calibrate.run import _StopRequest
-    from budgetdsl.calibrate.sweep import (
-        TaskCheckpoint,
-        _best_of,
-        _reference_calibration,
-        _sweep_run,
-        _Trainer,
-        train_batch,
-    )
 
     manifest = read_manifest(folder)
     cfg = config_from_dict(manifest["config"])
@@ -494,6 +535,35 @@ def _run_task(folder: Path, key: str, say: Callable[[str], None], wait_s: float)
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     device = resolve_device(cfg.base.device)
     amp = resolve_amp(cfg.base.amp, device)
+    ctx = distributed.init(device.type)  # under torchrun (or its environment): nccl on CUDA, gloo on CPU
+    try:
+        return _train_task(folder, key, manifest, cfg, task, device, amp, ctx, say, wait_s)
+    finally:
+        distributed.shutdown(ctx)
+
+
+def _train_task(folder: Path, key: str, manifest: dict, cfg: SweepConfig, task: dict, device, amp: str, ctx,
+                say: Callable[[str], None], wait_s: float) -> Path:
+    """The task's training on this process (one of `ctx.world_size`): rank 0 keeps the checkpoint
+    and writes the result."""
+    import torch
+    from budgetdsl.calibrate.run import _StopRequest
+    from budgetdsl.calibrate.sweep import (
+        TaskCheckpoint,
+        _best_of,
+        _reference_calibration,
+        _sweep_run,
+        _Trainer,
+        train_batch,
+    )
+
+    if device.type == "cuda" and ctx.active:
+        device = torch.device("cuda", ctx.local_rank)
+    if not ctx.is_main:
+        say = lambda _msg: None  # noqa: E731 - rank 0 speaks for the task
+    split_error = cfg.split_error(ctx.world_size)
+    if split_error:
+        raise UsageError(split_error)
     target = cfg.target_loss
     target_from = "given" if target is not None else "pilot"
     expected: float = cfg.steps_limit
@@ -505,15 +575,15 @@ def _run_task(folder: Path, key: str, say: Callable[[str], None], wait_s: float)
         reached = [r["steps_to_target"] for r in pilot["runs"] if r.get("steps_to_target") is not None]
         if reached:  # as the local sweep: evaluations spread over the steps a smaller batch needed
             expected = min(reached)
-    trainer = _Trainer(cfg, device, amp, seed=task["seed"])
+    trainer = _Trainer(cfg, device, amp, seed=task["seed"], ctx=ctx)
     tdir = task_dir(folder, key)
     tdir.mkdir(parents=True, exist_ok=True)
-    ckpt = TaskCheckpoint(tdir / "ckpt.pt", CHECKPOINT_EVERY)
+    ckpt = TaskCheckpoint(tdir / "ckpt.pt", CHECKPOINT_EVERY, writer=ctx.is_main)
     with _StopRequest((signal.SIGINT, signal.SIGTERM)) as stop:
         tried, target, stopped = train_batch(cfg, trainer, task["batch"], target, expected, say, stop, ckpt)
     if stopped:  # scancel or a preemption: the state is in ckpt.pt, Slurm says why the job ended
-        say(f"task {key}: stopped by signal {stop.signum}; its state is in {ckpt.path}")
-        raise SystemExit(128 + (stop.signum or 0))
+        say(f"task {key}: stopped by signal {stop.signum or signal.SIGTERM}; its state is in {ckpt.path}")
+        raise SystemExit(128 + (stop.signum or signal.SIGTERM))  # a process the others' vote stopped
     best = _best_of(tried)[(task["batch"], task["seed"])]
     tpe = trainer.tpe
     runs = [_sweep_run(r, r is best, tpe).model_dump(mode="json") for r in tried]
@@ -521,11 +591,13 @@ def _run_task(folder: Path, key: str, say: Callable[[str], None], wait_s: float)
     result = {"key": key, "batch": task["batch"], "seed": task["seed"], "target_loss": target,
               "target_from": target_from, "tokens_per_example": tpe, "runs": runs,
               "calibration": cal.model_dump(mode="json"), "slurm_job": os.environ.get("SLURM_JOB_ID"),
-              "array_task": os.environ.get("SLURM_ARRAY_TASK_ID"), "cpu_seconds": time.process_time()}
+              "array_task": os.environ.get("SLURM_ARRAY_TASK_ID"), "cpu_seconds": time.process_time(),
+              "world_size": ctx.world_size}
     path = result_path(folder, key)
-    write_file(path, json.dumps(result) + "\n")
-    ckpt.path.unlink(missing_ok=True)
-    say(f"task {key}: wrote {path}")
+    if ctx.is_main:
+        write_file(path, json.dumps(result) + "\n")
+        ckpt.path.unlink(missing_ok=True)
+    say(f"task {key}: wrote {path}" + (f" ({ctx.world_size} processes)" if ctx.active else ""))
     return path
 
 
@@ -714,7 +786,7 @@ def task_costs(cfg: SweepConfig, opts: SlurmOptions, flops_per_token: float, tok
         evals = len(cfg.lr_grid) * (cfg.evals_per_run + 1) * cfg.base.eval_batches * cfg.eval_micro * tokens_per_example
         flops = flops_per_token * tokens + flops_per_token / 3 * evals
         hours = (flops / (peak_flops * mfu) / 3600 if opts.gpus_per_task and peak_flops and mfu else None)
-        out.append(TaskCost(t.key, tokens, flops, hours, opts.gpus_per_task * opts.time_min / 60))
+        out.append(TaskCost(t.key, tokens, flops, hours, opts.gpus_per_task * opts.nodes_per_task * opts.time_min / 60))
     return out
 
 
@@ -726,9 +798,9 @@ def with_slurm(opts: SlurmOptions, **changes) -> SlurmOptions:
 
 def emit_manifests(folder: Path, manifest: dict, kind: str, plan=None) -> list[Path]:
     """One Kubeflow TrainJob (`kind` kubeflow) or PyTorchJob (pytorchjob) per task, written by the
-    project's export code (budgetdsl.exports) into `<folder>/<kind>/<task>.yaml`. Each pod runs
-    `torchrun --nproc-per-node=1 -m budgetdsl.calibrate.cluster FOLDER TASK` (one process: the
-    sweep's trainer is not distributed), holding `--gpus-per-task` GPUs (none: a CPU pod); every
+    project's export code (budgetdsl.exports) into `<folder>/<kind>/<task>.yaml`. Each of the task's
+    `--nodes-per-task` pods runs `torchrun --nnodes=M --nproc-per-node=G -m budgetdsl.calibrate.cluster
+    FOLDER TASK`, one process per GPU (one on a CPU pod), holding `--gpus-per-task` GPUs; every
     pod must see the sweep folder at the same path, and the tasks after the pilot wait for its
     result. The sweep is recorded as executor `kubernetes`, so `--collect` asks no Slurm."""
     from budgetdsl.exports import kubeflow, pytorchjob
@@ -749,8 +821,9 @@ def emit_manifests(folder: Path, manifest: dict, kind: str, plan=None) -> list[P
         batch, key = t["batch"], t["key"]
         micro = cfg.micro_for(batch)
         spec = LaunchSpec(
-            name=f"{folder.name}-{key}", nodes=1, gpus_per_node=1, tensor_parallel=1, pipeline_parallel=1,
-            data_parallel=1, micro_batch=micro, grad_accum=batch // micro, seq_len=tpe,
+            name=f"{folder.name}-{key}", nodes=opts.nodes_per_task, gpus_per_node=opts.processes_per_node,
+            tensor_parallel=1, pipeline_parallel=1, data_parallel=opts.processes, micro_batch=micro,
+            grad_accum=batch // micro // opts.processes, seq_len=tpe,
             steps=cfg.pilot_steps if t["pilot"] else cfg.steps_limit, lr=cfg.lr_at(batch),
             warmup_steps=cfg.warmup, time_limit_s=opts.time_min * 60, zero_stage=0,
             launch=Launch(image=(launch.image if launch and launch.image else DEFAULT_IMAGE),
@@ -769,15 +842,17 @@ def emit_manifests(folder: Path, manifest: dict, kind: str, plan=None) -> list[P
                 trainer["resourcesPerNode"] = {"limits": {"cpu": opts.cpus_per_task}}
         else:
             doc = pytorchjob.manifest(spec)
-            container = doc["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
-            container["resources"] = {"limits": {spec.gpu_resource: gpus} if gpus else {"cpu": opts.cpus_per_task}}
+            for replica in doc["spec"]["pytorchReplicaSpecs"].values():  # Master and Workers: one pod per node
+                container = replica["template"]["spec"]["containers"][0]
+                container["resources"] = {"limits": {spec.gpu_resource: gpus} if gpus else {"cpu": opts.cpus_per_task}}
         for env in _env_lists(doc):  # the pod's own GPU count, not the one process's
             for var in env:
                 if var["name"] == "BUDGETDSL_GPUS_PER_NODE":
                     var["value"] = str(gpus)
         head = [f"budgetdsl calibrate sweep --emit {kind}: task {key} (batch {batch}, seed {t['seed']})"
                 + (", the pilot that sets the target loss" if t["pilot"] else ""),
-                f"one process, {gpus or 'no'} GPU(s); results in {folder}/tasks/{key}/result.json",
+                f"{opts.nodes_per_task} node(s) x {opts.processes_per_node} process(es) (one per GPU), "
+                f"{gpus or 'no'} GPU(s) per node; results in {folder}/tasks/{key}/result.json",
                 f"collect: budgetdsl calibrate sweep --collect {folder}"]
         path = outdir / f"{key}.yaml"
         write_file(path, hash_comments(head) + dump_yaml(doc))

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
+from budgetdsl.calibrate import distributed
 from budgetdsl.calibrate.distributed import DistContext
 from budgetdsl.calibrate.factory import build_proxy
 from budgetdsl.calibrate.hardware import (
@@ -209,8 +210,11 @@ class _Trainer:
     """The proxy from one start (one seeded initialization, one seeded data stream, one fixed
     held-out set); trains each run of the sweep from that start."""
 
-    def __init__(self, cfg: SweepConfig, device: torch.device, amp: str, seed: int | None = None) -> None:
+    def __init__(self, cfg: SweepConfig, device: torch.device, amp: str, seed: int | None = None,
+                 ctx: DistContext | None = None) -> None:
         base = cfg.base
+        # Under torchrun the task's processes split each step's micro-batches (ctx: this one's rank).
+        self.ctx = ctx if ctx is not None else DistContext()
         self.seed = base.seed if seed is None else seed  # the init and data order; the held-out set is base.seed's
         torch.manual_seed(self.seed)
         try:
@@ -232,14 +236,23 @@ class _Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> float:
-        model = self.model
+        """The mean held-out loss; the processes of a task share the micro-batches and agree on the
+        sum (one all-reduce), so they stop at the same evaluation."""
+        model, ctx = self.model, self.ctx
         model.eval()
-        total = 0.0
-        for batch in self.eval_set:
+        if not ctx.active:
+            total = 0.0
+            for batch in self.eval_set:
+                with self.autocast:
+                    total += float(model(batch).double())
+            model.train()
+            return total / len(self.eval_set)
+        acc = torch.zeros((), dtype=torch.float64, device=self.device)
+        for i in range(ctx.rank, len(self.eval_set), ctx.world_size):
             with self.autocast:
-                total += float(model(batch).double())
+                acc += model(self.eval_set[i]).double()
         model.train()
-        return total / len(self.eval_set)
+        return float(distributed.all_reduce_sum(ctx, acc.reshape(1))[0]) / len(self.eval_set)
 
     def train(self, batch: int, multiplier: float, target: float | None, steps: int, eval_every: int,
               stop: _StopRequest, resume: dict | None = None, save: Callable[[dict], None] | None = None,
@@ -258,8 +271,11 @@ class _Trainer:
         run_cfg = base.with_(lr=lr, batch=batch, micro_batch=cfg.micro_for(batch))
         optimizer = _make_optimizer(run_cfg, model)
         scaler = torch.amp.GradScaler(device.type, init_scale=2.0**12) if self.amp == "fp16" else None
-        stepper = Stepper(model, optimizer, device, self.autocast, scaler, base.grad_clip, DistContext())
+        ctx = self.ctx
+        stepper = Stepper(model, optimizer, device, self.autocast, scaler, base.grad_clip, ctx)
         micro = run_cfg.micro_batch
+        count = batch // micro  # micro-batches per step over all processes; `split` checked it divides
+        mine = slice(ctx.rank * count // ctx.world_size, (ctx.rank + 1) * count // ctx.world_size)
         record = RunRecord(NoiseScaleTracker(base.beta, base.confidence), batch, micro, self.tpe)
         run = _Run(batch, micro, lr, multiplier, record, StepTimer(), seed=self.seed)
         data_gen = torch.Generator().manual_seed(self.seed)  # one data stream for every run of a seed
@@ -274,13 +290,17 @@ class _Trainer:
             if scaler is not None and resume.get("scaler") is not None:
                 scaler.load_state_dict(resume["scaler"])
         t_start = time.perf_counter() - run.seconds
+        # One process: the signal's flag. Several: the processes' votes of the last step (Stepper's
+        # all-reduce), so that every one of them stops at the same step.
+        voted = False
+        stopping = (lambda: stop.requested) if not ctx.active else (lambda: voted)
         for step in range(start, steps + 1):
-            if save is not None and step > start and (stop.requested or (save_every > 0 and step % save_every == 0)):
+            if save is not None and step > start and (stopping() or (save_every > 0 and step % save_every == 0)):
                 run.seconds = time.perf_counter() - t_start
                 save({"step": step, "run": run, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                       "data": data_gen.get_state(), "rng": torch.get_rng_state(),
                       "scaler": scaler.state_dict() if scaler is not None else None})
-                if stop.requested:  # before this step's evaluation: the resumed run makes it
+                if stopping():  # before this step's evaluation: the resumed run makes it
                     run.stopped = True
                     break
             if step % eval_every == 0 or step == steps:
@@ -288,13 +308,16 @@ class _Trainer:
                 record.evaluated(step, loss)
                 if target is not None and loss <= target:
                     break
-            if step == steps or stop.requested:
-                run.stopped = stop.requested
+            if step == steps or stopping():
+                run.stopped = stopping()
                 break
             for group in optimizer.param_groups:
                 group["lr"] = _lr_at(step, lr, cfg.warmup)
             t0 = time.perf_counter()
-            m = stepper.step([proxy.train(micro, data_gen) for _ in range(batch // micro)])
+            # Every process draws the step's micro-batches from the one stream and keeps its share: the
+            # global batch and its data do not depend on the number of processes.
+            m = stepper.step([proxy.train(micro, data_gen) for _ in range(count)][mine], stop.requested)
+            voted = m.stop_votes > 0
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             run.timer.add(time.perf_counter() - t0, batch)
@@ -383,8 +406,9 @@ class TaskCheckpoint:
     """Where a cluster task keeps its state between requeues: one file, replaced atomically
     (written beside it, then renamed), so a task killed while saving leaves the previous state."""
 
-    def __init__(self, path: Path, every: int) -> None:
+    def __init__(self, path: Path, every: int, writer: bool = True) -> None:
         self.path, self.every = Path(path), every
+        self.writer = writer  # rank 0 of a task's processes; the others read it on a resume
 
     def load(self) -> dict | None:
         if not self.path.exists():
@@ -394,6 +418,8 @@ class TaskCheckpoint:
         return torch.load(self.path, map_location="cpu", weights_only=False)
 
     def save(self, state: dict) -> None:
+        if not self.writer:
+            return
         tmp = self.path.with_name(self.path.name + ".tmp")
         torch.save(state, tmp)
         os.replace(tmp, self.path)
@@ -447,12 +473,12 @@ def _reference_calibration(cfg: SweepConfig, trainer: _Trainer, ref: _Run, comma
     """The reference run as a calibration proper: its trajectory, fit and hardware profile."""
     base, device = cfg.base, trainer.device
     ref_cfg = base.with_(lr=ref.lr, batch=ref.batch, micro_batch=ref.micro, steps=ref.steps_run)
-    provenance = _provenance(ref_cfg, trainer.proxy, DistContext(), trainer.amp,
+    provenance = _provenance(ref_cfg, trainer.proxy, trainer.ctx, trainer.amp,
                              _make_optimizer(ref_cfg, trainer.model), cfg.warmup, command)
     provenance = provenance.model_copy(update={
         "created_at": datetime.now(UTC).isoformat(timespec="seconds")})
     hardware = HardwareProfile(
-        device=device.type, device_name=device_name(device), world_size=1,
+        device=device.type, device_name=device_name(device), world_size=trainer.ctx.world_size,
         threads=torch.get_num_threads() if device.type == "cpu" else None, memory=[],
         **ref.timer.profile(trainer.tpe))
     return ref.record.to_file(provenance, hardware, cfg.warmup, interrupted=interrupted,

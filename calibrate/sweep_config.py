@@ -63,6 +63,18 @@ class SweepConfig:
         cap = max(1, min(self.micro_max, batch // 4 if batch >= 8 else batch // 2))
         return max(d for d in range(1, cap + 1) if batch % d == 0)
 
+    def split_error(self, processes: int) -> str | None:
+        """Why a task's `processes` cannot share every batch's micro-batches evenly (each step's
+        micro-batches are dealt out whole, so B_small and the global batch stay those of one
+        process), or None."""
+        bad = [f"{b} ({b // self.micro_for(b)} x {self.micro_for(b)})" for b in sorted(self.batches)
+               if (b // self.micro_for(b)) % processes]
+        if not bad:
+            return None
+        return (f"{processes} processes per task cannot share the micro-batches of batch {', '.join(bad)} "
+                f"evenly: each step's micro-batches must be a multiple of {processes}; choose such batches "
+                "(or --micro-max), or fewer GPUs/nodes per task")
+
     @property
     def reference(self) -> int:
         return self.reference_batch if self.reference_batch is not None else min(self.batches)

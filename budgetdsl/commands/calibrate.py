@@ -180,8 +180,10 @@ def _register_sweep(sub) -> None:
     c("--partition", help="Slurm partition (default: launch.partition, else the cluster's default)")
     c("--account", help="Slurm account (default: launch.account)")
     c("--time", help="time limit of each task: minutes, 2h, 1d or HH:MM:SS (default: 60)")
-    c("--gpus-per-task", type=int, help="GPUs each task holds (default: 0, a CPU task)")
-    c("--nodes-per-task", type=int, help="nodes each task spans (default and only value: 1)")
+    c("--gpus-per-task", type=int, help="GPUs per node each task holds, one process each under torchrun "
+      "(nccl; default: 0, a CPU task of one process)")
+    c("--nodes-per-task", type=int, help="nodes each task spans, its processes sharing each step's "
+      "micro-batches (default: 1)")
     c("--cpus-per-task", type=int, help="CPU cores each task holds (default: 1)")
     c("--gpu", help="GPU preset that prices the tasks (default: the plan's hardware.gpu)")
     c("--mfu", type=float, help="model FLOPs utilisation of the tasks (default: the plan's hardware.mfu, "

@@ -74,7 +74,8 @@ def _price(cfg, opts, args, plan, say) -> tuple[float, int]:
         raise ValueError("--mfu must be in (0, 1]")
     costs = task_costs(cfg, opts, f, tpe, preset.peak_flops if preset else None, mfu)
     say(f"budget: {len(costs)} tasks of {info['name']} ({info['n_params']:,} params, {si(f)} FLOP/token), "
-        f"{opts.gpus_per_task} GPU(s) and at most {opts.time_min} min each")
+        f"{opts.gpus_per_task} GPU(s) x {opts.nodes_per_task} node(s) ({opts.processes} process(es)) and at most "
+        f"{opts.time_min} min each")
     for c in costs:
         est = f"{c.gpu_hours:.3g} GPU-h" if c.gpu_hours is not None else "—"
         say(f"  {c.key:<12} {si(c.tokens):>7} tokens {si(c.flops):>7} FLOP  {est:>12}  "
@@ -141,6 +142,7 @@ def _start(args, cl, helpers: SweepHelpers, say) -> int:
     cfg.validate()
     opts = _options(args, plan)
     opts.validate()
+    opts.check_split(cfg)  # the task's processes share each step's micro-batches evenly
     folder = cl.safe_folder(args.sweep_dir)
     out = args.out if args.out != Path("sweep.json") else folder / "calibration.json"
     if out.parent.exists() or out.parent == folder:
