@@ -547,6 +547,7 @@ def _train_task(folder: Path, key: str, manifest: dict, cfg: SweepConfig, task: 
     """The task's training on this process (one of `ctx.world_size`): rank 0 keeps the checkpoint
     and writes the result."""
     import torch
+    from budgetdsl.calibrate import distributed
     from budgetdsl.calibrate.run import _StopRequest
     from budgetdsl.calibrate.sweep import (
         TaskCheckpoint,
@@ -582,6 +583,8 @@ def _train_task(folder: Path, key: str, manifest: dict, cfg: SweepConfig, task: 
     with _StopRequest((signal.SIGINT, signal.SIGTERM)) as stop:
         tried, target, stopped = train_batch(cfg, trainer, task["batch"], target, expected, say, stop, ckpt)
     if stopped:  # scancel or a preemption: the state is in ckpt.pt, Slurm says why the job ended
+        if ctx.active:  # every process waits for rank 0's checkpoint before any of them exits
+            distributed.all_reduce_sum(ctx, torch.zeros(1, device=device))
         say(f"task {key}: stopped by signal {stop.signum or signal.SIGTERM}; its state is in {ckpt.path}")
         raise SystemExit(128 + (stop.signum or signal.SIGTERM))  # a process the others' vote stopped
     best = _best_of(tried)[(task["batch"], task["seed"])]

@@ -133,3 +133,57 @@ def test_kubeflow_and_pytorchjob_start_one_process_per_gpu_on_every_node(cli, tm
         assert replicas["Master"]["replicas"] == 1 and replicas["Worker"]["replicas"] == 1
         for r in replicas.values():
             assert r["template"]["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 2}}
+
+
+def _workers(launcher: int) -> dict[int, int]:
+    """{rank: pid} of the processes torchrun started (its children running the task)."""
+    out = {}
+    for pid in Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split():
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            env = dict(v.split(b"=", 1) for v in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in v)
+        except OSError:
+            continue
+        if b"budgetdsl.calibrate.cluster" in cmd and b"RANK" in env:
+            out[int(env[b"RANK"])] = int(pid)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds torchrun's workers in /proc")
+def test_a_signal_to_one_process_stops_every_one_at_one_step_and_the_task_resumes(cli, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    folder = tmp_path / "two"
+    assert cli([*GIVEN, "--target-loss", "2.8", "--emit", "kubeflow", "--gpus-per-task", "2",
+                "--sweep-dir", str(folder), "--quiet"]) == 0
+    one = tmp_path / "one"
+    shutil.copytree(folder, one)
+    key = "b16-s1337"
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
+              "-m", "budgetdsl.calibrate.cluster", str(folder), key]
+    run = subprocess.Popen(launch, env=gloo_env(REPO), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, start_new_session=True)
+    try:
+        ckpt = folder / "tasks" / key / "ckpt.pt"
+        end = time.monotonic() + 120
+        while not ckpt.exists() and run.poll() is None and time.monotonic() < end:
+            time.sleep(0.02)
+        assert ckpt.exists(), run.communicate()[0][-3000:]
+        os.kill(_workers(run.pid)[1], signal.SIGTERM)  # rank 1 alone: rank 0 learns it from the vote
+        out, _ = run.communicate(timeout=120)  # a rank left waiting in a collective would hang here
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    assert run.returncode != 0 and f"task {key}: stopped by signal 15" in out  # rank 0, told by rank 1's vote
+    assert not (folder / "tasks" / key / "result.json").exists() and ckpt.exists()
+    # resumed under torchrun, beside the uninterrupted run in one process
+    two_replicas_beside(launch[3:], lambda: cl.run_task(one, key, say=lambda _m: None), env=gloo_env(REPO),
+                        cwd=tmp_path)
+    a, b = (json.loads((f / "tasks" / key / "result.json").read_text())["runs"][0] for f in (one, folder))
+    assert b["reached"] and b["eval_steps"] == a["eval_steps"]
+    assert b["steps_to_target"] == pytest.approx(a["steps_to_target"], abs=1e-3)
