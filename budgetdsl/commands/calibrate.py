@@ -271,6 +271,11 @@ def _torch_missing(prog: str, quiet: bool = False) -> bool:
 def run_sweep(args: argparse.Namespace) -> int:
     if _torch_missing("budgetdsl calibrate sweep", args.quiet):
         return ExitCode.INVALID
+    if args.executor == "local" and args.emit is None and args.collect is None and (
+            (args.gpus_per_task or 0) > 0 or (args.nodes_per_task or 1) != 1):
+        tell("budgetdsl calibrate sweep: error: --gpus-per-task and --nodes-per-task shape the tasks of "
+             "--executor slurm or --emit; here, run `torchrun ... -m budgetdsl.calibrate.cluster DIR TASK` yourself")
+        return ExitCode.INVALID
     folder_sweep = args.executor == "local" and (_several_seeds(args) or args.sweep_dir is not None)
     if args.collect is not None or args.executor == "slurm" or args.emit is not None or folder_sweep:
         from budgetdsl.commands.calibrate_cluster import SweepHelpers, run_cluster

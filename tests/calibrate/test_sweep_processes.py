@@ -187,3 +187,10 @@ def test_a_signal_to_one_process_stops_every_one_at_one_step_and_the_task_resume
     a, b = (json.loads((f / "tasks" / key / "result.json").read_text())["runs"][0] for f in (one, folder))
     assert b["reached"] and b["eval_steps"] == a["eval_steps"]
     assert b["steps_to_target"] == pytest.approx(a["steps_to_target"], abs=1e-3)
+
+
+def test_processes_per_task_without_a_cluster_are_a_usage_error(cli, tmp_path, capsys):
+    assert cli([*GIVEN, "--gpus-per-task", "2", "--out", str(tmp_path / "s.json")]) == 2
+    assert "--gpus-per-task and --nodes-per-task shape the tasks of --executor slurm or --emit" in \
+        capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
