@@ -29,7 +29,7 @@ class SweepHelpers:
     config: Callable  # argparse.Namespace -> SweepConfig
     command: Callable  # SweepConfig -> the reproducing command line
     writable: Callable  # (path) -> None, ValueError when --out cannot be written
-    render: Callable  # (calibration, path, seconds) -> the report
+    render: Callable  # (calibration, path, seconds, plot=None) -> the report
 
 
 def _options(args: argparse.Namespace, plan):
@@ -178,8 +178,9 @@ def _local(args, cl, helpers: SweepHelpers, say) -> int:
     cfg.validate()
     helpers.writable(args.out)
     if args.plot is not None:
-        raise ValueError("--plot draws a one-process sweep; with --seeds or --sweep-dir, draw the file with "
-                         "budgetdsl.report.sweep_plot.draw")
+        if args.plot.suffix.lower() not in (".svg", ".png"):
+            raise ValueError(f"--plot {args.plot}: the picture is .svg or .png")
+        helpers.writable(args.plot, "--plot")
     folder = Path(os.path.abspath(args.sweep_dir if args.sweep_dir is not None else args.out.with_suffix(".tasks")))
     if (folder / cl.MANIFEST).exists():
         raise ValueError(f"--sweep-dir {folder} already holds a sweep; finish it with `budgetdsl calibrate sweep "
@@ -249,8 +250,17 @@ def _report(args, cl, helpers: SweepHelpers, folder: Path, got, started: float) 
         if not args.quiet:
             tell(f"no task finished yet; {cl.progress_line(got.states)}")
         return ExitCode.OK if args.no_wait and not failed else ExitCode.NO
+    plot = args.plot if local and args.collect is None else None  # checked by _local before the runs
+    if plot is not None:
+        try:
+            from budgetdsl.report.sweep_plot import draw
+
+            draw(cal.sweep, str(plot))
+        except ImportError:
+            tell(f"{PROG}: --plot needs matplotlib; {extra_hint('plot')}")
+            return ExitCode.INVALID
     if not args.quiet:
-        print(helpers.render(cal, Path(manifest["out"]), time.perf_counter() - started))
+        print(helpers.render(cal, Path(manifest["out"]), time.perf_counter() - started, plot=plot))
         if cal.interrupted:
             print(f"{cal.stop_reason}")
     if cal.sweep.fit is None:

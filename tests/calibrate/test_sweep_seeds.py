@@ -121,7 +121,7 @@ def two_seeds(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("seeds")
     out = root / "two.json"
-    code = main([*TINY, "--seeds", "2", "--out", str(out), "--quiet"])
+    code = main([*TINY, "--seeds", "2", "--out", str(out), "--plot", str(root / "two.svg"), "--quiet"])
     return root, out, code
 
 
@@ -133,6 +133,7 @@ def test_a_local_multi_seed_sweep_keeps_its_tasks_and_pools_them(two_seeds):
     assert keys == sorted(["b4-s1337", "b8-s1337", "b16-s1337", "b4-s1338", "b8-s1338", "b16-s1338"])
     sw = load_calibration(out).sweep
     assert sw.seeds == [1337, 1338] and sw.fit.n_points == 6
+    assert (root / "two.svg").read_text().count("<svg") == 1  # the picture of every seed's runs
     assert sorted({(r.batch_examples, r.seed) for r in sw.runs}) == sorted(
         (b, s) for b in (4, 8, 16) for s in (1337, 1338))
     # both seeds train to the pilot's target on the one held-out set; different starts, different steps
