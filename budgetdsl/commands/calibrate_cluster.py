@@ -243,8 +243,8 @@ def _report(args, cl, helpers: SweepHelpers, folder: Path, got, started: float) 
         tell(f"{PROG}: task {s.key} failed: Slurm {s.slurm or 'state unknown'}, {s.reason}; "
              + (f"log {s.log}" if s.log else "no log (it never started)"))
     if failed:
-        tell(f"{PROG}: {'rerun' if local else 'resubmit'} them alone with: budgetdsl calibrate sweep --collect "
-             f"{folder} --retry-failed")
+        tell(f"{PROG}: " + ("run them and the tasks not run yet here" if local else "resubmit them alone")
+             + f" with: budgetdsl calibrate sweep --collect {folder} --retry-failed")
     cal = got.calibration
     if cal is None:
         if not args.quiet:

@@ -178,7 +178,8 @@ def test_a_failed_local_task_is_listed_and_rerun_alone_to_the_same_file(two_seed
     assert cli(["calibrate", "sweep", "--collect", str(folder)]) == 1
     err = capsys.readouterr().err
     assert "task b8-s1338 failed: RuntimeError: the node went away" in err
-    assert f"rerun them alone with: budgetdsl calibrate sweep --collect {folder} --retry-failed" in err
+    assert f"run them and the tasks not run yet here with: budgetdsl calibrate sweep --collect {folder} " \
+           "--retry-failed" in err
     partial = load_calibration(tmp_path / "again.json")
     assert partial.interrupted and "missing b8-s1338 (failed)" in partial.stop_reason
     mtimes = {p.parent.name: p.stat().st_mtime_ns for p in folder.glob("tasks/*/result.json")}
