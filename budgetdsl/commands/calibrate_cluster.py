@@ -272,7 +272,7 @@ def _report(args, cl, helpers: SweepHelpers, folder: Path, got, started: float) 
 
 
 def _emit(args, cl, cfg, opts, folder: Path, out: Path, plan, tpe: int, say) -> int:
-    from budgetdsl.calibrate.cluster import emit_manifests
+    from budgetdsl.calibrate.cluster_kubernetes import emit_manifests
 
     manifest = cl.prepare(folder, cfg, out, opts, ["budgetdsl", "calibrate", "sweep", "--emit", args.emit], tpe)
     paths = emit_manifests(folder, manifest, args.emit, plan)
