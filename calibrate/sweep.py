@@ -1,10 +1,10 @@
 """The frontier sweep: measure B_crit directly (McCandlish et al. 2018, section 2.2 and figure 4).
 
-Train the proxy from one start at several constant batches B until the held-out loss reaches one
-target (given, or the pilot's: the smallest batch's run), fit the steps S(B) each needed to
-S = S_min + E_min/B (eq. 2.11, `budgetdsl.theory.frontier_fit`) and compare B_crit = E_min/S_min
-with B_simple measured in the same runs (appendix A). The file is a whole calibration (the
-reference run's) with a `sweep` section.
+Train the proxy from one start (per seed) at several constant batches B until the held-out loss
+reaches one target (given, or the pilot's: the first seed's smallest batch), fit the steps S(B)
+each needed to S = S_min + E_min/B (eq. 2.11, `budgetdsl.theory.frontier_fit`; the points of every
+seed in one fit) and compare B_crit = E_min/S_min with B_simple measured in the same runs
+(appendix A). The file is a whole calibration (the reference run's) with a `sweep` section.
 """
 
 from __future__ import annotations

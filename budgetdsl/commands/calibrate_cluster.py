@@ -1,5 +1,6 @@
-"""`budgetdsl calibrate sweep` on a cluster: `--executor slurm`, `--collect DIR [--retry-failed]`,
-`--emit kubeflow|pytorchjob`. Imported by `calibrate` only when one of those flags is given; the
+"""`budgetdsl calibrate sweep` as tasks of a sweep folder: `--executor slurm`, `--collect DIR
+[--retry-failed]`, `--emit kubeflow|pytorchjob`, and a local sweep of several seeds (or with
+`--sweep-dir`), whose tasks run here one after another. Imported by `calibrate` only for these; the
 Slurm side needs the `cluster` extra (submitit), the rest the `calibrate` extra.
 
 Exit codes: 0 submitted (--no-wait) or every task collected and fitted; 1 tasks failed or no fit
