@@ -209,3 +209,28 @@ def test_kubeflow_manifests_per_batch_and_seed_and_the_budget_counts_them(cli, t
     for p in (folder / "kubeflow").glob("*.yaml"):
         doc = yaml.safe_load(p.read_text())
         assert kubeflow_errors(doc, TRAINJOB_CRD) == [] and trainjob_webhook_errors(doc) == []
+
+
+def test_on_slurm_the_pilot_goes_alone_and_every_other_batch_and_seed_waits_for_it(cli, tmp_path, monkeypatch):
+    import os
+    import sys
+
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    for name, body in {
+        "sbatch": f'[ "$1" = --test-only ] && exit 0; n=$(ls {bin_dir}/*.sh 2>/dev/null | wc -l); '
+                  f'cp "$1" {bin_dir}/got-$n.sh; echo "Submitted batch job $((100 + n))"',
+        "squeue": "exit 0", "scontrol": 'echo "Slurmctld(primary) at vm is UP"', "sinfo": "echo 'local|up'",
+    }.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.path.dirname(sys.executable)}:/usr/bin:/bin")
+    folder = tmp_path / "s"
+    assert cli([*TINY, "--seeds", "2", "--executor", "slurm", "--sweep-dir", str(folder), "--no-wait", "--quiet"]) == 0
+    pilot, array = (p.read_text() for p in sorted(bin_dir.glob("got-*.sh")))
+    assert "--array" not in pilot
+    assert "#SBATCH --array=0-4%5" in array and "#SBATCH --dependency=afterok:100" in array
+    jobs = json.loads((folder / "sweep.json").read_text())["jobs"]
+    assert jobs["b4-s1337"]["id"] == "100"
+    assert sorted(jobs[k]["id"] for k in ("b8-s1337", "b16-s1337", "b4-s1338", "b8-s1338", "b16-s1338")) == \
+        [f"101_{i}" for i in range(5)]
