@@ -168,7 +168,7 @@ def fit_sweep(runs: list[SweepRun], tpe: int, confidence: float) -> tuple[SweepF
     try:
         f = fit_frontier(pts)
     except FrontierFitError as exc:
-        missing = [r.batch_examples for r in runs if r.best and not r.reached]
+        missing = sorted({r.batch_examples for r in runs if r.best and not r.reached})
         why = str(exc)
         if missing:
             why += f" (batches that did not reach the target: {', '.join(map(str, missing))})"
@@ -207,8 +207,8 @@ def seed_spread(runs: list[SweepRun], tpe: int, confidence: float
 
 
 class _Trainer:
-    """The proxy from one start (one seeded initialization, one seeded data stream, one fixed
-    held-out set); trains each run of the sweep from that start."""
+    """The proxy from one seed's start (its seeded initialization and data stream, the sweep's one
+    held-out set); trains each run of that seed from that start."""
 
     def __init__(self, cfg: SweepConfig, device: torch.device, amp: str, seed: int | None = None,
                  ctx: DistContext | None = None) -> None:
@@ -274,7 +274,7 @@ class _Trainer:
         ctx = self.ctx
         stepper = Stepper(model, optimizer, device, self.autocast, scaler, base.grad_clip, ctx)
         micro = run_cfg.micro_batch
-        count = batch // micro  # micro-batches per step over all processes; `split` checked it divides
+        count = batch // micro  # micro-batches per step, all processes; SweepConfig.split_error: it divides
         mine = slice(ctx.rank * count // ctx.world_size, (ctx.rank + 1) * count // ctx.world_size)
         record = RunRecord(NoiseScaleTracker(base.beta, base.confidence), batch, micro, self.tpe)
         run = _Run(batch, micro, lr, multiplier, record, StepTimer(), seed=self.seed)
@@ -472,7 +472,7 @@ def _reference_calibration(cfg: SweepConfig, trainer: _Trainer, ref: _Run, comma
                            interrupted: bool) -> CalibrationFile:
     """The reference run as a calibration proper: its trajectory, fit and hardware profile."""
     base, device = cfg.base, trainer.device
-    ref_cfg = base.with_(lr=ref.lr, batch=ref.batch, micro_batch=ref.micro, steps=ref.steps_run)
+    ref_cfg = base.with_(lr=ref.lr, batch=ref.batch, micro_batch=ref.micro, steps=ref.steps_run, seed=trainer.seed)
     provenance = _provenance(ref_cfg, trainer.proxy, trainer.ctx, trainer.amp,
                              _make_optimizer(ref_cfg, trainer.model), cfg.warmup, command)
     provenance = provenance.model_copy(update={
