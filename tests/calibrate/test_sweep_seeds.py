@@ -142,9 +142,11 @@ def test_a_local_multi_seed_sweep_keeps_its_tasks_and_pools_them(two_seeds):
     assert [b.batch_examples for b in sw.steps_by_batch] == [4, 8, 16]
     assert all(b.low <= b.median <= b.high and b.seeds == [1337, 1338] for b in sw.steps_by_batch)
     assert [f.seed for f in sw.seed_fits] == [1337, 1338]
-    # the first seed's runs are the one-seed sweep's: same start, same data, same target
     manifest = json.loads((folder / "sweep.json").read_text())
     assert manifest["executor"] == "local" and "--seeds" in manifest["command"]
+    task = json.loads((folder / "tasks" / "b4-s1338" / "result.json").read_text())
+    assert task["calibration"]["provenance"]["seed"] == 1338  # each task's calibration names its seed
+    assert load_calibration(out).provenance.seed == 1337  # the file's: the first seed's reference run
 
 
 def test_the_report_and_a_plan_citing_the_file_show_the_seeds(two_seeds, cli, capsys, tmp_path):
