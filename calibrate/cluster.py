@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -56,9 +57,25 @@ class SlurmOptions:
     partition: str | None = None
     account: str | None = None
     time_min: int = 60  # per task
-    gpus_per_task: int = 0
+    gpus_per_task: int = 0  # on each of the task's nodes: one process per GPU
     nodes_per_task: int = 1
     cpus_per_task: int = 1
+
+    @property
+    def processes_per_node(self) -> int:
+        """One process per GPU (torchrun's convention); one on a CPU node."""
+        return max(1, self.gpus_per_task)
+
+    @property
+    def processes(self) -> int:
+        return self.nodes_per_task * self.processes_per_node
+
+    def check_split(self, cfg: SweepConfig) -> None:
+        """ValueError, before anything is submitted, when the task's processes cannot share the
+        batches' micro-batches evenly."""
+        why = cfg.split_error(self.processes)
+        if why:
+            raise ValueError(f"--gpus-per-task {self.gpus_per_task} x --nodes-per-task {self.nodes_per_task}: {why}")
 
     def validate(self) -> None:
         """ValueError naming the flag (or plan key) for a value Slurm would refuse or that could
@@ -71,9 +88,8 @@ class SlurmOptions:
             raise ValueError("--time must be between 1 minute and a year")
         if not 0 <= self.gpus_per_task <= 64:
             raise ValueError("--gpus-per-task must be between 0 and 64")
-        if self.nodes_per_task != 1:
-            raise ValueError("--nodes-per-task: a sweep task trains in one process on one node (the "
-                             "sweep's trainer is not distributed); use --gpus-per-task for its device")
+        if not 1 <= self.nodes_per_task <= 1024:
+            raise ValueError("--nodes-per-task must be between 1 and 1024")
         if not 1 <= self.cpus_per_task <= 1024:
             raise ValueError("--cpus-per-task must be between 1 and 1024")
 
@@ -115,9 +131,11 @@ class Task:
 
 
 def tasks_of(cfg: SweepConfig) -> list[Task]:
+    """One task per (batch, seed), seed by seed; the pilot is the first seed's smallest batch."""
     pilot = cfg.target_loss is None
-    smallest = min(cfg.batches)
-    return [Task(b, cfg.base.seed, pilot and b == smallest) for b in sorted(cfg.batches)]
+    smallest, first = min(cfg.batches), cfg.seed_list[0]
+    return [Task(b, seed, pilot and b == smallest and seed == first)
+            for seed in cfg.seed_list for b in sorted(cfg.batches)]
 
 
 def task_dir(folder: Path, key: str) -> Path:
@@ -135,8 +153,8 @@ def config_to_dict(cfg: SweepConfig) -> dict:
 def config_from_dict(d: dict) -> SweepConfig:
     values = dict(d)
     base = RunConfig(**values.pop("base"))
-    for k in ("batches", "lr_grid"):
-        values[k] = tuple(values[k])
+    for k in ("batches", "lr_grid", "seeds"):
+        values[k] = tuple(values.get(k, ()))
     return SweepConfig(base=base, **values)
 
 
@@ -198,19 +216,45 @@ def check_slurm(opts: SlurmOptions) -> None:
         said = (ping.stdout + ping.stderr).strip() if ping is not None else "no answer in 30 s"
         raise ClusterError(f"the Slurm controller does not answer (`scontrol ping`: {said or 'DOWN'}); "
                            "nothing was submitted")
-    parts = _slurm(["sinfo", "-h", "-o", "%R|%a"]).stdout.split()
-    known = {p.split("|")[0]: p.split("|")[1] for p in parts if "|" in p}
-    for name in (opts.partition.split(",") if opts.partition else []):
+    # One line per partition and node configuration: name, availability, node count, GRES.
+    lines = [p.split("|") for p in _slurm(["sinfo", "-h", "-o", "%R|%a|%D|%G"]).stdout.split()]
+    known: dict[str, str] = {}
+    nodes: dict[str, int] = {}
+    gpus: dict[str, int] = {}
+    for fields in lines:
+        if len(fields) < 2:
+            continue
+        name = fields[0]
+        known[name] = fields[1]
+        nodes[name] = nodes.get(name, 0) + (int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else 0)
+        per_node = sum(int(n) for n in re.findall(r"gpu(?::[^:,()]+)?:(\d+)", fields[3])) if len(fields) > 3 else 0
+        gpus[name] = max(gpus.get(name, 0), per_node)
+    wanted = opts.partition.split(",") if opts.partition else []
+    for name in wanted:
         if name not in known:
             raise ClusterError(f"--partition {name}: no such partition; this cluster has "
                                f"{', '.join(sorted(known)) or 'none'}")
         if known[name] != "up":
             raise ClusterError(f"--partition {name} is {known[name]}, not up")
+    _check_resources(opts, [n for n in (wanted or list(known)) if nodes.get(n)], nodes, gpus)
     if opts.account is not None:
         test = _slurm(["sbatch", "--test-only", f"--account={opts.account}", "--wrap=true",
                        *([f"--partition={opts.partition}"] if opts.partition else [])])
         if test.returncode != 0:
             raise ClusterError(f"--account {opts.account}: Slurm refuses it: {test.stderr.strip()}")
+
+
+def _check_resources(opts: SlurmOptions, partitions: list[str], nodes: dict[str, int], gpus: dict[str, int]) -> None:
+    """ClusterError when no partition sinfo lists (of those asked for, else any) has the nodes and
+    the GPUs per node a task asks for. Partitions whose nodes sinfo does not list (powered-down
+    cloud nodes) are left to sbatch, which refuses what they cannot hold."""
+    if not partitions or (opts.nodes_per_task == 1 and not opts.gpus_per_task):
+        return
+    fits = [p for p in partitions if nodes[p] >= opts.nodes_per_task and gpus[p] >= opts.gpus_per_task]
+    if not fits:
+        have = "; ".join(f"{p}: {nodes[p]} node(s) of {gpus[p]} GPU(s)" for p in partitions)
+        raise ClusterError(f"a task asks for {opts.nodes_per_task} node(s) of {opts.gpus_per_task} GPU(s) "
+                           f"(--nodes-per-task, --gpus-per-task); sinfo lists {have}; nothing was submitted")
 
 
 @dataclass
@@ -292,9 +336,13 @@ def states(folder: Path, manifest: dict, slurm: bool = True) -> list[TaskState]:
             st.reason = "Slurm did not answer (squeue); looking again"
             out.append(st)
             continue
-        if manifest.get("executor") == "kubernetes":
+        if manifest.get("executor") in ("kubernetes", "local"):
             if err.exists():
                 st.state, st.reason = "failed", _safe_json(err).get("error", "the task raised")
+            elif manifest.get("executor") == "local" and (task_dir(folder, key) / "ckpt.pt").exists():
+                st.state, st.reason = "failed", "stopped before its end; its state is in ckpt.pt"
+            elif manifest.get("executor") == "local":
+                st.reason = "not run yet"
         elif st.job is None:
             st.state, st.reason = "failed", "never submitted"
         elif st.job in queue:
@@ -347,7 +395,7 @@ def progress_table(sts: list[TaskState]) -> str:
 # --- submission -----------------------------------------------------------------------------
 
 def prepare(folder: Path, cfg: SweepConfig, out: Path, opts: SlurmOptions, command: list[str],
-            tokens_per_example: int | None = None) -> dict:
+            tokens_per_example: int | None = None, executor: str = "slurm") -> dict:
     """Make the sweep folder and its manifest (nothing submitted yet); ClusterError when the folder
     already holds another sweep."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -358,7 +406,7 @@ def prepare(folder: Path, cfg: SweepConfig, out: Path, opts: SlurmOptions, comma
         "version": MANIFEST_VERSION, "config": config_to_dict(cfg), "out": str(Path(os.path.abspath(out))),
         "slurm": asdict(opts), "command": command, "created": time.time(),
         "tasks": [{"key": t.key, "batch": t.batch, "seed": t.seed, "pilot": t.pilot} for t in tasks_of(cfg)],
-        "jobs": {}, "attempts": [], "executor": "slurm", "tokens_per_example": tokens_per_example,
+        "jobs": {}, "attempts": [], "executor": executor, "tokens_per_example": tokens_per_example,
     }
     write_manifest(folder, manifest)
     return manifest
@@ -374,7 +422,9 @@ def submit(folder: Path, manifest: dict, keys: list[str], say: Callable[[str], N
     executor = submitit.AutoExecutor(folder=str(folder / "slurm" / "%j"), cluster="slurm")
     # Slurm signals the task this long before its time limit, so that submitit requeues it (90 s,
     # submitit's default, or a tenth of a short limit): it then resumes from its checkpoint.
-    params: dict = dict(slurm_job_name="budgetdsl-sweep", timeout_min=opts.time_min, nodes=1, tasks_per_node=1,
+    # One Slurm task per process (one per GPU, torchrun's convention), on --nodes-per-task nodes.
+    params: dict = dict(slurm_job_name="budgetdsl-sweep", timeout_min=opts.time_min, nodes=opts.nodes_per_task,
+                        tasks_per_node=opts.processes_per_node,
                         cpus_per_task=opts.cpus_per_task, slurm_signal_delay_s=min(90, max(10, opts.time_min * 6)))
     if opts.partition:
         params["slurm_partition"] = opts.partition
@@ -435,6 +485,12 @@ class SweepTask(_Checkpointable):
     calls `checkpoint`, which requeues this same call; the task then resumes from `ckpt.pt`."""
 
     def __call__(self, folder: str, key: str) -> str:
+        if int(os.environ.get("SLURM_NTASKS", "1")) > 1:
+            # Each Slurm task is one process of the task: torchrun's environment (RANK, WORLD_SIZE,
+            # LOCAL_RANK, MASTER_ADDR/PORT on the first node), for distributed.init's env:// join.
+            from submitit.helpers import TorchDistributedEnvironment
+
+            TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
         return str(run_task(Path(folder), key))
 
 
@@ -467,16 +523,8 @@ def _pilot_result(folder: Path, manifest: dict, wait_s: float) -> dict:
 
 def _run_task(folder: Path, key: str, say: Callable[[str], None], wait_s: float) -> Path:
     import torch
+    from budgetdsl.calibrate import distributed
     from budgetdsl.calibrate.hardware import resolve_amp, resolve_device
-    from budgetdsl.calibrate.run import _StopRequest
-    from budgetdsl.calibrate.sweep import (
-        TaskCheckpoint,
-        _best_of,
-        _reference_calibration,
-        _sweep_run,
-        _Trainer,
-        train_batch,
-    )
 
     manifest = read_manifest(folder)
     cfg = config_from_dict(manifest["config"])
@@ -487,6 +535,36 @@ def _run_task(folder: Path, key: str, say: Callable[[str], None], wait_s: float)
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     device = resolve_device(cfg.base.device)
     amp = resolve_amp(cfg.base.amp, device)
+    ctx = distributed.init(device.type)  # under torchrun (or its environment): nccl on CUDA, gloo on CPU
+    try:
+        return _train_task(folder, key, manifest, cfg, task, device, amp, ctx, say, wait_s)
+    finally:
+        distributed.shutdown(ctx)
+
+
+def _train_task(folder: Path, key: str, manifest: dict, cfg: SweepConfig, task: dict, device, amp: str, ctx,
+                say: Callable[[str], None], wait_s: float) -> Path:
+    """The task's training on this process (one of `ctx.world_size`): rank 0 keeps the checkpoint
+    and writes the result."""
+    import torch
+    from budgetdsl.calibrate import distributed
+    from budgetdsl.calibrate.run import _StopRequest
+    from budgetdsl.calibrate.sweep import (
+        TaskCheckpoint,
+        _best_of,
+        _reference_calibration,
+        _sweep_run,
+        _Trainer,
+        train_batch,
+    )
+
+    if device.type == "cuda" and ctx.active:
+        device = torch.device("cuda", ctx.local_rank)
+    if not ctx.is_main:
+        say = lambda _msg: None  # noqa: E731 - rank 0 speaks for the task
+    split_error = cfg.split_error(ctx.world_size)
+    if split_error:
+        raise UsageError(split_error)
     target = cfg.target_loss
     target_from = "given" if target is not None else "pilot"
     expected: float = cfg.steps_limit
@@ -498,27 +576,31 @@ def _run_task(folder: Path, key: str, say: Callable[[str], None], wait_s: float)
         reached = [r["steps_to_target"] for r in pilot["runs"] if r.get("steps_to_target") is not None]
         if reached:  # as the local sweep: evaluations spread over the steps a smaller batch needed
             expected = min(reached)
-    trainer = _Trainer(cfg, device, amp)
+    trainer = _Trainer(cfg, device, amp, seed=task["seed"], ctx=ctx)
     tdir = task_dir(folder, key)
     tdir.mkdir(parents=True, exist_ok=True)
-    ckpt = TaskCheckpoint(tdir / "ckpt.pt", CHECKPOINT_EVERY)
+    ckpt = TaskCheckpoint(tdir / "ckpt.pt", CHECKPOINT_EVERY, writer=ctx.is_main)
     with _StopRequest((signal.SIGINT, signal.SIGTERM)) as stop:
         tried, target, stopped = train_batch(cfg, trainer, task["batch"], target, expected, say, stop, ckpt)
     if stopped:  # scancel or a preemption: the state is in ckpt.pt, Slurm says why the job ended
-        say(f"task {key}: stopped by signal {stop.signum}; its state is in {ckpt.path}")
-        raise SystemExit(128 + (stop.signum or 0))
-    best = _best_of(tried)[task["batch"]]
+        if ctx.active:  # every process waits for rank 0's checkpoint before any of them exits
+            distributed.all_reduce_sum(ctx, torch.zeros(1, device=device))
+        say(f"task {key}: stopped by signal {stop.signum or signal.SIGTERM}; its state is in {ckpt.path}")
+        raise SystemExit(128 + (stop.signum or signal.SIGTERM))  # a process the others' vote stopped
+    best = _best_of(tried)[(task["batch"], task["seed"])]
     tpe = trainer.tpe
     runs = [_sweep_run(r, r is best, tpe).model_dump(mode="json") for r in tried]
     cal = _reference_calibration(cfg, trainer, best, tuple(manifest["command"]), False)
     result = {"key": key, "batch": task["batch"], "seed": task["seed"], "target_loss": target,
               "target_from": target_from, "tokens_per_example": tpe, "runs": runs,
               "calibration": cal.model_dump(mode="json"), "slurm_job": os.environ.get("SLURM_JOB_ID"),
-              "array_task": os.environ.get("SLURM_ARRAY_TASK_ID"), "cpu_seconds": time.process_time()}
+              "array_task": os.environ.get("SLURM_ARRAY_TASK_ID"), "cpu_seconds": time.process_time(),
+              "world_size": ctx.world_size}
     path = result_path(folder, key)
-    write_file(path, json.dumps(result) + "\n")
-    ckpt.path.unlink(missing_ok=True)
-    say(f"task {key}: wrote {path}")
+    if ctx.is_main:
+        write_file(path, json.dumps(result) + "\n")
+        ckpt.path.unlink(missing_ok=True)
+    say(f"task {key}: wrote {path}" + (f" ({ctx.world_size} processes)" if ctx.active else ""))
     return path
 
 
@@ -536,7 +618,7 @@ def assemble(folder: Path, manifest: dict, sts: list[TaskState], min_batches: in
     """The calibration file from the finished tasks, as the local sweep writes it: the runs, the
     fit (only over at least `min_batches` batches that reached the target), the comparison; a
     sweep short of tasks is marked partial (`interrupted`) with the reason."""
-    from budgetdsl.calibrate.sweep import compare, fit_sweep
+    from budgetdsl.calibrate.sweep import compare, fit_sweep, seed_spread
 
     from budgetdsl.plan.calibration_file import CalibrationFile, Sweep, SweepRun
 
@@ -546,7 +628,7 @@ def assemble(folder: Path, manifest: dict, sts: list[TaskState], min_batches: in
                and (r := _read_result(result_path(folder, t["key"]))) is not None]
     if not results:
         return None, 0
-    results.sort(key=lambda r: r["batch"])
+    results.sort(key=lambda r: (r["batch"], r["seed"]))
     runs = [SweepRun.model_validate(x) for r in results for x in r["runs"]]
     tpe = results[0]["tokens_per_example"]
     target = results[0]["target_loss"]
@@ -558,6 +640,7 @@ def assemble(folder: Path, manifest: dict, sts: list[TaskState], min_batches: in
                                 f"({', '.join(map(str, reached)) or 'none'}); the fit needs at least {min_batches}")
     comparison = compare([x for x in runs if x.best and x.reached], fit.b_crit_examples if fit else None, tpe,
                          cfg.base.confidence)
+    seeds, steps_by_batch, seed_fits = seed_spread(runs, tpe, cfg.base.confidence)
     missing = [s for s in sts if s.state != "done"]
     partial = bool(missing)
     reason = (f"partial sweep: {len(done)} of {len(sts)} tasks collected; missing "
@@ -569,8 +652,10 @@ def assemble(folder: Path, manifest: dict, sts: list[TaskState], min_batches: in
         warmup_steps=cfg.warmup, max_steps=cfg.steps_limit, batches=sorted(cfg.batches), tokens_per_example=tpe,
         runs=runs, fit=fit, fit_error=fit_error,
         comparison=comparison if fit or comparison.b_simple_examples else None, seconds=seconds,
-        interrupted=partial)
-    by_batch = {r["batch"]: r for r in results}
+        interrupted=partial, seeds=seeds if len(cfg.seed_list) > 1 else [], steps_by_batch=steps_by_batch,
+        seed_fits=seed_fits)
+    first = cfg.seed_list[0]  # the reference run is the first seed's
+    by_batch = {r["batch"]: r for r in results if r["seed"] == first}
     ref = by_batch.get(cfg.reference) or results[0]
     cal = CalibrationFile.model_validate(ref["calibration"])
     cal = cal.model_copy(update={"sweep": section, "interrupted": partial, "stop_reason": reason})
@@ -581,47 +666,104 @@ def collect(folder: Path, *, wait: bool = True, poll_s: float = 10.0, min_batche
             say: Callable[[str], None] | None = None, out: Path | None = None) -> Collected:
     """Gather the finished tasks into the calibration file, refitting as each arrives; with `wait`,
     until no task is pending or running. One collector per folder (`collect.lock`)."""
-    from budgetdsl.plan.calibration_file import write_calibration
-
     say = say or (lambda _msg: None)
     folder = Path(folder)
     manifest = read_manifest(folder)
-    out = Path(out) if out is not None else Path(manifest["out"])
     if wait and manifest.get("executor", "slurm") == "slurm" and shutil.which("squeue") is None:
         raise ClusterError("no Slurm here (`squeue` is not on PATH) to follow the tasks: collect where the sweep "
                            "was submitted, or add --no-wait to gather the finished tasks only")
+    with _collector(folder):
+        return _gather(folder, manifest, wait=wait and manifest.get("executor") != "local", poll_s=poll_s,
+                       min_batches=min_batches, say=say, out=out)
+
+
+@contextmanager
+def _collector(folder: Path):
+    """Hold `<folder>/collect.lock`: one process gathers (or, locally, runs) a sweep's tasks."""
     try:
         with out_lock(folder / "collect", flag="--collect"):
-            seen: tuple = ()
-            result = Collected(None)
-            while True:
-                sts = states(folder, manifest)
-                now = tuple((s.key, s.state, s.slurm) for s in sts)
-                if now != seen:
-                    for line in (progress_line(sts), *progress_table(sts).splitlines()):
-                        say(line)
-                    done_before = {k for k, st, _ in seen if st == "done"}
-                    done_now = {s.key for s in sts if s.state == "done"}
-                    if done_now != done_before or result.calibration is None:
-                        cal, n = assemble(folder, manifest, sts, min_batches)
-                        if cal is not None:
-                            write_calibration(out, cal)
-                            fit = cal.sweep.fit  # type: ignore[attr-defined]
-                            say(f"refit over {n} of {len(sts)} batches: B_crit = {fit.b_crit_examples:.3g} examples"
-                                if fit else f"no fit yet: {cal.sweep.fit_error}")  # type: ignore[attr-defined]
-                        result = Collected(cal, sts, n)
-                    seen = now
-                result.states = sts
-                active = [s for s in sts if s.state in ("pending", "running")]
-                if not wait or not active:
-                    result.complete = all(s.state == "done" for s in sts)
-                    return result
-                time.sleep(poll_s)
+            yield
     except OutLocked as exc:
         pid = re.search(r" \(pid \d+\)", str(exc))
         raise ClusterError(f"--collect {folder}: another collector{pid.group(0) if pid else ''} is following this "
                            f"sweep (it holds {folder / 'collect.lock'}); wait for it, or stop it and collect "
                            "again: nothing is lost, the results stay in the tasks' folders") from None
+
+
+def _gather(folder: Path, manifest: dict, *, wait: bool, poll_s: float, min_batches: int,
+            say: Callable[[str], None], out: Path | None, seen: tuple = ()) -> Collected:
+    from budgetdsl.plan.calibration_file import write_calibration
+
+    out = Path(out) if out is not None else Path(manifest["out"])
+    several = len(config_from_dict(manifest["config"]).seed_list) > 1
+    result = Collected(None)
+    while True:
+        sts = states(folder, manifest)
+        now = tuple((s.key, s.state, s.slurm) for s in sts)
+        if now != seen:
+            for line in (progress_line(sts), *progress_table(sts).splitlines()):
+                say(line)
+            done_before = {k for k, st, _ in seen if st == "done"}
+            done_now = {s.key for s in sts if s.state == "done"}
+            if done_now != done_before or result.calibration is None:
+                cal, n = assemble(folder, manifest, sts, min_batches)
+                if cal is not None:
+                    write_calibration(out, cal)
+                    fit = cal.sweep.fit  # type: ignore[attr-defined]
+                    unit = "tasks (batch, seed)" if several else "batches"
+                    say(f"refit over {n} of {len(sts)} {unit}: B_crit = {fit.b_crit_examples:.3g} examples"
+                        if fit else f"no fit yet: {cal.sweep.fit_error}")  # type: ignore[attr-defined]
+                result = Collected(cal, sts, n)
+            seen = now
+        result.states = sts
+        active = [s for s in sts if s.state in ("pending", "running")]
+        if not wait or not active:
+            result.complete = all(s.state == "done" for s in sts)
+            return result
+        time.sleep(poll_s)
+
+
+def run_local(folder: Path, keys: list[str] | None = None, *, min_batches: int = MIN_BATCHES,
+              say: Callable[[str], None] | None = None) -> tuple[Collected, bool]:
+    """Run a local sweep's tasks (`keys`, default every task without a result) one after another in
+    this process, the pilot first, refitting after each: (what was collected, whether Ctrl-C
+    stopped it). A task that raises is left failed (its `error.json`) and the next one runs; the
+    others stop when the pilot fails, since they need its target. `--collect DIR --retry-failed`
+    reruns what is not done, each task resuming from its checkpoint."""
+    say = say or (lambda _msg: None)
+    manifest = read_manifest(folder)
+    order = [t for t in manifest["tasks"] if t["pilot"]] + [t for t in manifest["tasks"] if not t["pilot"]]
+    with _collector(folder):
+        todo = [t["key"] for t in order if (keys is None or t["key"] in keys)
+                and _result_or_none(result_path(folder, t["key"])) is None]
+        got = _gather(folder, manifest, wait=False, poll_s=0, min_batches=min_batches, say=say, out=None)
+        for key in todo:
+            pilot = next((t for t in order if t["pilot"]), None)
+            if pilot is not None and key != pilot["key"] and _result_or_none(result_path(folder, pilot["key"])) is None:
+                say(f"task {key}: not run, its pilot {pilot['key']} has no result")
+                continue
+            say(f"task {key}: running")
+            (task_dir(folder, key) / "error.json").unlink(missing_ok=True)
+            try:
+                run_task(folder, key, say=lambda m: say(f"  {m}"))
+            except SystemExit as exc:  # Ctrl-C: the task saved its state in ckpt.pt
+                if exc.code in (0, None):
+                    raise
+                return _gather(folder, manifest, wait=False, poll_s=0, min_batches=min_batches, say=say,
+                               out=None), True
+            except UsageError:
+                raise
+            except Exception as exc:  # written to error.json by run_task; the others still run
+                say(f"task {key} failed: {type(exc).__name__}: {exc}")
+            got = _gather(folder, manifest, wait=False, poll_s=0, min_batches=min_batches, say=say, out=None)
+        return got, False
+
+
+def _result_or_none(path: Path) -> dict | None:
+    try:
+        return _read_result(path)
+    except ValueError:
+        return None
 
 
 # --- cost -----------------------------------------------------------------------------------
@@ -647,75 +789,12 @@ def task_costs(cfg: SweepConfig, opts: SlurmOptions, flops_per_token: float, tok
         evals = len(cfg.lr_grid) * (cfg.evals_per_run + 1) * cfg.base.eval_batches * cfg.eval_micro * tokens_per_example
         flops = flops_per_token * tokens + flops_per_token / 3 * evals
         hours = (flops / (peak_flops * mfu) / 3600 if opts.gpus_per_task and peak_flops and mfu else None)
-        out.append(TaskCost(t.key, tokens, flops, hours, opts.gpus_per_task * opts.time_min / 60))
+        out.append(TaskCost(t.key, tokens, flops, hours, opts.gpus_per_task * opts.nodes_per_task * opts.time_min / 60))
     return out
 
 
 def with_slurm(opts: SlurmOptions, **changes) -> SlurmOptions:
     return replace(opts, **changes)
-
-
-# --- Kubernetes -----------------------------------------------------------------------------
-
-def emit_manifests(folder: Path, manifest: dict, kind: str, plan=None) -> list[Path]:
-    """One Kubeflow TrainJob (`kind` kubeflow) or PyTorchJob (pytorchjob) per task, written by the
-    project's export code (budgetdsl.exports) into `<folder>/<kind>/<task>.yaml`. Each pod runs
-    `torchrun --nproc-per-node=1 -m budgetdsl.calibrate.cluster FOLDER TASK` (one process: the
-    sweep's trainer is not distributed), holding `--gpus-per-task` GPUs (none: a CPU pod); every
-    pod must see the sweep folder at the same path, and the tasks after the pilot wait for its
-    result. The sweep is recorded as executor `kubernetes`, so `--collect` asks no Slurm."""
-    from budgetdsl.exports import kubeflow, pytorchjob
-    from budgetdsl.exports._text import dump_yaml, hash_comments
-    from budgetdsl.exports.spec import DEFAULT_IMAGE, DEFAULT_RUNTIME, LaunchSpec
-    from budgetdsl.plan.launch import Launch
-
-    cfg = config_from_dict(manifest["config"])
-    opts = SlurmOptions(**manifest["slurm"])
-    launch = plan.launch if plan is not None and plan.launch is not None else None
-    tpe = int(manifest.get("tokens_per_example") or 1)
-    outdir = folder / kind
-    outdir.mkdir(exist_ok=True)
-    paths = []
-    manifest["executor"] = "kubernetes"
-    write_manifest(folder, manifest)
-    for t in manifest["tasks"]:
-        batch, key = t["batch"], t["key"]
-        micro = cfg.micro_for(batch)
-        spec = LaunchSpec(
-            name=f"{folder.name}-{key}", nodes=1, gpus_per_node=1, tensor_parallel=1, pipeline_parallel=1,
-            data_parallel=1, micro_batch=micro, grad_accum=batch // micro, seq_len=tpe,
-            steps=cfg.pilot_steps if t["pilot"] else cfg.steps_limit, lr=cfg.lr_at(batch),
-            warmup_steps=cfg.warmup, time_limit_s=opts.time_min * 60, zero_stage=0,
-            launch=Launch(image=(launch.image if launch and launch.image else DEFAULT_IMAGE),
-                          command=["-m", "budgetdsl.calibrate.cluster", str(folder), key],
-                          namespace=launch.namespace if launch else None,
-                          runtime=(launch.runtime if launch and launch.runtime else DEFAULT_RUNTIME),
-                          gpu_resource=launch.gpu_resource if launch else None),
-            gpu_resource=(launch.gpu_resource if launch and launch.gpu_resource else "nvidia.com/gpu"))
-        gpus = opts.gpus_per_task
-        if kind == "kubeflow":
-            doc = kubeflow.manifest(spec)
-            trainer = doc["spec"]["trainer"]
-            if gpus:
-                trainer["resourcesPerNode"] = {"limits": {spec.gpu_resource: gpus}}
-            else:
-                trainer["resourcesPerNode"] = {"limits": {"cpu": opts.cpus_per_task}}
-        else:
-            doc = pytorchjob.manifest(spec)
-            container = doc["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
-            container["resources"] = {"limits": {spec.gpu_resource: gpus} if gpus else {"cpu": opts.cpus_per_task}}
-        for env in _env_lists(doc):  # the pod's own GPU count, not the one process's
-            for var in env:
-                if var["name"] == "BUDGETDSL_GPUS_PER_NODE":
-                    var["value"] = str(gpus)
-        head = [f"budgetdsl calibrate sweep --emit {kind}: task {key} (batch {batch}, seed {t['seed']})"
-                + (", the pilot that sets the target loss" if t["pilot"] else ""),
-                f"one process, {gpus or 'no'} GPU(s); results in {folder}/tasks/{key}/result.json",
-                f"collect: budgetdsl calibrate sweep --collect {folder}"]
-        path = outdir / f"{key}.yaml"
-        write_file(path, hash_comments(head) + dump_yaml(doc))
-        paths.append(path)
-    return paths
 
 
 def main_task(argv: list[str] | None = None) -> int:
@@ -731,12 +810,6 @@ def main_task(argv: list[str] | None = None) -> int:
         print(f"budgetdsl sweep task: error: {exc}", file=sys.stderr)
         return 2
     return 0
-
-
-def _env_lists(doc: dict) -> list[list[dict]]:
-    if doc["kind"] == "TrainJob":
-        return [doc["spec"]["trainer"]["env"]]
-    return [c["env"] for r in doc["spec"]["pytorchReplicaSpecs"].values() for c in r["template"]["spec"]["containers"]]
 
 
 if __name__ == "__main__":

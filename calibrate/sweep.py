@@ -1,10 +1,10 @@
 """The frontier sweep: measure B_crit directly (McCandlish et al. 2018, section 2.2 and figure 4).
 
-Train the proxy from one start at several constant batches B until the held-out loss reaches one
-target (given, or the pilot's: the smallest batch's run), fit the steps S(B) each needed to
-S = S_min + E_min/B (eq. 2.11, `budgetdsl.theory.frontier_fit`) and compare B_crit = E_min/S_min
-with B_simple measured in the same runs (appendix A). The file is a whole calibration (the
-reference run's) with a `sweep` section.
+Train the proxy from one start (per seed) at several constant batches B until the held-out loss
+reaches one target (given, or the pilot's: the first seed's smallest batch), fit the steps S(B)
+each needed to S = S_min + E_min/B (eq. 2.11, `budgetdsl.theory.frontier_fit`; the points of every
+seed in one fit) and compare B_crit = E_min/S_min with B_simple measured in the same runs
+(appendix A). The file is a whole calibration (the reference run's) with a `sweep` section.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
+from budgetdsl.calibrate import distributed
 from budgetdsl.calibrate.distributed import DistContext
 from budgetdsl.calibrate.factory import build_proxy
 from budgetdsl.calibrate.hardware import (
@@ -50,9 +52,11 @@ from budgetdsl.plan.calibration_file import (
     CalibrationFile,
     HardwareProfile,
     Sweep,
+    SweepBatchSteps,
     SweepComparison,
     SweepFit,
     SweepRun,
+    SweepSeedFit,
     write_calibration,
 )
 from budgetdsl.theory.frontier_fit import FrontierFitError, fit_frontier
@@ -73,6 +77,7 @@ class _Run:
     note: str | None = None
     seconds: float = 0.0
     stopped: bool = False  # by the user
+    seed: int | None = None  # of the model init and data order
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,7 @@ def fit_sweep(runs: list[SweepRun], tpe: int, confidence: float) -> tuple[SweepF
     try:
         f = fit_frontier(pts)
     except FrontierFitError as exc:
-        missing = [r.batch_examples for r in runs if r.best and not r.reached]
+        missing = sorted({r.batch_examples for r in runs if r.best and not r.reached})
         why = str(exc)
         if missing:
             why += f" (batches that did not reach the target: {', '.join(map(str, missing))})"
@@ -176,13 +181,42 @@ def fit_sweep(runs: list[SweepRun], tpe: int, confidence: float) -> tuple[SweepF
         rms_residual=f.rms_residual, residuals=list(f.residuals)), None
 
 
-class _Trainer:
-    """The proxy from one start (one seeded initialization, one seeded data stream, one fixed
-    held-out set); trains each run of the sweep from that start."""
+def seed_spread(runs: list[SweepRun], tpe: int, confidence: float
+                ) -> tuple[list[int], list[SweepBatchSteps], list[SweepSeedFit]]:
+    """Over the seeds of a sweep (nothing for one seed): each batch's steps to the target (median
+    and range over the seeds that reached it) and each seed's own fit, by `fit_sweep` itself."""
+    seeds = sorted({r.seed for r in runs if r.seed is not None})
+    if len(seeds) < 2:
+        return [], [], []
+    best = [r for r in runs if r.best and r.reached and r.steps_to_target is not None]
+    by_batch = []
+    for b in sorted({r.batch_examples for r in best}):
+        pts = sorted((r.seed, r.steps_to_target) for r in best if r.batch_examples == b)
+        steps = [s for _, s in pts]
+        by_batch.append(SweepBatchSteps(batch_examples=b, seeds=[k for k, _ in pts], steps=steps,
+                                        median=statistics.median(steps), low=min(steps), high=max(steps)))
+    fits = []
+    for seed in seeds:
+        mine = [r for r in runs if r.seed == seed]
+        n = len({r.batch_examples for r in mine if r.best and r.reached})
+        f, why = fit_sweep(mine, tpe, confidence) if n >= 3 else (None, f"{n} batch(es) reached the target")
+        fits.append(SweepSeedFit(seed=seed, n_points=n, fit_error=why) if f is None else SweepSeedFit(
+            seed=seed, n_points=n, b_crit_examples=f.b_crit_examples, b_crit_tokens=f.b_crit_tokens,
+            b_crit_ci_low_tokens=f.b_crit_ci_low_tokens, b_crit_ci_high_tokens=f.b_crit_ci_high_tokens))
+    return seeds, by_batch, fits
 
-    def __init__(self, cfg: SweepConfig, device: torch.device, amp: str) -> None:
+
+class _Trainer:
+    """The proxy from one seed's start (its seeded initialization and data stream, the sweep's one
+    held-out set); trains each run of that seed from that start."""
+
+    def __init__(self, cfg: SweepConfig, device: torch.device, amp: str, seed: int | None = None,
+                 ctx: DistContext | None = None) -> None:
         base = cfg.base
-        torch.manual_seed(base.seed)
+        # Under torchrun the task's processes split each step's micro-batches (ctx: this one's rank).
+        self.ctx = ctx if ctx is not None else DistContext()
+        self.seed = base.seed if seed is None else seed  # the init and data order; the held-out set is base.seed's
+        torch.manual_seed(self.seed)
         try:
             proxy = build_proxy(
                 base.model, base.data, block_size=base.block_size, n_layer=base.n_layer, n_head=base.n_head,
@@ -202,14 +236,23 @@ class _Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> float:
-        model = self.model
+        """The mean held-out loss; the processes of a task share the micro-batches and agree on the
+        sum (one all-reduce), so they stop at the same evaluation."""
+        model, ctx = self.model, self.ctx
         model.eval()
-        total = 0.0
-        for batch in self.eval_set:
+        if not ctx.active:
+            total = 0.0
+            for batch in self.eval_set:
+                with self.autocast:
+                    total += float(model(batch).double())
+            model.train()
+            return total / len(self.eval_set)
+        acc = torch.zeros((), dtype=torch.float64, device=self.device)
+        for i in range(ctx.rank, len(self.eval_set), ctx.world_size):
             with self.autocast:
-                total += float(model(batch).double())
+                acc += model(self.eval_set[i]).double()
         model.train()
-        return total / len(self.eval_set)
+        return float(distributed.all_reduce_sum(ctx, acc.reshape(1))[0]) / len(self.eval_set)
 
     def train(self, batch: int, multiplier: float, target: float | None, steps: int, eval_every: int,
               stop: _StopRequest, resume: dict | None = None, save: Callable[[dict], None] | None = None,
@@ -228,11 +271,14 @@ class _Trainer:
         run_cfg = base.with_(lr=lr, batch=batch, micro_batch=cfg.micro_for(batch))
         optimizer = _make_optimizer(run_cfg, model)
         scaler = torch.amp.GradScaler(device.type, init_scale=2.0**12) if self.amp == "fp16" else None
-        stepper = Stepper(model, optimizer, device, self.autocast, scaler, base.grad_clip, DistContext())
+        ctx = self.ctx
+        stepper = Stepper(model, optimizer, device, self.autocast, scaler, base.grad_clip, ctx)
         micro = run_cfg.micro_batch
+        count = batch // micro  # micro-batches per step, all processes; SweepConfig.split_error: it divides
+        mine = slice(ctx.rank * count // ctx.world_size, (ctx.rank + 1) * count // ctx.world_size)
         record = RunRecord(NoiseScaleTracker(base.beta, base.confidence), batch, micro, self.tpe)
-        run = _Run(batch, micro, lr, multiplier, record, StepTimer())
-        data_gen = torch.Generator().manual_seed(base.seed)  # one data stream for every run
+        run = _Run(batch, micro, lr, multiplier, record, StepTimer(), seed=self.seed)
+        data_gen = torch.Generator().manual_seed(self.seed)  # one data stream for every run of a seed
         start = 0
         if resume is not None:
             start, run = resume["step"], resume["run"]
@@ -244,13 +290,17 @@ class _Trainer:
             if scaler is not None and resume.get("scaler") is not None:
                 scaler.load_state_dict(resume["scaler"])
         t_start = time.perf_counter() - run.seconds
+        # One process: the signal's flag. Several: the processes' votes of the last step (Stepper's
+        # all-reduce), so that every one of them stops at the same step.
+        voted = False
+        stopping = (lambda: stop.requested) if not ctx.active else (lambda: voted)
         for step in range(start, steps + 1):
-            if save is not None and step > start and (stop.requested or (save_every > 0 and step % save_every == 0)):
+            if save is not None and step > start and (stopping() or (save_every > 0 and step % save_every == 0)):
                 run.seconds = time.perf_counter() - t_start
                 save({"step": step, "run": run, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                       "data": data_gen.get_state(), "rng": torch.get_rng_state(),
                       "scaler": scaler.state_dict() if scaler is not None else None})
-                if stop.requested:  # before this step's evaluation: the resumed run makes it
+                if stopping():  # before this step's evaluation: the resumed run makes it
                     run.stopped = True
                     break
             if step % eval_every == 0 or step == steps:
@@ -258,13 +308,16 @@ class _Trainer:
                 record.evaluated(step, loss)
                 if target is not None and loss <= target:
                     break
-            if step == steps or stop.requested:
-                run.stopped = stop.requested
+            if step == steps or stopping():
+                run.stopped = stopping()
                 break
             for group in optimizer.param_groups:
                 group["lr"] = _lr_at(step, lr, cfg.warmup)
             t0 = time.perf_counter()
-            m = stepper.step([proxy.train(micro, data_gen) for _ in range(batch // micro)])
+            # Every process draws the step's micro-batches from the one stream and keeps its share: the
+            # global batch and its data do not depend on the number of processes.
+            m = stepper.step([proxy.train(micro, data_gen) for _ in range(count)][mine], stop.requested)
+            voted = m.stop_votes > 0
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             run.timer.add(time.perf_counter() - t0, batch)
@@ -353,8 +406,9 @@ class TaskCheckpoint:
     """Where a cluster task keeps its state between requeues: one file, replaced atomically
     (written beside it, then renamed), so a task killed while saving leaves the previous state."""
 
-    def __init__(self, path: Path, every: int) -> None:
+    def __init__(self, path: Path, every: int, writer: bool = True) -> None:
         self.path, self.every = Path(path), every
+        self.writer = writer  # rank 0 of a task's processes; the others read it on a resume
 
     def load(self) -> dict | None:
         if not self.path.exists():
@@ -364,6 +418,8 @@ class TaskCheckpoint:
         return torch.load(self.path, map_location="cpu", weights_only=False)
 
     def save(self, state: dict) -> None:
+        if not self.writer:
+            return
         tmp = self.path.with_name(self.path.name + ".tmp")
         torch.save(state, tmp)
         os.replace(tmp, self.path)
@@ -384,13 +440,14 @@ def _judge(tried: list[_Run], target: float | None) -> None:
                              f"{run.record.eval_losses[0]:.4f}: nothing to train for")
 
 
-def _best_of(runs: list[_Run]) -> dict[int, _Run]:
-    """Each batch's run with the fewest steps to the target (the first tried if none reached it)."""
-    best_of: dict[int, _Run] = {}
+def _best_of(runs: list[_Run]) -> dict[tuple[int, int | None], _Run]:
+    """Each (batch, seed)'s run with the fewest steps to the target (the first tried if none
+    reached it)."""
+    best_of: dict[tuple[int, int | None], _Run] = {}
     for r in runs:
-        cur = best_of.get(r.batch)
+        cur = best_of.get((r.batch, r.seed))
         if cur is None or (r.crossed is not None and (cur.crossed is None or r.crossed < cur.crossed)):
-            best_of[r.batch] = r
+            best_of[(r.batch, r.seed)] = r
     return best_of
 
 
@@ -408,20 +465,20 @@ def _sweep_run(r: _Run, best: bool, tpe: int) -> SweepRun:
         eval_losses=list(r.record.eval_losses), grad_sq=g2, trace_sigma=trace,
         b_simple=trace / g2 if g2 is not None and g2 > 0 else None,
         b_simple_run_mean=_run_mean(r.record, r.batch, until), seconds=r.seconds,
-        steps_skipped=len(r.record.skipped), note=r.note)
+        steps_skipped=len(r.record.skipped), note=r.note, seed=r.seed)
 
 
 def _reference_calibration(cfg: SweepConfig, trainer: _Trainer, ref: _Run, command: tuple[str, ...],
                            interrupted: bool) -> CalibrationFile:
     """The reference run as a calibration proper: its trajectory, fit and hardware profile."""
     base, device = cfg.base, trainer.device
-    ref_cfg = base.with_(lr=ref.lr, batch=ref.batch, micro_batch=ref.micro, steps=ref.steps_run)
-    provenance = _provenance(ref_cfg, trainer.proxy, DistContext(), trainer.amp,
+    ref_cfg = base.with_(lr=ref.lr, batch=ref.batch, micro_batch=ref.micro, steps=ref.steps_run, seed=trainer.seed)
+    provenance = _provenance(ref_cfg, trainer.proxy, trainer.ctx, trainer.amp,
                              _make_optimizer(ref_cfg, trainer.model), cfg.warmup, command)
     provenance = provenance.model_copy(update={
         "created_at": datetime.now(UTC).isoformat(timespec="seconds")})
     hardware = HardwareProfile(
-        device=device.type, device_name=device_name(device), world_size=1,
+        device=device.type, device_name=device_name(device), world_size=trainer.ctx.world_size,
         threads=torch.get_num_threads() if device.type == "cpu" else None, memory=[],
         **ref.timer.profile(trainer.tpe))
     return ref.record.to_file(provenance, hardware, cfg.warmup, interrupted=interrupted,
@@ -466,7 +523,7 @@ def _sweep(cfg: SweepConfig, out: Path, device, amp, command: tuple[str, ...],
 
     assert target is not None or interrupted or not runs
     target = target if target is not None else math.nan
-    best_of = _best_of(runs)
+    best_of = {b: r for (b, _), r in _best_of(runs).items()}  # one seed
     records = [_sweep_run(r, best_of[r.batch] is r, tpe) for r in runs]
     fit, fit_error = fit_sweep(records, tpe, base.confidence)
     comparison = compare([x for x in records if x.best and x.reached],

@@ -40,6 +40,13 @@ class SweepConfig:
     eval_micro: int = 32  # held-out examples per evaluation micro-batch
     evals_per_run: int = 40  # evaluations spread over each run's expected length
     reference_batch: int | None = None  # whose B_simple trajectory the file keeps; None: smallest
+    # Seeds of the model init and data order, one run per (batch, seed); the first is base.seed
+    # (its smallest batch is the pilot, its held-out set every run's). Empty: base.seed alone.
+    seeds: tuple[int, ...] = ()
+
+    @property
+    def seed_list(self) -> tuple[int, ...]:
+        return self.seeds or (self.base.seed,)
 
     @property
     def steps_limit(self) -> int:
@@ -55,6 +62,18 @@ class SweepConfig:
     def micro_for(self, batch: int) -> int:
         cap = max(1, min(self.micro_max, batch // 4 if batch >= 8 else batch // 2))
         return max(d for d in range(1, cap + 1) if batch % d == 0)
+
+    def split_error(self, processes: int) -> str | None:
+        """Why a task's `processes` cannot share every batch's micro-batches evenly (each step's
+        micro-batches are dealt out whole, so B_small and the global batch stay those of one
+        process), or None."""
+        bad = [f"{b} ({b // self.micro_for(b)} x {self.micro_for(b)})" for b in sorted(self.batches)
+               if (b // self.micro_for(b)) % processes]
+        if not bad:
+            return None
+        return (f"{processes} processes per task cannot share the micro-batches of batch {', '.join(bad)} "
+                f"evenly: each step's micro-batches must be a multiple of {processes}; choose such batches "
+                "(or --micro-max), or fewer GPUs/nodes per task")
 
     @property
     def reference(self) -> int:
@@ -89,6 +108,12 @@ class SweepConfig:
             raise ValueError("--micro-max and --eval-micro must be positive, --evals-per-run >= 4")
         if self.reference_batch is not None and self.reference_batch not in self.batches:
             raise ValueError(f"--reference-batch {self.reference_batch} is not one of --batches")
+        if self.seeds and (self.seeds[0] != b.seed or len(set(self.seeds)) != len(self.seeds)
+                           or min(self.seeds) < 0):
+            raise ValueError("--seeds: distinct seeds >= 0, the first one --seed's (a count N, or a list "
+                             "such as 0,5,9)")
+        if len(self.seed_list) > MAX_SEEDS:
+            raise ValueError(f"--seeds: at most {MAX_SEEDS} seeds")
         check_choices(b)
         if b.eval_batches < 1:
             raise ValueError("--eval-batches must be positive")
@@ -102,6 +127,9 @@ class SweepConfig:
 
     def with_(self, **changes) -> SweepConfig:
         return replace(self, **changes)
+
+
+MAX_SEEDS = 64  # a sweep of more seeds than this is a typo, not a measurement
 
 
 # --quick: seconds, for tests and a first try: gpt-nano, 5 batches, a 150-step pilot.

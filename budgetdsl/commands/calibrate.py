@@ -99,6 +99,22 @@ def _batches(text: str) -> tuple[int, ...]:
     return values
 
 
+def _seeds(text: str) -> tuple[str, tuple[int, ...]]:
+    """`--seeds N` (N seeds counted from --seed) or `--seeds 0,5,9` (these seeds)."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a count (3) or comma-separated seeds (0,5,9), not {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("no seeds given")
+    if "," not in text:
+        if values[0] < 1:
+            raise argparse.ArgumentTypeError(f"a count of seeds is at least 1, not {values[0]}")
+        return "count", values
+    return "list", values
+
+
 def _floats(text: str) -> tuple[float, ...]:
     try:
         return tuple(float(v) for v in text.split(",") if v.strip())
@@ -124,6 +140,8 @@ def _register_sweep(sub) -> None:
     a("--data", help="as for `calibrate` (default: stdlib)")
     _add_training_flags(a)
     a("--batches", type=_batches, help="global batch sizes in examples (default: 8,16,32,64,128,256,512)")
+    a("--seeds", type=_seeds, help="N seeds counted from --seed, or a list such as 0,5,9: one run per (batch, "
+      "seed), all pooled in one fit; several seeds run as tasks in --sweep-dir (default: --seed alone)")
     a("--target-loss", type=float, help="held-out loss every run trains to (default: what the pilot reaches)")
     a("--pilot-steps", type=int, help="steps of the smallest batch's run that sets the target (default: 600)")
     a("--max-steps", type=int, help="bound on every run (default: 1.5 x --pilot-steps, or 2000 with --target-loss)")
@@ -162,8 +180,10 @@ def _register_sweep(sub) -> None:
     c("--partition", help="Slurm partition (default: launch.partition, else the cluster's default)")
     c("--account", help="Slurm account (default: launch.account)")
     c("--time", help="time limit of each task: minutes, 2h, 1d or HH:MM:SS (default: 60)")
-    c("--gpus-per-task", type=int, help="GPUs each task holds (default: 0, a CPU task)")
-    c("--nodes-per-task", type=int, help="nodes each task spans (default and only value: 1)")
+    c("--gpus-per-task", type=int, help="GPUs per node each task holds, one process each under torchrun "
+      "(nccl; default: 0, a CPU task of one process)")
+    c("--nodes-per-task", type=int, help="nodes each task spans, its processes sharing each step's "
+      "micro-batches (default: 1)")
     c("--cpus-per-task", type=int, help="CPU cores each task holds (default: 1)")
     c("--gpu", help="GPU preset that prices the tasks (default: the plan's hardware.gpu)")
     c("--mfu", type=float, help="model FLOPs utilisation of the tasks (default: the plan's hardware.mfu, "
@@ -191,7 +211,24 @@ def _sweep_config(args: argparse.Namespace):
         base["grad_clip"] = None
     values = dict(QUICK) if args.quick else {}
     values.update({k: getattr(args, k) for k in _SWEEP_FIELDS if getattr(args, k, None) is not None})
+    if getattr(args, "seeds", None) is not None:
+        kind, given = args.seeds
+        first = base.get("seed", cfg.base.seed)
+        if kind == "list":
+            if args.seed is not None and args.seed != given[0]:
+                raise ValueError(f"--seed {args.seed} and --seeds {','.join(map(str, given))}: the list's first "
+                                 "seed is the pilot's; give one or the other")
+            first = base["seed"] = given[0]
+            seeds = given
+        else:
+            seeds = tuple(first + i for i in range(given[0]))
+        values["seeds"] = seeds if len(seeds) > 1 else ()
     return cfg.with_(base=cfg.base.with_(**base), **values)
+
+
+def _several_seeds(args: argparse.Namespace) -> bool:
+    kind, given = args.seeds if getattr(args, "seeds", None) is not None else ("count", (1,))
+    return (given[0] if kind == "count" else len(given)) > 1
 
 
 def _sweep_command(cfg) -> list[str]:
@@ -207,6 +244,8 @@ def _sweep_command(cfg) -> list[str]:
              "--lr-base-batch", str(cfg.lr_base_batch), "--warmup", str(cfg.warmup), "--seed", str(b.seed)]
     if cfg.lr_grid != (1.0,):
         argv += ["--lr-grid", ",".join(f"{m:g}" for m in cfg.lr_grid)]
+    if len(cfg.seed_list) > 1:
+        argv += ["--seeds", ",".join(map(str, cfg.seed_list))]
     if b.data_bytes is not None:
         argv += ["--data-mb", f"{b.data_bytes / 1e6:g}"]
     argv += ["--eval-batches", str(b.eval_batches), "--eval-micro", str(cfg.eval_micro)]
@@ -232,14 +271,20 @@ def _torch_missing(prog: str, quiet: bool = False) -> bool:
 def run_sweep(args: argparse.Namespace) -> int:
     if _torch_missing("budgetdsl calibrate sweep", args.quiet):
         return ExitCode.INVALID
-    if args.collect is not None or args.executor == "slurm" or args.emit is not None:
+    if args.executor == "local" and args.emit is None and args.collect is None and (
+            (args.gpus_per_task or 0) > 0 or (args.nodes_per_task or 1) != 1):
+        tell("budgetdsl calibrate sweep: error: --gpus-per-task and --nodes-per-task shape the tasks of "
+             "--executor slurm or --emit; here, run `torchrun ... -m budgetdsl.calibrate.cluster DIR TASK` yourself")
+        return ExitCode.INVALID
+    folder_sweep = args.executor == "local" and (_several_seeds(args) or args.sweep_dir is not None)
+    if args.collect is not None or args.executor == "slurm" or args.emit is not None or folder_sweep:
         from budgetdsl.commands.calibrate_cluster import SweepHelpers, run_cluster
 
         return run_cluster(args, SweepHelpers(_sweep_config, _sweep_command, _writable, render_sweep))
-    if args.retry_failed or args.no_wait or args.sweep_dir is not None:
-        flag = "--retry-failed" if args.retry_failed else "--no-wait" if args.no_wait else "--sweep-dir"
-        tell(f"budgetdsl calibrate sweep: error: {flag} is for a cluster sweep "
-             "(--executor slurm, --collect DIR or --emit)")
+    if args.retry_failed or args.no_wait:
+        flag = "--retry-failed" if args.retry_failed else "--no-wait"
+        tell(f"budgetdsl calibrate sweep: error: {flag} is for a sweep of tasks "
+             "(--executor slurm, --collect DIR, --emit, or --seeds / --sweep-dir here)")
         return ExitCode.INVALID
     from budgetdsl.calibrate.run import UsageError
     from budgetdsl.calibrate.sweep import sweep
@@ -299,16 +344,19 @@ def render_sweep(cal, path: Path, seconds: float, plot: Path | None = None) -> s
     sw, p = cal.sweep, cal.provenance
     tpe = sw.tokens_per_example
     grid = "" if sw.lr_grid == [1.0] else f", best of lr x {', '.join(f'{m:g}' for m in sw.lr_grid)}"
+    several = len(sw.seeds) > 1
+    seeds = f"seeds {', '.join(map(str, sw.seeds))}" if several else f"seed {p.seed}"
+    seed_col = f"{'seed':>6} " if several else ""
     lines = [
         f"frontier sweep of {p.model.name} ({p.model.n_params:,} params) on {p.data.kind} data, "
-        f"{tpe} tokens/example, seed {p.seed}: {len(sw.batches)} batches to held-out loss "
+        f"{tpe} tokens/example, {seeds}: {len(sw.batches)} batches to held-out loss "
         f"{sw.target_loss:.4f} ({'given' if sw.target_from == 'given' else 'set by the pilot run'}), "
         f"{p.optimizer.name} lr {sw.lr_base:g} at {sw.lr_base_batch} x {sw.lr_rule} rule{grid}, "
         f"constant after {sw.warmup_steps} warmup steps, at most {sw.max_steps} steps",
         "",
-        f"{'batch':>6} {'lr':>9} {'steps':>8} {'tokens':>9} {'B_simple':>9} {'time':>6}  note",
+        f"{seed_col}{'batch':>6} {'lr':>9} {'steps':>8} {'tokens':>9} {'B_simple':>9} {'time':>6}  note",
     ]
-    for r in sorted(sw.runs, key=lambda r: (r.batch_examples, r.lr)):
+    for r in sorted(sw.runs, key=lambda r: (r.seed or 0, r.batch_examples, r.lr)):
         if not r.best and len(sw.lr_grid) > 1:
             mark = " "
         else:
@@ -316,14 +364,16 @@ def render_sweep(cal, path: Path, seconds: float, plot: Path | None = None) -> s
         steps = f"{r.steps_to_target:.1f}" if r.steps_to_target is not None else f">{r.steps_run}"
         tokens = si(r.tokens_to_target) if r.tokens_to_target is not None else "—"
         b = f"{r.b_simple:.3g}" if r.b_simple is not None else "—"
-        lines.append(f"{r.batch_examples:>6} {r.lr:>9.3g} {steps:>8} {tokens:>9} {b:>9} "
+        seed = f"{r.seed:>6} " if several else ""
+        lines.append(f"{seed}{r.batch_examples:>6} {r.lr:>9.3g} {steps:>8} {tokens:>9} {b:>9} "
                      f"{r.seconds:>5.0f}s{mark} {r.note or ''}".rstrip())
     lines.append("")
     f = sw.fit
     if f is not None:
         lo, hi = f.b_crit_ci_low_tokens, f.b_crit_ci_high_tokens
+        points = f"{f.n_points} runs ({len(sw.seeds)} seeds)" if several else f"{f.n_points} batches"
         lines += [
-            f"fit S = S_min + E_min/B over {f.n_points} batches: S_min = {f.s_min:.1f} steps "
+            f"fit S = S_min + E_min/B over {points}: S_min = {f.s_min:.1f} steps "
             f"(±{math.sqrt(f.cov[0][0]):.0%}), E_min = {si(f.e_min_tokens)} tokens "
             f"(±{math.sqrt(f.cov[1][1]):.0%}), rms residual {f.rms_residual:.1%}",
             f"B_crit = E_min/S_min = {f.b_crit_examples:.3g} examples = {si(f.b_crit_tokens)} tokens "
@@ -331,6 +381,7 @@ def render_sweep(cal, path: Path, seconds: float, plot: Path | None = None) -> s
         ]
     else:
         lines.append(f"no fit: {sw.fit_error}")
+    lines += sw.seed_lines()
     c = sw.comparison
     if c is not None and c.b_simple_examples is not None:
         ci = (f" ({p.estimator.confidence:.0%} interval {c.b_simple_ci_low:.3g}–{c.b_simple_ci_high:.3g})"

@@ -1,5 +1,6 @@
-"""`budgetdsl calibrate sweep` on a cluster: `--executor slurm`, `--collect DIR [--retry-failed]`,
-`--emit kubeflow|pytorchjob`. Imported by `calibrate` only when one of those flags is given; the
+"""`budgetdsl calibrate sweep` as tasks of a sweep folder: `--executor slurm`, `--collect DIR
+[--retry-failed]`, `--emit kubeflow|pytorchjob`, and a local sweep of several seeds (or with
+`--sweep-dir`), whose tasks run here one after another. Imported by `calibrate` only for these; the
 Slurm side needs the `cluster` extra (submitit), the rest the `calibrate` extra.
 
 Exit codes: 0 submitted (--no-wait) or every task collected and fitted; 1 tasks failed or no fit
@@ -29,7 +30,7 @@ class SweepHelpers:
     config: Callable  # argparse.Namespace -> SweepConfig
     command: Callable  # SweepConfig -> the reproducing command line
     writable: Callable  # (path) -> None, ValueError when --out cannot be written
-    render: Callable  # (calibration, path, seconds) -> the report
+    render: Callable  # (calibration, path, seconds, plot=None) -> the report
 
 
 def _options(args: argparse.Namespace, plan):
@@ -74,7 +75,8 @@ def _price(cfg, opts, args, plan, say) -> tuple[float, int]:
         raise ValueError("--mfu must be in (0, 1]")
     costs = task_costs(cfg, opts, f, tpe, preset.peak_flops if preset else None, mfu)
     say(f"budget: {len(costs)} tasks of {info['name']} ({info['n_params']:,} params, {si(f)} FLOP/token), "
-        f"{opts.gpus_per_task} GPU(s) and at most {opts.time_min} min each")
+        f"{opts.gpus_per_task} GPU(s) x {opts.nodes_per_task} node(s) ({opts.processes} process(es)) and at most "
+        f"{opts.time_min} min each")
     for c in costs:
         est = f"{c.gpu_hours:.3g} GPU-h" if c.gpu_hours is not None else "—"
         say(f"  {c.key:<12} {si(c.tokens):>7} tokens {si(c.flops):>7} FLOP  {est:>12}  "
@@ -106,6 +108,8 @@ def run_cluster(args: argparse.Namespace, helpers: SweepHelpers) -> int:
             return _collect(args, cl, helpers, say)
         if args.retry_failed:
             raise ValueError("--retry-failed goes with --collect DIR")
+        if args.executor == "local" and args.emit is None:
+            return _local(args, cl, helpers, say)
         if args.sweep_dir is None:
             raise ValueError("--executor slurm and --emit need --sweep-dir DIR (the sweep's own folder)")
         return _start(args, cl, helpers, say)
@@ -139,6 +143,7 @@ def _start(args, cl, helpers: SweepHelpers, say) -> int:
     cfg.validate()
     opts = _options(args, plan)
     opts.validate()
+    opts.check_split(cfg)  # the task's processes share each step's micro-batches evenly
     folder = cl.safe_folder(args.sweep_dir)
     out = args.out if args.out != Path("sweep.json") else folder / "calibration.json"
     if out.parent.exists() or out.parent == folder:
@@ -165,8 +170,45 @@ def _start(args, cl, helpers: SweepHelpers, say) -> int:
     return _follow(args, cl, helpers, folder, say)
 
 
+def _local(args, cl, helpers: SweepHelpers, say) -> int:
+    """Several seeds (or --sweep-dir) here: every (batch, seed) is a task of a sweep folder, run one
+    after another in this process, so that --collect and --retry-failed work as on a cluster."""
+    import os
+
+    cfg = helpers.config(args)
+    cfg.validate()
+    helpers.writable(args.out)
+    if args.plot is not None:
+        if args.plot.suffix.lower() not in (".svg", ".png"):
+            raise ValueError(f"--plot {args.plot}: the picture is .svg or .png")
+        helpers.writable(args.plot, "--plot")
+    folder = Path(os.path.abspath(args.sweep_dir if args.sweep_dir is not None else args.out.with_suffix(".tasks")))
+    if (folder / cl.MANIFEST).exists():
+        raise ValueError(f"--sweep-dir {folder} already holds a sweep; finish it with `budgetdsl calibrate sweep "
+                         f"--collect {folder} --retry-failed`, or choose a new folder")
+    started = time.perf_counter()
+    manifest = cl.prepare(folder, cfg, args.out, cl.SlurmOptions(), helpers.command(cfg), executor="local")
+    say(f"{len(manifest['tasks'])} tasks (batch, seed) in {folder}, run here one after another")
+    got, interrupted = cl.run_local(folder, min_batches=args.min_batches or cl.MIN_BATCHES, say=say)
+    if interrupted:
+        tell(f"{PROG}: interrupted; what was measured is in {args.out}; continue with: budgetdsl calibrate sweep "
+             f"--collect {folder} --retry-failed")
+        return ExitCode.INTERRUPTED
+    return _report(args, cl, helpers, folder, got, started)
+
+
 def _collect(args, cl, helpers: SweepHelpers, say) -> int:
     folder = Path(args.collect)
+    if cl.read_manifest(folder).get("executor") == "local":
+        started = time.perf_counter()
+        if not args.retry_failed:
+            got = cl.collect(folder, wait=False, min_batches=args.min_batches or cl.MIN_BATCHES, say=say)
+            return _report(args, cl, helpers, folder, got, started)
+        got, interrupted = cl.run_local(folder, min_batches=args.min_batches or cl.MIN_BATCHES, say=say)
+        if interrupted:
+            tell(f"{PROG}: interrupted; continue with: budgetdsl calibrate sweep --collect {folder} --retry-failed")
+            return ExitCode.INTERRUPTED
+        return _report(args, cl, helpers, folder, got, started)
     if args.retry_failed:
         if not _need_submitit():
             return ExitCode.INVALID
@@ -188,19 +230,38 @@ def _follow(args, cl, helpers: SweepHelpers, folder: Path, say) -> int:
         raise ValueError("--poll must be a positive number of seconds")
     got = cl.collect(folder, wait=not args.no_wait, poll_s=args.poll,
                      min_batches=args.min_batches or cl.MIN_BATCHES, say=say)
+    return _report(args, cl, helpers, folder, got, started)
+
+
+def _report(args, cl, helpers: SweepHelpers, folder: Path, got, started: float) -> int:
     manifest = cl.read_manifest(folder)
+    local = manifest.get("executor") == "local"
     failed = [s for s in got.states if s.state == "failed"]
     for s in failed:
+        if local:
+            tell(f"{PROG}: task {s.key} failed: {s.reason}")
+            continue
         tell(f"{PROG}: task {s.key} failed: Slurm {s.slurm or 'state unknown'}, {s.reason}; "
              + (f"log {s.log}" if s.log else "no log (it never started)"))
     if failed:
-        tell(f"{PROG}: resubmit them alone with: budgetdsl calibrate sweep --collect {folder} --retry-failed")
+        tell(f"{PROG}: " + ("run them and the tasks not run yet here" if local else "resubmit them alone")
+             + f" with: budgetdsl calibrate sweep --collect {folder} --retry-failed")
     cal = got.calibration
     if cal is None:
-        say(f"no task finished yet; {cl.progress_line(got.states)}")
+        if not args.quiet:
+            tell(f"no task finished yet; {cl.progress_line(got.states)}")
         return ExitCode.OK if args.no_wait and not failed else ExitCode.NO
+    plot = args.plot if local and args.collect is None else None  # checked by _local before the runs
+    if plot is not None:
+        try:
+            from budgetdsl.report.sweep_plot import draw
+
+            draw(cal.sweep, str(plot))
+        except ImportError:
+            tell(f"{PROG}: --plot needs matplotlib; {extra_hint('plot')}")
+            return ExitCode.INVALID
     if not args.quiet:
-        print(helpers.render(cal, Path(manifest["out"]), time.perf_counter() - started))
+        print(helpers.render(cal, Path(manifest["out"]), time.perf_counter() - started, plot=plot))
         if cal.interrupted:
             print(f"{cal.stop_reason}")
     if cal.sweep.fit is None:
@@ -212,7 +273,7 @@ def _follow(args, cl, helpers: SweepHelpers, folder: Path, say) -> int:
 
 
 def _emit(args, cl, cfg, opts, folder: Path, out: Path, plan, tpe: int, say) -> int:
-    from budgetdsl.calibrate.cluster import emit_manifests
+    from budgetdsl.calibrate.cluster_kubernetes import emit_manifests
 
     manifest = cl.prepare(folder, cfg, out, opts, ["budgetdsl", "calibrate", "sweep", "--emit", args.emit], tpe)
     paths = emit_manifests(folder, manifest, args.emit, plan)

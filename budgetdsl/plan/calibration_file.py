@@ -243,6 +243,7 @@ class SweepRun(_Model):
     seconds: float
     steps_skipped: int = 0
     note: str | None = None  # why the run stopped early, or did not reach the target
+    seed: int | None = None  # model init and data order of this run; None: the provenance's seed
 
 
 class SweepFit(_Model):
@@ -278,6 +279,31 @@ class SweepComparison(_Model):
     ratio_run_mean: float | None  # B_crit / B_simple averaged over training
 
 
+class SweepBatchSteps(_Model):
+    """Steps to the target at one batch across the seeds: their scatter is what widens the pooled
+    fit's interval."""
+
+    batch_examples: int
+    seeds: list[int]  # that reached the target, ascending
+    steps: list[float]  # steps to the target of each, in the order of `seeds`
+    median: float
+    low: float
+    high: float
+
+
+class SweepSeedFit(_Model):
+    """S = S_min + E_min/B fitted to one seed's runs alone (None with the reason when they cannot
+    be fitted): how far one seed's B_crit is from another's."""
+
+    seed: int
+    n_points: int  # batches of this seed that reached the target
+    b_crit_examples: float | None = None
+    b_crit_tokens: float | None = None
+    b_crit_ci_low_tokens: float | None = None
+    b_crit_ci_high_tokens: float | None = None
+    fit_error: str | None = None
+
+
 class Sweep(_Model):
     """A direct measurement of the frontier: runs at several batches to one held-out loss."""
 
@@ -297,9 +323,31 @@ class Sweep(_Model):
     comparison: SweepComparison | None = None
     seconds: float
     interrupted: bool = False
+    # Several seeds (`--seeds`): each (batch, seed) is a run from that seed's start; the fit above
+    # pools every point, these say how far the seeds scatter. Empty for a one-seed sweep.
+    seeds: list[int] = []
+    steps_by_batch: list[SweepBatchSteps] = []
+    seed_fits: list[SweepSeedFit] = []
 
     def best_runs(self) -> list[SweepRun]:
         return [r for r in self.runs if r.best]
+
+    def seed_lines(self) -> list[str]:
+        """The scatter over seeds in words, for the sweep's report and a plan citing the file:
+        each seed's own B_crit, then each batch's steps to the target (median and range)."""
+        if len(self.seeds) < 2:
+            return []
+        fits = []
+        for f in self.seed_fits:
+            if f.b_crit_examples is None:
+                fits.append(f"seed {f.seed}: no fit ({f.fit_error})")
+            else:
+                fits.append(f"seed {f.seed}: {_num(f.b_crit_examples)} examples = {_num(f.b_crit_tokens)} tokens "
+                            f"[{_num(f.b_crit_ci_low_tokens)}-{_num(f.b_crit_ci_high_tokens)}]")
+        steps = [f"{b.batch_examples}: {_num(b.median)} ({_num(b.low)}-{_num(b.high)}, {len(b.seeds)} seeds)"
+                 for b in self.steps_by_batch]
+        return [f"B_crit of each seed alone: {'; '.join(fits)}",
+                f"steps to the target by batch, median (range over seeds): {'; '.join(steps)}"]
 
 
 class CalibrationFile(_Model):
@@ -409,12 +457,19 @@ class CalibrationFile(_Model):
         if source == "sweep" and self.sweep is not None:
             sw = self.sweep
             n = len({r.batch_examples for r in sw.best_runs() if r.reached})
+            seeds = (f"{len(sw.seeds)} seeds ({', '.join(map(str, sw.seeds))}) pooled" if len(sw.seeds) > 1
+                     else f"seed {p.seed}")
             return (f"frontier sweep of {p.model.name} ({p.model.n_params:,} params) on {p.data.kind} "
-                    f"data: {n} batches to loss {sw.target_loss:.4g}, fit S = S_min + E_min/B, seed {p.seed}")
+                    f"data: {n} batches to loss {sw.target_loss:.4g}, fit S = S_min + E_min/B, {seeds}")
         return (
             f"B_simple calibration of {p.model.name} ({p.model.n_params:,} params) on {p.data.kind} "
             f"data, {len(self.raw.step)} steps, seed {p.seed}"
         )
+
+
+def _num(x: float | None) -> str:
+    """Three significant figures, for the seed lines."""
+    return "—" if x is None else f"{x:.3g}"
 
 
 def _in_range(log_b: float, loss: float) -> float:

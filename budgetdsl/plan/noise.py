@@ -176,7 +176,9 @@ def _from_calibration(plan: Plan) -> NoiseEstimate:
     from budgetdsl.hardware.calibration_hardware import kernel_evidence
 
     evidence = kernel_evidence(plan, cal, path.name)
-    notes = (evidence,) if evidence else ()
+    notes: tuple[str, ...] = (evidence,) if evidence else ()
+    if source_name == "sweep":  # the seeds' scatter behind the pooled fit (several seeds only)
+        notes += tuple(f"{path.name}: {line}" for line in cal.sweep.seed_lines())
     if noise.uncertainty is not None:
         return NoiseEstimate(float(b_crit), source, noise.uncertainty, "noise.uncertainty", warnings, notes,
                              cal, path.name)

@@ -159,3 +159,23 @@ def test_a_cancelled_task_is_listed_resubmitted_and_resumes_to_the_same_fit(kill
     cal = load_calibration(folder / "calibration.json")
     assert _steps(cal) == _steps(reference)  # the resumed run is the uninterrupted one, to the last bit
     assert cal.sweep.fit.b_crit_tokens == reference.sweep.fit.b_crit_tokens
+
+
+def test_a_task_of_two_processes_on_slurm_reaches_the_steps_of_one(cli, tmp_path):
+    """--gpus-per-task 2 on the `local` partition (two GPU slots, no devices): two Slurm tasks per
+    sweep task, joined by torchrun's environment over gloo, against the same tasks in one process."""
+    need_slurm()
+    given = [*SWEEP[:3], "--batches", "4,8,16", "--target-loss", "3.3", "--max-steps", "120"]
+    folder = tmp_path / "sweep"
+    done = subprocess.run(_budgetdsl(*given, *ON_SLURM, "--gpus-per-task", "2", "--sweep-dir", str(folder)),
+                          env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # the reference: the same tasks, one process each, here (a local sweep in a task folder)
+    assert cli([*given, "--quiet", "--sweep-dir", str(tmp_path / "here"), "--out", str(tmp_path / "one.json")]) == 0
+    one, two = (load_calibration(p).sweep for p in (tmp_path / "one.json", folder / "calibration.json"))
+    for key in ("b4-s1337", "b8-s1337", "b16-s1337"):
+        result = json.loads((folder / "tasks" / key / "result.json").read_text())
+        assert result["world_size"] == 2 and result["calibration"]["hardware"]["world_size"] == 2
+    assert [r.batch_examples for r in two.runs] == [r.batch_examples for r in one.runs] == [4, 8, 16]
+    for a, b in zip(one.runs, two.runs):
+        assert b.steps_to_target == pytest.approx(a.steps_to_target, abs=1e-3)

@@ -66,7 +66,7 @@ def _path_with(monkeypatch, bin_dir: Path) -> None:
 @pytest.mark.parametrize("opts, message", [
     (cl.SlurmOptions(partition="local\n#SBATCH --wrap=id"), "not a Slurm name"),
     (cl.SlurmOptions(account="a'b"), "not a Slurm name"),
-    (cl.SlurmOptions(nodes_per_task=2), "one process on one node"),
+    (cl.SlurmOptions(nodes_per_task=0), "--nodes-per-task must be between 1 and 1024"),
     (cl.SlurmOptions(time_min=0), "--time"),
     (cl.SlurmOptions(gpus_per_task=-1), "--gpus-per-task"),
 ])
@@ -217,7 +217,7 @@ def test_emitted_manifests_pass_the_vendored_crd_schemas(tmp_path, cli, pod_swee
     for doc in docs:
         assert kubeflow_errors(doc, PYTORCHJOB_CRD) == [] and pytorchjob_webhook_errors(doc) == []
         container = doc["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
-        assert container["resources"] == {"limits": {"nvidia.com/gpu": 2}} and doc["spec"]["nprocPerNode"] == "1"
+        assert container["resources"] == {"limits": {"nvidia.com/gpu": 2}} and doc["spec"]["nprocPerNode"] == "2"
 
 
 def test_a_partial_sweep_says_what_its_fit_rests_on_and_refuses_below_the_minimum(cli, pod_sweep, capsys):
@@ -282,13 +282,8 @@ def test_the_budget_is_the_cost_models_and_a_sweep_past_the_limit_is_refused(cli
     assert (folder / "sweep.json").exists()
 
 
-def test_nodes_per_task_beyond_one_is_refused_before_anything_runs(cli, tmp_path, capsys):
-    assert cli([*QUICK4, "--emit", "kubeflow", "--nodes-per-task", "2", "--sweep-dir", str(tmp_path / "s")]) == 2
-    assert "one process on one node" in capsys.readouterr().err
-
-
 def test_cluster_flags_without_a_cluster_sweep_are_usage_errors(cli, tmp_path, capsys):
     assert cli([*QUICK4, "--retry-failed", "--out", str(tmp_path / "x.json")]) == 2
-    assert "--retry-failed is for a cluster sweep" in capsys.readouterr().err
+    assert "--retry-failed is for a sweep of tasks" in capsys.readouterr().err
     assert cli([*QUICK4, "--executor", "slurm"]) == 2
     assert "need --sweep-dir" in capsys.readouterr().err
