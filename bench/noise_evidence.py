@@ -26,6 +26,7 @@ from pathlib import Path
 
 from budgetdsl.plan.calibration_file import load_calibration
 from budgetdsl.theory.context_scaling import fit_context_exponent
+from budgetdsl.theory.noise_scale import DEFAULT_NOISE_SCALE, agreement, preferred
 
 
 @dataclass(frozen=True)
@@ -100,14 +101,6 @@ def rows(args) -> list[dict]:
     return out
 
 
-def summary(table: list[dict], key: str) -> tuple[float, float, int]:
-    """(geometric-mean ratio B_crit/B, rms of ln(B_crit/B), cells) over the cells with both."""
-    logs = [math.log(r[key]) for r in table if r[key]]
-    if not logs:
-        return math.nan, math.nan, 0
-    return math.exp(sum(logs) / len(logs)), math.sqrt(sum(x * x for x in logs) / len(logs)), len(logs)
-
-
 def draw(table: list[dict], path: Path) -> None:
     from budgetdsl.report.figures import new_figure, plain_log_labels, plain_number
 
@@ -169,16 +162,19 @@ def main(argv: list[str] | None = None) -> int:
               f"{_f(r['b_crit_tokens'])} | {_f(r['b_crit_rel_se'], '{:.0%}')} | {_f(r['b_raw_tokens'])} | "
               f"{_f(r['ratio_raw'], '{:.2f}')} | {_f(r['b_pre_tokens'])} | {_f(r['ratio_pre'], '{:.3g}')} |")
     print()
-    for key, label in (("ratio_raw", "raw"), ("ratio_pre", "preconditioned")):
-        g, rms, n = summary(table, key)
-        print(f"{label}: geometric-mean B_crit/B_simple {g:.3g}, rms ln error {rms:.2f} "
-              f"(a factor {math.exp(rms):.2f}), {n} sweeps")
+    ratios = {"raw": [r["ratio_raw"] for r in table], "preconditioned": [r["ratio_pre"] for r in table]}
+    for label, values in ratios.items():
+        a = agreement(values)
+        print(f"{label}: geometric-mean B_crit/B_simple {a.geo_mean:.3g}, rms ln error {a.rms_log:.2f} "
+              f"(a factor {math.exp(a.rms_log):.2f}), sd of ln {a.sd_log:.2f}, {a.n} sweeps")
+    print(f"closer to B_crit (smaller rms ln error): {preferred(ratios)}; the planner's default "
+          f"(budgetdsl.theory.noise_scale): {DEFAULT_NOISE_SCALE}")
     for name in args.proxies:
         for context in args.contexts:
             cell = [r for r in table if r["proxy"] == name and r["context"] == context]
-            gr, _, n = summary(cell, "ratio_raw")
-            gp, _, _ = summary(cell, "ratio_pre")
-            print(f"  {name} at {context} tokens: B_crit/raw {gr:.3g}, B_crit/pre {gp:.3g} ({n} seeds)")
+            raw, pre = agreement([r["ratio_raw"] for r in cell]), agreement([r["ratio_pre"] for r in cell])
+            print(f"  {name} at {context} tokens: B_crit/raw {raw.geo_mean:.3g} (rms ln {raw.rms_log:.2f}), "
+                  f"B_crit/pre {pre.geo_mean:.3g} (rms ln {pre.rms_log:.2f}), {raw.n} seeds")
     pairs = []
     for name in args.proxies:
         for seed in args.seeds:

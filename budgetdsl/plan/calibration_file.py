@@ -35,6 +35,7 @@ from budgetdsl.plan.model import (
     MAX_VOCAB,
     MIN_LOSS,
 )
+from budgetdsl.theory.noise_scale import DEFAULT_NOISE_SCALE
 
 # 2 added `provenance.batch.context`; files of version 1 still load (CalibrationFile.context).
 SCHEMA_VERSION: Final = 2
@@ -185,6 +186,9 @@ class Fit(_Model):
     n_censored: int = 0  # of n_points, intervals open at one end (used as bounds)
     n_unbounded: int = 0  # points open at both ends (no information)
     slope_z: float | None = None  # 1/α over its standard error; None: not recorded (older files)
+    # Whose B_simple the law is of: the raw gradient's, or Adam's preconditioned one
+    # (budgetdsl.theory.noise_scale.DEFAULT_NOISE_SCALE decides; files before it: raw)
+    noise_scale: Literal["raw", "preconditioned"] = "raw"
 
 
 class Summary(_Model):
@@ -202,7 +206,7 @@ class Summary(_Model):
     steps_skipped: int
     skipped_reasons: dict[str, int] = {}  # why the skipped steps were not measured, counted
     # B_simple of Adam's preconditioned gradient (examples), recorded beside the raw one; the
-    # planner reads the raw one (docs/calibration.md: no comparison with B_crit decides it yet).
+    # planner reads the one budgetdsl.theory.noise_scale chose (docs/calibration.md: the raw one).
     b_simple_pre: float | None = None
     ci_low_pre: float | None = None
     ci_high_pre: float | None = None
@@ -429,8 +433,14 @@ class CalibrationFile(_Model):
                 f"{why}; it measured B_simple only at loss {s.loss:.4g}, not at {loss:g} "
                 "(a run with --lr > 0 measures a trajectory and fits B_crit(L))"
             )
-        rel = (math.log(s.ci_high_tokens) - math.log(max(s.ci_low_tokens, 1e-300))) / (2 * _z(s.confidence))
-        return s.b_simple_tokens, rel
+        b, lo, hi = s.b_simple_tokens, s.ci_low_tokens, s.ci_high_tokens
+        if DEFAULT_NOISE_SCALE == "preconditioned":  # the noise scale the planner reads
+            tpe = self.provenance.batch.tokens_per_example
+            if s.b_simple_pre is None or s.ci_low_pre is None or s.ci_high_pre is None or not s.ci_high_pre > 0:
+                raise ValueError(f"{why} and no bounded, positive preconditioned B_simple estimate")
+            b, lo, hi = s.b_simple_pre * tpe, s.ci_low_pre * tpe, s.ci_high_pre * tpe
+        rel = (math.log(hi) - math.log(max(lo, 1e-300))) / (2 * _z(s.confidence))
+        return b, rel
 
     def describe(self, source: str = "b_simple") -> str:
         """One line for reports: where B_crit comes from."""
