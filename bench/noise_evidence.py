@@ -127,7 +127,7 @@ def draw(table: list[dict], path: Path) -> None:
     plain_log_labels(ax.xaxis, plain_number)
     plain_log_labels(ax.yaxis, plain_number)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, metadata={"Date": None})
@@ -169,12 +169,20 @@ def main(argv: list[str] | None = None) -> int:
               f"(a factor {math.exp(a.rms_log):.2f}), sd of ln {a.sd_log:.2f}, {a.n} sweeps")
     print(f"closer to B_crit (smaller rms ln error): {preferred(ratios)}; the planner's default "
           f"(budgetdsl.theory.noise_scale): {DEFAULT_NOISE_SCALE}")
+    print()
+    print("| proxy | context | seeds | B_crit/raw, geometric mean (range) | rms ln | "
+          "B_crit/preconditioned (range) | rms ln |")
+    print("|---|---|---|---|---|---|---|")
     for name in args.proxies:
         for context in args.contexts:
             cell = [r for r in table if r["proxy"] == name and r["context"] == context]
-            raw, pre = agreement([r["ratio_raw"] for r in cell]), agreement([r["ratio_pre"] for r in cell])
-            print(f"  {name} at {context} tokens: B_crit/raw {raw.geo_mean:.3g} (rms ln {raw.rms_log:.2f}), "
-                  f"B_crit/pre {pre.geo_mean:.3g} (rms ln {pre.rms_log:.2f}), {raw.n} seeds")
+            parts = []
+            for key in ("ratio_raw", "ratio_pre"):
+                values = [r[key] for r in cell if r[key]]
+                a = agreement(values)
+                span = f"{min(values):.2g}–{max(values):.2g}" if values else "—"
+                parts += [f"{a.geo_mean:.2f} ({span})", f"{a.rms_log:.2f}"]
+            print(f"| {name} | {context} | {len(cell)} | {' | '.join(parts)} |")
     pairs = []
     for name in args.proxies:
         for seed in args.seeds:
@@ -183,7 +191,16 @@ def main(argv: list[str] | None = None) -> int:
             if len(by_ctx) >= 2:
                 pairs.append([(c, by_ctx[c]["b_crit_tokens"], by_ctx[c]["b_crit_rel_se"]) for c in sorted(by_ctx)])
     if pairs:
+        print()
+        print("| proxy | seed | B_crit at " + " | at ".join(f"{c}" for c in args.contexts) + " (tokens) | γ |")
+        print("|---|---|" + "---|" * len(args.contexts) + "---|")
         fit = fit_context_exponent(pairs)
+        keys = [(name, seed) for name in args.proxies for seed in args.seeds
+                if len({r["context"] for r in table if r["proxy"] == name and r["seed"] == seed
+                        and r["b_crit_tokens"]}) >= 2]
+        for (name, seed), group, g in zip(keys, pairs, fit.per_pair):
+            cells = " | ".join(f"{b:,.0f} ± {se:.0%}" for _, b, se in group)
+            print(f"| {name} | {seed} | {cells} | {g:.2f} |")
         print(f"context exponent: B_crit(tokens) ∝ context^γ, γ = {fit.gamma:.3f} ± {fit.sigma:.3f} "
               f"(standard error of the mean {fit.se_mean:.3f}, spread {fit.spread:.3f} over "
               f"{fit.n} proxy-seed pairs: {', '.join(f'{g:.2f}' for g in fit.per_pair)})")
