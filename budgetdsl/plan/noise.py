@@ -190,6 +190,7 @@ def _from_calibration(plan: Plan) -> NoiseEstimate:
     return NoiseEstimate(float(b_crit), source, float(rel) if rel else None, "calibration", warnings, notes,
                          cal, path.name)
 
+
 def context_transfer(plan: Plan, cal: Any, b_crit: float, rel: float | None, name: str
                      ) -> tuple[float, float | None, Diagnostic | None]:
     """B_crit measured at the calibration's context c read for this model's seq_len s:
@@ -198,6 +199,7 @@ def context_transfer(plan: Plan, cal: Any, b_crit: float, rel: float | None, nam
     context or where the file records none (a factory's examples that are not token sequences)."""
     from budgetdsl.quantities.humanize import human
     from budgetdsl.theory.context_scaling import (
+        CONTEXT_EVIDENCE,
         CONTEXT_GAMMA,
         CONTEXT_GAMMA_SIGMA,
         context_factor,
@@ -217,8 +219,8 @@ def context_transfer(plan: Plan, cal: Any, b_crit: float, rel: float | None, nam
         plan, ("noise", "calibration"), "calibration-context",
         f"calibration {name!r} measured at {context} tokens per example, this model's seq_len is {seq_len}: "
         f"B_crit × ({seq_len}/{context})^γ = × {factor:.3g}, {human('tokens', b_crit)} → "
-        f"{human('tokens', b_crit * factor)} (γ = {CONTEXT_GAMMA:.2f} ± {CONTEXT_GAMMA_SIGMA:.2f}, measured at "
-        f"64 and 128 tokens, docs/transfer.md); its uncertainty widened by |ln({seq_len}/{context})| × "
+        f"{human('tokens', b_crit * factor)} (γ = {CONTEXT_GAMMA:.2f} ± {CONTEXT_GAMMA_SIGMA:.2f}, {CONTEXT_EVIDENCE}, "
+        f"docs/transfer.md); its uncertainty widened by |ln({seq_len}/{context})| × "
         f"{CONTEXT_GAMMA_SIGMA:.2f} = {widen:.0%}, to ±{widened:.0%}{kept}",
         "calibrate at the model's context where one micro-batch fits: `budgetdsl calibrate --plan PLAN` "
         "runs the proxy at the plan's seq_len")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 # 0.23); tests/budgetdsl/test_noise_evidence.py refits them from the CSV.
 CONTEXT_GAMMA = 0.79
 CONTEXT_GAMMA_SIGMA = 0.55
+CONTEXT_EVIDENCE = "measured at 64 and 128 tokens"  # what the warning says γ rests on
 
 
 @dataclass(frozen=True)
