@@ -38,6 +38,7 @@ from budgetdsl.plan.calibration_file import (
     ModelInfo,
     OptimizerInfo,
     Provenance,
+    sequence_context,
     write_calibration,
 )
 
@@ -514,7 +515,8 @@ class GradientNoiseScale:
                 betas=tuple(betas) if betas else None, warmup_steps=warmup_steps, grad_clip=grad_clip),
             batch=BatchSetup(global_batch_examples=rec.batch, micro_batch_examples=self.micro_batch,
                              accumulation=self.accumulation, world_size=self.world_size,
-                             tokens_per_example=self.tokens_per_example),
+                             tokens_per_example=self.tokens_per_example,
+                             context=sequence_context(self.tokens_per_example)),
             estimator=EstimatorInfo(ema_beta=self.ema_beta, confidence=self.confidence),
             amp=amp,
         )

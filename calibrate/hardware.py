@@ -4,6 +4,7 @@ the numbers a plan's cost model can use instead of datasheet guesses."""
 
 from __future__ import annotations
 
+import os
 import platform
 import statistics
 from collections.abc import Callable
@@ -87,3 +88,40 @@ def cuda_memory_profile(
     for p in model.parameters():
         p.grad = None
     return out
+
+
+# A micro-batch is run at a context only where its activations take at most this share of the free
+# memory: the weights, gradients, optimizer state and the allocator's slack need the rest.
+FREE_FRACTION = 0.5
+
+
+def free_memory(device: torch.device) -> int:
+    """Bytes free on `device`: CUDA's own count, or the host's available physical memory."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+
+
+def micro_batch_bytes(n_layer: int, n_embd: int, n_head: int, vocab: int, context: int, micro_batch: int) -> float:
+    """Activation bytes of one forward+backward of a GPT proxy micro-batch: Korthikanti et al.
+    (2022) per layer with the attention scores kept (budgetdsl.cost.memory, 16-bit) doubled for
+    fp32, plus the fp32 logits and their gradient."""
+    from budgetdsl.cost.memory import activation_bytes_per_layer
+
+    per_layer = activation_bytes_per_layer(context, n_embd, n_head, "none", False)
+    assert per_layer is not None  # the heads are known
+    return micro_batch * (2.0 * n_layer * per_layer + 2 * 4.0 * context * vocab)
+
+
+def context_that_fits(n_layer: int, n_embd: int, n_head: int, vocab: int, seq_len: int, micro_batch: int,
+                      free: int) -> tuple[int, float]:
+    """The context to calibrate a plan of `seq_len` at: seq_len itself where one micro-batch fits in
+    FREE_FRACTION of `free` bytes, else the longest seq_len/2^k that does; with the bytes one
+    micro-batch at seq_len would need."""
+    def need(context: int) -> float:
+        return micro_batch_bytes(n_layer, n_embd, n_head, vocab, context, micro_batch)
+
+    context = seq_len
+    while context > 1 and need(context) > FREE_FRACTION * free:
+        context //= 2
+    return context, need(seq_len)

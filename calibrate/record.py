@@ -23,6 +23,7 @@ from budgetdsl.plan.calibration_file import (
     Summary,
     TrajectoryPoint,
 )
+from budgetdsl.theory.noise_scale import DEFAULT_NOISE_SCALE
 from budgetdsl.theory.power_law_fit import FitError, fit_power_law
 
 
@@ -119,7 +120,9 @@ class RunRecord:
             )
         window = (1.0 + beta) / (1.0 - beta)  # effective number of steps in one EMA window
         # Every point one window apart, whatever its interval: open ones enter the fit as bounds.
-        pts = self.trajectory
+        # The law is of the noise scale the planner reads (budgetdsl.theory.noise_scale).
+        suffix = "" if DEFAULT_NOISE_SCALE == "raw" else "_pre"
+        pts = [p for p in self.trajectory if suffix == "" or p.get("b_simple_pre") is not None]
         idx = spaced([p["step"] for p in pts], spacing=window, start=int(warmup + window))
         chosen = [pts[i] for i in idx]
         tpe = self.tokens_per_example
@@ -130,9 +133,9 @@ class RunRecord:
         try:
             law = fit_power_law(
                 [p["loss_smoothed"] for p in chosen],
-                [tokens(p["b_simple"]) for p in chosen],
-                [tokens(p["ci_low"]) for p in chosen],
-                [tokens(p["ci_high"]) for p in chosen],
+                [tokens(p["b_simple" + suffix]) for p in chosen],
+                [tokens(p["ci_low" + suffix]) for p in chosen],
+                [tokens(p["ci_high" + suffix]) for p in chosen],
                 z=self.tracker.z,
             )
         except FitError as exc:
@@ -152,6 +155,7 @@ class RunRecord:
                 n_censored=law.n_censored,
                 n_unbounded=law.n_unbounded,
                 slope_z=law.slope_z,
+                noise_scale=DEFAULT_NOISE_SCALE,
             ),
             None,
         )

@@ -48,6 +48,7 @@ from budgetdsl.plan.calibration_file import (
     ModelInfo,
     OptimizerInfo,
     Provenance,
+    sequence_context,
     write_calibration,
 )
 
@@ -154,6 +155,7 @@ def _provenance(cfg: RunConfig, proxy: Proxy, ctx, amp: str, optimizer, warmup: 
             accumulation=cfg.accumulation(ctx.world_size),
             world_size=ctx.world_size,
             tokens_per_example=proxy.tokens_per_example,
+            context=sequence_context(proxy.tokens_per_example),
         ),
         estimator=EstimatorInfo(ema_beta=cfg.beta, confidence=cfg.confidence),
         amp=amp,

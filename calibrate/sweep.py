@@ -105,9 +105,13 @@ def pilot_target(losses: list[float]) -> float:
     return sum(tail) / len(tail)
 
 
-def _tail_means(record: RunRecord, until: float) -> tuple[float, float, int] | None:
-    """Mean |G|² and tr Σ over the last quarter of the steps before `until` (at least 4 steps)."""
-    tr = record.tracker
+def _tail_means(record: RunRecord, until: float, preconditioned: bool = False
+                ) -> tuple[float, float, int] | None:
+    """Mean |G|² and tr Σ over the last quarter of the steps before `until` (at least 4 steps);
+    `preconditioned`: those of Adam's P⊙g (None when the run measured none)."""
+    tr = record.tracker_pre if preconditioned else record.tracker
+    if tr is None:
+        return None
     idx = [i for i, s in enumerate(tr.steps) if s < until]
     if not idx:
         return None
@@ -139,10 +143,10 @@ def _run_mean(record: RunRecord, batch: int, until: float) -> float | None:
     return num / den if den > 0 else None
 
 
-def compare(runs: list[SweepRun], b_crit_examples: float | None, tpe: int, confidence: float) -> SweepComparison:
-    """B_simple pooled over the runs near the target (the ratio of the mean tr Σ to the mean |G|²
-    over runs, Fieller's interval from their spread, Student's t on n − 1) beside B_crit."""
-    pts = [(r.trace_sigma, r.grad_sq) for r in runs if r.grad_sq is not None and r.trace_sigma is not None]
+def _pooled(pts: list[tuple[float, float]], confidence: float
+            ) -> tuple[float | None, float | None, float | None]:
+    """(B, low, high) pooled over runs' (tr Σ, |G|²): the ratio of the means, Fieller's interval
+    from their spread with Student's t on n − 1 (None where not bounded, or under 3 runs)."""
     b = lo = hi = None
     if pts:
         n = len(pts)
@@ -154,13 +158,25 @@ def compare(runs: list[SweepRun], b_crit_examples: float | None, tpe: int, confi
             vg = sum((p[1] - mg) ** 2 for p in pts) / (n - 1) / n
             c = sum((p[0] - mt) * (p[1] - mg) for p in pts) / (n - 1) / n
             lo, hi = noise_scale_interval(mt, mg, vt, vg, c, t_quantile(0.5 + confidence / 2, n - 1))
+    return b, lo, hi
+
+
+def compare(runs: list[SweepRun], b_crit_examples: float | None, tpe: int, confidence: float) -> SweepComparison:
+    """B_simple pooled over the runs near the target (`_pooled`) beside B_crit: that of the raw
+    gradient and, where measured, that of Adam's preconditioned one."""
+    b, lo, hi = _pooled([(r.trace_sigma, r.grad_sq) for r in runs
+                         if r.grad_sq is not None and r.trace_sigma is not None], confidence)
+    bp, lo_p, hi_p = _pooled([(r.trace_sigma_pre, r.grad_sq_pre) for r in runs
+                              if r.grad_sq_pre is not None and r.trace_sigma_pre is not None], confidence)
     means = [r.b_simple_run_mean for r in runs if r.b_simple_run_mean is not None]
     run_mean = sum(means) / len(means) if means else None
     return SweepComparison(
         b_simple_examples=b, b_simple_tokens=b * tpe if b is not None else None,
         b_simple_ci_low=lo, b_simple_ci_high=hi, b_simple_run_mean_examples=run_mean,
         ratio=b_crit_examples / b if b_crit_examples and b else None,
-        ratio_run_mean=b_crit_examples / run_mean if b_crit_examples and run_mean else None)
+        ratio_run_mean=b_crit_examples / run_mean if b_crit_examples and run_mean else None,
+        b_simple_pre_examples=bp, b_simple_pre_ci_low=lo_p, b_simple_pre_ci_high=hi_p,
+        ratio_pre=b_crit_examples / bp if b_crit_examples and bp else None)
 
 
 def fit_sweep(runs: list[SweepRun], tpe: int, confidence: float) -> tuple[SweepFit | None, str | None]:
@@ -455,6 +471,8 @@ def _sweep_run(r: _Run, best: bool, tpe: int) -> SweepRun:
     until = r.crossed if r.crossed is not None else float(r.steps_run)
     tail = _tail_means(r.record, until)
     g2, trace = (tail[0], tail[1]) if tail else (None, None)
+    tail_pre = _tail_means(r.record, until, preconditioned=True)
+    g2_pre, trace_pre = (tail_pre[0], tail_pre[1]) if tail_pre else (None, None)
     return SweepRun(
         batch_examples=r.batch, batch_tokens=r.batch * tpe, micro_batch_examples=r.micro, lr=r.lr,
         lr_multiplier=r.multiplier, best=best, reached=r.crossed is not None,
@@ -465,6 +483,8 @@ def _sweep_run(r: _Run, best: bool, tpe: int) -> SweepRun:
         eval_losses=list(r.record.eval_losses), grad_sq=g2, trace_sigma=trace,
         b_simple=trace / g2 if g2 is not None and g2 > 0 else None,
         b_simple_run_mean=_run_mean(r.record, r.batch, until), seconds=r.seconds,
+        grad_sq_pre=g2_pre, trace_sigma_pre=trace_pre,
+        b_simple_pre=trace_pre / g2_pre if g2_pre is not None and g2_pre > 0 else None,
         steps_skipped=len(r.record.skipped), note=r.note, seed=r.seed)
 
 

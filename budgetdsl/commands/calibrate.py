@@ -79,6 +79,8 @@ def register(subparsers) -> None:
     a("--n-embd", type=int, help="GPT: width")
     a("--tokens-per-example", type=int,
       help="factories: tokens per example (default: the sampler's attribute, or 1)")
+    a("--plan", help="calibrate for this plan: a GPT proxy runs at the plan's model.seq_len (the longest "
+      "seq_len/2^k whose micro-batch fits, if that one does not); --block-size overrides")
     a("--quick", action="store_true",
       help="a seconds-long run (gpt-nano, 40 steps) to try the tool; flags still override")
     a("--resume", action="store_true", help="continue from <out>.ckpt.pt with the same settings")
@@ -157,6 +159,7 @@ def _register_sweep(sub) -> None:
     a("--reference-batch", type=int,
       help="the run whose B_simple trajectory the file keeps (default: the smallest batch)")
     a("--data-mb", type=float, help="text corpora: megabytes to read (default: 2)")
+    a("--block-size", type=int, help="GPT: sequence length, tokens per example (default: the size's)")
     a("--plot", type=Path, help="also draw the picture to this .svg or .png (needs the plot extra)")
     a("--quick", action="store_true", help="a seconds-long sweep (gpt-nano, batches 4-64) to try the tool")
     a("--quiet", action="store_true", help="print nothing but errors")
@@ -196,7 +199,7 @@ def _register_sweep(sub) -> None:
 _SWEEP_FIELDS = ("batches", "target_loss", "pilot_steps", "max_steps", "lr_rule", "lr_base_batch",
                  "lr_grid", "warmup", "eval_micro", "micro_max", "reference_batch")
 _SWEEP_BASE_FIELDS = ("model", "data", "lr", "optimizer", "weight_decay", "grad_clip", "seed", "device",
-                      "amp", "eval_batches")
+                      "amp", "eval_batches", "block_size")
 
 
 def _sweep_config(args: argparse.Namespace):
@@ -249,6 +252,8 @@ def _sweep_command(cfg) -> list[str]:
     if b.data_bytes is not None:
         argv += ["--data-mb", f"{b.data_bytes / 1e6:g}"]
     argv += ["--eval-batches", str(b.eval_batches), "--eval-micro", str(cfg.eval_micro)]
+    if b.block_size is not None:
+        argv += ["--block-size", str(b.block_size)]
     if b.optimizer != "adamw":
         argv += ["--optimizer", b.optimizer]
     return argv
@@ -392,6 +397,12 @@ def render_sweep(cal, path: Path, seconds: float, plot: Path | None = None) -> s
             mean = (f"; against B_simple averaged over training ({c.b_simple_run_mean_examples:.3g} "
                     f"examples) {c.ratio_run_mean:.2f}" if c.ratio_run_mean is not None else "")
             lines.append(f"B_crit / B_simple = {c.ratio:.2f}{mean}")
+    if c is not None and c.b_simple_pre_examples is not None:
+        ci = (f" ({p.estimator.confidence:.0%} interval {c.b_simple_pre_ci_low:.3g}–{c.b_simple_pre_ci_high:.3g})"
+              if c.b_simple_pre_ci_low is not None and c.b_simple_pre_ci_high is not None else "")
+        ratio = f"; B_crit / it = {c.ratio_pre:.3g}" if c.ratio_pre is not None else ""
+        lines.append(f"B_simple of Adam's preconditioned gradient there = {c.b_simple_pre_examples:.3g} "
+                     f"examples{ci}{ratio}")
     lines += ["", render_text(sw).rstrip(), ""]
     if plot is not None:
         lines.append(f"drew {plot}")
@@ -443,6 +454,10 @@ def run(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as exc:
         tell(f"budgetdsl calibrate: error: {exc}")
         return ExitCode.INVALID
+    if getattr(args, "plan", None) is not None:
+        cfg = _at_plan_context(cfg, args.plan, args.quiet)
+        if cfg is None:
+            return ExitCode.INVALID
     started = time.perf_counter()
     try:
         outcome = calibrate(cfg, args.out, resume=args.resume, quiet=args.quiet, command=_command(cfg))
@@ -465,6 +480,44 @@ def run(args: argparse.Namespace) -> int:
         )
         return ExitCode.INTERRUPTED
     return ExitCode.OK
+
+
+def _at_plan_context(cfg, plan_path: str, quiet: bool):
+    """`cfg` at the plan's seq_len (B_crit in tokens moves with the context,
+    budgetdsl.theory.context_scaling), or the longest seq_len/2^k whose micro-batch fits the free
+    memory; it says on stderr which context it chose and why. None after a plan's diagnostics."""
+    from budgetdsl.calibrate.hardware import context_that_fits, free_memory, resolve_device
+    from budgetdsl.calibrate.model import SIZES, gpt_config
+    from budgetdsl.commands._common import load_or_report
+    from budgetdsl.quantities.humanize import human
+
+    plan = load_or_report(plan_path)
+    if plan is None:
+        return None
+    seq_len = int(plan.model.seq_len)
+    prog = "budgetdsl calibrate"
+    say = (lambda _m: None) if quiet or not _is_main() else tell
+    if cfg.block_size is not None:
+        say(f"{prog}: calibrating at --block-size {cfg.block_size} tokens per example"
+            + ("" if cfg.block_size == seq_len else f", not the plan's seq_len {seq_len}; the planner scales "
+               "B_crit between them"))
+        return cfg
+    if cfg.model not in SIZES:
+        say(f"{prog}: the model {cfg.model} sets its own tokens per example; the planner scales B_crit "
+            f"from them to the plan's seq_len {seq_len}")
+        return cfg
+    g = gpt_config(cfg.model, n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd)
+    device = resolve_device(cfg.device)
+    free = free_memory(device)
+    context, need = context_that_fits(g.n_layer, g.n_embd, g.n_head, cfg.vocab_size or g.vocab_size, seq_len,
+                                      cfg.micro_batch, free)
+    if context == seq_len:
+        say(f"{prog}: calibrating at the plan's seq_len, {seq_len} tokens per example")
+    else:
+        say(f"{prog}: calibrating at {context} tokens per example: one micro-batch of {cfg.micro_batch} at the "
+            f"plan's seq_len {seq_len} needs about {human('B', need)} of activations, more than half the "
+            f"{human('B', free)} free on {device.type}; the planner scales B_crit from {context} to {seq_len}")
+    return cfg.with_(block_size=context)
 
 
 def _writable(out, flag: str = "--out") -> None:

@@ -35,8 +35,11 @@ from budgetdsl.plan.model import (
     MAX_VOCAB,
     MIN_LOSS,
 )
+from budgetdsl.theory.noise_scale import DEFAULT_NOISE_SCALE
 
-SCHEMA_VERSION: Final = 1
+# 2 added `provenance.batch.context`; files of version 1 still load (CalibrationFile.context).
+SCHEMA_VERSION: Final = 2
+READABLE_VERSIONS: Final = (1, 2)
 FIT_FORM: Final = "B_crit(L) = B_star / L**(1/alpha)"
 # How far outside the measured loss range b_crit_tokens_at answers without `extrapolate`:
 # a tenth of the range's width, and never less than 2% of the loss itself.
@@ -47,6 +50,12 @@ RANGE_MARGIN_MIN = 0.02
 # where nothing was measured within a range's length, and reading it is an error, not a risk.
 EXTRAPOLATE_WIDTHS = 1.0
 EXTRAPOLATE_MIN = 0.05
+
+
+def sequence_context(tokens_per_example: int) -> int | None:
+    """The context a calibration records: its tokens per example where they form a sequence (more
+    than one; a factory whose sampler declares no tokens per example counts 1 and has none)."""
+    return tokens_per_example if tokens_per_example > 1 else None
 
 
 class _Model(BaseModel):
@@ -97,6 +106,9 @@ class BatchSetup(_Model):
     accumulation: int
     world_size: int
     tokens_per_example: int
+    # Tokens per example the loss is computed over (a GPT's block size): B_crit in tokens moves with
+    # it (budgetdsl.theory.context_scaling). None: not a token sequence, or a file of schema 1.
+    context: int | None = None
 
 
 class EstimatorInfo(_Model):
@@ -174,6 +186,9 @@ class Fit(_Model):
     n_censored: int = 0  # of n_points, intervals open at one end (used as bounds)
     n_unbounded: int = 0  # points open at both ends (no information)
     slope_z: float | None = None  # 1/α over its standard error; None: not recorded (older files)
+    # Whose B_simple the law is of: the raw gradient's, or Adam's preconditioned one
+    # (budgetdsl.theory.noise_scale.DEFAULT_NOISE_SCALE decides; files before it: raw)
+    noise_scale: Literal["raw", "preconditioned"] = "raw"
 
 
 class Summary(_Model):
@@ -191,7 +206,7 @@ class Summary(_Model):
     steps_skipped: int
     skipped_reasons: dict[str, int] = {}  # why the skipped steps were not measured, counted
     # B_simple of Adam's preconditioned gradient (examples), recorded beside the raw one; the
-    # planner reads the raw one (docs/calibration.md: no comparison with B_crit decides it yet).
+    # planner reads the one budgetdsl.theory.noise_scale chose (docs/calibration.md: the raw one).
     b_simple_pre: float | None = None
     ci_low_pre: float | None = None
     ci_high_pre: float | None = None
@@ -244,6 +259,10 @@ class SweepRun(_Model):
     steps_skipped: int = 0
     note: str | None = None  # why the run stopped early, or did not reach the target
     seed: int | None = None  # model init and data order of this run; None: the provenance's seed
+    # The same tail means of Adam's preconditioned gradient P⊙g; None: not measured (SGD, older files)
+    grad_sq_pre: float | None = None
+    trace_sigma_pre: float | None = None
+    b_simple_pre: float | None = None
 
 
 class SweepFit(_Model):
@@ -277,6 +296,11 @@ class SweepComparison(_Model):
     b_simple_run_mean_examples: float | None  # mean over runs of b_simple_run_mean
     ratio: float | None  # B_crit / B_simple (at the target)
     ratio_run_mean: float | None  # B_crit / B_simple averaged over training
+    # B_simple of Adam's preconditioned gradient, pooled the same way; None: not measured
+    b_simple_pre_examples: float | None = None
+    b_simple_pre_ci_low: float | None = None
+    b_simple_pre_ci_high: float | None = None
+    ratio_pre: float | None = None  # B_crit / preconditioned B_simple
 
 
 class SweepBatchSteps(_Model):
@@ -351,7 +375,7 @@ class Sweep(_Model):
 
 
 class CalibrationFile(_Model):
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1, 2] = SCHEMA_VERSION
     interrupted: bool = False  # stopped early (Ctrl-C, or a failed measurement): a partial file
     stop_reason: str | None = None
     provenance: Provenance
@@ -364,6 +388,15 @@ class CalibrationFile(_Model):
     # A direct measurement of the frontier (`budgetdsl calibrate sweep`): runs at several batch
     # sizes to one loss, the fit S = S_min + E_min/B, and B_crit beside B_simple.
     sweep: Sweep | None = None
+
+    @property
+    def context(self) -> int | None:
+        """Tokens per example of the proxy's sequences: as recorded, or in a file of schema 1, its
+        tokens per example when more than one (an example of a single token is no sequence)."""
+        b = self.provenance.batch
+        if b.context is not None or self.schema_version >= 2:
+            return b.context
+        return sequence_context(b.tokens_per_example)
 
     def b_crit_tokens_at(self, loss: float, extrapolate: bool = False,
                          source: str = "b_simple") -> tuple[float, float]:
@@ -448,8 +481,14 @@ class CalibrationFile(_Model):
                 f"{why}; it measured B_simple only at loss {s.loss:.4g}, not at {loss:g} "
                 "(a run with --lr > 0 measures a trajectory and fits B_crit(L))"
             )
-        rel = (math.log(s.ci_high_tokens) - math.log(max(s.ci_low_tokens, 1e-300))) / (2 * _z(s.confidence))
-        return s.b_simple_tokens, rel
+        b, lo, hi = s.b_simple_tokens, s.ci_low_tokens, s.ci_high_tokens
+        if DEFAULT_NOISE_SCALE == "preconditioned":  # the noise scale the planner reads
+            tpe = self.provenance.batch.tokens_per_example
+            if s.b_simple_pre is None or s.ci_low_pre is None or s.ci_high_pre is None or not s.ci_high_pre > 0:
+                raise ValueError(f"{why} and no bounded, positive preconditioned B_simple estimate")
+            b, lo, hi = s.b_simple_pre * tpe, s.ci_low_pre * tpe, s.ci_high_pre * tpe
+        rel = (math.log(hi) - math.log(max(lo, 1e-300))) / (2 * _z(s.confidence))
+        return b, rel
 
     def describe(self, source: str = "b_simple") -> str:
         """One line for reports: where B_crit comes from."""
@@ -538,10 +577,10 @@ def parse_calibration(text: str, path: str | os.PathLike) -> CalibrationFile:
     if not isinstance(data, dict):
         raise CalibrationFileError(f"{path}: not a calibration file (expected a JSON object)")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise CalibrationFileError(
             f"{path}: calibration schema_version {version!r} is not supported (this budgetdsl reads "
-            f"version {SCHEMA_VERSION}); re-run `budgetdsl calibrate`"
+            f"versions {', '.join(map(str, READABLE_VERSIONS))}); re-run `budgetdsl calibrate`"
         )
     bad = _non_finite(data)
     if bad is not None:
@@ -614,6 +653,7 @@ def number_problems(cal: CalibrationFile) -> list[tuple[_Key, str]]:
     _bound(out, (*b, "micro_batch_examples"), p.batch.micro_batch_examples, 1, MAX_BATCH)
     _bound(out, (*b, "world_size"), p.batch.world_size, 1, MAX_GPUS)
     _bound(out, (*b, "tokens_per_example"), p.batch.tokens_per_example, 1, MAX_SEQ_LEN)
+    _bound(out, (*b, "context"), p.batch.context, 1, MAX_SEQ_LEN)
     _bound(out, (*e, "ema_beta"), p.estimator.ema_beta, *_UNIT, above=True)  # 1: the plain mean
     _bound(out, (*e, "confidence"), p.estimator.confidence, *_UNIT, above=True, below=True)
     if (f := cal.fit) is not None:

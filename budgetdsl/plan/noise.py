@@ -16,6 +16,7 @@ tokenizer). The batch-side check (x = B/B_crit far from 1) is the solver's: it k
 from __future__ import annotations
 
 import functools
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +165,8 @@ def _from_calibration(plan: Plan) -> NoiseEstimate:
         raise plan_error(plan, ("noise", "at_loss"), "calibration-range", str(exc),
                          None if noise.extrapolate else "set noise.extrapolate: true to read "
                          "B_crit outside the calibrated range, at your own risk") from None
+    measured = float(b_crit)
+    b_crit, rel, context_warning = context_transfer(plan, cal, measured, rel, path.name)
     if source_name == "sweep":
         sw = cal.sweep
         moved = abs(float(noise.at_loss) - sw.target_loss) > 0.02 * sw.target_loss
@@ -172,7 +175,11 @@ def _from_calibration(plan: Plan) -> NoiseEstimate:
     else:
         source = (f"calibration {path.name} ({noise.source}) at loss {noise.at_loss:g}"
                   + (" (extrapolated)" if noise.extrapolate else ""))
-    warnings = transfer_checks(plan, cal, float(b_crit), path)
+    if context_warning is not None:
+        source += f", × {b_crit / measured:.3g} from its {cal.context}-token context to seq_len {plan.model.seq_len}"
+    warnings = transfer_checks(plan, cal, float(b_crit), path, measured)
+    if context_warning is not None:
+        warnings = (context_warning, *warnings)
     from budgetdsl.hardware.calibration_hardware import kernel_evidence
 
     evidence = kernel_evidence(plan, cal, path.name)
@@ -184,6 +191,43 @@ def _from_calibration(plan: Plan) -> NoiseEstimate:
                              cal, path.name)
     return NoiseEstimate(float(b_crit), source, float(rel) if rel else None, "calibration", warnings, notes,
                          cal, path.name)
+
+
+def context_transfer(plan: Plan, cal: Any, b_crit: float, rel: float | None, name: str
+                     ) -> tuple[float, float | None, Diagnostic | None]:
+    """B_crit measured at the calibration's context c read for this model's seq_len s:
+    (B_crit·(s/c)^γ, the relative uncertainty widened in quadrature by |ln(s/c)|·σ_γ, a located
+    warning showing both), budgetdsl.theory.context_scaling. Unchanged, without a warning, at equal
+    context or where the file records none (a factory's examples that are not token sequences)."""
+    from budgetdsl.quantities.humanize import human
+    from budgetdsl.theory.context_scaling import (
+        CONTEXT_EVIDENCE,
+        CONTEXT_GAMMA,
+        CONTEXT_GAMMA_SIGMA,
+        context_factor,
+        context_widening,
+    )
+
+    context = getattr(cal, "context", None)
+    seq_len = int(plan.model.seq_len)
+    if not context or int(context) == seq_len:
+        return b_crit, rel, None
+    factor = context_factor(seq_len, context)
+    widen = context_widening(seq_len, context)
+    widened = math.hypot(rel or 0.0, widen)
+    kept = (f"; the declared noise.uncertainty ({float(plan.noise.uncertainty):.0%}) is kept"
+            if plan.noise.uncertainty is not None else "")
+    warning = plan_warning(
+        plan, ("noise", "calibration"), "calibration-context",
+        f"calibration {name!r} measured at {context} tokens per example, this model's seq_len is {seq_len}: "
+        f"B_crit × ({seq_len}/{context})^γ = × {factor:.3g}, {human('tokens', b_crit)} → "
+        f"{human('tokens', b_crit * factor)} (γ = {CONTEXT_GAMMA:.2f} ± {CONTEXT_GAMMA_SIGMA:.2f}, {CONTEXT_EVIDENCE}, "
+        f"docs/transfer.md); its uncertainty widened by |ln({seq_len}/{context})| × "
+        f"{CONTEXT_GAMMA_SIGMA:.2f} = {widen:.0%}, to ±{widened:.0%}{kept}",
+        "calibrate at the model's context where one micro-batch fits: `budgetdsl calibrate --plan PLAN` "
+        "runs the proxy at the plan's seq_len")
+    return b_crit * factor, widened, warning
+
 
 # Corpora `budgetdsl calibrate` reads as bytes (calibrate/data.py): the built-in stdlib source and
 # any text file or folder. A file without token statistics is judged by these kinds.
@@ -234,7 +278,8 @@ def at_batch_warnings(plan: Plan, b_crit: float, source: str) -> tuple[Diagnosti
         "corpus or tokenizer transfers badly)"),)
 
 
-def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Diagnostic, ...]:
+def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path,
+                    measured: float | None = None) -> tuple[Diagnostic, ...]:
     """Whether the calibration's B_crit means anything for this plan's model. Raises a located
     PlanError where it does not; returns located warnings where it is doubtful.
 
@@ -257,6 +302,8 @@ def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Di
       or a vocabulary other than the plan's model.vocab: the loss scale differs, so `at_loss`
       reads a different point of the curve.
     Files that do not carry a field (a stub, an older writer) skip the check that needs it.
+    `b_crit` is the value for this model (`context_transfer` applied); `measured`, when it differs,
+    the calibration's own.
     """
     noise = plan.noise
     name = path.name
@@ -288,8 +335,10 @@ def transfer_checks(plan: Plan, cal: Any, b_crit: float, path: Path) -> tuple[Di
     if b_crit < seq_len:
         errors.append(_located(
             plan, ("noise",), "b-crit-below-sequence",
-            f"B_crit from calibration {name!r} at loss {float(noise.at_loss):g} is {b_crit:.3g} tokens, "
-            f"less than one sequence of this model ({seq_len} tokens): the calibration's losses do "
+            f"B_crit from calibration {name!r} at loss {float(noise.at_loss):g} is {b_crit:.3g} tokens"
+            + (f" ({measured:.3g} measured at its {cal.context}-token context)"
+               if measured is not None and measured != b_crit else "")
+            + f", less than one sequence of this model ({seq_len} tokens): the calibration's losses do "
             "not describe this model's training",
             "calibrate on the target's own data and tokenizer (budgetdsl.calibrate.gns, gns_hf or gns_lightning "
             "records B_simple inside an existing training loop), and read it at a loss the target "

@@ -18,6 +18,7 @@ from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.loader import load_plan
 from budgetdsl.report.text import render
 from budgetdsl.solve.solver import solve
+from budgetdsl.theory.context_scaling import context_factor
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests/fixtures/calibration/gpt-micro-stdlib.json"
@@ -34,10 +35,15 @@ def _calibration(tmp_path, edit=None) -> pathlib.Path:
 
 
 def _quick_run(data):
-    """What `calibrate --quick` wrote in the issue: a training run whose fit failed, summary at 3.4."""
+    """What `calibrate --quick` wrote in the issue: a training run whose fit failed, summary at 3.4
+    with B_simple = 101 tokens (the fixture's interval scaled with it)."""
     data["fit"] = None
     data["fit_error"] = "0 usable trajectory points; the fit needs at least 3"
-    data["summary"]["loss"] = 3.4
+    s = data["summary"]
+    s["loss"] = 3.4
+    k = 101.0 / s["b_simple_tokens"]
+    for key in ("b_simple", "b_simple_tokens", "ci_low", "ci_high", "ci_low_tokens", "ci_high_tokens"):
+        s[key] *= k
 
 
 def _fixed_weights(data):
@@ -80,7 +86,9 @@ def test_the_issue_case_a_quick_calibration_for_a_13b_plan_is_refused_located(tm
     assert "0 usable trajectory points" in no_fit.message and "--steps" in no_fit.hint
     assert short.location.line == 6  # the noise section
     b_simple = load_calibration(plan.parent / "cal.json").summary.b_simple_tokens
-    assert f"{b_simple:.3g} tokens" in short.message and "4096 tokens" in short.message
+    scaled = b_simple * context_factor(4096, 64)  # read for 4096-token sequences from its 64
+    assert f"is {scaled:.3g} tokens ({b_simple:.3g} measured at its 64-token context)" in short.message
+    assert "4096 tokens" in short.message
 
 
 def test_the_command_exits_2_with_the_located_errors_on_stderr(tmp_path):
@@ -105,12 +113,14 @@ def test_b_crit_below_one_sequence_is_refused_even_with_a_fit(tmp_path):
     fit = load_calibration(cal).fit
     loss = (fit.loss_min + fit.loss_max) / 2
     b_crit, _ = load_calibration(cal).b_crit_tokens_at(loss)
-    seq = 2 ** int(b_crit).bit_length()  # the next power of two above B_crit: one sequence is longer
+    # B_crit read for seq_len s is b_crit·(s/64)^γ (its 64-token context): the first power of two
+    # whose sequence is longer than that
+    seq = next(2**k for k in range(6, 40) if b_crit * context_factor(2**k, 64) < 2**k)
     plan = _plan(tmp_path, cal, loss, model=f"params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: {seq}")
     assert set(_errors(plan)) == {"b-crit-below-sequence"}
     # One sequence shorter than B_crit: the same calibration is accepted.
-    half = _plan(tmp_path, cal, loss, model=f"params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: {seq // 4}")
-    assert solve(load_plan(half)).frontier.b_crit_tokens == pytest.approx(b_crit)
+    half = _plan(tmp_path, cal, loss, model=f"params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: {seq // 2}")
+    assert solve(load_plan(half)).frontier.b_crit_tokens == pytest.approx(b_crit * context_factor(seq // 2, 64))
 
 
 def _proxy_plan(tmp_path, edit, vocab=None, run="", seq_len=64):
@@ -139,7 +149,8 @@ def test_the_built_in_proxy_corpus_is_a_located_warning_not_an_error(tmp_path):
     assert "Warnings" in render(sol, "text") and "calibration-corpus" in render(sol, "markdown")
     out = subprocess.run([str(BUDGETDSL), "plan", "--format", "json", str(plan)], capture_output=True, text=True)
     assert out.returncode == 0
-    assert [w["code"] for w in json.loads(out.stdout)["warnings"]] == ["calibration-corpus"]
+    # (and its 64-token context read for 32-token sequences: tests/budgetdsl/test_calibration_context.py)
+    assert [w["code"] for w in json.loads(out.stdout)["warnings"]] == ["calibration-context", "calibration-corpus"]
     assert out.stderr.startswith(f"{plan}:6:") and "warning[calibration-corpus]" in out.stderr
 
 
@@ -219,7 +230,7 @@ def test_the_corpus_is_judged_from_its_tokens_not_its_label(tmp_path):
     def bpe(data):
         data["provenance"]["data"].update(vocab_size=50257, token_stats=_stats(50256, 40_000))
     plan = _plan(tmp_path, _calibration(tmp_path, bpe), at,
-                 model="params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: 128, vocab: 50257")
+                 model="params: 1e9, layers: 16, d_model: 2048, heads: 16, seq_len: 64, vocab: 50257")
     assert solve(load_plan(plan)).warnings == []
 
 

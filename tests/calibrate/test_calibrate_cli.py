@@ -263,3 +263,49 @@ def test_unwritable_output_is_reported_without_a_traceback(cli, tmp_path, capsys
     assert cli(["calibrate", "--quick", "--steps", "2", "--quiet", "--out", str(blocker / "x.json")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("budgetdsl calibrate: error: ") and "Traceback" not in err
+
+
+def _context_plan(tmp_path, seq_len: int) -> Path:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"name: ctx\nmodel: {{params: 25M, layers: 6, d_model: 512, heads: 8, seq_len: {seq_len}}}\n"
+                    "hardware: {gpu: H100-SXM5-80GB, gpus: 8}\ntarget: {min_tokens: 2B}\nnoise: {b_crit: 1M}\n")
+    return plan
+
+
+def test_calibrate_for_a_plan_runs_at_its_seq_len_and_records_the_context(cli, tmp_path, capsys):
+    """Issue 25 item 3: --plan calibrates at the plan's seq_len (48 here, gpt-nano's own is 32),
+    says so on stderr, and the file records the context a planner compares with seq_len."""
+    out = tmp_path / "cal.json"
+    assert cli(["calibrate", "--quick", "--steps", "6", "--plan", str(_context_plan(tmp_path, 48)),
+                "--out", str(out)]) == 0
+    assert "calibrating at the plan's seq_len, 48 tokens per example" in capsys.readouterr().err
+    cal = load_calibration(out)
+    assert cal.schema_version == 2
+    assert cal.provenance.batch.tokens_per_example == 48 == cal.provenance.batch.context == cal.context
+    assert cal.provenance.model.config["block_size"] == 48
+
+
+def test_calibrate_for_a_plan_halves_the_context_until_a_micro_batch_fits(cli, tmp_path, capsys, monkeypatch):
+    """Where one micro-batch at seq_len needs more than half the free memory, the longest
+    seq_len/2^k that fits is used and stderr says which and why. The bytes are Korthikanti et al.'s
+    s·d·(34 + 5·a·s/d) per layer (doubled for fp32) plus the fp32 logits and their gradient."""
+    from budgetdsl.calibrate import hardware
+
+    def need(s, micro=4, layers=1, d=32, heads=2, vocab=256):  # gpt-nano, --quick's micro-batch
+        return micro * (2 * layers * s * d * (34 + 5 * heads * s / d) + 8 * s * vocab)
+
+    assert hardware.micro_batch_bytes(1, 32, 2, 256, 96, 4) == pytest.approx(need(96))
+    free = int(2 * need(48)) + 1  # 48 fits in half of it, 96 does not
+    monkeypatch.setattr(hardware, "free_memory", lambda device: free)
+    out = tmp_path / "cal.json"
+    assert cli(["calibrate", "--quick", "--steps", "6", "--plan", str(_context_plan(tmp_path, 96)),
+                "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "calibrating at 48 tokens per example: one micro-batch of 4 at the plan's seq_len 96 needs" in err
+    assert "the planner scales B_crit from 48 to 96" in err
+    assert load_calibration(out).context == 48
+    # an explicit --block-size wins over the plan, and says so
+    assert cli(["calibrate", "--quick", "--steps", "6", "--block-size", "16", "--plan",
+                str(_context_plan(tmp_path, 96)), "--out", str(out)]) == 0
+    assert "--block-size 16 tokens per example, not the plan's seq_len 96" in capsys.readouterr().err
+    assert load_calibration(out).context == 16

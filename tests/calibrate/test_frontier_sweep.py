@@ -61,6 +61,13 @@ def test_quick_sweep_writes_the_frontier_into_the_calibration(cli, tmp_path, cap
     assert f.n_points == 5 and f.dof == 3
     c = sw.comparison
     assert c.b_simple_examples > 0 and c.ratio == pytest.approx(f.b_crit_examples / c.b_simple_examples)
+    # Adam's preconditioned B_simple, pooled the same way: the mean tr Σ over the mean |G|² of the runs
+    for r in sw.runs:
+        assert r.b_simple_pre == pytest.approx(r.trace_sigma_pre / r.grad_sq_pre)
+    pooled = sum(r.trace_sigma_pre for r in sw.runs) / sum(r.grad_sq_pre for r in sw.runs)
+    assert c.b_simple_pre_examples == pytest.approx(pooled) and c.b_simple_pre_examples != c.b_simple_examples
+    assert c.ratio_pre == pytest.approx(f.b_crit_examples / c.b_simple_pre_examples)
+    assert c.b_simple_pre_ci_low < c.b_simple_pre_examples < c.b_simple_pre_ci_high
     # the file is also a B_simple calibration (the smallest batch's run) and a noise source
     assert cal.provenance.batch.global_batch_examples == 4 and cal.trajectory
     b, rel = cal.b_crit_tokens_at(sw.target_loss, source="sweep")
@@ -69,6 +76,8 @@ def test_quick_sweep_writes_the_frontier_into_the_calibration(cli, tmp_path, cap
         cal.b_crit_tokens_at(sw.target_loss + 0.5, source="sweep")
     printed = capsys.readouterr().out
     assert "B_crit / B_simple =" in printed and "tokens to the target (log)" in printed
+    assert f"B_simple of Adam's preconditioned gradient there = {c.b_simple_pre_examples:.3g}" in printed
+    assert cal.schema_version == 2 and cal.provenance.batch.context == 32 == cal.context
     assert f"wrote {out}" in printed
     assert plot.read_text().startswith("<?xml")
     # same seed, same start: the sweep is deterministic
