@@ -98,11 +98,12 @@ def _at_configuration(cm: CostModel, cfg: Config) -> dict[str, Coefficient]:
     """The coefficients derived at the configuration's micro-batch (`assumptions`)."""
     out: dict[str, Coefficient] = {}
     declared = cm.mode == "declared"
-    at_micro = "" if declared else f" at micro-batch {cfg.micro_batch}"
+    line = declared and cm.anchor is None  # T(B) = f·B/(G·P·u): nothing depends on the micro-batch
+    at_micro = "" if line else f" at micro-batch {cfg.micro_batch}"
     rate, fixed = cm.linear_at(cfg.micro_batch)  # T(B) = f·B/rate + c at the launched micro-batch
     out["achieved_flops"] = Coefficient(
         value=rate, unit="FLOP/s", origin="derived",
-        detail=cm.coefficients["achieved_flops"].detail + ("" if declared else f", at micro-batch {cfg.micro_batch}"))
+        detail=cm.coefficients["achieved_flops"].detail + ("" if line else f", at micro-batch {cfg.micro_batch}"))
     out["fixed_time"] = Coefficient(
         value=fixed, unit="s", origin="derived",
         detail=cm.coefficients["fixed_time"].detail.rsplit(" at micro-batch", 1)[0] + at_micro)
