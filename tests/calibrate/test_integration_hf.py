@@ -112,7 +112,7 @@ def test_budgetdsl_plan_reads_the_callbacks_file(trained):
     at = round((cal.fit.loss_min + cal.fit.loss_max) / 2, 3)
     plan = tmp_path / "p.yaml"
     plan.write_text(f"""name: from-a-trainer
-model: {{params: 1e6, layers: 2, d_model: 32, heads: 2, seq_len: 4, vocab: {VOCAB}}}
+model: {{params: 1e6, layers: 2, d_model: 32, heads: 2, seq_len: {SEQ}, vocab: {VOCAB}}}
 hardware: {{gpu: H100-SXM5-80GB, gpus: 1, mfu: 0.3}}
 target: {{min_tokens: 1e7}}
 noise: {{calibration: cal.json, at_loss: {at}}}
@@ -122,8 +122,8 @@ noise: {{calibration: cal.json, at_loss: {at}}}
     assert done.returncode == 0, done.stderr
     sol = json.loads(done.stdout)
     assert sol["frontier"]["b_crit_tokens"] == pytest.approx(cal.b_crit_tokens_at(at)[0])
-    # its own corpus and vocabulary: nothing doubtful about the transfer (the toy plan's batch of one
-    # 4-token sequence may be far from B_crit: that is the solver's warning, not the calibration's)
+    # its own corpus, vocabulary and context: nothing doubtful about the transfer (the toy plan's
+    # batch of one sequence may be far from B_crit: that is the solver's warning, not the calibration's)
     assert {w["code"] for w in sol["warnings"]} <= {"batch-far-from-b-crit"}
 
 
