@@ -105,7 +105,9 @@ def test_relaxations_make_the_plan_feasible(plan):
 def test_snapping_agrees_with_a_brute_force_scan_of_integer_batches(plan):
     """On one GPU count: a feasible integer configuration exists iff the solver finds one, and the
     solver's choice scores within 0.1 % of the best of all integer batches (or within two steps'
-    worth: the solver optimizes the continuous frontier, then rounds the steps up)."""
+    worth: the solver optimizes the continuous frontier, then rounds the steps up). Every split
+    micro × accumulation of each batch that fits is scanned: with the modelled step (a declared
+    MFU anchors it) the per-step and per-micro-batch costs depend on the split."""
     gpus = plan.hardware.gpus
     cm = build_cost_model(plan, gpus)
     assume(cm.micro_batch_max >= 1)
@@ -118,10 +120,13 @@ def test_snapping_agrees_with_a_brute_force_scan_of_integer_batches(plan):
     n_max = int(min(top / per, 3000) if pl.lo <= pl.hi else 3000) + 2
     best = None
     for n in range(1, n_max + 1):
-        cfg = evaluate(cm, fr, limits, 1, n, cm.micro_batch_max)  # micro 1 always fits
-        if cfg.feasible:
-            s = score(objective, fr, cfg)
-            best = s if best is None else min(best, s)
+        for micro in range(1, min(n, cm.micro_batch_max) + 1):
+            if n % micro:
+                continue
+            cfg = evaluate(cm, fr, limits, micro, n // micro, cm.micro_batch_max)
+            if cfg.feasible:
+                s = score(objective, fr, cfg)
+                best = s if best is None else min(best, s)
     if best is None:
         assume(n_max < 3000)  # the scan covered every batch the interval allows
         assert not pl.feasible
