@@ -411,7 +411,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
     layout = Layout(gpus, t, p, int(getattr(hw, "virtual_pipeline_stages", 1)), split.zero, split.recompute,
                     split.flash_attention, sequence_parallel,
                     mem.GRAD_BYTES[grad_dtype], hw.overlap, cp, ep,
-                    int(hw.expert_tensor_parallel or 0))
+                    int(hw.expert_tensor_parallel or 0), pinned_split(plan, p))
     moe = model_experts(plan)
     shape = None
     if m.layers is not None and m.d_model is not None and device is not None:
@@ -430,7 +430,8 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         virtual_stages=layout.virtual_stages, grad_dtype=grad_dtype,
         activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_layers, kv_heads=m.kv_heads,
         ffn_hidden=m.ffn_hidden, mlp=m.mlp, tied_embeddings=m.tied_embeddings,
-        fp8=getattr(hw, "precision", "bf16") == "fp8", context_parallel=cp, experts=layout.place_experts(moe))
+        fp8=getattr(hw, "precision", "bf16") == "fp8", context_parallel=cp, experts=layout.place_experts(moe),
+        split=layout.stage_split)
     if stages is None:
         need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
                                                     else " and model.heads")
@@ -462,6 +463,16 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
     object.__setattr__(cm, "_describe", functools.partial(
         _describe, plan, gpus, split, mode, peak, memory, overhead, layout, grad_dtype, reserve))
     return cm
+
+
+def pinned_split(plan: Plan, pipeline_parallel: int) -> tuple[int, ...] | None:
+    """The layers per stage the plan pins (`hardware.stage_layers`) where the layout has its
+    pipeline depth; None (the cost model balances the stages) otherwise — a remedy or a search
+    that tries another depth cannot keep a split written for this one."""
+    split = getattr(plan.hardware, "stage_layers", None)
+    if split is None or len(split) != pipeline_parallel:
+        return None
+    return tuple(int(n) for n in split)
 
 
 def model_experts(plan: Plan) -> Experts | None:

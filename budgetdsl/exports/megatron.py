@@ -31,7 +31,7 @@ FLAGS = MODEL_FLAGS | frozenset({
     "--global-batch-size", "--seq-length", "--train-iters", "--lr", "--lr-warmup-iters",
     "--lr-decay-style", "--use-distributed-optimizer", "--exit-duration-in-mins", "--bf16", "--fp16",
     "--context-parallel-size", "--expert-model-parallel-size", "--expert-tensor-parallel-size",
-    "--sequence-parallel",
+    "--sequence-parallel", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
 })
 RAMP_FLAGS = frozenset({"--step-batch-size-schedule", "--train-samples", "--lr-warmup-samples"})
 # validate_args' required_args, and the plan keys that give them.
@@ -128,6 +128,30 @@ def parallel_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
     return args
 
 
+def pipeline_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
+    """An uneven split (`LaunchSpec.stage_layers`) as Megatron-Core's uneven pipeline: the first and
+    the last stage's layers (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers),
+    the middle stages sharing the rest evenly (TransformerConfig checks it). A split whose middle
+    stages differ has no such form: refused."""
+    split = spec.stage_layers
+    if split is None:
+        return []
+    first, middle, last = split[0], split[1:-1], split[-1]
+    if len(set(middle)) > 1:
+        raise ExportError(f"the pipeline split {list(split)} (layers per stage) has unequal middle stages, and "
+                          "Megatron-Core's uneven pipeline sets only the first and the last stage "
+                          "(--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers), sharing the "
+                          "rest evenly: write hardware.stage_layers with equal middle stages, or write the split "
+                          "as Megatron-Core's --pipeline-model-parallel-layout yourself")
+    k = middle[0] if middle else None
+    args: list[tuple[str, str | None]] = []
+    if k is None or first != k:
+        args.append(("--decoder-first-pipeline-num-layers", str(first)))
+    if k is None or last != k:
+        args.append(("--decoder-last-pipeline-num-layers", str(last)))
+    return args
+
+
 def arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
     """Every flag. Megatron derives data parallel = world / (tensor × pipeline) and accumulation =
     global / (micro × data parallel), which must divide exactly (ConstantNumMicroBatchesCalculator):
@@ -143,6 +167,7 @@ def arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
         *model_arguments(spec),
         ("--tensor-model-parallel-size", str(spec.tensor_parallel)),
         ("--pipeline-model-parallel-size", str(spec.pipeline_parallel)),
+        *pipeline_arguments(spec),
         *parallel_arguments(spec),
         ("--micro-batch-size", str(spec.micro_batch)),
     ]

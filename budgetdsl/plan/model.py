@@ -28,7 +28,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from budgetdsl.hardware.gpus import PRESETS, find_preset
-from budgetdsl.hardware.layout import gpu_unit, launch_problem
+from budgetdsl.hardware.layout import gpu_unit, launch_problem, split_hint, split_problem
 from budgetdsl.plan.diagnostics import did_you_mean
 from budgetdsl.plan.launch import Launch
 from budgetdsl.quantities.units import (
@@ -497,6 +497,11 @@ class Hardware(_Section):
                                     "ranks too (activations ÷ t); off by default, as in Megatron-LM.")
     virtual_pipeline_stages: int = Integer("Interleaved 1F1B: model chunks per GPU v (Megatron's virtual "
                                            "pipeline); the bubble shrinks to (p − 1)/(v·m).", gt=0, le=1024, default=1)
+    stage_layers: list[int] | None = Field(
+        None, description="Transformer layers per pipeline stage, first to last, pinning the split "
+        "(Megatron-Core's uneven pipeline: --decoder-first/last-pipeline-num-layers): one entry per stage "
+        "of a pinned pipeline_parallel, summing to model.layers, each at least 1 and a multiple of "
+        "virtual_pipeline_stages. Default: the tool balances the stages, the LM head on the last.")
     context_parallel: int | Literal["auto"] = Integer(
         "Context-parallel degree cp (Megatron-Core --context-parallel-size; ring attention, Liu et al. 2023): "
         "each sequence is split over cp GPUs, which exchange keys and values; GPUs = tensor × pipeline × "
@@ -856,7 +861,27 @@ class Plan(_Section):
         if m.layers is not None and m.layers < chunks:
             raise PlanRuleError("hardware.pipeline_parallel", f"layers ({m.layers}) cannot fill "
                                 f"pipeline_parallel × virtual_pipeline_stages = {chunks} stages")
+        _split_rules(m, hw)
         return self
+
+
+def _split_rules(m: ModelShape, hw: Hardware) -> None:
+    """A pinned split (`hardware.stage_layers`) needs a pinned pipeline and follows Megatron-Core's
+    uneven-pipeline rules (`budgetdsl.hardware.layout.split_problem`), each error at its entry."""
+    split = hw.stage_layers
+    if split is None:
+        return
+    if hw.pipeline_parallel == "auto":
+        raise PlanRuleError("hardware.stage_layers", "stage_layers pins the split of a pinned pipeline, and "
+                            "pipeline_parallel is searched (auto)", f"write pipeline_parallel: {len(split)}, "
+                            "or leave stage_layers out")
+    p, v = int(hw.pipeline_parallel), hw.virtual_pipeline_stages
+    problem = split_problem(split, m.layers, p, v)
+    if problem is not None:
+        index, why = problem
+        at = "hardware.stage_layers" + ("" if index is None else f".{index}")
+        layers = m.layers if m.layers is not None else sum(split)
+        raise PlanRuleError(at, f"stage_layers {list(split)}: {why}", split_hint(layers, p, v))
 
 
 def _expert_rules(m: ModelShape, hw: Hardware) -> None:

@@ -102,6 +102,8 @@ NUMBER_ONLY = {"Hardware.tensor_parallel": {"anyOf": [DEGREES, {"const": "auto"}
                "GpuRange.max": {"type": "integer", "minimum": 1, "maximum": 1024},
                "GpuRange.step": {"type": "integer", "minimum": 1, "maximum": 64},
                "Hardware.gpu": {"enum": PRESETS + PRESETS + [None]},
+               # a pinned split must match the layout drawn (test_stage_layers checks the rules)
+               "Hardware.stage_layers": {"type": "null"},
                "Launch.image": {"type": "string",
                                 "pattern": r"^[a-z][a-z0-9]{0,9}(/[a-z0-9]{1,9})?(:[a-z0-9.]{1,6})?$"},
                "Launch.partition": {"type": "string", "pattern": r"^[a-z][a-z0-9-]{0,14}[a-z0-9]$"},
