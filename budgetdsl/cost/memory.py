@@ -44,7 +44,7 @@ import math
 from dataclasses import dataclass
 
 from budgetdsl.cost.experts import Experts, expert_data_parallel, moe_activation_extra, moe_layers_per_stage
-from budgetdsl.hardware.layout import stage_layers
+from budgetdsl.hardware.layout import balanced_split
 
 BYTES_WEIGHTS = 2.0  # bf16
 FP8_WEIGHT_BYTES = 2.0  # FP8 copy of a layer weight and its transpose, cached for a step (module docstring)
@@ -148,7 +148,7 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
     routed experts are ÷ etp·ep instead of ÷ t, their ZeRO shards over edp, and each MoE layer
     stores `experts.moe_activation_extra` more activations (budgetdsl.cost.experts). `split`: the
     layers per stage the plan pins (hardware.stage_layers), else balanced with the LM head's
-    `head_layers` on the last (`layout.stage_layers`)."""
+    `head_layers` on the last, in chunks of v layers with interleaving (`layout.balanced_split`)."""
     t, p, dp = tensor_parallel, pipeline_parallel, max(1, data_parallel)
     cp = max(1, context_parallel)
     grad_bytes = GRAD_BYTES[grad_dtype]
@@ -180,7 +180,7 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
                                              kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp) or 0.0
     emb = float(vocab * d_model) if vocab else 0.0
     per_param = layer_params(params, layers, emb, tied_embeddings)
-    counts = split if split is not None and len(split) == p else stage_layers(layers, p, head_layers)
+    counts = split if split is not None and len(split) == p else balanced_split(layers, p, virtual_stages, head_layers)
     moe = moe_layers_per_stage(counts, experts.dense_layers) if experts is not None else [0] * p
     out = []
     for i, n in enumerate(counts):

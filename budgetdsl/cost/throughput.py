@@ -68,7 +68,7 @@ from budgetdsl.cost.experts import (
 )
 from budgetdsl.cost.flops import gemm_flops_per_layer
 from budgetdsl.cost.memory import ACTIVATION_WHOLE, layer_activation_split, layer_params, stage_params
-from budgetdsl.hardware.layout import data_parallel_peers_in_node, stage_layers
+from budgetdsl.hardware.layout import balanced_split, data_parallel_peers_in_node
 from budgetdsl.theory.xp import SCALAR
 
 # Passes over each layer's stored activation bytes made by the memory-bound kernels of one
@@ -150,12 +150,13 @@ class Layout:
     stage_split: tuple[int, ...] | None = None  # layers per stage as the plan pins them (hardware.stage_layers)
 
     def stages(self, shape: Shape) -> tuple[int, ...]:
-        """Layers per pipeline stage: the pinned split, else `layout.stage_layers` balancing the
-        stages with the LM head (6·d·V FLOPs per token, in layers' worth) on the last."""
+        """Layers per pipeline stage: the pinned split, else `layout.balanced_split` balancing the
+        stages (in chunks of v layers with interleaving) with the LM head (6·d·V FLOPs per token,
+        in layers' worth) on the last."""
         if self.stage_split is not None and len(self.stage_split) == self.pipeline_parallel:
             return self.stage_split
         fl, fh = shape.layer_flops, shape.head_flops
-        return stage_layers(shape.layers, self.pipeline_parallel, fh / fl if fl > 0 else 0.0)
+        return balanced_split(shape.layers, self.pipeline_parallel, self.virtual_stages, fh / fl if fl > 0 else 0.0)
 
     @property
     def data_parallel(self) -> int:

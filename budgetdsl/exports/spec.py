@@ -167,6 +167,10 @@ class LaunchSpec:
     # Layers per pipeline stage, first to last, where they are not L/p each: the plan's pinned
     # split (hardware.stage_layers) or the one the cost model balanced; None for an even split.
     stage_layers: tuple[int, ...] | None = None
+    # Megatron's sequence parallelism and interleaved stages per GPU (hardware.sequence_parallel,
+    # virtual_pipeline_stages: the plan's, or the search's where it writes auto).
+    sequence_parallel: bool = False
+    virtual_stages: int = 1
 
     def __post_init__(self) -> None:
         for key in ("nodes", "gpus_per_node", "tensor_parallel", "pipeline_parallel", "data_parallel",
@@ -297,6 +301,10 @@ class LaunchSpec:
             ours.append(("BUDGETDSL_BATCH_SCHEDULE", self.schedule_text()))
         if self.context_parallel > 1:
             ours.append(("BUDGETDSL_CONTEXT_PARALLEL", str(self.context_parallel)))
+        if self.sequence_parallel:
+            ours.append(("BUDGETDSL_SEQUENCE_PARALLEL", "1"))
+        if self.virtual_stages > 1:
+            ours.append(("BUDGETDSL_VIRTUAL_STAGES", str(self.virtual_stages)))
         if self.stage_layers is not None:  # layers per stage, first to last, comma-separated
             ours.append(("BUDGETDSL_STAGE_LAYERS", ",".join(str(n) for n in self.stage_layers)))
         if self.experts is not None:
@@ -315,11 +323,14 @@ class LaunchSpec:
 
 def parallel_refusal(spec: LaunchSpec, fmt: str, what: str) -> str | None:
     """Why format `fmt` (which configures `what` only) cannot carry the plan's context or expert
-    parallelism, or None when the plan has neither (a mixture-of-experts model with ep = 1 is a
-    model like another: its experts replicated on every data-parallel rank)."""
+    parallelism, uneven pipeline split or interleaved stages, or None when the plan has none of them
+    (a mixture-of-experts model with ep = 1 is a model like another: its experts replicated on
+    every data-parallel rank)."""
     parts = []
     if spec.stage_layers is not None:
         parts.append(f"an uneven pipeline split {list(spec.stage_layers)} (layers per stage; hardware.stage_layers)")
+    if spec.virtual_stages > 1:
+        parts.append(f"{spec.virtual_stages} interleaved stages per GPU (hardware.virtual_pipeline_stages)")
     if spec.context_parallel > 1:
         parts.append(f"context parallelism {spec.context_parallel} (hardware.context_parallel)")
     if spec.expert_parallel > 1:
@@ -327,12 +338,14 @@ def parallel_refusal(spec: LaunchSpec, fmt: str, what: str) -> str | None:
                      "(hardware.expert_parallel)")
     if not parts:
         return None
-    if spec.stage_layers is not None and len(parts) == 1:
-        return (f"the plan has {parts[0]}, and the {fmt} export configures {what}, which has no setting for "
+    if (spec.stage_layers is not None or spec.virtual_stages > 1) and \
+            spec.context_parallel == 1 and spec.expert_parallel == 1:
+        return (f"the plan has {' and '.join(parts)}, and the {fmt} export configures {what}, which has no setting for "
                 "it: the run would not be the one planned. Export megatron (Megatron-Core's "
-                "--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers), or a launcher "
-                "(torchrun, slurm, skypilot, pytorchjob, kubeflow) whose training program reads "
-                "BUDGETDSL_STAGE_LAYERS")
+                "--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers, "
+                "--num-virtual-stages-per-pipeline-rank), or a launcher (torchrun, slurm, skypilot, "
+                "pytorchjob, kubeflow) whose training program reads BUDGETDSL_STAGE_LAYERS and "
+                "BUDGETDSL_VIRTUAL_STAGES")
     return (f"the plan has {' and '.join(parts)}, and the {fmt} export configures {what}, which has no "
             "setting for it: the run would not be the one planned. Export megatron (Megatron-Core's "
             "--context-parallel-size, --expert-model-parallel-size), or a launcher (torchrun, slurm, "
@@ -516,7 +529,12 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
                      shared_experts=int(m.shared_experts), dense_layers=int(m.dense_layers),
                      capacity_factor=m.capacity_factor, expert_parallel=ep,
                      expert_tensor_parallel=None if etp is None else int(etp))
-    shape.update(context_parallel=cp, stage_layers=split)
+    searched_sp = _field(solution, "batch.sequence_parallel")
+    searched_v = _field(solution, "batch.virtual_pipeline_stages")
+    shape.update(context_parallel=cp, stage_layers=split,
+                 sequence_parallel=bool(searched_sp if searched_sp is not None else hw.sequence_parallel is True),
+                 virtual_stages=int(searched_v if searched_v is not None else
+                                    (1 if hw.virtual_pipeline_stages == "auto" else hw.virtual_pipeline_stages)))
     shape.update(swiglu=m.mlp == "swiglu", untied_embeddings=not m.tied_embeddings,
                  detailed_shape=bool(m.detailed()), fp8=getattr(hw, "precision", "bf16") == "fp8")
     if shape["fp8"]:

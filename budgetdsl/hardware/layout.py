@@ -149,6 +149,26 @@ def stage_layers(layers: int, stages: int, last_extra: float = 0.0) -> tuple[int
     return best[2]
 
 
+def balanced_split(layers: int, stages: int, virtual_stages: int = 1, last_extra: float = 0.0) -> tuple[int, ...]:
+    """The split the cost model takes when the plan pins none: `stage_layers`, in chunks of v
+    layers with interleaving (each of a GPU's v chunks holds the same layers, so every stage holds a
+    multiple of v, as Megatron-Core requires) where v divides the layers; plain layers otherwise."""
+    v = max(1, virtual_stages)
+    if v == 1 or layers % v or layers // v < stages:
+        return stage_layers(layers, stages, last_extra)
+    return tuple(n * v for n in stage_layers(layers // v, stages, last_extra / v))
+
+
+def interleavings(split: tuple[int, ...], limit: int = 8) -> list[int]:
+    """The virtual-stage counts v a split runs: powers of two up to `limit` dividing every stage's
+    layers (1 always)."""
+    out, v = [1], 2
+    while v <= limit and all(n % v == 0 for n in split):
+        out.append(v)
+        v *= 2
+    return out
+
+
 def split_problem(split: list[int] | tuple[int, ...], layers: int | None, stages: int,
                   virtual_stages: int = 1) -> tuple[int | None, str] | None:
     """Why a pinned split (`hardware.stage_layers`: layers per stage, first to last) cannot run, as

@@ -492,11 +492,14 @@ class Hardware(_Section):
     recompute: Recompute = Field(Recompute.auto, strict=False, description="Activation recomputation: none, "
                                  "selective (attention), full (each layer), or auto (the default: searched).")
     flash_attention: bool = Field(True, description="Fused attention that keeps no s×s scores.")
-    sequence_parallel: bool = Field(False, description="Megatron sequence parallelism (Korthikanti et "
-                                    "al. 2022): layer norms and dropout split over the tensor-parallel "
-                                    "ranks too (activations ÷ t); off by default, as in Megatron-LM.")
-    virtual_pipeline_stages: int = Integer("Interleaved 1F1B: model chunks per GPU v (Megatron's virtual "
-                                           "pipeline); the bubble shrinks to (p − 1)/(v·m).", gt=0, le=1024, default=1)
+    sequence_parallel: bool | Literal["auto"] = Field(
+        False, description="Megatron sequence parallelism (Korthikanti et al. 2022): layer norms and dropout "
+        "split over the tensor-parallel ranks too (activations ÷ t); off by default, as in Megatron-LM; "
+        "auto: the solver searches it (on wherever tensor_parallel > 1: never slower, never more memory).")
+    virtual_pipeline_stages: int | Literal["auto"] = Integer(
+        "Interleaved 1F1B: model chunks per GPU v (Megatron's virtual pipeline); the bubble shrinks to "
+        "(p − 1)/(v·m). Default 1; auto: the solver searches powers of two up to 8 that divide every "
+        "stage's layers.", gt=0, le=1024, default=1, auto=True)
     stage_layers: list[int] | None = Field(
         None, description="Transformer layers per pipeline stage, first to last, pinning the split "
         "(Megatron-Core's uneven pipeline: --decoder-first/last-pipeline-num-layers): one entry per stage "
@@ -656,7 +659,8 @@ def _degree(value: int | str) -> int:
 
 
 LAYOUT_KEYS = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
-PARALLEL_KEYS = ("context_parallel", "expert_parallel")  # searched only where the plan writes auto
+# searched only where the plan writes auto
+PARALLEL_KEYS = ("context_parallel", "expert_parallel", "sequence_parallel", "virtual_pipeline_stages")
 # What a silent layout key means beside a declared hardware.mfu (Hardware._declared_layout).
 DECLARED_LAYOUT_DEFAULTS = {"tensor_parallel": 1, "pipeline_parallel": 1, "zero": 0, "recompute": Recompute.none}
 
@@ -857,7 +861,7 @@ class Plan(_Section):
         _context_rules(m, hw)
         # Uneven stages are allowed (BLOOM: 70 layers on 12 stages; Llama 3 405B: 126 on 16): the
         # cost model balances them with the LM head on the last (budgetdsl.hardware.layout.stage_layers).
-        chunks = _degree(hw.pipeline_parallel) * hw.virtual_pipeline_stages
+        chunks = _degree(hw.pipeline_parallel) * _degree(hw.virtual_pipeline_stages)
         if m.layers is not None and m.layers < chunks:
             raise PlanRuleError("hardware.pipeline_parallel", f"layers ({m.layers}) cannot fill "
                                 f"pipeline_parallel × virtual_pipeline_stages = {chunks} stages")
@@ -875,7 +879,7 @@ def _split_rules(m: ModelShape, hw: Hardware) -> None:
         raise PlanRuleError("hardware.stage_layers", "stage_layers pins the split of a pinned pipeline, and "
                             "pipeline_parallel is searched (auto)", f"write pipeline_parallel: {len(split)}, "
                             "or leave stage_layers out")
-    p, v = int(hw.pipeline_parallel), hw.virtual_pipeline_stages
+    p, v = int(hw.pipeline_parallel), _degree(hw.virtual_pipeline_stages)  # auto: the search picks v dividing it
     problem = split_problem(split, m.layers, p, v)
     if problem is not None:
         index, why = problem

@@ -391,7 +391,7 @@ def check_plan(doc: dict, path: pathlib.Path, export_format: str | None = None) 
     if outcome in ("exported", "not-exportable"):
         plan = load_plan(path, text=text)
         sol = solve(plan)
-        pinned = all(getattr(plan.hardware, k) != "auto" for k in LAYOUT_KEYS)  # else searched
+        pinned = not plan.hardware.searched()  # else searched (LAYOUT_KEYS and the parallel keys)
         (_check_feasible_answer if pinned and plan.run is None else check_limits)(plan, sol)
     if export_format is not None:
         code, _ = cli(["export", str(path), "--to", export_format])
