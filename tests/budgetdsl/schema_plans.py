@@ -28,7 +28,6 @@ from hypothesis_jsonschema import from_schema
 from test_solver_properties import _check_feasible_answer, check_limits
 
 from budgetdsl.plan.loader import load_plan
-from budgetdsl.plan.model import LAYOUT_KEYS
 from budgetdsl.solve.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -364,6 +364,7 @@ def test_the_oracle_enumerates_the_twins_the_search_prunes():
     # cannot split 48 layers evenly over 4 stages ([8, 16, 16, 8]), another split: kept
     assert searched == {(True, 1), (True, 4), (True, 8)}
     sol = solve(plan)
-    assert (sol.batch.tensor_parallel, sol.batch.sequence_parallel) == (2, True) and sol.batch.virtual_pipeline_stages > 1
+    assert (sol.batch.tensor_parallel, sol.batch.sequence_parallel) == (2, True)
+    assert sol.batch.virtual_pipeline_stages > 1
     split = _space(make_plan(**PLANS["free-split-v-auto"]))
     assert {v for *_, v in split} == {1, 2}  # [6, 8, 8, 8]: 4 does not divide 6
