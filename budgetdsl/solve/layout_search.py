@@ -142,7 +142,8 @@ def virtual_degrees(plan: Plan, pipeline_parallel: int) -> list[int | None]:
     if pinned is not None:
         largest = interleavings(pinned, MAX_SEARCHED_V)[-1]  # one split: the largest v is never worse
         return [1] if largest == 1 else [1, largest]
-    head, seen, out = head_layers(plan), set(), []
+    head, seen = head_layers(plan), set()
+    out: list[int | None] = [1]
     v = MAX_SEARCHED_V
     while v > 1:  # largest first: a smaller v with a split already seen is its slower, fuller twin
         if m.layers % v == 0 and m.layers // v >= pipeline_parallel:
@@ -151,7 +152,7 @@ def virtual_degrees(plan: Plan, pipeline_parallel: int) -> list[int | None]:
                 seen.add(split)
                 out.append(v)
         v //= 2
-    return [1] + sorted(out)
+    return out[:1] + out[:0:-1]  # 1, then ascending
 
 
 def context_degrees(plan: Plan) -> list[int | None]:
