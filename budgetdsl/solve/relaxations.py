@@ -283,7 +283,7 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
                     if not fits(t, p) or \
                             (zero_problem(z, p) is not None and (z, p) != (base.zero, base.pipeline_parallel)):
                         continue
-                    split = Split(z, t, p, rc, base.flash_attention, base.context_parallel, base.expert_parallel)
+                    split = replace(base, zero=z, tensor_parallel=t, pipeline_parallel=p, recompute=rc)
                     if split == base:
                         continue
                     alt = cost_model(ctx, cm.gpus, split)

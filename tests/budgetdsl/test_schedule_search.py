@@ -72,3 +72,18 @@ def test_a_plan_that_writes_neither_key_reports_neither():
     plan = _plan(sequence_parallel=None, virtual_pipeline_stages=None)
     batch = solve(plan).model_dump(mode="json")["batch"]
     assert "sequence_parallel" not in batch and "virtual_pipeline_stages" not in batch
+
+
+def test_the_sweep_prices_each_pair_with_its_own_searched_layout():
+    """The sweep kernel's pairs (`sweep_kernel.plan_pairs`) carry every searched degree of their
+    layout — SP and v here, and context and expert parallelism alike — not the plan's `auto` read
+    as off and 1: the same cost model the search built for the pair."""
+    from budgetdsl.solve.cache import SolveCache
+    from budgetdsl.solve.search_space import search_space
+    from budgetdsl.solve.sweep_kernel import plan_pairs
+
+    plan, cache = _plan(), SolveCache()
+    pairs = plan_pairs(plan, cache)
+    space = search_space(plan, cache).pairs
+    assert pairs is not None and [p.split for p in pairs] == [p.split for p in space]
+    assert {(p.split.sequence_parallel, p.split.virtual_stages) for p in pairs} >= {(True, 4), (False, 1)}
