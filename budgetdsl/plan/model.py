@@ -19,6 +19,7 @@ from pydantic import (
     Discriminator,
     Field,
     GetCoreSchemaHandler,
+    Strict,
     Tag,
     WithJsonSchema,
     field_validator,
@@ -500,8 +501,9 @@ class Hardware(_Section):
         "Interleaved 1F1B: model chunks per GPU v (Megatron's virtual pipeline); the bubble shrinks to "
         "(p − 1)/(v·m). Default 1; auto: the solver searches powers of two up to 8 that divide every "
         "stage's layers.", gt=0, le=1024, default=1, auto=True)
-    stage_layers: list[int] | None = Field(
-        None, description="Transformer layers per pipeline stage, first to last, pinning the split "
+    # a tuple (a plan is hashed: LoadedPlan.__hash__), read from a YAML list; each entry a strict integer
+    stage_layers: tuple[Annotated[int, Strict()], ...] | None = Field(
+        None, strict=False, description="Transformer layers per pipeline stage, first to last, pinning the split "
         "(Megatron-Core's uneven pipeline: --decoder-first/last-pipeline-num-layers): one entry per stage "
         "of a pinned pipeline_parallel, summing to model.layers, each at least 1 and a multiple of "
         "virtual_pipeline_stages. Default: the tool balances the stages, the LM head on the last.")

@@ -139,3 +139,13 @@ def test_a_plan_without_the_key_writes_nothing_new(tmp_path):
     assert "stage_layers" in plan.hardware.model_fields_set
     bare = plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"stage_layers": None})})
     assert solve(bare).throughput.step_time_s == solve(plan).throughput.step_time_s  # an even pin = the default
+
+
+def test_a_plan_with_a_pinned_split_hashes_and_takes_whole_numbers_only(tmp_path):
+    """A plan's sections are hashed (LoadedPlan.__hash__, caches): the split is kept as a tuple.
+    Its entries are integers as written, not strings or fractions coerced."""
+    plan = _load(tmp_path, [5] + [6] * 14 + [7])
+    assert plan.hardware.stage_layers == (5,) + (6,) * 14 + (7,) and isinstance(hash(plan.hardware), int)
+    for bad in ('["5"] + [6] * 15', "[5.5] + [6] * 15"):
+        with pytest.raises(PlanError, match="expected a number"):
+            _load(tmp_path, eval(bad))
