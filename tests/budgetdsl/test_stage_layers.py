@@ -146,6 +146,6 @@ def test_a_plan_with_a_pinned_split_hashes_and_takes_whole_numbers_only(tmp_path
     Its entries are integers as written, not strings or fractions coerced."""
     plan = _load(tmp_path, [5] + [6] * 14 + [7])
     assert plan.hardware.stage_layers == (5,) + (6,) * 14 + (7,) and isinstance(hash(plan.hardware), int)
-    for bad in ('["5"] + [6] * 15', "[5.5] + [6] * 15"):
+    for bad in (['"5"'] + [6] * 15, [5.5] + [6] * 15):
         with pytest.raises(PlanError, match="expected a number"):
-            _load(tmp_path, eval(bad))
+            _load(tmp_path, "[" + ", ".join(str(n) for n in bad) + "]")
