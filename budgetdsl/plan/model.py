@@ -874,8 +874,14 @@ class Plan(_Section):
 def _split_rules(m: ModelShape, hw: Hardware) -> None:
     """A pinned split (`hardware.stage_layers`) needs a pinned pipeline and follows Megatron-Core's
     uneven-pipeline rules (`budgetdsl.hardware.layout.split_problem`), each error at its entry."""
-    split = hw.stage_layers
+    split, v = hw.stage_layers, hw.virtual_pipeline_stages
     if split is None:
+        if v != "auto" and v > 1 and m.layers is not None and m.layers % v:
+            fits = [k for k in range(v - 1, 0, -1) if m.layers % k == 0]
+            raise PlanRuleError("hardware.virtual_pipeline_stages", f"virtual_pipeline_stages ({v}) does not "
+                                f"divide the {m.layers} layers: each of a GPU's {v} interleaved chunks holds the same "
+                                "layers, so every stage's layers are a multiple of it (Megatron-Core)",
+                                f"e.g. virtual_pipeline_stages: {fits[0]}, or auto")
         return
     if hw.pipeline_parallel == "auto":
         raise PlanRuleError("hardware.stage_layers", "stage_layers pins the split of a pinned pipeline, and "

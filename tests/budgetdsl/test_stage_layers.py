@@ -149,3 +149,16 @@ def test_a_plan_with_a_pinned_split_hashes_and_takes_whole_numbers_only(tmp_path
     for bad in (['"5"'] + [6] * 15, [5.5] + [6] * 15):
         with pytest.raises(PlanError, match="expected a number"):
             _load(tmp_path, "[" + ", ".join(str(n) for n in bad) + "]")
+
+
+def test_interleaving_that_no_split_of_the_layers_can_run_is_refused(tmp_path):
+    """126 layers (Llama 3 405B) in chunks of 4: no stage split runs it, so a pinned v = 4 is
+    refused at the key, with the largest v that divides the layers; auto searches what runs."""
+    path = tmp_path / "v4.yaml"
+    text = PLAN.format(split=EVEN, v=4).replace(f"  stage_layers: {EVEN}\n", "")
+    path.write_text(text.replace("layers: 96", "layers: 126").replace("params: 175e9", "params: 405e9"))
+    with pytest.raises(PlanError) as err:
+        load_plan(path)
+    (diag,) = err.value.diagnostics
+    assert "virtual_pipeline_stages (4) does not divide the 126 layers" in diag.message
+    assert diag.hint == "e.g. virtual_pipeline_stages: 3, or auto" and diag.location.line == 10
