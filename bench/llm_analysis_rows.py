@@ -1,8 +1,9 @@
 """Run llm-analysis (github.com/cli99/llm-analysis) on the published rows: JSON in on stdin, JSON
 out on stdout, with the interpreter of whatever venv holds llm-analysis (not a budgetdsl dependency);
 bench/published_runs.py --markdown calls it. Input item: {name, model: {layers, heads, d_model, vocab,
-seq_len}, micro_batch, global_batch, tokens, recompute, zero, tp, pp, gpus, flash_attention,
-sequence_parallel, flops_efficiency}. Output item: {name, gpu_hours, latency_per_iter, weights,
+seq_len, kv_heads?, ffn_hidden?}, micro_batch, global_batch, tokens, recompute, zero, tp, pp, gpus,
+flash_attention, sequence_parallel, flops_efficiency, gpu_name (llm-analysis's GPU config)}.
+Output item: {name, gpu_hours, latency_per_iter, weights,
 grads, optimizer, activations, total, params} (bytes per GPU) or {name, error}.
 """
 
@@ -21,11 +22,16 @@ def run(item: dict) -> dict:
     m = item["model"]
     cfg = {"name": item["name"].replace(" ", "_"), "num_layers": m["layers"], "n_head": m["heads"],
            "hidden_dim": m["d_model"], "vocab_size": m["vocab"], "max_seq_len": m["seq_len"]}
+    if m.get("kv_heads"):  # grouped-query attention and the MLP width, where the row gives them
+        cfg["num_key_value_heads"] = m["kv_heads"]
+    if m.get("ffn_hidden") and m["ffn_hidden"] % m["d_model"] == 0:  # llm-analysis takes whole multiples of d only
+        cfg["ffn_embed_dim"] = m["ffn_hidden"]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, cfg["name"] + ".json")
         with open(path, "w") as fh:
             json.dump(cfg, fh)
-        s = train(model_name=path, gpu_name="a100-sxm-80gb", dtype_name="w16a16e16", log_level="ERROR",
+        s = train(model_name=path, gpu_name=item.get("gpu_name", "a100-sxm-80gb"), dtype_name="w16a16e16",
+                  log_level="ERROR",
                   batch_size_per_gpu=item["micro_batch"], global_batch_size=item["global_batch"],
                   seq_len=m["seq_len"], total_num_tokens=item["tokens"],
                   activation_recomputation={"none": 0, "selective": 1, "full": 2}[item["recompute"]],

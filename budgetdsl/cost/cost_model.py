@@ -79,6 +79,8 @@ class Split:
     flash_attention: bool
     context_parallel: int | None = None  # None: the plan's (hardware.context_parallel)
     expert_parallel: int | None = None  # None: the plan's (hardware.expert_parallel)
+    sequence_parallel: bool | None = None  # None: the plan's (hardware.sequence_parallel; auto as off)
+    virtual_stages: int | None = None  # None: the plan's (hardware.virtual_pipeline_stages; auto as 1)
 
     def parallel(self, plan: Plan) -> tuple[int, int]:
         """(cp, ep): this split's, else the plan's (`auto` counted as 1)."""
@@ -86,6 +88,14 @@ class Split:
         cp = self.context_parallel if self.context_parallel is not None else hw.context_parallel
         ep = self.expert_parallel if self.expert_parallel is not None else hw.expert_parallel
         return (1 if cp == "auto" else int(cp)), (1 if ep == "auto" else int(ep))
+
+    def schedule(self, plan: Plan) -> tuple[bool, int]:
+        """(sequence parallelism, interleaved stages v): this split's, else the plan's (`auto` as
+        off and 1, the framework defaults, where no search has chosen them)."""
+        hw = plan.hardware
+        sp = self.sequence_parallel if self.sequence_parallel is not None else hw.sequence_parallel is True
+        v = self.virtual_stages if self.virtual_stages is not None else hw.virtual_pipeline_stages
+        return bool(sp), (1 if v == "auto" else int(v))
 
     def expert_group(self, plan: Plan) -> int:
         """etp·ep of the split on `plan` (1 where nothing constrains the GPU count)."""
@@ -410,11 +420,12 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
     device = _device(plan, coefs)
     grad_dtype = str(getattr(hw, "grad_dtype", "fp32"))
     # Megatron-Core requires sequence parallelism for expert with tensor parallelism (validate_args)
-    sequence_parallel = bool(getattr(hw, "sequence_parallel", False)) or bool(m.experts and ep > 1 and t > 1)
-    layout = Layout(gpus, t, p, int(getattr(hw, "virtual_pipeline_stages", 1)), split.zero, split.recompute,
+    sp, v = split.schedule(plan)
+    sequence_parallel = sp or bool(m.experts and ep > 1 and t > 1)
+    layout = Layout(gpus, t, p, v, split.zero, split.recompute,
                     split.flash_attention, sequence_parallel,
                     mem.GRAD_BYTES[grad_dtype], hw.overlap, cp, ep,
-                    int(hw.expert_tensor_parallel or 0))
+                    int(hw.expert_tensor_parallel or 0), pinned_split(plan, p))
     moe = model_experts(plan)
     shape = None
     if m.layers is not None and m.d_model is not None and device is not None:
@@ -425,15 +436,16 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         raise ShapeUnknown("predicted utilization (no hardware.mfu) needs model.layers and model.d_model "
                            "and a GPU preset; or declare hardware.mfu, a measured end-to-end MFU")
 
-    head_layers = shape.head_flops / shape.layer_flops if shape is not None and shape.layer_flops > 0 else 0.0
+    head_share = shape.head_flops / shape.layer_flops if shape is not None and shape.layer_flops > 0 else 0.0
     stages = mem.stage_memory(
         params=m.param_count, seq_len=m.seq_len, layers=m.layers, d_model=m.d_model, heads=m.heads, vocab=m.vocab,
         tensor_parallel=t, pipeline_parallel=p, data_parallel=dp, zero=split.zero, recompute=split.recompute,
         flash_attention=split.flash_attention, sequence_parallel=layout.sequence_parallel,
         virtual_stages=layout.virtual_stages, grad_dtype=grad_dtype,
-        activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_layers, kv_heads=m.kv_heads,
+        activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_share, kv_heads=m.kv_heads,
         ffn_hidden=m.ffn_hidden, mlp=m.mlp, tied_embeddings=m.tied_embeddings,
-        fp8=getattr(hw, "precision", "bf16") == "fp8", context_parallel=cp, experts=layout.place_experts(moe))
+        fp8=getattr(hw, "precision", "bf16") == "fp8", context_parallel=cp, experts=layout.place_experts(moe),
+        split=layout.stage_split)
     if stages is None:
         need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
                                                     else " and model.heads")
@@ -465,6 +477,26 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
     object.__setattr__(cm, "_describe", functools.partial(
         _describe, plan, gpus, split, mode, peak, memory, overhead, layout, grad_dtype, reserve))
     return cm
+
+
+def head_layers(plan: Plan) -> float:
+    """The LM head's work in layers' worth, 6·d·V over one layer's FLOPs per token: what the
+    balanced split weighs on the last stage (`layout.balanced_split`); 0 without the shape."""
+    m = plan.model
+    if m.layers is None or m.d_model is None:
+        return 0.0
+    shape = Shape(m.param_count, m.layers, m.d_model, m.seq_len, flops_per_token(plan).value, vocab=m.vocab)
+    return shape.head_flops / shape.layer_flops if shape.layer_flops > 0 else 0.0
+
+
+def pinned_split(plan: Plan, pipeline_parallel: int) -> tuple[int, ...] | None:
+    """The layers per stage the plan pins (`hardware.stage_layers`) where the layout has its
+    pipeline depth; None (the cost model balances the stages) otherwise — a remedy or a search
+    that tries another depth cannot keep a split written for this one."""
+    split = getattr(plan.hardware, "stage_layers", None)
+    if split is None or len(split) != pipeline_parallel:
+        return None
+    return tuple(int(n) for n in split)
 
 
 def model_experts(plan: Plan) -> Experts | None:

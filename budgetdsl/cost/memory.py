@@ -44,7 +44,7 @@ import math
 from dataclasses import dataclass
 
 from budgetdsl.cost.experts import Experts, expert_data_parallel, moe_activation_extra, moe_layers_per_stage
-from budgetdsl.hardware.layout import stage_layers
+from budgetdsl.hardware.layout import balanced_split
 
 BYTES_WEIGHTS = 2.0  # bf16
 FP8_WEIGHT_BYTES = 2.0  # FP8 copy of a layer weight and its transpose, cached for a step (module docstring)
@@ -136,7 +136,8 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
                  head_layers: float = 0.0, kv_heads: int | None = None, ffn_hidden: int | None = None,
                  mlp: str = "gelu", tied_embeddings: bool = True,
                  fp8: bool = False, context_parallel: int = 1,
-                 experts: Experts | None = None) -> list[StageMemory] | None:
+                 experts: Experts | None = None,
+                 split: tuple[int, ...] | None = None) -> list[StageMemory] | None:
     """Memory of every pipeline stage's GPU, or None when the shape is too unknown to estimate
     activations (no layers/d_model and no `activation_bytes_per_token`). `fp8`: FP8 GEMMs, whose
     cached weight copies (FP8_WEIGHT_BYTES per layer parameter) the weights include.
@@ -145,7 +146,9 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
     ÷ cp, and the cp ranks hold copies of the weights: ZeRO shards over dp·cp (Megatron-Core's
     distributed optimizer uses the data-parallel group with context parallelism). `experts`: the
     routed experts are ÷ etp·ep instead of ÷ t, their ZeRO shards over edp, and each MoE layer
-    stores `experts.moe_activation_extra` more activations (budgetdsl.cost.experts)."""
+    stores `experts.moe_activation_extra` more activations (budgetdsl.cost.experts). `split`: the
+    layers per stage the plan pins (hardware.stage_layers), else balanced with the LM head's
+    `head_layers` on the last, in chunks of v layers with interleaving (`layout.balanced_split`)."""
     t, p, dp = tensor_parallel, pipeline_parallel, max(1, data_parallel)
     cp = max(1, context_parallel)
     grad_bytes = GRAD_BYTES[grad_dtype]
@@ -177,7 +180,7 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
                                              kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp) or 0.0
     emb = float(vocab * d_model) if vocab else 0.0
     per_param = layer_params(params, layers, emb, tied_embeddings)
-    counts = stage_layers(layers, p, head_layers)
+    counts = split if split is not None and len(split) == p else balanced_split(layers, p, virtual_stages, head_layers)
     moe = moe_layers_per_stage(counts, experts.dense_layers) if experts is not None else [0] * p
     out = []
     for i, n in enumerate(counts):

@@ -68,7 +68,7 @@ from budgetdsl.cost.experts import (
 )
 from budgetdsl.cost.flops import gemm_flops_per_layer
 from budgetdsl.cost.memory import ACTIVATION_WHOLE, layer_activation_split, layer_params, stage_params
-from budgetdsl.hardware.layout import data_parallel_peers_in_node, stage_layers
+from budgetdsl.hardware.layout import balanced_split, data_parallel_peers_in_node
 from budgetdsl.theory.xp import SCALAR
 
 # Passes over each layer's stored activation bytes made by the memory-bound kernels of one
@@ -147,6 +147,16 @@ class Layout:
     context_parallel: int = 1  # cp: GPUs = t·p·cp·dp (budgetdsl.cost.context_parallel)
     expert_parallel: int = 1  # ep, and etp (0: t), of the routed experts (budgetdsl.cost.experts)
     expert_tensor_parallel: int = 0
+    stage_split: tuple[int, ...] | None = None  # layers per stage as the plan pins them (hardware.stage_layers)
+
+    def stages(self, shape: Shape) -> tuple[int, ...]:
+        """Layers per pipeline stage: the pinned split, else `layout.balanced_split` balancing the
+        stages (in chunks of v layers with interleaving) with the LM head (6·d·V FLOPs per token,
+        in layers' worth) on the last."""
+        if self.stage_split is not None and len(self.stage_split) == self.pipeline_parallel:
+            return self.stage_split
+        fl, fh = shape.layer_flops, shape.head_flops
+        return balanced_split(shape.layers, self.pipeline_parallel, self.virtual_stages, fh / fl if fl > 0 else 0.0)
 
     @property
     def data_parallel(self) -> int:
@@ -375,7 +385,7 @@ def _stage_shares(shape: Shape, device: Device,
     tokens = s  # one sequence per micro-batch; every share below is proportional to it
     mm_rate = device.peak_flops * device.kernel_efficiency
     fl, fh = shape.layer_flops, shape.head_flops
-    stages = stage_layers(shape.layers, p, fh / fl if fl > 0 else 0.0)
+    stages = layout.stages(shape)
     act = _activation_traffic_per_token(shape, layout)
     rec_layer = recompute_flops_per_token(shape, layout.recompute) / shape.layers
     tp_link = device.intra_node if t <= device.gpus_per_node else device.network
@@ -404,7 +414,8 @@ def _slowest(shape: Shape, device: Device, layout: Layout) -> tuple[tuple[int, .
     GPU's parameters): what every GPU count of a (t, p, recomputation) layout shares."""
     t, p = layout.tensor_parallel, layout.pipeline_parallel
     stages, slow, shares = _stage_shares(shape, device, Layout(
-        t * p, t, p, layout.virtual_stages, 0, layout.recompute, layout.flash_attention, layout.sequence_parallel))
+        t * p, t, p, layout.virtual_stages, 0, layout.recompute, layout.flash_attention, layout.sequence_parallel,
+        stage_split=layout.stage_split))
     local = stage_params(stages[slow], shape.layer_params, shape.embedding_params, slow == 0, slow == p - 1, p,
                          shape.tied_embeddings) / t
     if layout.context_parallel > 1:  # each GPU holds s/cp tokens of a sequence (context_parallel.py)

@@ -31,7 +31,8 @@ FLAGS = MODEL_FLAGS | frozenset({
     "--global-batch-size", "--seq-length", "--train-iters", "--lr", "--lr-warmup-iters",
     "--lr-decay-style", "--use-distributed-optimizer", "--exit-duration-in-mins", "--bf16", "--fp16",
     "--context-parallel-size", "--expert-model-parallel-size", "--expert-tensor-parallel-size",
-    "--sequence-parallel",
+    "--sequence-parallel", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+    "--num-virtual-stages-per-pipeline-rank",
 })
 RAMP_FLAGS = frozenset({"--step-batch-size-schedule", "--train-samples", "--lr-warmup-samples"})
 # validate_args' required_args, and the plan keys that give them.
@@ -114,17 +115,47 @@ def expert_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
 def parallel_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
     """Context and expert parallelism, where the plan has them: --context-parallel-size (Megatron
     then computes data parallel = world / (tensor × pipeline × context)), --expert-model-parallel-size,
-    --expert-tensor-parallel-size, and --sequence-parallel, which validate_args requires for
-    expert parallelism with tensor parallelism."""
+    --expert-tensor-parallel-size, and --sequence-parallel where the plan (or its search) runs it
+    with tensor parallelism, and always for expert with tensor parallelism (validate_args requires it)."""
     args: list[tuple[str, str | None]] = []
     if spec.context_parallel > 1:
         args.append(("--context-parallel-size", str(spec.context_parallel)))
+    sequence_parallel = spec.sequence_parallel and spec.tensor_parallel > 1  # ModelParallelConfig: needs TP
     if spec.experts is not None:
         args.append(("--expert-model-parallel-size", str(spec.expert_parallel)))
         if spec.expert_tensor_parallel is not None:
             args.append(("--expert-tensor-parallel-size", str(spec.expert_tensor_parallel)))
-        if spec.tensor_parallel > 1:
-            args.append(("--sequence-parallel", None))
+        sequence_parallel = sequence_parallel or spec.tensor_parallel > 1
+    if sequence_parallel:
+        args.append(("--sequence-parallel", None))
+    return args
+
+
+def pipeline_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
+    """The interleaved stages per GPU (--num-virtual-stages-per-pipeline-rank), and an uneven split
+    (`LaunchSpec.stage_layers`) as Megatron-Core's uneven pipeline: the first and
+    the last stage's layers (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers),
+    the middle stages sharing the rest evenly (TransformerConfig checks it). A split whose middle
+    stages differ has no such form: refused."""
+    interleave: list[tuple[str, str | None]] = []
+    if spec.virtual_stages > 1:  # interleaved 1F1B: model chunks per pipeline rank
+        interleave.append(("--num-virtual-stages-per-pipeline-rank", str(spec.virtual_stages)))
+    split = spec.stage_layers
+    if split is None:
+        return interleave
+    first, middle, last = split[0], split[1:-1], split[-1]
+    if len(set(middle)) > 1:
+        raise ExportError(f"the pipeline split {list(split)} (layers per stage) has unequal middle stages, and "
+                          "Megatron-Core's uneven pipeline sets only the first and the last stage "
+                          "(--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers), sharing the "
+                          "rest evenly: write hardware.stage_layers with equal middle stages, or write the split "
+                          "as Megatron-Core's --pipeline-model-parallel-layout yourself")
+    k = middle[0] if middle else None
+    args = interleave
+    if k is None or first != k:
+        args.append(("--decoder-first-pipeline-num-layers", str(first)))
+    if k is None or last != k:
+        args.append(("--decoder-last-pipeline-num-layers", str(last)))
     return args
 
 
@@ -143,6 +174,7 @@ def arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
         *model_arguments(spec),
         ("--tensor-model-parallel-size", str(spec.tensor_parallel)),
         ("--pipeline-model-parallel-size", str(spec.pipeline_parallel)),
+        *pipeline_arguments(spec),
         *parallel_arguments(spec),
         ("--micro-batch-size", str(spec.micro_batch)),
     ]

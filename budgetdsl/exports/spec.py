@@ -164,6 +164,13 @@ class LaunchSpec:
     shared_experts: int = 0
     dense_layers: int = 0
     capacity_factor: float | None = None
+    # Layers per pipeline stage, first to last, where they are not L/p each: the plan's pinned
+    # split (hardware.stage_layers) or the one the cost model balanced; None for an even split.
+    stage_layers: tuple[int, ...] | None = None
+    # Megatron's sequence parallelism and interleaved stages per GPU (hardware.sequence_parallel,
+    # virtual_pipeline_stages: the plan's, or the search's where it writes auto).
+    sequence_parallel: bool = False
+    virtual_stages: int = 1
 
     def __post_init__(self) -> None:
         for key in ("nodes", "gpus_per_node", "tensor_parallel", "pipeline_parallel", "data_parallel",
@@ -200,9 +207,14 @@ class LaunchSpec:
         if self.heads is not None and self.heads % self.tensor_parallel:
             raise ValueError(f"heads {self.heads} are not divisible by tensor parallel "
                              f"{self.tensor_parallel}")
-        if self.layers is not None and self.layers % self.pipeline_parallel:
+        if self.stage_layers is not None:
+            if len(self.stage_layers) != self.pipeline_parallel or min(self.stage_layers) < 1 or (
+                    self.layers is not None and sum(self.stage_layers) != self.layers):
+                raise ValueError(f"stage_layers {list(self.stage_layers)} must give each of the "
+                                 f"{self.pipeline_parallel} stages at least one layer, {self.layers} in all")
+        elif self.layers is not None and self.layers % self.pipeline_parallel:
             raise ValueError(f"layers {self.layers} are not divisible by pipeline parallel "
-                             f"{self.pipeline_parallel}")
+                             f"{self.pipeline_parallel}: give stage_layers")
         self._check_attention()
         if self.recompute not in ("none", "selective", "full"):
             raise ValueError("LaunchSpec.recompute must be none, selective or full")
@@ -289,6 +301,12 @@ class LaunchSpec:
             ours.append(("BUDGETDSL_BATCH_SCHEDULE", self.schedule_text()))
         if self.context_parallel > 1:
             ours.append(("BUDGETDSL_CONTEXT_PARALLEL", str(self.context_parallel)))
+        if self.sequence_parallel:
+            ours.append(("BUDGETDSL_SEQUENCE_PARALLEL", "1"))
+        if self.virtual_stages > 1:
+            ours.append(("BUDGETDSL_VIRTUAL_STAGES", str(self.virtual_stages)))
+        if self.stage_layers is not None:  # layers per stage, first to last, comma-separated
+            ours.append(("BUDGETDSL_STAGE_LAYERS", ",".join(str(n) for n in self.stage_layers)))
         if self.experts is not None:
             ours += [("BUDGETDSL_EXPERTS", str(self.experts)),
                      ("BUDGETDSL_EXPERTS_PER_TOKEN", str(self.experts_per_token)),
@@ -305,9 +323,14 @@ class LaunchSpec:
 
 def parallel_refusal(spec: LaunchSpec, fmt: str, what: str) -> str | None:
     """Why format `fmt` (which configures `what` only) cannot carry the plan's context or expert
-    parallelism, or None when the plan has neither (a mixture-of-experts model with ep = 1 is a
-    model like another: its experts replicated on every data-parallel rank)."""
+    parallelism, uneven pipeline split or interleaved stages, or None when the plan has none of them
+    (a mixture-of-experts model with ep = 1 is a model like another: its experts replicated on
+    every data-parallel rank)."""
     parts = []
+    if spec.stage_layers is not None:
+        parts.append(f"an uneven pipeline split {list(spec.stage_layers)} (layers per stage; hardware.stage_layers)")
+    if spec.virtual_stages > 1:
+        parts.append(f"{spec.virtual_stages} interleaved stages per GPU (hardware.virtual_pipeline_stages)")
     if spec.context_parallel > 1:
         parts.append(f"context parallelism {spec.context_parallel} (hardware.context_parallel)")
     if spec.expert_parallel > 1:
@@ -315,6 +338,14 @@ def parallel_refusal(spec: LaunchSpec, fmt: str, what: str) -> str | None:
                      "(hardware.expert_parallel)")
     if not parts:
         return None
+    if (spec.stage_layers is not None or spec.virtual_stages > 1) and \
+            spec.context_parallel == 1 and spec.expert_parallel == 1:
+        return (f"the plan has {' and '.join(parts)}, and the {fmt} export configures {what}, which has no setting for "
+                "it: the run would not be the one planned. Export megatron (Megatron-Core's "
+                "--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers, "
+                "--num-virtual-stages-per-pipeline-rank), or a launcher (torchrun, slurm, skypilot, "
+                "pytorchjob, kubeflow) whose training program reads BUDGETDSL_STAGE_LAYERS and "
+                "BUDGETDSL_VIRTUAL_STAGES")
     return (f"the plan has {' and '.join(parts)}, and the {fmt} export configures {what}, which has no "
             "setting for it: the run would not be the one planned. Export megatron (Megatron-Core's "
             "--context-parallel-size, --expert-model-parallel-size), or a launcher (torchrun, slurm, "
@@ -411,12 +442,7 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
         raise ExportError(f"{problem} (hardware.gpus_per_node {int(hw.gpus_per_node)}, tensor {tp}, "
                           f"pipeline {pp}); choose a launchable count")
     nodes, per_node = nodes_of(gpus, int(hw.gpus_per_node))
-    layers = plan.model.layers
-    if layers is not None and layers % pp:
-        split = _field(solution, "throughput.stage_layers") or stage_layers(int(layers), pp)  # the plan's split
-        raise ExportError(f"{layers} layers on {pp} pipeline stages are uneven (budgetdsl plans first {split[0]}, "
-                          f"{pp - 2} × {split[1]}, last {split[-1]}); the exports do not write uneven stages yet "
-                          "(Megatron-Core: --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers)")
+    split = _launched_split(plan, solution, pp)
 
     seq_len = int(plan.model.seq_len)
     batch_tokens = micro * accum * dp * seq_len
@@ -503,7 +529,12 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
                      shared_experts=int(m.shared_experts), dense_layers=int(m.dense_layers),
                      capacity_factor=m.capacity_factor, expert_parallel=ep,
                      expert_tensor_parallel=None if etp is None else int(etp))
-    shape.update(context_parallel=cp)
+    searched_sp = _field(solution, "batch.sequence_parallel")
+    searched_v = _field(solution, "batch.virtual_pipeline_stages")
+    shape.update(context_parallel=cp, stage_layers=split,
+                 sequence_parallel=bool(searched_sp if searched_sp is not None else hw.sequence_parallel is True),
+                 virtual_stages=int(searched_v if searched_v is not None else
+                                    (1 if hw.virtual_pipeline_stages == "auto" else hw.virtual_pipeline_stages)))
     shape.update(swiglu=m.mlp == "swiglu", untied_embeddings=not m.tied_embeddings,
                  detailed_shape=bool(m.detailed()), fp8=getattr(hw, "precision", "bf16") == "fp8")
     if shape["fp8"]:
@@ -518,6 +549,20 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
         accelerator=accelerator, gpu_resource=resource, precision=precision, lr_derivation=derivation,
         defaulted=tuple(launch_defaults + defaulted), warnings=tuple(warnings), notes=tuple(notes),
         batch_stages=tuple(stages), recompute=recompute, tpu=tpu, **shape)
+
+
+def _launched_split(plan: Any, solution: Any, pp: int) -> tuple[int, ...] | None:
+    """The layers per stage the plan was costed with, where they are not L/p each: the pinned
+    `hardware.stage_layers`, else the cost model's balanced split (the solution's
+    throughput.stage_layers); None for an even split or without a pipeline."""
+    layers = plan.model.layers
+    if layers is None or pp <= 1:
+        return None
+    pinned = plan.hardware.stage_layers
+    split = pinned if pinned is not None and len(pinned) == pp else \
+        (_field(solution, "throughput.stage_layers") or stage_layers(int(layers), pp))
+    split = tuple(int(n) for n in split)
+    return None if len(set(split)) == 1 else split
 
 
 def tpu_refusal(spec: LaunchSpec, fmt: str) -> str:

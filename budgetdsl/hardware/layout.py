@@ -6,7 +6,8 @@ A layout (t, p, dp = G/(t·p)) launches on G GPUs when G mod t·p = 0 and the jo
 mixture-of-experts layout's etp·ep expert groups must divide each stage's G/p GPUs (`gpu_unit`).
 Ranks follow Megatron-LM's order (Narayanan et al. 2021, section 3.3): tensor innermost, then data-
 parallel, then pipeline stages. Stages may be uneven (Llama 3 405B: 126 layers on 16):
-`stage_layers` balances them, the LM head on the last.
+`stage_layers` balances them, the LM head on the last; a plan may pin its own split
+(`hardware.stage_layers`, checked by `split_problem`).
 """
 
 from __future__ import annotations
@@ -146,3 +147,59 @@ def stage_layers(layers: int, stages: int, last_extra: float = 0.0) -> tuple[int
             best = key
     assert best is not None
     return best[2]
+
+
+def balanced_split(layers: int, stages: int, virtual_stages: int = 1, last_extra: float = 0.0) -> tuple[int, ...]:
+    """The split the cost model takes when the plan pins none: `stage_layers`, in chunks of v
+    layers with interleaving (each of a GPU's v chunks holds the same layers, so every stage holds a
+    multiple of v, as Megatron-Core requires) where v divides the layers; plain layers otherwise."""
+    v = max(1, virtual_stages)
+    if v == 1 or layers % v or layers // v < stages:
+        return stage_layers(layers, stages, last_extra)
+    return tuple(n * v for n in stage_layers(layers // v, stages, last_extra / v))
+
+
+def interleavings(split: tuple[int, ...], limit: int = 8) -> list[int]:
+    """The virtual-stage counts v a split runs: powers of two up to `limit` dividing every stage's
+    layers (1 always)."""
+    out, v = [1], 2
+    while v <= limit and all(n % v == 0 for n in split):
+        out.append(v)
+        v *= 2
+    return out
+
+
+def split_problem(split: list[int] | tuple[int, ...], layers: int | None, stages: int,
+                  virtual_stages: int = 1) -> tuple[int | None, str] | None:
+    """Why a pinned split (`hardware.stage_layers`: layers per stage, first to last) cannot run, as
+    (the offending entry's index, or None for the whole list; the reason), or None when it can.
+
+    Megatron-Core's uneven pipeline rules (TransformerConfig: num_layers_in_first/last_pipeline_stage
+    with the rest split evenly; each stage's layers divisible by the virtual pipeline size): one
+    entry per stage, every stage at least one layer, the entries summing to the model's layers, and
+    each a multiple of v, the interleaved chunks per GPU (each chunk holds the same layers)."""
+    if len(split) != stages:
+        return None, (f"{len(split)} entries for pipeline_parallel = {stages} stages: one entry per stage, "
+                      "first to last")
+    for i, n in enumerate(split):
+        if n < 1:
+            return i, f"stage {i + 1} holds {n} layers: every stage holds at least one"
+    if layers is not None and sum(split) != layers:
+        return None, f"the stages hold {sum(split)} layers and the model has {layers} (model.layers)"
+    if virtual_stages > 1:
+        for i, n in enumerate(split):
+            if n % virtual_stages:
+                return i, (f"stage {i + 1} holds {n} layers, not a multiple of virtual_pipeline_stages = "
+                           f"{virtual_stages}: each of a GPU's {virtual_stages} interleaved chunks holds the same "
+                           "layers")
+    return None
+
+
+def split_hint(layers: int, stages: int, virtual_stages: int = 1) -> str:
+    """A split that runs, for a located error's hint: `stage_layers` balanced in chunks of v layers
+    (no LM head weighed in: the cost model weighs it when the split is left to it)."""
+    v = max(1, virtual_stages)
+    if layers < stages * v or layers % v:
+        return f"leave stage_layers out: {layers} layers do not split into {stages} stages of whole {v}-layer chunks"
+    split = [n * v for n in stage_layers(layers // v, stages)]
+    return f"e.g. stage_layers: [{', '.join(str(n) for n in split)}], or leave it out (the tool balances it)"

@@ -19,6 +19,7 @@ from pydantic import (
     Discriminator,
     Field,
     GetCoreSchemaHandler,
+    Strict,
     Tag,
     WithJsonSchema,
     field_validator,
@@ -28,7 +29,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from budgetdsl.hardware.gpus import PRESETS, find_preset
-from budgetdsl.hardware.layout import gpu_unit, launch_problem
+from budgetdsl.hardware.layout import gpu_unit, launch_problem, split_hint, split_problem
 from budgetdsl.plan.diagnostics import did_you_mean
 from budgetdsl.plan.launch import Launch
 from budgetdsl.quantities.units import (
@@ -492,11 +493,20 @@ class Hardware(_Section):
     recompute: Recompute = Field(Recompute.auto, strict=False, description="Activation recomputation: none, "
                                  "selective (attention), full (each layer), or auto (the default: searched).")
     flash_attention: bool = Field(True, description="Fused attention that keeps no s×s scores.")
-    sequence_parallel: bool = Field(False, description="Megatron sequence parallelism (Korthikanti et "
-                                    "al. 2022): layer norms and dropout split over the tensor-parallel "
-                                    "ranks too (activations ÷ t); off by default, as in Megatron-LM.")
-    virtual_pipeline_stages: int = Integer("Interleaved 1F1B: model chunks per GPU v (Megatron's virtual "
-                                           "pipeline); the bubble shrinks to (p − 1)/(v·m).", gt=0, le=1024, default=1)
+    sequence_parallel: bool | Literal["auto"] = Field(
+        False, description="Megatron sequence parallelism (Korthikanti et al. 2022): layer norms and dropout "
+        "split over the tensor-parallel ranks too (activations ÷ t); off by default, as in Megatron-LM; "
+        "auto: the solver searches it (on wherever tensor_parallel > 1: never slower, never more memory).")
+    virtual_pipeline_stages: int | Literal["auto"] = Integer(
+        "Interleaved 1F1B: model chunks per GPU v (Megatron's virtual pipeline); the bubble shrinks to "
+        "(p − 1)/(v·m). Default 1; auto: the solver searches powers of two up to 8 that divide every "
+        "stage's layers.", gt=0, le=1024, default=1, auto=True)
+    # a tuple (a plan is hashed: LoadedPlan.__hash__), read from a YAML list; each entry a strict integer
+    stage_layers: tuple[Annotated[int, Strict()], ...] | None = Field(
+        None, strict=False, description="Transformer layers per pipeline stage, first to last, pinning the split "
+        "(Megatron-Core's uneven pipeline: --decoder-first/last-pipeline-num-layers): one entry per stage "
+        "of a pinned pipeline_parallel, summing to model.layers, each at least 1 and a multiple of "
+        "virtual_pipeline_stages. Default: the tool balances the stages, the LM head on the last.")
     context_parallel: int | Literal["auto"] = Integer(
         "Context-parallel degree cp (Megatron-Core --context-parallel-size; ring attention, Liu et al. 2023): "
         "each sequence is split over cp GPUs, which exchange keys and values; GPUs = tensor × pipeline × "
@@ -651,7 +661,8 @@ def _degree(value: int | str) -> int:
 
 
 LAYOUT_KEYS = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
-PARALLEL_KEYS = ("context_parallel", "expert_parallel")  # searched only where the plan writes auto
+# searched only where the plan writes auto
+PARALLEL_KEYS = ("context_parallel", "expert_parallel", "sequence_parallel", "virtual_pipeline_stages")
 # What a silent layout key means beside a declared hardware.mfu (Hardware._declared_layout).
 DECLARED_LAYOUT_DEFAULTS = {"tensor_parallel": 1, "pipeline_parallel": 1, "zero": 0, "recompute": Recompute.none}
 
@@ -871,11 +882,37 @@ class Plan(_Section):
         _context_rules(m, hw)
         # Uneven stages are allowed (BLOOM: 70 layers on 12 stages; Llama 3 405B: 126 on 16): the
         # cost model balances them with the LM head on the last (budgetdsl.hardware.layout.stage_layers).
-        chunks = _degree(hw.pipeline_parallel) * hw.virtual_pipeline_stages
+        chunks = _degree(hw.pipeline_parallel) * _degree(hw.virtual_pipeline_stages)
         if m.layers is not None and m.layers < chunks:
             raise PlanRuleError("hardware.pipeline_parallel", f"layers ({m.layers}) cannot fill "
                                 f"pipeline_parallel × virtual_pipeline_stages = {chunks} stages")
+        _split_rules(m, hw)
         return self
+
+
+def _split_rules(m: ModelShape, hw: Hardware) -> None:
+    """A pinned split (`hardware.stage_layers`) needs a pinned pipeline and follows Megatron-Core's
+    uneven-pipeline rules (`budgetdsl.hardware.layout.split_problem`), each error at its entry."""
+    split, v = hw.stage_layers, hw.virtual_pipeline_stages
+    if split is None:
+        if v != "auto" and v > 1 and m.layers is not None and m.layers % v:
+            fits = [k for k in range(v - 1, 0, -1) if m.layers % k == 0]
+            raise PlanRuleError("hardware.virtual_pipeline_stages", f"virtual_pipeline_stages ({v}) does not "
+                                f"divide the {m.layers} layers: each of a GPU's {v} interleaved chunks holds the same "
+                                "layers, so every stage's layers are a multiple of it (Megatron-Core)",
+                                f"e.g. virtual_pipeline_stages: {fits[0]}, or auto")
+        return
+    if hw.pipeline_parallel == "auto":
+        raise PlanRuleError("hardware.stage_layers", "stage_layers pins the split of a pinned pipeline, and "
+                            "pipeline_parallel is searched (auto)", f"write pipeline_parallel: {len(split)}, "
+                            "or leave stage_layers out")
+    p, v = int(hw.pipeline_parallel), _degree(hw.virtual_pipeline_stages)  # auto: the search picks v dividing it
+    problem = split_problem(split, m.layers, p, v)
+    if problem is not None:
+        index, why = problem
+        at = "hardware.stage_layers" + ("" if index is None else f".{index}")
+        layers = m.layers if m.layers is not None else sum(split)
+        raise PlanRuleError(at, f"stage_layers {list(split)}: {why}", split_hint(layers, p, v))
 
 
 def _expert_rules(m: ModelShape, hw: Hardware) -> None:

@@ -53,6 +53,7 @@ def _launch_rows(sol: Solution) -> list[tuple[str, str]]:
             ("layout", _layout_text(b.tensor_parallel, b.pipeline_parallel, b.zero, b.recompute)
              + (f" · CP {b.context_parallel}" if b.context_parallel is not None else "")
              + (f" · EP {b.expert_parallel}" if b.expert_parallel is not None else "")
+             + _schedule_text(b.sequence_parallel, b.virtual_pipeline_stages)
              + (" (searched)" if sol.layout is not None else "")),
             ("steps", _count(sol.steps)),
             *outcome_rows(sol),
@@ -63,6 +64,12 @@ def _launch_rows(sol: Solution) -> list[tuple[str, str]]:
 def _layout_text(tp: int, pp: int, zero: int | None, recompute: str | None) -> str:
     return (f"TP {tp} · PP {pp}" + ("" if zero is None else f" · ZeRO {zero}")
             + ("" if recompute is None else f" · recompute {recompute}"))
+
+
+def _schedule_text(sequence_parallel: bool | None, virtual_stages: int | None) -> str:
+    """Sequence parallelism and interleaving, where the search chose them."""
+    return ((f" · SP {'on' if sequence_parallel else 'off'}" if sequence_parallel is not None else "")
+            + (f" · v {virtual_stages}" if virtual_stages is not None else ""))
 
 
 _LAYOUT_HEADER = ("layout", "GPUs", "batch", "micro", "wall clock", "GPU-hours", "FLOPs", "vs winner")
@@ -76,7 +83,8 @@ def _layout_rows(sol: Solution) -> list[tuple[str, ...]]:
     for o, tag in ([(ls.chosen, "chosen")] if ls.chosen else []) + [(r, "") for r in ls.runners_up]:
         vs = tag or ("dominated" if o.dominated else
                      "—" if o.objective_ratio is None else f"{o.objective_ratio:.3g}×")
-        rows.append((_layout_text(o.tensor_parallel, o.pipeline_parallel, o.zero, o.recompute), f"{o.gpus:,}",
+        rows.append((_layout_text(o.tensor_parallel, o.pipeline_parallel, o.zero, o.recompute)
+                     + _schedule_text(o.sequence_parallel, o.virtual_pipeline_stages), f"{o.gpus:,}",
                      human("tokens", o.batch_tokens), str(o.micro_batch), human("s", o.wall_clock_s),
                      human("GPU-h", o.gpu_hours), human("FLOP", o.flops), vs))
     return rows

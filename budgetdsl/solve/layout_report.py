@@ -40,7 +40,9 @@ def layout_report(ctx: Context, results: list[LayoutResult], winner: LayoutResul
                             zero=r.choice.zero, recompute=r.choice.recompute, gpus=c.gpus, micro_batch=c.micro_batch,
                             batch_tokens=c.batch, wall_clock_s=c.wall, gpu_hours=c.gpu_hours, flops=c.flops,
                             step_time_s=pl.cm.step_time(c.batch, c.grad_accum), objective_ratio=ratio,
-                            dominated=top is not None and r is not winner and dominates(axes(top), axes(c)))
+                            dominated=top is not None and r is not winner and dominates(axes(top), axes(c)),
+                            sequence_parallel=r.choice.sequence_parallel,
+                            virtual_pipeline_stages=r.choice.virtual_stages)
     feasible = sum(1 for r in results if r.chosen.feasible)
     runners = [option(r, pl) for r, pl in best[:3]]
     if w is None:

@@ -9,6 +9,14 @@ The space (each key the plan fixes stays fixed):
   (`budgetdsl.hardware.layout.stage_layers`);
 - zero: 0–3, and 0–1 with a pipeline (`budgetdsl.hardware.layout.zero_problem`: frameworks do not run
   ZeRO-2/3 under one); recompute: none, selective, full;
+- sequence_parallel (where the plan writes auto): on exactly when t > 1 (Megatron-Core refuses it at
+  t = 1), since it only divides activations and their memory-bound passes by t at the same TP
+  traffic (Korthikanti et al. 2022, section 4.2.2): never slower, never more memory;
+- virtual_pipeline_stages v (where the plan writes auto), with p > 1: 1, and powers of two up to 8
+  whose stages hold whole v-layer chunks (the pinned split's entries, or the balanced split in
+  chunks, `layout.balanced_split`). Of the v > 1 that give the same split only the largest is
+  kept: the same stages with a bubble (p − 1)/v that shrinks and activations in flight
+  1 + (p − 1)/(p·v) that shrink, so never slower and never more memory;
 and on each GPU count only the layouts that launch there (`budgetdsl.hardware.layout.launchable`).
 
 Pruning, exact under the throughput model, of the steps that only add time and only help by letting
@@ -30,7 +38,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from budgetdsl.cost.cost_model import Split
-from budgetdsl.hardware.layout import launchable, zero_problem
+from budgetdsl.hardware.layout import balanced_split, interleavings, launchable, zero_problem
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
@@ -54,10 +62,12 @@ class LayoutChoice:
     recompute: str
     context_parallel: int | None = None  # None: the plan's own (not searched)
     expert_parallel: int | None = None
+    sequence_parallel: bool | None = None  # None: the plan's own (not searched)
+    virtual_stages: int | None = None
 
-    def sort_key(self) -> tuple[int, int, int, int]:
+    def sort_key(self) -> tuple[int, int, int, int, int]:
         return (self.tensor_parallel * self.pipeline_parallel * (self.context_parallel or 1), self.pipeline_parallel,
-                self.zero, RECOMPUTE_ORDER.index(self.recompute))
+                self.zero, RECOMPUTE_ORDER.index(self.recompute), self.virtual_stages or 1)
 
     def simpler(self) -> list[LayoutChoice]:
         """The same t, p, cp and ep one step simpler where the step only adds time (module
@@ -73,12 +83,14 @@ class LayoutChoice:
     def split(self, flash_attention: bool) -> Split:
         """The same layout as a `cost_model.Split`."""
         return Split(self.zero, self.tensor_parallel, self.pipeline_parallel, self.recompute, flash_attention,
-                     self.context_parallel, self.expert_parallel)
+                     self.context_parallel, self.expert_parallel, self.sequence_parallel, self.virtual_stages)
 
     def describe(self) -> str:
         return (f"TP {self.tensor_parallel} · PP {self.pipeline_parallel}"
                 + (f" · CP {self.context_parallel}" if self.context_parallel is not None else "")
                 + (f" · EP {self.expert_parallel}" if self.expert_parallel is not None else "")
+                + (f" · SP {'on' if self.sequence_parallel else 'off'}" if self.sequence_parallel is not None else "")
+                + (f" · v {self.virtual_stages}" if self.virtual_stages is not None else "")
                 + f" · ZeRO {self.zero} · recompute {self.recompute}")
 
 
@@ -103,16 +115,50 @@ def candidates(plan: Plan) -> list[LayoutChoice]:
     else:
         tps = [int(hw.tensor_parallel)]
     if hw.pipeline_parallel == "auto":
-        depth = (m.layers // hw.virtual_pipeline_stages) if m.layers is not None else 1
+        v = 1 if hw.virtual_pipeline_stages == "auto" else hw.virtual_pipeline_stages
+        depth = (m.layers // v) if m.layers is not None else 1
         pps = _powers_of_two(max(1, depth))
     else:
         pps = [int(hw.pipeline_parallel)]
     zeros = list(ZERO_STAGES) if hw.zero == "auto" else [int(hw.zero)]
     recomputes = list(RECOMPUTE_ORDER) if str(hw.recompute) == "auto" else [str(hw.recompute)]
-    out = [LayoutChoice(t, p, z, r, cp, ep) for t in tps for p in pps for z in zeros for r in recomputes
-           for cp in context_degrees(plan) for ep in expert_degrees(plan)
+    sps = {t: [t > 1] if hw.sequence_parallel == "auto" else [None] for t in tps}
+    vs = {p: virtual_degrees(plan, p) for p in pps}
+    out = [LayoutChoice(t, p, z, r, cp, ep, sp, v) for t in tps for p in pps for z in zeros for r in recomputes
+           for cp in context_degrees(plan) for ep in expert_degrees(plan) for sp in sps[t] for v in vs[p]
            if zero_problem(z, p) is None or (hw.zero != "auto" and hw.pipeline_parallel != "auto")]
     return sorted(out, key=LayoutChoice.sort_key)
+
+
+MAX_SEARCHED_V = 8  # interleaved stages per GPU: Megatron-LM's published runs use 2-8 (Narayanan et al. 2021)
+
+
+def virtual_degrees(plan: Plan, pipeline_parallel: int) -> list[int | None]:
+    """v candidates where the plan writes `virtual_pipeline_stages: auto` (module docstring): 1, and
+    of the powers of two up to MAX_SEARCHED_V whose stages hold whole v-layer chunks, the largest
+    of each distinct split; [1] without a pipeline; [None] (the plan's) otherwise."""
+    from budgetdsl.cost.cost_model import head_layers, pinned_split
+
+    hw, m = plan.hardware, plan.model
+    if hw.virtual_pipeline_stages != "auto":
+        return [None]
+    if pipeline_parallel <= 1 or m.layers is None:
+        return [1]
+    pinned = pinned_split(plan, pipeline_parallel)
+    if pinned is not None:
+        largest = interleavings(pinned, MAX_SEARCHED_V)[-1]  # one split: the largest v is never worse
+        return [1] if largest == 1 else [1, largest]
+    head, seen = head_layers(plan), set()
+    out: list[int | None] = [1]
+    v = MAX_SEARCHED_V
+    while v > 1:  # largest first: a smaller v with a split already seen is its slower, fuller twin
+        if m.layers % v == 0 and m.layers // v >= pipeline_parallel:
+            split = balanced_split(m.layers, pipeline_parallel, v, head)
+            if split not in seen:
+                seen.add(split)
+                out.append(v)
+        v //= 2
+    return out[:1] + out[:0:-1]  # 1, then ascending
 
 
 def context_degrees(plan: Plan) -> list[int | None]:
@@ -158,6 +204,10 @@ def concrete(plan: Plan, choice: LayoutChoice | None) -> Plan:
             written["context_parallel"] = choice.context_parallel
         if choice.expert_parallel is not None:
             written["expert_parallel"] = choice.expert_parallel
+        if choice.sequence_parallel is not None:
+            written["sequence_parallel"] = choice.sequence_parallel
+        if choice.virtual_stages is not None:
+            written["virtual_pipeline_stages"] = choice.virtual_stages
         update["hardware"] = plan.hardware.model_copy(update=written)
     if plan.run is not None and plan.run.micro_batch == "auto":
         update["run"] = plan.run.model_copy(update=dict(micro_batch=None))

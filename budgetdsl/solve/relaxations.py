@@ -258,7 +258,8 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
            if t <= max(hw.gpus_per_node, base.tensor_parallel) and m.splits_over(t)
            and fits(t, base.pipeline_parallel)]
     pps = [p for p in (base.pipeline_parallel * 2**k for k in range(6))  # uneven stages are fine
-           if (m.layers is None or p * hw.virtual_pipeline_stages <= m.layers)
+           if (m.layers is None or p * (1 if hw.virtual_pipeline_stages == "auto" else hw.virtual_pipeline_stages)
+               <= m.layers)
            and fits(base.tensor_parallel, p)]
 
     def describe(split: Split) -> str:
@@ -282,7 +283,7 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
                     if not fits(t, p) or \
                             (zero_problem(z, p) is not None and (z, p) != (base.zero, base.pipeline_parallel)):
                         continue
-                    split = Split(z, t, p, rc, base.flash_attention, base.context_parallel, base.expert_parallel)
+                    split = replace(base, zero=z, tensor_parallel=t, pipeline_parallel=p, recompute=rc)
                     if split == base:
                         continue
                     alt = cost_model(ctx, cm.gpus, split)

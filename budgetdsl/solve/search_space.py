@@ -452,7 +452,7 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
                 family.shape, family.device, Layout(gpus[0], t, p, fl.virtual_stages, choice.zero,
                                                     choice.recompute, fl.flash_attention, fl.sequence_parallel,
                                                     fl.grad_bytes, fl.overlap, fl.context_parallel,
-                                                    fl.expert_parallel, fl.expert_tensor_parallel),
+                                                    fl.expert_parallel, fl.expert_tensor_parallel, fl.stage_split),
                 gpus, family.step_overhead, shared)
             if family.anchor is not None:  # a declared MFU: the modelled step anchored (cost_model.declared_anchor)
                 columns = scaled_step_fields(columns, family.anchor.scale)

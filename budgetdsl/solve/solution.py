@@ -67,13 +67,19 @@ class Batch(_Frozen):
                                          "(hardware.context_parallel: auto); absent when the plan pins it.")
     expert_parallel: int | None = Field(None, description="Expert-parallel degree the search chose "
                                         "(hardware.expert_parallel: auto); absent when the plan pins it.")
+    sequence_parallel: bool | None = Field(None, description="Sequence parallelism the search chose "
+                                           "(hardware.sequence_parallel: auto); absent when the plan pins it.")
+    virtual_pipeline_stages: int | None = Field(None, description="Interleaved stages per GPU the search chose "
+                                                "(hardware.virtual_pipeline_stages: auto); absent when the plan "
+                                                "pins it.")
 
     @model_serializer(mode="wrap")
     def _searched_only(self, handler: Any) -> Any:
-        """The searched context/expert-parallel degrees appear only where the search chose them."""
+        """The searched context/expert-parallel degrees, sequence parallelism and interleaving appear
+        only where the search chose them."""
         out = handler(self)
         if isinstance(out, dict):
-            for key in ("context_parallel", "expert_parallel"):
+            for key in ("context_parallel", "expert_parallel", "sequence_parallel", "virtual_pipeline_stages"):
                 if out.get(key) is None:
                     out.pop(key, None)
         return out
@@ -265,6 +271,18 @@ class LayoutOption(_Frozen):
                                           "winner's (1 = as good).")
     dominated: bool = Field(False, description="The winner is no worse on wall clock, cost and FLOPs, "
                             "and better on one.")
+    sequence_parallel: bool | None = Field(None, description="Sequence parallelism (where searched).")
+    virtual_pipeline_stages: int | None = Field(None, description="Interleaved stages per GPU (where searched).")
+
+    @model_serializer(mode="wrap")
+    def _searched_only(self, handler: Any) -> Any:
+        """Sequence parallelism and interleaving appear only where the search chose them."""
+        out = handler(self)
+        if isinstance(out, dict):
+            for key in ("sequence_parallel", "virtual_pipeline_stages"):
+                if out.get(key) is None:
+                    out.pop(key, None)
+        return out
 
 
 class LayoutSearch(_Frozen):

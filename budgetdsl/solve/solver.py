@@ -173,7 +173,8 @@ def _solve(plan: Plan, cache: SolveCache) -> Solution:
                     grad_accum=cfg.grad_accum, data_parallel=cfg.data_parallel,
                     tensor_parallel=cm.split.tensor_parallel, pipeline_parallel=cm.split.pipeline_parallel,
                     zero=cm.split.zero, recompute=cm.split.recompute, context_parallel=cm.split.context_parallel,
-                    expert_parallel=cm.split.expert_parallel)
+                    expert_parallel=cm.split.expert_parallel, sequence_parallel=cm.split.sequence_parallel,
+                    virtual_pipeline_stages=cm.split.virtual_stages)
         if cfg is not None else Batch(data_parallel=cm.data_parallel, tensor_parallel=cm.split.tensor_parallel,
                                       pipeline_parallel=cm.split.pipeline_parallel, zero=cm.split.zero,
                                       recompute=cm.split.recompute),

@@ -167,7 +167,7 @@ def plan_pairs(plan, cache: SolveCache) -> list[Pair] | None:
     """The pairs `solve()` chooses among (None: a plan the kernel does not model): the search
     space (`search_space.search_space`) of a searched layout; one cost model per launchable GPU
     count of a pinned one (`solve_context.gpu_counts`); cost models kept in the sweep's `cache`."""
-    from budgetdsl.cost.cost_model import Split, plan_split
+    from budgetdsl.cost.cost_model import plan_split
     from budgetdsl.solve.context import Context, cost_model, gpu_counts
     from budgetdsl.solve.layout_search import concrete
 
@@ -183,8 +183,8 @@ def plan_pairs(plan, cache: SolveCache) -> list[Pair] | None:
         cms = []
         for pr in search_space(plan, cache).pairs:
             c = pr.layout
-            ctx = Context(base, None, None, None, "", split=Split(  # type: ignore[arg-type]
-                c.zero, c.tensor_parallel, c.pipeline_parallel, c.recompute, flash), key=key, cache=cache)
+            ctx = Context(base, None, None, None, "", split=c.split(flash),  # type: ignore[arg-type]
+                          key=key, cache=cache)
             cms.append(cost_model(ctx, pr.gpus))
     else:
         ctx = Context(base, None, None, None, "", key=key, cache=cache)  # type: ignore[arg-type]

@@ -28,7 +28,6 @@ from hypothesis_jsonschema import from_schema
 from test_solver_properties import _check_feasible_answer, check_limits
 
 from budgetdsl.plan.loader import load_plan
-from budgetdsl.plan.model import LAYOUT_KEYS
 from budgetdsl.solve.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -102,6 +101,8 @@ NUMBER_ONLY = {"Hardware.tensor_parallel": {"anyOf": [DEGREES, {"const": "auto"}
                "GpuRange.max": {"type": "integer", "minimum": 1, "maximum": 1024},
                "GpuRange.step": {"type": "integer", "minimum": 1, "maximum": 64},
                "Hardware.gpu": {"enum": PRESETS + PRESETS + [None]},
+               # a pinned split must match the layout drawn (test_stage_layers checks the rules)
+               "Hardware.stage_layers": {"type": "null"},
                "Launch.image": {"type": "string",
                                 "pattern": r"^[a-z][a-z0-9]{0,9}(/[a-z0-9]{1,9})?(:[a-z0-9.]{1,6})?$"},
                "Launch.partition": {"type": "string", "pattern": r"^[a-z][a-z0-9-]{0,14}[a-z0-9]$"},
@@ -389,7 +390,7 @@ def check_plan(doc: dict, path: pathlib.Path, export_format: str | None = None) 
     if outcome in ("exported", "not-exportable"):
         plan = load_plan(path, text=text)
         sol = solve(plan)
-        pinned = all(getattr(plan.hardware, k) != "auto" for k in LAYOUT_KEYS)  # else searched
+        pinned = not plan.hardware.searched()  # else searched (LAYOUT_KEYS and the parallel keys)
         (_check_feasible_answer if pinned and plan.run is None else check_limits)(plan, sol)
     if export_format is not None:
         code, _ = cli(["export", str(path), "--to", export_format])

@@ -19,12 +19,21 @@ def _plan(layers: int, pp: int) -> Plan:
         "launch": {"image": "nvcr.io/nvidia/pytorch:24.05-py3", "command": ["pretrain_gpt.py"]}})
 
 
-def test_an_uneven_pipeline_plans_and_the_exports_refuse_it_by_name():
+def test_an_uneven_pipeline_plans_and_exports_where_a_format_can_carry_it():
+    """BLOOM-176B's 70 layers on 12 stages: the cost model's split reaches Megatron-Core's uneven
+    pipeline flags and the launchers' environment; the formats with no setting for it refuse by name."""
+    from budgetdsl.exports import export
+
     plan = _plan(70, 12)  # BLOOM-176B's layout
     sol = solve(plan)
     assert sol.feasible and sum(sol.throughput.stage_layers) == 70
-    with pytest.raises(ExportError, match=r"70 layers on 12 pipeline stages are uneven .*first 6, 10 × 6, last 4"):
-        launch_spec(plan, sol)
+    spec = launch_spec(plan, sol)
+    assert spec.stage_layers == (6,) + (6,) * 10 + (4,)
+    text = export(spec, "megatron")
+    assert "--decoder-last-pipeline-num-layers 4" in text and "--decoder-first-pipeline-num-layers" not in text
+    assert "BUDGETDSL_STAGE_LAYERS=6,6,6,6,6,6,6,6,6,6,6,4" in export(spec, "torchrun")
+    with pytest.raises(ExportError, match=r"uneven pipeline split \[6, 6, .* 4\].*BUDGETDSL_STAGE_LAYERS"):
+        export(spec, "deepspeed")
 
 
 def test_an_even_pipeline_still_exports():

@@ -19,11 +19,36 @@ TABLE = pr.load_rows()
 
 @pytest.mark.parametrize("row", TABLE["runs"], ids=[r["name"] for r in TABLE["runs"]])
 def test_published_run(row):
+    """Within tolerance, or a documented known miss (the row's `known_miss`, its reason): a miss
+    stays in the table with its honest error — no constant is tuned to it — and this test fails
+    when the miss closes, so the mark cannot outlive it. Either way the layout fits its GPUs."""
     res = pr.evaluate(row)
     tol = TABLE["tolerance_declared"] if row["mode"] == "declared" else TABLE["tolerance_predicted"]
-    assert abs(res.error) <= tol, f"{row['name']}: {res.value:,.1f} vs {res.published:,.1f} {res.unit}"
     assert res.fits, f"{row['name']}: the published layout does not fit its GPUs"
     assert res.solution.throughput.source == row["mode"]
+    if row.get("known_miss"):
+        assert abs(res.error) > tol, (f"{row['name']}: within {tol:.0%} now ({res.error:+.1%}); remove its "
+                                      "known_miss and move its note out of docs/published-runs.md")
+        return
+    assert abs(res.error) <= tol, f"{row['name']}: {res.value:,.1f} vs {res.published:,.1f} {res.unit}"
+
+
+def test_llama3_405b_runs_the_layout_the_search_can_find():
+    """Llama 3 405B (TP 8, PP 16 pinned, the rest auto): the search turns on sequence parallelism and
+    the one interleaving 126 layers allow on 16 stages (2 chunks of whole layers, split [8 x 15, 6]),
+    and needs full recomputation to fit 80 GB; both Table 4 rows fit. Interleaving and SP are worth
+    their share: pinned off, the same row predicts less."""
+    rows = [r for r in TABLE["runs"] if r["name"].startswith("Llama 3 405B")]
+    assert [r["hardware"]["gpus"] for r in rows] == [8192, 16384]
+    for row in rows:
+        res = pr.evaluate(row)
+        b = res.solution.batch
+        assert (b.tensor_parallel, b.pipeline_parallel, b.data_parallel) == (8, 16, row["hardware"]["gpus"] // 128)
+        assert (b.sequence_parallel, b.virtual_pipeline_stages, b.recompute) == (True, 2, "full")
+        assert res.solution.throughput.stage_layers == [8] * 15 + [6]
+        assert res.fits and res.memory < 72 * 2**30  # 80 GB less the 10 % reserve
+        plain = pr.evaluate(row, sequence_parallel=False, virtual_pipeline_stages=1)
+        assert plain.value < res.value
 
 
 def test_predicted_mode_is_not_the_declared_number():

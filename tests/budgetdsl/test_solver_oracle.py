@@ -49,7 +49,26 @@ def _space(plan):
         if hw.context_parallel == "auto" else [None]
     eps = [e for e in (1, 2, 4, 8, 16, 32, 64) if m.experts and e <= m.experts and m.experts % e == 0] \
         if hw.expert_parallel == "auto" else [None]
-    return [(t, p, z, r, cp, ep) for t in tps for p in pps for z in zeros for r in rcs for cp in cps for ep in eps]
+    # sequence parallelism and interleaving where the plan writes auto (issue 24): SP both ways
+    # (Megatron-Core refuses it without tensor parallelism), v every power of two up to 8 whose
+    # stages hold whole v-layer chunks (the pinned split's entries; else v dividing the layers)
+    return [(t, p, z, r, cp, ep, sp, v) for t in tps for p in pps for z in zeros for r in rcs for cp in cps
+            for ep in eps for sp in _sequence_parallel(hw, t) for v in _interleavings(plan, p)]
+
+
+def _sequence_parallel(hw, t):
+    if hw.sequence_parallel != "auto":
+        return [None]
+    return [False, True] if t > 1 else [False]
+
+
+def _interleavings(plan, p):
+    hw, m = plan.hardware, plan.model
+    if hw.virtual_pipeline_stages != "auto":
+        return [None]
+    split = hw.stage_layers if hw.stage_layers is not None and len(hw.stage_layers) == p else None
+    return [v for v in (1, 2, 4, 8) if v == 1 or p > 1 and (
+        all(n % v == 0 for n in split) if split is not None else m.layers % v == 0 and m.layers >= p * v)]
 
 
 def _counts(plan):
@@ -70,13 +89,13 @@ def _enumerate(plan):
     b = plan.budget
     limits = Limits(b.deadline, b.flops, b.gpu_hours, b.usd, b.usd_per_gpu_hour)
     out = []
-    for t, p, z, r, cp, ep in _space(plan):
+    for t, p, z, r, cp, ep, sp, v in _space(plan):
         for g in _counts(plan):
             hw = plan.hardware
             if not _fits_nodes(g, t, p, hw.gpus_per_node, cp or hw.context_parallel, ep or hw.expert_parallel,
                                hw.expert_tensor_parallel):
                 continue
-            cm = build_cost_model(plan, g, Split(z, t, p, r, plan.hardware.flash_attention, cp, ep))
+            cm = build_cost_model(plan, g, Split(z, t, p, r, plan.hardware.flash_attention, cp, ep, sp, v))
             mm = cm.micro_batch_max
             for n in range(1, N_MAX + 1):
                 for micro in range(1, min(n, mm) + 1):
@@ -199,6 +218,23 @@ PLANS = {
                               "pipeline_parallel": 1, "recompute": "none"},
                     budget={"deadline": 60 * DAY, "flops": None, "gpu_hours": None},
                     target={"tokens": 2.6e10, "at_batch": 4e6}, noise={"b_crit": 4e6}),
+    # issue 24: sequence parallelism and interleaving searched with the tensor and pipeline degrees
+    # and recomputation; SP off and every v are enumerated, the search prunes them as twins
+    "fixed-sp-v-auto": dict(model={"params": 30e9, "layers": 48, "d_model": 7168, "heads": 56, "seq_len": 4096},
+                            hardware={"gpu": "H100-SXM5-80GB", "gpus": 16, "mfu": None, "zero": 1,
+                                      "tensor_parallel": "auto", "pipeline_parallel": "auto", "recompute": "none",
+                                      "sequence_parallel": "auto", "virtual_pipeline_stages": "auto"},
+                            budget={"deadline": 60 * DAY, "flops": None, "gpu_hours": None},
+                            target={"tokens": 6e10, "at_batch": 2e6}, noise={"b_crit": 2e6}),
+    # a pinned uneven split (first stage lighter): v = 2 is the only interleaving its stages allow;
+    # a range of counts, so the bubble's share changes with the replicas
+    "free-split-v-auto": dict(model={"params": 1.3e9, "layers": 30, "d_model": 2048, "heads": 16, "seq_len": 2048},
+                              hardware={"gpu": "A100-SXM4-80GB", "gpus": {"min": 8, "max": 32, "step": 8},
+                                        "mfu": None, "zero": 1, "tensor_parallel": "auto", "pipeline_parallel": 4,
+                                        "stage_layers": [6, 8, 8, 8], "recompute": "none",
+                                        "sequence_parallel": "auto", "virtual_pipeline_stages": "auto"},
+                              budget={"deadline": 60 * DAY, "flops": None, "gpu_hours": None},
+                              target={"tokens": 2.6e10, "at_batch": 1e6}, noise={"b_crit": 1e6}),
     # a fixed count, declared MFU: the MFU holds at the plan's default layout (t = p = 1) and the
     # modelled step, scaled through it, prices the searched ones; memory decides which fit
     "fixed-declared": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 2048},
@@ -280,7 +316,7 @@ def test_a_declared_mfu_keeps_the_default_layout_unless_the_plan_says_auto():
     """Beside a declared MFU the oracle's space is the one default layout when the plan is silent,
     and ZeRO × recomputation when it writes auto; either way it spans several GPU counts."""
     silent = _space(make_plan(**PLANS["free-declared"]))
-    assert silent == [(1, 1, 0, "none", None, None)]
+    assert silent == [(1, 1, 0, "none", None, None, None, None)]
     written = _space(make_plan(**PLANS["free-declared-auto"]))
     assert {(t, p) for t, p, *_ in written} == {(1, 1)} and len(written) == 12
     for name in SEARCHED:
@@ -310,3 +346,25 @@ def test_the_array_comparison_is_the_pairwise_one(name):
     front = [not any(_dominates(d, p, 1e-9) for d in points) for p in points]
     assert 0 < sum(front) < len(points)
     assert _front_mask(axes[sample]).tolist() == front
+
+
+def test_the_oracle_enumerates_the_twins_the_search_prunes():
+    """The oracle's space holds what the search drops as twins (SP off beside SP on, every v that
+    divides the stages), and the search's answer still wins: on this plan it runs tensor parallelism
+    with SP and interleaving, so the twins are real competitors, not an empty check."""
+    from budgetdsl.solve.layout_search import candidates
+
+    plan = make_plan(**PLANS["fixed-sp-v-auto"])
+    space = _space(plan)
+    assert {(sp, v) for t, p, *_, sp, v in space if t == 2 and p == 4} == \
+        {(sp, v) for sp in (False, True) for v in (1, 2, 4, 8)}
+    searched = {(c.sequence_parallel, c.virtual_stages) for c in candidates(plan)
+                if (c.tensor_parallel, c.pipeline_parallel) == (2, 4)}
+    # v = 2 has v = 4's split (12 layers a stage), its slower, fuller twin; v = 8's chunks of 8
+    # cannot split 48 layers evenly over 4 stages ([8, 16, 16, 8]), another split: kept
+    assert searched == {(True, 1), (True, 4), (True, 8)}
+    sol = solve(plan)
+    assert (sol.batch.tensor_parallel, sol.batch.sequence_parallel) == (2, True)
+    assert sol.batch.virtual_pipeline_stages > 1
+    split = _space(make_plan(**PLANS["free-split-v-auto"]))
+    assert {v for *_, v in split} == {1, 2}  # [6, 8, 8, 8]: 4 does not divide 6

@@ -617,7 +617,10 @@ def _parallel_config(args: dict[str, str | None]) -> dict[str, Any]:
     (what core_transformer_config_from_args copies over), so its __post_init__ checks them."""
     out: dict[str, Any] = {"sequence_parallel": "--sequence-parallel" in args,
                            "add_bias_linear": "--disable-bias-linear" not in args}
-    ints = {"--context-parallel-size": "context_parallel_size", "--expert-model-parallel-size":
+    ints = {"--num-virtual-stages-per-pipeline-rank": "virtual_pipeline_model_parallel_size",
+            "--decoder-first-pipeline-num-layers": "num_layers_in_first_pipeline_stage",
+            "--decoder-last-pipeline-num-layers": "num_layers_in_last_pipeline_stage",
+            "--context-parallel-size": "context_parallel_size", "--expert-model-parallel-size":
             "expert_model_parallel_size", "--expert-tensor-parallel-size": "expert_tensor_parallel_size",
             "--num-experts": "num_moe_experts", "--moe-router-topk": "moe_router_topk",
             "--moe-ffn-hidden-size": "moe_ffn_hidden_size",
@@ -647,7 +650,14 @@ def check_megatron_invariants(args: dict[str, str | None], env: dict[str, str], 
     tp, pp = int(args["--tensor-model-parallel-size"]), int(args["--pipeline-model-parallel-size"])
     cp = int(args.get("--context-parallel-size") or 1)
     assert world_size % (tp * pp * cp) == 0, "world size not divisible by tensor x pipeline x context"
-    assert int(args["--num-layers"]) % pp == 0, "layers not divisible by the pipeline-parallel size"
+    first, last = args.get("--decoder-first-pipeline-num-layers"), args.get("--decoder-last-pipeline-num-layers")
+    vpp = int(args.get("--num-virtual-stages-per-pipeline-rank") or 1)
+    assert vpp == 1 or pp > 1, "interleaving needs a pipeline"
+    if first is None and last is None:
+        assert int(args["--num-layers"]) % pp == 0, "layers not divisible by the pipeline-parallel size"
+        assert int(args["--num-layers"]) // pp % vpp == 0, "layers per stage not divisible by the virtual stages"
+    else:  # the uneven split: TransformerConfig (built below) checks the middle stages share the rest evenly
+        assert pp > 1, "an uneven split needs a pipeline"
     if cp > 1:  # the load-balanced split of get_batch_on_this_cp_rank
         assert int(args["--seq-length"]) % (2 * cp) == 0, "seq_length not divisible by 2 x context parallel"
     if "--num-experts" in args:  # validate_args and the MoE parallel folding (parallel_state)
