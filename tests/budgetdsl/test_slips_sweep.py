@@ -51,3 +51,20 @@ def test_a_sweep_of_the_money_budget_and_the_price_together_answers_as_solve(tmp
     scalar = sweep(source, settings, full=True)
     assert differences(kernel, scalar, settings) == []
     assert {r.summary.feasible for r in scalar if r.summary is not None} == {True, False}
+
+
+def test_a_swept_value_that_reads_another_swept_path_takes_that_rows_value(tmp_path, monkeypatch):
+    """`--set budget.gpu_hours='budget.deadline / 1 h * 0.3'` beside swept deadlines: each row's
+    GPU-hour limit follows that row's deadline, not the file's (the kernel hands such sweeps to the
+    scalar path); with the file's 30 days every row would be feasible."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(MINIMAL + "budget:\n  deadline: 30 days\n")
+    source = read_merged(path)
+    settings = [Setting("budget.deadline", ("1 day", "1000 days")),
+                Setting("budget.gpu_hours", ("budget.deadline / 1 h * 0.3",))]
+    monkeypatch.setenv("BUDGETDSL_SWEEP_SCALAR", "0")
+    kernel = sweep(source, settings, full=False)
+    monkeypatch.delenv("BUDGETDSL_SWEEP_SCALAR")
+    scalar = sweep(source, settings, full=True)
+    assert differences(kernel, scalar, settings) == []
+    assert [r.summary.feasible for r in kernel] == [False, True]
