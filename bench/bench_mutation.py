@@ -117,6 +117,10 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "adds (1, n) back) or at cap 2 with n odd, where the pair dropped, (1, (n+1)/2), is a batch below both "
         "neighbours of the target, met at its own n with fewer accumulations, and the wall-clock objectives "
         "search every split of every size (_wall_search); no answer changed on 80 random plans",
+    ("budgetdsl/solve/placement.py",
+     "return xp.where(c > 0.0, cf.min_time_batch(fr.b_crit, cm.flops_per_token, cm.rate, xp.maximum(c, 0.0), xp),",
+     0, 16, "> -> >="):
+        "at c = 0 both branches are 0 (min_time_batch is sqrt(c·B_crit·rate/f)); a NaN c fails both tests",
     ("budgetdsl/solve/placement.py", "elif floor0 * (1.0 - _BOUND_MARGIN) > threshold:", 0, 5, "* -> /"):
         "equivalent up to float noise: the margin turns from 1e-9 below the bound to 1e-9 above it, so the size "
         "search stops early only where the next sizes' floor is within 1e-9 (relative) of the best wall clock "
