@@ -121,6 +121,9 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      "return xp.where(c > 0.0, cf.min_time_batch(fr.b_crit, cm.flops_per_token, cm.rate, xp.maximum(c, 0.0), xp),",
      0, 16, "> -> >="):
         "at c = 0 both branches are 0 (min_time_batch is sqrt(c·B_crit·rate/f)); a NaN c fails both tests",
+    ("budgetdsl/solve/sweep_kernel.py", "go = st.go & (p.micro_max >= 1)", 0, 29, "1 -> 2"):
+        "skips the wall-clock check where only micro-batch 1 fits: there T = m·u(1) + v(1) is exactly the line "
+        "`place` walks (its reference micro-batch is 1), so the walk's pick is the wall search's and no row is unsure",
     ("budgetdsl/solve/placement.py", "elif floor0 * (1.0 - _BOUND_MARGIN) > threshold:", 0, 5, "* -> /"):
         "equivalent up to float noise: the margin turns from 1e-9 below the bound to 1e-9 above it, so the size "
         "search stops early only where the next sizes' floor is within 1e-9 (relative) of the best wall clock "
