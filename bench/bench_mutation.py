@@ -75,6 +75,7 @@ TRACE_ENV, SUBTRACE_ENV, SELECT_ENV = "BENCH_MUTATION_TRACE", "BENCH_MUTATION_SU
 _BALANCED_X = "x0, x1 = (k0 if k0 > 1 else 1) * b_min / b_crit, (k1 if k1 > 1 else 1) * b_min / b_crit"
 _PAIRS_CACHE = ("@functools.lru_cache(maxsize=1 << 16)  # a pure function of four integers, asked the same few on "
                 "every solve")
+_NO_WORSE = "no_worse = (W <= wj * (1 + t)) & (Cc <= cj * (1 + t)) & (F <= fj * (1 + t))"
 EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py",
      "if not any(k[0] >= r[0] and k[1] >= r[1] and k[2] >= r[2] and k[3] >= r[3] for k in kept):", 0, 62,
@@ -124,6 +125,15 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/sweep_kernel.py", "go = st.go & (p.micro_max >= 1)", 0, 29, "1 -> 2"):
         "skips the wall-clock check where only micro-batch 1 fits: there T = m·u(1) + v(1) is exactly the line "
         "`place` walks (its reference micro-batch is 1), so the walk's pick is the wall search's and no row is unsure",
+    ("budgetdsl/solve/sweep_kernel.py", _NO_WORSE, 0, 12, "<= -> <"):
+        "differs only where a wall clock equals another's times (1 + tolerance) to the last bit; none on the "
+        "random sweeps of 60 seeds (tests/budgetdsl/test_slips_sweep_random.py's generator)",
+    ("budgetdsl/solve/sweep_kernel.py", _NO_WORSE, 0, 34, "<= -> <"):
+        "differs only where a cost equals another's times (1 + tolerance) to the last bit; none on the "
+        "random sweeps of 60 seeds (tests/budgetdsl/test_slips_sweep_random.py's generator)",
+    ("budgetdsl/solve/sweep_kernel.py", _NO_WORSE, 0, 57, "<= -> <"):
+        "differs only where a FLOP count equals another's times (1 + tolerance) to the last bit; none on the "
+        "random sweeps of 60 seeds (tests/budgetdsl/test_slips_sweep_random.py's generator)",
     ("budgetdsl/solve/placement.py", "elif floor0 * (1.0 - _BOUND_MARGIN) > threshold:", 0, 5, "* -> /"):
         "equivalent up to float noise: the margin turns from 1e-9 below the bound to 1e-9 above it, so the size "
         "search stops early only where the next sizes' floor is within 1e-9 (relative) of the best wall clock "

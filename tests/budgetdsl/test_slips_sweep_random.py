@@ -51,7 +51,10 @@ def random_plan(seed: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("seed", range(12))
+# 12 seeds, and three beyond them whose grids put different splits of one count on an equal score
+# (balanced and min_flops rows): there the later key components decide, and a slip in the kernel's
+# tie-break (sweep_kernel._least) survived the first twelve.
+@pytest.mark.parametrize("seed", [*range(12), 21, 30, 50])
 def test_every_row_of_a_random_plans_sweep_is_solve_of_that_row(seed, tmp_path, monkeypatch):
     """Deadlines at and around the plan's own answer (limit edges), B_crit over a decade and a
     half, every objective: the kernel's rows equal the scalar path's, field by field."""
