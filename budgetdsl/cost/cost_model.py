@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from budgetdsl.cost import memory as mem
 from budgetdsl.cost.experts import Experts, expert_data_parallel
-from budgetdsl.cost.flops import gemm_flops_per_layer, training_flops_per_token
+from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer, training_flops_per_token
 from budgetdsl.cost.memory import activation_bytes_per_layer  # noqa: F401 - re-exported
 from budgetdsl.cost.throughput import (
     Breakdown,
@@ -265,8 +265,13 @@ def flops_per_token(plan: Plan) -> Coef:
         counted += (f"; mixture of experts: N = the {m.active_param_count:.4g} active parameters of "
                     f"{m.param_count:.4g}, top-{m.experts_per_token} of {m.experts} routed experts"
                     + (f" + {m.shared_experts} shared" if m.shared_experts else ""))
+    mla = m.latent_attention
+    width = attention_width(m.d_model, m.heads, mla) if mla is not None and m.d_model is not None else None
+    if mla is not None:  # the scores and values at the heads' widths (budgetdsl.cost.flops)
+        counted += (f"; multi-latent attention: 12·L·d·s read as 6·L·s·(W_qk + W_v), W_qk + W_v = H·(d_n + d_r + "
+                    f"d_v) = {width:.6g}")
     if m.layers is not None and m.d_model is not None:
-        value = training_flops_per_token(m.active_param_count - untied, m.layers, m.d_model, m.seq_len)
+        value = training_flops_per_token(m.active_param_count - untied, m.layers, m.d_model, m.seq_len, width)
         if untied:
             return Coef(value, "FLOP/token", DERIVED, "6(N − V·d) + 12·L·d·s (Korthikanti et al. 2022 appendix A "
                         "eq. 7: the LM head counted, the untied input embedding a lookup" + counted + ")")
@@ -411,6 +416,8 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         coefs["params"] = Coef(m.param_count, "params", DERIVED, "counted from the shape (budgetdsl.plan.model."
                                "transformer_params: L·(2d² + 2·d·d_kv + k·d·F + 2d) + V·d (×2 untied) + d, "
                                "k = 2 GeLU, 3 SwiGLU; no biases"
+                               + ("; multi-latent attention's low-rank projections in place of 2d² + 2·d·d_kv"
+                                  if m.latent_attention is not None else "")
                                + ("; MoE layers: router d·E and E + S experts of k·d·F_e in place of the MLP"
                                   if m.experts else "") + ")")
     f = flops_per_token(plan)
@@ -430,7 +437,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
     shape = None
     if m.layers is not None and m.d_model is not None and device is not None:
         shape = Shape(m.param_count, m.layers, m.d_model, m.seq_len, f.value, m.heads, m.vocab, m.kv_heads,
-                      m.ffn_hidden, m.mlp, m.tied_embeddings, moe)
+                      m.ffn_hidden, m.mlp, m.tied_embeddings, moe, m.latent_attention)
     mode = DECLARED if hw.mfu is not None else "predicted"
     if mode != DECLARED and shape is None:
         raise ShapeUnknown("predicted utilization (no hardware.mfu) needs model.layers and model.d_model "
@@ -445,7 +452,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_share, kv_heads=m.kv_heads,
         ffn_hidden=m.ffn_hidden, mlp=m.mlp, tied_embeddings=m.tied_embeddings,
         fp8=getattr(hw, "precision", "bf16") == "fp8", context_parallel=cp, experts=layout.place_experts(moe),
-        split=layout.stage_split)
+        split=layout.stage_split, mla=m.latent_attention)
     if stages is None:
         need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
                                                     else " and model.heads")
@@ -531,7 +538,7 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
                                f"at micro-batch {cm._reference_micro:g}")
     if getattr(hw, "precision", "bf16") == "fp8" and cm.shape is not None:
         sh = cm.shape
-        gemm = sh.layers * gemm_flops_per_layer(sh.layer_flops, sh.d_model, sh.seq_len)
+        gemm = sh.layers * gemm_flops_per_layer(sh.layer_flops, sh.d_model, sh.seq_len, sh.attention_width)
         coefs["fp8_flop_share"] = Coef(gemm / sh.flops_per_token, "1", DERIVED, "share of f on FP8 tensor cores: "
                                        "L·(layer FLOPs − 12·d·s) / f; attention scores and values, LM head BF16")
     coefs["memory_per_device"] = memory
@@ -574,11 +581,15 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
         coefs["activation_bytes_per_sequence"] = Coef(heavy.activations_per_sequence, "B/sequence", DECLARED,
                                                       act_detail)
     else:
-        parted = mem.layer_activation_split(m.d_model or 1, m.heads, m.kv_heads, m.ffn_hidden, m.mlp)
-        kept = f"{mem.ACTIVATION_WHOLE + parted:.4g}"
+        mla = m.latent_attention
+        parted = mem.layer_activation_split(m.d_model or 1, m.heads, m.kv_heads, m.ffn_hidden, m.mlp, mla)
+        kept = f"{mem.layer_activation_whole(m.d_model or 1, mla) + parted:.4g}"
         formula = {"full": "2·s·d", "selective": f"{kept}·s·d"}.get(
             split.recompute, f"{kept}·s·d" if split.flash_attention else f"s·d·({kept} + 5·a·s/d)")
-        if kept != "34":
+        if mla is not None:
+            formula += (f" (the shape's: 10 + 4·(d_c' + d_c)/d + (4·W_qk + 4·W_v + {'6' if m.mlp == 'swiglu' else '4'}"
+                        "·F)/d, multi-latent attention's latents and decompressed heads, F = ffn_hidden)")
+        elif kept != "34":
             formula += (f" (the shape's: 10 + (4·d + 4·d_kv + {'6' if m.mlp == 'swiglu' else '4'}·F)/d, d_kv = "
                         f"kv_heads·d/heads, F = ffn_hidden)")
         why = {"full": "full recomputation", "selective": "selective recomputation"}.get(
