@@ -509,11 +509,15 @@ def pinned_split(plan: Plan, pipeline_parallel: int) -> tuple[int, ...] | None:
 def model_experts(plan: Plan) -> Experts | None:
     """The plan's mixture-of-experts layers for the cost model (budgetdsl.cost.experts), its layout
     degrees 1; None for a dense model."""
-    m = plan.model
+    m, hw = plan.model, plan.hardware
     if not m.experts or m.d_model is None:
         return None
+    dispatcher = str(getattr(hw, "expert_dispatch", "alltoall"))
     return Experts(int(m.experts), int(m.experts_per_token or m.experts), mlp_params(m.d_model, m.expert_width, m.mlp),
-                   int(m.shared_experts), int(m.dense_layers), m.capacity_factor)
+                   int(m.shared_experts), int(m.dense_layers), m.capacity_factor,
+                   groups=m.expert_groups, groups_per_token=m.expert_groups_per_token, dispatcher=dispatcher,
+                   overlap=bool(getattr(hw, "expert_overlap", False)),
+                   fp8_dispatch=dispatcher == "deepep" and getattr(hw, "precision", "bf16") == "fp8")
 
 
 def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory: Coef, overhead: float,

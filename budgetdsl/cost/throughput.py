@@ -448,20 +448,26 @@ def _matmul_rate(shape: Shape, device: Device, t: int) -> float:
     return device.peak_flops * device.kernel_efficiency
 
 
-def _expert_context(shape: Shape, device: Device, layout: Layout, stages: tuple[int, ...]) -> tuple[float, float]:
+def _expert_context(shape: Shape, device: Device, layout: Layout, stages: tuple[int, ...],
+                    window: float = 0.0) -> tuple[float, float]:
     """(expert-parallel, context-parallel) seconds per sequence of micro-batch on the busiest stage:
     the MoE layers' dispatch and combine all-to-alls and their capacity padding
     (budgetdsl.cost.experts), and the ring attention traffic the attention compute does not hide
-    (budgetdsl.cost.context_parallel). (0, 0) for a dense model without context parallelism."""
+    (budgetdsl.cost.context_parallel). (0, 0) for a dense model without context parallelism. With
+    `hardware.expert_overlap` the all-to-alls run under the compute and recomputation of the stage,
+    `window` seconds per sequence, and only what outlasts it counts (budgetdsl.cost.experts)."""
     t, cp = layout.tensor_parallel, layout.context_parallel
     ex = layout.experts(shape)
     ep_seconds = cp_seconds = 0.0
     rate = _matmul_rate(shape, device, t)
     if ex is not None:
-        per_layer = dispatch_seconds_per_sequence(shape.seq_len, shape.d_model, ex, t, cp, layout.recompute,
-                                                  device.gpus_per_node, device.intra_node, device.network)
-        per_layer += capacity_padding_flops(ex) * shape.seq_len / (t * cp) / rate
-        ep_seconds = max(moe_layers_per_stage(stages, ex.dense_layers)) * per_layer
+        moe_layers = max(moe_layers_per_stage(stages, ex.dense_layers))
+        ep_seconds = moe_layers * dispatch_seconds_per_sequence(
+            shape.seq_len, shape.d_model, ex, t, cp, layout.recompute, device.gpus_per_node, device.intra_node,
+            device.network)
+        if ex.overlap:
+            ep_seconds = max(0.0, ep_seconds - window)
+        ep_seconds += moe_layers * capacity_padding_flops(ex) * shape.seq_len / (t * cp) / rate
     if cp > 1:
         d_kv = shape.d_model * shape.kv_heads / shape.heads if shape.kv_heads and shape.heads else float(shape.d_model)
         if shape.mla is not None and shape.heads:  # the decompressed K and V of every head: (W_qk + W_v)/2 each
@@ -539,7 +545,7 @@ def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list
     t, p = layout.tensor_parallel, layout.pipeline_parallel
     stages, (c1, r1, tp1), local = _slowest(shape, device, layout)
     cp = layout.context_parallel
-    ep1, cp1 = _expert_context(shape, device, layout, stages)
+    ep1, cp1 = _expert_context(shape, device, layout, stages, c1 + r1)
     v = max(1, layout.virtual_stages)
     # the two pipeline links: t·dp < GPUs per node (NVLink) or not (the NIC)
     kb = []
@@ -567,7 +573,7 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
     m = global_batch / (dp * micro_batch)
     stages, (c1, r1, tp1), local = _slowest(shape, device, layout)
     cp = layout.context_parallel
-    ep1, cp1 = _expert_context(shape, device, layout, stages)
+    ep1, cp1 = _expert_context(shape, device, layout, stages, c1 + r1)
     pp1 = _pipeline_send(shape, t, p, device.intra_node if t * dp * cp < device.gpus_per_node else device.network, cp)
     (per_micro,), (reduce,), (gather,), (optimizer,) = _collectives(shape, device, layout, local, [dp * cp])
     c_mb, r_mb, tp_mb, pp_micro = c1 * b, r1 * b, tp1 * b, pp1 * b

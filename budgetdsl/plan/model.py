@@ -174,7 +174,8 @@ PARAMS_MISMATCH = 0.05
 # the keys that describe the shape in detail
 SHAPE_KEYS = ("kv_heads", "ffn_hidden", "mlp", "tied_embeddings", "experts", "attention")
 # The mixture-of-experts keys: each but `experts` needs `experts` (ModelShape._experts).
-MOE_KEYS = ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts", "dense_layers", "capacity_factor")
+MOE_KEYS = ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts", "dense_layers", "capacity_factor",
+            "expert_groups", "expert_groups_per_token")
 MAX_EXPERTS = 65_536  # routed experts per layer (DeepSeek-V3: 256; no published model has 10^4)
 # Multi-latent attention's dimensions, named as DeepSeek's Hugging Face config.json names them
 # (DeepseekV2Config / DeepseekV3Config); each needs `attention: mla` (ModelShape._latent_attention).
@@ -323,6 +324,16 @@ class ModelShape(_Section):
         "--moe-expert-capacity-factor): each expert's buffer holds c × its mean load, tokens beyond it "
         "are dropped, and the dispatch and the expert GEMMs run padded to it; omitted: dropless.",
         gt=0, le=64, optional=True)
+    expert_groups: int | None = Integer(
+        "Group-limited routing: the routed experts form G equal groups and each token's experts come from "
+        "expert_groups_per_token of them (DeepSeek-V3's node-limited routing, §2.1.2: 8 groups, one per node "
+        "of the expert-parallel group; the Hugging Face config's n_group, Megatron-Core's "
+        "--moe-router-num-groups). Must divide experts; needs expert_groups_per_token.",
+        gt=0, le=MAX_EXPERTS, optional=True)
+    expert_groups_per_token: int | None = Integer(
+        "Groups g a token's experts are chosen from (DeepSeek-V3: 4; n_group's topk_group, Megatron-Core's "
+        "--moe-router-group-topk); at most expert_groups. With hardware.expert_dispatch: deepep it bounds the "
+        "nodes a token is sent to.", gt=0, le=MAX_EXPERTS, optional=True)
     seq_len: int = Integer("Sequence length s, tokens per sequence.", gt=0, le=MAX_SEQ_LEN)
     vocab: int | None = Integer("Vocabulary size V.", gt=0, le=MAX_VOCAB, optional=True)
     flops_per_token: float | None = _quantity(
@@ -509,6 +520,33 @@ class ModelShape(_Section):
             raise PlanRuleError("dense_layers", f"dense_layers ({self.dense_layers}) must be fewer than layers "
                                 f"({self.layers}): the rest are the mixture-of-experts layers",
                                 f"e.g. dense_layers: {min(3, self.layers - 1)}, or omit experts for a dense model")
+        self._routing_groups()
+
+    def _routing_groups(self) -> None:
+        """Group-limited routing (Megatron-Core's TransformerConfig: experts divided into
+        moe_router_num_groups equal groups, moe_router_group_topk of them per token): both keys or
+        neither, G dividing E, g ≤ G, and the g groups holding at least k experts."""
+        groups, g, e, k = self.expert_groups, self.expert_groups_per_token, self.experts, self.experts_per_token
+        if groups is None and g is None:
+            return
+        if groups is None or g is None:
+            missing = "expert_groups" if groups is None else "expert_groups_per_token"
+            given = "expert_groups_per_token" if groups is None else "expert_groups"
+            raise PlanRuleError(given, f"{given} needs {missing}: group-limited routing picks a token's "
+                                "expert_groups_per_token groups out of expert_groups",
+                                "e.g. expert_groups: 8, expert_groups_per_token: 4 (DeepSeek-V3)")
+        assert e is not None and k is not None
+        if e % groups:
+            near = min((c for c in range(1, min(e, MAX_EXPERTS) + 1) if e % c == 0), key=lambda c: (abs(c - groups), c))
+            raise PlanRuleError("expert_groups", f"expert_groups ({groups}) must divide experts ({e}): the "
+                                "groups are equal", f"e.g. expert_groups: {near}")
+        if g > groups:
+            raise PlanRuleError("expert_groups_per_token", f"expert_groups_per_token ({g}) must be at most "
+                                f"expert_groups ({groups})", f"e.g. expert_groups_per_token: {max(1, groups // 2)}")
+        if g * (e // groups) < k:
+            raise PlanRuleError("expert_groups_per_token", f"{g} groups of {e // groups} experts hold fewer than "
+                                f"the {k} experts a token is routed to (experts_per_token)",
+                                f"e.g. expert_groups_per_token: {min(groups, -(-k // (e // groups)))}")
 
     def _derive_params(self) -> None:
         """params omitted: counted from the shape (`transformer_params`), within the physical range."""
@@ -649,6 +687,15 @@ class Hardware(_Section):
                                               "(Transformer Engine style: FP8 GEMMs at the preset's dense FP8 peak, "
                                               "Hopper and Blackwell; attention, softmax, LM head, master weights "
                                               "and optimizer stay BF16/FP32). MFU stays against peak_flops (BF16).")
+    expert_dispatch: Literal["alltoall", "deepep"] = Field(
+        "alltoall", description="How routed tokens reach their experts' GPUs: alltoall (Megatron-Core's all-to-all "
+        "dispatcher: every copy of a token to its expert's GPU) or deepep (DeepEP, Megatron-Core's flex "
+        "dispatcher: a token crosses the inter-node network once per destination node and is forwarded over "
+        "NVLink, its dispatch in FP8 with precision: fp8; DeepSeek-V3 §3.2.2). Needs model.experts.")
+    expert_overlap: bool = Field(
+        False, description="The expert-parallel all-to-alls run under another micro-batch's compute (DeepSeek-V3's "
+        "DualPipe, §3.2.1; Megatron-Core's --overlap-moe-expert-parallel-comm): only what outlasts the compute "
+        "is exposed. Needs model.experts.")
 
     @field_validator("gpu")
     @classmethod
@@ -1039,6 +1086,11 @@ def _expert_rules(m: ModelShape, hw: Hardware) -> None:
     whole experts (Megatron-Core asserts num_experts % expert_model_parallel_size == 0)."""
     ep = hw.expert_parallel
     if not m.experts:
+        for key, plain in (("expert_dispatch", "alltoall"), ("expert_overlap", False)):
+            if getattr(hw, key) != plain:
+                raise PlanRuleError(f"hardware.{key}", f"{key} ({getattr(hw, key)}) moves the routed tokens of a "
+                                    "mixture-of-experts model, and this model has none",
+                                    "set model.experts and model.experts_per_token, or remove " + key)
         for key in ("expert_parallel", "expert_tensor_parallel"):
             value = getattr(hw, key)
             if value not in (None, 1, "auto"):  # auto on a dense model searches ep = 1 only

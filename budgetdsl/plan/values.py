@@ -183,7 +183,7 @@ class _Evaluator:
         validation derives it), so `20 * model.params` works either way; None where the shape is
         incomplete or a value of it failed (its own diagnostic says why)."""
         numbers: dict[str, float | None] = {}
-        for key in ("layers", "d_model", "vocab", "heads", "kv_heads", "ffn_hidden", *MOE_KEYS[:-1], *MLA_KEYS):
+        for key in ("layers", "d_model", "vocab", "heads", "kv_heads", "ffn_hidden", *MOE_KEYS[:5], *MLA_KEYS):
             path: Path = ("model", key)
             spec = field_spec(path)
             try:
