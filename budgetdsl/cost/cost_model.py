@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from budgetdsl.cost import memory as mem
-from budgetdsl.cost.experts import Experts, expert_data_parallel
+from budgetdsl.cost.experts import Experts, expert_data_parallel, nodes_per_token
 from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer, training_flops_per_token
 from budgetdsl.cost.memory import activation_bytes_per_layer  # noqa: F401 - re-exported
 from budgetdsl.cost.throughput import (
@@ -272,10 +272,11 @@ def flops_per_token(plan: Plan) -> Coef:
                     f"d_v) = {width:.6g}")
     if m.layers is not None and m.d_model is not None:
         value = training_flops_per_token(m.active_param_count - untied, m.layers, m.d_model, m.seq_len, width)
+        scores = "6·L·s·(W_qk + W_v)" if mla is not None else "12·L·d·s"
         if untied:
-            return Coef(value, "FLOP/token", DERIVED, "6(N − V·d) + 12·L·d·s (Korthikanti et al. 2022 appendix A "
+            return Coef(value, "FLOP/token", DERIVED, f"6(N − V·d) + {scores} (Korthikanti et al. 2022 appendix A "
                         "eq. 7: the LM head counted, the untied input embedding a lookup" + counted + ")")
-        return Coef(value, "FLOP/token", DERIVED, "6N + 12·L·d·s (PaLM, appendix B; N counts embeddings "
+        return Coef(value, "FLOP/token", DERIVED, f"6N + {scores} (PaLM, appendix B; N counts embeddings "
                     "and LM head" + counted + ")")
     return Coef(training_flops_per_token(m.param_count, None, None, m.seq_len), "FLOP/token", DERIVED,
                 "6N (shape unknown; Kaplan et al. 2020)")
@@ -544,7 +545,8 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
         sh = cm.shape
         gemm = sh.layers * gemm_flops_per_layer(sh.layer_flops, sh.d_model, sh.seq_len, sh.attention_width)
         coefs["fp8_flop_share"] = Coef(gemm / sh.flops_per_token, "1", DERIVED, "share of f on FP8 tensor cores: "
-                                       "L·(layer FLOPs − 12·d·s) / f; attention scores and values, LM head BF16")
+                                       "L·(layer FLOPs − " + ("6·s·(W_qk + W_v)" if sh.mla is not None else "12·d·s")
+                                       + ") / f; attention scores and values, LM head BF16")
     coefs["memory_per_device"] = memory
     if hw.overlap is not None:
         coefs["overlap"] = Coef(hw.overlap, "1", DECLARED, "hardware.overlap")
@@ -638,13 +640,25 @@ def _describe_experts(plan: Plan, cm: CostModel, ex: Experts, coefs: dict[str, C
                 f"{ex.capacity_factor:g} × the mean load, tokens beyond it dropped")
     where = ("" if ex.expert_parallel <= 1 else
              f"; {in_node} of the {ex.expert_parallel} ep ranks share a node (NVLink), the rest over the NIC")
+    if ex.groups is not None:
+        where += (f"; group-limited routing: a token's experts in {ex.groups_per_token} of {ex.groups} groups "
+                  "(DeepSeek-V3 §2.1.2)")
+    if ex.dispatcher == "deepep" and ex.expert_parallel > 1:
+        nodes = max(1, ex.expert_parallel // in_node)
+        where += (f"; DeepEP: each token crosses the NIC once per destination node, {nodes_per_token(ex, nodes):.3g} "
+                  f"of {nodes} nodes on average, then NVLink (DeepSeek-V3 §3.2.2)"
+                  + (", dispatched in FP8 (§3.3.2)" if ex.fp8_dispatch else ""))
+    if ex.overlap:
+        where += ("; overlapped with another micro-batch's compute (DualPipe, DeepSeek-V3 §3.2.1; Megatron-Core "
+                  "--overlap-moe-expert-parallel-comm): only what outlasts it is exposed")
     coefs["experts"] = Coef(float(ex.experts), "experts", DECLARED,
                             f"model.experts, top-{ex.top_k}" + (f" + {ex.shared} shared" if ex.shared else "")
                             + f", ep {ex.expert_parallel}, etp {ex.expert_tensor_parallel}. Router assumed balanced "
                             "(auxiliary loss or bias balancing): every expert at its mean load k·tokens/E, "
                             f"imbalance not modelled; {capacity}. Dispatch and combine: 4 all-to-alls per MoE "
                             "layer (6 with full recomputation) of k·c·s/(t·cp)·d bf16 values per sequence" + where
-                            + " (Megatron-Core's all-to-all dispatcher; budgetdsl.cost.experts)")
+                            + (" (budgetdsl.cost.experts)" if ex.dispatcher == "deepep" else
+                               " (Megatron-Core's all-to-all dispatcher; budgetdsl.cost.experts)"))
 
 
 _LAYOUT_KEYS = {"gpus", "tensor_parallel", "pipeline_parallel", "zero", "recompute"}
