@@ -182,3 +182,30 @@ def test_the_error_points_at_the_key(tmp_path):
         load_plan(path)
     d = info.value.diagnostics[0]
     assert d.format().startswith(f"{path}:2:{len(MLA_MODEL) + 1}:"), d.format()
+
+
+def test_the_schema_fuzzer_reaches_mla_and_the_deepseek_routing_keys():
+    """tests/budgetdsl/schema_plans.py draws multi-latent attention, group-limited routing, DeepEP
+    dispatch and the all-to-all overlap from the committed schema and makes them valid
+    (test_schema_fuzz runs such plans through the solver and every export)."""
+    from hypothesis import HealthCheck, given, settings
+    from schema_plans import plans
+
+    seen: set[str] = set()
+
+    @settings(max_examples=150, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(plans())
+    def draw(doc):
+        model, hw = doc["model"], doc["hardware"]
+        if model.get("attention") == "mla":
+            seen.add("mla")
+            seen.update(f"model.{k}" for k in ("q_lora_rank", "kv_lora_rank") if model.get(k))
+        seen.update(f"model.{k}" for k in ("expert_groups",) if model.get(k))
+        seen.update(f"hardware.{k}" for k in ("expert_overlap",) if hw.get(k) is True)
+        if hw.get("expert_dispatch") == "deepep":
+            seen.add("deepep")
+
+    draw()
+    assert {"mla", "model.q_lora_rank", "model.kv_lora_rank", "model.expert_groups", "hardware.expert_overlap",
+            "deepep"} <= seen, seen
