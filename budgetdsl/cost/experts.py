@@ -182,7 +182,8 @@ def deepep_seconds_per_token(d_model: int, ex: Experts, recompute: str, gpus_per
     """Seconds per token of one MoE layer's DeepEP dispatch and combine, forward and backward
     (module docstring): the forward's dispatch (FP8 or BF16) and combine (BF16), again with full
     recomputation, and the backward's two BF16 transfers; the NIC carries D·(n − 1)/n copies, NVLink
-    each of the k copies inside its node, at once."""
+    each of the k copies inside its node, at once. Dropless: a capacity factor pads the expert
+    GEMMs (`capacity_padding_flops`), not these transfers."""
     in_node = ranks_in_node(ex.expert_parallel, ex.expert_tensor_parallel, gpus_per_node)
     nodes = max(1, ex.expert_parallel // in_node)
     forward = (FP8_DISPATCH if ex.fp8_dispatch else BF16) + BF16
