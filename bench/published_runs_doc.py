@@ -333,7 +333,7 @@ def _moe_notes(rows: list[dict[str, Any]], results: list[Any]) -> list[str]:
         "overlap (§3.2.2), the FP8 fine-grained scaling and its promotion to CUDA cores (§3.3.2), and the "
         "router's load imbalance. The row is within the 15 % tolerance as a net of these.")
     second = (
-        "DeepSeek-V2 (§3.1.3, §3.2.5: 172.8K H800 GPU-hours per trillion tokens; 16-way zero-bubble pipeline, "
+        "DeepSeek-V2 (§3.1.3, §3.2.3: 172.8K H800 GPU-hours per trillion tokens; 16-way zero-bubble pipeline, "
         "8-way expert parallelism inside a node, ZeRO-1, no TP) misses by "
         f"{res2.error:+.1%} on an assumed 1,024 GPUs and is held as a documented miss: the paper gives no GPU "
         "count, and the 1F1B bubble the tool prices (zero-bubble pipelining removes most of it) grows with the "

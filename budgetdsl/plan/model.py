@@ -201,11 +201,12 @@ class LatentAttention:
     q_lora_rank: int | None = None
 
     def params(self, d_model: float, heads: float) -> float:
-        """One layer's attention weights (DeepSeek-V2 eqs. 9–10 and 12–14; Hugging Face
-        modeling_deepseek's DeepseekV2Attention): the query down-projection d·d_c', its RMSNorm d_c'
-        and up-projection d_c'·H·(d_n + d_r) (or W_Q, d·H·(d_n + d_r), without a query latent); the
-        joint key/value down-projection with the shared RoPE key d·(d_c + d_r), its RMSNorm d_c, the
-        key and value up-projections d_c·H·(d_n + d_v); the output projection H·d_v·d."""
+        """One layer's attention weights (DeepSeek-V2 §2.1.2–2.1.3: W^DQ, W^UQ, W^QR, W^DKV, W^KR,
+        W^UK, W^UV, W^O; Hugging Face modeling_deepseek's DeepseekV2Attention): the query
+        down-projection d·d_c', its RMSNorm d_c' and up-projection d_c'·H·(d_n + d_r) (or W_Q,
+        d·H·(d_n + d_r), without a query latent); the joint key/value down-projection with the shared
+        RoPE key d·(d_c + d_r), its RMSNorm d_c, the key and value up-projections d_c·H·(d_n + d_v);
+        the output projection H·d_v·d."""
         d, h = float(d_model), float(heads)
         qk = h * (self.qk_nope_head_dim + self.qk_rope_head_dim)
         rq = self.q_lora_rank
