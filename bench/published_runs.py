@@ -43,8 +43,12 @@ def load_rows() -> dict[str, Any]:
 def convention_flops_per_token(row: dict[str, Any]) -> float:
     """FLOPs per token in the source's own convention (see the table's header)."""
     m = row["model"]
-    n, lay, d, s, v = m["params"], m["layers"], m["d_model"], m["seq_len"], m.get("vocab") or 0
     conv = row["convention"]
+    if conv == "palm_active":  # the tool's own f of the shape: 6 per activated matmul weight + the scores
+        from budgetdsl.cost.cost_model import flops_per_token
+
+        return flops_per_token(make_plan(row)).value
+    n, lay, d, s, v = m["params"], m["layers"], m["d_model"], m["seq_len"], m.get("vocab") or 0
     if conv == "palm":
         return 6.0 * n + 12.0 * lay * d * s
     if conv == "megatron_hw":  # Narayanan et al. 2021 eq. 3, per token
@@ -164,7 +168,7 @@ def evaluate(row: dict[str, Any], **hardware: Any) -> Result:
     tp = sol.throughput
     a = sol.assumptions
     memory = a["memory_at_micro_batch"].value - a["reserve_bytes"].value
-    if row["mode"] == "declared":
+    if row["mode"] == "declared" or "gpu_hours" in row["published"]:  # predicted: the run's tokens at its step
         value, published, unit = sol.gpu_hours, row["published"]["gpu_hours"], "GPU-h"
     else:
         per_token_s = tp.step_time_s / sol.batch.tokens

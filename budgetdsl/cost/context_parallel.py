@@ -18,6 +18,8 @@ when t·cp ≤ GPUs per node (NVLink), else the ring crosses nodes and its slowe
 
 from __future__ import annotations
 
+from budgetdsl.cost.flops import attention_flops_per_token
+
 BF16 = 2.0
 RING_PASSES = 3.0  # K and V forward; K, V and their gradients backward (Megatron-Core's p2p ring)
 
@@ -33,15 +35,17 @@ def ring_bytes_per_sequence(seq_len: int, d_kv: float, tensor_parallel: int, con
 
 def ring_exposed_seconds(seq_len: int, d_model: int, d_kv: float, tensor_parallel: int, context_parallel: int,
                          gpus_per_node: int, intra_node: float, network: float, matmul_rate: float,
-                         latency: float = 0.0) -> float:
+                         latency: float = 0.0, width: float | None = None) -> float:
     """Seconds per layer and sequence the ring's traffic outlasts the attention compute it runs
     under: the transfer at NVLink or NIC speed (plus `latency` per pass of the ring, the cost
     model's collective latency of its cp − 1 steps where it prices one), less the rank's share of
     the attention scores and values, 12·d·s FLOPs per token forward and backward (PaLM appendix B)
-    × s/(t·cp) tokens at `matmul_rate`; never below 0."""
+    × s/(t·cp) tokens at `matmul_rate` (6·s·`width` with the head widths of multi-latent
+    attention, `budgetdsl.cost.flops`); never below 0."""
     nbytes = ring_bytes_per_sequence(seq_len, d_kv, tensor_parallel, context_parallel)
     if nbytes <= 0:
         return 0.0
     link = intra_node if tensor_parallel * context_parallel <= gpus_per_node else network
-    attention = 12.0 * d_model * seq_len * seq_len / (tensor_parallel * context_parallel) / matmul_rate
+    per_token = attention_flops_per_token(1.0, d_model, seq_len, width)
+    attention = per_token * seq_len / (tensor_parallel * context_parallel) / matmul_rate
     return max(0.0, nbytes / link + RING_PASSES * latency - attention)

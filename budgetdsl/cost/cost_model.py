@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from budgetdsl.cost import memory as mem
-from budgetdsl.cost.experts import Experts, expert_data_parallel
-from budgetdsl.cost.flops import gemm_flops_per_layer, training_flops_per_token
+from budgetdsl.cost.experts import Experts, expert_data_parallel, nodes_per_token
+from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer, training_flops_per_token
 from budgetdsl.cost.memory import activation_bytes_per_layer  # noqa: F401 - re-exported
 from budgetdsl.cost.throughput import (
     Breakdown,
@@ -265,12 +265,18 @@ def flops_per_token(plan: Plan) -> Coef:
         counted += (f"; mixture of experts: N = the {m.active_param_count:.4g} active parameters of "
                     f"{m.param_count:.4g}, top-{m.experts_per_token} of {m.experts} routed experts"
                     + (f" + {m.shared_experts} shared" if m.shared_experts else ""))
+    mla = m.latent_attention
+    width = attention_width(m.d_model, m.heads, mla) if mla is not None and m.d_model is not None else None
+    if mla is not None:  # the scores and values at the heads' widths (budgetdsl.cost.flops)
+        counted += (f"; multi-latent attention: 12·L·d·s read as 6·L·s·(W_qk + W_v), W_qk + W_v = H·(d_n + d_r + "
+                    f"d_v) = {width:.6g}")
     if m.layers is not None and m.d_model is not None:
-        value = training_flops_per_token(m.active_param_count - untied, m.layers, m.d_model, m.seq_len)
+        value = training_flops_per_token(m.active_param_count - untied, m.layers, m.d_model, m.seq_len, width)
+        scores = "6·L·s·(W_qk + W_v)" if mla is not None else "12·L·d·s"
         if untied:
-            return Coef(value, "FLOP/token", DERIVED, "6(N − V·d) + 12·L·d·s (Korthikanti et al. 2022 appendix A "
+            return Coef(value, "FLOP/token", DERIVED, f"6(N − V·d) + {scores} (Korthikanti et al. 2022 appendix A "
                         "eq. 7: the LM head counted, the untied input embedding a lookup" + counted + ")")
-        return Coef(value, "FLOP/token", DERIVED, "6N + 12·L·d·s (PaLM, appendix B; N counts embeddings "
+        return Coef(value, "FLOP/token", DERIVED, f"6N + {scores} (PaLM, appendix B; N counts embeddings "
                     "and LM head" + counted + ")")
     return Coef(training_flops_per_token(m.param_count, None, None, m.seq_len), "FLOP/token", DERIVED,
                 "6N (shape unknown; Kaplan et al. 2020)")
@@ -411,6 +417,8 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         coefs["params"] = Coef(m.param_count, "params", DERIVED, "counted from the shape (budgetdsl.plan.model."
                                "transformer_params: L·(2d² + 2·d·d_kv + k·d·F + 2d) + V·d (×2 untied) + d, "
                                "k = 2 GeLU, 3 SwiGLU; no biases"
+                               + ("; multi-latent attention's low-rank projections in place of 2d² + 2·d·d_kv"
+                                  if m.latent_attention is not None else "")
                                + ("; MoE layers: router d·E and E + S experts of k·d·F_e in place of the MLP"
                                   if m.experts else "") + ")")
     f = flops_per_token(plan)
@@ -430,7 +438,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
     shape = None
     if m.layers is not None and m.d_model is not None and device is not None:
         shape = Shape(m.param_count, m.layers, m.d_model, m.seq_len, f.value, m.heads, m.vocab, m.kv_heads,
-                      m.ffn_hidden, m.mlp, m.tied_embeddings, moe)
+                      m.ffn_hidden, m.mlp, m.tied_embeddings, moe, m.latent_attention)
     mode = DECLARED if hw.mfu is not None else "predicted"
     if mode != DECLARED and shape is None:
         raise ShapeUnknown("predicted utilization (no hardware.mfu) needs model.layers and model.d_model "
@@ -445,7 +453,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_share, kv_heads=m.kv_heads,
         ffn_hidden=m.ffn_hidden, mlp=m.mlp, tied_embeddings=m.tied_embeddings,
         fp8=getattr(hw, "precision", "bf16") == "fp8", context_parallel=cp, experts=layout.place_experts(moe),
-        split=layout.stage_split)
+        split=layout.stage_split, mla=m.latent_attention)
     if stages is None:
         need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
                                                     else " and model.heads")
@@ -502,11 +510,15 @@ def pinned_split(plan: Plan, pipeline_parallel: int) -> tuple[int, ...] | None:
 def model_experts(plan: Plan) -> Experts | None:
     """The plan's mixture-of-experts layers for the cost model (budgetdsl.cost.experts), its layout
     degrees 1; None for a dense model."""
-    m = plan.model
+    m, hw = plan.model, plan.hardware
     if not m.experts or m.d_model is None:
         return None
+    dispatcher = str(getattr(hw, "expert_dispatch", "alltoall"))
     return Experts(int(m.experts), int(m.experts_per_token or m.experts), mlp_params(m.d_model, m.expert_width, m.mlp),
-                   int(m.shared_experts), int(m.dense_layers), m.capacity_factor)
+                   int(m.shared_experts), int(m.dense_layers), m.capacity_factor,
+                   groups=m.expert_groups, groups_per_token=m.expert_groups_per_token, dispatcher=dispatcher,
+                   overlap=bool(getattr(hw, "expert_overlap", False)),
+                   fp8_dispatch=dispatcher == "deepep" and getattr(hw, "precision", "bf16") == "fp8")
 
 
 def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory: Coef, overhead: float,
@@ -531,9 +543,10 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
                                f"at micro-batch {cm._reference_micro:g}")
     if getattr(hw, "precision", "bf16") == "fp8" and cm.shape is not None:
         sh = cm.shape
-        gemm = sh.layers * gemm_flops_per_layer(sh.layer_flops, sh.d_model, sh.seq_len)
+        gemm = sh.layers * gemm_flops_per_layer(sh.layer_flops, sh.d_model, sh.seq_len, sh.attention_width)
         coefs["fp8_flop_share"] = Coef(gemm / sh.flops_per_token, "1", DERIVED, "share of f on FP8 tensor cores: "
-                                       "L·(layer FLOPs − 12·d·s) / f; attention scores and values, LM head BF16")
+                                       "L·(layer FLOPs − " + ("6·s·(W_qk + W_v)" if sh.mla is not None else "12·d·s")
+                                       + ") / f; attention scores and values, LM head BF16")
     coefs["memory_per_device"] = memory
     if hw.overlap is not None:
         coefs["overlap"] = Coef(hw.overlap, "1", DECLARED, "hardware.overlap")
@@ -574,11 +587,15 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
         coefs["activation_bytes_per_sequence"] = Coef(heavy.activations_per_sequence, "B/sequence", DECLARED,
                                                       act_detail)
     else:
-        parted = mem.layer_activation_split(m.d_model or 1, m.heads, m.kv_heads, m.ffn_hidden, m.mlp)
-        kept = f"{mem.ACTIVATION_WHOLE + parted:.4g}"
+        mla = m.latent_attention
+        parted = mem.layer_activation_split(m.d_model or 1, m.heads, m.kv_heads, m.ffn_hidden, m.mlp, mla)
+        kept = f"{mem.layer_activation_whole(m.d_model or 1, mla) + parted:.4g}"
         formula = {"full": "2·s·d", "selective": f"{kept}·s·d"}.get(
             split.recompute, f"{kept}·s·d" if split.flash_attention else f"s·d·({kept} + 5·a·s/d)")
-        if kept != "34":
+        if mla is not None:
+            formula += (f" (the shape's: 10 + 4·(d_c' + d_c)/d + (4·W_qk + 4·W_v + {'6' if m.mlp == 'swiglu' else '4'}"
+                        "·F)/d, multi-latent attention's latents and decompressed heads, F = ffn_hidden)")
+        elif kept != "34":
             formula += (f" (the shape's: 10 + (4·d + 4·d_kv + {'6' if m.mlp == 'swiglu' else '4'}·F)/d, d_kv = "
                         f"kv_heads·d/heads, F = ffn_hidden)")
         why = {"full": "full recomputation", "selective": "selective recomputation"}.get(
@@ -623,13 +640,25 @@ def _describe_experts(plan: Plan, cm: CostModel, ex: Experts, coefs: dict[str, C
                 f"{ex.capacity_factor:g} × the mean load, tokens beyond it dropped")
     where = ("" if ex.expert_parallel <= 1 else
              f"; {in_node} of the {ex.expert_parallel} ep ranks share a node (NVLink), the rest over the NIC")
+    if ex.groups is not None:
+        where += (f"; group-limited routing: a token's experts in {ex.groups_per_token} of {ex.groups} groups "
+                  "(DeepSeek-V3 §2.1.2)")
+    if ex.dispatcher == "deepep" and ex.expert_parallel > 1:
+        nodes = max(1, ex.expert_parallel // in_node)
+        where += (f"; DeepEP: each token crosses the NIC once per destination node, {nodes_per_token(ex, nodes):.3g} "
+                  f"of {nodes} nodes on average, then NVLink (DeepSeek-V3 §3.2.2)"
+                  + (", dispatched in FP8 (§3.3.2)" if ex.fp8_dispatch else ""))
+    if ex.overlap:
+        where += ("; overlapped with another micro-batch's compute (DualPipe, DeepSeek-V3 §3.2.1; Megatron-Core "
+                  "--overlap-moe-expert-parallel-comm): only what outlasts it is exposed")
     coefs["experts"] = Coef(float(ex.experts), "experts", DECLARED,
                             f"model.experts, top-{ex.top_k}" + (f" + {ex.shared} shared" if ex.shared else "")
                             + f", ep {ex.expert_parallel}, etp {ex.expert_tensor_parallel}. Router assumed balanced "
                             "(auxiliary loss or bias balancing): every expert at its mean load k·tokens/E, "
                             f"imbalance not modelled; {capacity}. Dispatch and combine: 4 all-to-alls per MoE "
                             "layer (6 with full recomputation) of k·c·s/(t·cp)·d bf16 values per sequence" + where
-                            + " (Megatron-Core's all-to-all dispatcher; budgetdsl.cost.experts)")
+                            + (" (budgetdsl.cost.experts)" if ex.dispatcher == "deepep" else
+                               " (Megatron-Core's all-to-all dispatcher; budgetdsl.cost.experts)"))
 
 
 _LAYOUT_KEYS = {"gpus", "tensor_parallel", "pipeline_parallel", "zero", "recompute"}

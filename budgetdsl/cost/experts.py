@@ -29,13 +29,34 @@ order tp-cp-ep-dp-pp for the experts: etp innermost), so min(ep, node/etp) of th
 the rest are across nodes: the NVLink and NIC shares move at once, the longer one sets the time.
 With etp > 1 the dispatched tokens are also all-gathered over the etp ranks before the expert GEMMs
 and reduce-scattered after (the same volume, forward and backward).
+
+DeepEP dispatch (`hardware.expert_dispatch: deepep`; Megatron-Core's flex dispatcher with the
+DeepEP backend; DeepSeek-AI 2024, DeepSeek-V3 §3.2.2): a token bound for several experts on one
+node crosses the inter-node network once, to the GPU of the same in-node index there, and is
+forwarded over NVLink to the experts' GPUs. The NIC then carries D·(n − 1)/n copies of a token per
+direction, D the distinct nodes its k experts lie on out of the n nodes the ep ranks span
+(`nodes_per_token`), instead of k·(ep − in-node)/ep; NVLink carries each of the k copies within its
+node. With FP8 GEMMs the dispatch is sent in FP8 with one fp32 scale per 128 values (DeepSeek-V3
+§3.3.2: the activations before the MoE up-projections are quantized, then dispatched; DeepEP's FP8
+dispatch), the combine and the backward's two transfers in BF16. Group-limited routing
+(`model.expert_groups` G, `expert_groups_per_token` g; DeepSeek-V3 §2.1.2's node-limited routing,
+Megatron-Core's --moe-router-num-groups/--moe-router-group-topk, whose docs set G to the nodes of
+the EP group) bounds D: the g groups of a token hold all its experts.
+
+Overlap (`hardware.expert_overlap`; DeepSeek-V3 §3.2.1, DualPipe, and Megatron-Core's
+--overlap-moe-expert-parallel-comm, both scheduling one micro-batch's all-to-all under another's
+attention and expert GEMMs): only what outlasts the stage's compute and recomputation of the
+same micro-batch is exposed, max(0, all-to-all − compute), as the ring of context parallelism is
+priced (`budgetdsl.cost.throughput`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 BF16 = 2.0
+FP8_DISPATCH = 1.0 + 4.0 / 128.0  # bytes per value: FP8, with an fp32 scale per 128 values (DeepSeek-V3 §3.3.2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +72,11 @@ class Experts:
     capacity_factor: float | None = None  # None: dropless
     expert_parallel: int = 1
     expert_tensor_parallel: int = 1
+    groups: int | None = None  # G of group-limited routing (model.expert_groups); None: unlimited
+    groups_per_token: int | None = None  # g (model.expert_groups_per_token)
+    dispatcher: str = "alltoall"  # alltoall (Megatron-Core's) | deepep (module docstring)
+    overlap: bool = False  # the all-to-all under another micro-batch's compute (hardware.expert_overlap)
+    fp8_dispatch: bool = False  # deepep with FP8 GEMMs: the dispatch sent in FP8
 
     @property
     def load(self) -> float:
@@ -126,6 +152,47 @@ def all_to_all_seconds(nbytes: float, ranks: int, stride: int, gpus_per_node: in
     return max(intra, inter)
 
 
+def _none_of(pool: float, avoid: float, draws: float) -> float:
+    """The chance that `draws` distinct items drawn from `pool` miss all `avoid` of them:
+    C(pool − avoid, draws) / C(pool, draws), through log-gamma (no big integers)."""
+    if draws > pool - avoid:
+        return 0.0
+    lg = math.lgamma
+    return math.exp(lg(pool - avoid + 1) - lg(pool - avoid - draws + 1) - lg(pool + 1) + lg(pool - draws + 1))
+
+
+def nodes_per_token(ex: Experts, nodes: int) -> float:
+    """D: the expected number of distinct nodes a token's k routed experts lie on, the ep ranks
+    spanning `nodes` nodes of E/n experts each, routing uniform at the balanced router's mean load:
+    n·(1 − C(E − E/n, k)/C(E, k)). Group-limited routing whose G groups are whole groups of a node
+    (G a multiple of n) bounds it by the nodes of the token's g groups, n·(1 − C(G − G/n, g)/C(G, g))
+    (DeepSeek-V3, G = 8 = n, g = 4: exactly 4)."""
+    n = max(1, nodes)
+    if n == 1:
+        return 1.0
+    free = n * (1.0 - _none_of(ex.experts, ex.experts / n, ex.top_k))
+    g, groups = ex.groups_per_token, ex.groups
+    if g is not None and groups is not None and groups % n == 0:
+        return min(free, n * (1.0 - _none_of(groups, groups / n, g)))
+    return free
+
+
+def deepep_seconds_per_token(d_model: int, ex: Experts, recompute: str, gpus_per_node: int, intra_node: float,
+                             network: float) -> float:
+    """Seconds per token of one MoE layer's DeepEP dispatch and combine, forward and backward
+    (module docstring): the forward's dispatch (FP8 or BF16) and combine (BF16), again with full
+    recomputation, and the backward's two BF16 transfers; the NIC carries D·(n − 1)/n copies, NVLink
+    each of the k copies inside its node, at once. Dropless: a capacity factor pads the expert
+    GEMMs (`capacity_padding_flops`), not these transfers."""
+    in_node = ranks_in_node(ex.expert_parallel, ex.expert_tensor_parallel, gpus_per_node)
+    nodes = max(1, ex.expert_parallel // in_node)
+    forward = (FP8_DISPATCH if ex.fp8_dispatch else BF16) + BF16
+    per_copy = d_model * (forward * (2 if recompute == "full" else 1) + 2 * BF16)
+    remote = nodes_per_token(ex, nodes) * (nodes - 1) / nodes
+    local = ex.top_k * (in_node - 1) / in_node
+    return max(remote * per_copy / network, local * per_copy / intra_node)
+
+
 def dispatch_seconds_per_sequence(seq_len: int, d_model: int, ex: Experts, tensor_parallel: int,
                                   context_parallel: int, recompute: str, gpus_per_node: int, intra_node: float,
                                   network: float, latency: float = 0.0) -> float:
@@ -135,8 +202,12 @@ def dispatch_seconds_per_sequence(seq_len: int, d_model: int, ex: Experts, tenso
     tokens = seq_len / (tensor_parallel * context_parallel)
     buffer = ex.load * tokens * d_model * BF16
     passes = 4 + (2 if recompute == "full" else 0)
-    seconds = passes * (all_to_all_seconds(buffer, ex.expert_parallel, ex.expert_tensor_parallel, gpus_per_node,
-                                           intra_node, network) + (latency if ex.expert_parallel > 1 else 0.0))
+    if ex.dispatcher == "deepep" and ex.expert_parallel > 1:
+        seconds = tokens * deepep_seconds_per_token(d_model, ex, recompute, gpus_per_node, intra_node, network) \
+            + passes * latency
+    else:
+        seconds = passes * (all_to_all_seconds(buffer, ex.expert_parallel, ex.expert_tensor_parallel, gpus_per_node,
+                                               intra_node, network) + (latency if ex.expert_parallel > 1 else 0.0))
     etp = ex.expert_tensor_parallel
     if etp > 1:  # all-gather before and reduce-scatter after the expert GEMMs: (etp − 1)/etp of etp buffers each
         link = intra_node if etp <= gpus_per_node else network

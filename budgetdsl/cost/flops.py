@@ -2,27 +2,51 @@
 (12·L·d·s, forward + backward: QKᵀ and the product with V, 2·s·d each per token and layer in the
 forward, every query head attending, no causal halving — Chowdhery et al. 2022, PaLM, appendix B)
 and the rest of a layer, its linear layers' GEMMs, which FP8 tensor cores run (`hardware.precision`).
+
+The scores and values follow the widths of the heads: QKᵀ costs 2·s per query/key dimension of
+all heads and the product with V 2·s per value dimension, so a layer's forward is 2·s·(W_qk + W_v)
+and forward + backward 6·s·(W_qk + W_v) per token, W_qk = W_v = d for multi-head and grouped-query
+attention (every query head attends, 6·s·2d = 12·d·s) and W_qk = H·(d_n + d_r), W_v = H·d_v for
+multi-latent attention (`budgetdsl.plan.model.LatentAttention`; Megatron-Core's
+num_floating_point_operations counts the same terms, halved for the causal mask, which this
+convention does not halve).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def attention_flops_per_token(layers: float, d_model: float, seq_len: float) -> float:
-    """12·L·d·s: the attention scores and values of `layers` layers, forward + backward."""
-    return 12.0 * layers * d_model * seq_len
+if TYPE_CHECKING:
+    from budgetdsl.plan.model import LatentAttention
+
+
+def attention_flops_per_token(layers: float, d_model: float, seq_len: float, width: float | None = None) -> float:
+    """6·L·s·(W_qk + W_v) (module docstring): the attention scores and values of `layers` layers,
+    forward + backward; `width` W_qk + W_v, default 2·d (12·L·d·s)."""
+    w = 2.0 * d_model if width is None else width
+    return 6.0 * layers * w * seq_len
 
 
 def training_flops_per_token(params: float, layers: float | None, d_model: float | None,
-                             seq_len: float) -> float:
+                             seq_len: float, width: float | None = None) -> float:
     """6N + 12·L·d·s (PaLM, appendix B): 6 per matmul parameter (forward + backward) and the
-    attention scores; 6N alone (Kaplan et al. 2020) where the shape is unknown."""
+    attention scores (6·L·s·`width` for multi-latent attention); 6N alone (Kaplan et al. 2020)
+    where the shape is unknown."""
     flops = 6.0 * params
     if layers and d_model:
-        flops += attention_flops_per_token(layers, d_model, seq_len)
+        flops += attention_flops_per_token(layers, d_model, seq_len, width)
     return flops
 
 
-def gemm_flops_per_layer(layer_flops: float, d_model: float, seq_len: float) -> float:
+def gemm_flops_per_layer(layer_flops: float, d_model: float, seq_len: float, width: float | None = None) -> float:
     """One layer's linear-layer (GEMM) FLOPs per token: its FLOPs less the attention scores and
     values; never below 0 (a declared flops_per_token may count less)."""
-    return max(0.0, layer_flops - attention_flops_per_token(1.0, d_model, seq_len))
+    return max(0.0, layer_flops - attention_flops_per_token(1.0, d_model, seq_len, width))
+
+
+def attention_width(d_model: float, heads: float | None = None, mla: LatentAttention | None = None) -> float:
+    """W_qk + W_v of a layer (module docstring): 2·d, or H·(d_n + d_r + d_v) with multi-latent
+    attention."""
+    if mla is not None and heads:
+        return mla.qk_width(heads) + mla.v_width(heads)
+    return 2.0 * float(d_model)

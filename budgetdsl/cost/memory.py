@@ -25,7 +25,12 @@ Recomputation in Large Transformer Models", section 4.1 and Table 2):
   2·d_kv each (d_kv = kv_heads·d/heads under grouped-query attention), and the MLP's M = 4·F
   (GeLU: its input and output, F wide) or 6·F (SwiGLU: the gate and up projections' outputs and
   their product); the 10 (norm inputs, the QKV and MLP inputs, two dropout masks) is d-wide either
-  way. With d_kv = d and F = 4·d, 4 + 4 + 16 = 24;
+  way. With d_kv = d and F = 4·d, 4 + 4 + 16 = 24. Multi-latent attention (DeepSeek-V2/V3,
+  `budgetdsl.plan.model.LatentAttention`) runs decompressed, so its Q and K are W_qk = H·(d_n + d_r)
+  wide and its V and the output projection's input W_v = H·d_v: (4·W_qk + 4·W_v + M)/d; its two
+  latents d_c' + d_c (each the RMSNorm's input and the up-projection's input, 2 + 2 bytes) join
+  the part tensor parallelism keeps whole, as Megatron-Core runs the down-projections duplicated
+  on every TP rank and scatters the latents only under sequence parallelism (multi_latent_attention.py);
 - flash attention or selective recomputation: the 5·a·s/d attention-score term is not kept;
 - full recomputation: 2·s·d per layer (÷ t with sequence parallelism), plus one layer's full set
   while it is recomputed for the backward.
@@ -42,9 +47,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from budgetdsl.cost.experts import Experts, expert_data_parallel, moe_activation_extra, moe_layers_per_stage
 from budgetdsl.hardware.layout import balanced_split
+
+if TYPE_CHECKING:
+    from budgetdsl.plan.model import LatentAttention
 
 BYTES_WEIGHTS = 2.0  # bf16
 FP8_WEIGHT_BYTES = 2.0  # FP8 copy of a layer weight and its transpose, cached for a step (module docstring)
@@ -80,23 +89,35 @@ class StageMemory:
 
 
 def layer_activation_split(d_model: int, heads: int | None = None, kv_heads: int | None = None,
-                           ffn_hidden: int | None = None, mlp: str = "gelu") -> float:
+                           ffn_hidden: int | None = None, mlp: str = "gelu",
+                           mla: LatentAttention | None = None) -> float:
     """The part of a layer's 16-bit activations tensor parallelism splits, bytes per token ÷ d:
     Korthikanti et al. (2022) section 4.1's 24 generalised to the shape (module docstring):
-    (4·d + 4·d_kv + M)/d, M = 4·F (GeLU) or 6·F (SwiGLU)."""
+    (4·d + 4·d_kv + M)/d, M = 4·F (GeLU) or 6·F (SwiGLU); (4·W_qk + 4·W_v + M)/d with multi-latent
+    attention."""
     d = float(d_model)
     d_kv = d * kv_heads / heads if kv_heads is not None and heads else d
     ffn = float(ffn_hidden) if ffn_hidden is not None else 4.0 * d
-    return (4.0 * d + 4.0 * d_kv + (6.0 if mlp == "swiglu" else 4.0) * ffn) / d
+    mlp_bytes = (6.0 if mlp == "swiglu" else 4.0) * ffn
+    if mla is not None and heads:
+        return (4.0 * mla.qk_width(heads) + 4.0 * mla.v_width(heads) + mlp_bytes) / d
+    return (4.0 * d + 4.0 * d_kv + mlp_bytes) / d
 
 
 ACTIVATION_WHOLE = 10.0  # bytes per token ÷ d that tensor parallelism without sequence parallelism keeps whole
 
 
+def layer_activation_whole(d_model: int, mla: LatentAttention | None = None) -> float:
+    """The part tensor parallelism keeps whole (without sequence parallelism), bytes per token ÷ d:
+    ACTIVATION_WHOLE, plus multi-latent attention's two latents, 4·(d_c' + d_c)/d (module docstring)."""
+    return ACTIVATION_WHOLE + (4.0 * mla.latent_width / float(d_model) if mla is not None else 0.0)
+
+
 def activation_bytes_per_layer(seq_len: int, d_model: int, heads: int | None, recompute: str,
                                flash_attention: bool, tensor_parallel: int = 1,
                                sequence_parallel: bool = True, *, kv_heads: int | None = None,
-                               ffn_hidden: int | None = None, mlp: str = "gelu") -> float | None:
+                               ffn_hidden: int | None = None, mlp: str = "gelu",
+                               mla: LatentAttention | None = None) -> float | None:
     """Korthikanti et al. (2022) Table 2, for the layer's shape (`layer_activation_split`): 16-bit
     activation bytes of one sequence in one layer on one GPU. None when the attention-score term
     needs `heads` and it is unknown."""
@@ -108,10 +129,11 @@ def activation_bytes_per_layer(seq_len: int, d_model: int, heads: int | None, re
     if keep_scores and heads is None:
         return None
     scores = 5.0 * heads * s / d if keep_scores and heads else 0.0
-    parted = layer_activation_split(d_model, heads, kv_heads, ffn_hidden, mlp)
+    parted = layer_activation_split(d_model, heads, kv_heads, ffn_hidden, mlp, mla)
+    whole = layer_activation_whole(d_model, mla)
     if split:
-        return s * d * (ACTIVATION_WHOLE + parted + scores) / t
-    return s * d * (ACTIVATION_WHOLE + parted / t + scores / t)
+        return s * d * (whole + parted + scores) / t
+    return s * d * (whole + parted / t + scores / t)
 
 
 def layer_params(params: float, layers: int, embedding: float, tied_embeddings: bool = True) -> float:
@@ -137,7 +159,7 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
                  mlp: str = "gelu", tied_embeddings: bool = True,
                  fp8: bool = False, context_parallel: int = 1,
                  experts: Experts | None = None,
-                 split: tuple[int, ...] | None = None) -> list[StageMemory] | None:
+                 split: tuple[int, ...] | None = None, mla: LatentAttention | None = None) -> list[StageMemory] | None:
     """Memory of every pipeline stage's GPU, or None when the shape is too unknown to estimate
     activations (no layers/d_model and no `activation_bytes_per_token`). `fp8`: FP8 GEMMs, whose
     cached weight copies (FP8_WEIGHT_BYTES per layer parameter) the weights include.
@@ -171,13 +193,15 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
         return [StageMemory(0, layers, *static(local, local), act, 0.0)]
 
     per_layer = activation_bytes_per_layer(seq_len, d_model, heads, recompute, flash_attention, t,
-                                           sequence_parallel, kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp)
+                                           sequence_parallel, kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp,
+                                           mla=mla)
     if per_layer is None:
         return None
     working = 0.0
     if recompute == "full":  # the layer being recomputed holds its full set during its backward
         working = activation_bytes_per_layer(seq_len, d_model, heads, "none", flash_attention, t, sequence_parallel,
-                                             kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp) or 0.0
+                                             kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp,
+                                             mla=mla) or 0.0
     emb = float(vocab * d_model) if vocab else 0.0
     per_param = layer_params(params, layers, emb, tied_embeddings)
     counts = split if split is not None and len(split) == p else balanced_split(layers, p, virtual_stages, head_layers)

@@ -23,7 +23,8 @@ tensor-parallel degree t):
   bandwidth.
 - recompute: full = one more forward of every layer (f/3 per token, Korthikanti et al. 2022
   section 4), selective = the forward of the attention-score matmuls, 4·s·d per token per layer
-  (their section 4.2: QKᵀ, softmax, dropout and the product with V).
+  (their section 4.2: QKᵀ, softmax, dropout and the product with V; 2·s·(W_qk + W_v) for the
+  head widths of multi-latent attention, `budgetdsl.cost.flops`).
 - tensor parallelism: Megatron's two all-reduces per layer in the forward and two in the backward
   (two more with full recomputation) of b·s·d bf16 values (Shoeybi et al. 2019, section 3;
   sequence parallelism swaps each for a reduce-scatter + all-gather of the same volume), ring
@@ -58,6 +59,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from budgetdsl.cost.context_parallel import ring_exposed_seconds
 from budgetdsl.cost.experts import (
@@ -66,10 +68,13 @@ from budgetdsl.cost.experts import (
     dispatch_seconds_per_sequence,
     moe_layers_per_stage,
 )
-from budgetdsl.cost.flops import gemm_flops_per_layer
-from budgetdsl.cost.memory import ACTIVATION_WHOLE, layer_activation_split, layer_params, stage_params
+from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer
+from budgetdsl.cost.memory import layer_activation_split, layer_activation_whole, layer_params, stage_params
 from budgetdsl.hardware.layout import balanced_split, data_parallel_peers_in_node
 from budgetdsl.theory.xp import SCALAR
+
+if TYPE_CHECKING:
+    from budgetdsl.plan.model import LatentAttention
 
 # Passes over each layer's stored activation bytes made by the memory-bound kernels of one
 # forward + backward: the forward writes and reads each (2), the backward reads the saved value
@@ -100,6 +105,12 @@ class Shape:
     mlp: str = "gelu"
     tied_embeddings: bool = True
     moe: Experts | None = None  # the mixture-of-experts layers (budgetdsl.cost.experts), its layout degrees 1
+    mla: LatentAttention | None = None  # multi-latent attention's dimensions (budgetdsl.plan.model)
+
+    @property
+    def attention_width(self) -> float:
+        """W_qk + W_v of the heads (budgetdsl.cost.flops): 2·d, or MLA's H·(d_n + d_r + d_v)."""
+        return attention_width(self.d_model, self.heads, self.mla)
 
     @property
     def head_flops(self) -> float:
@@ -255,10 +266,12 @@ def _activation_traffic_per_token(shape: Shape, layout: Layout) -> float:
     recomputation: what the memory-bound kernels stream."""
     d, s, t = float(shape.d_model), float(shape.seq_len), float(layout.tensor_parallel)
     scores = 0.0 if layout.flash_attention or shape.heads is None else 5.0 * shape.heads * s
-    parted = layer_activation_split(shape.d_model, shape.heads, shape.kv_heads, shape.ffn_hidden, shape.mlp)
+    parted = layer_activation_split(shape.d_model, shape.heads, shape.kv_heads, shape.ffn_hidden, shape.mlp,
+                                    shape.mla)
+    whole = layer_activation_whole(shape.d_model, shape.mla)
     if layout.sequence_parallel or t == 1:
-        return ((ACTIVATION_WHOLE + parted) * d + scores) / t
-    return ACTIVATION_WHOLE * d + parted * d / t + scores / t
+        return ((whole + parted) * d + scores) / t
+    return whole * d + parted * d / t + scores / t
 
 
 def fp8_gemm_saving(shape: Shape, device: Device) -> float:
@@ -268,7 +281,7 @@ def fp8_gemm_saving(shape: Shape, device: Device) -> float:
     memory-bound kernels stay BF16. 0 with BF16 GEMMs."""
     if device.fp8_peak_flops <= 0:
         return 0.0
-    gemm = gemm_flops_per_layer(shape.layer_flops, shape.d_model, shape.seq_len)
+    gemm = gemm_flops_per_layer(shape.layer_flops, shape.d_model, shape.seq_len, shape.attention_width)
     eff = device.kernel_efficiency
     return gemm / (device.peak_flops * eff) - gemm / (device.fp8_peak_flops * eff)
 
@@ -278,7 +291,8 @@ def recompute_flops_per_token(shape: Shape, recompute: str) -> float:
     if recompute == "full":
         return shape.layers * shape.layer_flops / 3.0  # one more forward of every layer
     if recompute == "selective":
-        return 4.0 * shape.layers * shape.d_model * shape.seq_len  # the attention-score matmuls
+        # the attention-score matmuls' forward: 2·s·(W_qk + W_v), 4·s·d for multi-head attention
+        return 2.0 * shape.layers * shape.attention_width * shape.seq_len
     return 0.0
 
 
@@ -434,24 +448,33 @@ def _matmul_rate(shape: Shape, device: Device, t: int) -> float:
     return device.peak_flops * device.kernel_efficiency
 
 
-def _expert_context(shape: Shape, device: Device, layout: Layout, stages: tuple[int, ...]) -> tuple[float, float]:
+def _expert_context(shape: Shape, device: Device, layout: Layout, stages: tuple[int, ...],
+                    window: float = 0.0) -> tuple[float, float]:
     """(expert-parallel, context-parallel) seconds per sequence of micro-batch on the busiest stage:
     the MoE layers' dispatch and combine all-to-alls and their capacity padding
     (budgetdsl.cost.experts), and the ring attention traffic the attention compute does not hide
-    (budgetdsl.cost.context_parallel). (0, 0) for a dense model without context parallelism."""
+    (budgetdsl.cost.context_parallel). (0, 0) for a dense model without context parallelism. With
+    `hardware.expert_overlap` the all-to-alls run under the compute and recomputation of the stage,
+    `window` seconds per sequence, and only what outlasts it counts (budgetdsl.cost.experts)."""
     t, cp = layout.tensor_parallel, layout.context_parallel
     ex = layout.experts(shape)
     ep_seconds = cp_seconds = 0.0
     rate = _matmul_rate(shape, device, t)
     if ex is not None:
-        per_layer = dispatch_seconds_per_sequence(shape.seq_len, shape.d_model, ex, t, cp, layout.recompute,
-                                                  device.gpus_per_node, device.intra_node, device.network)
-        per_layer += capacity_padding_flops(ex) * shape.seq_len / (t * cp) / rate
-        ep_seconds = max(moe_layers_per_stage(stages, ex.dense_layers)) * per_layer
+        moe_layers = max(moe_layers_per_stage(stages, ex.dense_layers))
+        ep_seconds = moe_layers * dispatch_seconds_per_sequence(
+            shape.seq_len, shape.d_model, ex, t, cp, layout.recompute, device.gpus_per_node, device.intra_node,
+            device.network)
+        if ex.overlap:
+            ep_seconds = max(0.0, ep_seconds - window)
+        ep_seconds += moe_layers * capacity_padding_flops(ex) * shape.seq_len / (t * cp) / rate
     if cp > 1:
         d_kv = shape.d_model * shape.kv_heads / shape.heads if shape.kv_heads and shape.heads else float(shape.d_model)
+        if shape.mla is not None and shape.heads:  # the decompressed K and V of every head: (W_qk + W_v)/2 each
+            d_kv = 0.5 * shape.attention_width
         cp_seconds = max(stages) * ring_exposed_seconds(shape.seq_len, shape.d_model, d_kv, t, cp, device.gpus_per_node,
-                                                        device.intra_node, device.network, rate)
+                                                        device.intra_node, device.network, rate,
+                                                        width=shape.attention_width)
     return ep_seconds, cp_seconds
 
 
@@ -522,7 +545,7 @@ def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list
     t, p = layout.tensor_parallel, layout.pipeline_parallel
     stages, (c1, r1, tp1), local = _slowest(shape, device, layout)
     cp = layout.context_parallel
-    ep1, cp1 = _expert_context(shape, device, layout, stages)
+    ep1, cp1 = _expert_context(shape, device, layout, stages, c1 + r1)
     v = max(1, layout.virtual_stages)
     # the two pipeline links: t·dp < GPUs per node (NVLink) or not (the NIC)
     kb = []
@@ -550,7 +573,7 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
     m = global_batch / (dp * micro_batch)
     stages, (c1, r1, tp1), local = _slowest(shape, device, layout)
     cp = layout.context_parallel
-    ep1, cp1 = _expert_context(shape, device, layout, stages)
+    ep1, cp1 = _expert_context(shape, device, layout, stages, c1 + r1)
     pp1 = _pipeline_send(shape, t, p, device.intra_node if t * dp * cp < device.gpus_per_node else device.network, cp)
     (per_micro,), (reduce,), (gather,), (optimizer,) = _collectives(shape, device, layout, local, [dp * cp])
     c_mb, r_mb, tp_mb, pp_micro = c1 * b, r1 * b, tp1 * b, pp1 * b

@@ -25,6 +25,10 @@ MODEL_FLAGS = frozenset({
     "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
     "--moe-layer-freq", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity",
     "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--disable-bias-linear",
+    "--moe-router-num-groups", "--moe-router-group-topk", "--moe-flex-dispatcher-backend",
+    "--overlap-moe-expert-parallel-comm",
+    "--multi-latent-attention", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim",
+    "--v-head-dim",
 })
 FLAGS = MODEL_FLAGS | frozenset({
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
@@ -74,6 +78,13 @@ def shape_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
     args: list[tuple[str, str | None]] = []
     if spec.kv_heads is not None and spec.kv_heads != spec.heads:
         args += [("--group-query-attention", None), ("--num-query-groups", str(spec.kv_heads))]
+    if spec.mla is not None:  # Megatron-Core's MLATransformerConfig (_add_mla_args; --qk-head-dim is the no-RoPE part)
+        q_lora, kv_lora, nope, rope, v = spec.mla
+        args.append(("--multi-latent-attention", None))
+        if q_lora is not None:
+            args.append(("--q-lora-rank", str(q_lora)))
+        args += [("--kv-lora-rank", str(kv_lora)), ("--qk-head-dim", str(nope)), ("--qk-pos-emb-head-dim", str(rope)),
+                 ("--v-head-dim", str(v))]
     if spec.ffn_hidden is not None or spec.swiglu:
         ffn = spec.ffn_hidden if spec.ffn_hidden is not None else 4 * (spec.hidden_size or 0)
         args.append(("--ffn-hidden-size", str(ffn)))
@@ -106,9 +117,27 @@ def expert_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
     if spec.capacity_factor is not None:
         args += [("--moe-expert-capacity-factor", format_float(spec.capacity_factor)),
                  ("--moe-pad-expert-input-to-capacity", None)]
+    if spec.expert_groups is not None:  # group-limited routing (TransformerConfig.moe_router_num_groups)
+        args += [("--moe-router-num-groups", str(spec.expert_groups)),
+                 ("--moe-router-group-topk", str(spec.expert_groups_per_token))]
     # the shape counts no biases (plan.model.transformer_params), and Megatron-Core's experts take
     # none with expert tensor parallelism (TransformerConfig: "Bias in Moe is only supported when ETP==1")
-    args += [("--moe-token-dispatcher-type", "alltoall"), ("--moe-grouped-gemm", None), ("--disable-bias-linear", None)]
+    if spec.expert_dispatch == "deepep":  # the flex dispatcher with its DeepEP backend
+        args += [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "deepep")]
+    else:
+        args.append(("--moe-token-dispatcher-type", "alltoall"))
+    args += [("--moe-grouped-gemm", None), ("--disable-bias-linear", None)]
+    if spec.expert_overlap and spec.expert_parallel > 1:
+        # TransformerConfig.__post_init__ (core_r0.16.0) asserts no full recomputation and, under a
+        # pipeline, interleaved stages for the EP all-to-all overlap
+        if spec.recompute == "full" or (spec.pipeline_parallel > 1 and spec.virtual_stages == 1):
+            why = ("full recomputation" if spec.recompute == "full" else
+                   f"a pipeline of {spec.pipeline_parallel} stages without interleaving")
+            raise ExportError("the plan overlaps the expert-parallel all-to-all with compute (hardware.expert_overlap) "
+                              f"under {why}, and Megatron-Core's --overlap-moe-expert-parallel-comm refuses that "
+                              "(it needs no full recomputation, and virtual_pipeline_stages > 1 with a pipeline); "
+                              "plan with expert_overlap: false, or change the recomputation or the interleaving")
+        args.append(("--overlap-moe-expert-parallel-comm", None))
     return args
 
 

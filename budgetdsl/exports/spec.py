@@ -164,6 +164,13 @@ class LaunchSpec:
     shared_experts: int = 0
     dense_layers: int = 0
     capacity_factor: float | None = None
+    expert_groups: int | None = None  # group-limited routing (model.expert_groups, expert_groups_per_token)
+    expert_groups_per_token: int | None = None
+    expert_dispatch: str = "alltoall"  # alltoall | deepep (hardware.expert_dispatch)
+    expert_overlap: bool = False  # hardware.expert_overlap
+    # Multi-latent attention's dimensions (model.attention: mla; Megatron's --multi-latent-attention,
+    # --q-lora-rank, --kv-lora-rank, --qk-head-dim, --qk-pos-emb-head-dim, --v-head-dim); None: multi-head
+    mla: tuple[int | None, int, int, int, int] | None = None  # (q_lora_rank, kv_lora_rank, nope, rope, v)
     # Layers per pipeline stage, first to last, where they are not L/p each: the plan's pinned
     # split (hardware.stage_layers) or the one the cost model balanced; None for an even split.
     stage_layers: tuple[int, ...] | None = None
@@ -528,7 +535,13 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
                      expert_ffn_hidden=None if m.expert_ffn_hidden is None else int(m.expert_ffn_hidden),
                      shared_experts=int(m.shared_experts), dense_layers=int(m.dense_layers),
                      capacity_factor=m.capacity_factor, expert_parallel=ep,
-                     expert_tensor_parallel=None if etp is None else int(etp))
+                     expert_tensor_parallel=None if etp is None else int(etp),
+                     expert_groups=m.expert_groups, expert_groups_per_token=m.expert_groups_per_token,
+                     expert_dispatch=str(hw.expert_dispatch), expert_overlap=bool(hw.expert_overlap))
+    mla = m.latent_attention
+    if mla is not None:
+        shape["mla"] = (mla.q_lora_rank, mla.kv_lora_rank, mla.qk_nope_head_dim, mla.qk_rope_head_dim,
+                        mla.v_head_dim)
     searched_sp = _field(solution, "batch.sequence_parallel")
     searched_v = _field(solution, "batch.virtual_pipeline_stages")
     shape.update(context_parallel=cp, stage_layers=split,

@@ -172,10 +172,61 @@ class _Section(BaseModel):
 # than d/heads, extra norms the shape does not state) by this much before a warning says so.
 PARAMS_MISMATCH = 0.05
 # the keys that describe the shape in detail
-SHAPE_KEYS = ("kv_heads", "ffn_hidden", "mlp", "tied_embeddings", "experts")
+SHAPE_KEYS = ("kv_heads", "ffn_hidden", "mlp", "tied_embeddings", "experts", "attention")
 # The mixture-of-experts keys: each but `experts` needs `experts` (ModelShape._experts).
-MOE_KEYS = ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts", "dense_layers", "capacity_factor")
+MOE_KEYS = ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts", "dense_layers", "capacity_factor",
+            "expert_groups", "expert_groups_per_token")
 MAX_EXPERTS = 65_536  # routed experts per layer (DeepSeek-V3: 256; no published model has 10^4)
+# Multi-latent attention's dimensions, named as DeepSeek's Hugging Face config.json names them
+# (DeepseekV2Config / DeepseekV3Config); each needs `attention: mla` (ModelShape._latent_attention).
+MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+MAX_HEAD_DIM = 65_536  # one attention head's width (DeepSeek-V3: 128 + 64; no published model has 10^3)
+
+
+@dataclass(frozen=True, slots=True)
+class LatentAttention:
+    """Multi-latent attention (MLA; DeepSeek-AI 2024, DeepSeek-V2 §2.1.2–2.1.3, DeepSeek-V3 §2.1.1):
+    keys and values come from one compressed latent c_kv of `kv_lora_rank` d_c per token, queries
+    from a latent c_q of `q_lora_rank` d_c' (none: a full query projection, as DeepSeek-V2-Lite); each
+    of the H heads has a `qk_nope_head_dim` d_n part decompressed from the latent and a decoupled
+    RoPE part of `qk_rope_head_dim` d_r (the key's shared by all heads), and values of
+    `v_head_dim` d_v. Training runs it decompressed, as standard attention of H heads with query/key
+    width d_n + d_r and value width d_v (Megatron-Core's MLA; the latent cache is an inference
+    saving), so its FLOPs are 6 per weight plus the scores (`budgetdsl.cost.flops`)."""
+
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int | None = None
+
+    def params(self, d_model: float, heads: float) -> float:
+        """One layer's attention weights (DeepSeek-V2 §2.1.2–2.1.3: W^DQ, W^UQ, W^QR, W^DKV, W^KR,
+        W^UK, W^UV, W^O; Hugging Face modeling_deepseek's DeepseekV2Attention): the query
+        down-projection d·d_c', its RMSNorm d_c' and up-projection d_c'·H·(d_n + d_r) (or W_Q,
+        d·H·(d_n + d_r), without a query latent); the joint key/value down-projection with the shared
+        RoPE key d·(d_c + d_r), its RMSNorm d_c, the key and value up-projections d_c·H·(d_n + d_v);
+        the output projection H·d_v·d."""
+        d, h = float(d_model), float(heads)
+        qk = h * (self.qk_nope_head_dim + self.qk_rope_head_dim)
+        rq = self.q_lora_rank
+        query = d * qk if rq is None else d * rq + rq + rq * qk
+        rkv = float(self.kv_lora_rank)
+        key_value = d * (rkv + self.qk_rope_head_dim) + rkv + rkv * h * (self.qk_nope_head_dim + self.v_head_dim)
+        return query + key_value + h * self.v_head_dim * d
+
+    def qk_width(self, heads: float) -> float:
+        """H·(d_n + d_r): the width of all heads' queries (and of the decompressed keys)."""
+        return float(heads) * (self.qk_nope_head_dim + self.qk_rope_head_dim)
+
+    def v_width(self, heads: float) -> float:
+        """H·d_v: the width of all heads' values (and of the output projection's input)."""
+        return float(heads) * self.v_head_dim
+
+    @property
+    def latent_width(self) -> float:
+        """d_c' + d_c: the latents a token keeps (the down-projections' outputs)."""
+        return float(self.q_lora_rank or 0) + float(self.kv_lora_rank)
 
 
 def mlp_params(d_model: float, ffn_hidden: float, mlp: str) -> float:
@@ -188,7 +239,7 @@ def transformer_params(layers: float, d_model: float, vocab: float, *, heads: fl
                        kv_heads: float | None = None, ffn_hidden: float | None = None, mlp: str = "gelu",
                        tied_embeddings: bool = True, experts: int | None = None, experts_per_token: int | None = None,
                        expert_ffn_hidden: float | None = None, shared_experts: int = 0, dense_layers: int = 0,
-                       active: bool = False) -> float:
+                       active: bool = False, mla: LatentAttention | None = None) -> float:
     """Parameters of a decoder-only transformer from its shape, biases not counted (Llama-style):
     per layer the query and output projections 2·d², the key and value projections 2·d·d_kv with
     d_kv = kv_heads·d/heads (grouped-query attention, Ainslie et al. 2023; d_kv = d without GQA),
@@ -201,11 +252,19 @@ def transformer_params(layers: float, d_model: float, vocab: float, *, heads: fl
     dense layers, each MoE layer replaces the MLP by the router d·E and E + S experts of
     `mlp_params(d, F_e)` each; `active`: the parameters one token multiplies, k + S experts per
     MoE layer (the count FLOPs follow). On Mixtral 8x7B's shape: 46,702,792,704 total and
-    12,879,925,248 active, its published 46.7B / 12.9B."""
+    12,879,925,248 active, its published 46.7B / 12.9B.
+
+    Multi-latent attention (`mla`, DeepSeek-V2/V3; `LatentAttention.params`) replaces the query,
+    key, value and output projections by its low-rank ones. On DeepSeek-V3's released shape:
+    671,026,404,352 total (published 671B, multi-token-prediction module excluded), and on
+    DeepSeek-V2's 235,741,434,880 (published 236B): tests/budgetdsl/test_latent_attention.py."""
     d = float(d_model)
     d_kv = d * float(kv_heads) / float(heads) if kv_heads is not None and heads else d
     ffn = float(ffn_hidden) if ffn_hidden is not None else 4.0 * d
-    attention = 2.0 * d * d + 2.0 * d * d_kv
+    if mla is not None and heads:
+        attention = mla.params(d, float(heads))
+    else:
+        attention = 2.0 * d * d + 2.0 * d * d_kv
     per_layer = attention + (3.0 if mlp == "swiglu" else 2.0) * d * ffn + 2.0 * d
     embeddings = float(vocab) * d * (1.0 if tied_embeddings else 2.0)
     if not experts:
@@ -227,6 +286,23 @@ class ModelShape(_Section):
     heads: int | None = Integer("Attention heads a.", gt=0, le=MAX_WIDTH, optional=True)
     kv_heads: int | None = Integer("Key/value heads of grouped-query attention (1: multi-query); must divide "
                                    "heads; default heads (multi-head attention).", gt=0, le=MAX_WIDTH, optional=True)
+    attention: Literal["mha", "mla"] = Field(
+        "mha", description="The attention: mha (multi-head, with kv_heads grouped-query or multi-query) or mla "
+        "(multi-latent attention, DeepSeek-V2/V3: low-rank query and key/value latents; needs kv_lora_rank, "
+        "qk_nope_head_dim, qk_rope_head_dim and v_head_dim, and q_lora_rank where queries are compressed too).")
+    q_lora_rank: int | None = Integer("MLA: rank d_c' of the query latent (DeepSeek-V3: 1536); at most d_model; "
+                                      "omitted: a full query projection (DeepSeek-V2-Lite). Needs attention: mla.",
+                                      gt=0, le=MAX_WIDTH, optional=True)
+    kv_lora_rank: int | None = Integer("MLA: rank d_c of the joint key/value latent (DeepSeek-V2/V3: 512); at most "
+                                       "d_model. Needs attention: mla.", gt=0, le=MAX_WIDTH, optional=True)
+    qk_nope_head_dim: int | None = Integer("MLA: per-head query/key width decompressed from the latents, without "
+                                           "RoPE (DeepSeek-V3: 128). Needs attention: mla.",
+                                           gt=0, le=MAX_HEAD_DIM, optional=True)
+    qk_rope_head_dim: int | None = Integer("MLA: per-head width of the decoupled RoPE query and shared RoPE key "
+                                           "(DeepSeek-V3: 64); even. Needs attention: mla.",
+                                           gt=0, le=MAX_HEAD_DIM, optional=True)
+    v_head_dim: int | None = Integer("MLA: per-head value width (DeepSeek-V3: 128). Needs attention: mla.",
+                                     gt=0, le=MAX_HEAD_DIM, optional=True)
     ffn_hidden: int | None = Integer("Hidden width F of the MLP; default 4·d_model (write it for a gated MLP, "
                                      "e.g. Llama 2 7B's 11008).", gt=0, le=MAX_WIDTH, optional=True)
     mlp: Literal["gelu", "swiglu"] = Field("gelu", description="The MLP: gelu (two matrices, d×F and F×d) or "
@@ -249,6 +325,16 @@ class ModelShape(_Section):
         "--moe-expert-capacity-factor): each expert's buffer holds c × its mean load, tokens beyond it "
         "are dropped, and the dispatch and the expert GEMMs run padded to it; omitted: dropless.",
         gt=0, le=64, optional=True)
+    expert_groups: int | None = Integer(
+        "Group-limited routing: the routed experts form G equal groups and each token's experts come from "
+        "expert_groups_per_token of them (DeepSeek-V3's node-limited routing, §2.1.2: 8 groups, one per node "
+        "of the expert-parallel group; the Hugging Face config's n_group, Megatron-Core's "
+        "--moe-router-num-groups). Must divide experts; needs expert_groups_per_token.",
+        gt=0, le=MAX_EXPERTS, optional=True)
+    expert_groups_per_token: int | None = Integer(
+        "Groups g a token's experts are chosen from (DeepSeek-V3: 4; n_group's topk_group, Megatron-Core's "
+        "--moe-router-group-topk); at most expert_groups. With hardware.expert_dispatch: deepep it bounds the "
+        "nodes a token is sent to.", gt=0, le=MAX_EXPERTS, optional=True)
     seq_len: int = Integer("Sequence length s, tokens per sequence.", gt=0, le=MAX_SEQ_LEN)
     vocab: int | None = Integer("Vocabulary size V.", gt=0, le=MAX_VOCAB, optional=True)
     flops_per_token: float | None = _quantity(
@@ -275,7 +361,16 @@ class ModelShape(_Section):
                                   ffn_hidden=self.ffn_hidden, mlp=self.mlp, tied_embeddings=self.tied_embeddings,
                                   experts=self.experts, experts_per_token=self.experts_per_token,
                                   expert_ffn_hidden=self.expert_ffn_hidden, shared_experts=self.shared_experts,
-                                  dense_layers=self.dense_layers, active=active)
+                                  dense_layers=self.dense_layers, active=active, mla=self.latent_attention)
+
+    @property
+    def latent_attention(self) -> LatentAttention | None:
+        """The multi-latent attention's dimensions (`attention: mla`), else None."""
+        if self.attention != "mla" or self.kv_lora_rank is None or self.qk_nope_head_dim is None \
+                or self.qk_rope_head_dim is None or self.v_head_dim is None:
+            return None
+        return LatentAttention(self.kv_lora_rank, self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim,
+                               self.q_lora_rank)
 
     @property
     def moe_layers(self) -> int:
@@ -324,6 +419,7 @@ class ModelShape(_Section):
 
     @model_validator(mode="after")
     def _shape(self) -> "ModelShape":
+        self._latent_attention()
         if self.d_model is not None and self.heads is not None and self.d_model % self.heads:
             raise PlanRuleError("heads", f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
         kv, heads = self.kv_heads, self.heads
@@ -364,6 +460,41 @@ class ModelShape(_Section):
                                     "(and params must count the embedding)")
         return self
 
+    def _latent_attention(self) -> None:
+        """The multi-latent attention keys (MLA_KEYS): each needs `attention: mla`; mla needs the
+        heads and the four dimensions DeepSeek's configs always give, has no key/value head groups,
+        compresses below d_model, and rotates pairs of the RoPE dimensions."""
+        if self.attention != "mla":
+            for key in MLA_KEYS:
+                if getattr(self, key) is not None:
+                    raise PlanRuleError(key, f"{key} is a dimension of multi-latent attention; it needs "
+                                        "attention: mla", "write attention: mla (DeepSeek-V2/V3), or remove " + key)
+            return
+        missing = [k for k in ("heads", "d_model") if getattr(self, k) is None]
+        missing += [k for k in MLA_KEYS[1:] if getattr(self, k) is None]
+        if missing:
+            raise PlanRuleError("attention", f"attention: mla needs {', '.join(missing)}: the low-rank "
+                                "dimensions count its parameters, FLOPs and activations",
+                                "e.g. DeepSeek-V3's kv_lora_rank: 512, qk_nope_head_dim: 128, qk_rope_head_dim: 64, "
+                                "v_head_dim: 128 (and q_lora_rank: 1536), heads: 128")
+        if self.kv_heads is not None:
+            raise PlanRuleError("kv_heads", "kv_heads groups the key/value heads of multi-head attention; "
+                                "multi-latent attention decompresses a key and a value for every head from "
+                                "its latent (Megatron-Core: MLA and grouped-query attention are exclusive)",
+                                "remove kv_heads, or write attention: mha")
+        assert self.d_model is not None
+        for key in ("q_lora_rank", "kv_lora_rank"):
+            rank = getattr(self, key)
+            if rank is not None and rank > self.d_model:
+                raise PlanRuleError(key, f"{key} ({rank}) is above d_model ({self.d_model}): a low-rank latent "
+                                    "compresses the d_model-wide token, so its rank is at most d_model",
+                                    f"e.g. {key}: {min(rank, max(1, self.d_model // 4))}")
+        assert self.qk_rope_head_dim is not None
+        if self.qk_rope_head_dim % 2:
+            raise PlanRuleError("qk_rope_head_dim", f"qk_rope_head_dim ({self.qk_rope_head_dim}) must be even: "
+                                "rotary embeddings rotate pairs of dimensions (Su et al. 2021)",
+                                f"e.g. qk_rope_head_dim: {self.qk_rope_head_dim + 1}")
+
     def _experts(self) -> None:
         """The mixture-of-experts keys: each needs `experts`; top-k within E; the shape that counts
         the routed experts (layers, d_model); dense layers fewer than layers."""
@@ -390,6 +521,33 @@ class ModelShape(_Section):
             raise PlanRuleError("dense_layers", f"dense_layers ({self.dense_layers}) must be fewer than layers "
                                 f"({self.layers}): the rest are the mixture-of-experts layers",
                                 f"e.g. dense_layers: {min(3, self.layers - 1)}, or omit experts for a dense model")
+        self._routing_groups()
+
+    def _routing_groups(self) -> None:
+        """Group-limited routing (Megatron-Core's TransformerConfig: experts divided into
+        moe_router_num_groups equal groups, moe_router_group_topk of them per token): both keys or
+        neither, G dividing E, g ≤ G, and the g groups holding at least k experts."""
+        groups, g, e, k = self.expert_groups, self.expert_groups_per_token, self.experts, self.experts_per_token
+        if groups is None and g is None:
+            return
+        if groups is None or g is None:
+            missing = "expert_groups" if groups is None else "expert_groups_per_token"
+            given = "expert_groups_per_token" if groups is None else "expert_groups"
+            raise PlanRuleError(given, f"{given} needs {missing}: group-limited routing picks a token's "
+                                "expert_groups_per_token groups out of expert_groups",
+                                "e.g. expert_groups: 8, expert_groups_per_token: 4 (DeepSeek-V3)")
+        assert e is not None and k is not None
+        if e % groups:
+            near = min((c for c in range(1, min(e, MAX_EXPERTS) + 1) if e % c == 0), key=lambda c: (abs(c - groups), c))
+            raise PlanRuleError("expert_groups", f"expert_groups ({groups}) must divide experts ({e}): the "
+                                "groups are equal", f"e.g. expert_groups: {near}")
+        if g > groups:
+            raise PlanRuleError("expert_groups_per_token", f"expert_groups_per_token ({g}) must be at most "
+                                f"expert_groups ({groups})", f"e.g. expert_groups_per_token: {max(1, groups // 2)}")
+        if g * (e // groups) < k:
+            raise PlanRuleError("expert_groups_per_token", f"{g} groups of {e // groups} experts hold fewer than "
+                                f"the {k} experts a token is routed to (experts_per_token)",
+                                f"e.g. expert_groups_per_token: {min(groups, -(-k // (e // groups)))}")
 
     def _derive_params(self) -> None:
         """params omitted: counted from the shape (`transformer_params`), within the physical range."""
@@ -530,6 +688,15 @@ class Hardware(_Section):
                                               "(Transformer Engine style: FP8 GEMMs at the preset's dense FP8 peak, "
                                               "Hopper and Blackwell; attention, softmax, LM head, master weights "
                                               "and optimizer stay BF16/FP32). MFU stays against peak_flops (BF16).")
+    expert_dispatch: Literal["alltoall", "deepep"] = Field(
+        "alltoall", description="How routed tokens reach their experts' GPUs: alltoall (Megatron-Core's all-to-all "
+        "dispatcher: every copy of a token to its expert's GPU) or deepep (DeepEP, Megatron-Core's flex "
+        "dispatcher: a token crosses the inter-node network once per destination node and is forwarded over "
+        "NVLink, its dispatch in FP8 with precision: fp8; DeepSeek-V3 §3.2.2). Needs model.experts.")
+    expert_overlap: bool = Field(
+        False, description="The expert-parallel all-to-alls run under another micro-batch's compute (DeepSeek-V3's "
+        "DualPipe, §3.2.1; Megatron-Core's --overlap-moe-expert-parallel-comm): only what outlasts the compute "
+        "is exposed. Needs model.experts.")
 
     @field_validator("gpu")
     @classmethod
@@ -920,6 +1087,11 @@ def _expert_rules(m: ModelShape, hw: Hardware) -> None:
     whole experts (Megatron-Core asserts num_experts % expert_model_parallel_size == 0)."""
     ep = hw.expert_parallel
     if not m.experts:
+        for key, plain in (("expert_dispatch", "alltoall"), ("expert_overlap", False)):
+            if getattr(hw, key) != plain:
+                raise PlanRuleError(f"hardware.{key}", f"{key} ({getattr(hw, key)}) moves the routed tokens of a "
+                                    "mixture-of-experts model, and this model has none",
+                                    "set model.experts and model.experts_per_token, or remove " + key)
         for key in ("expert_parallel", "expert_tensor_parallel"):
             value = getattr(hw, key)
             if value not in (None, 1, "auto"):  # auto on a dense model searches ep = 1 only

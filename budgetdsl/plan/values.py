@@ -14,7 +14,7 @@ from typing import Any
 
 from budgetdsl.plan.diagnostics import Diagnostic, Location, did_you_mean
 from budgetdsl.plan.expressions import ExpressionError, Quantity, evaluate
-from budgetdsl.plan.model import QuantitySpec, transformer_params
+from budgetdsl.plan.model import MLA_KEYS, MOE_KEYS, LatentAttention, QuantitySpec, transformer_params
 from budgetdsl.plan.schema import default_of, field_spec, numeric_paths
 from budgetdsl.plan.source import MergedSource
 from budgetdsl.plan.yaml_source import Path, excerpt
@@ -183,7 +183,7 @@ class _Evaluator:
         validation derives it), so `20 * model.params` works either way; None where the shape is
         incomplete or a value of it failed (its own diagnostic says why)."""
         numbers: dict[str, float | None] = {}
-        for key in ("layers", "d_model", "vocab", "heads", "kv_heads", "ffn_hidden"):
+        for key in ("layers", "d_model", "vocab", "heads", "kv_heads", "ffn_hidden", *MOE_KEYS[:5], *MLA_KEYS):
             path: Path = ("model", key)
             spec = field_spec(path)
             try:
@@ -197,13 +197,28 @@ class _Evaluator:
         written = model if isinstance(model, dict) else {}
         mlp = written.get("mlp", default_of(("model", "mlp")))
         tied = written.get("tied_embeddings", default_of(("model", "tied_embeddings")))
-        if mlp not in ("gelu", "swiglu") or not isinstance(tied, bool):
+        attention = written.get("attention", default_of(("model", "attention")))
+        if mlp not in ("gelu", "swiglu") or not isinstance(tied, bool) or attention not in ("mha", "mla"):
             return None
         layers, d_model, vocab = numbers["layers"], numbers["d_model"], numbers["vocab"]
         if layers is None or d_model is None or vocab is None:
             return None
+        mla = None
+        if attention == "mla":  # as ModelShape.latent_attention: the four dimensions it needs
+            rkv, nope, rope, v = (numbers[k] for k in MLA_KEYS[1:])
+            if rkv is None or nope is None or rope is None or v is None:
+                return None
+            rq = numbers["q_lora_rank"]
+            mla = LatentAttention(int(rkv), int(nope), int(rope), int(v), None if rq is None else int(rq))
+        experts = numbers["experts"]
         return transformer_params(layers, d_model, vocab, heads=numbers["heads"], kv_heads=numbers["kv_heads"],
-                                  ffn_hidden=numbers["ffn_hidden"], mlp=mlp, tied_embeddings=tied)
+                                  ffn_hidden=numbers["ffn_hidden"], mlp=mlp, tied_embeddings=tied,
+                                  experts=None if experts is None else int(experts),
+                                  experts_per_token=None if numbers["experts_per_token"] is None
+                                  else int(numbers["experts_per_token"]),
+                                  expert_ffn_hidden=numbers["expert_ffn_hidden"],
+                                  shared_experts=int(numbers["shared_experts"] or 0),
+                                  dense_layers=int(numbers["dense_layers"] or 0), mla=mla)
 
     def run(self, node: Any, path: Path) -> Any:
         """The document with every quantity replaced by its value in base units."""

@@ -55,6 +55,13 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "ModelShape.shared_experts": (0, 2, "int"),
     "ModelShape.dense_layers": (0, 4, "int"),
     "ModelShape.capacity_factor": (0.5, 2, "count"),
+    "ModelShape.expert_groups": (1, 16, "int"),
+    "ModelShape.expert_groups_per_token": (1, 8, "int"),
+    "ModelShape.q_lora_rank": (16, 2048, "int"),
+    "ModelShape.kv_lora_rank": (16, 1024, "int"),
+    "ModelShape.qk_nope_head_dim": (16, 256, "int"),
+    "ModelShape.qk_rope_head_dim": (8, 128, "int"),
+    "ModelShape.v_head_dim": (16, 256, "int"),
     "Hardware.gpus_per_node": (1, 16, "int"),
     "Hardware.memory_per_device": (8 * 2**30, 192 * 2**30, "bytes"),
     "Hardware.peak_flops": (1e13, 5e15, "flop/s"),
@@ -230,22 +237,56 @@ def _fix_shape(model: dict, tp: int) -> None:
         del model["flops_per_token"]
 
 
+MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def _fix_latent_attention(model: dict) -> None:
+    """Multi-latent attention's keys: only with attention: mla, which needs the four dimensions and
+    no kv_heads; the latents' ranks at most d_model, the RoPE width even."""
+    if model.get("attention") is None and any(model.get(key) is not None for key in MLA_KEYS):
+        model["attention"] = "mla"  # a drawn dimension asks for the attention it describes
+    if model.get("attention") != "mla":
+        for key in MLA_KEYS:
+            model.pop(key, None)
+        return
+    model.pop("kv_heads", None)
+    d_model = int(_number(model["d_model"]))
+    for key, default in (("kv_lora_rank", 512), ("qk_nope_head_dim", 128), ("qk_rope_head_dim", 64),
+                         ("v_head_dim", 128)):
+        model.setdefault(key, default)
+    for key in ("q_lora_rank", "kv_lora_rank"):
+        if model.get(key) is not None:
+            model[key] = min(int(_number(model[key])), d_model)
+    rope = int(_number(model["qk_rope_head_dim"]))
+    model["qk_rope_head_dim"] = rope + rope % 2
+
+
 def _fix_experts(model: dict, hw: dict) -> None:
     """The mixture-of-experts keys: all need experts; top-k ≤ E; ep divides E; dense layers fewer
-    than layers; the routed experts fewer than a declared params."""
-    keys = ("experts_per_token", "expert_ffn_hidden", "shared_experts", "dense_layers", "capacity_factor")
+    than layers; the routed experts fewer than a declared params; group-limited routing's groups
+    dividing E and holding k experts."""
+    keys = ("experts_per_token", "expert_ffn_hidden", "shared_experts", "dense_layers", "capacity_factor",
+            "expert_groups", "expert_groups_per_token")
     experts = model.get("experts")
     if experts is None:
         for key in keys:
             model.pop(key, None)
-        hw.pop("expert_parallel", None), hw.pop("expert_tensor_parallel", None)
+        for key in ("expert_parallel", "expert_tensor_parallel", "expert_dispatch", "expert_overlap"):
+            hw.pop(key, None)
         return
     # ep divides E: E rounds up to a multiple of the drawn ep (shrinking ep to gcd(ep, E) instead
     # made ep > 1 rare — odd E drawn half the time — and the fuzzer's reach of it a matter of luck)
     ep = hw.get("expert_parallel", 1)
     experts = -(-int(_number(experts)) // ep) * ep
     model["experts"] = experts
-    model["experts_per_token"] = min(experts, int(_number(model.get("experts_per_token", 2))))
+    model["experts_per_token"] = k = min(experts, int(_number(model.get("experts_per_token", 2))))
+    if model.get("expert_groups") is None and model.get("expert_groups_per_token") is None:
+        pass
+    else:  # G a divisor of E, g ≤ G, the g groups holding at least k experts
+        groups = math.gcd(int(_number(model.get("expert_groups") or 4)), experts)
+        per = experts // groups
+        g = min(groups, max(int(_number(model.get("expert_groups_per_token") or 1)), -(-k // per)))
+        model["expert_groups"], model["expert_groups_per_token"] = groups, g
     layers = int(_number(model["layers"]))
     if model.get("dense_layers") is not None:
         model["dense_layers"] = min(int(_number(model["dense_layers"])), layers - 1)
@@ -281,6 +322,7 @@ def make_valid(doc: dict) -> dict:
     pp = hw.get("pipeline_parallel", 1)
     tp, pp = (1 if tp == "auto" else tp), (1 if pp == "auto" else pp)
     _fix_shape(model, tp)
+    _fix_latent_attention(model)
     _fix_experts(model, hw)
     cp = hw.get("context_parallel", 1)
     if cp > 1 and hw.get("flash_attention", True) is False:

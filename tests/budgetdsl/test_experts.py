@@ -52,10 +52,10 @@ def test_qwen_moe_counts_its_checkpoint_less_the_biases_the_shape_leaves_out():
 
 def test_deepseek_v3_active_parameters_from_its_published_total_and_moe_shape(tmp_path):
     """DeepSeek-V3 (DeepSeek-AI 2024, §4.2): 61 layers, the first 3 dense, 256 routed experts of
-    2048 and 1 shared, top-8, width 7168; 671B total, 37B active. Its attention is multi-head latent
-    attention, which the shape does not describe, so `params` is declared; what the check covers is
-    the MoE accounting: the published total less the 58 × 248 experts a token skips is the published
-    active count (37.5B; the paper rounds to 37B)."""
+    2048 and 1 shared, top-8, width 7168; 671B total, 37B active. `params` is declared here, so the
+    check covers the MoE accounting alone: the published total less the 58 × 248 experts a token
+    skips (37.5B; the paper rounds to 37B). Its multi-latent attention counted from the shape:
+    tests/budgetdsl/test_latent_attention.py."""
     path = tmp_path / "v3.yaml"
     path.write_text(textwrap.dedent("""\
         name: v3

@@ -201,6 +201,19 @@ PLANS = {
                                        "pipeline_parallel": 1, "recompute": "none"},
                              budget={"deadline": 30 * DAY, "flops": None, "gpu_hours": None},
                              target={"tokens": 2.6e10, "at_batch": 1e6}, noise={"b_crit": 1e6}),
+    # issue 24 items 1 and 8: DeepSeek-style multi-latent attention with group-limited routing,
+    # DeepEP dispatch in FP8 and the all-to-all overlapped, expert parallelism searched across nodes
+    "free-mla-deepep-auto": dict(
+        model={"params": None, "layers": 8, "d_model": 1024, "heads": 16, "mlp": "swiglu", "ffn_hidden": 2816,
+               "tied_embeddings": False, "vocab": 32000, "seq_len": 2048, "attention": "mla", "q_lora_rank": 384,
+               "kv_lora_rank": 256, "qk_nope_head_dim": 64, "qk_rope_head_dim": 32, "v_head_dim": 64,
+               "experts": 32, "experts_per_token": 4, "expert_ffn_hidden": 512, "shared_experts": 1,
+               "dense_layers": 1, "expert_groups": 4, "expert_groups_per_token": 2},
+        hardware={"gpu": "H100-SXM5-80GB", "gpus": {"min": 8, "max": 32, "step": 8}, "mfu": None,
+                  "expert_parallel": "auto", "zero": 1, "tensor_parallel": "auto", "pipeline_parallel": 1,
+                  "recompute": "none", "precision": "fp8", "expert_dispatch": "deepep", "expert_overlap": True},
+        budget={"deadline": 30 * DAY, "flops": None, "gpu_hours": None},
+        target={"tokens": 2.6e10, "at_batch": 1e6}, noise={"b_crit": 1e6}),
     # context parallelism searched on long sequences, beside the tensor-parallel degree
     "fixed-cp-auto": dict(model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16, "seq_len": 32768},
                           hardware={"gpu": "H100-SXM5-80GB", "gpus": 32, "mfu": None, "context_parallel": "auto",

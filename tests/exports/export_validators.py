@@ -601,7 +601,16 @@ def megatron_core_config(args: dict[str, str | None], world_size: int) -> Any:
     if args.get("--ffn-hidden-size") is not None:
         shape["ffn_hidden_size"] = int(args["--ffn-hidden-size"])
     shape.update(_parallel_config(args))
-    return TransformerConfig(
+    config_class = TransformerConfig
+    if "--multi-latent-attention" in args:  # core_transformer_config_from_args: MLATransformerConfig
+        from megatron.core.transformer.transformer_config import MLATransformerConfig
+
+        config_class = MLATransformerConfig
+        shape.update(q_lora_rank=None if args.get("--q-lora-rank") is None else int(args["--q-lora-rank"]),  # type: ignore[arg-type]
+                     kv_lora_rank=int(args["--kv-lora-rank"]), qk_head_dim=int(args["--qk-head-dim"]),  # type: ignore[arg-type]
+                     qk_pos_emb_head_dim=int(args["--qk-pos-emb-head-dim"]),  # type: ignore[arg-type]
+                     v_head_dim=int(args["--v-head-dim"]))  # type: ignore[arg-type]
+    return config_class(
         **shape,
         num_layers=int(args["--num-layers"]), hidden_size=int(args["--hidden-size"]),
         num_attention_heads=int(args["--num-attention-heads"]), tensor_model_parallel_size=tp,
@@ -636,6 +645,11 @@ def _parallel_config(args: dict[str, str | None]) -> dict[str, Any]:
         out["moe_pad_expert_input_to_capacity"] = "--moe-pad-expert-input-to-capacity" in args
     if args.get("--moe-token-dispatcher-type") is not None:
         out["moe_token_dispatcher_type"] = args["--moe-token-dispatcher-type"]
+    if args.get("--moe-flex-dispatcher-backend") is not None:
+        out["moe_flex_dispatcher_backend"] = args["--moe-flex-dispatcher-backend"]
+    if args.get("--moe-router-num-groups") is not None:
+        out["moe_router_num_groups"] = int(args["--moe-router-num-groups"])  # type: ignore[arg-type]
+        out["moe_router_group_topk"] = int(args["--moe-router-group-topk"])  # type: ignore[arg-type]
     if "--num-experts" in args:
         out["moe_grouped_gemm"] = "--moe-grouped-gemm" in args
     return out
@@ -668,6 +682,22 @@ def check_megatron_invariants(args: dict[str, str | None], env: dict[str, str], 
         assert (world_size // pp) % (etp * ep) == 0, "expert groups do not fold into a stage"
         if ep > 1 and tp > 1:
             assert "--sequence-parallel" in args, "expert and tensor parallelism need --sequence-parallel"
+    if "--multi-latent-attention" in args:  # validate_args: MLA and grouped-query attention are exclusive
+        assert "--group-query-attention" not in args, "Group query attention is mutually exclusive with MLA"
+        for flag in ("--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim"):
+            assert args.get(flag) is not None and int(args[flag]) > 0, f"{flag} missing"  # type: ignore[arg-type]
+    else:
+        assert not {"--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim",
+                    "--v-head-dim"} & set(args), "MLA dimensions without --multi-latent-attention"
+    if args.get("--moe-router-num-groups") is not None:  # TransformerConfig's group-limited routing
+        groups, topk = int(args["--moe-router-num-groups"]), int(args["--moe-router-group-topk"])  # type: ignore[arg-type]
+        assert int(args["--num-experts"]) % groups == 0 and 0 < topk <= groups, "router groups"  # type: ignore[arg-type]
+    if args.get("--moe-token-dispatcher-type") == "flex":
+        assert args.get("--moe-flex-dispatcher-backend") in ("deepep", "hybridep"), "flex dispatcher backend"
+    if "--overlap-moe-expert-parallel-comm" in args:  # TransformerConfig.__post_init__ (core_r0.16.0)
+        assert int(args.get("--expert-model-parallel-size") or 1) > 1, "EP A2A overlap needs expert parallelism"
+        assert args.get("--recompute-granularity") != "full", "disable full recomputation with EP A2A overlap"
+        assert pp == 1 or vpp > 1, "EP A2A overlap needs virtual pipeline stages with a pipeline"
     assert int(args["--hidden-size"]) % int(args["--num-attention-heads"]) == 0, "kv_channels"
     assert int(args["--max-position-embeddings"]) >= int(args["--seq-length"]), \
         "max_position_embeddings must be >= seq_length"

@@ -248,3 +248,61 @@ def test_gpu_plan_with_the_same_shape_exports(tmp_path) -> None:
     assert spec.tpu is None and spec.accelerator == "H100"
     export(spec, "skypilot")
     export(spec, "megatron")
+
+
+# -- multi-latent attention and DeepSeek-style routing (issue 24 items 1-2) ----------------------
+
+MLA_PLAN = """\
+name: mla-moe
+model: {layers: 8, d_model: 1024, heads: 8, vocab: 32000, seq_len: 4096, mlp: swiglu, ffn_hidden: 2816,
+        tied_embeddings: false, attention: mla, q_lora_rank: 384, kv_lora_rank: 256, qk_nope_head_dim: 64,
+        qk_rope_head_dim: 32, v_head_dim: 64, experts: 16, experts_per_token: 4, expert_ffn_hidden: 512,
+        shared_experts: 1, dense_layers: 1, expert_groups: 4, expert_groups_per_token: 2}
+hardware: {gpu: H800-SXM5-80GB, gpus: 16, tensor_parallel: 1, pipeline_parallel: 1, expert_parallel: 8,
+           zero: 1, recompute: selective, expert_dispatch: deepep, expert_overlap: true}
+target: {tokens: 10B, at_batch: 4M}
+noise: {b_crit: 4M}
+"""
+
+
+def test_mla_and_deepseek_routing_reach_megatrons_flags(tmp_path, monkeypatch) -> None:
+    """MLA's dimensions as Megatron-Core's MLA arguments (--qk-head-dim is the part without RoPE),
+    group-limited routing, the flex dispatcher's DeepEP backend and the EP all-to-all overlap; the
+    export passes the validator and megatron-core's MLATransformerConfig."""
+    from budgetdsl.solve.solver import solve
+
+    path = tmp_path / "mla.yaml"
+    path.write_text(MLA_PLAN)
+    plan = load_plan(path)
+    spec = launch_spec(plan, solve(plan))
+    text = export(spec, "megatron")
+    args = megatron_args(text)
+    assert "--multi-latent-attention" in args and "--group-query-attention" not in args
+    assert (args["--q-lora-rank"], args["--kv-lora-rank"], args["--qk-head-dim"], args["--qk-pos-emb-head-dim"],
+            args["--v-head-dim"]) == ("384", "256", "64", "32", "64")
+    assert (args["--moe-router-num-groups"], args["--moe-router-group-topk"]) == ("4", "2")
+    assert (args["--moe-token-dispatcher-type"], args["--moe-flex-dispatcher-backend"]) == ("flex", "deepep")
+    assert "--overlap-moe-expert-parallel-comm" in args
+    validate("megatron", text, spec, tmp_path, monkeypatch)
+
+
+def test_the_ep_overlap_megatron_refuses_is_refused() -> None:
+    """Megatron-Core's --overlap-moe-expert-parallel-comm refuses full recomputation, and a pipeline
+    without interleaving: the export says so instead of writing flags validate_args rejects."""
+    from budgetdsl.solve.solver import solve
+
+    plan = _mla_plan(recompute="full")
+    with pytest.raises(ExportError, match="refuses that"):
+        export(launch_spec(plan, solve(plan)), "megatron")
+
+
+def _mla_plan(**hardware):
+    import yaml
+
+    from budgetdsl.plan.model import Plan
+
+    doc = yaml.safe_load(MLA_PLAN)
+    doc["hardware"].update(hardware)
+    doc["target"] = {"tokens": 1e10, "at_batch": 4e6}
+    doc["noise"] = {"b_crit": 4e6}
+    return Plan.model_validate(doc)
