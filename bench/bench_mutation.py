@@ -134,6 +134,8 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/sweep_kernel.py", _NO_WORSE, 0, 57, "<= -> <"):
         "differs only where a FLOP count equals another's times (1 + tolerance) to the last bit; none on the "
         "random sweeps of 60 seeds (tests/budgetdsl/test_slips_sweep_random.py's generator)",
+    ("budgetdsl/solve/sweep_kernel.py", "below = (r.objective[c] == 0) & (d.batch[c] <= r.bc[c])", 0, 33, "<= -> <"):
+        "prunes fewer pairs at a pick exactly at B_crit (the pairs are placed instead): performance only",
     ("budgetdsl/solve/placement.py", "elif floor0 * (1.0 - _BOUND_MARGIN) > threshold:", 0, 5, "* -> /"):
         "equivalent up to float noise: the margin turns from 1e-9 below the bound to 1e-9 above it, so the size "
         "search stops early only where the next sizes' floor is within 1e-9 (relative) of the best wall clock "
