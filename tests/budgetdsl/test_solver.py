@@ -194,6 +194,9 @@ def test_memory_infeasible_names_remedies_with_numbers():
     assert not remedies["hardware.zero: 3"].fits and not remedies["hardware.tensor_parallel: 2"].fits
     fitting = [m for m in sol.memory_remedies if m.fits]
     assert fitting
+    # the combinations: the three with the fewest changes (then the most room), not every one found
+    combined = [m.change.count(" with ") for m in sol.memory_remedies if " with " in m.change]
+    assert len(combined) == 3 and combined == sorted(combined)
     for remedy in fitting:  # apply each: the plan then fits, with the micro-batch it promised
         hw = {"gpus": 64, "zero": 0}
         for part in remedy.change.split(" with "):
