@@ -136,6 +136,10 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "random sweeps of 60 seeds (tests/budgetdsl/test_slips_sweep_random.py's generator)",
     ("budgetdsl/solve/sweep_kernel.py", "below = (r.objective[c] == 0) & (d.batch[c] <= r.bc[c])", 0, 33, "<= -> <"):
         "prunes fewer pairs at a pick exactly at B_crit (the pairs are placed instead): performance only",
+    ("budgetdsl/solve/placement.py", "exact = exact or pair[0] * pair[1] == n", 0, 22, "0 -> 1"):
+        "`exact` only decides whether `place` walks past the target's neighbours: the slip walks on (to "
+        "_FALLBACK_SCAN counts), meeting counts farther from the target, which rank no better on the measures, "
+        "convex in B, and the wall-clock search covers the rest; the same answers on every test, 638 s CPU",
     ("budgetdsl/solve/placement.py", "elif floor0 * (1.0 - _BOUND_MARGIN) > threshold:", 0, 5, "* -> /"):
         "equivalent up to float noise: the margin turns from 1e-9 below the bound to 1e-9 above it, so the size "
         "search stops early only where the next sizes' floor is within 1e-9 (relative) of the best wall clock "
