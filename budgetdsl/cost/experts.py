@@ -126,6 +126,12 @@ def all_to_all_seconds(nbytes: float, ranks: int, stride: int, gpus_per_node: in
     return max(intra, inter)
 
 
+def all_to_all_count(recompute: str) -> int:
+    """All-to-alls per MoE layer and micro-batch: dispatch and combine in the forward and the
+    backward (4), and the forward's again under full recomputation (module docstring)."""
+    return 4 + (2 if recompute == "full" else 0)
+
+
 def dispatch_seconds_per_sequence(seq_len: int, d_model: int, ex: Experts, tensor_parallel: int,
                                   context_parallel: int, recompute: str, gpus_per_node: int, intra_node: float,
                                   network: float, latency: float = 0.0) -> float:
@@ -134,7 +140,7 @@ def dispatch_seconds_per_sequence(seq_len: int, d_model: int, ex: Experts, tenso
     all-to-all pays besides its bytes (the cost model's collective latency, where it prices one)."""
     tokens = seq_len / (tensor_parallel * context_parallel)
     buffer = ex.load * tokens * d_model * BF16
-    passes = 4 + (2 if recompute == "full" else 0)
+    passes = all_to_all_count(recompute)
     seconds = passes * (all_to_all_seconds(buffer, ex.expert_parallel, ex.expert_tensor_parallel, gpus_per_node,
                                            intra_node, network) + (latency if ex.expert_parallel > 1 else 0.0))
     etp = ex.expert_tensor_parallel
