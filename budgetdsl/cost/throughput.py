@@ -27,7 +27,11 @@ tensor-parallel degree t):
 - tensor parallelism: Megatron's two all-reduces per layer in the forward and two in the backward
   (two more with full recomputation) of b·s·d bf16 values (Shoeybi et al. 2019, section 3;
   sequence parallelism swaps each for a reduce-scatter + all-gather of the same volume), ring
-  cost 2(t−1)/t · bytes / link over NVLink when t ≤ GPUs per node, else the NIC. Not overlapped.
+  cost 2(t−1)/t · bytes / link over NVLink when t ≤ GPUs per node, else the NIC; overlapped only
+  where the stack says so (`stacks.Stack.tp_overlap`: one chunk in t exposed).
+- latency: every collective also pays NCCL's α once (`collective_latency`, the comment above it):
+  per micro-batch for TP, pipeline sends, ring-attention steps and all-to-alls (StepCost.latency),
+  per block (ZeRO-3) or per bucket of the stack (`stacks.Stack.collectives`) for data parallelism.
 - pipeline: each stage boundary sends b·s·d bf16 activations forward and gradients back per
   micro-batch (split over t, Narayanan et al. 2021 section 4.1's scatter/gather); the 1F1B bubble
   is (p − 1)/v micro-batch times of the slowest stage (Narayanan et al. 2021, section 2.2; v
@@ -295,7 +299,7 @@ def collective_latency(kind: str, ranks: int, nodes: int, pcie: bool = False) ->
     return best * 1e-6
 
 
-def _group_latency(kind: str, ranks: int, stride: int, device: Device) -> float:
+def group_latency(kind: str, ranks: int, stride: int, device: Device) -> float:
     """`collective_latency` of a group of `ranks` GPUs spaced `stride` apart (tensor-parallel
     groups stride 1, data-parallel ones t, Megatron's rank order)."""
     in_node = ranks_in_node(ranks, stride, device.gpus_per_node)
@@ -314,7 +318,7 @@ def dp_collective_time(nbytes: float, dp: int, t: int, device: Device, kind: str
     n = max(1, dp // k)
     t_ar = _ring(nbytes, k) / device.intra_node + _ring(nbytes / k, n) / device.network
     beta = t_ar if kind == "all_reduce" else 0.5 * t_ar
-    return beta + calls * _group_latency(kind, dp, t, device)
+    return beta + calls * group_latency(kind, dp, t, device)
 
 
 def _activation_traffic_per_token(shape: Shape, layout: Layout) -> float:
@@ -467,8 +471,8 @@ def _stage_shares(shape: Shape, device: Device,
     n_tp = 4 + (2 if layout.recompute == "full" else 0)
     tp_one = _ring(tokens * d * BF16, t) / tp_link if t > 1 else 0.0
     # each all-reduce's latency; with sequence parallelism a reduce-scatter and an all-gather
-    tp_alpha = (2.0 * _group_latency("all_gather", t, 1, device) if layout.sequence_parallel
-                else _group_latency("all_reduce", t, 1, device))
+    tp_alpha = (2.0 * group_latency("all_gather", t, 1, device) if layout.sequence_parallel
+                else group_latency("all_reduce", t, 1, device))
     if layout.stack.tp_overlap and t > 1:  # pipelined in t chunks with the GEMMs: one chunk exposed (cost.stacks)
         tp_one, tp_alpha = tp_one / t, tp_alpha / t
     fp8 = fp8_gemm_saving(shape, device)
@@ -535,13 +539,13 @@ def _expert_context(shape: Shape, device: Device, layout: Layout,
         moe_layers = max(moe_layers_per_stage(stages, ex.dense_layers))
         ep_seconds = moe_layers * per_layer
         if ex.expert_parallel > 1:
-            ep_alpha = moe_layers * all_to_all_count(layout.recompute) * _group_latency(
+            ep_alpha = moe_layers * all_to_all_count(layout.recompute) * group_latency(
                 "p2p", ex.expert_parallel, ex.expert_tensor_parallel, device)
     if cp > 1:
         d_kv = shape.d_model * shape.kv_heads / shape.heads if shape.kv_heads and shape.heads else float(shape.d_model)
         cp_seconds = max(stages) * ring_exposed_seconds(shape.seq_len, shape.d_model, d_kv, t, cp, device.gpus_per_node,
                                                         device.intra_node, device.network, rate)
-        cp_alpha = max(stages) * RING_PASSES * (cp - 1) * _group_latency("p2p", cp, t, device)
+        cp_alpha = max(stages) * RING_PASSES * (cp - 1) * group_latency("p2p", cp, t, device)
     return ep_seconds, cp_seconds, ep_alpha, cp_alpha
 
 
@@ -581,7 +585,7 @@ def _collectives(shape: Shape, device: Device, layout: Layout, local: float, dps
         if nbytes <= 0:
             return [0.0] * len(dps)
         return [(blocks if zero >= 3 else stack.collectives(nbytes, value_bytes, dp, blocks))
-                * _group_latency(kind, dp, t, device) if dp > 1 else 0.0 for dp in dps]
+                * group_latency(kind, dp, t, device) if dp > 1 else 0.0 for dp in dps]
 
     def all_reduce(nbytes: float) -> list[float]:
         memo = None
@@ -700,5 +704,5 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
 
 __all__ = ["Shape", "Device", "Layout", "Breakdown", "COMPONENTS", "StepCost", "step_cost", "step_cost_columns",
            "step_seconds", "exposed_dp", "linear_step_seconds", "step_time", "scaled_step_fields",
-           "dp_collective_time", "collective_latency", "recompute_flops_per_token"]
+           "dp_collective_time", "collective_latency", "group_latency", "recompute_flops_per_token"]
 

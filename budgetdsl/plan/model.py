@@ -530,6 +530,13 @@ class Hardware(_Section):
                                               "(Transformer Engine style: FP8 GEMMs at the preset's dense FP8 peak, "
                                               "Hopper and Blackwell; attention, softmax, LM head, master weights "
                                               "and optimizer stay BF16/FP32). MFU stays against peak_flops (BF16).")
+    stack: Literal["default", "megatron-core", "fsdp2", "deepspeed"] = Field(
+        "default", description="The training framework, for what its communication overlaps "
+        "(budgetdsl/cost/stacks.py): megatron-core (TP comm overlap, overlapped param gather and "
+        "gradient reduce in max(40M, 1M·dp)-parameter buckets, pipeline sends hidden with interleaving), "
+        "fsdp2 (per-block collectives, parameter gathers prefetched), deepspeed (5e8-element buckets), "
+        "or default (one gradient collective per step, hidden behind the last backward; TP, PP and "
+        "ZeRO-1/2's parameter gather exposed). Every collective pays NCCL's latency.")
 
     @field_validator("gpu")
     @classmethod

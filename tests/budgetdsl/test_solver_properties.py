@@ -35,7 +35,8 @@ def _check_feasible_answer(plan, sol):
     hw = plan.hardware
     cm = build_cost_model(plan, sol.gpus)
     # the configuration is launchable and its numbers add up
-    assert b.data_parallel == sol.gpus // (hw.tensor_parallel * hw.pipeline_parallel)
+    cp = hw.context_parallel if isinstance(hw.context_parallel, int) else (b.context_parallel or 1)
+    assert b.data_parallel == sol.gpus // (hw.tensor_parallel * hw.pipeline_parallel * cp)
     assert b.sequences == b.micro_batch * b.grad_accum * b.data_parallel
     assert b.tokens == b.sequences * plan.model.seq_len
     assert 1 <= b.micro_batch <= cm.micro_batch_max
