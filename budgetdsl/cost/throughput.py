@@ -299,6 +299,7 @@ def collective_latency(kind: str, ranks: int, nodes: int, pcie: bool = False) ->
     return best * 1e-6
 
 
+@functools.lru_cache(maxsize=65536)
 def group_latency(kind: str, ranks: int, stride: int, device: Device) -> float:
     """`collective_latency` of a group of `ranks` GPUs spaced `stride` apart (tensor-parallel
     groups stride 1, data-parallel ones t, Megatron's rank order)."""

@@ -417,11 +417,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
 
 
 _BOUND_MARGIN = 1e-9  # a lower bound this close to the best is not trusted to exclude (float noise)
-# micro-batch sizes `_wall_search` weighs at most (its work is linear in them): 256 since every
-# collective pays its latency (throughput.collective_latency) — a ZeRO-3 step of a small model then
-# pays milliseconds per micro-batch, and its best micro-batch can pass 64 (test_solver_properties'
-# brute-force scan found one at 116)
-WALL_SIZES = 256
+WALL_SIZES = 64  # micro-batch sizes `_wall_search` weighs at most (its work is linear in them)
 WALL_EVALUATIONS = 64  # splits `_wall_search` evaluates at most (near-ties of a degenerate plan)
 
 

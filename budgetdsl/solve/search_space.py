@@ -379,15 +379,16 @@ def _bounds_of(plan: Plan, key: tuple, space: SearchSpace, cache: SolveCache) ->
             rows += [(step_bound(None, mm, b_min, f / (g * peak * mfu)), b_min, g)
                      for g, mm, b_min in zip(b.gpus, b.micro, [float(dp * s) for dp in b.dp])]
         else:
-            ks, bubble, per_micro, reduce, gather, fixed = (b.step_columns[i] for i in (0, 2, 4, 5, 6, 8))
+            ks, bubble, per_micro, reduce, gather, fixed, lat = (b.step_columns[i] for i in (0, 2, 4, 5, 6, 8, 9))
             view = _StepView()
             view.window, view.zero3, view.overlap = b.step_columns[1], b.step_columns[3], b.step_columns[7]
-            view.gather_share, view.latency = b.step_columns[10], 0.0  # step_bound: latency ≥ 0 left out
+            view.gather_share = b.step_columns[10]
             add = rows.append
-            for g, mm, dp, k, bk, pm, r, ga, fx in zip(b.gpus, b.micro, b.dp, ks, bubble, per_micro, reduce,
-                                                       gather, fixed):
+            for g, mm, dp, k, bk, pm, r, ga, fx, la in zip(b.gpus, b.micro, b.dp, ks, bubble, per_micro, reduce,
+                                                           gather, fixed, lat):
                 view.per_sequence, view.bubble_k, view.dp_per_micro, view.reduce, view.gather, view.fixed = \
                     k, bk, pm, r, ga, fx
+                view.latency = la
                 b_min = float(dp * s)
                 add((step_bound(view, mm, b_min, 0.0), b_min, g))  # type: ignore[arg-type]
     # the tie order (simplicity, then GPU count): each block's counts ascend, so the order is
@@ -1209,6 +1210,8 @@ def step_bound(step: StepCost | None, micro_max: int, b_min: float,
       n·max(0, dp_per_micro/micro_max − window) (line 1) and ≥ dp_per_micro − n·window (line 2);
     - `overlap` declared: the exposed part is total·(1 − overlap), exact for ZeRO 0–2; for ZeRO-3
       m·dp_per_micro with m ≥ n/micro_max (line 1) and m ≥ 1 (line 2).
+    The latency every micro-batch pays whatever its size (`StepCost.latency`, m·latency) adds
+    latency/micro_max per sequence to line 1 (m ≥ n/micro_max) and latency to line 2 (m ≥ 1).
     `step` None (a declared MFU): T(B) = B·`linear` exactly (cost_model.CostModel.step_time)."""
     if step is None:
         return (linear, 0.0), (linear, 0.0)
@@ -1246,6 +1249,9 @@ def step_bound(step: StepCost | None, micro_max: int, b_min: float,
                 b_c = max(1.0, min(step.reduce / hidden, mm))
                 line1 = (k, fixed + bk * b_c + exposed(b_c))
                 line2 = (k + slope, fixed + total)
+    lat = step.latency
+    if lat:
+        line1, line2 = (line1[0] + lat / mm, line1[1]), (line2[0], line2[1] + lat)
     return (line1[0] / b_min, line1[1]), (max(0.0, line2[0]) / b_min, line2[1])
 
 
