@@ -170,6 +170,9 @@ def evaluate(row: dict[str, Any], **hardware: Any) -> Result:
     memory = a["memory_at_micro_batch"].value - a["reserve_bytes"].value
     if row["mode"] == "declared" or "gpu_hours" in row["published"]:  # predicted: the run's tokens at its step
         value, published, unit = sol.gpu_hours, row["published"]["gpu_hours"], "GPU-h"
+    elif "tokens_per_gpu_s" in row["published"]:  # a published throughput: no FLOP convention in between
+        value = sol.batch.tokens / tp.step_time_s / sol.gpus
+        published, unit = row["published"]["tokens_per_gpu_s"], "tokens/s/GPU"
     else:
         per_token_s = tp.step_time_s / sol.batch.tokens
         value = convention_flops_per_token(row) / per_token_s / sol.gpus / 1e12
@@ -180,6 +183,16 @@ def evaluate(row: dict[str, Any], **hardware: Any) -> Result:
             published, unit = row["published"]["tflops_per_gpu"], "TFLOP/s/GPU"
     return Result(row["name"], row["mode"], published, value, unit, tp.mfu, tp.hfu, sol.batch.micro_batch,
                   memory, sol.feasible and a["micro_batch_max"].value >= 1, sol)
+
+
+def modern_summary(results: list[Result]) -> tuple[float, int]:
+    """(median |error|, rows within the predicted tolerance) of the modern rows' results."""
+    errors = sorted(abs(r.error) for r in results)
+    if not errors:
+        return 0.0, 0
+    mid = len(errors) // 2
+    median = errors[mid] if len(errors) % 2 else 0.5 * (errors[mid - 1] + errors[mid])
+    return median, sum(e <= 0.15 for e in errors)
 
 
 def fit_efficiency(rows: list[dict[str, Any]] | None = None) -> float:
@@ -352,6 +365,10 @@ def main(argv: list[str]) -> int:
         print(f"{res.name:16s} {res.mode:9s} budgetdsl {res.value:12{fmt}} published {res.published:12{fmt}} "
               f"{res.unit:12s} {res.error:+6.1%}  MFU {res.mfu:.3f} HFU {res.hfu:.3f} micro {res.micro_batch} "
               f"mem {res.memory / 2**30:5.1f} GiB{'' if res.fits else ' DOES NOT FIT'}")
+    modern = [res for res, row in zip(results, table["runs"]) if row.get("modern")]
+    median, within = modern_summary(modern)
+    print(f"modern H100 rows: {len(modern)}, median |error| {median:.1%}, {within} within "
+          f"{table['tolerance_predicted']:.0%}")
     if "--markdown" in argv:
         sys.path.insert(0, str(REPO / "bench"))
         from published_runs_doc import write_markdown

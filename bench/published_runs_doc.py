@@ -73,7 +73,7 @@ def _pct(x: float) -> str:
 
 
 def _value(unit: str, v: float) -> str:
-    return f"{v:,.0f}" if unit == "GPU-h" else f"{v:.3f}" if unit == "MFU" else f"{v:.1f}"
+    return f"{v:,.0f}" if unit in ("GPU-h", "tokens/s/GPU") else f"{v:.3f}" if unit == "MFU" else f"{v:.1f}"
 
 
 def write_markdown(table: dict[str, Any], results: list[Any], extra: list[Any]) -> None:
@@ -124,6 +124,7 @@ def write_markdown(table: dict[str, Any], results: list[Any], extra: list[Any]) 
            "Korthikanti and Llama 3 405B rows are in the table below and the test, the Llama 3 rows as",
            "documented misses; the Llama 3.1 and BLOOM GPU-hour rows, out of the test, follow it):", "",
            *_held_out_summary(rows, results, extra), "",
+           *_modern_section(rows, results), "",
            "## The table", "",
            "| run | source | mode | unit | published | budgetdsl | error | llm-analysis | error |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -133,6 +134,9 @@ def write_markdown(table: dict[str, Any], results: list[Any], extra: list[Any]) 
             r = la[res.name]
             if res.mode == "declared":
                 v = r["gpu_hours"]
+            elif res.unit == "tokens/s/GPU":
+                sol = res.solution
+                v = sol.batch.tokens / r["latency_per_iter"] / sol.gpus
             else:
                 sol = res.solution
                 v = convention_flops_per_token(row) * sol.batch.tokens / r["latency_per_iter"] / sol.gpus
@@ -219,6 +223,31 @@ def _held_out_summary(rows: list[dict[str, Any]], results: list[Any], extra: lis
         "  (out of the test, below the table).",
     ] + ([f"- **BLOOM-176B**'s ~150 TFLOP/s per GPU over 366B tokens against its 1,082,990 compute hours"
           f" (Le Scao et al. 2022): {bloom.error:+.1%}, out of the test (below the table)."] if bloom else [])
+
+
+def _modern_section(rows: list[dict[str, Any]], results: list[Any]) -> list[str]:
+    """The modern H100 rows (`modern: true`, issue 24 item 8): their median |error| and every
+    documented miss or refused layout with its reason, read from the table (nothing typed in)."""
+    from published_runs import modern_summary
+
+    pairs = [(row, res) for row, res in zip(rows, results) if row.get("modern")]
+    if not pairs:
+        return []
+    median, within = modern_summary([res for _, res in pairs])
+    out = ["## Modern H100 rows", "",
+           f"{len(pairs)} rows of 2024–2025 H100 stacks (NVIDIA NeMo and Megatron-Bridge performance summaries,",
+           "torchtitan's benchmarks, Llama 3 405B), predicted mode, one set of constants, each plan",
+           "`hardware.stack` naming its framework and `hardware.precision` its GEMMs; the sources'",
+           f"tokens/s/GPU are compared as published. Median |error| {median:.1%}, {within} of {len(pairs)} within",
+           "15 % (issue 24 asks for 10 % and all within 15 %: not met). Misses and refusals, with the reason each",
+           "row states (`known_miss`, `known_no_fit` in the table):", ""]
+    for row, res in pairs:
+        notes = [f"{k.replace('_', ' ')}: {' '.join(row[k].split())}" for k in ("known_miss", "known_no_fit")
+                 if row.get(k)]
+        if notes:
+            out += textwrap.wrap(f"- **{res.name}** ({res.error:+.1%}): " + "; ".join(notes), 100,
+                                 subsequent_indent="  ", break_on_hyphens=False)
+    return out
 
 
 def _llama3_notes(results: list[Any], extra: list[Any]) -> list[str]:

@@ -32,12 +32,14 @@ from budgetdsl.cost import memory as mem
 from budgetdsl.cost.experts import Experts, expert_data_parallel, nodes_per_token
 from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer, training_flops_per_token
 from budgetdsl.cost.memory import activation_bytes_per_layer  # noqa: F401 - re-exported
+from budgetdsl.cost.stacks import STACKS
 from budgetdsl.cost.throughput import (
     Breakdown,
     Device,
     Layout,
     Shape,
     StepCost,
+    group_latency,
     linear_step_seconds,
     step_cost,
     step_seconds,
@@ -242,6 +244,27 @@ def step_time(cm, batch_tokens, grad_accum, xp=SCALAR):
     return step_seconds(cm._step, micro_batch, grad_accum, xp)
 
 
+def _latency_coef(hw: Any, layout: Layout, cm: CostModel) -> Coef:
+    """The data-parallel collective's latency α at this layout, and the stack's overlap assumptions."""
+    stack = layout.stack
+    ranks = cm.data_parallel * layout.context_parallel
+    kind = "all_reduce" if layout.zero == 0 else "reduce_scatter"
+    alpha = group_latency(kind, ranks, layout.tensor_parallel, cm.device) if cm.device is not None else 0.0
+    what = {"default": "one gradient collective per step hidden behind the last backward; ZeRO-3 per block "
+                       "prefetched; TP, pipeline sends and the ZeRO-1/2 weights' all-gather exposed",
+            "megatron-core": "TP comm overlap (1/t exposed), param all-gather under the first forward, gradient "
+                             "buckets of max(40M, 1M·dp) params under the backward, pipeline sends hidden with "
+                             "interleaving",
+            "fsdp2": "every data-parallel collective per block, parameter gathers prefetched under the forward; TP "
+                     "and pipeline sends exposed",
+            "deepspeed": "5e8-element buckets reduced under the backward; the ZeRO-1/2 all-gather, TP and pipeline "
+                         "sends exposed"}[stack.name]
+    return Coef(alpha, "s", DECLARED if _declared(hw, "stack") else DEFAULT,
+                f"NCCL's latency of one data-parallel {kind.replace('_', '-')} over {ranks} ranks (src/graph/"
+                f"tuning.cc: least of ring, tree, PAT; Simple protocol), paid once per collective; "
+                f"stack {stack.name}: {what}")
+
+
 def _declared(section: Any, key: str) -> bool:
     return key in section.model_fields_set
 
@@ -433,7 +456,8 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
     layout = Layout(gpus, t, p, v, split.zero, split.recompute,
                     split.flash_attention, sequence_parallel,
                     mem.GRAD_BYTES[grad_dtype], hw.overlap, cp, ep,
-                    int(hw.expert_tensor_parallel or 0), pinned_split(plan, p))
+                    int(hw.expert_tensor_parallel or 0), pinned_split(plan, p),
+                    STACKS[str(getattr(hw, "stack", "default"))])
     moe = model_experts(plan)
     shape = None
     if m.layers is not None and m.d_model is not None and device is not None:
@@ -548,6 +572,8 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
                                        "L·(layer FLOPs − " + ("6·s·(W_qk + W_v)" if sh.mla is not None else "12·d·s")
                                        + ") / f; attention scores and values, LM head BF16")
     coefs["memory_per_device"] = memory
+    if cm._step is not None:
+        coefs["collective_latency"] = _latency_coef(hw, layout, cm)
     if hw.overlap is not None:
         coefs["overlap"] = Coef(hw.overlap, "1", DECLARED, "hardware.overlap")
     if _declared(hw, "step_overhead"):

@@ -193,6 +193,12 @@ def deepep_seconds_per_token(d_model: int, ex: Experts, recompute: str, gpus_per
     return max(remote * per_copy / network, local * per_copy / intra_node)
 
 
+def all_to_all_count(recompute: str) -> int:
+    """All-to-alls per MoE layer and micro-batch: dispatch and combine in the forward and the
+    backward (4), and the forward's again under full recomputation (module docstring)."""
+    return 4 + (2 if recompute == "full" else 0)
+
+
 def dispatch_seconds_per_sequence(seq_len: int, d_model: int, ex: Experts, tensor_parallel: int,
                                   context_parallel: int, recompute: str, gpus_per_node: int, intra_node: float,
                                   network: float, latency: float = 0.0) -> float:
@@ -201,7 +207,7 @@ def dispatch_seconds_per_sequence(seq_len: int, d_model: int, ex: Experts, tenso
     all-to-all pays besides its bytes (the cost model's collective latency, where it prices one)."""
     tokens = seq_len / (tensor_parallel * context_parallel)
     buffer = ex.load * tokens * d_model * BF16
-    passes = 4 + (2 if recompute == "full" else 0)
+    passes = all_to_all_count(recompute)
     if ex.dispatcher == "deepep" and ex.expert_parallel > 1:
         seconds = tokens * deepep_seconds_per_token(d_model, ex, recompute, gpus_per_node, intra_node, network) \
             + passes * latency

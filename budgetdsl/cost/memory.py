@@ -12,9 +12,13 @@ the last (a tied head is a copy there under a pipeline, as Megatron keeps it), a
 FP8 GEMMs (`hardware.precision: fp8`) each layer parameter also has FP8_WEIGHT_BYTES of FP8 copies:
 Transformer Engine casts the bf16 weight to FP8 once per step and caches it for the step's
 micro-batches, with its transpose for the backward's GEMM (Hopper's FP8 tensor cores take one
-layout only), sharded like the weights. Master weights, gradients, optimizer state and the
-stored activations stay as below (bf16 activations: an upper bound where the framework saves the
-linear layers' inputs in FP8).
+layout only), sharded like the weights. Master weights, gradients and optimizer state stay as
+below; of the stored activations, the inputs of the four linear layers (QKV, output projection,
+MLP up/gate and down) are kept in FP8, 1 byte a value: Transformer Engine's `Linear` saves its
+quantized input for the weight-gradient GEMM (transformer_engine/pytorch/module/linear.py at
+d0067d0: `saved_inputmat = inputmat`, the FP8 tensor with only its column-wise data kept), so the
+QKV and MLP inputs (d wide each, in the 10) and the projection and down-projection inputs (d and
+F wide, in the split part) take half their 16-bit bytes (`FP8_SAVED_WHOLE`, `fp8_saved_split`).
 
 Activations per sequence per layer, 16-bit (Korthikanti et al. 2022, "Reducing Activation
 Recomputation in Large Transformer Models", section 4.1 and Table 2):
@@ -105,6 +109,14 @@ def layer_activation_split(d_model: int, heads: int | None = None, kv_heads: int
 
 
 ACTIVATION_WHOLE = 10.0  # bytes per token ÷ d that tensor parallelism without sequence parallelism keeps whole
+FP8_SAVED_WHOLE = 2.0  # of those, saved by FP8 linear layers: the QKV and MLP inputs at 1 byte instead of 2
+
+
+def fp8_saved_split(d_model: int, ffn_hidden: int | None = None) -> float:
+    """Bytes per token ÷ d of the split part that FP8 linear layers save (module docstring): the
+    output projection's input (d) and the down projection's (F) at 1 byte instead of 2."""
+    ffn = float(ffn_hidden) if ffn_hidden is not None else 4.0 * d_model
+    return 1.0 + ffn / d_model
 
 
 def layer_activation_whole(d_model: int, mla: LatentAttention | None = None) -> float:
@@ -117,10 +129,11 @@ def activation_bytes_per_layer(seq_len: int, d_model: int, heads: int | None, re
                                flash_attention: bool, tensor_parallel: int = 1,
                                sequence_parallel: bool = True, *, kv_heads: int | None = None,
                                ffn_hidden: int | None = None, mlp: str = "gelu",
-                               mla: LatentAttention | None = None) -> float | None:
+                               mla: LatentAttention | None = None, fp8: bool = False) -> float | None:
     """Korthikanti et al. (2022) Table 2, for the layer's shape (`layer_activation_split`): 16-bit
-    activation bytes of one sequence in one layer on one GPU. None when the attention-score term
-    needs `heads` and it is unknown."""
+    activation bytes of one sequence in one layer on one GPU (with `fp8`, the linear layers'
+    inputs at 1 byte: module docstring). None when the attention-score term needs `heads` and it
+    is unknown."""
     s, d, t = float(seq_len), float(d_model), float(tensor_parallel)
     split = sequence_parallel or t == 1
     if recompute == "full":
@@ -131,6 +144,8 @@ def activation_bytes_per_layer(seq_len: int, d_model: int, heads: int | None, re
     scores = 5.0 * heads * s / d if keep_scores and heads else 0.0
     parted = layer_activation_split(d_model, heads, kv_heads, ffn_hidden, mlp, mla)
     whole = layer_activation_whole(d_model, mla)
+    if fp8:
+        whole, parted = whole - FP8_SAVED_WHOLE, parted - fp8_saved_split(d_model, ffn_hidden)
     if split:
         return s * d * (whole + parted + scores) / t
     return s * d * (whole + parted / t + scores / t)
@@ -194,14 +209,14 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
 
     per_layer = activation_bytes_per_layer(seq_len, d_model, heads, recompute, flash_attention, t,
                                            sequence_parallel, kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp,
-                                           mla=mla)
+                                           mla=mla, fp8=fp8)
     if per_layer is None:
         return None
     working = 0.0
     if recompute == "full":  # the layer being recomputed holds its full set during its backward
         working = activation_bytes_per_layer(seq_len, d_model, heads, "none", flash_attention, t, sequence_parallel,
                                              kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp,
-                                             mla=mla) or 0.0
+                                             mla=mla, fp8=fp8) or 0.0
     emb = float(vocab * d_model) if vocab else 0.0
     per_param = layer_params(params, layers, emb, tied_embeddings)
     counts = split if split is not None and len(split) == p else balanced_split(layers, p, virtual_stages, head_layers)

@@ -28,7 +28,11 @@ tensor-parallel degree t):
 - tensor parallelism: Megatron's two all-reduces per layer in the forward and two in the backward
   (two more with full recomputation) of b·s·d bf16 values (Shoeybi et al. 2019, section 3;
   sequence parallelism swaps each for a reduce-scatter + all-gather of the same volume), ring
-  cost 2(t−1)/t · bytes / link over NVLink when t ≤ GPUs per node, else the NIC. Not overlapped.
+  cost 2(t−1)/t · bytes / link over NVLink when t ≤ GPUs per node, else the NIC; overlapped only
+  where the stack says so (`stacks.Stack.tp_overlap`: one chunk in t exposed).
+- latency: every collective also pays NCCL's α once (`collective_latency`, the comment above it):
+  per micro-batch for TP, pipeline sends, ring-attention steps and all-to-alls (StepCost.latency),
+  per block (ZeRO-3) or per bucket of the stack (`stacks.Stack.collectives`) for data parallelism.
 - pipeline: each stage boundary sends b·s·d bf16 activations forward and gradients back per
   micro-batch (split over t, Narayanan et al. 2021 section 4.1's scatter/gather); the 1F1B bubble
   is (p − 1)/v micro-batch times of the slowest stage (Narayanan et al. 2021, section 2.2; v
@@ -61,15 +65,18 @@ import functools
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from budgetdsl.cost.context_parallel import ring_exposed_seconds
+from budgetdsl.cost.context_parallel import RING_PASSES, ring_exposed_seconds
 from budgetdsl.cost.experts import (
     Experts,
+    all_to_all_count,
     capacity_padding_flops,
     dispatch_seconds_per_sequence,
     moe_layers_per_stage,
+    ranks_in_node,
 )
 from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer
 from budgetdsl.cost.memory import layer_activation_split, layer_activation_whole, layer_params, stage_params
+from budgetdsl.cost.stacks import DEFAULT_STACK, Stack
 from budgetdsl.hardware.layout import balanced_split, data_parallel_peers_in_node
 from budgetdsl.theory.xp import SCALAR
 
@@ -159,6 +166,7 @@ class Layout:
     expert_parallel: int = 1  # ep, and etp (0: t), of the routed experts (budgetdsl.cost.experts)
     expert_tensor_parallel: int = 0
     stage_split: tuple[int, ...] | None = None  # layers per stage as the plan pins them (hardware.stage_layers)
+    stack: Stack = DEFAULT_STACK  # what the framework overlaps, how it cuts collectives (cost.stacks)
 
     def stages(self, shape: Shape) -> tuple[int, ...]:
         """Layers per pipeline stage: the pinned split, else `layout.balanced_split` balancing the
@@ -249,16 +257,80 @@ def _ring(volume: float, ranks: int) -> float:
     return 2.0 * (ranks - 1) / ranks * volume if ranks > 1 else 0.0
 
 
-def dp_collective_time(nbytes: float, dp: int, t: int, device: Device, kind: str = "all_reduce") -> float:
+# Collective latency α: NCCL's own cost model, NVIDIA/nccl src/graph/tuning.cc (commit 5067397,
+# 2026-06; ncclTunerConstantsDefaults, ncclTopoTuneModel, ncclTopoGetAlgoTime), Simple protocol —
+# what NCCL's tuner picks for the megabyte-sized collectives of training. Microseconds:
+#   baseLatencies  Ring 8.4, Tree 8.4, PAT 8.0
+#   hwLatencies    NVLink: Ring 3.4, Tree 4.0; PCI: Ring 5.7, Tree 4.0; NET: Ring 14.0, Tree 14
+#   ring    base + (nsteps − nInterSteps)·intraLat + nInterSteps·interLat; nsteps = 2(n − 1) for an
+#           all-reduce, n − 1 for a reduce-scatter or all-gather over n ranks; nInterSteps =
+#           2(N − 1) resp. N − 1 across N nodes; across nodes intraLat ≥ 3 × getNetOverhead() (1 µs
+#           on x86, ×3 for Simple) and a ring all-reduce's latency × 1.4 ("plateau effect", sm80+)
+#   tree    all-reduce only: base + 2·((n/N − 1)·intraLat + log2(N)·interLat)
+#   PAT     reduce-scatter / all-gather with one GPU per node only: base + log2(N)·interLat/3.5 + 2.8·n
+# NCCL runs the algorithm of least modelled time; the bandwidth term being the caller's (the
+# hierarchical ring above), that is the least latency. Not modelled: NVLS and CollNet (NVLink and
+# in-network SHARP reductions, which need the switch hardware), the LL/LL128 protocols (small
+# messages). Point-to-point sends (pipeline, ring attention, the experts' all-to-all, whose ep − 1
+# sends run at once) pay one ring step: base + the link's hop latency — NCCL's tuner does not model
+# p2p; this is its ring's cost of one step.
+NCCL_BASE_US = {"ring": 8.4, "tree": 8.4, "pat": 8.0}
+NCCL_HOP_US = {"nvlink": {"ring": 3.4, "tree": 4.0}, "pci": {"ring": 5.7, "tree": 4.0},
+               "net": {"ring": 14.0, "tree": 14.0}}
+NCCL_NET_OVERHEAD_US = 3.0  # getNetOverhead() 1 µs (x86) × 3 for the Simple protocol
+NCCL_RING_PLATEAU = 1.4  # ncclTopoGetAlgoTime: ring Simple all-reduce across nodes, compute capability ≥ 8.0
+NCCL_PAT_PER_RANK_US = 2.8
+PCIE_LINK = 64e9  # bytes/s: an in-node link this slow or slower is PCIe (Gen5 x16), not NVLink
+
+
+@functools.lru_cache(maxsize=4096)
+def collective_latency(kind: str, ranks: int, nodes: int, pcie: bool = False) -> float:
+    """Seconds of latency α of one NCCL collective over `ranks` GPUs on `nodes` nodes (the comment
+    above: the least of ring, tree and PAT, as NCCL's tuner chooses). `kind`: all_reduce,
+    reduce_scatter, all_gather; p2p (one ring step, across nodes when nodes > 1). 0 for one rank."""
+    if ranks <= 1:
+        return 0.0
+    nodes = max(1, min(nodes, ranks))
+    hop = NCCL_HOP_US["pci" if pcie else "nvlink"]
+    net = NCCL_HOP_US["net"]
+    if kind == "p2p":
+        return (NCCL_BASE_US["ring"] + (net["ring"] if nodes > 1 else hop["ring"])) * 1e-6
+    ar = kind == "all_reduce"
+    steps = 2 * (ranks - 1) if ar else ranks - 1
+    inter = 0 if nodes == 1 else (2 * (nodes - 1) if ar else nodes - 1)
+    intra = hop["ring"] if nodes == 1 else max(hop["ring"], NCCL_NET_OVERHEAD_US)
+    best = NCCL_BASE_US["ring"] + (steps - inter) * intra + inter * net["ring"]
+    if ar and nodes > 1:
+        best *= NCCL_RING_PLATEAU
+    log_nodes = nodes.bit_length() - 1  # log2i
+    if ar:
+        best = min(best, NCCL_BASE_US["tree"] + 2.0 * ((ranks // nodes - 1) * hop["tree"] + log_nodes * net["tree"]))
+    elif ranks == nodes:
+        best = min(best, NCCL_BASE_US["pat"] + log_nodes * net["tree"] / 3.5 + NCCL_PAT_PER_RANK_US * ranks)
+    return best * 1e-6
+
+
+@functools.lru_cache(maxsize=65536)
+def group_latency(kind: str, ranks: int, stride: int, device: Device) -> float:
+    """`collective_latency` of a group of `ranks` GPUs spaced `stride` apart (tensor-parallel
+    groups stride 1, data-parallel ones t, Megatron's rank order)."""
+    in_node = ranks_in_node(ranks, stride, device.gpus_per_node)
+    return collective_latency(kind, ranks, -(-ranks // in_node), device.intra_node <= PCIE_LINK)
+
+
+def dp_collective_time(nbytes: float, dp: int, t: int, device: Device, kind: str = "all_reduce",
+                       calls: int = 1) -> float:
     """Seconds for a data-parallel collective of `nbytes` per GPU, hierarchical (module docstring):
-    NVLink among the k peers of a node, then every NIC of the node across the dp/k nodes.
+    NVLink among the k peers of a node, then every NIC of the node across the dp/k nodes, plus the
+    latency α of each of the `calls` collectives that carry it (`collective_latency`).
     `kind`: all_reduce, or reduce_scatter / all_gather (half the traffic)."""
     if dp <= 1 or nbytes <= 0:
         return 0.0
     k = data_parallel_peers_in_node(dp, t, device.gpus_per_node)
     n = max(1, dp // k)
     t_ar = _ring(nbytes, k) / device.intra_node + _ring(nbytes / k, n) / device.network
-    return t_ar if kind == "all_reduce" else 0.5 * t_ar
+    beta = t_ar if kind == "all_reduce" else 0.5 * t_ar
+    return beta + calls * group_latency(kind, dp, t, device)
 
 
 def _activation_traffic_per_token(shape: Shape, layout: Layout) -> float:
@@ -318,7 +390,9 @@ class StepCost:
     reduce: float  # ZeRO 0-2: the gradient reduction per step
     gather: float  # ZeRO 1-2: the weights' all-gather per step
     overlap: float | None
-    fixed: float  # optimizer + overhead
+    fixed: float  # optimizer + overhead (+ the bubble's share of `latency`)
+    latency: float = 0.0  # seconds per micro-batch whatever its size: the α of its TP/PP/CP/EP collectives
+    gather_share: float = 0.0  # ZeRO-1/2: share of a micro-batch's compute hiding the weights' all-gather (stack)
 
     def linear(self, micro_batch: float, dp: int, seq_len: int) -> tuple[float, float]:
         """(seconds per token, fixed seconds per step) of T(B) = B·a + c at `micro_batch`, from the
@@ -342,7 +416,7 @@ class StepCost:
         return StepCost(*scaled_step_fields(tuple(getattr(self, n) for n in self.__slots__), k))
 
 
-_STEP_TIMES = (0, 1, 2, 4, 5, 6, 8)  # the fields of StepCost in seconds (not zero3, not overlap)
+_STEP_TIMES = (0, 1, 2, 4, 5, 6, 8, 9)  # the fields of StepCost in seconds (not zero3, overlap, gather_share)
 
 
 def scaled_step_fields(fields: tuple, k: float) -> tuple:
@@ -357,20 +431,22 @@ def step_seconds(step, b, m, xp=SCALAR):
     step time, defined here only: `step` holds floats (one layout) or numpy arrays of its fields
     (a sweep's pairs, `xp` = numpy; `zero3` then a boolean array)."""
     once, zero2 = exposed_dp(step.zero3, step.dp_per_micro, step.reduce, step.gather, step.overlap, b, step.window,
-                             m, xp)
-    return m * b * step.per_sequence + step.bubble_k * b + once + zero2 + step.fixed
+                             m, xp, step.gather_share)
+    return m * b * step.per_sequence + step.bubble_k * b + once + zero2 + step.fixed + m * step.latency
 
 
 BACKWARD_SHARE = 2.0 / 3.0  # the backward's share of a micro-batch's compute: what hides ZeRO 0–2's reduction
 
 
-def exposed_dp(zero3, per_micro, reduce, gather, overlap, b, window, m, xp=SCALAR):
+def exposed_dp(zero3, per_micro, reduce, gather, overlap, b, window, m, xp=SCALAR, gather_share=0.0):
     """(the data-parallel seconds a step leaves exposed once, ZeRO-2's other m − 1 reductions), with
     m micro-batches of b sequences each hidden behind b·window of compute (module docstring):
     ZeRO-3 gathers and reduces per micro-batch behind its compute; ZeRO 0–2 reduce once behind
     the last micro-batch's backward (⅔ of its compute), and ZeRO-2 (per_micro, not ZeRO-3) the
-    other m − 1 micro-batches' reductions each behind its own backward. A declared `overlap`
-    hides that fraction of every collective instead."""
+    other m − 1 micro-batches' reductions each behind its own backward; a stack that overlaps the
+    ZeRO-1/2 weights' all-gather (`stacks.Stack.gather_share`) hides it behind that share of one
+    micro-batch's compute (the next step's first forward). A declared `overlap` hides that
+    fraction of every collective instead."""
     per_step = m * per_micro
     total = xp.where(zero3, per_step, reduce + gather)
     if overlap is not None:
@@ -378,7 +454,10 @@ def exposed_dp(zero3, per_micro, reduce, gather, overlap, b, window, m, xp=SCALA
         each = per_micro * (1.0 - overlap)
     else:
         backward = BACKWARD_SHARE * b * window
-        exposed = total - xp.where(zero3, xp.minimum(per_step, m * b * window), xp.minimum(reduce, backward))
+        hidden = xp.minimum(reduce, backward)
+        if gather_share:
+            hidden = hidden + xp.minimum(gather, gather_share * b * window)
+        exposed = total - xp.where(zero3, xp.minimum(per_step, m * b * window), hidden)
         each = xp.maximum(0.0, per_micro - backward)
     return xp.maximum(0.0, exposed), xp.where(zero3, 0.0, (m - 1) * each)
 
@@ -390,10 +469,11 @@ def linear_step_seconds(flops_per_token, batch_tokens, rate, fixed):
 
 @functools.lru_cache(maxsize=1024)
 def _stage_shares(shape: Shape, device: Device,
-                  layout: Layout) -> tuple[tuple[int, ...], int, tuple[float, float, float]]:
-    """(layers per stage, the slowest stage, its compute, recompute and TP shares) of one sequence
-    per micro-batch: independent of the GPU count and ZeRO stage, so a layout search computes them
-    once per (t, p, recomputation) — `layout` arrives with gpus = t·p and zero = 0."""
+                  layout: Layout) -> tuple[tuple[int, ...], int, tuple[float, float, float], float]:
+    """(layers per stage, the slowest stage, its compute, recompute and TP shares of one sequence
+    per micro-batch, its TP latency per micro-batch): independent of the GPU count and ZeRO stage,
+    so a layout search computes them once per (t, p, recomputation) — `layout` arrives with
+    gpus = t·p and zero = 0."""
     t, p = layout.tensor_parallel, layout.pipeline_parallel
     s, d = shape.seq_len, float(shape.d_model)
     tokens = s  # one sequence per micro-batch; every share below is proportional to it
@@ -405,6 +485,11 @@ def _stage_shares(shape: Shape, device: Device,
     tp_link = device.intra_node if t <= device.gpus_per_node else device.network
     n_tp = 4 + (2 if layout.recompute == "full" else 0)
     tp_one = _ring(tokens * d * BF16, t) / tp_link if t > 1 else 0.0
+    # each all-reduce's latency; with sequence parallelism a reduce-scatter and an all-gather
+    tp_alpha = (2.0 * group_latency("all_gather", t, 1, device) if layout.sequence_parallel
+                else group_latency("all_reduce", t, 1, device))
+    if layout.stack.tp_overlap and t > 1:  # pipelined in t chunks with the GEMMs: one chunk exposed (cost.stacks)
+        tp_one, tp_alpha = tp_one / t, tp_alpha / t
     fp8 = fp8_gemm_saving(shape, device)
 
     def stage(i: int) -> tuple[float, float, float]:
@@ -420,16 +505,18 @@ def _stage_shares(shape: Shape, device: Device,
 
     per_stage = [stage(i) for i in range(p)]
     slow = max(range(p), key=lambda i: sum(per_stage[i]) + (i == p - 1) * 1e-18)
-    return stages, slow, per_stage[slow]
+    return stages, slow, per_stage[slow], stages[slow] * n_tp * tp_alpha
 
 
-def _slowest(shape: Shape, device: Device, layout: Layout) -> tuple[tuple[int, ...], tuple[float, float, float], float]:
+def _slowest(shape: Shape, device: Device,
+             layout: Layout) -> tuple[tuple[int, ...], tuple[float, float, float], float, float, int]:
     """(layers per stage, the slowest stage's compute, recompute and TP shares of one sequence, its
-    GPU's parameters): what every GPU count of a (t, p, recomputation) layout shares."""
+    GPU's parameters, its TP latency per micro-batch, its layers): what every GPU count of a (t, p,
+    recomputation) layout shares."""
     t, p = layout.tensor_parallel, layout.pipeline_parallel
-    stages, slow, shares = _stage_shares(shape, device, Layout(
+    stages, slow, shares, tp_alpha = _stage_shares(shape, device, Layout(
         t * p, t, p, layout.virtual_stages, 0, layout.recompute, layout.flash_attention, layout.sequence_parallel,
-        stage_split=layout.stage_split))
+        stage_split=layout.stage_split, stack=layout.stack))
     local = stage_params(stages[slow], shape.layer_params, shape.embedding_params, slow == 0, slow == p - 1, p,
                          shape.tied_embeddings) / t
     if layout.context_parallel > 1:  # each GPU holds s/cp tokens of a sequence (context_parallel.py)
@@ -440,7 +527,7 @@ def _slowest(shape: Shape, device: Device, layout: Layout) -> tuple[tuple[int, .
         routed = ex.routed_layer_params
         moe = moe_layers_per_stage(stages, ex.dense_layers)[slow]
         local += moe * routed / ex.group - stages[slow] * routed * (shape.layers - ex.dense_layers) / shape.layers / t
-    return stages, shares, local
+    return stages, shares, local, tp_alpha, stages[slow]
 
 
 def _matmul_rate(shape: Shape, device: Device, t: int) -> float:
@@ -449,16 +536,18 @@ def _matmul_rate(shape: Shape, device: Device, t: int) -> float:
 
 
 def _expert_context(shape: Shape, device: Device, layout: Layout, stages: tuple[int, ...],
-                    window: float = 0.0) -> tuple[float, float]:
+                    window: float = 0.0) -> tuple[float, float, float, float]:
     """(expert-parallel, context-parallel) seconds per sequence of micro-batch on the busiest stage:
     the MoE layers' dispatch and combine all-to-alls and their capacity padding
     (budgetdsl.cost.experts), and the ring attention traffic the attention compute does not hide
-    (budgetdsl.cost.context_parallel). (0, 0) for a dense model without context parallelism. With
-    `hardware.expert_overlap` the all-to-alls run under the compute and recomputation of the stage,
-    `window` seconds per sequence, and only what outlasts it counts (budgetdsl.cost.experts)."""
+    (budgetdsl.cost.context_parallel); then their latencies per micro-batch: one point-to-point
+    step (`collective_latency`) per all-to-all and per ring step (the latter counted exposed).
+    Zeros for a dense model without context parallelism. With `hardware.expert_overlap` the
+    all-to-alls run under the compute and recomputation of the stage, `window` seconds per
+    sequence, and only what outlasts it counts (budgetdsl.cost.experts), their latency hidden too."""
     t, cp = layout.tensor_parallel, layout.context_parallel
     ex = layout.experts(shape)
-    ep_seconds = cp_seconds = 0.0
+    ep_seconds = cp_seconds = ep_alpha = cp_alpha = 0.0
     rate = _matmul_rate(shape, device, t)
     if ex is not None:
         moe_layers = max(moe_layers_per_stage(stages, ex.dense_layers))
@@ -468,6 +557,9 @@ def _expert_context(shape: Shape, device: Device, layout: Layout, stages: tuple[
         if ex.overlap:
             ep_seconds = max(0.0, ep_seconds - window)
         ep_seconds += moe_layers * capacity_padding_flops(ex) * shape.seq_len / (t * cp) / rate
+        if ex.expert_parallel > 1 and not ex.overlap:
+            ep_alpha = moe_layers * all_to_all_count(layout.recompute) * group_latency(
+                "p2p", ex.expert_parallel, ex.expert_tensor_parallel, device)
     if cp > 1:
         d_kv = shape.d_model * shape.kv_heads / shape.heads if shape.kv_heads and shape.heads else float(shape.d_model)
         if shape.mla is not None and shape.heads:  # the decompressed K and V of every head: (W_qk + W_v)/2 each
@@ -475,7 +567,8 @@ def _expert_context(shape: Shape, device: Device, layout: Layout, stages: tuple[
         cp_seconds = max(stages) * ring_exposed_seconds(shape.seq_len, shape.d_model, d_kv, t, cp, device.gpus_per_node,
                                                         device.intra_node, device.network, rate,
                                                         width=shape.attention_width)
-    return ep_seconds, cp_seconds
+        cp_alpha = max(stages) * RING_PASSES * (cp - 1) * group_latency("p2p", cp, t, device)
+    return ep_seconds, cp_seconds, ep_alpha, cp_alpha
 
 
 def _pipeline_send(shape: Shape, t: int, p: int, link: float, cp: int = 1) -> float:
@@ -484,14 +577,37 @@ def _pipeline_send(shape: Shape, t: int, p: int, link: float, cp: int = 1) -> fl
     return 2.0 * shape.seq_len * float(shape.d_model) * BF16 / t / link / cp if p > 1 else 0.0
 
 
+def _pipeline_hidden(layout: Layout) -> bool:
+    """The stack overlaps the pipeline sends with compute (interleaved schedule only, cost.stacks)."""
+    return layout.stack.pp_overlap and layout.virtual_stages > 1
+
+
+def _pipeline_latency(device: Device, layout: Layout, inside: bool) -> float:
+    """Latency per micro-batch of the two pipeline sends (activations, gradients), one p2p step each
+    over NVLink (`inside`) or the network; 0 without a pipeline or where the stack hides them."""
+    if layout.pipeline_parallel <= 1 or _pipeline_hidden(layout):
+        return 0.0
+    return 2.0 * collective_latency("p2p", 2, 1 if inside else 2, device.intra_node <= PCIE_LINK)
+
+
 def _collectives(shape: Shape, device: Device, layout: Layout, local: float, dps: list[int],
-                 shared: dict | None = None) -> tuple[list[float], list[float], list[float], list[float]]:
+                 shared: dict | None = None,
+                 blocks: int = 1) -> tuple[list[float], list[float], list[float], list[float]]:
     """Per data-parallel degree of `dps`: (per micro-batch, gradient reduction per step, weights'
     all-gather per step, optimizer step) seconds of the slowest stage's GPU (module docstring). A
-    reduce-scatter or all-gather is half an all-reduce (`dp_collective_time`); `shared`, a dict a
-    layout search passes to every layout, keeps each all-reduce column by (bytes, t, device)."""
-    t, zero = layout.tensor_parallel, layout.zero
+    reduce-scatter or all-gather is half an all-reduce's bytes (`dp_collective_time`), each
+    collective adds its latency: ZeRO-3 one per transformer block of the stage (`blocks`) and
+    direction, ZeRO 0–2 one per bucket of the stack (`stacks.Stack.collectives`); `shared`, a dict
+    a layout search passes to every layout, keeps each all-reduce column by (bytes, t, device)."""
+    t, zero, stack = layout.tensor_parallel, layout.zero, layout.stack
     grads = layout.grad_bytes * local
+
+    def alpha(kind: str, nbytes: float, value_bytes: float) -> list[float]:
+        """The latency of the collectives carrying `nbytes` per GPU, per data-parallel degree."""
+        if nbytes <= 0:
+            return [0.0] * len(dps)
+        return [(blocks if zero >= 3 else stack.collectives(nbytes, value_bytes, dp, blocks))
+                * group_latency(kind, dp, t, device) if dp > 1 else 0.0 for dp in dps]
 
     def all_reduce(nbytes: float) -> list[float]:
         memo = None
@@ -503,7 +619,7 @@ def _collectives(shape: Shape, device: Device, layout: Layout, local: float, dps
         for dp in dps:
             ar = memo.get(dp) if memo is not None else None
             if ar is None:
-                ar = dp_collective_time(nbytes, dp, t, device, "all_reduce")
+                ar = dp_collective_time(nbytes, dp, t, device, "all_reduce", calls=0)
                 if memo is not None:
                     memo[dp] = ar
             out.append(ar)
@@ -512,14 +628,19 @@ def _collectives(shape: Shape, device: Device, layout: Layout, local: float, dps
     zeros = [0.0] * len(dps)
     if zero >= 3:
         ag, rs = all_reduce(BF16 * local), all_reduce(grads)
-        per_micro, reduce, gather = [2 * (0.5 * a if a else 0.0) + (0.5 * r if r else 0.0)
-                                     for a, r in zip(ag, rs)], zeros, zeros
+        ag_a, rs_a = alpha("all_gather", BF16 * local, BF16), alpha("reduce_scatter", grads, layout.grad_bytes)
+        per_micro, reduce, gather = [2 * (0.5 * a + la if a else 0.0) + (0.5 * r + lr if r else 0.0)
+                                     for a, r, la, lr in zip(ag, rs, ag_a, rs_a)], zeros, zeros
     elif zero >= 1:
-        reduce = [0.5 * r if r else 0.0 for r in all_reduce(grads)]
+        reduce = [0.5 * r + la if r else 0.0
+                  for r, la in zip(all_reduce(grads), alpha("reduce_scatter", grads, layout.grad_bytes))]
         per_micro = reduce if zero == 2 else zeros
-        gather = [0.5 * a if a else 0.0 for a in all_reduce(BF16 * local)]
+        gather = [0.5 * a + la if a else 0.0
+                  for a, la in zip(all_reduce(BF16 * local), alpha("all_gather", BF16 * local, BF16))]
     else:
-        per_micro, reduce, gather = zeros, all_reduce(grads), zeros
+        per_micro, zeros_ = zeros, all_reduce(grads)
+        reduce = [r + la if r else 0.0 for r, la in zip(zeros_, alpha("all_reduce", grads, layout.grad_bytes))]
+        gather = zeros
     fixed_bytes, hbm = layout.grad_bytes + ADAM_BYTES, device.hbm_bandwidth
     if zero >= 1:  # Adam over the GPU's shard of the parameters
         optimizer = [fixed_bytes * (local / dp) / hbm for dp in dps]
@@ -530,36 +651,42 @@ def _collectives(shape: Shape, device: Device, layout: Layout, local: float, dps
 
 def step_cost(shape: Shape, device: Device, layout: Layout, step_overhead: float = 0.0) -> StepCost:
     """The layout's `StepCost`: T(b, m) for every micro-batch b and count m in closed form."""
-    k, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed = step_cost_columns(
+    k, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed, latency, gather_share = step_cost_columns(
         shape, device, layout, [layout.gpus], step_overhead)
-    return StepCost(k[0], window, bubble[0], zero3, per_micro[0], reduce[0], gather[0], overlap, fixed[0])
+    return StepCost(k[0], window, bubble[0], zero3, per_micro[0], reduce[0], gather[0], overlap, fixed[0],
+                    latency[0], gather_share)
 
 
 def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list[int],
                       step_overhead: float = 0.0, shared: dict | None = None) -> tuple:
     """The fields of `step_cost` of `layout` on each GPU count of `counts` (a layout search's many
     counts of one layout), as columns: (per_sequence, window, bubble_k, zero3, dp_per_micro,
-    reduce, gather, overlap, fixed), `window`, `zero3` and `overlap` one value for every count.
+    reduce, gather, overlap, fixed, latency, gather_share), `window`, `zero3`, `overlap` and
+    `gather_share` one value for every count.
     What does not depend on the count is computed once: the stage shares, the slowest stage's
     parameters, the two pipeline links (within a node or not); `shared`: see `_collectives`."""
     t, p = layout.tensor_parallel, layout.pipeline_parallel
-    stages, (c1, r1, tp1), local = _slowest(shape, device, layout)
+    stages, (c1, r1, tp1), local, tp_alpha, blocks = _slowest(shape, device, layout)
     cp = layout.context_parallel
-    ep1, cp1 = _expert_context(shape, device, layout, stages, c1 + r1)
+    ep1, cp1, ep_alpha, cp_alpha = _expert_context(shape, device, layout, stages, c1 + r1)
     v = max(1, layout.virtual_stages)
+    hide_pp = _pipeline_hidden(layout)
     # the two pipeline links: t·dp < GPUs per node (NVLink) or not (the NIC)
     kb = []
-    for pp_link in (device.intra_node, device.network):
-        k = c1 + r1 + tp1 + ep1 + cp1 + _pipeline_send(shape, t, p, pp_link, cp)
-        kb.append((k, (p - 1) / v * k if p > 1 else 0.0))
-    (k_in, b_in), (k_out, b_out) = kb
+    for inside_node, pp_link in ((True, device.intra_node), (False, device.network)):
+        k = c1 + r1 + tp1 + ep1 + cp1 + (0.0 if hide_pp else _pipeline_send(shape, t, p, pp_link, cp))
+        lat = tp_alpha + ep_alpha + cp_alpha + _pipeline_latency(device, layout, inside_node)
+        kb.append((k, (p - 1) / v * k if p > 1 else 0.0, lat, (p - 1) / v * lat if p > 1 else 0.0))
+    (k_in, b_in, l_in, lb_in), (k_out, b_out, l_out, lb_out) = kb
     dps = [gpus // (t * p * cp) for gpus in counts]
     inside = [t * dp * cp < device.gpus_per_node for dp in dps]
     # the weights' copies are on dp·cp ranks: the gradient reduction and ZeRO run over them
     per_micro, reduce, gather, optimizer = _collectives(shape, device, layout, local, [dp * cp for dp in dps],
-                                                        shared)
+                                                        shared, blocks)
     return ([k_in if i else k_out for i in inside], c1 + r1 + tp1, [b_in if i else b_out for i in inside],
-            layout.zero >= 3, per_micro, reduce, gather, layout.overlap, [o + step_overhead for o in optimizer])
+            layout.zero >= 3, per_micro, reduce, gather, layout.overlap,
+            [o + step_overhead + (lb_in if i else lb_out) for o, i in zip(optimizer, inside)],
+            [l_in if i else l_out for i in inside], layout.stack.gather_share)
 
 
 def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, global_batch: float,
@@ -571,16 +698,22 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
     dp = layout.data_parallel
     b = micro_batch
     m = global_batch / (dp * micro_batch)
-    stages, (c1, r1, tp1), local = _slowest(shape, device, layout)
+    stages, (c1, r1, tp1), local, tp_alpha, blocks = _slowest(shape, device, layout)
     cp = layout.context_parallel
-    ep1, cp1 = _expert_context(shape, device, layout, stages, c1 + r1)
-    pp1 = _pipeline_send(shape, t, p, device.intra_node if t * dp * cp < device.gpus_per_node else device.network, cp)
-    (per_micro,), (reduce,), (gather,), (optimizer,) = _collectives(shape, device, layout, local, [dp * cp])
-    c_mb, r_mb, tp_mb, pp_micro = c1 * b, r1 * b, tp1 * b, pp1 * b
-    ep_mb, cp_mb = ep1 * b, cp1 * b
+    ep1, cp1, ep_alpha, cp_alpha = _expert_context(shape, device, layout, stages, c1 + r1)
+    inside = t * dp * cp < device.gpus_per_node
+    pp1 = 0.0 if _pipeline_hidden(layout) else _pipeline_send(
+        shape, t, p, device.intra_node if inside else device.network, cp)
+    (per_micro,), (reduce,), (gather,), (optimizer,) = _collectives(shape, device, layout, local, [dp * cp],
+                                                                    blocks=blocks)
+    # each share per micro-batch: b sequences' worth plus its collectives' latency
+    c_mb, r_mb, tp_mb = c1 * b, r1 * b, tp1 * b + tp_alpha
+    pp_micro = pp1 * b + _pipeline_latency(device, layout, inside)
+    ep_mb, cp_mb = ep1 * b + ep_alpha, cp1 * b + cp_alpha
     micro_time = c_mb + r_mb + tp_mb + ep_mb + cp_mb + pp_micro
     bubble = (p - 1) / v * micro_time if p > 1 else 0.0
-    once, zero2 = exposed_dp(layout.zero >= 3, per_micro, reduce, gather, layout.overlap, 1.0, c_mb + r_mb + tp_mb, m)
+    once, zero2 = exposed_dp(layout.zero >= 3, per_micro, reduce, gather, layout.overlap, 1.0, c_mb + r_mb + tp1 * b,
+                             m, SCALAR, layout.stack.gather_share)
     seq_tokens = global_batch * shape.seq_len
     model_flops = shape.flops_per_token * seq_tokens
     hardware_flops = model_flops + recompute_flops_per_token(shape, layout.recompute) * seq_tokens
@@ -593,5 +726,5 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
 
 __all__ = ["Shape", "Device", "Layout", "Breakdown", "COMPONENTS", "StepCost", "step_cost", "step_cost_columns",
            "step_seconds", "exposed_dp", "linear_step_seconds", "step_time", "scaled_step_fields",
-           "dp_collective_time", "recompute_flops_per_token"]
+           "dp_collective_time", "collective_latency", "group_latency", "recompute_flops_per_token"]
 

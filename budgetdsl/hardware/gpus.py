@@ -40,7 +40,7 @@ class GpuPreset:
 # `bench/published_runs.py --fit` recomputes both fits (tests/budgetdsl/test_published_runs.py
 # checks they are current). Parts with no fitted measurement take the A100's value (flagged in
 # their source); a plan that knows better declares hardware.mfu or hardware.kernel_efficiency.
-A100_EFFICIENCY = 0.645
+A100_EFFICIENCY = 0.652
 A100_SOURCE = "fitted to Narayanan et al. 2021 Table 1 (10 runs, 32–3,072 A100; geometric mean)"
 # The same fit over MosaicML's llm-foundry H100 80GB BF16 benchmarks (scripts/train/benchmarking/
 # README.md: 17 runs of MPT 1B–70B on 8–64 H100 with FSDP and flash attention, 2k and 4k tokens):

@@ -149,9 +149,9 @@ class _Block:
             steps = self._steps = [None] * len(self.gpus)
         st = steps[k]
         if st is None:
-            ks, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed = self.step_columns
+            ks, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed, lat, share = self.step_columns
             st = steps[k] = StepCost(ks[k], window, bubble[k], zero3, per_micro[k], reduce[k], gather[k],
-                                     overlap, fixed[k])
+                                     overlap, fixed[k], lat[k], share)
         return st
 
     def steps(self) -> list[StepCost | None]:
@@ -159,9 +159,9 @@ class _Block:
         if self.step_columns is None:
             return [None] * len(self.gpus)
         if self._steps is None:
-            ks, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed = self.step_columns
-            self._steps = [StepCost(k, window, bk, zero3, pm, r, ga, overlap, fx)
-                           for k, bk, pm, r, ga, fx in zip(ks, bubble, per_micro, reduce, gather, fixed)]
+            ks, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed, lat, share = self.step_columns
+            self._steps = [StepCost(k, window, bk, zero3, pm, r, ga, overlap, fx, la, share)
+                           for k, bk, pm, r, ga, fx, la in zip(ks, bubble, per_micro, reduce, gather, fixed, lat)]
         elif any(st is None for st in self._steps):
             self._steps = [self.step(k) for k in range(len(self.gpus))]
         return self._steps
@@ -347,7 +347,7 @@ class _StepView:
     build than `step_bound` takes to run)."""
 
     __slots__ = ("per_sequence", "window", "bubble_k", "zero3", "dp_per_micro", "reduce", "gather", "overlap",
-                 "fixed")
+                 "fixed", "latency", "gather_share")
     per_sequence: float
     window: float
     bubble_k: float
@@ -357,6 +357,8 @@ class _StepView:
     gather: float
     overlap: float | None
     fixed: float
+    latency: float
+    gather_share: float
 
 
 def _bounds_of(plan: Plan, key: tuple, space: SearchSpace, cache: SolveCache) -> tuple[int, float, tuple, bool]:
@@ -377,14 +379,16 @@ def _bounds_of(plan: Plan, key: tuple, space: SearchSpace, cache: SolveCache) ->
             rows += [(step_bound(None, mm, b_min, f / (g * peak * mfu)), b_min, g)
                      for g, mm, b_min in zip(b.gpus, b.micro, [float(dp * s) for dp in b.dp])]
         else:
-            ks, bubble, per_micro, reduce, gather, fixed = (b.step_columns[i] for i in (0, 2, 4, 5, 6, 8))
+            ks, bubble, per_micro, reduce, gather, fixed, lat = (b.step_columns[i] for i in (0, 2, 4, 5, 6, 8, 9))
             view = _StepView()
             view.window, view.zero3, view.overlap = b.step_columns[1], b.step_columns[3], b.step_columns[7]
+            view.gather_share = b.step_columns[10]
             add = rows.append
-            for g, mm, dp, k, bk, pm, r, ga, fx in zip(b.gpus, b.micro, b.dp, ks, bubble, per_micro, reduce,
-                                                       gather, fixed):
+            for g, mm, dp, k, bk, pm, r, ga, fx, la in zip(b.gpus, b.micro, b.dp, ks, bubble, per_micro, reduce,
+                                                           gather, fixed, lat):
                 view.per_sequence, view.bubble_k, view.dp_per_micro, view.reduce, view.gather, view.fixed = \
                     k, bk, pm, r, ga, fx
+                view.latency = la
                 b_min = float(dp * s)
                 add((step_bound(view, mm, b_min, 0.0), b_min, g))  # type: ignore[arg-type]
     # the tie order (simplicity, then GPU count): each block's counts ascend, so the order is
@@ -452,7 +456,8 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
                 family.shape, family.device, Layout(gpus[0], t, p, fl.virtual_stages, choice.zero,
                                                     choice.recompute, fl.flash_attention, fl.sequence_parallel,
                                                     fl.grad_bytes, fl.overlap, fl.context_parallel,
-                                                    fl.expert_parallel, fl.expert_tensor_parallel, fl.stage_split),
+                                                    fl.expert_parallel, fl.expert_tensor_parallel, fl.stage_split,
+                                                    fl.stack),
                 gpus, family.step_overhead, shared)
             if family.anchor is not None:  # a declared MFU: the modelled step anchored (cost_model.declared_anchor)
                 columns = scaled_step_fields(columns, family.anchor.scale)
@@ -1205,6 +1210,8 @@ def step_bound(step: StepCost | None, micro_max: int, b_min: float,
       n·max(0, dp_per_micro/micro_max − window) (line 1) and ≥ dp_per_micro − n·window (line 2);
     - `overlap` declared: the exposed part is total·(1 − overlap), exact for ZeRO 0–2; for ZeRO-3
       m·dp_per_micro with m ≥ n/micro_max (line 1) and m ≥ 1 (line 2).
+    The latency every micro-batch pays whatever its size (`StepCost.latency`, m·latency) adds
+    latency/micro_max per sequence to line 1 (m ≥ n/micro_max) and latency to line 2 (m ≥ 1).
     `step` None (a declared MFU): T(B) = B·`linear` exactly (cost_model.CostModel.step_time)."""
     if step is None:
         return (linear, 0.0), (linear, 0.0)
@@ -1221,7 +1228,8 @@ def step_bound(step: StepCost | None, micro_max: int, b_min: float,
         total = step.reduce + step.gather
 
         def exposed(b: float) -> float:
-            return exposed_dp(False, step.dp_per_micro, step.reduce, step.gather, step.overlap, b, w, 1.0)[0]
+            return exposed_dp(False, step.dp_per_micro, step.reduce, step.gather, step.overlap, b, w, 1.0, SCALAR,
+                              step.gather_share)[0]
         if step.overlap is not None:
             line1 = line2 = (k, const + exposed(1.0))
         else:
@@ -1230,12 +1238,20 @@ def step_bound(step: StepCost | None, micro_max: int, b_min: float,
             bk, fixed = step.bubble_k, step.fixed
             hidden = BACKWARD_SHARE * w  # per sequence of micro-batch
             slope = bk - hidden
-            if slope >= 0.0:  # least at b = 1 whatever n
+            share = step.gather_share * w  # the stack hides the weights' all-gather too (convex, two kinks)
+            if share > 0.0:
+                kinks = [1.0, mm, step.reduce / hidden if hidden > 0 else 1.0, step.gather / share]
+                line1 = (k, fixed + min(bk * b + exposed(b) for b in (max(1.0, min(x, mm)) for x in kinks)))
+                line2 = (k + min(0.0, slope - share), fixed + total)
+            elif slope >= 0.0:  # least at b = 1 whatever n
                 line1 = line2 = (k, fixed + bk + exposed(1.0))
             else:  # least at b_c = min(reduce/(⅔·window), micro_max), or at b = n below it
                 b_c = max(1.0, min(step.reduce / hidden, mm))
                 line1 = (k, fixed + bk * b_c + exposed(b_c))
                 line2 = (k + slope, fixed + total)
+    lat = step.latency
+    if lat:
+        line1, line2 = (line1[0] + lat / mm, line1[1]), (line2[0], line2[1] + lat)
     return (line1[0] / b_min, line1[1]), (max(0.0, line2[0]) / b_min, line2[1])
 
 

@@ -106,7 +106,7 @@ class Pair:
     split: Split
 
 
-_STEP = ("per_sequence", "window", "bubble_k", "dp_per_micro", "reduce", "gather", "fixed")
+_STEP = ("per_sequence", "window", "bubble_k", "dp_per_micro", "reduce", "gather", "fixed", "latency")
 
 
 @dataclass(slots=True)
@@ -123,6 +123,8 @@ class Steps:
     gather: np.ndarray
     overlap: float | None  # hardware.overlap: the same for every pair of a plan
     fixed: np.ndarray
+    latency: np.ndarray
+    gather_share: float  # the stack's (hardware.stack): the same for every pair of a plan
 
 
 @dataclass(slots=True)
@@ -155,7 +157,8 @@ def block(pairs: list[Pair], which: np.ndarray) -> Block:
         zero3 = np.array([st.zero3 for st in steps], dtype=bool)[which]
         kinds = set(zero3.tolist())  # one kind: a plain bool (throughput.exposed_dp computes one side)
         step = Steps(**{n: np.array([getattr(st, n) for st in steps])[which] for n in _STEP},
-                     zero3=kinds.pop() if len(kinds) == 1 else zero3, overlap=steps[0].overlap)
+                     zero3=kinds.pop() if len(kinds) == 1 else zero3, overlap=steps[0].overlap,
+                     gather_share=steps[0].gather_share)
     return Block(col(lambda p: p.gpus), col(lambda p: p.dp), pairs[0].seq_len, col(lambda p: p.per),
                  col(lambda p: p.f), col(lambda p: p.rate), col(lambda p: p.c), col(lambda p: p.micro_max, np.int64),
                  col(lambda p: p.pipeline, bool), mode, step, which)
@@ -451,7 +454,7 @@ def _take(p: Block, idx: np.ndarray) -> Block:
     """The elements `idx` of a block."""
     step = p._step
     if step is not None:
-        step = Steps(**{n: getattr(step, n)[idx] for n in _STEP}, overlap=step.overlap,
+        step = Steps(**{n: getattr(step, n)[idx] for n in _STEP}, overlap=step.overlap, gather_share=step.gather_share,
                      zero3=step.zero3 if isinstance(step.zero3, bool) else step.zero3[idx])
     return Block(p.gpus[idx], p.data_parallel[idx], p.seq_len, p.per[idx], p.flops_per_token[idx], p.rate[idx],
                  p.fixed_time[idx], p.micro_max[idx], p.pipeline[idx], p.mode, step, p.pair[idx])
@@ -483,7 +486,7 @@ def _sizes_below(p: Block, r: Rows, live: np.ndarray, cap, threshold, micro_fixe
     b = np.full(1, float(micro_fixed)) if micro_fixed is not None else np.arange(1.0, width + 1.0)
     step = q._step
     assert step is not None
-    col = Steps(**{n: getattr(step, n)[:, None] for n in _STEP}, overlap=step.overlap,
+    col = Steps(**{n: getattr(step, n)[:, None] for n in _STEP}, overlap=step.overlap, gather_share=step.gather_share,
                 zero3=step.zero3 if isinstance(step.zero3, bool) else step.zero3[:, None])
     u, v = wall_lines(col, b[None, :], np)
     beta = r.bc[g, None] / (b[None, :] * q.per[:, None])

@@ -10,6 +10,7 @@ from budgetdsl.cost.cost_model import (
     activation_bytes_per_layer,
     build_cost_model,
 )
+from budgetdsl.cost.stacks import DEFAULT_STACK
 from budgetdsl.cost.throughput import (
     Device,
     Layout,
@@ -144,9 +145,12 @@ def test_tensor_parallel_all_reduces_over_nvlink():
     sh, dev = _one_gpu_shape(), _device()
     bd = step_time(sh, dev, Layout(8, tensor_parallel=8), 1, 4)
     one = 2 * 7 / 8 * S * D * 2 / 300e9
-    assert bd.tp_comm == pytest.approx(4 * L * 4 * one, rel=1e-12)
+    # each all-reduce also pays NCCL's latency: in one node the ring's 8.4 + 2·7·3.4 µs (tree: 64.4)
+    alpha8 = (8.4 + 14 * 3.4) * 1e-6
+    assert bd.tp_comm == pytest.approx(4 * L * 4 * (one + alpha8), rel=1e-12)
     wide = step_time(sh, dev, Layout(16, tensor_parallel=16), 1, 4)
-    assert wide.tp_comm == pytest.approx(4 * L * 4 * 2 * 15 / 16 * S * D * 2 / 25e9, rel=1e-12)
+    alpha16 = (8.4 + 2 * (7 * 4.0 + 1 * 14.0)) * 1e-6  # two nodes: the tree (the ring's is 184 µs)
+    assert wide.tp_comm == pytest.approx(4 * L * 4 * (2 * 15 / 16 * S * D * 2 / 25e9 + alpha16), rel=1e-12)
 
 
 def test_hierarchical_data_parallel_reduction_busbw():
@@ -154,19 +158,25 @@ def test_hierarchical_data_parallel_reduction_busbw():
     the nodes then all-reduce 1/k shards with every NIC in parallel."""
     dev = _device()
     nbytes = 1e9
-    assert dp_collective_time(nbytes, 8, 1, dev) == pytest.approx(2 * 7 / 8 * nbytes / 300e9)
-    assert dp_collective_time(nbytes, 64, 1, dev) == pytest.approx(
+    # the bandwidth term alone (calls=0: no collective latency, test_collective_latency_is_nccls)
+    assert dp_collective_time(nbytes, 8, 1, dev, calls=0) == pytest.approx(2 * 7 / 8 * nbytes / 300e9)
+    assert dp_collective_time(nbytes, 64, 1, dev, calls=0) == pytest.approx(
         2 * 7 / 8 * nbytes / 300e9 + 2 * 7 / 8 * nbytes / 8 / 25e9)
     # t = 8 fills the node: every data-parallel peer is in another node, one NIC each
-    assert dp_collective_time(nbytes, 16, 8, dev) == pytest.approx(2 * 15 / 16 * nbytes / 25e9)
-    assert dp_collective_time(nbytes, 16, 8, dev, "reduce_scatter") == pytest.approx(15 / 16 * nbytes / 25e9)
+    assert dp_collective_time(nbytes, 16, 8, dev, calls=0) == pytest.approx(2 * 15 / 16 * nbytes / 25e9)
+    assert dp_collective_time(nbytes, 16, 8, dev, "reduce_scatter", calls=0) == pytest.approx(
+        15 / 16 * nbytes / 25e9)
+    # each collective adds NCCL's latency: 64 ranks on 8 nodes, tree (least) for the all-reduce
+    assert dp_collective_time(nbytes, 64, 1, dev, calls=3) == pytest.approx(
+        dp_collective_time(nbytes, 64, 1, dev, calls=0) + 3 * (8.4 + 2 * (7 * 4.0 + 3 * 14.0)) * 1e-6)
     # overlap: declared hides that fraction; the framework default hides what the last
     # micro-batch's backward covers, so exposure falls as the micro-batch grows
     sh, fast = _one_gpu_shape(), _device(peak_flops=5e15)  # compute fast enough to expose the reduction
     exposed = [step_time(sh, fast, Layout(64), mb, 64 * 8).dp_comm for mb in (1, 2, 8)]
     assert exposed[0] > exposed[1] >= exposed[2] >= 0.0
     full = step_time(sh, dev, Layout(64, overlap=0.0), 1, 64)
-    assert full.dp_comm == pytest.approx(dp_collective_time(4 * N, 64, 1, dev), rel=1e-12)
+    buckets = DEFAULT_STACK.collectives(4 * N, 4.0, 64, sh.layers)  # one per step (Megatron-LM local DDP)
+    assert full.dp_comm == pytest.approx(dp_collective_time(4 * N, 64, 1, dev, calls=buckets), rel=1e-12)
 
 
 def test_the_pipeline_bubble_is_p_minus_1_micro_batches():

@@ -193,7 +193,7 @@ def test_the_schema_fuzzer_reaches_mla_and_the_deepseek_routing_keys():
 
     seen: set[str] = set()
 
-    @settings(max_examples=150, derandomize=True, deadline=None, database=None,
+    @settings(max_examples=400, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(plans())
     def draw(doc):

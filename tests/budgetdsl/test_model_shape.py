@@ -333,3 +333,20 @@ def test_the_megatron_export_launches_the_layer_the_plan_priced(tmp_path):
     flags = [line.split()[0] for line in plain.read_text().splitlines() if line.startswith("    --")]
     assert "--num-layers" in flags and not {"--swiglu", "--num-query-groups", "--fp8-format"} & set(flags)
     assert "know (--ffn-hidden-size, --swiglu, --group-query-attention" in plain.read_text()
+
+
+def test_fp8_linear_layers_keep_their_inputs_in_one_byte():
+    """Transformer Engine saves an FP8 linear layer's quantized input for the weight gradient
+    (transformer_engine/pytorch/module/linear.py): on a Llama-3-8B-shaped layer (d_kv = d/4,
+    F = 3.5·d, SwiGLU) the 36·s·d bytes of 16-bit activations lose 1 byte per value of the QKV and
+    MLP inputs (2·d) and of the projection and down-projection inputs (d + F): 29.5·s·d. Tensor
+    parallelism without sequence parallelism splits only the second part."""
+    s, d = 8192, 4096
+    shape = dict(kv_heads=8, ffn_hidden=14336, mlp="swiglu")
+    bf16 = activation_bytes_per_layer(s, d, 32, "none", True, 1, True, **shape)
+    fp8 = activation_bytes_per_layer(s, d, 32, "none", True, 1, True, **shape, fp8=True)
+    assert bf16 == pytest.approx(36 * s * d) and fp8 == pytest.approx(29.5 * s * d)
+    tp = activation_bytes_per_layer(s, d, 32, "none", True, 4, False, **shape, fp8=True)
+    assert tp == pytest.approx(s * d * (8 + 21.5 / 4))
+    # full recomputation keeps the layer's 16-bit input, FP8 or not
+    assert activation_bytes_per_layer(s, d, 32, "full", True, 1, True, **shape, fp8=True) == 2 * s * d

@@ -37,6 +37,14 @@ PLANS = {
     "ZeRO-2, slow network, micro-batch pinned": MINIMAL.replace(
         "  gpus: 64", "  gpus: 64\n  zero: 2\n  tensor_parallel: 1\n  pipeline_parallel: 1\n  recompute: none\n"
         "  network: 10 Gb/s") + "run:\n  micro_batch: 1\n",
+    # hardware.stack: the weights' all-gather hidden behind a share of the micro-batch (gather_share),
+    # the TP and pipeline latency per micro-batch (StepCost.latency), on a slow network
+    "megatron-core stack, ZeRO-1, pipeline, slow network": MINIMAL.replace(
+        "  gpus: 64", "  gpus: 64\n  stack: megatron-core\n  zero: 1\n  tensor_parallel: 2\n  pipeline_parallel: 2\n"
+        "  recompute: none\n  network: 10 Gb/s"),
+    "fsdp2 stack, ZeRO-1 searched micro-batch, slow network": MINIMAL.replace(
+        "  gpus: 64", "  gpus: 64\n  stack: fsdp2\n  zero: 1\n  tensor_parallel: 1\n  pipeline_parallel: 1\n"
+        "  recompute: none\n  network: 10 Gb/s"),
     "7b-h100-choose-gpus (declared MFU, GPU range, usd)": (REPO / "plans" / "7b-h100-choose-gpus.yaml").read_text(),
     "llama2-70b (declared MFU, pinned layout)": (REPO / "plans" / "llama2-70b.yaml").read_text(),
 }

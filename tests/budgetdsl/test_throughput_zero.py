@@ -4,6 +4,7 @@ after every backward because of gradient partitioning"), where ZeRO-1 reduces on
 
 import pytest
 
+from budgetdsl.cost.stacks import DEFAULT_STACK
 from budgetdsl.cost.throughput import (
     Device,
     Layout,
@@ -33,7 +34,9 @@ def test_zero2_pays_the_gradient_reduction_every_micro_batch(m):
     b = 1
     one = step_time(SHAPE, DEVICE, _layout(1), b, b * m * 64)
     two = step_time(SHAPE, DEVICE, _layout(2), b, b * m * 64)
-    rs = dp_collective_time(4.0 * SHAPE.params / 1, 64, 1, DEVICE, "reduce_scatter")
+    grads = 4.0 * SHAPE.params
+    rs = dp_collective_time(grads, 64, 1, DEVICE, "reduce_scatter",
+                            calls=DEFAULT_STACK.collectives(grads, 4.0, 64, SHAPE.layers))
     w = (one.compute + one.recompute + one.tp_comm) / m  # one micro-batch of one sequence
     assert rs > BACKWARD * w  # the case the closed form is for
     assert two.total - one.total == pytest.approx((m - 1) * (rs - BACKWARD * w), rel=1e-9)
@@ -53,13 +56,14 @@ def test_the_search_columns_agree_with_step_cost_for_zero2():
     """`step_cost_columns` (what the layout search keeps per GPU count) builds the same StepCost as
     `step_cost` for ZeRO-2, count by count."""
     counts = [8, 16, 64, 256, 1024]
-    k, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed = step_cost_columns(
+    k, window, bubble, zero3, per_micro, reduce, gather, overlap, fixed, latency, share = step_cost_columns(
         SHAPE, DEVICE, _layout(2, 8), counts)
     for i, g in enumerate(counts):
         ref = step_cost(SHAPE, DEVICE, _layout(2, g))
-        got = (k[i], window, bubble[i], zero3, per_micro[i], reduce[i], gather[i], overlap, fixed[i])
+        got = (k[i], window, bubble[i], zero3, per_micro[i], reduce[i], gather[i], overlap, fixed[i], latency[i],
+               share)
         want = (ref.per_sequence, ref.window, ref.bubble_k, ref.zero3, ref.dp_per_micro, ref.reduce,
-                ref.gather, ref.overlap, ref.fixed)
+                ref.gather, ref.overlap, ref.fixed, ref.latency, ref.gather_share)
         assert got == pytest.approx(want, rel=1e-12), g
 
 
