@@ -99,7 +99,7 @@ def moe_layers_per_stage(stage_counts: tuple[int, ...] | list[int], dense_layers
     hold them."""
     out, start = [], 0
     for n in stage_counts:
-        out.append(max(0, start + n - max(start, dense_layers)) if n else 0)
+        out.append(max(0, start + n - max(start, dense_layers)))
         start += n
     return out
 

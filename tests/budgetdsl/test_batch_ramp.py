@@ -138,3 +138,17 @@ def test_stages_with_their_b_noise_price_as_the_trajectory_they_came_from(k):
         assert after.b_noise == pytest.approx(before.b_noise, rel=1e-6)
         assert after.steps == pytest.approx(before.steps, rel=1e-6)
         assert after.tokens == pytest.approx(before.tokens, rel=1e-6)
+
+
+def test_a_trajectory_that_runs_past_a_million_steps_is_refused():
+    """The file is untrusted: a last step of 10**12 would be summed step by step for hours. Only
+    the last point runs long here (its predecessors are the fixture's own)."""
+    from pathlib import Path
+
+    from budgetdsl.plan.calibration_file import load_calibration
+
+    cal = load_calibration(Path(__file__).parents[1] / "fixtures/calibration/gpt-micro-stdlib.json")
+    last = cal.trajectory[-1].model_copy(update={"step": 10**12})
+    long = cal.model_copy(update={"trajectory": [*cal.trajectory[:-1], last]})
+    with pytest.raises(ValueError, match="runs to step 1000000000000: a proxy run of more than 1,000,000"):
+        NoiseTrajectory.from_calibration(long)
