@@ -24,6 +24,7 @@ PICKS = 256
 WALKS = 64
 RECORDS = 64
 IDENTS = 16  # a few plans solved in turn
+SEEDS = 4096  # the last placements of each cost model and frontier (`solve_context._seed`), as COST_MODELS
 
 
 class SolveCache:
@@ -31,7 +32,7 @@ class SolveCache:
     depends on the limits (placements, picks, the replay's records), as a search afresh meets it."""
 
     __slots__ = ("cost_models", "anchors", "model_keys", "spaces", "space_by_ident", "walks", "records",
-                 "placements", "picks")
+                 "placements", "picks", "seeds")
 
     def __init__(self) -> None:
         self.cost_models: OrderedDict[tuple, CostModel] = OrderedDict()  # (model key, gpus, split), LRU
@@ -43,8 +44,11 @@ class SolveCache:
         self.records: dict[tuple, Any] = {}  # the walk's key, objective, micro_fixed -> search_replay.Record
         # placements by (id cost model, frontier and limits' numbers, own): two generations, the
         # older dropped when the newer fills (a solve holds its own entries to its end)
-        self.placements: list[dict[tuple, tuple[CostModel, dict, dict]]] = [{}, {}]
+        self.placements: list[dict[tuple, tuple[CostModel, dict, dict, list]]] = [{}, {}]
         self.picks: dict[tuple, tuple] = {}
+        # (id cost model, B_crit, E_min) -> (cm, limits, its last group of placements on the
+        # solve's own limits): what new limits on it start from (`solve_context._seed`)
+        self.seeds: dict[tuple, tuple] = {}
 
     def model_key(self, plan: Plan) -> tuple:
         """`cost_model_key(plan)`, remembered by the identity of the (frozen) model and hardware
@@ -87,3 +91,4 @@ class SolveCache:
         self.placements[:] = [{}, {}]
         self.picks.clear()
         self.records.clear()
+        self.seeds.clear()

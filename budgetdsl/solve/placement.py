@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from itertools import islice
 from typing import NamedTuple
 
 from budgetdsl.cost.cost_model import CostModel, step_time
@@ -384,8 +385,6 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     neighbours = len(order)
     if n_lo not in order:
         order += (n_lo,)
-    if n_hi not in order:
-        order += (n_hi,)
     hit = False
     for i, n in enumerate(order):
         entry = entries.get(n)
@@ -394,6 +393,14 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         if i < neighbours:  # the target's neighbours: whether either launches exactly
             hit = entry[0] or hit
         best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
+    if n_hi not in order:  # the upper end last; what came before it is kept for `carried`
+        end = evals[("end", objective, micro_fixed)] = [best, best_key, hit, False]
+        entry = entries.get(n_hi)
+        if entry is None:
+            entry = entries[n_hi] = _feasible_at(cm, fr, limits, n_hi, micro_max, micro_fixed, pipeline, configs)
+        best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
+        end[3] = best is not end[0]  # the upper end's configuration won
+        order += (n_hi,)
     if not hit:
         # Integer steps pushed the target's neighbours over a limit: walk outward from the target
         # to the nearest launchable batch, so the answer stays next to the objective's choice.
@@ -559,11 +566,12 @@ def _accumulations(cm: CostModel, fr: Frontier, limits: Limits, micro_max: int, 
             m += dm
 
 
-def _shared(cm: CostModel, fr: Frontier, limits: Limits) -> tuple:
+def _shared(cm: CostModel, fr: Frontier, limits: Limits, configs: dict | None = None,
+            counts: dict | None = None) -> tuple:
     """What every objective of one cost model, frontier and limits shares in `place`: the limits'
     intervals, their intersection [lo, hi], tokens per sequence per replica, the interval's integer
     ends (sequences per replica), the configurations by (micro, accum) and the feasible ones of
-    each count."""
+    each count (`configs` and `counts`: those handed on by `seeded`)."""
     intervals = limit_intervals(cm, fr, limits)
     lo, hi = 0.0, INF
     for iv in intervals.values():
@@ -574,8 +582,129 @@ def _shared(cm: CostModel, fr: Frontier, limits: Limits) -> tuple:
     per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
     n_lo = least_sequences(lo, per) if lo <= hi and lo < INF else None
     n_hi = most_sequences(hi, per) if n_lo is not None and hi < INF else None
-    configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
-    return (intervals, lo, hi, per, n_lo, n_hi, configs, {})
+    if configs is None:
+        configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
+    return (intervals, lo, hi, per, n_lo, n_hi, configs, {} if counts is None else counts)
+
+
+# New limits on a cost model and frontier already placed (a sweep's rows, the TUI's edits, the
+# search replayed) mostly move no evaluated configuration across a limit: the evaluations are then
+# handed on (`seeded`), and a placement whose inputs agree too is handed on (`carried`).
+SEED_CONFIGS = 256  # configurations handed on at most (each new upper end adds a few): past it, afresh
+_LIMIT_FIELDS = (("deadline", Config._fields.index("wall")), ("flops", Config._fields.index("flops")),
+                 ("gpu_hours", Config._fields.index("gpu_hours")), ("usd", Config._fields.index("usd")))
+
+
+def _limit_values(limits: Limits) -> list[float]:
+    """Each of `_LIMIT_FIELDS`' limits, an absent one (or USD without a price) as +inf."""
+    return [INF if v is None else v for v in (limits.deadline, limits.flops, limits.gpu_hours,
+                                              limits.usd if limits.price else None)]
+
+
+def seeded(cm: CostModel, fr: Frontier, limits: Limits, prev_limits: Limits, prev: dict) -> dict | None:
+    """`place`'s evaluations (`evals`) on `limits`, handed on from `prev`, those of the same cost
+    model and frontier on `prev_limits`; None where one of them breaks another set of limits there.
+
+    A configuration's numbers do not depend on the limits (`_numbers`); what does is the limits it
+    violates (`violations`: a number above its limit; the memory room is the cost model's) and its
+    cost in USD (the price: the same one is required). Moving a limit from a to b changes the verdict
+    of exactly the numbers in (min(a, b), max(a, b)] (an absent limit as +inf). `prev` keeps, per
+    limit, the largest number evaluated at or under it and the least above it (`brackets`, kept up
+    to date as configurations are added); where every new limit lies in its bracket, every
+    configuration, and every count's feasible ones, is the same under `limits`: they are handed on as
+    they are, the same objects (equal configurations on one count stay one object, as
+    `candidates` expects), with the brackets, which hold for the new limits as well."""
+    shared = prev.get("intervals")
+    if shared is None or limits.price != prev_limits.price:
+        return None
+    configs = shared[6]
+    if len(configs) > SEED_CONFIGS:
+        return None
+    kept = prev.get("brackets")
+    if kept is None:
+        kept = prev["brackets"] = [[-INF, INF] * len(_LIMIT_FIELDS), 0]
+    brackets, covered = kept
+    if covered < len(configs):
+        at = _limit_values(prev_limits)
+        for cfg in islice(configs.values(), covered, None):
+            if type(cfg) is not Config:  # the numbers kept on the cost model
+                continue
+            for j, (_, i) in enumerate(_LIMIT_FIELDS):
+                v = cfg[i]
+                if v is None:  # USD without a price
+                    continue
+                if v <= at[j]:
+                    if v > brackets[2 * j]:
+                        brackets[2 * j] = v
+                elif v < brackets[2 * j + 1]:
+                    brackets[2 * j + 1] = v
+        kept[1] = len(configs)
+    for j, v in enumerate(_limit_values(limits)):
+        if not (brackets[2 * j] <= v and (v < brackets[2 * j + 1] or brackets[2 * j + 1] == INF)):
+            return None
+    counts = {mf: dict(entries) for mf, entries in shared[7].items()}
+    return {"intervals": _shared(cm, fr, limits, dict(configs), counts), "brackets": [list(brackets), len(configs)]}
+
+
+def _neighbours(n_t: float, n_lo, n_hi) -> tuple:
+    """The target's two integer neighbours clipped into [n_lo, n_hi], as `place` takes them."""
+    f, c = math.floor(n_t), math.ceil(n_t)
+    return (n_lo if n_lo > f else (n_hi if f > n_hi else f)), (n_lo if n_lo > c else (n_hi if c > n_hi else c))
+
+
+def carried(pl: Placement, fr: Frontier, limits: Limits, objective: str, micro_fixed: int | None, evals: dict,
+            prev: dict) -> Placement | None:
+    """`pl`, the placement for `objective` on the evaluations `prev`, on the limits of `evals`
+    (`seeded` from `prev`), or None where `place` must run.
+
+    `place` reads the limits only through the interval's integer ends, the target clipped into the
+    interval, the most sequences the FLOP budget allows and the violated limits of what it weighs
+    (the same in `evals`, `seeded`). Where those agree it weighs the same configurations in the same
+    order and makes the same choice. Where only the upper end moved (a limit that bounds the batch
+    from above, far from the target): the neighbours and the lower end are the same, the best
+    before the old end is kept (`place`'s "end" record), the old end did not win and the new end's
+    configurations (evaluated here, as `place` would) do not beat it; the target's neighbours
+    launched, so no outward walk ran, and the wall-clock search starts from the same best. Either
+    way only the intervals are new."""
+    if pl.clipped is None:  # no room, or an empty interval: `place` answers at once
+        return None
+    shared = evals["intervals"]
+    intervals, lo, hi, per, n_lo, n_hi = shared[:6]
+    old = prev["intervals"]
+    if lo > hi or n_lo != old[4]:
+        return None
+    target = pl.target
+    clipped = lo if lo > target else target  # as `place` clips it
+    if hi < clipped:
+        clipped = hi
+    if clipped != pl.clipped:
+        return None
+    flops, was = intervals.get("flops"), old[0].get("flops")
+    if (flops is None) != (was is None) or (flops is not None and was is not None and
+                                            most_sequences(flops[1], per) != most_sequences(was[1], per)):
+        return None
+    key = ("end", objective, micro_fixed)
+    end = prev.get(key)
+    if n_hi != old[5]:
+        if end is None or not end[2] or end[3] or n_lo is None or n_hi is None or old[5] is None:
+            return None
+        near = _neighbours(clipped / per, n_lo, n_hi)
+        if near != _neighbours(clipped / per, n_lo, old[5]) or n_hi in near or n_hi == n_lo:
+            return None
+        counts = shared[7]
+        entries = counts.get(micro_fixed)
+        if entries is None:
+            entries = counts[micro_fixed] = {}
+        entry = entries.get(n_hi)
+        cm = pl.cm
+        if entry is None:
+            entry = entries[n_hi] = _feasible_at(cm, fr, limits, n_hi, cm.micro_batch_max, micro_fixed,
+                                                 cm.split.pipeline_parallel > 1, shared[6])
+        if _better(entry[1], KIND[objective], fr.b_crit, clipped, end[0], end[1])[0] is not end[0]:
+            return None
+    if end is not None:
+        evals[key] = [end[0], end[1], end[2], False]
+    return pl._replace(frontier=fr, intervals=intervals, lo=lo, hi=hi)
 
 
 def least_sequences(lo, per, xp=SCALAR):
