@@ -652,6 +652,34 @@ def _neighbours(n_t: float, n_lo, n_hi) -> tuple:
     return (n_lo if n_lo > f else (n_hi if f > n_hi else f)), (n_lo if n_lo > c else (n_hi if c > n_hi else c))
 
 
+def _loses(cm: CostModel, fr: Frontier, kind: int, n: int, micro_fixed: int | None, configs: dict,
+           best: float) -> bool:
+    """Whether every configuration `place` weighs near n sequences per replica measures more than
+    `best` under the objective of `kind`, found without evaluating them: the measure's bound does
+    not depend on the limits (so neither on whether they are feasible). Balanced: the balance at
+    the batch, exactly; min_flops: f·S(B)·B, which the integer steps only raise; min_time: the
+    wall clock's `wall_floor` (predicted mode only), as `_wall_search` bounds it (with its margin)."""
+    if kind == 3 or (kind == 1 and cm._step is None):  # min_cost is placed as min_time (solve_context)
+        return False
+    per = cm.seq_len * cm.data_parallel
+    b_crit, s_min = fr.b_crit, fr.s_min
+    size = _WallSizes(cm._step, fr, float(per), configs["numbers"]) if kind == 1 else None
+    for micro, accum in _pairs_near(n, cm.micro_batch_max, micro_fixed, cm.split.pipeline_parallel > 1):
+        batch = micro * accum * per * 1.0  # tokens, as `numbers` forms it
+        if kind == 0:
+            if not balance_at(b_crit, batch) > best:
+                return False
+        elif kind == 2:
+            if not cm.flops_per_token * steps(fr.e_min, b_crit, batch) * batch * (1.0 - _BOUND_MARGIN) > best:
+                return False
+        else:
+            assert size is not None
+            _, u, v, beta = size(micro)
+            if not wall_floor(s_min, beta, u, v, accum) * (1.0 - _BOUND_MARGIN) > best:
+                return False
+    return True
+
+
 def carried(pl: Placement, fr: Frontier, limits: Limits, objective: str, micro_fixed: int | None, evals: dict,
             prev: dict) -> Placement | None:
     """`pl`, the placement for `objective` on the evaluations `prev`, on the limits of `evals`
@@ -696,12 +724,13 @@ def carried(pl: Placement, fr: Frontier, limits: Limits, objective: str, micro_f
         if entries is None:
             entries = counts[micro_fixed] = {}
         entry = entries.get(n_hi)
-        cm = pl.cm
-        if entry is None:
-            entry = entries[n_hi] = _feasible_at(cm, fr, limits, n_hi, cm.micro_batch_max, micro_fixed,
-                                                 cm.split.pipeline_parallel > 1, shared[6])
-        if _better(entry[1], KIND[objective], fr.b_crit, clipped, end[0], end[1])[0] is not end[0]:
-            return None
+        cm, kind = pl.cm, KIND[objective]
+        if entry is not None or not _loses(cm, fr, kind, n_hi, micro_fixed, shared[6], end[1][0]):
+            if entry is None:
+                entry = entries[n_hi] = _feasible_at(cm, fr, limits, n_hi, cm.micro_batch_max, micro_fixed,
+                                                     cm.split.pipeline_parallel > 1, shared[6])
+            if _better(entry[1], kind, fr.b_crit, clipped, end[0], end[1])[0] is not end[0]:
+                return None
     if end is not None:
         evals[key] = [end[0], end[1], end[2], False]
     return pl._replace(frontier=fr, intervals=intervals, lo=lo, hi=hi)
