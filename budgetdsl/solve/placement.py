@@ -643,7 +643,15 @@ def seeded(cm: CostModel, fr: Frontier, limits: Limits, prev_limits: Limits, pre
         if not (brackets[2 * j] <= v and (v < brackets[2 * j + 1] or brackets[2 * j + 1] == INF)):
             return None
     counts = {mf: dict(entries) for mf, entries in shared[7].items()}
-    return {"intervals": _shared(cm, fr, limits, dict(configs), counts), "brackets": [list(brackets), len(configs)]}
+    new = _shared(cm, fr, limits, dict(configs), counts)
+    # what `carried` compares, once for every objective: the lower integer end and the FLOP budget's
+    # most sequences (a nonempty interval), then the upper integer end
+    intervals, lo, hi, per, n_lo, n_hi = new[:6]
+    flops, was = intervals.get("flops"), shared[0].get("flops")
+    same = lo <= hi and n_lo == shared[4] and (
+        (flops is None and was is None) or (flops is not None and was is not None
+                                             and most_sequences(flops[1], per) == most_sequences(was[1], per)))
+    return {"intervals": new, "brackets": [list(brackets), len(configs)], "ends": (same, n_hi == shared[5])}
 
 
 def _neighbours(n_t: float, n_lo, n_hi) -> tuple:
@@ -694,30 +702,28 @@ def carried(pl: Placement, fr: Frontier, limits: Limits, objective: str, micro_f
     configurations (evaluated here, as `place` would) do not beat it; the target's neighbours
     launched, so no outward walk ran, and the wall-clock search starts from the same best. Either
     way only the intervals are new."""
-    if pl.clipped is None:  # no room, or an empty interval: `place` answers at once
+    same, top = evals["ends"]  # `seeded`'s comparison of the integer ends and the FLOP budget
+    if pl.clipped is None or not same:  # no room or an empty interval (`place` answers at once), or moved
         return None
     shared = evals["intervals"]
     intervals, lo, hi, per, n_lo, n_hi = shared[:6]
-    old = prev["intervals"]
-    if lo > hi or n_lo != old[4]:
-        return None
     target = pl.target
     clipped = lo if lo > target else target  # as `place` clips it
     if hi < clipped:
         clipped = hi
     if clipped != pl.clipped:
         return None
-    flops, was = intervals.get("flops"), old[0].get("flops")
-    if (flops is None) != (was is None) or (flops is not None and was is not None and
-                                            most_sequences(flops[1], per) != most_sequences(was[1], per)):
-        return None
     key = ("end", objective, micro_fixed)
     end = prev.get(key)
-    if n_hi != old[5]:
-        if end is None or not end[2] or end[3] or n_lo is None or n_hi is None or old[5] is None:
+    if top:
+        if end is not None:
+            evals[key] = end  # not changed after `place` made it
+    else:
+        n_was = prev["intervals"][5]
+        if end is None or not end[2] or end[3] or n_lo is None or n_hi is None or n_was is None:
             return None
         near = _neighbours(clipped / per, n_lo, n_hi)
-        if near != _neighbours(clipped / per, n_lo, old[5]) or n_hi in near or n_hi == n_lo:
+        if near != _neighbours(clipped / per, n_lo, n_was) or n_hi in near or n_hi == n_lo:
             return None
         counts = shared[7]
         entries = counts.get(micro_fixed)
@@ -731,9 +737,9 @@ def carried(pl: Placement, fr: Frontier, limits: Limits, objective: str, micro_f
                                                      cm.split.pipeline_parallel > 1, shared[6])
             if _better(entry[1], kind, fr.b_crit, clipped, end[0], end[1])[0] is not end[0]:
                 return None
-    if end is not None:
-        evals[key] = [end[0], end[1], end[2], False]
-    return pl._replace(frontier=fr, intervals=intervals, lo=lo, hi=hi)
+        evals[key] = [end[0], end[1], end[2], False]  # the new end did not win
+    return _new_placement(Placement, (pl.cm, fr, intervals, lo, hi, target, clipped, pl.config, pl.micro_max,
+                                      pl.empty_reason))
 
 
 def least_sequences(lo, per, xp=SCALAR):
