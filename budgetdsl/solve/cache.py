@@ -12,7 +12,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from budgetdsl.cost.cost_model import Anchor, CostModel, Split, build_cost_model, cost_model_key, declared_anchor
+from budgetdsl.cost.cost_model import (
+    Anchor,
+    Basis,
+    CostModel,
+    Split,
+    build_cost_model,
+    cost_basis,
+    cost_model_key,
+    declared_anchor,
+)
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
@@ -31,12 +40,13 @@ class SolveCache:
     """The tables `solve` fills and reads (see the module docstring); `forget_limits` empties what
     depends on the limits (placements, picks, the replay's records), as a search afresh meets it."""
 
-    __slots__ = ("cost_models", "anchors", "model_keys", "spaces", "space_by_ident", "walks", "records",
+    __slots__ = ("cost_models", "anchors", "bases", "model_keys", "spaces", "space_by_ident", "walks", "records",
                  "placements", "picks", "seeds")
 
     def __init__(self) -> None:
         self.cost_models: OrderedDict[tuple, CostModel] = OrderedDict()  # (model key, gpus, split), LRU
         self.anchors: dict[tuple, Anchor | None] = {}  # model key -> a declared MFU's anchor
+        self.bases: dict[tuple, Basis] = {}  # model key -> what its cost models share (`cost_basis`)
         self.model_keys: dict[tuple[int, int], tuple[Any, Any, tuple]] = {}  # (id model, id hardware)
         self.spaces: OrderedDict[tuple, tuple] = OrderedDict()  # (model key, counts, layouts), LRU
         self.space_by_ident: dict[tuple[int, int], tuple] = {}  # (id model, id hardware) -> entry
@@ -73,7 +83,7 @@ class SolveCache:
         if cm is not None:
             self.cost_models.move_to_end(full)
             return cm
-        cm = self.cost_models[full] = build_cost_model(plan, gpus, split, self.anchor(key, plan))
+        cm = self.cost_models[full] = build_cost_model(plan, gpus, split, self.anchor(key, plan), self.basis(key, plan))
         if len(self.cost_models) > COST_MODELS:
             self.cost_models.popitem(last=False)
         return cm
@@ -85,6 +95,16 @@ class SolveCache:
                 del self.anchors[next(iter(self.anchors))]
             self.anchors[key] = declared_anchor(plan)
         return self.anchors[key]
+
+    def basis(self, key: tuple, plan: Plan) -> Basis:
+        """`cost_basis(plan)`, once per model key: the plan-level part of every cost model (FLOPs per
+        token, the device, the shape), which a search of ~1,800 layout × count pairs built each time."""
+        basis = self.bases.get(key)
+        if basis is None:
+            if len(self.bases) >= IDENTS:
+                del self.bases[next(iter(self.bases))]
+            basis = self.bases[key] = cost_basis(plan)
+        return basis
 
     def forget_limits(self) -> None:
         """Empty what depends on the limits: a solve then searches afresh on the kept cost models."""
