@@ -591,12 +591,11 @@ def _shared(cm: CostModel, fr: Frontier, limits: Limits, configs: dict | None = 
 # search replayed) mostly move no evaluated configuration across a limit: the evaluations are then
 # handed on (`seeded`), and a placement whose inputs agree too is handed on (`carried`).
 SEED_CONFIGS = 256  # configurations handed on at most (each new upper end adds a few): past it, afresh
-_LIMIT_FIELDS = (("deadline", Config._fields.index("wall")), ("flops", Config._fields.index("flops")),
-                 ("gpu_hours", Config._fields.index("gpu_hours")), ("usd", Config._fields.index("usd")))
 
 
 def _limit_values(limits: Limits) -> list[float]:
-    """Each of `_LIMIT_FIELDS`' limits, an absent one (or USD without a price) as +inf."""
+    """The limits on a configuration's wall clock, FLOPs, GPU-hours and USD (`violations`), an
+    absent one (or USD without a price) as +inf."""
     return [INF if v is None else v for v in (limits.deadline, limits.flops, limits.gpu_hours,
                                               limits.usd if limits.price else None)]
 
@@ -622,15 +621,14 @@ def seeded(cm: CostModel, fr: Frontier, limits: Limits, prev_limits: Limits, pre
         return None
     kept = prev.get("brackets")
     if kept is None:
-        kept = prev["brackets"] = [[-INF, INF] * len(_LIMIT_FIELDS), 0]
+        kept = prev["brackets"] = [[-INF, INF] * 4, 0]
     brackets, covered = kept
     if covered < len(configs):
         at = _limit_values(prev_limits)
         for cfg in islice(configs.values(), covered, None):
             if type(cfg) is not Config:  # the numbers kept on the cost model
                 continue
-            for j, (_, i) in enumerate(_LIMIT_FIELDS):
-                v = cfg[i]
+            for j, v in enumerate((cfg.wall, cfg.flops, cfg.gpu_hours, cfg.usd)):  # as `_limit_values`
                 if v is None:  # USD without a price
                     continue
                 if v <= at[j]:
