@@ -1,10 +1,12 @@
 """`SolveCache`: what solves may share, owned by the caller that solves many times (the TUI, a sweep,
 `diff`, a benchmark) and passed to `solve(plan, cache)`. A single solve makes its own.
 
-Every entry is a pure function of its key — cost models of (model, hardware, GPU count, layout),
-search spaces and their bounds, placements of (cost model, frontier, limits), picks of placements,
-the last search of a space (`search_replay`) — so an answer never depends on what was solved before
-(tests/budgetdsl/test_solve_caches.py). Each table is bounded: a sweep's rows must not pile up.
+Every entry is a pure function of its key — cost models of (model, hardware, GPU count, layout) and
+what they share (`cost_model.cost_basis`), search spaces and their bounds, placements of (cost model,
+frontier, limits), picks of placements, the last search of a space (`search_replay`) — so an answer
+never depends on what was solved before. New limits on a cost model start from its last placements
+(`seeds`): handed on only where placing afresh gives the same (`placement.seeded`, `carried`), so
+that too changes no answer (tests/budgetdsl/test_solve_caches.py). Each table is bounded: a sweep's rows must not pile up.
 """
 
 from __future__ import annotations
