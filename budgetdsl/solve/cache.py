@@ -6,7 +6,8 @@ what they share (`cost_model.cost_basis`), search spaces and their bounds, place
 frontier, limits), picks of placements, the last search of a space (`search_replay`) — so an answer
 never depends on what was solved before. New limits on a cost model start from its last placements
 (`seeds`): handed on only where placing afresh gives the same (`placement.seeded`, `carried`), so
-that too changes no answer (tests/budgetdsl/test_solve_caches.py). Each table is bounded: a sweep's rows must not pile up.
+that too changes no answer (tests/budgetdsl/test_solve_caches.py). Each table is bounded: a sweep's
+rows must not pile up.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ PICKS = 256
 WALKS = 64
 RECORDS = 64
 IDENTS = 16  # a few plans solved in turn
-SEEDS = 4096  # the last placements of each cost model and frontier (`solve_context._seed`), as COST_MODELS
+SEEDS = 1024  # the last placements of each cost model and frontier (`context._seed`): a search places fewer
 
 
 class SolveCache:
@@ -59,7 +60,7 @@ class SolveCache:
         self.placements: list[dict[tuple, tuple[CostModel, dict, dict, list]]] = [{}, {}]
         self.picks: dict[tuple, tuple] = {}
         # (id cost model, B_crit, E_min) -> (cm, limits, its last group of placements on the
-        # solve's own limits): what new limits on it start from (`solve_context._seed`)
+        # solve's own limits): what new limits on it start from (`context._seed`)
         self.seeds: dict[tuple, tuple] = {}
 
     def model_key(self, plan: Plan) -> tuple:

@@ -665,7 +665,7 @@ def _loses(cm: CostModel, fr: Frontier, kind: int, n: int, micro_fixed: int | No
     not depend on the limits (so neither on whether they are feasible). Balanced: the balance at
     the batch, exactly; min_flops: f·S(B)·B, which the integer steps only raise; min_time: the
     wall clock's `wall_floor` (predicted mode only), as `_wall_search` bounds it (with its margin)."""
-    if kind == 3 or (kind == 1 and cm._step is None):  # min_cost is placed as min_time (solve_context)
+    if kind == 3 or (kind == 1 and cm._step is None):  # min_cost is placed as min_time (`context.place_on`)
         return False
     per = cm.seq_len * cm.data_parallel
     b_crit, s_min = fr.b_crit, fr.s_min
