@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from budgetdsl.cost import memory as mem
 from budgetdsl.cost.experts import Experts, expert_data_parallel
@@ -391,13 +391,13 @@ def _fp8_peak(plan: Plan) -> Coef | None:
                 "kernels stay BF16")
 
 
-@dataclass(frozen=True, slots=True)
-class Basis:
+class Basis(NamedTuple):
     """What every cost model of one plan shares, whatever its GPU count and layout: the plan-level
     coefficients (each cost model adds its own to a copy), FLOPs per token, the device, the shape
     and the experts, the reserve and the step overhead (`cost_basis`). A pure function of the
     plan's model and hardware (the non-layout keys: `cost_model_key`), so a caller that builds
-    many cost models of one plan (`budgetdsl.solve.cache.SolveCache`) computes it once."""
+    many cost models of one plan (`budgetdsl.solve.cache.SolveCache`) computes it once. A named
+    tuple: a frozen dataclass costs a cold start ~1 ms to build, this a tenth of it."""
 
     coefs: dict[str, Coef]
     f: Coef
