@@ -206,6 +206,8 @@ def candidates(ctx: Context, counts: list[int], micro_fixed: int | None) -> list
             found = []
             seen: list = []  # on one count equal configurations are one object (placement's `evals`)
             for objective in OBJECTIVES:
+                if objective == "min_cost":  # placed as min_time (`place_on`), met just before it: the same object
+                    continue
                 pl = place_on(ctx, g, objective=objective, micro_fixed=micro_fixed)
                 cfg = pl.config
                 if cfg is not None and not cfg.violated and not any(cfg is c for c in seen):
