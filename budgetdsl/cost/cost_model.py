@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from budgetdsl.cost import memory as mem
 from budgetdsl.cost.experts import Experts, expert_data_parallel, nodes_per_token
@@ -420,22 +420,33 @@ def _fp8_peak(plan: Plan) -> Coef | None:
                 "kernels stay BF16")
 
 
-def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
-                     anchor: Anchor | None | Literal["plan"] = "plan") -> CostModel:
-    """The cost model of `plan` on `gpus` GPUs (a count the plan allows), with `split` overriding
-    the plan's ZeRO stage / parallel degrees / recomputation to evaluate a remedy. `anchor`: a
-    declared MFU's (`declared_anchor(plan)`, computed here unless a caller that builds many cost
-    models of one plan passes it).
+class Basis(NamedTuple):
+    """What every cost model of one plan shares, whatever its GPU count and layout: the plan-level
+    coefficients (each cost model adds its own to a copy), FLOPs per token, the device, the shape
+    and the experts, the reserve and the step overhead (`cost_basis`). A pure function of the
+    plan's model and hardware (the non-layout keys: `cost_model_key`), so a caller that builds
+    many cost models of one plan (`budgetdsl.solve.cache.SolveCache`) computes it once. A named
+    tuple: a frozen dataclass costs a cold start ~1 ms to build, this a tenth of it."""
 
-    Raises ShapeUnknown when activations cannot be estimated (no layers/d_model, no override), or
-    utilization is to be predicted without a shape."""
+    coefs: dict[str, Coef]
+    f: Coef
+    peak: Coef
+    memory: Coef
+    device: Device | None
+    grad_dtype: str
+    moe: Experts | None
+    shape: Shape | None
+    mode: str
+    head_share: float
+    reserve: Coef
+    overhead: float
+    fp8: bool
+
+
+def cost_basis(plan: Plan) -> Basis:
+    """The `Basis` of `plan`'s cost models. Raises ShapeUnknown as `build_cost_model` does."""
     m, hw = plan.model, plan.hardware
-    split = split or plan_split(plan)
-    t, p = split.tensor_parallel, split.pipeline_parallel
-    cp, ep = split.parallel(plan)
-    dp = gpus // (t * p * cp)
     coefs: dict[str, Coef] = {}
-
     if "params" not in m.model_fields_set:
         coefs["params"] = Coef(m.param_count, "params", DERIVED, "counted from the shape (budgetdsl.plan.model."
                                "transformer_params: L·(2d² + 2·d·d_kv + k·d·F + 2d) + V·d (×2 untied) + d, "
@@ -449,15 +460,6 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
     coefs["peak_flops"] = peak = _hardware_number(plan, "peak_flops", "peak_flops", "FLOP/s")
     memory = _hardware_number(plan, "memory_per_device", "memory", "B")
     device = _device(plan, coefs)
-    grad_dtype = str(getattr(hw, "grad_dtype", "fp32"))
-    # Megatron-Core requires sequence parallelism for expert with tensor parallelism (validate_args)
-    sp, v = split.schedule(plan)
-    sequence_parallel = sp or bool(m.experts and ep > 1 and t > 1)
-    layout = Layout(gpus, t, p, v, split.zero, split.recompute,
-                    split.flash_attention, sequence_parallel,
-                    mem.GRAD_BYTES[grad_dtype], hw.overlap, cp, ep,
-                    int(hw.expert_tensor_parallel or 0), pinned_split(plan, p),
-                    STACKS[str(getattr(hw, "stack", "default"))])
     moe = model_experts(plan)
     shape = None
     if m.layers is not None and m.d_model is not None and device is not None:
@@ -467,8 +469,43 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
     if mode != DECLARED and shape is None:
         raise ShapeUnknown("predicted utilization (no hardware.mfu) needs model.layers and model.d_model "
                            "and a GPU preset; or declare hardware.mfu, a measured end-to-end MFU")
-
     head_share = shape.head_flops / shape.layer_flops if shape is not None and shape.layer_flops > 0 else 0.0
+    if hw.memory_reserve is not None:
+        reserve = Coef(hw.memory_reserve, "B", DECLARED, "hardware.memory_reserve")
+    else:
+        reserve = Coef(RESERVE_FRACTION * memory.value, "B", DEFAULT, f"{RESERVE_FRACTION:.0%} of device memory")
+    return Basis(coefs, f, peak, memory, device, str(getattr(hw, "grad_dtype", "fp32")), moe, shape, mode, head_share,
+                 reserve, float(hw.step_overhead or 0.0), getattr(hw, "precision", "bf16") == "fp8")
+
+
+def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
+                     anchor: Anchor | None | Literal["plan"] = "plan", basis: Basis | None = None) -> CostModel:
+    """The cost model of `plan` on `gpus` GPUs (a count the plan allows), with `split` overriding
+    the plan's ZeRO stage / parallel degrees / recomputation to evaluate a remedy. `anchor`: a
+    declared MFU's (`declared_anchor(plan)`, computed here unless a caller that builds many cost
+    models of one plan passes it); `basis`: `cost_basis(plan)`, likewise.
+
+    Raises ShapeUnknown when activations cannot be estimated (no layers/d_model, no override), or
+    utilization is to be predicted without a shape."""
+    m, hw = plan.model, plan.hardware
+    split = split or plan_split(plan)
+    t, p = split.tensor_parallel, split.pipeline_parallel
+    cp, ep = split.parallel(plan)
+    dp = gpus // (t * p * cp)
+    if basis is None:
+        basis = cost_basis(plan)
+    coefs = dict(basis.coefs)
+    f, peak, memory, device, grad_dtype, moe, shape, mode, head_share, reserve, overhead = (
+        basis.f, basis.peak, basis.memory, basis.device, basis.grad_dtype, basis.moe, basis.shape, basis.mode,
+        basis.head_share, basis.reserve, basis.overhead)
+    # Megatron-Core requires sequence parallelism for expert with tensor parallelism (validate_args)
+    sp, v = split.schedule(plan)
+    sequence_parallel = sp or bool(m.experts and ep > 1 and t > 1)
+    layout = Layout(gpus, t, p, v, split.zero, split.recompute,
+                    split.flash_attention, sequence_parallel,
+                    mem.GRAD_BYTES[grad_dtype], hw.overlap, cp, ep,
+                    int(hw.expert_tensor_parallel or 0), pinned_split(plan, p),
+                    STACKS[str(getattr(hw, "stack", "default"))])
     stages = mem.stage_memory(
         params=m.param_count, seq_len=m.seq_len, layers=m.layers, d_model=m.d_model, heads=m.heads, vocab=m.vocab,
         tensor_parallel=t, pipeline_parallel=p, data_parallel=dp, zero=split.zero, recompute=split.recompute,
@@ -476,18 +513,13 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         virtual_stages=layout.virtual_stages, grad_dtype=grad_dtype,
         activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_share, kv_heads=m.kv_heads,
         ffn_hidden=m.ffn_hidden, mlp=m.mlp, tied_embeddings=m.tied_embeddings,
-        fp8=getattr(hw, "precision", "bf16") == "fp8", context_parallel=cp, experts=layout.place_experts(moe),
+        fp8=basis.fp8, context_parallel=cp, experts=layout.place_experts(moe),
         split=layout.stage_split, mla=m.latent_attention)
     if stages is None:
         need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
                                                     else " and model.heads")
         raise ShapeUnknown(f"the memory model needs {need}, or model.activation_bytes_per_token")
-    if hw.memory_reserve is not None:
-        reserve = Coef(hw.memory_reserve, "B", DECLARED, "hardware.memory_reserve")
-    else:
-        reserve = Coef(RESERVE_FRACTION * memory.value, "B", DEFAULT, f"{RESERVE_FRACTION:.0%} of device memory")
 
-    overhead = float(hw.step_overhead or 0.0)
     if mode == DECLARED:
         assert hw.mfu is not None  # DECLARED is the mode of a plan that gives hardware.mfu
         rate, fixed = gpus * peak.value * hw.mfu, 0.0

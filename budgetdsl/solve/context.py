@@ -22,9 +22,9 @@ from budgetdsl.cost.cost_model import (
     plan_split,
 )
 from budgetdsl.plan.noise import NoiseEstimate, plan_error
-from budgetdsl.solve.cache import PICKS, PLACEMENTS, SolveCache
+from budgetdsl.solve.cache import PICKS, PLACEMENTS, SEEDS, SolveCache
 from budgetdsl.solve.objectives import OBJECTIVES, choose
-from budgetdsl.solve.placement import Limits, Placement, evaluate, place
+from budgetdsl.solve.placement import Limits, Placement, carried, evaluate, place, seeded
 from budgetdsl.theory.frontier import Frontier
 
 if TYPE_CHECKING:
@@ -111,12 +111,18 @@ def place_on(ctx: Context, gpus: int, limits: Limits | None = None, objective: s
     evals_key = ("evals", gpus, None if own else limits)
     group = ctx.memo.get(evals_key)
     if group is None:  # held by this solve's memo: its objectives share one `evals` to the end
-        group = ctx.memo[evals_key] = _shared(ctx.cache, cost_model(ctx, gpus), _values(ctx, limits, own), own)
+        group = ctx.memo[evals_key] = _shared(ctx.cache, cost_model(ctx, gpus), _values(ctx, limits, own), own,
+                                              ctx.frontier, limits)
     placed = group[2]
     pk = (objective, micro_fixed)
     pl = placed.get(pk)
     if pl is None:
-        pl = placed[pk] = place(group[0], ctx.frontier, limits, objective, micro_fixed, group[1])
+        prev = group[3][0]  # the evaluations and placements it was seeded from (`_seed`)
+        was = None if prev is None else prev[1].get(pk)
+        pl = None if was is None else carried(was, ctx.frontier, limits, objective, micro_fixed, group[1], prev[0])
+        if pl is None:
+            pl = place(group[0], ctx.frontier, limits, objective, micro_fixed, group[1])
+        placed[pk] = pl
     ctx.memo[key] = pl
     return pl
 
@@ -144,9 +150,11 @@ def _values(ctx: Context, limits: Limits, own: bool) -> tuple:
     return out
 
 
-def _shared(cache: SolveCache, cm: CostModel, values: tuple, own: bool) -> tuple[CostModel, dict, dict]:
-    """(cm, the `evals` its placements share, the placements by (objective, micro_fixed));
-    `values`: the frontier's and limits' numbers (`_values`)."""
+def _shared(cache: SolveCache, cm: CostModel, values: tuple, own: bool, fr: Frontier,
+            limits: Limits) -> tuple[CostModel, dict, dict, list]:
+    """(cm, the `evals` its placements share, the placements by (objective, micro_fixed), [what it
+    was seeded from, or None]); `values`: the frontier's and limits' numbers (`_values`) of `fr`
+    and `limits`."""
     key = (id(cm), values, own)
     generations = cache.placements
     newer = generations[0]
@@ -155,11 +163,32 @@ def _shared(cache: SolveCache, cm: CostModel, values: tuple, own: bool) -> tuple
         return group
     group = generations[1].pop(key, None)
     if group is None or group[0] is not cm:
-        group = (cm, {}, {})
+        group = _seed(cache, cm, fr, limits, values) if own else (cm, {}, {}, [None])
     if len(newer) >= PLACEMENTS:
         newer = {}
         generations[:] = [newer, generations[0]]
     newer[key] = group
+    return group
+
+
+def _seed(cache: SolveCache, cm: CostModel, fr: Frontier, limits: Limits, values: tuple) -> tuple:
+    """A new group of `cm` on the context's own `limits`, its evaluations handed on from the last
+    such group of `cm` and the frontier where no evaluated configuration changes its verdict
+    (`placement.seeded`; its placements then handed on where their inputs agree, `carried`).
+    Either way the group's content is what placing afresh gives: only the work is saved."""
+    skey = (id(cm), values[0], values[1])
+    seeds = cache.seeds
+    last = seeds.pop(skey, None)
+    group: tuple = (cm, {}, {}, [None])
+    if last is not None and last[0] is cm:
+        before = last[2]
+        before[3][0] = None  # a chain of seeds holds one link: the last group keeps its own work only
+        evals = seeded(cm, fr, limits, last[1], before[1])
+        if evals is not None:
+            group = (cm, evals, {}, [(before[1], before[2])])
+    seeds[skey] = (cm, limits, group)
+    if len(seeds) > SEEDS:
+        del seeds[next(iter(seeds))]
     return group
 
 
@@ -177,6 +206,8 @@ def candidates(ctx: Context, counts: list[int], micro_fixed: int | None) -> list
             found = []
             seen: list = []  # on one count equal configurations are one object (placement's `evals`)
             for objective in OBJECTIVES:
+                if objective == "min_cost":  # placed as min_time (`place_on`), met just before it: the same object
+                    continue
                 pl = place_on(ctx, g, objective=objective, micro_fixed=micro_fixed)
                 cfg = pl.config
                 if cfg is not None and not cfg.violated and not any(cfg is c for c in seen):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from itertools import islice
 from typing import NamedTuple
 
 from budgetdsl.cost.cost_model import CostModel, step_time
@@ -384,8 +385,6 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     neighbours = len(order)
     if n_lo not in order:
         order += (n_lo,)
-    if n_hi not in order:
-        order += (n_hi,)
     hit = False
     for i, n in enumerate(order):
         entry = entries.get(n)
@@ -394,6 +393,14 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         if i < neighbours:  # the target's neighbours: whether either launches exactly
             hit = entry[0] or hit
         best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
+    if n_hi not in order:  # the upper end last; what came before it is kept for `carried`
+        end = evals[("end", objective, micro_fixed)] = [best, best_key, hit, False]
+        entry = entries.get(n_hi)
+        if entry is None:
+            entry = entries[n_hi] = _feasible_at(cm, fr, limits, n_hi, micro_max, micro_fixed, pipeline, configs)
+        best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
+        end[3] = best is not end[0]  # the upper end's configuration won
+        order += (n_hi,)
     if not hit:
         # Integer steps pushed the target's neighbours over a limit: walk outward from the target
         # to the nearest launchable batch, so the answer stays next to the objective's choice.
@@ -559,11 +566,12 @@ def _accumulations(cm: CostModel, fr: Frontier, limits: Limits, micro_max: int, 
             m += dm
 
 
-def _shared(cm: CostModel, fr: Frontier, limits: Limits) -> tuple:
+def _shared(cm: CostModel, fr: Frontier, limits: Limits, configs: dict | None = None,
+            counts: dict | None = None) -> tuple:
     """What every objective of one cost model, frontier and limits shares in `place`: the limits'
     intervals, their intersection [lo, hi], tokens per sequence per replica, the interval's integer
     ends (sequences per replica), the configurations by (micro, accum) and the feasible ones of
-    each count."""
+    each count (`configs` and `counts`: those handed on by `seeded`)."""
     intervals = limit_intervals(cm, fr, limits)
     lo, hi = 0.0, INF
     for iv in intervals.values():
@@ -574,8 +582,162 @@ def _shared(cm: CostModel, fr: Frontier, limits: Limits) -> tuple:
     per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
     n_lo = least_sequences(lo, per) if lo <= hi and lo < INF else None
     n_hi = most_sequences(hi, per) if n_lo is not None and hi < INF else None
-    configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
-    return (intervals, lo, hi, per, n_lo, n_hi, configs, {})
+    if configs is None:
+        configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
+    return (intervals, lo, hi, per, n_lo, n_hi, configs, {} if counts is None else counts)
+
+
+# New limits on a cost model and frontier already placed (a sweep's rows, the TUI's edits, the
+# search replayed) mostly move no evaluated configuration across a limit: the evaluations are then
+# handed on (`seeded`), and a placement whose inputs agree too is handed on (`carried`).
+SEED_CONFIGS = 256  # configurations handed on at most (each new upper end adds a few): past it, afresh
+
+
+def _limit_values(limits: Limits) -> list[float]:
+    """The limits on a configuration's wall clock, FLOPs, GPU-hours and USD (`violations`), an
+    absent one (or USD without a price) as +inf."""
+    return [INF if v is None else v for v in (limits.deadline, limits.flops, limits.gpu_hours,
+                                              limits.usd if limits.price else None)]
+
+
+def seeded(cm: CostModel, fr: Frontier, limits: Limits, prev_limits: Limits, prev: dict) -> dict | None:
+    """`place`'s evaluations (`evals`) on `limits`, handed on from `prev`, those of the same cost
+    model and frontier on `prev_limits`; None where one of them breaks another set of limits there.
+
+    A configuration's numbers do not depend on the limits (`_numbers`); what does is the limits it
+    violates (`violations`: a number above its limit; the memory room is the cost model's) and its
+    cost in USD (the price: the same one is required). Moving a limit from a to b changes the verdict
+    of exactly the numbers in (min(a, b), max(a, b)] (an absent limit as +inf). `prev` keeps, per
+    limit, the largest number evaluated at or under it and the least above it (`brackets`, kept up
+    to date as configurations are added); where every new limit lies in its bracket, every
+    configuration, and every count's feasible ones, is the same under `limits`: they are handed on as
+    they are, the same objects (equal configurations on one count stay one object, as
+    `candidates` expects), with the brackets, which hold for the new limits as well."""
+    shared = prev.get("intervals")
+    if shared is None or limits.price != prev_limits.price:
+        return None
+    configs = shared[6]
+    if len(configs) > SEED_CONFIGS:
+        return None
+    kept = prev.get("brackets")
+    if kept is None:
+        kept = prev["brackets"] = [[-INF, INF] * 4, 0]
+    brackets, covered = kept
+    if covered < len(configs):
+        at = _limit_values(prev_limits)
+        for cfg in islice(configs.values(), covered, None):
+            if type(cfg) is not Config:  # the numbers kept on the cost model
+                continue
+            for j, v in enumerate((cfg.wall, cfg.flops, cfg.gpu_hours, cfg.usd)):  # as `_limit_values`
+                if v is None:  # USD without a price
+                    continue
+                if v <= at[j]:
+                    if v > brackets[2 * j]:
+                        brackets[2 * j] = v
+                elif v < brackets[2 * j + 1]:
+                    brackets[2 * j + 1] = v
+        kept[1] = len(configs)
+    for j, v in enumerate(_limit_values(limits)):
+        if not (brackets[2 * j] <= v and (v < brackets[2 * j + 1] or brackets[2 * j + 1] == INF)):
+            return None
+    counts = {mf: dict(entries) for mf, entries in shared[7].items()}
+    new = _shared(cm, fr, limits, dict(configs), counts)
+    # what `carried` compares, once for every objective: the lower integer end and the FLOP budget's
+    # most sequences (a nonempty interval), then the upper integer end
+    intervals, lo, hi, per, n_lo, n_hi = new[:6]
+    flops, was = intervals.get("flops"), shared[0].get("flops")
+    same = lo <= hi and n_lo == shared[4] and (
+        (flops is None and was is None) or (flops is not None and was is not None
+                                             and most_sequences(flops[1], per) == most_sequences(was[1], per)))
+    return {"intervals": new, "brackets": [list(brackets), len(configs)], "ends": (same, n_hi == shared[5])}
+
+
+def _neighbours(n_t: float, n_lo, n_hi) -> tuple:
+    """The target's two integer neighbours clipped into [n_lo, n_hi], as `place` takes them."""
+    f, c = math.floor(n_t), math.ceil(n_t)
+    return (n_lo if n_lo > f else (n_hi if f > n_hi else f)), (n_lo if n_lo > c else (n_hi if c > n_hi else c))
+
+
+def _loses(cm: CostModel, fr: Frontier, kind: int, n: int, micro_fixed: int | None, configs: dict,
+           best: float) -> bool:
+    """Whether every configuration `place` weighs near n sequences per replica measures more than
+    `best` under the objective of `kind`, found without evaluating them: the measure's bound does
+    not depend on the limits (so neither on whether they are feasible). Balanced: the balance at
+    the batch, exactly; min_flops: f·S(B)·B, which the integer steps only raise; min_time: the
+    wall clock's `wall_floor` (predicted mode only), as `_wall_search` bounds it (with its margin)."""
+    if kind == 3 or (kind == 1 and cm._step is None):  # min_cost is placed as min_time (`context.place_on`)
+        return False
+    per = cm.seq_len * cm.data_parallel
+    b_crit, s_min = fr.b_crit, fr.s_min
+    size = _WallSizes(cm._step, fr, float(per), configs["numbers"]) if kind == 1 else None
+    for micro, accum in _pairs_near(n, cm.micro_batch_max, micro_fixed, cm.split.pipeline_parallel > 1):
+        batch = micro * accum * per * 1.0  # tokens, as `numbers` forms it
+        if kind == 0:
+            if not balance_at(b_crit, batch) > best:
+                return False
+        elif kind == 2:
+            if not cm.flops_per_token * steps(fr.e_min, b_crit, batch) * batch * (1.0 - _BOUND_MARGIN) > best:
+                return False
+        else:
+            assert size is not None
+            _, u, v, beta = size(micro)
+            if not wall_floor(s_min, beta, u, v, accum) * (1.0 - _BOUND_MARGIN) > best:
+                return False
+    return True
+
+
+def carried(pl: Placement, fr: Frontier, limits: Limits, objective: str, micro_fixed: int | None, evals: dict,
+            prev: dict) -> Placement | None:
+    """`pl`, the placement for `objective` on the evaluations `prev`, on the limits of `evals`
+    (`seeded` from `prev`), or None where `place` must run.
+
+    `place` reads the limits only through the interval's integer ends, the target clipped into the
+    interval, the most sequences the FLOP budget allows and the violated limits of what it weighs
+    (the same in `evals`, `seeded`). Where those agree it weighs the same configurations in the same
+    order and makes the same choice. Where only the upper end moved (a limit that bounds the batch
+    from above, far from the target): the neighbours and the lower end are the same, the best
+    before the old end is kept (`place`'s "end" record), the old end did not win and the new end's
+    configurations (evaluated here, as `place` would) do not beat it; the target's neighbours
+    launched, so no outward walk ran, and the wall-clock search starts from the same best. Either
+    way only the intervals are new."""
+    same, top = evals["ends"]  # `seeded`'s comparison of the integer ends and the FLOP budget
+    if pl.clipped is None or not same:  # no room or an empty interval (`place` answers at once), or moved
+        return None
+    shared = evals["intervals"]
+    intervals, lo, hi, per, n_lo, n_hi = shared[:6]
+    target = pl.target
+    clipped = lo if lo > target else target  # as `place` clips it
+    if hi < clipped:
+        clipped = hi
+    if clipped != pl.clipped:
+        return None
+    key = ("end", objective, micro_fixed)
+    end = prev.get(key)
+    if top:
+        if end is not None:
+            evals[key] = end  # not changed after `place` made it
+    else:
+        n_was = prev["intervals"][5]
+        if end is None or not end[2] or end[3] or n_lo is None or n_hi is None or n_was is None:
+            return None
+        near = _neighbours(clipped / per, n_lo, n_hi)
+        if near != _neighbours(clipped / per, n_lo, n_was) or n_hi in near or n_hi == n_lo:
+            return None
+        counts = shared[7]
+        entries = counts.get(micro_fixed)
+        if entries is None:
+            entries = counts[micro_fixed] = {}
+        entry = entries.get(n_hi)
+        cm, kind = pl.cm, KIND[objective]
+        if entry is not None or not _loses(cm, fr, kind, n_hi, micro_fixed, shared[6], end[1][0]):
+            if entry is None:
+                entry = entries[n_hi] = _feasible_at(cm, fr, limits, n_hi, cm.micro_batch_max, micro_fixed,
+                                                     cm.split.pipeline_parallel > 1, shared[6])
+            if _better(entry[1], kind, fr.b_crit, clipped, end[0], end[1])[0] is not end[0]:
+                return None
+        evals[key] = [end[0], end[1], end[2], False]  # the new end did not win
+    return _new_placement(Placement, (pl.cm, fr, intervals, lo, hi, target, clipped, pl.config, pl.micro_max,
+                                      pl.empty_reason))
 
 
 def least_sequences(lo, per, xp=SCALAR):

@@ -99,6 +99,55 @@ def test_new_limits_answer_as_cold_solves(monkeypatch):
     assert any(r is not None for r in replays) and any(r is None for r in replays)
 
 
+def test_limits_moved_in_small_steps_answer_as_cold_solves(monkeypatch):
+    """New limits start from the last ones' evaluations on each cost model (`placement.seeded`) and
+    hand a placement on where its inputs agree (`placement.carried`: the same integer ends, or only
+    the upper end moved and lost). Limits moved in small steps — loose ones that only move the
+    interval's upper end, and binding ones stepped across the configurations' own numbers, where a
+    verdict flips — answer each as a cold solve does; both hand-ons happen, and so does placing
+    afresh where they must not."""
+    from budgetdsl.solve import context
+
+    counts = {"seeded": 0, "not seeded": 0, "carried": 0, "placed": 0}
+    real_seeded, real_carried, real_place = context.seeded, context.carried, context.place
+
+    def seeded(*a):
+        out = real_seeded(*a)
+        counts["seeded" if out is not None else "not seeded"] += 1
+        return out
+
+    def carried(*a):
+        out = real_carried(*a)
+        counts["carried"] += out is not None
+        return out
+
+    def place(*a):
+        counts["placed"] += 1
+        return real_place(*a)
+    monkeypatch.setattr(context, "seeded", seeded)
+    monkeypatch.setattr(context, "carried", carried)
+    monkeypatch.setattr(context, "place", place)
+    plan = load_plan(REPO / "plans" / "minimal.yaml")
+    auto = plan.model_copy(update={"hardware": plan.hardware.model_copy(update={k: "auto" for k in LAYOUT})})
+    ranged = auto.model_copy(update={"hardware": auto.hardware.model_copy(
+        update={"gpus": GpuRange(min=8, max=64, step=8)}), "objective": "min_time"})
+    for base in (auto, ranged):
+        cache = SolveCache()
+        first = solve(base, cache)
+        wall, hours, flops = first.wall_clock_s, first.gpu_hours, first.flops
+        steps = [{"gpu_hours": 1e6 + k} for k in range(6)]
+        steps += [{"deadline": wall * (1.0 + k * 2e-4)} for k in range(-6, 7)]
+        steps += [{"gpu_hours": hours * (1.0 + k * 3e-4)} for k in range(6, -7, -1)]
+        steps += [{"flops": flops * (1.0 + k * 1e-4)} for k in range(-4, 5)]
+        steps += [{"deadline": wall * 0.999, "usd": hours * 2.0 * (1.0 + k * 1e-3), "usd_per_gpu_hour": 2.0}
+                  for k in range(-3, 4)]
+        steps += [{}, {"gpu_hours": 1e6}, {}]  # a limit taken away, set, taken away again
+        for s in steps:
+            assert solve(_with_limits(base, **s), cache).model_dump_json() == \
+                solve(_with_limits(base, **s)).model_dump_json(), s
+    assert counts["seeded"] and counts["not seeded"] and counts["carried"] and counts["placed"], counts
+
+
 # -- in shuffled order, in two processes ----------------------------------------------------------
 
 _CHILD = r"""
