@@ -140,6 +140,31 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "`exact` only decides whether `place` walks past the target's neighbours: the slip walks on (to "
         "_FALLBACK_SCAN counts), meeting counts farther from the target, which rank no better on the measures, "
         "convex in B, and the wall-clock search covers the rest; the same answers on every test, 638 s CPU",
+    ("budgetdsl/solve/sweep_kernel.py",
+     "threat = ((lw <= pw[None, :] * (1 + margin)) & (lc <= pc[None, :] * (1 + margin))", 0, 11, "<= -> <"):
+        "differs only where a pair's wall-clock bound equals the pick's times (1 + 1e-8) to the last bit",
+    ("budgetdsl/solve/search_space.py", "pw, pc, pf = pw * (1.0 + 1e-9), pc * (1.0 + 1e-9), pf * (1.0 + 1e-9)",
+     0, 13, "* -> /"):
+        "the float-noise margin on the pick's wall clock turns from 1e-9 above to 1e-9 below: a pair is "
+        "pruned differently only where its bound is within 1e-9 (relative) of the pick, below the solver's TOLERANCE",
+    ("budgetdsl/solve/placement.py",
+     "if b <= top and m_hi >= 1.0 and floor0 * (1.0 - _BOUND_MARGIN) <= threshold:", 0, 32, "* -> /"):
+        "as the `elif` beside it: the margin turns from 1e-9 below the bound to 1e-9 above it, so a size is "
+        "searched differently only where its floor is within 1e-9 (relative) of the best wall clock met",
+    ("budgetdsl/solve/search_space.py",
+     "r0 = round(r0, 12 - (0 if r0 == 0 or not isfinite(r0) else int(floor(log10(abs(r0))))))", 0, 15, "12 -> 13"):
+        "this branch sees r0 = 0 or a non-finite r0 (positive finite ones take the branch above; measures are "
+        "never negative), which rounding leaves as they are at any number of digits",
+    ("budgetdsl/cost/memory.py", "fp8: bool = False, context_parallel: int = 1,", 0, 43, "1 -> 2"):
+        "a default no product path reads: the one caller (cost_model.build_cost_model) always passes the plan's "
+        "context_parallel",
+    ("budgetdsl/solve/search_space.py", "pw, pc, pf = pw * (1.0 + 1e-9), pc * (1.0 + 1e-9), pf * (1.0 + 1e-9)",
+     0, 32, "* -> /"): "as the wall clock's margin beside it, on the cost",
+    ("budgetdsl/solve/search_space.py", "pw, pc, pf = pw * (1.0 + 1e-9), pc * (1.0 + 1e-9), pf * (1.0 + 1e-9)",
+     0, 51, "* -> /"): "as the wall clock's margin beside it, on the FLOPs",
+    ("budgetdsl/solve/sweep_kernel.py",
+     "threat = ((lw <= pw[None, :] * (1 + margin)) & (lc <= pc[None, :] * (1 + margin))", 0, 48, "<= -> <"):
+        "as the wall clock's comparison beside it, on the cost",
     ("budgetdsl/solve/placement.py", "elif floor0 * (1.0 - _BOUND_MARGIN) > threshold:", 0, 5, "* -> /"):
         "equivalent up to float noise: the margin turns from 1e-9 below the bound to 1e-9 above it, so the size "
         "search stops early only where the next sizes' floor is within 1e-9 (relative) of the best wall clock "
