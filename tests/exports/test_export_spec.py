@@ -133,3 +133,20 @@ def test_launch_section_is_validated_with_locations(tmp_path, launch: str, messa
         load_plan(path)
     text = str(info.value)
     assert message in text and f"{path.name}:3:" in text.replace(str(tmp_path) + "/", ""), text
+
+
+def test_spec_checks_its_ramp_and_its_experts() -> None:
+    """Ramp stages start at 0 tokens and increase, each against the one before it (a third stage
+    that goes back is refused though it is after the first); a token may go to every expert."""
+    from budgetdsl.exports.spec import BatchStage
+
+    unit = 2 * 2  # micro-batch × data parallel of make_spec (3 accumulations, 5 steps)
+    ok = (BatchStage(0, unit, 1, 1), BatchStage(5_000, 2 * unit, 2, 2), BatchStage(9_000, 3 * unit, 3, 2))
+    assert make_spec(batch_stages=ok).batch_stages == ok
+    back = (*ok[:2], BatchStage(4_000, 3 * unit, 3, 2))
+    with pytest.raises(ValueError, match="must start at 0 tokens and increase"):
+        make_spec(batch_stages=back)
+    every = make_spec(experts=8, experts_per_token=8)
+    assert every.experts_per_token == every.experts
+    with pytest.raises(ValueError, match="experts_per_token"):
+        make_spec(experts=8, experts_per_token=9)
