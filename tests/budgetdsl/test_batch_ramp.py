@@ -152,3 +152,28 @@ def test_a_trajectory_that_runs_past_a_million_steps_is_refused():
     long = cal.model_copy(update={"trajectory": [*cal.trajectory[:-1], last]})
     with pytest.raises(ValueError, match="runs to step 1000000000000: a proxy run of more than 1,000,000"):
         NoiseTrajectory.from_calibration(long)
+
+
+def test_progress_between_calibration_points_is_the_integral_of_the_interpolated_noise():
+    """φ(s) = Σ 1/(1 + b(s)/B_p) with b linear between kept points: over 20,000 steps the sum is the
+    integral ∫ ds/(1 + b(s)/B_p) = L·B_p/(b1 − b0)·ln((B_p + b1)/(B_p + b0)) per segment (to 1e-3),
+    so the progress at each point is its share of the whole."""
+    from pathlib import Path
+
+    from budgetdsl.plan.calibration_file import load_calibration
+
+    cal = load_calibration(Path(__file__).parents[1] / "fixtures/calibration/gpt-micro-stdlib.json")
+    bp = cal.provenance.batch.global_batch_examples  # 32 examples
+    tokens = cal.provenance.batch.tokens_per_example
+    points = [(100, 8.0), (10_100, 72.0), (20_100, 40.0)]  # (step, B_simple in examples)
+    first = cal.trajectory[0]
+    cal = cal.model_copy(update={"trajectory": [
+        first.model_copy(update={"step": s, "b_simple": b, "b_simple_tokens": b * tokens}) for s, b in points]})
+    t = NoiseTrajectory.from_calibration(cal)
+
+    def segment(length, b0, b1):
+        return length * bp / (b1 - b0) * math.log((bp + b1) / (bp + b0))
+
+    head = 101 / (1 + 8.0 / bp)  # steps 0..100 at the first point's value
+    one, two = head + segment(10_000, 8.0, 72.0), segment(10_000, 72.0, 40.0)
+    assert t.progress[1:] == pytest.approx((head / (one + two), one / (one + two), 1.0), rel=1e-3)
