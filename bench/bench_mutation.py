@@ -165,6 +165,9 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/sweep_kernel.py",
      "threat = ((lw <= pw[None, :] * (1 + margin)) & (lc <= pc[None, :] * (1 + margin))", 0, 48, "<= -> <"):
         "as the wall clock's comparison beside it, on the cost",
+    ("budgetdsl/solve/batch_ramp.py", "lo = s_min * min(batches) + e_min", 0, 5, "* -> /"):
+        "only lowers the bisection's lower bracket (the run's tokens are still above it): 80 halvings find "
+        "the same fixed point to double precision",
     ("budgetdsl/solve/placement.py", "elif floor0 * (1.0 - _BOUND_MARGIN) > threshold:", 0, 5, "* -> /"):
         "equivalent up to float noise: the margin turns from 1e-9 below the bound to 1e-9 above it, so the size "
         "search stops early only where the next sizes' floor is within 1e-9 (relative) of the best wall clock "
