@@ -133,6 +133,20 @@ def _next_counts(ctx: Context, start: int, direction: int) -> list[int]:
             out.append(g)
 
 
+def _written_with(ctx: Context, gpus: int) -> Context:
+    """The context of the plan as written with `gpus` GPUs, where that changes the model: a declared
+    MFU holds at the plan's own GPU count (`cost_model.declared_anchor`), so a count the relaxation
+    names is checked as the plan that names it would be solved, anchored there."""
+    if ctx.plan.hardware.mfu is None:
+        return ctx
+    plan = ctx.plan.model_copy(update={"hardware": ctx.plan.hardware.model_copy(update={"gpus": gpus})})
+    return replace(ctx, plan=plan, memo={}, key=ctx.cache.model_key(plan) if ctx.key else ())
+
+
+def _feasible_at(ctx: Context, gpus: int) -> bool:
+    return place_on(_written_with(ctx, gpus), gpus).feasible
+
+
 def _gpu_relaxation(ctx: Context, pl: Placement) -> Relaxation:
     counts = gpu_counts(ctx.plan)
     lo_count, hi_count = min(counts), max(counts)
@@ -140,7 +154,7 @@ def _gpu_relaxation(ctx: Context, pl: Placement) -> Relaxation:
     for direction, start in ((1, hi_count), (-1, lo_count)):
         previous = start
         for g in _next_counts(ctx, start, direction):
-            if not place_on(ctx, g).feasible:
+            if not _feasible_at(ctx, g):
                 previous = g
                 continue
             # a feasible count: bisect back towards the last infeasible one over launchable counts
@@ -148,7 +162,7 @@ def _gpu_relaxation(ctx: Context, pl: Placement) -> Relaxation:
             a, b = 0, len(between) - 1  # between[b] (direction > 0) / between[a] is feasible
             while b - a > 1:
                 mid = (a + b) // 2
-                ok = place_on(ctx, between[mid]).feasible
+                ok = _feasible_at(ctx, between[mid])
                 if direction > 0:
                     a, b = (a, mid) if ok else (mid, b)
                 else:
@@ -163,7 +177,7 @@ def _gpu_relaxation(ctx: Context, pl: Placement) -> Relaxation:
     ends = [g for g in (top[-1] if top else None, bottom[-1] if bottom else None) if g is not None]
     reasons = []
     for g in ends:
-        far = place_on(ctx, g)
+        far = place_on(_written_with(ctx, g), g)
         reasons.append(f"at {g:,} GPU{'s' if g != 1 else ''} " + "; ".join(conflicts(far)))
     low, high = min(ends + [lo_count]), max(ends + [hi_count])
     span = f"{low:,}–{high:,}"

@@ -92,11 +92,6 @@ def test_relaxations_make_the_plan_feasible(plan):
         if r.required is None:
             continue
         if r.name == "gpus":
-            if plan.hardware.mfu is not None:
-                # known limit: a declared MFU holds at the plan's own GPU count (cost_model.declared_anchor),
-                # and the relaxation prices other counts from it, while a plan written with the new count
-                # re-anchors there (a hypothesis example: 312 -> 8 GPUs then misses the deadline)
-                continue
             hw = plan.hardware.model_copy(update={"gpus": int(r.required)})
             relaxed = plan.model_copy(update={"hardware": hw})
         else:
