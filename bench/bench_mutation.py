@@ -168,6 +168,9 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/batch_ramp.py", "lo = s_min * min(batches) + e_min", 0, 5, "* -> /"):
         "only lowers the bisection's lower bracket (the run's tokens are still above it): 80 halvings find "
         "the same fixed point to double precision",
+    ("budgetdsl/solve/search_space.py", "return self._n > 0", 0, 17, "0 -> 1"):
+        "`Pairs` truthiness is read only by search_layouts' guard against an objective the plan model "
+        "already refuses (the space's pairs are iterated, never tested for truth, elsewhere)",
     ("budgetdsl/solve/placement.py", "elif floor0 * (1.0 - _BOUND_MARGIN) > threshold:", 0, 5, "* -> /"):
         "equivalent up to float noise: the margin turns from 1e-9 below the bound to 1e-9 above it, so the size "
         "search stops early only where the next sizes' floor is within 1e-9 (relative) of the best wall clock "
