@@ -159,6 +159,13 @@ def main() -> None:
         print(f"sweep     budgetdsl sweep plans/minimal.yaml, 100 deadlines × 100 B_crit = 10,000 rows, "
               f"{label} path{' (BUDGETDSL_SWEEP_SCALAR=1, solve() per row)' if env else ''}: {wall:.2f} s "
               f"wall, {cpu:.2f} s CPU ({wall / base:.0f}x python -c pass){f', median of {n}' if n > 1 else ''}")
+    # the kernel's share: a row it cannot decide exactly goes to solve(), ~100x its cost (a sweep
+    # that slows without changing its answers has lost rows to that path)
+    from budgetdsl.plan.loader import read_merged
+    from budgetdsl.solve.sweep import iter_sweep, parse_setting
+    rows = list(iter_sweep(read_merged(REPO / "plans" / "minimal.yaml"), [parse_setting(a) for a in args[-3::2]],
+                           full=False))
+    print(f"sweep     rows the kernel decided itself: {sum(r.solution is None for r in rows):,} of {len(rows):,}")
     (tk, out_k), (ts, out_s) = outputs["kernel"], outputs["scalar"]
     print(f"sweep     kernel / scalar: {ts / tk:.0f}x faster; CSV output identical: "
           f"{'yes' if out_k == out_s and out_k else 'NO'}")

@@ -474,8 +474,9 @@ def _groups(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sizes_below(p: Block, r: Rows, live: np.ndarray, cap, threshold, micro_fixed: int | None):
-    """(element, micro-batch size) of every size up to the element's `cap` whose least
-    `placement.wall_floor` is below its `threshold` (with `_BOUND_MARGIN`, as `_wall_search`).
+    """(element, micro-batch size, its least floor less `_BOUND_MARGIN`) of every size up to the
+    element's `cap` whose least `placement.wall_floor` is below its `threshold` (as
+    `_wall_search`), each element's sizes in the search's order (least floor, then size).
     The floors depend on the pair, B_crit and E_min alone, so they are computed once per group of
     those (a sweep of limits shares them), sorted, and each element takes its group's sizes up to
     its threshold (a merge of the floors with the thresholds)."""
@@ -507,9 +508,10 @@ def _sizes_below(p: Block, r: Rows, live: np.ndarray, cap, threshold, micro_fixe
     count = at[K * w:] - group * w
     e = np.repeat(live, count)
     j = np.arange(e.size) - np.repeat(np.cumsum(count) - count, count)
-    bs = b[by[np.repeat(group, count), j]]
+    at_g = np.repeat(group, count)
+    bs, fl = b[by[at_g, j]], sorted_floor[at_g, j]
     keep = (bs if micro_fixed is None else 1.0) <= cap[e]  # a pinned size: cap is 1 where it is searched
-    return e[keep], bs[keep]
+    return e[keep], bs[keep], fl[keep]
 
 
 def _wall_check(p: Block, r: Rows, st: _Start, best: list, has, micro_fixed: int | None) -> None:
@@ -542,41 +544,91 @@ def _wall_check(p: Block, r: Rows, st: _Start, best: list, has, micro_fixed: int
         live = np.flatnonzero(cap > 0)
         if not live.size:
             return
-        e, bs = _sizes_below(p, r, live, cap, threshold, micro_fixed)
+        e, bs, fl = _sizes_below(p, r, live, cap, threshold, micro_fixed)
     if not e.size:
         return
     unsure = st.unsure
     lone = ~has[e]  # no pick: a floor within a time limit is a split the search may find
     unsure[e[lone]] = True
-    e, bs = e[~lone], bs[~lone]
+    e, bs, fl = e[~lone], bs[~lone], fl[~lone]
     if not e.size:
         return
-    _wall_decide(p, r, st, best, e, bs, n_max[e], best[4][e])
+    threshold, first = _first_met(p, r, e, bs, n_max[e], best[4][e])
+    keep = (fl <= threshold) | (first > 0.0)  # no later split of a size above the threshold
+    e, bs, threshold, first = e[keep], bs[keep], threshold[keep], first[keep]
+    _wall_decide(p, r, st, best, e, bs, n_max[e], threshold, first)
 
 
 _DECIDE_SPLITS = 4 * WALL_EVALUATIONS  # splits per element `_wall_decide` lists before the bound's filter
 
 
-def _wall_decide(p: Block, r: Rows, st: _Start, best: list, e: np.ndarray, bs: np.ndarray, n_max, threshold) -> None:
+def _size_lines(q: Block, rq: Rows, bs, n_max) -> tuple:
+    """What `placement._wall_search` knows of each micro-batch size `bs` of a block's elements:
+    (S_min, u, v, β, the accumulations within the FLOP budget, the least floor, the real m of
+    the least floor within the budget, the search's first m, that floor)."""
+    s_min = rq.em / rq.bc
+    u, v = wall_lines(q._step, bs, np)
+    beta = rq.bc / (bs * q.per)
+    m_hi = np.where(n_max == INF, INF, np.floor_divide(n_max, bs))  # the search's n_max // b
+    floor0 = wall_floor(s_min, beta, u, v, least_accumulation(beta, u, v, 1.0, INF, np))
+    mc = least_accumulation(beta, u, v, 1.0, m_hi, np)
+    lower = np.maximum(1.0, np.floor(mc))
+    return s_min, u, v, beta, m_hi, floor0, mc, lower, wall_floor(s_min, beta, u, v, mc)
+
+
+def _first_met(p: Block, r: Rows, e, bs, n_max, threshold) -> tuple[np.ndarray, np.ndarray]:
+    """(each entry's threshold once `placement._wall_search` has evaluated its element's first
+    split, the m of that split at its entry or 0): the search takes sizes by (least floor, b)
+    (`e`, `bs` are in that order), skips one whose least floor within the FLOP budget is above
+    the pick, and starts at `lower` (or `lower` + 1 where that floor is above); a feasible split
+    there is faster than the pick or leaves it, so every later split has a floor below min(pick,
+    its wall clock). A per-micro-batch latency puts the floors of many sizes close together:
+    from the pick's wall alone thousands of splits stay in reach where the search evaluates a
+    few. Only each element's first two sizes are tried; past them the pick's wall stands."""
+    near = 1.0 - _BOUND_MARGIN
+    head = np.ones(e.size, bool)
+    head[1:] = e[1:] != e[:-1]
+    second = np.zeros(e.size, bool)
+    second[1:] = head[:-1] & ~head[1:]
+    j = np.flatnonzero(head | second)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        s_min, u, v, beta, m_hi, _, _, lower, _ = _size_lines(_take(p, e[j]), _subset(r, e[j]), bs[j], n_max[j])
+        t = threshold[j]
+        up = lower + 1.0
+        # the search's checks of the least floors are implied: listed sizes have theirs below t,
+        # and a floor at `lower` or above is no less than the least within the budget
+        at_lower = wall_floor(s_min, beta, u, v, lower) * near <= t
+        at_up = (up <= m_hi) & (wall_floor(s_min, beta, u, v, up) * near <= t)
+        ok = (m_hi >= 1.0) & (at_lower | at_up)
+    k = np.flatnonzero(ok)
+    first = np.zeros(e.size)
+    if not k.size:
+        return threshold, first
+    k = k[np.r_[True, e[j[k[1:]]] != e[j[k[:-1]]]]]  # each element's first such size
+    m = np.where(at_lower[k], lower[k], up[k])
+    ev = _evaluate(_take(p, e[j[k]]), _subset(r, e[j[k]]), bs[j[k]], m, np.ones(k.size, bool))
+    met = np.full(int(e.max()) + 1, np.inf)
+    met[e[j[k]]] = np.where(ev.ok, ev.wall, np.inf)
+    first[j[k]] = m
+    return np.minimum(threshold, met[e]), first
+
+
+def _wall_decide(p: Block, r: Rows, st: _Start, best: list, e: np.ndarray, bs: np.ndarray, n_max, threshold,
+                 first) -> None:
     """`placement._wall_search` from a pick, elementwise: for each (element `e`, micro-batch size
-    `bs`) whose floor is below the pick's wall clock `threshold`, every accumulation whose
-    `wall_floor` is too (the roots of the floor's quadratic in m, checked one by one), evaluated;
-    the least by place's key (wall, accumulation, distance to the target) with the pick is the
-    search's answer wherever the search must meet it. Unsure (the scalar path): the evaluation cap
-    could bind, two different splits share a key, or the winner's size or path from the least
-    floor is above its wall (the search's order then decides)."""
+    `bs`) whose floor is below `threshold` (the pick's wall clock, or the first split's:
+    `_first_met`, whose m is `first` at its entry), every accumulation whose `wall_floor` is too
+    (the roots of the floor's quadratic in m, checked one by one), evaluated; the least by
+    place's key (wall, accumulation, distance to the target) with the pick is the search's
+    answer wherever the search must meet it. Unsure (the scalar path): the evaluation cap could
+    bind, the first split is not among those listed, two different splits share a key, or the
+    winner's size or path from the least floor is above its wall (the search's order then
+    decides)."""
     unsure = st.unsure
     q = _take(p, e)
     rq = _subset(r, e)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        s_min = rq.em / rq.bc
-        u, v = wall_lines(q._step, bs, np)
-        beta = rq.bc / (bs * q.per)
-        m_hi = np.where(n_max == INF, INF, np.floor_divide(n_max, bs))  # the search's n_max // b
-        floor0 = wall_floor(s_min, beta, u, v, least_accumulation(beta, u, v, 1.0, INF, np))
-        mc = least_accumulation(beta, u, v, 1.0, m_hi, np)
-        lower = np.maximum(1.0, np.floor(mc))
-        floor_c = wall_floor(s_min, beta, u, v, mc)
+        s_min, u, v, beta, m_hi, floor0, mc, lower, floor_c = _size_lines(q, rq, bs, n_max)
         # s_min(1 + β/m)(m·u + v) ≤ t  ⇔  u·m² + (v + β·u − t/s_min)·m + β·v ≤ 0 (m > 0): its roots,
         # widened by two, hold every m the search may evaluate; the floor itself filters them below
         m1, m2, real = quadratic_roots(u, v + beta * u - threshold / s_min, beta * v, np)
@@ -595,7 +647,12 @@ def _wall_decide(p: Block, r: Rows, st: _Start, best: list, e: np.ndarray, bs: n
         inside = wall_floor(s_min[pair], beta[pair], u[pair], v[pair], m) * (1.0 - _BOUND_MARGIN) <= threshold[pair]
         pair, m = pair[inside], m[inside]
         el = e[pair]
-        bad |= np.bincount(el, minlength=R) > WALL_EVALUATIONS  # the search's cap could bind
+        # the search's cap could bind: the first split, then those below the threshold
+        opened = first > 0.0
+        bad |= np.bincount(el, minlength=R) + np.bincount(e[opened], minlength=R) > WALL_EVALUATIONS
+        listed = np.zeros(e.size, bool)
+        listed[pair[m == first[pair]]] = True
+        bad |= np.bincount(e[opened & ~listed], minlength=R) > 0
         ev = _evaluate(_take(q, pair), _subset(rq, pair), bs[pair], m, np.ones(pair.size, bool))
         bad |= np.bincount(el[ev.big], minlength=R) > 0
         # the candidates with the pick, by place's key; the pick first among equal keys
@@ -608,9 +665,9 @@ def _wall_decide(p: Block, r: Rows, st: _Start, best: list, e: np.ndarray, bs: n
         c_wall, c_accum, c_micro = fields_[4], fields_[1], fields_[0]
         c_dist = np.abs(fields_[2] - st.clipped[c_el])
         order = np.lexsort((c_dist, c_accum, c_wall, c_el))
-        first = np.ones(order.size, bool)
-        first[1:] = c_el[order[1:]] != c_el[order[:-1]]
-        win = order[first]
+        lead = np.ones(order.size, bool)
+        lead[1:] = c_el[order[1:]] != c_el[order[:-1]]
+        win = order[lead]
         # a second split with the winner's key: the search's order of evaluation decides
         w = np.full(R, -1)
         w[c_el[win]] = win

@@ -269,6 +269,9 @@ SPLIT_PLANS = {
         "  network: 10 Gb/s"),
     "pipeline 4, ZeRO-1": MINIMAL.replace(
         "  gpus: 64", "  gpus: 64\n  zero: 1\n  tensor_parallel: 1\n  pipeline_parallel: 4\n  recompute: selective"),
+    # every layout searched: a few of the 91 pairs (TP·PP = 64, a per-micro-batch collective
+    # latency) leave thousands of splits below the pick's wall until the search's first split
+    "layout searched, H100": MINIMAL,
     "ZeRO-3, micro-batch pinned": MINIMAL.replace("  gpu: H100-SXM5-80GB", "  gpu: L40S").replace(
         "  gpus: 64", "  gpus: 32\n  zero: 3\n  tensor_parallel: 1\n  pipeline_parallel: 1\n  recompute: none")
     + "run:\n  micro_batch: 3\n",
