@@ -167,15 +167,18 @@ def run(args: argparse.Namespace) -> int:
         settings = [parse_setting(text) for text in args.set]
         source = read_merged(args.plan)
         size(settings)
+        from budgetdsl.solve.cache import SolveCache
+
+        cache = SolveCache()  # the estimate's search spaces are the sweep's
         if not args.yes:
-            _refuse_if_slow(source, settings, full=args.format == "json")
+            _refuse_if_slow(source, settings, args.format == "json", cache)
         # Rows are written as they are solved; a combination that does not load stops the sweep
         # with its located diagnostics (exit 2), after the rows before it.
         render = {"text": iter_table, "json": iter_json, "csv": iter_csv}[args.format]
         invalid: list = []  # invalid combinations are rows too; the exit code says there were some
         # JSON prints whole solutions (the scalar path); the table and CSV print summaries, which
         # the vectorized kernel computes for the rows it can decide (budgetdsl.solve.sweep_kernel)
-        rows = iter_sweep(source, settings, full=args.format == "json")
+        rows = iter_sweep(source, settings, args.format == "json", cache)
         from budgetdsl.io.terminal_text import json_text  # --set values: shown, not obeyed
 
         escape = json_text if args.format == "json" else inert
@@ -189,13 +192,13 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _refuse_if_slow(source, settings, full: bool) -> None:
+def _refuse_if_slow(source, settings, full: bool, cache) -> None:
     """PlanError (exit 2) before any row is solved when the sweep's counted cost
     (`budgetdsl.solve.sweep.estimate`) passes SLOW_SECONDS: hours of solving are asked for with --yes."""
     from budgetdsl.plan.diagnostics import Diagnostic, Location
     from budgetdsl.solve.sweep import SLOW_SECONDS, estimate
 
-    est = estimate(source, settings, full)
+    est = estimate(source, settings, full, cache)
     if est is None or est.seconds <= SLOW_SECONDS:
         return
     how = ("the vectorized kernel" if est.path == "kernel" else

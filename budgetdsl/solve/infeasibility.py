@@ -11,11 +11,11 @@ import operator
 from typing import TYPE_CHECKING
 
 from budgetdsl.solve.placement import INF, LIMIT_NAMES, Placement, binds
-from budgetdsl.solve.solution import Constraint
 from budgetdsl.theory.xp import SCALAR
 
 if TYPE_CHECKING:
     from budgetdsl.solve.placement import Limits
+    from budgetdsl.solve.solution import Constraint
 
 UNITS = {"deadline": "s", "flops": "FLOP", "gpu_hours": "GPU-h", "usd": "USD", "memory": "B",
          "min_batch": "tokens"}
@@ -111,6 +111,8 @@ def conflicts(pl: Placement) -> list[str]:
 
 def constraints(limits: Limits, pl: Placement, pinned: bool) -> list[Constraint]:
     """Each limit at the configuration (`solution.Constraint`, its numbers checked finite)."""
+    from budgetdsl.solve.solution import Constraint  # a sweep's kernel rows build no solution
+
     cm, cfg = pl.cm, pl.config
     out: list[Constraint] = []
     # Which bound the objective was pushed against (cvxpy's "active" constraint).

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError, did_you_mean
 from budgetdsl.plan.loader import MergedSource, field_info, field_spec, numeric_paths
+from budgetdsl.solve.cache import SolveCache
 from budgetdsl.solve.sweep_rows import Blame, Setting, Summary, SweepRow, solve_row, summarize, variant
 
 __all__ = ["MAX_ROWS", "Setting", "Summary", "SweepRow", "Blame", "parse_setting", "size", "solve_row", "summarize",
@@ -70,11 +71,13 @@ def size(settings: list[Setting]) -> int:
     return n
 
 
-def iter_sweep(source: MergedSource, settings: list[Setting], full: bool = True) -> Iterator[SweepRow]:
+def iter_sweep(source: MergedSource, settings: list[Setting], full: bool = True,
+               cache: SolveCache | None = None) -> Iterator[SweepRow]:
     """Solve every combination, one row at a time, in the order of the settings (the last varies
     fastest): a caller that writes each row and drops it holds one row in memory, however many
     points the sweep has (a list of 40,000 rows held 3.2 GB). `full=False`: rows carry only their
-    `Summary` where the kernel answers them (the kernel works in chunks of rows)."""
+    `Summary` where the kernel answers them (the kernel works in chunks of rows). `cache`: the
+    cost models and search spaces of an `estimate` already made (solve.cache.SolveCache)."""
     rows = size(settings)
     if not full and _use_kernel(rows):
         try:
@@ -82,9 +85,9 @@ def iter_sweep(source: MergedSource, settings: list[Setting], full: bool = True)
         except ImportError:  # numpy is a core dependency; an install without it takes the scalar path
             pass
         else:
-            yield from iter_kernel_rows(source, settings)
+            yield from iter_kernel_rows(source, settings, cache)
             return
-    blame = Blame(source)
+    blame = Blame(source, cache)
     for combo in itertools.product(*(s.values for s in settings)):
         yield solve_row(source, {s.path: v for s, v in zip(settings, combo)}, blame)
 
@@ -135,13 +138,14 @@ class Estimate:
     uniform: bool = True
 
 
-def estimate(source: MergedSource, settings: list[Setting], full: bool = True) -> Estimate | None:
+def estimate(source: MergedSource, settings: list[Setting], full: bool = True,
+             cache: SolveCache | None = None) -> Estimate | None:
     """The sweep's estimated cost (see _PAIR_SECONDS), counted over every row's own search space:
     the space depends on the plan's model and hardware alone, so each combination of the settings
     under `model.` and `hardware.` is one space, counted once (an evenly spaced sample of
     _SPACES_COUNTED of them when there are more); a row whose plan does not load costs a row.
-    None when no row's plan loads (each row reports why). Solves nothing."""
-    from budgetdsl.solve.cache import SolveCache
+    None when no row's plan loads (each row reports why). Solves nothing; the spaces are kept in
+    `cache` for the sweep."""
     from budgetdsl.solve.search_space import search_space
 
     rows = size(settings)
@@ -152,7 +156,7 @@ def estimate(source: MergedSource, settings: list[Setting], full: bool = True) -
     for s in shaping:
         spaces *= len(s.values)
     step = max(1, -(-spaces // _SPACES_COUNTED))  # ceil: at most _SPACES_COUNTED counted
-    cache = SolveCache()
+    cache = SolveCache() if cache is None else cache
     counted: list[int | None] = []  # pairs of each counted space; None: its plan does not load
     for index in range(0, spaces, step):
         combo: dict[str, str] = {}

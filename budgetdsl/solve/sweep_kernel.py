@@ -473,45 +473,60 @@ def _groups(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order[new], group
 
 
-def _sizes_below(p: Block, r: Rows, live: np.ndarray, cap, threshold, micro_fixed: int | None):
-    """(element, micro-batch size, its least floor less `_BOUND_MARGIN`) of every size up to the
-    element's `cap` whose least `placement.wall_floor` is below its `threshold` (as
-    `_wall_search`), each element's sizes in the search's order (least floor, then size).
-    The floors depend on the pair, B_crit and E_min alone, so they are computed once per group of
-    those (a sweep of limits shares them), sorted, and each element takes its group's sizes up to
-    its threshold (a merge of the floors with the thresholds)."""
-    first, group = _groups(p.pair[live], r.bc[live], r.em[live])
-    g = live[first]
-    q = _take(p, g)
-    width = int(cap[live].max())
-    b = np.full(1, float(micro_fixed)) if micro_fixed is not None else np.arange(1.0, width + 1.0)
-    step = q._step
-    assert step is not None
-    col = Steps(**{n: getattr(step, n)[:, None] for n in _STEP}, overlap=step.overlap, gather_share=step.gather_share,
-                zero3=step.zero3 if isinstance(step.zero3, bool) else step.zero3[:, None])
-    u, v = wall_lines(col, b[None, :], np)
-    beta = r.bc[g, None] / (b[None, :] * q.per[:, None])
-    floor0 = wall_floor((r.em[g] / r.bc[g])[:, None], beta, u, v, least_accumulation(beta, u, v, 1.0, INF, np))
-    floor0 = floor0 * (1.0 - _BOUND_MARGIN)
-    by = np.argsort(floor0, axis=1, kind="stable")  # each group's sizes by floor (NaN last: never below)
-    sorted_floor = np.take_along_axis(floor0, by, axis=1)
-    K, w = floor0.shape
-    # how many of its group's floors each element's threshold reaches: floors before thresholds
-    # at equal values (≤), within the group
-    keys = np.concatenate([np.repeat(np.arange(K), w), group])
-    values = np.concatenate([sorted_floor.ravel(), threshold[live]])
-    query = np.concatenate([np.zeros(K * w, bool), np.ones(live.size, bool)])
-    order = np.lexsort((query, values, keys))
-    floors_before = np.cumsum(~query[order])
-    at = np.empty(order.size, np.int64)
-    at[order] = floors_before
-    count = at[K * w:] - group * w
-    e = np.repeat(live, count)
-    j = np.arange(e.size) - np.repeat(np.cumsum(count) - count, count)
-    at_g = np.repeat(group, count)
-    bs, fl = b[by[at_g, j]], sorted_floor[at_g, j]
-    keep = (bs if micro_fixed is None else 1.0) <= cap[e]  # a pinned size: cap is 1 where it is searched
-    return e[keep], bs[keep], fl[keep]
+class _Floors:
+    """Each micro-batch size's least `placement.wall_floor` (less `_BOUND_MARGIN`, as
+    `_wall_search`) for the elements `live`, sorted in the search's order (least floor, then
+    size). The floors depend on the pair, B_crit and E_min alone, so they are computed once per
+    group of those (a sweep of limits shares them); `below` lists an element's sizes up to a
+    threshold by a merge of the floors with the thresholds."""
+
+    __slots__ = ("b", "by", "sorted_floor", "group", "micro_fixed")
+
+    def __init__(self, p: Block, r: Rows, live: np.ndarray, cap, micro_fixed: int | None) -> None:
+        first, group = _groups(p.pair[live], r.bc[live], r.em[live])
+        g = live[first]
+        q = _take(p, g)
+        width = int(cap[live].max())
+        b = np.full(1, float(micro_fixed)) if micro_fixed is not None else np.arange(1.0, width + 1.0)
+        step = q._step
+        assert step is not None
+        col = Steps(**{n: getattr(step, n)[:, None] for n in _STEP}, overlap=step.overlap,
+                    gather_share=step.gather_share,
+                    zero3=step.zero3 if isinstance(step.zero3, bool) else step.zero3[:, None])
+        u, v = wall_lines(col, b[None, :], np)
+        beta = r.bc[g, None] / (b[None, :] * q.per[:, None])
+        floor0 = wall_floor((r.em[g] / r.bc[g])[:, None], beta, u, v, least_accumulation(beta, u, v, 1.0, INF, np))
+        floor0 = floor0 * (1.0 - _BOUND_MARGIN)
+        self.by = np.argsort(floor0, axis=1, kind="stable")  # each group's sizes by floor (NaN last: never below)
+        self.sorted_floor = np.take_along_axis(floor0, self.by, axis=1)
+        self.group = np.full(len(r), -1)
+        self.group[live] = group
+        self.b, self.micro_fixed = b, micro_fixed
+
+    def below(self, live: np.ndarray, cap, threshold, most: int | None = None):
+        """(element, micro-batch size, its least floor) of every size up to the element's `cap`
+        whose floor is below its `threshold`, each element's in the search's order; with `most`,
+        only those among its group's first `most` sizes."""
+        group = self.group[live]
+        K, w = self.sorted_floor.shape
+        # how many of its group's floors each element's threshold reaches: floors before
+        # thresholds at equal values (≤), within the group
+        keys = np.concatenate([np.repeat(np.arange(K), w), group])
+        values = np.concatenate([self.sorted_floor.ravel(), threshold[live]])
+        query = np.concatenate([np.zeros(K * w, bool), np.ones(live.size, bool)])
+        order = np.lexsort((query, values, keys))
+        floors_before = np.cumsum(~query[order])
+        at = np.empty(order.size, np.int64)
+        at[order] = floors_before
+        count = at[K * w:] - group * w
+        if most is not None:
+            count = np.minimum(count, most)
+        e = np.repeat(live, count)
+        j = np.arange(e.size) - np.repeat(np.cumsum(count) - count, count)
+        at_g = np.repeat(group, count)
+        bs, fl = self.b[self.by[at_g, j]], self.sorted_floor[at_g, j]
+        keep = (bs if self.micro_fixed is None else 1.0) <= cap[e]  # pinned: cap is 1 where it is searched
+        return e[keep], bs[keep], fl[keep]
 
 
 def _wall_check(p: Block, r: Rows, st: _Start, best: list, has, micro_fixed: int | None) -> None:
@@ -544,19 +559,25 @@ def _wall_check(p: Block, r: Rows, st: _Start, best: list, has, micro_fixed: int
         live = np.flatnonzero(cap > 0)
         if not live.size:
             return
-        e, bs, fl = _sizes_below(p, r, live, cap, threshold, micro_fixed)
-    if not e.size:
-        return
-    unsure = st.unsure
-    lone = ~has[e]  # no pick: a floor within a time limit is a split the search may find
-    unsure[e[lone]] = True
-    e, bs, fl = e[~lone], bs[~lone], fl[~lone]
-    if not e.size:
-        return
-    threshold, first = _first_met(p, r, e, bs, n_max[e], best[4][e])
-    keep = (fl <= threshold) | (first > 0.0)  # no later split of a size above the threshold
-    e, bs, threshold, first = e[keep], bs[keep], threshold[keep], first[keep]
-    _wall_decide(p, r, st, best, e, bs, n_max[e], threshold, first)
+        floors = _Floors(p, r, live, cap, micro_fixed)
+        unsure = st.unsure
+        lone = live[~has[live]]  # no pick: a floor within a time limit is a split the search may find
+        if lone.size:
+            unsure[floors.below(lone, cap, threshold)[0]] = True
+        live = live[has[live]]
+        if not live.size:
+            return
+        # the search's first split, from each element's first two sizes; then every size below
+        # the threshold it leaves
+        e, bs, _ = floors.below(live, cap, threshold, most=_FIRST_SIZES)
+        threshold, first_b, first_m = _first_met(p, r, e, bs, n_max, threshold)
+        e, bs, _ = floors.below(live, cap, threshold)
+    first = np.where(bs == first_b[e], first_m[e], 0.0)
+    # an element whose first split's size is not listed (its floor above the split's wall: float
+    # noise) cannot count what the search evaluates
+    unsure |= ~np.isnan(first_b) & (np.bincount(e[first > 0.0], minlength=R) == 0)
+    if e.size:
+        _wall_decide(p, r, st, best, e, bs, n_max[e], threshold[e], first)
 
 
 _DECIDE_SPLITS = 4 * WALL_EVALUATIONS  # splits per element `_wall_decide` lists before the bound's filter
@@ -576,24 +597,33 @@ def _size_lines(q: Block, rq: Rows, bs, n_max) -> tuple:
     return s_min, u, v, beta, m_hi, floor0, mc, lower, wall_floor(s_min, beta, u, v, mc)
 
 
-def _first_met(p: Block, r: Rows, e, bs, n_max, threshold) -> tuple[np.ndarray, np.ndarray]:
-    """(each entry's threshold once `placement._wall_search` has evaluated its element's first
-    split, the m of that split at its entry or 0): the search takes sizes by (least floor, b)
-    (`e`, `bs` are in that order), skips one whose least floor within the FLOP budget is above
-    the pick, and starts at `lower` (or `lower` + 1 where that floor is above); a feasible split
-    there is faster than the pick or leaves it, so every later split has a floor below min(pick,
-    its wall clock). A per-micro-batch latency puts the floors of many sizes close together:
-    from the pick's wall alone thousands of splits stay in reach where the search evaluates a
-    few. Only each element's first two sizes are tried; past them the pick's wall stands."""
+_FIRST_SIZES = 4  # sizes per element listed before the cap's filter when looking for the first split
+
+
+def _first_met(p: Block, r: Rows, e, bs, n_max, threshold) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each row's threshold once `placement._wall_search` has evaluated its first split, that
+    split's micro-batch size (NaN where none is known) and accumulation): the search takes sizes
+    by (least floor, b) (`e`, `bs`: each element's first few, in that order), skips one whose
+    least floor within the FLOP budget is above the pick, and starts at `lower` (or `lower` + 1
+    where that floor is above); a feasible split there is faster than the pick or leaves it, so
+    every later split has a floor below min(pick, its wall clock). A per-micro-batch latency puts
+    the floors of many sizes close together: from the pick's wall alone thousands of splits stay
+    in reach where the search evaluates a few. Only the first two sizes listed are tried; past
+    them the pick's wall stands."""
+    R = len(r)
+    first_b, first_m = np.full(R, np.nan), np.zeros(R)
     near = 1.0 - _BOUND_MARGIN
     head = np.ones(e.size, bool)
     head[1:] = e[1:] != e[:-1]
     second = np.zeros(e.size, bool)
     second[1:] = head[:-1] & ~head[1:]
     j = np.flatnonzero(head | second)
+    if not j.size:
+        return threshold, first_b, first_m
+    ej = e[j]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        s_min, u, v, beta, m_hi, _, _, lower, _ = _size_lines(_take(p, e[j]), _subset(r, e[j]), bs[j], n_max[j])
-        t = threshold[j]
+        s_min, u, v, beta, m_hi, _, _, lower, _ = _size_lines(_take(p, ej), _subset(r, ej), bs[j], n_max[ej])
+        t = threshold[ej]
         up = lower + 1.0
         # the search's checks of the least floors are implied: listed sizes have theirs below t,
         # and a floor at `lower` or above is no less than the least within the budget
@@ -601,16 +631,16 @@ def _first_met(p: Block, r: Rows, e, bs, n_max, threshold) -> tuple[np.ndarray, 
         at_up = (up <= m_hi) & (wall_floor(s_min, beta, u, v, up) * near <= t)
         ok = (m_hi >= 1.0) & (at_lower | at_up)
     k = np.flatnonzero(ok)
-    first = np.zeros(e.size)
     if not k.size:
-        return threshold, first
-    k = k[np.r_[True, e[j[k[1:]]] != e[j[k[:-1]]]]]  # each element's first such size
+        return threshold, first_b, first_m
+    k = k[np.r_[True, ej[k[1:]] != ej[k[:-1]]]]  # each element's first such size
     m = np.where(at_lower[k], lower[k], up[k])
-    ev = _evaluate(_take(p, e[j[k]]), _subset(r, e[j[k]]), bs[j[k]], m, np.ones(k.size, bool))
-    met = np.full(int(e.max()) + 1, np.inf)
-    met[e[j[k]]] = np.where(ev.ok, ev.wall, np.inf)
-    first[j[k]] = m
-    return np.minimum(threshold, met[e]), first
+    el = ej[k]
+    ev = _evaluate(_take(p, el), _subset(r, el), bs[j[k]], m, np.ones(k.size, bool))
+    first_b[el], first_m[el] = bs[j[k]], m
+    met = np.full(R, np.inf)
+    met[el] = np.where(ev.ok, ev.wall, np.inf)
+    return np.minimum(threshold, met), first_b, first_m
 
 
 def _wall_decide(p: Block, r: Rows, st: _Start, best: list, e: np.ndarray, bs: np.ndarray, n_max, threshold,
@@ -1474,11 +1504,11 @@ def _sort_key(p: Pair) -> tuple:
     return LayoutChoice(s.tensor_parallel, s.pipeline_parallel, s.zero, str(s.recompute)).sort_key()
 
 
-def iter_kernel_rows(source, settings) -> Iterator:
+def iter_kernel_rows(source, settings, cache=None) -> Iterator:
     """The sweep's rows (sweep.SweepRow, in order), the decidable ones from the kernel."""
     from budgetdsl.solve.sweep_rows import Blame, Summary, SweepRow, solve_row
 
-    blame = Blame(source)  # where the invalid rows' problems are reported, shared by the sweep
+    blame = Blame(source, cache)  # where the invalid rows' problems are reported, shared by the sweep
     prepared = prepare(source, settings, blame.cache)
     combos = itertools.product(*(s.values for s in settings))
     if prepared is None:

@@ -14,6 +14,7 @@ from budgetdsl.plan.loader import MergedSource, field_spec, load_merged
 from budgetdsl.plan.model import Plan, QuantitySpec
 
 if TYPE_CHECKING:  # the solution's models are imported by solve(); a kernel-only sweep never builds one
+    from budgetdsl.solve.cache import SolveCache
     from budgetdsl.solve.solution import Solution
 
 
@@ -131,11 +132,11 @@ class Blame:
     problem is its (code, message); each variant is loaded (and solved) once per sweep. One per
     sweep: its rows' solves share `cache` (`solve.cache.SolveCache`: cost models, the search)."""
 
-    def __init__(self, source: MergedSource) -> None:
+    def __init__(self, source: MergedSource, cache: SolveCache | None = None) -> None:
         from budgetdsl.solve.cache import SolveCache
 
         self.source = source
-        self.cache = SolveCache()
+        self.cache = SolveCache() if cache is None else cache
         self.seen: dict[tuple[frozenset, bool], frozenset[tuple[str, str]]] = {}
         self.paths: dict[Location, tuple] | None = None  # where -> the file's path written there
 
