@@ -1095,8 +1095,10 @@ def _expert_rules(m: ModelShape, hw: Hardware) -> None:
     ep = hw.expert_parallel
     if not m.experts:
         for key, plain in (("expert_dispatch", "alltoall"), ("expert_overlap", False)):
-            if getattr(hw, key) != plain:
-                raise PlanRuleError(f"hardware.{key}", f"{key} ({getattr(hw, key)}) moves the routed tokens of a "
+            value = getattr(hw, key)
+            if value != plain:
+                shown = str(value).lower() if isinstance(value, bool) else value  # as the plan wrote it
+                raise PlanRuleError(f"hardware.{key}", f"{key} ({shown}) moves the routed tokens of a "
                                     "mixture-of-experts model, and this model has none",
                                     "set model.experts and model.experts_per_token, or remove " + key)
         for key in ("expert_parallel", "expert_tensor_parallel"):

@@ -129,7 +129,7 @@ BAD = {
     "overlap on a dense model": (
         "model: {layers: 8, d_model: 1024, heads: 8, vocab: 32000, seq_len: 4096}",
         "hardware: {gpu: H100-SXM5-80GB, gpus: 16, expert_overlap: true}",
-        "error[plan-rule]: expert_overlap (True) moves the routed tokens", "set model.experts"),
+        "error[plan-rule]: expert_overlap (true) moves the routed tokens", "set model.experts"),
 }
 
 
