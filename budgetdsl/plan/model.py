@@ -323,8 +323,9 @@ class ModelShape(_Section):
     capacity_factor: float | None = _quantity(
         DIMENSIONLESS, "Expert capacity factor c (GShard, Lepikhin et al. 2021; Megatron's "
         "--moe-expert-capacity-factor): each expert's buffer holds c × its mean load, tokens beyond it "
-        "are dropped, and the dispatch and the expert GEMMs run padded to it; omitted: dropless.",
-        gt=0, le=64, optional=True)
+        "are dropped, and the dispatch and the expert GEMMs run padded to it; omitted: dropless. At least 1: "
+        "below it every expert drops tokens even at a perfectly balanced load.",
+        ge=1, le=64, optional=True)
     expert_groups: int | None = Integer(
         "Group-limited routing: the routed experts form G equal groups and each token's experts come from "
         "expert_groups_per_token of them (DeepSeek-V3's node-limited routing, §2.1.2: 8 groups, one per node "

@@ -54,7 +54,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "ModelShape.expert_ffn_hidden": (64, 16384, "int"),
     "ModelShape.shared_experts": (0, 2, "int"),
     "ModelShape.dense_layers": (0, 4, "int"),
-    "ModelShape.capacity_factor": (0.5, 2, "count"),
+    "ModelShape.capacity_factor": (1, 2, "count"),
     "ModelShape.expert_groups": (1, 16, "int"),
     "ModelShape.expert_groups_per_token": (1, 8, "int"),
     "ModelShape.q_lora_rank": (16, 2048, "int"),
