@@ -167,7 +167,9 @@ def evaluate(row: dict[str, Any], **hardware: Any) -> Result:
     sol = solve(plan)
     tp = sol.throughput
     a = sol.assumptions
-    memory = a["memory_at_micro_batch"].value - a["reserve_bytes"].value
+    # the counted bytes: memory = counted × (1 + fragmentation) + the fixed reserve (budgetdsl.cost.reserve)
+    frag = a["fragmentation"].value if "fragmentation" in a else 0.0
+    memory = (a["memory_at_micro_batch"].value - a["reserve_bytes"].value) / (1.0 + frag)
     if row["mode"] == "declared" or "gpu_hours" in row["published"]:  # predicted: the run's tokens at its step
         value, published, unit = sol.gpu_hours, row["published"]["gpu_hours"], "GPU-h"
     elif "tokens_per_gpu_s" in row["published"]:  # a published throughput: no FLOP convention in between

@@ -274,7 +274,8 @@ def _llama3_notes(results: list[Any], extra: list[Any]) -> list[str]:
         f"split. The search takes ZeRO-{b.zero}, recompute {b.recompute}, sequence parallelism "
         f"{'on' if b.sequence_parallel else 'off'} and {b.virtual_pipeline_stages} model chunks per GPU on "
         f"the split [{split[0]} × {len(split) - 1}, {split[-1]}], fitting in "
-        + " and ".join(f"{r.memory / 2**30:.1f}" for r in l3) + " GiB of the 72 GiB the 10 % reserve leaves, "
+        + " and ".join(f"{r.memory / 2**30:.1f}" for r in l3) + " GiB (the tensors the memory model counts; "
+        "80 GiB less the reserve leaves " + " and ".join(f"{_free(r) / 2**30:.1f}" for r in l3) + "), "
         "and predicts " + " and ".join(f"{r.value:.0f}" for r in l3) + " TFLOP/s per GPU (MFU "
         + " and ".join(f"{r.mfu:.1%}" for r in l3) + ") against 430 and 400 (43 % and 41 %). The bubble is "
         + " and ".join(share(r, "bubble") for r in l3) + " of the predicted step (32 and 16 micro-batches "
@@ -373,6 +374,13 @@ def _moe_notes(rows: list[dict[str, Any]], results: list[Any]) -> list[str]:
             + textwrap.wrap(second, 100, break_on_hyphens=False, break_long_words=False))
 
 
+def _free(res: Any) -> float:
+    """The bytes a row's counted tensors may take: (memory − fixed reserve) / (1 + fragmentation)."""
+    a = res.solution.assumptions
+    frag = a["fragmentation"].value if "fragmentation" in a else 0.0
+    return (a["memory_per_device"].value - a["reserve_bytes"].value) / (1.0 + frag)
+
+
 def _meta_schedule(res: Any) -> tuple[tuple[float, float], tuple[float, float]]:
     """((MFU, bytes per GPU less the reserve) with full, and with selective recomputation) of a
     Llama 3 405B row on the schedule the paper describes but no plan can write: 8 one-layer chunks
@@ -390,7 +398,7 @@ def _meta_schedule(res: Any) -> tuple[tuple[float, float], tuple[float, float]]:
         cm = build_cost_model(plan, sol.gpus, Split(1, 8, 16, recompute, True, 1, None, True, 8))
         bd = cm.breakdown(sol.batch.tokens, sol.batch.sequences // sol.batch.data_parallel)
         assert bd is not None
-        out.append((bd.mfu, cm.memory_at(1) - cm.reserve_bytes))
+        out.append((bd.mfu, cm.memory_at(1) - cm.reserve_at(1)))
     return out[0], out[1]
 
 
@@ -402,7 +410,7 @@ def _row_plan(name: str) -> dict[str, Any]:
 
 def _memory_section(rows: list[dict[str, Any]], results: list[Any], la: dict | None) -> list[str]:
     out = ["", "## Memory per GPU beside llm-analysis", "",
-           "Bytes per GPU at the launched micro-batch, budgetdsl's 10 % reserve left out (llm-analysis keeps",
+           "Bytes per GPU at the launched micro-batch, budgetdsl's reserve left out (llm-analysis keeps",
            "none). Same inputs: ZeRO stage, t, p, recomputation, flash attention, micro-batch.", ""]
     for name in ("Llama 2 7B", "GPT-3 175B"):
         row, res = next((r, x) for r, x in zip(rows, results) if x.name == name)
@@ -437,6 +445,9 @@ def _memory_section(rows: list[dict[str, Any]], results: list[Any], la: dict | N
             "  also counts the one layer being recomputed (its full set, live during its backward) and p",
             "  micro-batches in flight on the first 1F1B stage; without sequence parallelism the 10·s·d",
             "  layer-norm/dropout part is not divided by t (Korthikanti et al. Table 2).",
-            "- **reserve**: budgetdsl keeps 10 % of the device free for the CUDA context, NCCL buffers and",
-            "  fragmentation, and plans the micro-batch under it; the table leaves it out."]
+            "- **reserve**: budgetdsl keeps free what the process holds beside these tensors — the CUDA",
+            "  context and cuBLAS workspaces (0.68 GiB), NCCL's buffers for each communicator of the layout",
+            "  (0.57 GiB per tensor- or data-parallel group, 16 MiB per pipeline neighbour pair) and 5 % of",
+            "  the counted bytes for the caching allocator's fragmentation (`budgetdsl.cost.reserve`) — and",
+            "  plans the micro-batch under it; the table leaves it out."]
     return out

@@ -18,8 +18,9 @@ numbers the answer rests on.
   micro-batch: T(B) = f·B/rate + c, rate and c taken at one-sequence micro-batches with a pipeline
   (the solver's choice there) and at the largest micro-batch that fits without one.
 - Memory per device: `budgetdsl.cost.memory` (mixed-precision recipe, Korthikanti et al. 2022
-  activations, uneven pipeline stages, logits), plus a reserve of RESERVE_FRACTION of device memory
-  for the CUDA context, NCCL buffers and allocator fragmentation.
+  activations, uneven pipeline stages, logits), plus a reserve for what the process keeps beside
+  them: the CUDA context and library workspaces, the NCCL buffers of the layout's communicators
+  and the caching allocator's fragmentation (`budgetdsl.cost.reserve`), or `hardware.memory_reserve`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from budgetdsl.cost import memory as mem
 from budgetdsl.cost.experts import Experts, expert_data_parallel, nodes_per_token
 from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer, training_flops_per_token
 from budgetdsl.cost.memory import activation_bytes_per_layer  # noqa: F401 - re-exported
+from budgetdsl.cost.reserve import default_reserve
 from budgetdsl.cost.stacks import STACKS
 from budgetdsl.cost.throughput import (
     Breakdown,
@@ -52,10 +54,6 @@ from budgetdsl.theory.xp import SCALAR
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
-
-# Fraction of device memory the model leaves free (CUDA context ~0.5–1 GiB, NCCL buffers, and the
-# caching allocator's fragmentation). A stated assumption; hardware.memory_reserve overrides it.
-RESERVE_FRACTION = 0.10
 
 DECLARED, DERIVED, PRESET, DEFAULT = "declared", "derived", "preset", "default"
 
@@ -123,13 +121,15 @@ class CostModel:
     fixed_time: float  # c: the part of a step that does not grow with the batch
     memory_per_device: float
     stages: tuple[mem.StageMemory, ...]
-    reserve_bytes: float
+    reserve_bytes: float  # the fixed part: hardware.memory_reserve, or context + workspaces + NCCL buffers
     shape: Shape | None
     device: Device | None
     layout: Layout | None
     step_overhead: float
     _coefs: dict[str, Coef] = field(compare=False)  # the inputs; the derived ones added on first read
     anchor: Anchor | None = None  # declared mode with a shape: the modelled step × anchor.scale
+    fragmentation: float = 0.0  # the reserve's share of the counted bytes (budgetdsl.cost.reserve); 0 declared
+    reserve_data_parallel: float = 0.0  # the data-parallel communicator's buffers, in reserve_bytes where dp·cp > 1
     _heavy: mem.StageMemory | None = field(default=None, compare=False)  # cached on construction
     _micro_max: int = field(default=0, compare=False)
     _step: StepCost | None = field(default=None, compare=False)  # T(b, m) in closed form (predicted)
@@ -150,8 +150,7 @@ class CostModel:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_heavy", mem.heaviest(list(self.stages)))
-        object.__setattr__(self, "_micro_max", mem.micro_batch_max(list(self.stages),
-                                                                   self.memory_per_device - self.reserve_bytes))
+        object.__setattr__(self, "_micro_max", mem.micro_batch_max(list(self.stages), self.free_bytes()))
         if self.shape is not None and self.device is not None and self.layout is not None and \
                 (self.mode != DECLARED or self.anchor is not None):
             step = step_cost(self.shape, self.device, self.layout, self.step_overhead)
@@ -214,15 +213,30 @@ class CostModel:
     def static_bytes(self) -> float:
         return self.heaviest_stage.static
 
+    def free_bytes(self, data_parallel: int | None = None) -> float:
+        """The bytes the counted tensors may take on a device: (memory − fixed reserve) / (1 +
+        fragmentation), at this cost model's replica count or at `data_parallel` replicas of the same
+        layout (the data-parallel communicator's buffers are there only with more than one rank)."""
+        fixed = self.reserve_bytes
+        if data_parallel is not None and self.reserve_data_parallel:
+            cp = self.layout.context_parallel if self.layout is not None else 1
+            fixed += self.reserve_data_parallel * ((data_parallel * cp > 1) - (self.data_parallel * cp > 1))
+        return (self.memory_per_device - fixed) / (1.0 + self.fragmentation)
+
+    def reserve_at(self, micro_batch: int) -> float:
+        """The reserve at `micro_batch`: the fixed part plus fragmentation × the counted bytes."""
+        return self.memory_at(micro_batch) - max(st.at(micro_batch) for st in self.stages)
+
     def memory_at(self, micro_batch: int) -> float:
         """Bytes per device at `micro_batch` sequences per micro-step (the heaviest stage), reserve
-        included."""
+        included: counted × (1 + fragmentation) + the fixed reserve."""
         value = self._memory.get(micro_batch)
         if value is None:
             if len(self.stages) == 1:
-                value = self.stages[0].at(micro_batch) + self.reserve_bytes
+                counted = self.stages[0].at(micro_batch)
             else:
-                value = max(st.at(micro_batch) for st in self.stages) + self.reserve_bytes
+                counted = max(st.at(micro_batch) for st in self.stages)
+            value = counted * (1.0 + self.fragmentation) + self.reserve_bytes
             if len(self._memory) < 4096:
                 self._memory[micro_batch] = value
         return value
@@ -438,7 +452,7 @@ class Basis(NamedTuple):
     shape: Shape | None
     mode: str
     head_share: float
-    reserve: Coef
+    reserve: Coef | None  # hardware.memory_reserve; None: the layout's default (budgetdsl.cost.reserve)
     overhead: float
     fp8: bool
 
@@ -470,10 +484,8 @@ def cost_basis(plan: Plan) -> Basis:
         raise ShapeUnknown("predicted utilization (no hardware.mfu) needs model.layers and model.d_model "
                            "and a GPU preset; or declare hardware.mfu, a measured end-to-end MFU")
     head_share = shape.head_flops / shape.layer_flops if shape is not None and shape.layer_flops > 0 else 0.0
-    if hw.memory_reserve is not None:
-        reserve = Coef(hw.memory_reserve, "B", DECLARED, "hardware.memory_reserve")
-    else:
-        reserve = Coef(RESERVE_FRACTION * memory.value, "B", DEFAULT, f"{RESERVE_FRACTION:.0%} of device memory")
+    reserve = Coef(hw.memory_reserve, "B", DECLARED, "hardware.memory_reserve") \
+        if hw.memory_reserve is not None else None
     return Basis(coefs, f, peak, memory, device, str(getattr(hw, "grad_dtype", "fp32")), moe, shape, mode, head_share,
                  reserve, float(hw.step_overhead or 0.0), getattr(hw, "precision", "bf16") == "fp8")
 
@@ -499,6 +511,12 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         basis.f, basis.peak, basis.memory, basis.device, basis.grad_dtype, basis.moe, basis.shape, basis.mode,
         basis.head_share, basis.reserve, basis.overhead)
     # Megatron-Core requires sequence parallelism for expert with tensor parallelism (validate_args)
+    if reserve is None:  # what the process keeps beside the counted tensors on this layout
+        own = default_reserve(t, p, cp, ep, dp)
+        reserve = Coef(own.fixed, "B", DEFAULT, own.detail)
+        fragmentation, reserve_dp = own.fragmentation, own.data_parallel
+    else:
+        fragmentation, reserve_dp = 0.0, 0.0
     sp, v = split.schedule(plan)
     sequence_parallel = sp or bool(m.experts and ep > 1 and t > 1)
     layout = Layout(gpus, t, p, v, split.zero, split.recompute,
@@ -533,7 +551,8 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
                    flops_per_token=f.value, peak_flops=peak.value, mode=mode, mfu=hw.mfu, rate=rate,
                    fixed_time=fixed, memory_per_device=memory.value, stages=tuple(stages),
                    reserve_bytes=reserve.value, shape=shape, device=device, layout=layout,
-                   step_overhead=overhead, _coefs=coefs, anchor=anchor)
+                   step_overhead=overhead, _coefs=coefs, anchor=anchor, fragmentation=fragmentation,
+                   reserve_data_parallel=reserve_dp)
     if cm._step is not None:  # T(B) = B·a + c at the reference micro-batch (throughput.StepCost.linear)
         per_token, fixed_time = cm._step.linear(cm._reference_micro, dp, m.seq_len)
         object.__setattr__(cm, "rate", f.value / per_token)
@@ -672,7 +691,13 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
         coefs["logits_bytes_per_sequence"] = Coef(heavy.logits_per_sequence, "B/sequence", DERIVED,
                                                   "s·V fp32 logits for the loss / t (last stage)")
     coefs["reserve_bytes"] = reserve
+    if cm.fragmentation:
+        coefs["fragmentation"] = Coef(cm.fragmentation, "1", DEFAULT, "the caching allocator's, a share of the "
+                                      "counted bytes: the low end of GMLake's measurements (Guo et al. 2024; "
+                                      "budgetdsl.cost.reserve)")
     coefs["micro_batch_max"] = Coef(float(cm.micro_batch_max), "sequences", DERIVED,
+                                    "⌊((memory − reserve) / (1 + fragmentation) − weights − grads − optimizer) / "
+                                    "per sequence⌋, every stage" if cm.fragmentation else
                                     "⌊(memory − reserve − weights − grads − optimizer) / per sequence⌋, "
                                     "every stage")
     if p > 1:

@@ -618,7 +618,8 @@ class Hardware(_Section):
         optional=True)
     memory_reserve: float | None = _quantity(
         DATA, "Memory per GPU kept free for the CUDA context, communication buffers and fragmentation; "
-        "default 10% of memory_per_device.", ge=0, le=MAX_BYTES, optional=True)
+        "default: the layout's CUDA context, cuBLAS workspaces and NCCL buffers plus 5% of the counted bytes "
+        "(budgetdsl.cost.reserve).", ge=0, le=MAX_BYTES, optional=True)
     mfu: float | None = _quantity(
         DIMENSIONLESS, "Measured end-to-end model FLOPs utilization u (PaLM appendix B: model FLOPs per "
         "second over the whole run ÷ peak). Given: it holds at the plan's layout, micro-batch and "

@@ -497,13 +497,16 @@ def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
     `folded` (cp, t, etp·ep) with context parallelism or routed experts: ZeRO shards the stages'
     routed experts (`StageMemory.experts`) over edp = t·cp·dp/(etp·ep) and the rest over dp·cp."""
     z = choice.zero
-    free = family.memory_per_device - family.reserve_bytes
+    # the bytes the counted tensors may take (cost_model.CostModel.free_bytes): the same on every
+    # count of more than one replica; on one, without the data-parallel communicator's buffers
+    free_one, free_many = family.free_bytes(1), family.free_bytes(2)
     if stages is None:
         stages = _binding_stages(family)
     rows = [(st.weights, st.grads, st.optimizer, st.per_sequence, *st.experts) for st in family.stages] \
         if folded is not None else []
 
     def at(dp: int) -> int:
+        free = free_one if dp == 1 else free_many
         if folded is not None:
             cp, t, group = folded
             d3, d2, d1 = zero_divisors(dp * cp, z)
@@ -513,6 +516,8 @@ def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
         d3, d2, d1 = zero_divisors(dp, z)
         return micro_batch_room(free, [(w / d3 + gr / d2 + o / d1, ps) for w, gr, o, ps in stages])
 
+    if len(dps) > 1 and dps[0] == 1 and free_one != free_many:  # one replica, then the rest (the room
+        return [at(1)] + _quick_all(family, choice, dps[1:], stages, folded)  # is non-decreasing from 2 on)
     n = len(dps)
     if not n:
         return []

@@ -5,11 +5,11 @@ import pytest
 from solver_plans import make_plan
 
 from budgetdsl.cost.cost_model import (
-    RESERVE_FRACTION,
     Split,
     activation_bytes_per_layer,
     build_cost_model,
 )
+from budgetdsl.cost.reserve import COLLECTIVE, CUBLAS_WORKSPACE, CUDA_CONTEXT, FRAGMENTATION, P2P_PEER
 from budgetdsl.cost.stacks import DEFAULT_STACK
 from budgetdsl.cost.throughput import (
     Device,
@@ -267,9 +267,11 @@ def test_largest_micro_batch_is_exact():
     cm = build_cost_model(make_plan(), 1024)
     m = cm.micro_batch_max
     memory = A100.memory
-    assert cm.reserve_bytes == RESERVE_FRACTION * memory
-    # Llama-2-7B, ZeRO-1 over 1024: 2N + 4N + 12N/1024 static, 34·s·d·L per sequence (no vocab)
-    free = memory * (1 - RESERVE_FRACTION) - (6 * N + 12 * N / 1024)
+    # t = p = 1 on 1024 replicas: the context, two cuBLAS workspaces and the data-parallel communicator
+    assert cm.reserve_bytes == CUDA_CONTEXT + 2 * CUBLAS_WORKSPACE + COLLECTIVE
+    # Llama-2-7B, ZeRO-1 over 1024: 2N + 4N + 12N/1024 static, 34·s·d·L per sequence (no vocab), all of it
+    # × (1 + fragmentation) beside the fixed reserve
+    free = (memory - cm.reserve_bytes) / (1 + FRAGMENTATION) - (6 * N + 12 * N / 1024)
     assert m == int(free // (34 * S * D * L)) == 2
     assert cm.memory_at(m) <= memory < cm.memory_at(m + 1)
 
@@ -320,11 +322,13 @@ def test_unknown_shape_is_a_located_plan_error():
 
 def test_a_declared_memory_reserve_replaces_the_default():
     default = build_cost_model(make_plan(), 1024)
-    assert default.reserve_bytes == pytest.approx(RESERVE_FRACTION * 80 * GiB)
     assert default.coefficients["reserve_bytes"].origin == "default"
+    assert default.coefficients["fragmentation"].value == FRAGMENTATION
     declared = build_cost_model(make_plan(hardware={"memory_reserve": 2 * GiB}), 1024)
     assert declared.coefficients["reserve_bytes"].origin == "declared"
-    assert declared.memory_at(1) - default.memory_at(1) == pytest.approx(2 * GiB - RESERVE_FRACTION * 80 * GiB)
+    assert "fragmentation" not in declared.coefficients and declared.fragmentation == 0
+    counted = declared.memory_at(1) - 2 * GiB  # the declared reserve is the whole reserve, as before
+    assert default.memory_at(1) == pytest.approx(counted * (1 + FRAGMENTATION) + default.reserve_bytes)
     free = 80 * GiB - 2 * GiB - declared.static_bytes
     assert declared.micro_batch_max == int(free // declared.activation_bytes_per_sequence)
 
@@ -368,3 +372,35 @@ def test_a_gpu_range_measures_its_declared_mfu_on_its_first_launchable_count():
                      run={"batch": batch, "micro_batch": 4})
     assert build_cost_model(plan, 512).breakdown(batch, 1).mfu == pytest.approx(0.42, rel=1e-9)
     assert "on 512 GPUs" in build_cost_model(plan, 1024).coefficients["mfu"].detail
+
+
+def test_the_default_reserve_counts_the_layouts_communicators():
+    """budgetdsl.cost.reserve: a fixed context + cuBLAS workspaces, 588 MiB per collective
+    communicator (32 channels × 2 ring connections × Simple 4 MiB + LL128 + LL), 16 MiB per pipeline
+    or ring-attention rank (2 peers × 2 channels × 4 MiB), (ep − 1) × 8 MiB for the all-to-all; a
+    group of one rank holds none. Fragmentation scales the counted bytes, not the fixed part."""
+    from budgetdsl.cost.reserve import default_reserve
+
+    base = CUDA_CONTEXT + 2 * CUBLAS_WORKSPACE
+    assert COLLECTIVE == 32 * 2 * (4 * 2**20 + 120 * 640 * 8 * 8 + 8 * 512 * 8 * 16)
+    assert COLLECTIVE == pytest.approx(588 * 2**20, rel=1e-3) and P2P_PEER == 8 * 2**20
+    assert default_reserve(1, 1, 1, 1, 1).fixed == base  # one GPU: no communicator
+    assert default_reserve(1, 1, 1, 1, 8).fixed == base + COLLECTIVE  # data parallel only
+    r = default_reserve(8, 16, 1, 1, 64)  # TP, DP and the pipeline's two neighbours
+    assert r.fixed == base + 2 * COLLECTIVE + 2 * P2P_PEER and r.data_parallel == COLLECTIVE
+    assert default_reserve(1, 1, 2, 1, 1).fixed == base + COLLECTIVE + 2 * P2P_PEER  # CP 2: grads over dp·cp = 2
+    assert default_reserve(1, 1, 1, 8, 8).fixed == base + COLLECTIVE + 7 * P2P_PEER  # EP 8: seven all-to-all peers
+    assert "TP 8" in r.detail and "PP 16" in r.detail and "NCCL_BUFFSIZE" in r.detail
+
+
+def test_the_search_room_follows_the_data_parallel_communicator():
+    """The layout search reads each count's micro-batch room from one cost model on one replica
+    (search_space._quick_all): the data-parallel communicator's buffers are there from 2 replicas on,
+    so free_bytes at another replica count is what that count's own cost model has."""
+    plan = make_plan(hardware={"mfu": None, "tensor_parallel": 1, "pipeline_parallel": 1, "recompute": "none",
+                               "zero": 0})
+    one, many = build_cost_model(plan, 1), build_cost_model(plan, 8)
+    assert one.reserve_bytes + COLLECTIVE == pytest.approx(many.reserve_bytes)
+    assert one.free_bytes(8) == pytest.approx(many.free_bytes())
+    assert many.free_bytes(1) == pytest.approx(one.free_bytes())
+    assert one.free_bytes() > many.free_bytes()

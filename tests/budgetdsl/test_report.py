@@ -133,10 +133,11 @@ def test_limit_words_read_right_for_slack_and_lower_bounds(kw, state, use):
 
 
 def test_memory_that_caps_the_micro_batch_with_free_memory_does_not_say_binds(tmp_path):
-    """The published 7B on 128 GPUs: micro-batch 1 × 8 accumulation; a second sequence (17 GiB of
-    activations) does not fit in the ~16 GiB left, so memory decided the micro-batch: it caps it."""
+    """The published 7B on 128 GPUs with an 8 GiB reserve declared: micro-batch 1 × 8 accumulation;
+    a second sequence (17 GiB of activations) does not fit in the ~16 GiB left, so memory decided the
+    micro-batch: it caps it. (The default reserve, 1.3 GiB + 5 % on this layout, leaves room for 2.)"""
     path = tmp_path / "p.yaml"
-    path.write_text(f"extends: {REPO / 'plans' / 'llama2-7b.yaml'}\nhardware: {{gpus: 128}}\n")
+    path.write_text(f"extends: {REPO / 'plans' / 'llama2-7b.yaml'}\nhardware: {{gpus: 128, memory_reserve: 8 GiB}}\n")
     sol = solve(load_plan(path))
     mem = next(c for c in sol.constraints if c.name == "memory")
     assert mem.binding and mem.slack > 0.1 * mem.limit  # the solver's flag: decided, with slack
