@@ -355,3 +355,17 @@ def test_notes_say_when_an_objective_dominates_the_launched_run(name):
         assert notes and "balanced" in notes[0]
     if sol.status == "optimal":  # the solver's own pick is never dominated
         assert not notes
+
+
+def test_a_pinned_micro_batch_that_divides_no_replica_suggests_the_three_largest_that_do(tmp_path):
+    """A searched layout with run.batch 4Mi (2,048 sequences over 1-64 replicas: powers of two per
+    replica) and run.micro_batch 24: no layout launches it. The hint offers the three largest sizes
+    up to 24 that divide some replica's sequences, largest first, and `auto`."""
+    text = (REPO / "plans" / "minimal.yaml").read_text() + "run:\n  batch: 4Mi\n  micro_batch: 24\n"
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    with pytest.raises(PlanError) as exc:
+        solve(load_plan(path))
+    (d,) = exc.value.diagnostics
+    assert d.code == "run-batch" and "run.micro_batch (24) divides the sequences per replica on no" in d.message
+    assert d.hint == "make run.micro_batch divide them (e.g. 16 or 8 or 4), or write run.micro_batch: auto"

@@ -306,3 +306,14 @@ def _mla_plan(**hardware):
     doc["target"] = {"tokens": 1e10, "at_batch": 4e6}
     doc["noise"] = {"b_crit": 4e6}
     return Plan.model_validate(doc)
+
+
+def test_the_header_divides_the_gpus_by_context_parallelism_too() -> None:
+    """The comment that explains Megatron's own arithmetic names every degree it divides the GPUs
+    by: with context parallelism 2, 128 GPUs / (2 × 2 × 2) = 16 replicas, as `--context-parallel-size`
+    tells Megatron (a header without the context factor would explain a data-parallel degree of 32)."""
+    spec = replace(multi_node(), context_parallel=2, data_parallel=16)
+    text = export(spec, "megatron")
+    assert "data parallel = 128 GPUs / (tensor 2 x pipeline 2 x context 2) = 16" in text
+    assert megatron_args(text)["--context-parallel-size"] == "2"
+    assert "x context" not in export(multi_node(), "megatron")
