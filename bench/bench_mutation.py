@@ -77,6 +77,11 @@ _PAIRS_CACHE = ("@functools.lru_cache(maxsize=1 << 16)  # a pure function of fou
                 "every solve")
 _NO_WORSE = "no_worse = (W <= wj * (1 + t)) & (Cc <= cj * (1 + t)) & (F <= fj * (1 + t))"
 EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
+    ("budgetdsl/solve/notes.py",
+     "assert cm.shape is not None and cm.device is not None and cm.layout is not None  # a breakdown: a shape",
+     0, 7, "and -> or"):
+        "an assertion for the type checker: a breakdown exists only with a shape, device and layout, so "
+        "each operand is true and both forms pass",
     ("budgetdsl/solve/search_space.py",
      "if not any(k[0] >= r[0] and k[1] >= r[1] and k[2] >= r[2] and k[3] >= r[3] for k in kept):", 0, 62,
      ">= -> >"):
