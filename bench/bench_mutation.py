@@ -77,6 +77,11 @@ _PAIRS_CACHE = ("@functools.lru_cache(maxsize=1 << 16)  # a pure function of fou
                 "every solve")
 _NO_WORSE = "no_worse = (W <= wj * (1 + t)) & (Cc <= cj * (1 + t)) & (F <= fj * (1 + t))"
 EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
+    ("budgetdsl/solve/sweep_kernel.py",
+     "bad |= np.bincount(c_el[np.isnan(c_dist) | np.isnan(c_wall)], minlength=R) > 0", 0, 77, "0 -> 1"):
+        "an element reaches the split search with a pick whose wall clock is finite and evaluated splits "
+        "whose walls are finite (`_evaluate`'s ok); a NaN distance needs a NaN target, which no row of "
+        "finite limits and B_crit gives: the guard counts 0 either way",
     ("budgetdsl/solve/notes.py",
      "assert cm.shape is not None and cm.device is not None and cm.layout is not None  # a breakdown: a shape",
      0, 7, "and -> or"):
