@@ -77,6 +77,13 @@ _PAIRS_CACHE = ("@functools.lru_cache(maxsize=1 << 16)  # a pure function of fou
                 "every solve")
 _NO_WORSE = "no_worse = (W <= wj * (1 + t)) & (Cc <= cj * (1 + t)) & (F <= fj * (1 + t))"
 EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
+    ("budgetdsl/solve/search_space.py", "gpu_hours = g * wall / 3600.0", 2, 12, "* -> /"):
+        "the FLOP-budget threat test's GPU-hours bound: g / wall / 3600 is below g · wall / 3600 for every "
+        "wall clock over √g seconds (a run of hours), so the bound only admits more pairs: the search "
+        "places more, the answer is the same",
+    ("budgetdsl/solve/sweep_kernel.py", "steps_ = np.abs(wm - start) + 1.0", 0, 16, "- -> +"):
+        "a winner's path length that no longer matches its listed floors marks the row unsure: solve() "
+        "answers it, the same answer, more slowly",
     ("budgetdsl/solve/sweep_kernel.py",
      "bad |= np.bincount(c_el[np.isnan(c_dist) | np.isnan(c_wall)], minlength=R) > 0", 0, 77, "0 -> 1"):
         "an element reaches the split search with a pick whose wall clock is finite and evaluated splits "

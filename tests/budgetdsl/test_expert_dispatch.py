@@ -136,3 +136,14 @@ BAD = {
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_each_dispatch_key_fails_located_with_a_hint(tmp_path, name, capsys):
     assert_refused_located(tmp_path, capsys, *BAD[name])
+
+
+@pytest.mark.parametrize("t, cp", [(2, 1), (1, 4), (2, 2)])
+def test_each_rank_dispatches_its_share_of_the_sequence(t, cp):
+    """Under tensor (sequence-parallel) and context parallelism a rank routes s/(t·cp) tokens of a
+    sequence, so one MoE layer's all-to-all moves 1/(t·cp) of the bytes it moves unsplit: the
+    ring all-to-all's time scales with them (no latency term here, one expert rank per GPU)."""
+    ex = Experts(8, 2, 3 * 4096 * 14336, expert_parallel=8, expert_tensor_parallel=1)
+    whole = dispatch_seconds_per_sequence(4096, 4096, ex, 1, 1, "none", 8, 450e9, 50e9)
+    split = dispatch_seconds_per_sequence(4096, 4096, ex, t, cp, "none", 8, 450e9, 50e9)
+    assert whole > 0 and split == pytest.approx(whole / (t * cp), rel=1e-12)

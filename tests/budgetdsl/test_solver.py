@@ -369,3 +369,16 @@ def test_a_pinned_micro_batch_that_divides_no_replica_suggests_the_three_largest
     (d,) = exc.value.diagnostics
     assert d.code == "run-batch" and "run.micro_batch (24) divides the sequences per replica on no" in d.message
     assert d.hint == "make run.micro_batch divide them (e.g. 16 or 8 or 4), or write run.micro_batch: auto"
+
+
+def test_the_run_batch_error_lists_eight_replica_sizes_at_most(tmp_path):
+    """2,520 sequences (many divisors) over a range of 1-64 GPUs: dozens of per-replica counts,
+    none divisible by 11. The message lists the eight smallest and an ellipsis, not all of them."""
+    text = (REPO / "plans" / "minimal.yaml").read_text().replace("  gpus: 64", "  gpus: {min: 1, max: 64}")
+    path = tmp_path / "plan.yaml"
+    path.write_text(text + "run:\n  batch: 2520 * model.seq_len\n  micro_batch: 11\n")
+    with pytest.raises(PlanError) as exc:
+        solve(load_plan(path))
+    (d,) = exc.value.diagnostics
+    assert "gives 45, 63, 90, 105, 126, 180, 210, 252, … per data-parallel replica" in d.message
+    assert "(e.g. 10 or 9 or 8)" in d.hint
