@@ -77,6 +77,10 @@ _PAIRS_CACHE = ("@functools.lru_cache(maxsize=1 << 16)  # a pure function of fou
                 "every solve")
 _NO_WORSE = "no_worse = (W <= wj * (1 + t)) & (Cc <= cj * (1 + t)) & (F <= fj * (1 + t))"
 EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
+    ("budgetdsl/solve/search_space.py", "total = step.reduce + step.gather", 0, 8, "+ -> -"):
+        "step_bound's ZeRO 0-2 line 2 intercept: reduce − gather ≤ reduce + gather, so the lower bound only "
+        "weakens and prunes less; answers change only where two candidates tie on every key and the "
+        "bound's order of placing them decides",
     ("budgetdsl/solve/search_space.py", "gpu_hours = g * wall / 3600.0", 2, 12, "* -> /"):
         "the FLOP-budget threat test's GPU-hours bound: g / wall / 3600 is below g · wall / 3600 for every "
         "wall clock over √g seconds (a run of hours), so the bound only admits more pairs: the search "
