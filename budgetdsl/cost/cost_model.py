@@ -81,6 +81,7 @@ class Split:
     expert_parallel: int | None = None  # None: the plan's (hardware.expert_parallel)
     sequence_parallel: bool | None = None  # None: the plan's (hardware.sequence_parallel; auto as off)
     virtual_stages: int | None = None  # None: the plan's (hardware.virtual_pipeline_stages; auto as 1)
+    recompute_layers: int | None = None  # with full: layers per stage (chunk) recomputed, block; None: every layer
 
     def parallel(self, plan: Plan) -> tuple[int, int]:
         """(cp, ep): this split's, else the plan's (`auto` counted as 1)."""
@@ -338,7 +339,14 @@ def plan_split(plan: Plan) -> Split:
     hw = plan.hardware
     if hw.searched():
         raise ValueError(f"the layout is searched ({', '.join(hw.searched())}: auto): the solution names it")
-    return Split(int(hw.zero), *hw.model_parallel(), str(hw.recompute), hw.flash_attention)
+    return Split(int(hw.zero), *hw.model_parallel(), str(hw.recompute), hw.flash_attention,
+                 recompute_layers=block_layers(hw))
+
+
+def block_layers(hw) -> int | None:
+    """The plan's pinned block recomputation (`hardware.recompute_layers` beside recompute: full), else None."""
+    n = hw.recompute_layers
+    return n if isinstance(n, int) and str(hw.recompute) == "full" else None
 
 
 class ShapeUnknown(ValueError):
@@ -371,7 +379,8 @@ def declared_anchor(plan: Plan) -> Anchor | None:
     split = Split(0 if hw.zero == "auto" else int(hw.zero),
                   1 if hw.tensor_parallel == "auto" else int(hw.tensor_parallel),
                   1 if hw.pipeline_parallel == "auto" else int(hw.pipeline_parallel),
-                  "none" if hw.recompute == "auto" else str(hw.recompute), hw.flash_attention)
+                  "none" if hw.recompute == "auto" else str(hw.recompute), hw.flash_attention,
+                  recompute_layers=block_layers(hw))
     cp, _ = split.parallel(plan)
     group = split.tensor_parallel * split.pipeline_parallel * cp
     if isinstance(hw.gpus, int):
@@ -523,7 +532,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
                     split.flash_attention, sequence_parallel,
                     mem.GRAD_BYTES[grad_dtype], hw.overlap, cp, ep,
                     int(hw.expert_tensor_parallel or 0), pinned_split(plan, p),
-                    STACKS[str(getattr(hw, "stack", "default"))])
+                    STACKS[str(getattr(hw, "stack", "default"))], split.recompute_layers)
     stages = mem.stage_memory(
         params=m.param_count, seq_len=m.seq_len, layers=m.layers, d_model=m.d_model, heads=m.heads, vocab=m.vocab,
         tensor_parallel=t, pipeline_parallel=p, data_parallel=dp, zero=split.zero, recompute=split.recompute,
@@ -532,7 +541,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_share, kv_heads=m.kv_heads,
         ffn_hidden=m.ffn_hidden, mlp=m.mlp, tied_embeddings=m.tied_embeddings,
         fp8=basis.fp8, context_parallel=cp, experts=layout.place_experts(moe),
-        split=layout.stage_split, mla=m.latent_attention)
+        split=layout.stage_split, mla=m.latent_attention, recompute_layers=layout.recompute_layers)
     if stages is None:
         need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
                                                     else " and model.heads")
@@ -677,6 +686,10 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
                         f"kv_heads·d/heads, F = ffn_hidden)")
         why = {"full": "full recomputation", "selective": "selective recomputation"}.get(
             split.recompute, "flash attention" if split.flash_attention else "no recomputation")
+        if split.recompute == "full" and split.recompute_layers is not None:
+            kept_formula = f"{kept}·s·d" if split.flash_attention else f"s·d·({kept} + 5·a·s/d)"
+            formula = f"2·s·d on the recomputed layers, {kept_formula} on the others,"
+            why = "block recomputation"
         sp = ", sequence parallel" if layout.sequence_parallel else (", no sequence parallelism: 10·s·d not ÷ t"
                                                                      if t > 1 and split.recompute != "full" else "")
         moe = ("; each MoE layer + s·(M_e·(k·c + S) + 2·d·k·c − M)/t, its routed and shared experts' MLP "
@@ -687,6 +700,15 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
             f"{formula} per layer ({why}{sp}; Korthikanti et al. 2022 Table 2) × layers of the stage"
             + (f" × {p - heavy.stage} micro-batches in flight (1F1B)" if p > 1 else "") + " / t" + moe
             + (f" / cp ({layout.context_parallel})" if layout.context_parallel > 1 else ""))
+    if split.recompute == "full" and split.recompute_layers is not None:
+        v = layout.virtual_stages
+        coefs["recompute_layers"] = Coef(
+            float(split.recompute_layers), "layers", DECLARED if plan.hardware.recompute_layers != "auto" else DERIVED,
+            f"block recomputation (Megatron-LM --recompute-method block): the first {split.recompute_layers} layers "
+            + (f"of each of the {v} chunks " if v > 1 else "") + f"of every pipeline stage recomputed in full "
+            f"(input kept, 2·s·d; one layer's full set while recomputed), the other layers keep every activation; "
+            f"the heaviest stage recomputes {layout.recomputed(heavy.layers or 0)} of its {heavy.layers} layers, that "
+            "share of full recomputation's extra forward (budgetdsl.cost.memory.recomputed_layers)")
     if heavy.logits_per_sequence:
         coefs["logits_bytes_per_sequence"] = Coef(heavy.logits_per_sequence, "B/sequence", DERIVED,
                                                   "s·V fp32 logits for the loss / t (last stage)")
@@ -744,7 +766,7 @@ def _describe_experts(plan: Plan, cm: CostModel, ex: Experts, coefs: dict[str, C
                                " (Megatron-Core's all-to-all dispatcher; budgetdsl.cost.experts)"))
 
 
-_LAYOUT_KEYS = {"gpus", "tensor_parallel", "pipeline_parallel", "zero", "recompute"}
+_LAYOUT_KEYS = {"gpus", "tensor_parallel", "pipeline_parallel", "zero", "recompute", "recompute_layers"}
 
 
 def cost_model_key(plan: Plan) -> tuple:

@@ -37,7 +37,10 @@ Recomputation in Large Transformer Models", section 4.1 and Table 2):
   on every TP rank and scatters the latents only under sequence parallelism (multi_latent_attention.py);
 - flash attention or selective recomputation: the 5·a·s/d attention-score term is not kept;
 - full recomputation: 2·s·d per layer (÷ t with sequence parallelism), plus one layer's full set
-  while it is recomputed for the backward.
+  while it is recomputed for the backward;
+- block recomputation (full with `recompute_layers` N, Megatron-LM --recompute-method block): the
+  first N layers of each of a stage's v chunks at the full-recomputation size (and the one layer
+  being recomputed), the stage's other layers at the no-recomputation size (`recomputed_layers`).
 Under 1F1B, stage i (0-based) of p holds p − i micro-batches in flight (Narayanan et al. 2021,
 section 2.2), so the first stage holds p × its layers (Korthikanti et al. eq. 5: L layers' worth
 for even stages); interleaving v chunks multiplies it by 1 + (p − 1)/(p·v) (their section 4.2.3).
@@ -151,6 +154,19 @@ def activation_bytes_per_layer(seq_len: int, d_model: int, heads: int | None, re
     return s * d * (whole + parted / t + scores / t)
 
 
+def recomputed_layers(layers: int, recompute: str, recompute_layers: int | None = None,
+                      virtual_stages: int = 1) -> int:
+    """Layers of a stage of `layers` that recomputation recomputes in full: all under full
+    recomputation, the first N of each of its v chunks under block recomputation (`recompute_layers`
+    N: Megatron-LM's --recompute-method block recomputes the first N layers of every virtual chunk),
+    none otherwise."""
+    if recompute != "full":
+        return 0
+    if recompute_layers is None:
+        return layers
+    return min(layers, recompute_layers * max(1, virtual_stages))
+
+
 def layer_params(params: float, layers: int, embedding: float, tied_embeddings: bool = True) -> float:
     """One layer's parameters: N less the embedding matrices it counts (V·d tied, 2·V·d untied), ÷ L."""
     return (params - embedding * (1.0 if tied_embeddings else 2.0)) / layers
@@ -174,7 +190,8 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
                  mlp: str = "gelu", tied_embeddings: bool = True,
                  fp8: bool = False, context_parallel: int = 1,
                  experts: Experts | None = None,
-                 split: tuple[int, ...] | None = None, mla: LatentAttention | None = None) -> list[StageMemory] | None:
+                 split: tuple[int, ...] | None = None, mla: LatentAttention | None = None,
+                 recompute_layers: int | None = None) -> list[StageMemory] | None:
     """Memory of every pipeline stage's GPU, or None when the shape is too unknown to estimate
     activations (no layers/d_model and no `activation_bytes_per_token`). `fp8`: FP8 GEMMs, whose
     cached weight copies (FP8_WEIGHT_BYTES per layer parameter) the weights include.
@@ -185,7 +202,8 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
     routed experts are ÷ etp·ep instead of ÷ t, their ZeRO shards over edp, and each MoE layer
     stores `experts.moe_activation_extra` more activations (budgetdsl.cost.experts). `split`: the
     layers per stage the plan pins (hardware.stage_layers), else balanced with the LM head's
-    `head_layers` on the last, in chunks of v layers with interleaving (`layout.balanced_split`)."""
+    `head_layers` on the last, in chunks of v layers with interleaving (`layout.balanced_split`).
+    `recompute_layers` N with full recomputation: block recomputation (`recomputed_layers`)."""
     t, p, dp = tensor_parallel, pipeline_parallel, max(1, data_parallel)
     cp = max(1, context_parallel)
     grad_bytes = GRAD_BYTES[grad_dtype]
@@ -213,10 +231,13 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
     if per_layer is None:
         return None
     working = 0.0
+    block = recompute == "full" and recompute_layers is not None
     if recompute == "full":  # the layer being recomputed holds its full set during its backward
-        working = activation_bytes_per_layer(seq_len, d_model, heads, "none", flash_attention, t, sequence_parallel,
-                                             kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp,
-                                             mla=mla, fp8=fp8) or 0.0
+        kept = activation_bytes_per_layer(seq_len, d_model, heads, "none", flash_attention, t, sequence_parallel,
+                                          kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp, mla=mla, fp8=fp8)
+        if kept is None and block:  # the layers block recomputation keeps need the attention scores' heads
+            return None
+        working = kept or 0.0
     emb = float(vocab * d_model) if vocab else 0.0
     per_param = layer_params(params, layers, emb, tied_embeddings)
     counts = split if split is not None and len(split) == p else balanced_split(layers, p, virtual_stages, head_layers)
@@ -225,7 +246,11 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
     for i, n in enumerate(counts):
         local = stage_params(n, per_param, emb, i == 0, i == p - 1, p, tied_embeddings)
         in_flight = (p - i) * interleave
-        act = per_layer * n * in_flight + working
+        if block:  # r layers at the full-recomputation size, the rest at the no-recomputation size (`working`)
+            r = recomputed_layers(n, recompute, recompute_layers, virtual_stages)
+            act = (per_layer * r + working * (n - r)) * in_flight + (working if r else 0.0)
+        else:
+            act = per_layer * n * in_flight + working
         logits = LOGIT_BYTES * seq_len * vocab / t if (vocab and i == p - 1) else 0.0
         weights, grads, optimizer = static(local / t, n * per_param / t)
         if experts is not None:  # the routed experts: ÷ etp·ep, ZeRO over edp (budgetdsl.cost.experts)
@@ -235,8 +260,12 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
             edp = expert_data_parallel(t, cp, dp, experts)
             own = static(moe[i] * routed / experts.group, moe[i] * routed / experts.group, zero_divisors(edp, zero))
             weights, grads, optimizer = weights + own[0], grads + own[1], optimizer + own[2]
-            act += moe[i] * in_flight * moe_activation_extra(seq_len, d_model, float(ffn_hidden or 4 * d_model), mlp,
-                                                             experts, t, recompute)
+            extra = moe_activation_extra(seq_len, d_model, float(ffn_hidden or 4 * d_model), mlp, experts, t,
+                                         recompute)
+            if block and n:  # the MoE layers recomputed in the same share as the stage's layers
+                extra = (1.0 - recomputed_layers(n, recompute, recompute_layers, virtual_stages) / n) * \
+                    moe_activation_extra(seq_len, d_model, float(ffn_hidden or 4 * d_model), mlp, experts, t, "none")
+            act += moe[i] * in_flight * extra
             out.append(StageMemory(i, n, weights, grads, optimizer, act / cp, logits / cp, own))
             continue
         out.append(StageMemory(i, n, weights, grads, optimizer, act / cp, logits / cp))

@@ -24,7 +24,9 @@ tensor-parallel degree t):
 - recompute: full = one more forward of every layer (f/3 per token, Korthikanti et al. 2022
   section 4), selective = the forward of the attention-score matmuls, 4·s·d per token per layer
   (their section 4.2: QKᵀ, softmax, dropout and the product with V; 2·s·(W_qk + W_v) for the
-  head widths of multi-latent attention, `budgetdsl.cost.flops`).
+  head widths of multi-latent attention, `budgetdsl.cost.flops`); block (full with
+  `recompute_layers` N): the full recomputation's terms for the first N layers of each chunk of a
+  stage only (`memory.recomputed_layers`), so N/L_stage of full recomputation's extra forward.
 - tensor parallelism: Megatron's two all-reduces per layer in the forward and two in the backward
   (two more with full recomputation) of b·s·d bf16 values (Shoeybi et al. 2019, section 3;
   sequence parallelism swaps each for a reduce-scatter + all-gather of the same volume), ring
@@ -75,7 +77,13 @@ from budgetdsl.cost.experts import (
     ranks_in_node,
 )
 from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer
-from budgetdsl.cost.memory import layer_activation_split, layer_activation_whole, layer_params, stage_params
+from budgetdsl.cost.memory import (
+    layer_activation_split,
+    layer_activation_whole,
+    layer_params,
+    recomputed_layers,
+    stage_params,
+)
 from budgetdsl.cost.stacks import DEFAULT_STACK, Stack
 from budgetdsl.hardware.layout import balanced_split, data_parallel_peers_in_node
 from budgetdsl.theory.xp import SCALAR
@@ -167,6 +175,11 @@ class Layout:
     expert_tensor_parallel: int = 0
     stage_split: tuple[int, ...] | None = None  # layers per stage as the plan pins them (hardware.stage_layers)
     stack: Stack = DEFAULT_STACK  # what the framework overlaps, how it cuts collectives (cost.stacks)
+    recompute_layers: int | None = None  # with full: N layers per chunk recomputed (block); None: every layer
+
+    def recomputed(self, layers: int) -> int:
+        """Layers of a stage of `layers` this layout recomputes in full (`memory.recomputed_layers`)."""
+        return recomputed_layers(layers, self.recompute, self.recompute_layers, self.virtual_stages)
 
     def stages(self, shape: Shape) -> tuple[int, ...]:
         """Layers per pipeline stage: the pinned split, else `layout.balanced_split` balancing the
@@ -492,20 +505,24 @@ def _stage_shares(shape: Shape, device: Device,
         tp_one, tp_alpha = tp_one / t, tp_alpha / t
     fp8 = fp8_gemm_saving(shape, device)
 
+    def tp_count(n: int) -> int:  # TP collectives per micro-batch: two more per fully recomputed layer
+        return n * n_tp if layout.recompute_layers is None else n * 4 + 2 * layout.recomputed(n)
+
     def stage(i: int) -> tuple[float, float, float]:
         n = stages[i]
+        r = n if layout.recompute != "full" else layout.recomputed(n)  # block: r of the n layers recomputed
         flops = (n * fl + (fh if i == p - 1 else 0.0)) * tokens / t
         compute = flops / mm_rate + ELEMENTWISE_PASSES * act * n * tokens / device.hbm_bandwidth - n * tokens / t * fp8
-        recompute = rec_layer * n * tokens / t / mm_rate
+        recompute = rec_layer * r * tokens / t / mm_rate
         if layout.recompute == "full":  # the forward again: on FP8, a third of the GEMMs' saving again
-            recompute += RECOMPUTE_PASSES * act * n * tokens / device.hbm_bandwidth - n * tokens / t * fp8 / 3.0
+            recompute += RECOMPUTE_PASSES * act * r * tokens / device.hbm_bandwidth - r * tokens / t * fp8 / 3.0
         elif layout.recompute == "selective" and not layout.flash_attention and shape.heads:
             recompute += RECOMPUTE_PASSES * 5.0 * shape.heads * s / t * n * tokens / device.hbm_bandwidth
-        return compute, recompute, n * n_tp * tp_one
+        return compute, recompute, tp_count(n) * tp_one
 
     per_stage = [stage(i) for i in range(p)]
     slow = max(range(p), key=lambda i: sum(per_stage[i]) + (i == p - 1) * 1e-18)
-    return stages, slow, per_stage[slow], stages[slow] * n_tp * tp_alpha
+    return stages, slow, per_stage[slow], tp_count(stages[slow]) * tp_alpha
 
 
 def _slowest(shape: Shape, device: Device,
@@ -516,7 +533,7 @@ def _slowest(shape: Shape, device: Device,
     t, p = layout.tensor_parallel, layout.pipeline_parallel
     stages, slow, shares, tp_alpha = _stage_shares(shape, device, Layout(
         t * p, t, p, layout.virtual_stages, 0, layout.recompute, layout.flash_attention, layout.sequence_parallel,
-        stage_split=layout.stage_split, stack=layout.stack))
+        stage_split=layout.stage_split, stack=layout.stack, recompute_layers=layout.recompute_layers))
     local = stage_params(stages[slow], shape.layer_params, shape.embedding_params, slow == 0, slow == p - 1, p,
                          shape.tied_embeddings) / t
     if layout.context_parallel > 1:  # each GPU holds s/cp tokens of a sequence (context_parallel.py)
@@ -554,11 +571,19 @@ def _expert_context(shape: Shape, device: Device, layout: Layout, stages: tuple[
         ep_seconds = moe_layers * dispatch_seconds_per_sequence(
             shape.seq_len, shape.d_model, ex, t, cp, layout.recompute, device.gpus_per_node, device.intra_node,
             device.network)
+        share = 1.0
+        if layout.recompute_layers is not None and layout.recompute == "full":  # block: the recomputed share
+            share = layout.recomputed(max(stages)) / max(stages)
+            ep_seconds = share * ep_seconds + (1.0 - share) * moe_layers * dispatch_seconds_per_sequence(
+                shape.seq_len, shape.d_model, ex, t, cp, "none", device.gpus_per_node, device.intra_node,
+                device.network)
         if ex.overlap:
             ep_seconds = max(0.0, ep_seconds - window)
         ep_seconds += moe_layers * capacity_padding_flops(ex) * shape.seq_len / (t * cp) / rate
         if ex.expert_parallel > 1 and not ex.overlap:
-            ep_alpha = moe_layers * all_to_all_count(layout.recompute) * group_latency(
+            passes = all_to_all_count(layout.recompute) if share == 1.0 else \
+                share * all_to_all_count("full") + (1.0 - share) * all_to_all_count("none")
+            ep_alpha = moe_layers * passes * group_latency(
                 "p2p", ex.expert_parallel, ex.expert_tensor_parallel, device)
     if cp > 1:
         d_kv = shape.d_model * shape.kv_heads / shape.heads if shape.kv_heads and shape.heads else float(shape.d_model)
@@ -716,7 +741,10 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
                              m, SCALAR, layout.stack.gather_share)
     seq_tokens = global_batch * shape.seq_len
     model_flops = shape.flops_per_token * seq_tokens
-    hardware_flops = model_flops + recompute_flops_per_token(shape, layout.recompute) * seq_tokens
+    recomputed = recompute_flops_per_token(shape, layout.recompute) * seq_tokens
+    if layout.recompute_layers is not None and layout.recompute == "full":  # block: the recomputed layers' share
+        recomputed *= sum(layout.recomputed(n) for n in stages) / sum(stages)
+    hardware_flops = model_flops + recomputed
     return Breakdown(compute=m * c_mb, recompute=m * r_mb, tp_comm=m * tp_mb, pp_comm=m * pp_micro,
                      bubble=bubble, dp_comm=once + zero2, optimizer=optimizer,
                      overhead=step_overhead, model_flops=model_flops, hardware_flops=hardware_flops,

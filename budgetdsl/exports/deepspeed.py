@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from budgetdsl.exports.spec import ExportError, LaunchSpec, parallel_refusal
+from budgetdsl.exports.spec import ExportError, LaunchSpec, parallel_refusal, recompute_refusal
 from budgetdsl.hardware.layout import zero_problem
 
 USES = frozenset({"optimizer.lr"})
@@ -36,6 +36,8 @@ def config(spec: LaunchSpec) -> dict:
 def render(spec: LaunchSpec) -> str:
     refusal = parallel_refusal(spec, "deepspeed", "the engine's batch, ZeRO and optimizer (DeepSpeed-MoE's ep_size "
                                "is an argument of the model's MoE layers, not of this file)")
+    refusal = refusal or recompute_refusal(spec, "deepspeed", "the engine's batch, ZeRO and optimizer (its "
+                                           "activation_checkpointing section checkpoints every layer it wraps)")
     if refusal:
         raise ExportError(refusal)
     problem = zero_problem(spec.zero_stage, spec.pipeline_parallel)

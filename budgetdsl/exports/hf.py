@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 
 from budgetdsl.exports._text import dns1035
-from budgetdsl.exports.spec import ExportError, LaunchSpec, parallel_refusal
+from budgetdsl.exports.spec import ExportError, LaunchSpec, parallel_refusal, recompute_refusal
 
 USES = frozenset({"optimizer.lr", "launch.output_dir"})
 
 
 def arguments(spec: LaunchSpec) -> dict:
-    refusal = parallel_refusal(spec, "Hugging Face", "TrainingArguments (data-parallel replicas only)")
+    refusal = parallel_refusal(spec, "Hugging Face", "TrainingArguments (data-parallel replicas only)") or \
+        recompute_refusal(spec, "Hugging Face", "TrainingArguments (gradient_checkpointing: every layer or none)")
     if refusal:
         raise ExportError(refusal)
     if spec.tensor_parallel * spec.pipeline_parallel != 1:

@@ -62,7 +62,11 @@ def model_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
     if spec.vocab is not None:
         args.append(("--vocab-size", str(spec.vocab)))
     args += shape_arguments(spec)
-    if spec.recompute == "full":  # every layer's input kept, the layer recomputed in the backward
+    if spec.recompute == "full" and spec.recompute_layers is not None:  # block: the first N layers of each chunk
+        if spec.recompute_layers > 0:  # 0 recomputes nothing, which Megatron spells as no recomputation flags
+            args += [("--recompute-granularity", "full"), ("--recompute-method", "block"),
+                     ("--recompute-num-layers", str(spec.recompute_layers))]
+    elif spec.recompute == "full":  # every layer's input kept, the layer recomputed in the backward
         args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                  ("--recompute-num-layers", "1")]
     elif spec.recompute == "selective":  # attention's core recomputed (Korthikanti et al. 2022)
@@ -130,8 +134,9 @@ def expert_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
     if spec.expert_overlap and spec.expert_parallel > 1:
         # TransformerConfig.__post_init__ (core_r0.16.0) asserts no full recomputation and, under a
         # pipeline, interleaved stages for the EP all-to-all overlap
-        if spec.recompute == "full" or (spec.pipeline_parallel > 1 and spec.virtual_stages == 1):
-            why = ("full recomputation" if spec.recompute == "full" else
+        full = spec.recompute == "full" and spec.recompute_layers != 0  # block with N = 0 recomputes nothing
+        if full or (spec.pipeline_parallel > 1 and spec.virtual_stages == 1):
+            why = ("full recomputation" if full else
                    f"a pipeline of {spec.pipeline_parallel} stages without interleaving")
             raise ExportError("the plan overlaps the expert-parallel all-to-all with compute (hardware.expert_overlap) "
                               f"under {why}, and Megatron-Core's --overlap-moe-expert-parallel-comm refuses that "

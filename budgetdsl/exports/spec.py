@@ -150,6 +150,7 @@ class LaunchSpec:
     detailed_shape: bool = False  # the plan writes one of those shape keys
     fp8: bool = False
     recompute: str = "none"  # none | selective | full, as the plan's memory model assumed
+    recompute_layers: int | None = None  # with full: block recomputation, N layers per stage (chunk); None: all
     tpu: str | None = None  # the TPU preset when the plan runs on TPU chips (every format refuses it)
     # Context and expert parallelism (hardware.context_parallel, expert_parallel,
     # expert_tensor_parallel) and the mixture-of-experts layers (model.experts, ...): GPUs =
@@ -225,6 +226,8 @@ class LaunchSpec:
         self._check_attention()
         if self.recompute not in ("none", "selective", "full"):
             raise ValueError("LaunchSpec.recompute must be none, selective or full")
+        if self.recompute_layers is not None and (self.recompute != "full" or self.recompute_layers < 0):
+            raise ValueError("LaunchSpec.recompute_layers (block recomputation) needs recompute full and N ≥ 0")
 
     def _check_attention(self) -> None:
         """The heads split evenly: width over heads, heads over key/value groups, groups over TP."""
@@ -314,6 +317,8 @@ class LaunchSpec:
             ours.append(("BUDGETDSL_VIRTUAL_STAGES", str(self.virtual_stages)))
         if self.stage_layers is not None:  # layers per stage, first to last, comma-separated
             ours.append(("BUDGETDSL_STAGE_LAYERS", ",".join(str(n) for n in self.stage_layers)))
+        if self.recompute_layers is not None:  # block recomputation: the first N layers of each stage (chunk)
+            ours.append(("BUDGETDSL_RECOMPUTE_LAYERS", str(self.recompute_layers)))
         if self.experts is not None:
             ours += [("BUDGETDSL_EXPERTS", str(self.experts)),
                      ("BUDGETDSL_EXPERTS_PER_TOKEN", str(self.experts_per_token)),
@@ -358,6 +363,20 @@ def parallel_refusal(spec: LaunchSpec, fmt: str, what: str) -> str | None:
             "--context-parallel-size, --expert-model-parallel-size), or a launcher (torchrun, slurm, "
             "skypilot, pytorchjob, kubeflow) whose training program reads BUDGETDSL_CONTEXT_PARALLEL and "
             "BUDGETDSL_EXPERT_PARALLEL")
+
+
+def recompute_refusal(spec: LaunchSpec, fmt: str, what: str) -> str | None:
+    """Why format `fmt` (which configures `what` only) cannot carry the plan's block recomputation
+    (`hardware.recompute_layers`: the first N layers of each stage recomputed, the rest not), or None
+    when the plan recomputes every layer or none: the memory the plan counted on would differ."""
+    if spec.recompute_layers is None:
+        return None
+    return (f"the plan recomputes the first {spec.recompute_layers} layers of each pipeline stage in full and keeps "
+            f"the others' activations (block recomputation, hardware.recompute_layers), and the {fmt} export "
+            f"configures {what}, which has no setting for it: the run's memory would not be the one planned. "
+            "Export megatron (--recompute-granularity full --recompute-method block --recompute-num-layers N), or a "
+            "launcher (torchrun, slurm, skypilot, pytorchjob, kubeflow) whose training program reads "
+            "BUDGETDSL_RECOMPUTE_LAYERS")
 
 
 def format_float(x: float) -> str:
@@ -427,6 +446,9 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
     zero = _field(solution, "batch.zero")
     zero = int(hw.zero if zero is None else zero)
     recompute = str(_field(solution, "batch.recompute") or hw.recompute)
+    block = _field(solution, "batch.recompute_layers")  # block recomputation: the solution's, else the plan's
+    if block is None and recompute == "full" and isinstance(hw.recompute_layers, int):
+        block = hw.recompute_layers
     dp = _field(solution, "batch.data_parallel")
     micro = _field(solution, "batch.micro_batch")
     accum = _field(solution, "batch.grad_accum")
@@ -561,7 +583,8 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
         warmup_steps=warmup, time_limit_s=time_limit, zero_stage=zero, launch=launch,
         accelerator=accelerator, gpu_resource=resource, precision=precision, lr_derivation=derivation,
         defaulted=tuple(launch_defaults + defaulted), warnings=tuple(warnings), notes=tuple(notes),
-        batch_stages=tuple(stages), recompute=recompute, tpu=tpu, **shape)
+        batch_stages=tuple(stages), recompute=recompute, tpu=tpu,
+        recompute_layers=None if block is None or recompute != "full" else int(block), **shape)
 
 
 def _launched_split(plan: Any, solution: Any, pp: int) -> tuple[int, ...] | None:

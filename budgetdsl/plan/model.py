@@ -652,6 +652,12 @@ class Hardware(_Section):
         default="auto", auto=True)
     recompute: Recompute = Field(Recompute.auto, strict=False, description="Activation recomputation: none, "
                                  "selective (attention), full (each layer), or auto (the default: searched).")
+    recompute_layers: int | Literal["auto"] | None = Integer(
+        "Block recomputation with recompute: full (Megatron-LM --recompute-method block "
+        "--recompute-num-layers N): in each pipeline stage (each interleaved chunk) the first N transformer "
+        "layers are recomputed in full and the rest keep their activations; at most the layers of a chunk. "
+        "auto: the solver takes the fewest that fit one sequence. Omitted: every layer is recomputed.",
+        ge=0, le=MAX_LAYERS, optional=True, auto=True)
     flash_attention: bool = Field(True, description="Fused attention that keeps no s×s scores.")
     sequence_parallel: bool | Literal["auto"] = Field(
         False, description="Megatron sequence parallelism (Korthikanti et al. 2022): layer norms and dropout "
@@ -838,7 +844,8 @@ def _degree(value: int | str) -> int:
 
 LAYOUT_KEYS = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
 # searched only where the plan writes auto
-PARALLEL_KEYS = ("context_parallel", "expert_parallel", "sequence_parallel", "virtual_pipeline_stages")
+PARALLEL_KEYS = ("context_parallel", "expert_parallel", "sequence_parallel", "virtual_pipeline_stages",
+                 "recompute_layers")
 # What a silent layout key means beside a declared hardware.mfu (Hardware._declared_layout).
 DECLARED_LAYOUT_DEFAULTS = {"tensor_parallel": 1, "pipeline_parallel": 1, "zero": 0, "recompute": Recompute.none}
 
@@ -1063,7 +1070,40 @@ class Plan(_Section):
             raise PlanRuleError("hardware.pipeline_parallel", f"layers ({m.layers}) cannot fill "
                                 f"pipeline_parallel × virtual_pipeline_stages = {chunks} stages")
         _split_rules(m, hw)
+        _recompute_rules(m, hw)
         return self
+
+
+def chunk_layers(layers: int, hw: Hardware) -> int:
+    """The most transformer layers one interleaved chunk of a stage holds: what block recomputation's
+    `recompute_layers` may reach (a searched pipeline counted as 1 stage, searched v as 1)."""
+    p, v = _degree(hw.pipeline_parallel), _degree(hw.virtual_pipeline_stages)
+    if hw.stage_layers is not None and len(hw.stage_layers) == p:
+        return max(hw.stage_layers) // v
+    return -(-layers // (p * v))
+
+
+def _recompute_rules(m: ModelShape, hw: Hardware) -> None:
+    """`recompute_layers` picks how many layers of each stage (chunk) full recomputation recomputes
+    (Megatron-LM's block method): it needs recompute full (or auto), and at most a chunk's layers."""
+    n = hw.recompute_layers
+    if n is None:
+        return
+    if hw.recompute in (Recompute.none, Recompute.selective):
+        raise PlanRuleError("hardware.recompute_layers", f"recompute_layers ({n}) counts the layers of each "
+                            f"pipeline stage that full recomputation recomputes (Megatron-LM's block method), "
+                            f"and this plan sets recompute: {hw.recompute}",
+                            "write recompute: full (or auto) beside it, or remove recompute_layers")
+    if n == "auto" or m.layers is None:
+        return
+    most = chunk_layers(m.layers, hw)
+    if n > most:
+        where = (f"{m.layers} layers over pipeline_parallel × virtual_pipeline_stages = "
+                 f"{_degree(hw.pipeline_parallel) * _degree(hw.virtual_pipeline_stages)} chunks"
+                 if hw.stage_layers is None else f"stage_layers {list(hw.stage_layers)}")
+        raise PlanRuleError("hardware.recompute_layers", f"recompute_layers ({n}) is above the {most} layers of "
+                            f"a pipeline stage's chunk ({where}): Megatron recomputes the first N layers of "
+                            "each chunk", f"at most recompute_layers: {most}; leave it out to recompute every layer")
 
 
 def _split_rules(m: ModelShape, hw: Hardware) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from budgetdsl.quantities.humanize import data, human, si, significant
 from budgetdsl.solve.placement import TIGHT, binds
-from budgetdsl.solve.solution import Constraint, Solution
+from budgetdsl.solve.solution import Constraint, Solution, recompute_label
 
 
 def _count(v: int | None) -> str:
@@ -50,7 +50,8 @@ def _launch_rows(sol: Solution) -> list[tuple[str, str]]:
             ("global batch", f"{human('tokens', b.tokens)} = {_count(b.sequences)} sequences"),
             ("micro-batch", f"{b.micro_batch} per device × {b.grad_accum} accumulation × "
                             f"{b.data_parallel} replicas"),
-            ("layout", _layout_text(b.tensor_parallel, b.pipeline_parallel, b.zero, b.recompute)
+            ("layout", _layout_text(b.tensor_parallel, b.pipeline_parallel, b.zero, b.recompute,
+                                    b.recompute_layers, b.virtual_pipeline_stages)
              + (f" · CP {b.context_parallel}" if b.context_parallel is not None else "")
              + (f" · EP {b.expert_parallel}" if b.expert_parallel is not None else "")
              + _schedule_text(b.sequence_parallel, b.virtual_pipeline_stages)
@@ -61,9 +62,11 @@ def _launch_rows(sol: Solution) -> list[tuple[str, str]]:
     return rows
 
 
-def _layout_text(tp: int, pp: int, zero: int | None, recompute: str | None) -> str:
+def _layout_text(tp: int, pp: int, zero: int | None, recompute: str | None, recompute_layers: int | None = None,
+                 virtual_stages: int | None = None) -> str:
     return (f"TP {tp} · PP {pp}" + ("" if zero is None else f" · ZeRO {zero}")
-            + ("" if recompute is None else f" · recompute {recompute}"))
+            + ("" if recompute is None else
+               f" · recompute {recompute_label(recompute, recompute_layers, virtual_stages)}"))
 
 
 def _schedule_text(sequence_parallel: bool | None, virtual_stages: int | None) -> str:
@@ -83,7 +86,8 @@ def _layout_rows(sol: Solution) -> list[tuple[str, ...]]:
     for o, tag in ([(ls.chosen, "chosen")] if ls.chosen else []) + [(r, "") for r in ls.runners_up]:
         vs = tag or ("dominated" if o.dominated else
                      "—" if o.objective_ratio is None else f"{o.objective_ratio:.3g}×")
-        rows.append((_layout_text(o.tensor_parallel, o.pipeline_parallel, o.zero, o.recompute)
+        rows.append((_layout_text(o.tensor_parallel, o.pipeline_parallel, o.zero, o.recompute, o.recompute_layers,
+                                  o.virtual_pipeline_stages)
                      + _schedule_text(o.sequence_parallel, o.virtual_pipeline_stages), f"{o.gpus:,}",
                      human("tokens", o.batch_tokens), str(o.micro_batch), human("s", o.wall_clock_s),
                      human("GPU-h", o.gpu_hours), human("FLOP", o.flops), vs))
@@ -96,7 +100,8 @@ _FRONT_HEADER = ("GPUs", "batch", "x", "layout", "wall clock", "GPU-hours", "FLO
 def _front_rows(sol: Solution) -> list[tuple[str, ...]]:
     """A few points of the Pareto front and where each objective lands."""
     return [(f"{p.gpus:,}", human("tokens", p.batch_tokens), significant(p.x),
-             _layout_text(p.tensor_parallel, p.pipeline_parallel, p.zero, p.recompute), human("s", p.wall_clock_s),
+             _layout_text(p.tensor_parallel, p.pipeline_parallel, p.zero, p.recompute, p.recompute_layers,
+                          p.virtual_pipeline_stages), human("s", p.wall_clock_s),
              human("GPU-h", p.gpu_hours), human("FLOP", p.flops),
              ", ".join(p.objectives) + (" ◀ launched" if p.chosen else "")) for p in sol.front]
 

@@ -18,7 +18,7 @@ from budgetdsl.solve.objectives import (
 )
 from budgetdsl.solve.placement import Config, Placement
 from budgetdsl.solve.search_space import LayoutResult
-from budgetdsl.solve.solution import FrontPoint, LayoutOption, LayoutSearch
+from budgetdsl.solve.solution import FrontPoint, LayoutOption, LayoutSearch, recompute_label
 
 
 def layout_report(ctx: Context, results: list[LayoutResult], winner: LayoutResult, considered: int,
@@ -42,7 +42,8 @@ def layout_report(ctx: Context, results: list[LayoutResult], winner: LayoutResul
                             step_time_s=pl.cm.step_time(c.batch, c.grad_accum), objective_ratio=ratio,
                             dominated=top is not None and r is not winner and dominates(axes(top), axes(c)),
                             sequence_parallel=r.choice.sequence_parallel,
-                            virtual_pipeline_stages=r.choice.virtual_stages)
+                            virtual_pipeline_stages=r.choice.virtual_stages,
+                            recompute_layers=r.choice.recompute_layers)
     feasible = sum(1 for r in results if r.chosen.feasible)
     runners = [option(r, pl) for r, pl in best[:3]]
     if w is None:
@@ -57,7 +58,9 @@ def layout_report(ctx: Context, results: list[LayoutResult], winner: LayoutResul
         if runners:
             r0 = runners[0]
             reason += (f"; the runner-up TP {r0.tensor_parallel} · PP {r0.pipeline_parallel} · ZeRO "
-                       f"{r0.zero} · recompute {r0.recompute} takes {human('s', r0.wall_clock_s)} and "
+                       f"{r0.zero} · recompute "
+                       f"{recompute_label(r0.recompute, r0.recompute_layers, r0.virtual_pipeline_stages)} takes "
+                       f"{human('s', r0.wall_clock_s)} and "
                        f"{human('GPU-h', r0.gpu_hours)} at {human('tokens', r0.batch_tokens)}"
                        + (", dominated by the winner (slower or as slow, no cheaper, no fewer FLOPs)"
                           if r0.dominated else f" ({measure} {r0.objective_ratio:.3g}× the winner's)"))
@@ -114,7 +117,10 @@ def front(ctx: Context, candidates: list[Placement], chosen: Placement, points: 
                               tensor_parallel=sp.tensor_parallel, pipeline_parallel=sp.pipeline_parallel,
                               zero=sp.zero, recompute=sp.recompute, wall_clock_s=c.wall, gpu_hours=c.gpu_hours,
                               usd=c.usd, flops=c.flops, objectives=lands.get(axes(c), []),
-                              chosen=pl.config == chosen.config and pl.cm.split == chosen.cm.split))
+                              chosen=pl.config == chosen.config and pl.cm.split == chosen.cm.split,
+                              recompute_layers=sp.recompute_layers,
+                              virtual_pipeline_stages=pl.cm.layout.virtual_stages
+                              if sp.recompute_layers is not None and pl.cm.layout is not None else None))
     return out
 
 

@@ -9,6 +9,11 @@ The space (each key the plan fixes stays fixed):
   (`budgetdsl.hardware.layout.stage_layers`);
 - zero: 0–3, and 0–1 with a pipeline (`budgetdsl.hardware.layout.zero_problem`: frameworks do not run
   ZeRO-2/3 under one); recompute: none, selective, full;
+- block recomputation (recompute full with `recompute_layers: auto`): on each GPU count, the fewest
+  layers per stage (chunk) N that fit one sequence, where no recomputation does not fit and full
+  recomputation does (memory falls and step time rises with N, so fewer never loses time; a larger
+  N only buys a larger micro-batch, which full recomputation already offers). `BLOCK_AUTO` marks
+  the candidate; `search_space` finds N per count (`budgetdsl.solve.search_space._block_layers`);
 - sequence_parallel (where the plan writes auto): on exactly when t > 1 (Megatron-Core refuses it at
   t = 1), since it only divides activations and their memory-bound passes by t at the same TP
   traffic (Korthikanti et al. 2022, section 4.2.2): never slower, never more memory;
@@ -39,11 +44,13 @@ from typing import TYPE_CHECKING
 
 from budgetdsl.cost.cost_model import Split
 from budgetdsl.hardware.layout import balanced_split, interleavings, launchable, zero_problem
+from budgetdsl.solve.solution import recompute_label
 
 if TYPE_CHECKING:
     from budgetdsl.plan.model import Plan
 
 RECOMPUTE_ORDER = ("none", "selective", "full")
+BLOCK_AUTO = -1  # LayoutChoice.recompute_layers of the block candidate whose N the search finds per GPU count
 # The largest searched context- and expert-parallel degrees: published runs use cp ≤ 16 (Llama 3
 # 405B's long-context stage: 16) and ep ≤ 64 (DeepSeek-V3: 64).
 MAX_SEARCHED_CP = 16
@@ -64,26 +71,32 @@ class LayoutChoice:
     expert_parallel: int | None = None
     sequence_parallel: bool | None = None  # None: the plan's own (not searched)
     virtual_stages: int | None = None
+    recompute_layers: int | None = None  # with full: block recomputation of N layers per stage (chunk)
 
-    def sort_key(self) -> tuple[int, int, int, int, int]:
-        return (self.tensor_parallel * self.pipeline_parallel * (self.context_parallel or 1), self.pipeline_parallel,
-                self.zero, RECOMPUTE_ORDER.index(self.recompute), self.virtual_stages or 1)
+    def sort_key(self) -> tuple[int, ...]:
+        key = (self.tensor_parallel * self.pipeline_parallel * (self.context_parallel or 1), self.pipeline_parallel,
+               self.zero, RECOMPUTE_ORDER.index(self.recompute), self.virtual_stages or 1)
+        if self.recompute_layers is None:
+            return key
+        return (*key[:3], RECOMPUTE_ORDER.index("selective"), key[4], 1, self.recompute_layers)  # after selective
 
     def simpler(self) -> list[LayoutChoice]:
         """The same t, p, cp and ep one step simpler where the step only adds time (module
-        docstring): ZeRO-2 -> ZeRO-1, or one step less recomputation."""
+        docstring): ZeRO-2 -> ZeRO-1, or one step less recomputation (none for block
+        recomputation, which is kept only where no recomputation fits no sequence)."""
         out = []
         if self.zero == 2:
             out.append(replace(self, zero=1))
         r = RECOMPUTE_ORDER.index(self.recompute)
-        if r > 0:
+        if r > 0 and self.recompute_layers is None:
             out.append(replace(self, recompute=RECOMPUTE_ORDER[r - 1]))
         return out
 
     def split(self, flash_attention: bool) -> Split:
         """The same layout as a `cost_model.Split`."""
         return Split(self.zero, self.tensor_parallel, self.pipeline_parallel, self.recompute, flash_attention,
-                     self.context_parallel, self.expert_parallel, self.sequence_parallel, self.virtual_stages)
+                     self.context_parallel, self.expert_parallel, self.sequence_parallel, self.virtual_stages,
+                     self.recompute_layers)
 
     def describe(self) -> str:
         return (f"TP {self.tensor_parallel} · PP {self.pipeline_parallel}"
@@ -91,7 +104,8 @@ class LayoutChoice:
                 + (f" · EP {self.expert_parallel}" if self.expert_parallel is not None else "")
                 + (f" · SP {'on' if self.sequence_parallel else 'off'}" if self.sequence_parallel is not None else "")
                 + (f" · v {self.virtual_stages}" if self.virtual_stages is not None else "")
-                + f" · ZeRO {self.zero} · recompute {self.recompute}")
+                + f" · ZeRO {self.zero} · recompute "
+                + recompute_label(self.recompute, self.recompute_layers, self.virtual_stages))
 
 
 def _powers_of_two(limit: int) -> list[int]:
@@ -121,10 +135,14 @@ def candidates(plan: Plan) -> list[LayoutChoice]:
     else:
         pps = [int(hw.pipeline_parallel)]
     zeros = list(ZERO_STAGES) if hw.zero == "auto" else [int(hw.zero)]
-    recomputes = list(RECOMPUTE_ORDER) if str(hw.recompute) == "auto" else [str(hw.recompute)]
+    recomputes: list[tuple[str, int | None]] = [
+        (r, hw.recompute_layers if r == "full" and isinstance(hw.recompute_layers, int) else None)
+        for r in (RECOMPUTE_ORDER if str(hw.recompute) == "auto" else (str(hw.recompute),))]
+    if hw.recompute_layers == "auto" and m.layers is not None and ("full", None) in recomputes:
+        recomputes.append(("full", BLOCK_AUTO))
     sps = {t: [t > 1] if hw.sequence_parallel == "auto" else [None] for t in tps}
     vs = {p: virtual_degrees(plan, p) for p in pps}
-    out = [LayoutChoice(t, p, z, r, cp, ep, sp, v) for t in tps for p in pps for z in zeros for r in recomputes
+    out = [LayoutChoice(t, p, z, r, cp, ep, sp, v, n) for t in tps for p in pps for z in zeros for r, n in recomputes
            for cp in context_degrees(plan) for ep in expert_degrees(plan) for sp in sps[t] for v in vs[p]
            if zero_problem(z, p) is None or (hw.zero != "auto" and hw.pipeline_parallel != "auto")]
     return sorted(out, key=LayoutChoice.sort_key)
@@ -208,6 +226,8 @@ def concrete(plan: Plan, choice: LayoutChoice | None) -> Plan:
             written["sequence_parallel"] = choice.sequence_parallel
         if choice.virtual_stages is not None:
             written["virtual_pipeline_stages"] = choice.virtual_stages
+        if choice.recompute_layers is not None or plan.hardware.recompute_layers is not None:
+            written["recompute_layers"] = choice.recompute_layers  # block recomputation's N, or every layer
         update["hardware"] = plan.hardware.model_copy(update=written)
     if plan.run is not None and plan.run.micro_batch == "auto":
         update["run"] = plan.run.model_copy(update=dict(micro_batch=None))

@@ -48,7 +48,7 @@ from budgetdsl.solve.context import (
     raw_counts,
 )
 from budgetdsl.solve.context import pick as choose_pick
-from budgetdsl.solve.layout_search import LayoutChoice, concrete
+from budgetdsl.solve.layout_search import BLOCK_AUTO, LayoutChoice, concrete
 from budgetdsl.solve.layout_search import candidates as layout_candidates
 from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto, rank
 from budgetdsl.solve.placement import Config, Limits, Placement, evaluate
@@ -427,43 +427,99 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
         if not launch:
             micro_max[choice] = []
             continue
-        considered += len(launch)
-        # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
-        family = cost_model(probe, tp, replace(own, zero=0))
-        dps = [g // tp for g in launch]
-        stages = binding.get(family.split)
-        if stages is None:
-            stages = binding[family.split] = _binding_stages(family)
-        # ZeRO divides the routed experts over edp copies and the rest over dp·cp (memory.stage_memory)
-        folded = (cp, t, own.expert_group(plan)) if plan.model.experts or cp > 1 else None
-        room = micro_max[choice] = _quick_all(family, choice, dps, stages, folded)
-        simpler = [micro_max[s] for s in choice.simpler() if s in micro_max]
-        simpler = [r for r in simpler if len(r) == len(room)]  # same t and p: the same launch list
-        if simpler:  # pruned where a simpler layout fits a micro-batch at least as large
-            most = simpler[0] if len(simpler) == 1 else list(map(max, *simpler))
-            kept = [i for i, (mm, r) in enumerate(zip(room, most)) if mm > r]
-        else:
-            kept = list(range(len(launch)))
-        pruned += len(launch) - len(kept)
-        if not kept:
+        if choice.recompute_layers == BLOCK_AUTO:  # one choice per fewest-fitting N, on the counts it holds on
+            for n, counts_n in _block_layers(probe, choice, own, tp, launch, plan, binding):
+                considered += len(counts_n)
+                blocks.extend(_pairs_of(plan, probe, replace(choice, recompute_layers=n), counts_n, micro_max,
+                                        binding, shared))
             continue
-        gpus = [launch[i] for i in kept]
-        fl = family.layout
-        columns = None
-        if family._step is not None:  # throughput.step_cost per count, what the counts share computed once
-            assert fl is not None and family.shape is not None and family.device is not None  # predicted
-            columns = step_cost_columns(
-                family.shape, family.device, Layout(gpus[0], t, p, fl.virtual_stages, choice.zero,
-                                                    choice.recompute, fl.flash_attention, fl.sequence_parallel,
-                                                    fl.grad_bytes, fl.overlap, fl.context_parallel,
-                                                    fl.expert_parallel, fl.expert_tensor_parallel, fl.stage_split,
-                                                    fl.stack),
-                gpus, family.step_overhead, shared)
-            if family.anchor is not None:  # a declared MFU: the modelled step anchored (cost_model.declared_anchor)
-                columns = scaled_step_fields(columns, family.anchor.scale)
-        blocks.append(_Block(choice, own, gpus,
-                             [room[i] for i in kept], [dps[i] for i in kept], columns))
+        considered += len(launch)
+        before = len(blocks)
+        blocks.extend(_pairs_of(plan, probe, choice, launch, micro_max, binding, shared))
+        pruned += len(launch) - (len(blocks[-1].gpus) if len(blocks) > before else 0)
     return SearchSpace(Pairs(blocks), considered, pruned, layouts, counts)
+
+
+def _block_layers(probe: Context, choice: LayoutChoice, own: Split, tp: int, launch: list[int], plan: Plan,
+                  binding: dict) -> list[tuple[int, list[int]]]:
+    """Block recomputation's candidates (`layout_search.BLOCK_AUTO`): on each count of `launch`, the
+    fewest layers per stage (chunk) N that fit one sequence, where no recomputation (N = 0) fits none
+    and full recomputation does (N below the largest chunk); as (N, its counts). The room only grows
+    with N (fewer activations kept) and with dp (ZeRO shards more), so the fewest N falls with dp: a
+    bisection over N per count, each N's room on every count computed once."""
+    dps = [g // tp for g in launch]
+    cp = own.parallel(plan)[0]
+    folded = (cp, choice.tensor_parallel, own.expert_group(plan)) if plan.model.experts or cp > 1 else None
+    rooms: dict[int, list[int]] = {}
+
+    def room(n: int) -> list[int]:
+        if n not in rooms:
+            family = cost_model(probe, tp, replace(own, zero=0, recompute_layers=n))
+            stages = binding.get(family.split)
+            if stages is None:
+                stages = binding[family.split] = _binding_stages(family)
+            rooms[n] = _quick_all(family, choice, dps, stages, folded)
+        return rooms[n]
+
+    family = cost_model(probe, tp, replace(own, zero=0, recompute_layers=0))
+    v = family.layout.virtual_stages if family.layout is not None else 1
+    top = -(-max(st.layers or 0 for st in family.stages) // max(1, v)) - 1  # the largest N short of full
+    out: dict[int, list[int]] = {}
+    for j, gpus in enumerate(launch):
+        if top < 1 or room(0)[j] >= 1 or room(top)[j] < 1:
+            continue
+        lo, hi = 1, top  # room(hi) fits, room(lo - 1) does not
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if room(mid)[j] >= 1:
+                hi = mid
+            else:
+                lo = mid + 1
+        out.setdefault(lo, []).append(gpus)
+    return sorted(out.items())
+
+
+def _pairs_of(plan: Plan, probe: Context, choice: LayoutChoice, launch: list[int],
+              micro_max: dict[LayoutChoice, list[int]], binding: dict, shared: dict) -> list[_Block]:
+    """The block of `choice`'s pairs on the counts of `launch` that no simpler layout prunes (none
+    where it prunes them all); records the choice's room on every count in `micro_max`."""
+    t, p = choice.tensor_parallel, choice.pipeline_parallel
+    own = choice.split(plan.hardware.flash_attention)
+    cp = own.parallel(plan)[0]
+    tp = t * p * cp
+    # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
+    family = cost_model(probe, tp, replace(own, zero=0))
+    dps = [g // tp for g in launch]
+    stages = binding.get(family.split)
+    if stages is None:
+        stages = binding[family.split] = _binding_stages(family)
+    # ZeRO divides the routed experts over edp copies and the rest over dp·cp (memory.stage_memory)
+    folded = (cp, t, own.expert_group(plan)) if plan.model.experts or cp > 1 else None
+    room = micro_max[choice] = _quick_all(family, choice, dps, stages, folded)
+    simpler = [micro_max[s] for s in choice.simpler() if s in micro_max]
+    simpler = [r for r in simpler if len(r) == len(room)]  # same t and p: the same launch list
+    if simpler:  # pruned where a simpler layout fits a micro-batch at least as large
+        most = simpler[0] if len(simpler) == 1 else list(map(max, *simpler))
+        kept = [i for i, (mm, r) in enumerate(zip(room, most)) if mm > r]
+    else:
+        kept = list(range(len(launch)))
+    if not kept:
+        return []
+    gpus = [launch[i] for i in kept]
+    fl = family.layout
+    columns = None
+    if family._step is not None:  # throughput.step_cost per count, what the counts share computed once
+        assert fl is not None and family.shape is not None and family.device is not None  # predicted
+        columns = step_cost_columns(
+            family.shape, family.device, Layout(gpus[0], t, p, fl.virtual_stages, choice.zero,
+                                                choice.recompute, fl.flash_attention, fl.sequence_parallel,
+                                                fl.grad_bytes, fl.overlap, fl.context_parallel,
+                                                fl.expert_parallel, fl.expert_tensor_parallel, fl.stage_split,
+                                                fl.stack, choice.recompute_layers),
+            gpus, family.step_overhead, shared)
+        if family.anchor is not None:  # a declared MFU: the modelled step anchored (cost_model.declared_anchor)
+            columns = scaled_step_fields(columns, family.anchor.scale)
+    return [_Block(choice, own, gpus, [room[i] for i in kept], [dps[i] for i in kept], columns)]
 
 
 def _binding_stages(family: CostModel) -> list[tuple[float, float, float, float]]:

@@ -38,6 +38,15 @@ def _empty() -> list:
     return []
 
 
+def recompute_label(recompute: str | None, layers: int | None = None, virtual_stages: int | None = None) -> str:
+    """How reports name a recomputation: `full (block, 4 layers per stage)` for block recomputation
+    (`hardware.recompute_layers`), per chunk with interleaving."""
+    if recompute != "full" or layers is None:
+        return str(recompute)
+    where = "chunk" if (virtual_stages or 1) > 1 else "stage"
+    return f"full (block, {layers} layer{'s' if layers != 1 else ''} per {where})"
+
+
 class _Frozen(BaseModel):
     # allow_inf_nan=False: every float of an answer is checked finite where it is built, in
     # pydantic's own validation (issue 14: no renderer or export ever meets Infinity or NaN)
@@ -72,6 +81,8 @@ class Batch(_Frozen):
     virtual_pipeline_stages: int | None = Field(None, description="Interleaved stages per GPU the search chose "
                                                 "(hardware.virtual_pipeline_stages: auto); absent when the plan "
                                                 "pins it.")
+    recompute_layers: int | None = Field(None, description="Block recomputation: layers of each pipeline stage "
+                                         "(interleaved chunk) recomputed in full; absent when every layer is.")
 
     @model_serializer(mode="wrap")
     def _searched_only(self, handler: Any) -> Any:
@@ -79,7 +90,8 @@ class Batch(_Frozen):
         only where the search chose them."""
         out = handler(self)
         if isinstance(out, dict):
-            for key in ("context_parallel", "expert_parallel", "sequence_parallel", "virtual_pipeline_stages"):
+            for key in ("context_parallel", "expert_parallel", "sequence_parallel", "virtual_pipeline_stages",
+                        "recompute_layers"):
                 if out.get(key) is None:
                     out.pop(key, None)
         return out
@@ -273,13 +285,15 @@ class LayoutOption(_Frozen):
                             "and better on one.")
     sequence_parallel: bool | None = Field(None, description="Sequence parallelism (where searched).")
     virtual_pipeline_stages: int | None = Field(None, description="Interleaved stages per GPU (where searched).")
+    recompute_layers: int | None = Field(None, description="Block recomputation: layers per stage (chunk) "
+                                         "recomputed in full; absent when every layer is.")
 
     @model_serializer(mode="wrap")
     def _searched_only(self, handler: Any) -> Any:
-        """Sequence parallelism and interleaving appear only where the search chose them."""
+        """Sequence parallelism, interleaving and block recomputation appear only where chosen."""
         out = handler(self)
         if isinstance(out, dict):
-            for key in ("sequence_parallel", "virtual_pipeline_stages"):
+            for key in ("sequence_parallel", "virtual_pipeline_stages", "recompute_layers"):
                 if out.get(key) is None:
                     out.pop(key, None)
         return out
@@ -318,6 +332,20 @@ class FrontPoint(_Frozen):
     flops: float
     objectives: list[str] = Field(default_factory=_empty, description="The objectives whose pick this is.")
     chosen: bool = False
+    recompute_layers: int | None = Field(None, description="Block recomputation: layers per stage (chunk) "
+                                         "recomputed in full; absent when every layer is.")
+    virtual_pipeline_stages: int | None = Field(None, description="Interleaved stages per GPU, shown with block "
+                                                "recomputation (its layers count per chunk).")
+
+    @model_serializer(mode="wrap")
+    def _block_only(self, handler: Any) -> Any:
+        """Block recomputation's fields appear only on a point that has it."""
+        out = handler(self)
+        if isinstance(out, dict):
+            for key in ("recompute_layers", "virtual_pipeline_stages"):
+                if out.get(key) is None:
+                    out.pop(key, None)
+        return out
 
 
 class Solution(_Frozen):

@@ -174,10 +174,10 @@ def _solve(plan: Plan, cache: SolveCache) -> Solution:
                     tensor_parallel=cm.split.tensor_parallel, pipeline_parallel=cm.split.pipeline_parallel,
                     zero=cm.split.zero, recompute=cm.split.recompute, context_parallel=cm.split.context_parallel,
                     expert_parallel=cm.split.expert_parallel, sequence_parallel=cm.split.sequence_parallel,
-                    virtual_pipeline_stages=cm.split.virtual_stages)
+                    virtual_pipeline_stages=cm.split.virtual_stages, recompute_layers=cm.split.recompute_layers)
         if cfg is not None else Batch(data_parallel=cm.data_parallel, tensor_parallel=cm.split.tensor_parallel,
                                       pipeline_parallel=cm.split.pipeline_parallel, zero=cm.split.zero,
-                                      recompute=cm.split.recompute),
+                                      recompute=cm.split.recompute, recompute_layers=cm.split.recompute_layers),
         steps=cfg.steps if cfg else None, tokens=cfg.tokens if cfg else None,
         flops=cfg.flops if cfg else None, wall_clock_s=cfg.wall if cfg else None,
         gpu_hours=cfg.gpu_hours if cfg else None, usd=cfg.usd if cfg else None,

@@ -1437,7 +1437,8 @@ def _diagnosed(base, pairs: list[Pair], r: Rows, micro_fixed: int | None, search
     gpus = np.array([p.gpus for p in pairs])
     layouts: dict = {}
     layout = np.array([layouts.setdefault((p.split.tensor_parallel, p.split.pipeline_parallel, p.split.zero,
-                                            str(p.split.recompute)), len(layouts)) for p in pairs])
+                                            str(p.split.recompute), p.split.recompute_layers), len(layouts))
+                       for p in pairs])
     approx = _bounds(pairs, r)[3] if searched else None  # each pair's bound rank, vectorized
     ref = pairs[0].cm
     simple = [_sort_key(p) for p in pairs]
@@ -1501,11 +1502,13 @@ def _sort_key(p: Pair) -> tuple:
     from budgetdsl.solve.layout_search import LayoutChoice
 
     s = p.split
-    return LayoutChoice(s.tensor_parallel, s.pipeline_parallel, s.zero, str(s.recompute)).sort_key()
+    return LayoutChoice(s.tensor_parallel, s.pipeline_parallel, s.zero, str(s.recompute),
+                        recompute_layers=s.recompute_layers).sort_key()
 
 
 def iter_kernel_rows(source, settings, cache=None) -> Iterator:
     """The sweep's rows (sweep.SweepRow, in order), the decidable ones from the kernel."""
+    from budgetdsl.solve.solution import recompute_label
     from budgetdsl.solve.sweep_rows import Blame, Summary, SweepRow, solve_row
 
     blame = Blame(source, cache)  # where the invalid rows' problems are reported, shared by the sweep
@@ -1547,7 +1550,8 @@ def iter_kernel_rows(source, settings, cache=None) -> Iterator:
         batch_l, flops_l, wall_l, gh_l, cost_l, x_l = (a.tolist() for a in (d.batch, d.flops, d.wall, d.gh, d.cost, x))
         price_l = (~np.isnan(r.price)).tolist()
         shown = [(p.gpus, p.dp, p.split.tensor_parallel, p.split.pipeline_parallel, p.split.zero,
-                  str(p.split.recompute)) for p in pairs]
+                  recompute_label(str(p.split.recompute), p.split.recompute_layers, p.split.virtual_stages))
+                 for p in pairs]
         paths = [s.path for s in settings]
         given = [[s.values[j] for j in i.tolist()] for s, i in zip(settings, idx)]  # each axis's text per row
         for row, combo in enumerate(zip(*given)):

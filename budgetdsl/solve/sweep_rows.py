@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
 from budgetdsl.plan.loader import MergedSource, field_spec, load_merged
 from budgetdsl.plan.model import Plan, QuantitySpec
+from budgetdsl.solve.solution import recompute_label
 
 if TYPE_CHECKING:  # the solution's models are imported by solve(); a kernel-only sweep never builds one
     from budgetdsl.solve.cache import SolveCache
@@ -55,7 +56,8 @@ class Summary:
 def summarize(s: Solution) -> Summary:
     b = s.batch
     return Summary(str(s.status), s.feasible, s.gpus, b.tokens, b.micro_batch, b.grad_accum, b.data_parallel,
-                   b.tensor_parallel, b.pipeline_parallel, b.zero, str(b.recompute), s.steps, s.tokens,
+                   b.tensor_parallel, b.pipeline_parallel, b.zero,
+                   recompute_label(str(b.recompute), b.recompute_layers, b.virtual_pipeline_stages), s.steps, s.tokens,
                    s.flops, s.wall_clock_s, s.gpu_hours, s.usd, s.frontier.x,
                    tuple(c.name for c in s.constraints if c.binding))
 

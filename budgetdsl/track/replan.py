@@ -57,6 +57,8 @@ def changes(track: Track, plan: Plan, solution: Solution) -> dict[str, Any]:
                 layout["zero"] = b.zero
             if b.recompute is not None:
                 layout["recompute"] = b.recompute
+                if b.recompute_layers is not None or plan.hardware.recompute_layers is not None:
+                    layout["recompute_layers"] = b.recompute_layers  # block recomputation, pinned or removed
         out["hardware.mfu"] = _round(declared_mfu(plan, solution, track.mfu, layout))
         out |= {f"hardware.{key}": value for key, value in layout.items()}
     if track.b_noise:
@@ -83,7 +85,7 @@ def declared_mfu(plan: Plan, solution: Solution, measured: float, layout: dict[s
     hardware = plan.hardware.model_copy(update={"mfu": measured, **layout})
     trial = plan.model_copy(update={"hardware": hardware})
     split = Split(b.zero, b.tensor_parallel, b.pipeline_parallel, b.recompute, plan.hardware.flash_attention,
-                  b.context_parallel, b.expert_parallel)
+                  b.context_parallel, b.expert_parallel, recompute_layers=b.recompute_layers)
     try:
         at_launch = build_cost_model(trial, solution.gpus, split).breakdown(b.tokens, b.grad_accum)
     except ValueError:  # ShapeUnknown: the solve that launched it would have said so

@@ -710,6 +710,10 @@ def check_megatron_invariants(args: dict[str, str | None], env: dict[str, str], 
         assert args["--fp8-format"] in ("e4m3", "hybrid") and "--bf16" in args, "FP8 runs beside --bf16"
     if args.get("--recompute-granularity") == "selective":
         assert "--recompute-method" not in args, "selective recompute takes no method"
+    if args.get("--recompute-method") == "block":  # TransformerConfig: 1 ≤ N ≤ the layers of a pipeline rank
+        assert args.get("--recompute-granularity") == "full", "block recompute needs full granularity"
+        assert 1 <= int(args["--recompute-num-layers"]) <= int(args["--num-layers"]) // pp, \
+            "recompute_num_layers must be between 1 and num_layers_per_pipeline_rank"  # type: ignore[arg-type]
     if "--train-iters" in args:  # iteration-based: no sample-based options
         assert not RAMP_FLAGS_SAMPLES & set(args)
     if tp > 1:  # asserted before Blackwell (unless FSDP, which the export never enables)
@@ -747,7 +751,11 @@ def validate_megatron(text: str, spec: LaunchSpec, tmp: Path) -> None:
     assert args.get("--fp8-format") == ("hybrid" if spec.fp8 else None)
     if spec.ffn_hidden is not None:
         assert args.get("--ffn-hidden-size") == str(spec.ffn_hidden)
-    assert args.get("--recompute-granularity") == (None if spec.recompute == "none" else spec.recompute)
+    recomputed = spec.recompute != "none" and spec.recompute_layers != 0  # block with N = 0 recomputes nothing
+    assert args.get("--recompute-granularity") == (spec.recompute if recomputed else None)
+    if spec.recompute_layers:  # block recomputation: the first N layers of each stage (chunk)
+        assert (args.get("--recompute-method"), args.get("--recompute-num-layers")) == (
+            "block", str(spec.recompute_layers))
     if "--step-batch-size-schedule" in args:  # Megatron-LM main's StepBatchsizeNumMicroBatchesCalculator
         allowed = (FLAGS | RAMP_FLAGS) - {"--global-batch-size", "--train-iters", "--lr-warmup-iters"}
         assert set(args) <= allowed, set(args) - allowed

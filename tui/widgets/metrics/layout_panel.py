@@ -14,7 +14,7 @@ from rich.text import Text
 
 from budgetdsl.quantities.humanize import human, si, significant
 from budgetdsl.solve.objectives import OBJECTIVES
-from budgetdsl.solve.solution import Solution
+from budgetdsl.solve.solution import Solution, recompute_label
 
 # The plan keys the search may own, as the panel names them.
 _KEY_NAMES = {"tensor_parallel": "TP", "pipeline_parallel": "PP", "zero": "ZeRO", "recompute": "recompute",
@@ -22,9 +22,11 @@ _KEY_NAMES = {"tensor_parallel": "TP", "pipeline_parallel": "PP", "zero": "ZeRO"
 _CHOSEN, _FRONT = "●", "○"  # the plot's run marker, and the front's
 
 
-def short_layout(tp: int, pp: int, zero: int | None, recompute: str | None) -> str:
-    """`TP2 PP4 Z1 sel`: a layout in a table cell."""
+def short_layout(tp: int, pp: int, zero: int | None, recompute: str | None, recompute_layers: int | None = None) -> str:
+    """`TP2 PP4 Z1 sel`: a layout in a table cell (`full/4`: block recomputation of 4 layers per stage)."""
     rc = {"none": "", "selective": " sel", "full": " full"}.get(str(recompute), f" {recompute}")
+    if recompute == "full" and recompute_layers is not None:
+        rc += f"/{recompute_layers}"
     return f"TP{tp} PP{pp}" + ("" if zero is None else f" Z{zero}") + rc
 
 
@@ -96,7 +98,8 @@ def chosen_lines(sol: Solution, width: int) -> list[Text]:
     step = sol.throughput.step_time_s if sol.throughput is not None else (
         ls.chosen.step_time_s if ls is not None and ls.chosen is not None else None)
     out = _packed([f"TP {b.tensor_parallel}", f"PP {b.pipeline_parallel}", f"ZeRO {b.zero}",
-                   f"recompute {b.recompute}"], width, "bold")
+                   f"recompute {recompute_label(b.recompute, b.recompute_layers, b.virtual_pipeline_stages)}"],
+                  width, "bold")
     out += _packed([f"{sol.gpus or 0:,} GPUs", f"micro-batch {b.micro_batch}"]
                    + ([f"step {human('s', step)}"] if step is not None else []), width)
     if ls is not None:
@@ -118,7 +121,7 @@ def runner_up_lines(sol: Solution, width: int) -> list[Text]:
     for o, tag in options:
         vs = tag or ("dominated" if o.dominated else
                      "—" if o.objective_ratio is None else f"{significant(o.objective_ratio)}× the winner's")
-        rows.append((short_layout(o.tensor_parallel, o.pipeline_parallel, o.zero, o.recompute),
+        rows.append((short_layout(o.tensor_parallel, o.pipeline_parallel, o.zero, o.recompute, o.recompute_layers),
                      human("s", o.wall_clock_s), si(o.gpu_hours), human("FLOP", o.flops).removesuffix(" FLOP"),
                      vs.removesuffix(" the winner's"), str(o.micro_batch), f"{o.gpus:,}"))
         styles.append("bold" if tag else "")
@@ -129,7 +132,8 @@ def runner_up_lines(sol: Solution, width: int) -> list[Text]:
         for (o, tag), style in zip(options, styles):
             vs = tag or ("dominated" if o.dominated else
                          "—" if o.objective_ratio is None else f"{significant(o.objective_ratio)}× the winner's")
-            table += _stacked(f"{short_layout(o.tensor_parallel, o.pipeline_parallel, o.zero, o.recompute)}"
+            shown = short_layout(o.tensor_parallel, o.pipeline_parallel, o.zero, o.recompute, o.recompute_layers)
+            table += _stacked(f"{shown}"
                               f" · {vs}",
                               f"{human('s', o.wall_clock_s)} · {human('GPU-h', o.gpu_hours)} · "
                               f"{human('FLOP', o.flops)} · mb {o.micro_batch} · {o.gpus:,} GPUs", width, style)
@@ -149,7 +153,7 @@ def front_lines(sol: Solution, width: int) -> list[Text]:
                      significant(p.x), f"{p.gpus:,}", human("s", p.wall_clock_s),
                      si(p.gpu_hours) + (f" {human('USD', p.usd)}" if p.usd is not None else ""),
                      human("FLOP", p.flops).removesuffix(" FLOP"), objectives_text(p.objectives),
-                     short_layout(p.tensor_parallel, p.pipeline_parallel, p.zero, p.recompute)))
+                     short_layout(p.tensor_parallel, p.pipeline_parallel, p.zero, p.recompute, p.recompute_layers)))
         styles.append("bold" if p.chosen else "")
     title = Text.assemble(("Pareto front", "bold"), (" over wall clock, cost, FLOPs", "bright_black"))
     title.truncate(width, overflow="ellipsis")
