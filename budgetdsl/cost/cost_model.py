@@ -48,6 +48,7 @@ from budgetdsl.cost.throughput import (
 )
 from budgetdsl.cost.throughput import step_time as _step_time
 from budgetdsl.hardware.gpus import find_preset
+from budgetdsl.hardware.layout import accounted_problem, accounted_split
 from budgetdsl.hardware.layout import launchable_counts as _launchable_counts
 from budgetdsl.plan.model import mlp_params
 from budgetdsl.theory.xp import SCALAR
@@ -582,10 +583,18 @@ def head_layers(plan: Plan) -> float:
 
 
 def pinned_split(plan: Plan, pipeline_parallel: int) -> tuple[int, ...] | None:
-    """The layers per stage the plan pins (`hardware.stage_layers`) where the layout has its
-    pipeline depth; None (the cost model balances the stages) otherwise — a remedy or a search
-    that tries another depth cannot keep a split written for this one."""
-    split = getattr(plan.hardware, "stage_layers", None)
+    """The layers per stage the plan fixes where the layout has its pipeline depth: the one it pins
+    (`hardware.stage_layers`), or Megatron-Core's with the embedding and/or the loss counted as layers
+    (`hardware.embedding_in_pipeline_split`, `loss_in_pipeline_split`: `layout.accounted_split`)
+    where the slots divide into the stages; None (the cost model balances the stages) otherwise — a
+    remedy or a search that tries another depth cannot keep a split written for this one."""
+    hw, layers = plan.hardware, plan.model.layers
+    slots = hw.split_slots() if hasattr(hw, "split_slots") else (False, False)
+    if any(slots) and layers is not None and pipeline_parallel > 1:
+        if accounted_problem(layers, pipeline_parallel, 1, *slots) is not None:
+            return None
+        return accounted_split(layers, pipeline_parallel, *slots)
+    split = getattr(hw, "stage_layers", None)
     if split is None or len(split) != pipeline_parallel:
         return None
     return tuple(int(n) for n in split)
