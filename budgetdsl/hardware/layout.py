@@ -214,6 +214,14 @@ SPLIT_SLOTS = (("embedding_in_pipeline_split", "embedding", "--account-for-embed
                ("loss_in_pipeline_split", "loss", "--account-for-loss-in-pipeline-split"))
 
 
+def slot_names(slots: tuple[bool, bool], pipeline_parallel: int = 2) -> tuple[str, ...]:
+    """The accounted parts by name ("embedding", "loss"), as reports and exports write them; none
+    without a pipeline (one stage holds every layer whatever is accounted)."""
+    if pipeline_parallel <= 1:
+        return ()
+    return tuple(name for (_, name, _), on in zip(SPLIT_SLOTS, slots) if on)
+
+
 def accounted_split(layers: int, stages: int, embedding: bool = False, loss: bool = False) -> tuple[int, ...]:
     """Transformer layers per stage, first to last, when the embedding and/or the loss count as one
     layer each in the split (Megatron-Core's --account-for-embedding/loss-in-pipeline-split; Dubey et
