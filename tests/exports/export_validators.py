@@ -678,8 +678,8 @@ def check_megatron_invariants(args: dict[str, str | None], env: dict[str, str], 
         assert "--num-layers-per-virtual-pipeline-stage" not in args or vpp == 1, "both virtual-stage flags"
     if first is None and last is None:
         slots = int(args["--num-layers"]) + accounted
-        assert slots % pp == 0, "layers (+ accounted embedding/loss) not divisible by the pipeline-parallel size"
-        assert slots // pp % vpp == 0, "layers (+ accounted) per stage not divisible by the virtual stages"
+        assert slots % pp == 0, "layers not divisible by the pipeline-parallel size (with any accounted embedding/loss)"
+        assert slots // pp % vpp == 0, "layers per stage not divisible by the virtual stages (with any accounted)"
     else:  # the uneven split: TransformerConfig (built below) checks the middle stages share the rest evenly
         assert pp > 1, "an uneven split needs a pipeline"
     if cp > 1:  # the load-balanced split of get_batch_on_this_cp_rank
