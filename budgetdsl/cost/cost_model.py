@@ -48,6 +48,7 @@ from budgetdsl.cost.throughput import (
 )
 from budgetdsl.cost.throughput import step_time as _step_time
 from budgetdsl.hardware.gpus import find_preset
+from budgetdsl.hardware.layout import accounted_problem, accounted_slots, accounted_split, slot_names
 from budgetdsl.hardware.layout import launchable_counts as _launchable_counts
 from budgetdsl.plan.model import mlp_params
 from budgetdsl.theory.xp import SCALAR
@@ -582,13 +583,34 @@ def head_layers(plan: Plan) -> float:
 
 
 def pinned_split(plan: Plan, pipeline_parallel: int) -> tuple[int, ...] | None:
-    """The layers per stage the plan pins (`hardware.stage_layers`) where the layout has its
-    pipeline depth; None (the cost model balances the stages) otherwise — a remedy or a search
-    that tries another depth cannot keep a split written for this one."""
-    split = getattr(plan.hardware, "stage_layers", None)
+    """The layers per stage the plan fixes where the layout has its pipeline depth: the one it pins
+    (`hardware.stage_layers`), or Megatron-Core's with the embedding and/or the loss counted as layers
+    (`hardware.embedding_in_pipeline_split`, `loss_in_pipeline_split`: `layout.accounted_split`)
+    where the slots divide into the stages; None (the cost model balances the stages) otherwise — a
+    remedy or a search that tries another depth cannot keep a split written for this one."""
+    hw, layers = plan.hardware, plan.model.layers
+    if layers is not None and pinned_split_accounted(hw, layers, pipeline_parallel):
+        return accounted_split(layers, pipeline_parallel, *hw.split_slots())
+    split = getattr(hw, "stage_layers", None)
     if split is None or len(split) != pipeline_parallel:
         return None
     return tuple(int(n) for n in split)
+
+
+def _uneven_text(hw: Any, layers: int | None, p: int, uneven: bool, v: int) -> str:
+    """Why the pipeline's stages differ: Megatron-Core's accounted split, or the LM head balanced."""
+    names = slot_names(hw.split_slots(), p)
+    if names and layers is not None and pinned_split_accounted(hw, layers, p):
+        per = accounted_slots(layers, *hw.split_slots()) // (p * max(1, v))
+        return (f" (the {' and the '.join(names)} counted as layers, Megatron-Core's accounted split: "
+                f"{per} slot{'s' if per != 1 else ''} per chunk)")
+    return " (uneven; the last carries the LM head)" if uneven else ""
+
+
+def pinned_split_accounted(hw: Any, layers: int, p: int) -> bool:
+    """Whether `pinned_split` gives the accounted split on a p-stage pipeline."""
+    slots = hw.split_slots() if hasattr(hw, "split_slots") else (False, False)
+    return any(slots) and p > 1 and accounted_problem(layers, p, 1, *slots) is None
 
 
 def model_experts(plan: Plan) -> Experts | None:
@@ -726,7 +748,7 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
         counts = [st.layers for st in stages]
         coefs["pipeline_stages"] = Coef(float(p), "stages", DERIVED, "layers per stage "
                                         + ", ".join(str(c) for c in counts)
-                                        + (" (uneven; the last carries the LM head)" if len(set(counts)) > 1 else ""))
+                                        + _uneven_text(hw, m.layers, p, len(set(counts)) > 1, split.schedule(plan)[1]))
 
 
 def _describe_experts(plan: Plan, cm: CostModel, ex: Experts, coefs: dict[str, Coef]) -> None:

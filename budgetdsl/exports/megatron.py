@@ -14,6 +14,7 @@ import math
 
 from budgetdsl.exports._text import fmt_lr, hash_comments, header, sh
 from budgetdsl.exports.spec import TP_ENV, ExportError, LaunchSpec, format_float
+from budgetdsl.hardware.layout import SPLIT_SLOTS
 
 MEGATRON_VERSION = "Megatron-LM core_r0.16.0 (megatron-core 0.16)"
 USES = frozenset({"optimizer.lr", "budget.deadline"})
@@ -36,7 +37,8 @@ FLAGS = MODEL_FLAGS | frozenset({
     "--lr-decay-style", "--use-distributed-optimizer", "--exit-duration-in-mins", "--bf16", "--fp16",
     "--context-parallel-size", "--expert-model-parallel-size", "--expert-tensor-parallel-size",
     "--sequence-parallel", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
-    "--num-virtual-stages-per-pipeline-rank",
+    "--num-virtual-stages-per-pipeline-rank", "--account-for-embedding-in-pipeline-split",
+    "--account-for-loss-in-pipeline-split",
 })
 RAMP_FLAGS = frozenset({"--step-batch-size-schedule", "--train-samples", "--lr-warmup-samples"})
 # validate_args' required_args, and the plan keys that give them.
@@ -174,6 +176,10 @@ def pipeline_arguments(spec: LaunchSpec) -> list[tuple[str, str | None]]:
     interleave: list[tuple[str, str | None]] = []
     if spec.virtual_stages > 1:  # interleaved 1F1B: model chunks per pipeline rank
         interleave.append(("--num-virtual-stages-per-pipeline-rank", str(spec.virtual_stages)))
+    if spec.split_slots:  # Megatron-Core makes the split itself: (L + e + l)/(p·v) slots a chunk, the
+        # embedding in the first chunk's first slot, the loss in the last chunk's last (it refuses the
+        # --decoder-first/last flags beside these; LaunchSpec checked the slots divide)
+        return interleave + [(flag, None) for _, name, flag in SPLIT_SLOTS if name in spec.split_slots]
     split = spec.stage_layers
     if split is None:
         return interleave

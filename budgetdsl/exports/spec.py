@@ -13,7 +13,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from budgetdsl.hardware.layout import launch_problem, nodes_of, stage_layers
+from budgetdsl.hardware.layout import (
+    accounted_problem,
+    accounted_split,
+    launch_problem,
+    nodes_of,
+    slot_names,
+    stage_layers,
+)
 from budgetdsl.plan.launch import Launch
 from budgetdsl.theory.lr_scaling import RULE as LR_RULE
 from budgetdsl.theory.lr_scaling import scale_lr
@@ -179,6 +186,10 @@ class LaunchSpec:
     # virtual_pipeline_stages: the plan's, or the search's where it writes auto).
     sequence_parallel: bool = False
     virtual_stages: int = 1
+    # What the split counts as a layer beside the transformer layers: "embedding" and/or "loss"
+    # (hardware.embedding_in_pipeline_split, loss_in_pipeline_split: Megatron-Core's accounted split,
+    # whose stages `stage_layers` then holds, first and last one layer short).
+    split_slots: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for key in ("nodes", "gpus_per_node", "tensor_parallel", "pipeline_parallel", "data_parallel",
@@ -215,7 +226,19 @@ class LaunchSpec:
         if self.heads is not None and self.heads % self.tensor_parallel:
             raise ValueError(f"heads {self.heads} are not divisible by tensor parallel "
                              f"{self.tensor_parallel}")
-        if self.stage_layers is not None:
+        self._check_split()
+        self._check_attention()
+        if self.recompute not in ("none", "selective", "full"):
+            raise ValueError("LaunchSpec.recompute must be none, selective or full")
+        if self.recompute_layers is not None and (self.recompute != "full" or self.recompute_layers < 0):
+            raise ValueError("LaunchSpec.recompute_layers (block recomputation) needs recompute full and N ≥ 0")
+
+    def _check_split(self) -> None:
+        """The stages hold every layer: an uneven `stage_layers`, Megatron-Core's accounted split
+        (`split_slots`), or L/p each."""
+        if self.split_slots:
+            self._check_accounted()
+        elif self.stage_layers is not None:
             if len(self.stage_layers) != self.pipeline_parallel or min(self.stage_layers) < 1 or (
                     self.layers is not None and sum(self.stage_layers) != self.layers):
                 raise ValueError(f"stage_layers {list(self.stage_layers)} must give each of the "
@@ -223,11 +246,19 @@ class LaunchSpec:
         elif self.layers is not None and self.layers % self.pipeline_parallel:
             raise ValueError(f"layers {self.layers} are not divisible by pipeline parallel "
                              f"{self.pipeline_parallel}: give stage_layers")
-        self._check_attention()
-        if self.recompute not in ("none", "selective", "full"):
-            raise ValueError("LaunchSpec.recompute must be none, selective or full")
-        if self.recompute_layers is not None and (self.recompute != "full" or self.recompute_layers < 0):
-            raise ValueError("LaunchSpec.recompute_layers (block recomputation) needs recompute full and N ≥ 0")
+
+    def _check_accounted(self) -> None:
+        """The accounted split runs (`layout.accounted_problem`) and is the one `stage_layers` holds."""
+        flags = set(self.split_slots)
+        if not flags <= {"embedding", "loss"} or self.layers is None:
+            raise ValueError("LaunchSpec.split_slots holds 'embedding' and/or 'loss', and needs layers")
+        embedding, loss = "embedding" in flags, "loss" in flags
+        problem = accounted_problem(self.layers, self.pipeline_parallel, self.virtual_stages, embedding, loss)
+        if problem is not None:
+            raise ValueError(f"the accounted pipeline split does not run: {problem}")
+        split = accounted_split(self.layers, self.pipeline_parallel, embedding, loss)
+        if (self.stage_layers or split) != split:
+            raise ValueError(f"stage_layers {list(self.stage_layers or ())} are not the accounted split {list(split)}")
 
     def _check_attention(self) -> None:
         """The heads split evenly: width over heads, heads over key/value groups, groups over TP."""
@@ -317,6 +348,8 @@ class LaunchSpec:
             ours.append(("BUDGETDSL_VIRTUAL_STAGES", str(self.virtual_stages)))
         if self.stage_layers is not None:  # layers per stage, first to last, comma-separated
             ours.append(("BUDGETDSL_STAGE_LAYERS", ",".join(str(n) for n in self.stage_layers)))
+        if self.split_slots:  # the first chunk holds the embedding, the last the loss, each in a layer's place
+            ours.append(("BUDGETDSL_SPLIT_SLOTS", ",".join(self.split_slots)))
         if self.recompute_layers is not None:  # block recomputation: the first N layers of each stage (chunk)
             ours.append(("BUDGETDSL_RECOMPUTE_LAYERS", str(self.recompute_layers)))
         if self.experts is not None:
@@ -339,7 +372,11 @@ def parallel_refusal(spec: LaunchSpec, fmt: str, what: str) -> str | None:
     (a mixture-of-experts model with ep = 1 is a model like another: its experts replicated on
     every data-parallel rank)."""
     parts = []
-    if spec.stage_layers is not None:
+    if spec.split_slots:
+        parts.append(f"a pipeline split {list(spec.stage_layers or ())} counting the "
+                     f"{' and the '.join(spec.split_slots)} as layers (hardware.embedding_in_pipeline_split, "
+                     "loss_in_pipeline_split)")
+    elif spec.stage_layers is not None:
         parts.append(f"an uneven pipeline split {list(spec.stage_layers)} (layers per stage; hardware.stage_layers)")
     if spec.virtual_stages > 1:
         parts.append(f"{spec.virtual_stages} interleaved stages per GPU (hardware.virtual_pipeline_stages)")
@@ -354,10 +391,11 @@ def parallel_refusal(spec: LaunchSpec, fmt: str, what: str) -> str | None:
             spec.context_parallel == 1 and spec.expert_parallel == 1:
         return (f"the plan has {' and '.join(parts)}, and the {fmt} export configures {what}, which has no setting for "
                 "it: the run would not be the one planned. Export megatron (Megatron-Core's "
-                "--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers, "
-                "--num-virtual-stages-per-pipeline-rank), or a launcher (torchrun, slurm, skypilot, "
-                "pytorchjob, kubeflow) whose training program reads BUDGETDSL_STAGE_LAYERS and "
-                "BUDGETDSL_VIRTUAL_STAGES")
+                + ("--account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split, "
+                   if spec.split_slots else "--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers, ")
+                + "--num-virtual-stages-per-pipeline-rank), or a launcher (torchrun, slurm, skypilot, "
+                "pytorchjob, kubeflow) whose training program reads BUDGETDSL_STAGE_LAYERS"
+                + (", BUDGETDSL_SPLIT_SLOTS" if spec.split_slots else "") + " and BUDGETDSL_VIRTUAL_STAGES")
     return (f"the plan has {' and '.join(parts)}, and the {fmt} export configures {what}, which has no "
             "setting for it: the run would not be the one planned. Export megatron (Megatron-Core's "
             "--context-parallel-size, --expert-model-parallel-size), or a launcher (torchrun, slurm, "
@@ -566,7 +604,9 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
                         mla.v_head_dim)
     searched_sp = _field(solution, "batch.sequence_parallel")
     searched_v = _field(solution, "batch.virtual_pipeline_stages")
+    slots = plan.hardware.split_slots()
     shape.update(context_parallel=cp, stage_layers=split,
+                 split_slots=slot_names(slots, pp),
                  sequence_parallel=bool(searched_sp if searched_sp is not None else hw.sequence_parallel is True),
                  virtual_stages=int(searched_v if searched_v is not None else
                                     (1 if hw.virtual_pipeline_stages == "auto" else hw.virtual_pipeline_stages)))
@@ -594,6 +634,9 @@ def _launched_split(plan: Any, solution: Any, pp: int) -> tuple[int, ...] | None
     layers = plan.model.layers
     if layers is None or pp <= 1:
         return None
+    embedding, loss = plan.hardware.split_slots()
+    if embedding or loss:  # Megatron-Core's accounted split (the plan validator checked it divides)
+        return accounted_split(int(layers), pp, embedding, loss)
     pinned = plan.hardware.stage_layers
     split = pinned if pinned is not None and len(pinned) == pp else \
         (_field(solution, "throughput.stage_layers") or stage_layers(int(layers), pp))

@@ -7,7 +7,8 @@ mixture-of-experts layout's etp·ep expert groups must divide each stage's G/p G
 Ranks follow Megatron-LM's order (Narayanan et al. 2021, section 3.3): tensor innermost, then data-
 parallel, then pipeline stages. Stages may be uneven (Llama 3 405B: 126 layers on 16):
 `stage_layers` balances them, the LM head on the last; a plan may pin its own split
-(`hardware.stage_layers`, checked by `split_problem`).
+(`hardware.stage_layers`, checked by `split_problem`), or let Megatron-Core split with the embedding
+and/or the loss counted as layers (`accounted_split`, checked by `accounted_problem`).
 """
 
 from __future__ import annotations
@@ -203,3 +204,81 @@ def split_hint(layers: int, stages: int, virtual_stages: int = 1) -> str:
         return f"leave stage_layers out: {layers} layers do not split into {stages} stages of whole {v}-layer chunks"
     split = [n * v for n in stage_layers(layers // v, stages)]
     return f"e.g. stage_layers: [{', '.join(str(n) for n in split)}], or leave it out (the tool balances it)"
+
+
+# Megatron-Core's --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split
+# (TransformerConfig.account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split):
+# the input embedding, and the output head with the loss, each take one transformer layer's slot in
+# the pipeline split. The plan's keys (hardware.<key>) and the flag each one sets, in this order.
+SPLIT_SLOTS = (("embedding_in_pipeline_split", "embedding", "--account-for-embedding-in-pipeline-split"),
+               ("loss_in_pipeline_split", "loss", "--account-for-loss-in-pipeline-split"))
+
+
+def slot_names(slots: tuple[bool, bool], pipeline_parallel: int = 2) -> tuple[str, ...]:
+    """The accounted parts by name ("embedding", "loss"), as reports and exports write them; none
+    without a pipeline (one stage holds every layer whatever is accounted)."""
+    if pipeline_parallel <= 1:
+        return ()
+    return tuple(name for (_, name, _), on in zip(SPLIT_SLOTS, slots) if on)
+
+
+def accounted_split(layers: int, stages: int, embedding: bool = False, loss: bool = False) -> tuple[int, ...]:
+    """Transformer layers per stage, first to last, when the embedding and/or the loss count as one
+    layer each in the split (Megatron-Core's --account-for-embedding/loss-in-pipeline-split; Dubey et
+    al. 2024, section 3.3.2: Llama 3 405B's first and last stages hold one layer fewer): every stage
+    holds S = (L + e + l)/p slots, the first stage's first chunk gives one to the embedding, the last
+    stage's last chunk one to the loss. With interleaving every one of a stage's v chunks holds S/v
+    slots, so the stages' layers are the same for every v. Assumes `accounted_problem` is None."""
+    if stages <= 1:
+        return (layers,)
+    slots = (layers + int(embedding) + int(loss)) // stages
+    return (slots - int(embedding),) + (slots,) * (stages - 2) + (slots - int(loss),)
+
+
+def accounted_slots(layers: int, embedding: bool = False, loss: bool = False) -> int:
+    """The layer slots the accounted split divides: L, plus one each for the embedding and the loss."""
+    return layers + int(embedding) + int(loss)
+
+
+def accounted_problem(layers: int, stages: int, virtual_stages: int = 1, embedding: bool = False,
+                      loss: bool = False) -> str | None:
+    """Why Megatron-Core refuses the accounted split (TransformerConfig.__post_init__ and
+    validate_args: L + e + l divisible by the pipeline size, and the slots per stage by the virtual
+    pipeline size), or why a stage would hold no transformer layer; None when it runs (or nothing
+    is accounted)."""
+    if not (embedding or loss) or stages <= 1:
+        return None
+    slots = accounted_slots(layers, embedding, loss)
+    what = " + ".join(name for on, name in ((embedding, "the embedding"), (loss, "the loss")) if on)
+    if slots % stages:
+        return (f"{layers} layers + {what} = {slots} slots do not divide into pipeline_parallel = {stages} "
+                "stages (Megatron-Core counts each accounted part as one layer and splits the slots evenly)")
+    per = slots // stages
+    v = max(1, virtual_stages)
+    if per % v:
+        return (f"the {per} slots of each of the {stages} stages ({slots} = {layers} layers + {what}) do not divide "
+                f"into virtual_pipeline_stages = {v} chunks (Megatron-Core: each chunk holds the same slots)")
+    if per - 1 < 1:
+        return (f"each of the {stages} stages holds {per} slot, and the embedding's or the loss's stage would "
+                "hold no transformer layer")
+    return None
+
+
+def accounted_hint(layers: int, stages: int, virtual_stages: int = 1, embedding: bool = False,
+                   loss: bool = False) -> str:
+    """What would divide, for a located error's hint: pipeline sizes near `stages` the slots split
+    into, the other accountings that divide, or the chunk counts the slots per stage split into."""
+    slots = accounted_slots(layers, embedding, loss)
+    if slots % stages:
+        near = sorted((q for q in range(2, slots // 2 + 1) if slots % q == 0), key=lambda q: (abs(q - stages), q))[:2]
+        parts = [f"pipeline_parallel: {' or '.join(str(q) for q in sorted(near))} (dividing {slots})"] if near else []
+        if embedding and loss and (layers + 1) % stages == 0:
+            parts.append("account for only one of the embedding and the loss")
+        if embedding != loss and (layers + 2) % stages == 0:
+            parts.append("account for both the embedding and the loss")
+        parts.append("leave the accounting out")
+        return "e.g. " + ", or ".join(parts)
+    per = slots // stages
+    fits = [v for v in (1, 2, 4, 8) if per % v == 0]
+    return (f"e.g. virtual_pipeline_stages: {fits[-1]}, or auto (the {per} slots of a stage split into "
+            f"{', '.join(str(v) for v in fits)} chunks)")

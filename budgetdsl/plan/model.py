@@ -29,7 +29,16 @@ from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from budgetdsl.hardware.gpus import PRESETS, find_preset
-from budgetdsl.hardware.layout import gpu_unit, launch_problem, split_hint, split_problem
+from budgetdsl.hardware.layout import (
+    SPLIT_SLOTS,
+    accounted_hint,
+    accounted_problem,
+    accounted_slots,
+    gpu_unit,
+    launch_problem,
+    split_hint,
+    split_problem,
+)
 from budgetdsl.plan.diagnostics import did_you_mean
 from budgetdsl.plan.launch import Launch
 from budgetdsl.quantities.units import (
@@ -666,13 +675,23 @@ class Hardware(_Section):
     virtual_pipeline_stages: int | Literal["auto"] = Integer(
         "Interleaved 1F1B: model chunks per GPU v (Megatron's virtual pipeline); the bubble shrinks to "
         "(p − 1)/(v·m). Default 1; auto: the solver searches powers of two up to 8 that divide every "
-        "stage's layers.", gt=0, le=1024, default=1, auto=True)
+        "stage's layers (its slots, with embedding_in_pipeline_split or loss_in_pipeline_split).", gt=0, le=1024, default=1, auto=True)
     # a tuple (a plan is hashed: LoadedPlan.__hash__), read from a YAML list; each entry a strict integer
     stage_layers: tuple[Annotated[int, Strict()], ...] | None = Field(
         None, strict=False, description="Transformer layers per pipeline stage, first to last, pinning the split "
         "(Megatron-Core's uneven pipeline: --decoder-first/last-pipeline-num-layers): one entry per stage "
         "of a pinned pipeline_parallel, summing to model.layers, each at least 1 and a multiple of "
         "virtual_pipeline_stages. Default: the tool balances the stages, the LM head on the last.")
+    embedding_in_pipeline_split: bool = Field(
+        False, description="Count the input embedding as one transformer layer in the pipeline split "
+        "(Megatron-Core --account-for-embedding-in-pipeline-split): the first stage holds one layer fewer, its "
+        "first interleaved chunk the embedding in that layer's place, so interleaving runs where the layers "
+        "plus the accounted parts divide into pipeline_parallel × virtual_pipeline_stages (Llama 3 405B: 126 "
+        "layers + 2 on 16 stages of 8 chunks). Not with stage_layers. Default false.")
+    loss_in_pipeline_split: bool = Field(
+        False, description="Count the output head and the loss as one transformer layer in the pipeline split "
+        "(Megatron-Core --account-for-loss-in-pipeline-split): the last stage holds one layer fewer, its last "
+        "interleaved chunk the head and loss in that layer's place. Not with stage_layers. Default false.")
     context_parallel: int | Literal["auto"] = Integer(
         "Context-parallel degree cp (Megatron-Core --context-parallel-size; ring attention, Liu et al. 2023): "
         "each sequence is split over cp GPUs, which exchange keys and values; GPUs = tensor × pipeline × "
@@ -725,6 +744,11 @@ class Hardware(_Section):
     def searched(self) -> tuple[str, ...]:
         """The layout keys set to `auto` (the solver searches them)."""
         return tuple(k for k in LAYOUT_KEYS + PARALLEL_KEYS if getattr(self, k) == "auto")
+
+    def split_slots(self) -> tuple[bool, bool]:
+        """(embedding, loss): which of the two the pipeline split counts as a layer (Megatron-Core's
+        --account-for-embedding/loss-in-pipeline-split; `budgetdsl.hardware.layout.accounted_split`)."""
+        return bool(self.embedding_in_pipeline_split), bool(self.loss_in_pipeline_split)
 
     def model_parallel(self) -> tuple[int, int]:
         """(tensor, pipeline) degrees of a pinned layout; a ValueError where either is `auto`."""
@@ -1066,9 +1090,10 @@ class Plan(_Section):
         # Uneven stages are allowed (BLOOM: 70 layers on 12 stages; Llama 3 405B: 126 on 16): the
         # cost model balances them with the LM head on the last (budgetdsl.hardware.layout.stage_layers).
         chunks = _degree(hw.pipeline_parallel) * _degree(hw.virtual_pipeline_stages)
-        if m.layers is not None and m.layers < chunks:
-            raise PlanRuleError("hardware.pipeline_parallel", f"layers ({m.layers}) cannot fill "
-                                f"pipeline_parallel × virtual_pipeline_stages = {chunks} stages")
+        if m.layers is not None and accounted_slots(m.layers, *hw.split_slots()) < chunks:
+            raise PlanRuleError("hardware.pipeline_parallel", f"layers ({m.layers}"
+                                + (" + the accounted embedding/loss" if any(hw.split_slots()) else "")
+                                + f") cannot fill pipeline_parallel × virtual_pipeline_stages = {chunks} stages")
         _split_rules(m, hw)
         _recompute_rules(m, hw)
         return self
@@ -1080,7 +1105,7 @@ def chunk_layers(layers: int, hw: Hardware) -> int:
     p, v = _degree(hw.pipeline_parallel), _degree(hw.virtual_pipeline_stages)
     if hw.stage_layers is not None and len(hw.stage_layers) == p:
         return max(hw.stage_layers) // v
-    return -(-layers // (p * v))
+    return -(-accounted_slots(layers, *hw.split_slots()) // (p * v))
 
 
 def _recompute_rules(m: ModelShape, hw: Hardware) -> None:
@@ -1110,6 +1135,9 @@ def _split_rules(m: ModelShape, hw: Hardware) -> None:
     """A pinned split (`hardware.stage_layers`) needs a pinned pipeline and follows Megatron-Core's
     uneven-pipeline rules (`budgetdsl.hardware.layout.split_problem`), each error at its entry."""
     split, v = hw.stage_layers, hw.virtual_pipeline_stages
+    if any(hw.split_slots()):
+        _accounted_rules(m, hw)
+        return
     if split is None:
         if v != "auto" and v > 1 and m.layers is not None and m.layers % v:
             fits = [k for k in range(v - 1, 0, -1) if m.layers % k == 0]
@@ -1129,6 +1157,38 @@ def _split_rules(m: ModelShape, hw: Hardware) -> None:
         at = "hardware.stage_layers" + ("" if index is None else f".{index}")
         layers = m.layers if m.layers is not None else sum(split)
         raise PlanRuleError(at, f"stage_layers {list(split)}: {why}", split_hint(layers, p, v))
+
+
+def _accounted_rules(m: ModelShape, hw: Hardware) -> None:
+    """The embedding and/or the loss counted as layers in the pipeline split (Megatron-Core's
+    --account-for-embedding/loss-in-pipeline-split): the split is then Megatron-Core's own, so no
+    stage_layers beside it (TransformerConfig refuses both), and the slots L + e + l divide into the
+    pinned stages and the slots per stage into the pinned chunks (`layout.accounted_problem`)."""
+    embedding, loss = hw.split_slots()
+    key = "hardware." + SPLIT_SLOTS[0 if embedding else 1][0]
+    if hw.stage_layers is not None:
+        raise PlanRuleError("hardware.stage_layers", f"stage_layers pins the split, and {key.split('.')[1]} "
+                            "asks Megatron-Core to make it (it refuses --decoder-first/last-pipeline-num-layers "
+                            "beside --account-for-embedding/loss-in-pipeline-split)",
+                            "leave stage_layers out: the first and the last stage then hold one layer fewer")
+    if m.layers is None:
+        return
+    v = hw.virtual_pipeline_stages
+    slots = accounted_slots(m.layers, embedding, loss)
+    if hw.pipeline_parallel == "auto":
+        if v != "auto" and v > 1 and slots % v:
+            fits = [k for k in range(v - 1, 0, -1) if slots % k == 0]
+            raise PlanRuleError("hardware.virtual_pipeline_stages", f"virtual_pipeline_stages ({v}) does not "
+                                f"divide the {slots} slots of the split ({m.layers} layers + the accounted "
+                                "embedding/loss): every chunk holds the same slots (Megatron-Core)",
+                                f"e.g. virtual_pipeline_stages: {fits[0]}, or auto")
+        return
+    p = int(hw.pipeline_parallel)
+    problem = accounted_problem(m.layers, p, _degree(v), embedding, loss)
+    if problem is None:
+        return
+    at = "hardware.virtual_pipeline_stages" if slots % p == 0 and (slots // p) % _degree(v) else key
+    raise PlanRuleError(at, problem, accounted_hint(m.layers, p, _degree(v), embedding, loss))
 
 
 def _expert_rules(m: ModelShape, hw: Hardware) -> None:

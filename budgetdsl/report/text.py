@@ -54,7 +54,7 @@ def _launch_rows(sol: Solution) -> list[tuple[str, str]]:
                                     b.recompute_layers, b.virtual_pipeline_stages)
              + (f" · CP {b.context_parallel}" if b.context_parallel is not None else "")
              + (f" · EP {b.expert_parallel}" if b.expert_parallel is not None else "")
-             + _schedule_text(b.sequence_parallel, b.virtual_pipeline_stages)
+             + _schedule_text(b.sequence_parallel, b.virtual_pipeline_stages, b.pipeline_split_slots)
              + (" (searched)" if sol.layout is not None else "")),
             ("steps", _count(sol.steps)),
             *outcome_rows(sol),
@@ -69,10 +69,13 @@ def _layout_text(tp: int, pp: int, zero: int | None, recompute: str | None, reco
                f" · recompute {recompute_label(recompute, recompute_layers, virtual_stages)}"))
 
 
-def _schedule_text(sequence_parallel: bool | None, virtual_stages: int | None) -> str:
-    """Sequence parallelism and interleaving, where the search chose them."""
+def _schedule_text(sequence_parallel: bool | None, virtual_stages: int | None,
+                   split_slots: list[str] | None = None) -> str:
+    """Sequence parallelism and interleaving, where the search chose them, and what the pipeline
+    split counts as a layer beside the transformer layers (Megatron-Core's accounted split)."""
     return ((f" · SP {'on' if sequence_parallel else 'off'}" if sequence_parallel is not None else "")
-            + (f" · v {virtual_stages}" if virtual_stages is not None else ""))
+            + (f" · v {virtual_stages}" if virtual_stages is not None else "")
+            + (f" · split counts {' + '.join(split_slots)}" if split_slots else ""))
 
 
 _LAYOUT_HEADER = ("layout", "GPUs", "batch", "micro", "wall clock", "GPU-hours", "FLOPs", "vs winner")
@@ -88,7 +91,9 @@ def _layout_rows(sol: Solution) -> list[tuple[str, ...]]:
                      "—" if o.objective_ratio is None else f"{o.objective_ratio:.3g}×")
         rows.append((_layout_text(o.tensor_parallel, o.pipeline_parallel, o.zero, o.recompute, o.recompute_layers,
                                   o.virtual_pipeline_stages)
-                     + _schedule_text(o.sequence_parallel, o.virtual_pipeline_stages), f"{o.gpus:,}",
+                     + _schedule_text(o.sequence_parallel, o.virtual_pipeline_stages,
+                                      sol.batch.pipeline_split_slots if o.pipeline_parallel > 1 else None),
+                     f"{o.gpus:,}",
                      human("tokens", o.batch_tokens), str(o.micro_batch), human("s", o.wall_clock_s),
                      human("GPU-h", o.gpu_hours), human("FLOP", o.flops), vs))
     return rows

@@ -21,7 +21,13 @@ The space (each key the plan fixes stays fixed):
   whose stages hold whole v-layer chunks (the pinned split's entries, or the balanced split in
   chunks, `layout.balanced_split`). Of the v > 1 that give the same split only the largest is
   kept: the same stages with a bubble (p − 1)/v that shrinks and activations in flight
-  1 + (p − 1)/(p·v) that shrink, so never slower and never more memory;
+  1 + (p − 1)/(p·v) that shrink, so never slower and never more memory. Where the plan counts the
+  embedding and/or the loss as layers (`hardware.embedding_in_pipeline_split`, `loss_in_pipeline_split`:
+  Megatron-Core's accounted split, `layout.accounted_split`), p is searched only where the slots
+  L + e + l divide into p stages, and every power of two up to 8 dividing a stage's slots is kept:
+  the stages are the same for every v, but block recomputation's N layers per chunk recompute N·v of
+  a stage, so a larger v coarsens it and can lose (Llama 3 405B: v 4 recomputing one layer of each
+  two-layer chunk beats v 8 recomputing all);
 and on each GPU count only the layouts that launch there (`budgetdsl.hardware.layout.launchable`).
 
 Pruning, exact under the throughput model, of the steps that only add time and only help by letting
@@ -43,7 +49,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from budgetdsl.cost.cost_model import Split
-from budgetdsl.hardware.layout import balanced_split, interleavings, launchable, zero_problem
+from budgetdsl.hardware.layout import (
+    accounted_problem,
+    accounted_slots,
+    balanced_split,
+    interleavings,
+    launchable,
+    zero_problem,
+)
 from budgetdsl.solve.solution import recompute_label
 
 if TYPE_CHECKING:
@@ -130,8 +143,11 @@ def candidates(plan: Plan) -> list[LayoutChoice]:
         tps = [int(hw.tensor_parallel)]
     if hw.pipeline_parallel == "auto":
         v = 1 if hw.virtual_pipeline_stages == "auto" else hw.virtual_pipeline_stages
-        depth = (m.layers // v) if m.layers is not None else 1
+        slots = hw.split_slots()
+        depth = (accounted_slots(m.layers, *slots) // v) if m.layers is not None else 1
         pps = _powers_of_two(max(1, depth))
+        if any(slots) and m.layers is not None:  # the depths Megatron-Core splits the accounted slots into
+            pps = [p for p in pps if accounted_problem(m.layers, p, v, *slots) is None]
     else:
         pps = [int(hw.pipeline_parallel)]
     zeros = list(ZERO_STAGES) if hw.zero == "auto" else [int(hw.zero)]
@@ -162,6 +178,10 @@ def virtual_degrees(plan: Plan, pipeline_parallel: int) -> list[int | None]:
         return [None]
     if pipeline_parallel <= 1 or m.layers is None:
         return [1]
+    if any(hw.split_slots()):  # Megatron-Core's accounted split: the same stages for every v, each kept
+        # (block recomputation's N layers per chunk steps by v layers a stage, so a larger v is not always better)
+        return list(interleavings((accounted_slots(m.layers, *hw.split_slots()) // pipeline_parallel,),
+                                  MAX_SEARCHED_V))
     pinned = pinned_split(plan, pipeline_parallel)
     if pinned is not None:
         largest = interleavings(pinned, MAX_SEARCHED_V)[-1]  # one split: the largest v is never worse

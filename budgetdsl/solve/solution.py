@@ -83,15 +83,19 @@ class Batch(_Frozen):
                                                 "pins it.")
     recompute_layers: int | None = Field(None, description="Block recomputation: layers of each pipeline stage "
                                          "(interleaved chunk) recomputed in full; absent when every layer is.")
+    pipeline_split_slots: list[str] | None = Field(
+        None, description="What the pipeline split counts as a layer beside the transformer layers: embedding "
+        "and/or loss (hardware.embedding_in_pipeline_split, loss_in_pipeline_split; Megatron-Core's "
+        "--account-for-embedding/loss-in-pipeline-split); absent when nothing is.")
 
     @model_serializer(mode="wrap")
     def _searched_only(self, handler: Any) -> Any:
         """The searched context/expert-parallel degrees, sequence parallelism and interleaving appear
-        only where the search chose them."""
+        only where the search chose them; the accounted split only where the plan asks for it."""
         out = handler(self)
         if isinstance(out, dict):
             for key in ("context_parallel", "expert_parallel", "sequence_parallel", "virtual_pipeline_stages",
-                        "recompute_layers"):
+                        "recompute_layers", "pipeline_split_slots"):
                 if out.get(key) is None:
                     out.pop(key, None)
         return out

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
+from budgetdsl.hardware.layout import slot_names
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.noise import noise_estimate, plan_error
 from budgetdsl.solve import infeasibility as diagnosis
@@ -174,7 +175,9 @@ def _solve(plan: Plan, cache: SolveCache) -> Solution:
                     tensor_parallel=cm.split.tensor_parallel, pipeline_parallel=cm.split.pipeline_parallel,
                     zero=cm.split.zero, recompute=cm.split.recompute, context_parallel=cm.split.context_parallel,
                     expert_parallel=cm.split.expert_parallel, sequence_parallel=cm.split.sequence_parallel,
-                    virtual_pipeline_stages=cm.split.virtual_stages, recompute_layers=cm.split.recompute_layers)
+                    virtual_pipeline_stages=cm.split.virtual_stages, recompute_layers=cm.split.recompute_layers,
+                    pipeline_split_slots=list(slot_names(plan.hardware.split_slots(),
+                                                         cm.split.pipeline_parallel)) or None)
         if cfg is not None else Batch(data_parallel=cm.data_parallel, tensor_parallel=cm.split.tensor_parallel,
                                       pipeline_parallel=cm.split.pipeline_parallel, zero=cm.split.zero,
                                       recompute=cm.split.recompute, recompute_layers=cm.split.recompute_layers),

@@ -333,6 +333,8 @@ def make_valid(doc: dict) -> dict:
     group = (etp or tp) * ep if (etp is not None or ep > 1) else 1
     _fix_gpus(hw, math.lcm(tp * pp * cp, pp * group))
     chunks = pp * _number(hw.get("virtual_pipeline_stages", 1))
+    for key in ("embedding_in_pipeline_split", "loss_in_pipeline_split"):  # an uneven split, as below
+        hw.pop(key, None)  # (tests/budgetdsl/test_pipeline_split_accounting.py checks its rules)
     if model.get("layers") is not None:  # whole layers per stage: the exports refuse uneven stages
         model["layers"] = int(math.ceil(_number(model["layers"]) / chunks) * chunks)
     if hw.get("precision") == "fp8" and hw.get("gpu") not in FP8_PRESETS:

@@ -626,6 +626,10 @@ def _parallel_config(args: dict[str, str | None]) -> dict[str, Any]:
     (what core_transformer_config_from_args copies over), so its __post_init__ checks them."""
     out: dict[str, Any] = {"sequence_parallel": "--sequence-parallel" in args,
                            "add_bias_linear": "--disable-bias-linear" not in args}
+    for flag, key in (("--account-for-embedding-in-pipeline-split", "account_for_embedding_in_pipeline_split"),
+                      ("--account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split")):
+        if flag in args:
+            out[key] = True
     ints = {"--num-virtual-stages-per-pipeline-rank": "virtual_pipeline_model_parallel_size",
             "--decoder-first-pipeline-num-layers": "num_layers_in_first_pipeline_stage",
             "--decoder-last-pipeline-num-layers": "num_layers_in_last_pipeline_stage",
@@ -667,9 +671,15 @@ def check_megatron_invariants(args: dict[str, str | None], env: dict[str, str], 
     first, last = args.get("--decoder-first-pipeline-num-layers"), args.get("--decoder-last-pipeline-num-layers")
     vpp = int(args.get("--num-virtual-stages-per-pipeline-rank") or 1)
     assert vpp == 1 or pp > 1, "interleaving needs a pipeline"
+    accounted = int("--account-for-embedding-in-pipeline-split" in args) + \
+        int("--account-for-loss-in-pipeline-split" in args)
+    if accounted:  # validate_args and TransformerConfig: no uneven first/last beside it, L + e + l split evenly
+        assert first is None and last is None, "--decoder-first/last-pipeline-num-layers beside the accounted split"
+        assert "--num-layers-per-virtual-pipeline-stage" not in args or vpp == 1, "both virtual-stage flags"
     if first is None and last is None:
-        assert int(args["--num-layers"]) % pp == 0, "layers not divisible by the pipeline-parallel size"
-        assert int(args["--num-layers"]) // pp % vpp == 0, "layers per stage not divisible by the virtual stages"
+        slots = int(args["--num-layers"]) + accounted
+        assert slots % pp == 0, "layers not divisible by the pipeline-parallel size (with any accounted embedding/loss)"
+        assert slots // pp % vpp == 0, "layers per stage not divisible by the virtual stages (with any accounted)"
     else:  # the uneven split: TransformerConfig (built below) checks the middle stages share the rest evenly
         assert pp > 1, "an uneven split needs a pipeline"
     if cp > 1:  # the load-balanced split of get_batch_on_this_cp_rank
@@ -740,6 +750,9 @@ def validate_megatron(text: str, spec: LaunchSpec, tmp: Path) -> None:
         assert int(args["--expert-model-parallel-size"]) == spec.expert_parallel  # type: ignore[arg-type]
         assert int(args["--moe-router-topk"]) == spec.experts_per_token  # type: ignore[arg-type]
     check_megatron_invariants(args, env, spec.gpus)
+    assert ("--account-for-embedding-in-pipeline-split" in args, "--account-for-loss-in-pipeline-split" in args) \
+        == ("embedding" in spec.split_slots, "loss" in spec.split_slots)
+    assert int(args.get("--num-virtual-stages-per-pipeline-rank") or 1) == spec.virtual_stages
     assert (int(args["--num-layers"]), int(args["--hidden-size"]), int(args["--num-attention-heads"])) \
         == (spec.layers, spec.hidden_size, spec.heads)
     assert int(args["--seq-length"]) == spec.seq_len
