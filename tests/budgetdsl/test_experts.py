@@ -12,7 +12,7 @@ from plan_rules import assert_refused_located, write
 from solver_plans import make_plan
 
 from budgetdsl.cost.cost_model import Split, build_cost_model
-from budgetdsl.cost.experts import Experts, all_to_all_seconds, moe_layers_per_stage
+from budgetdsl.cost.experts import Experts, all_to_all_seconds, capacity_padding_flops, moe_layers_per_stage
 from budgetdsl.cost.memory import BYTES_OPTIMIZER, BYTES_WEIGHTS
 from budgetdsl.hardware.gpus import PRESETS
 from budgetdsl.plan.loader import load_plan
@@ -154,6 +154,15 @@ def test_a_capacity_factor_pads_the_dispatch_and_the_expert_gemms():
     assert padded.breakdown(64 * 4096.0, 1).ep_comm > 1.25 * dropless.ep_comm  # 1.25× traffic + padding work
     assert padded.flops_per_token == _mixtral().flops_per_token  # model FLOPs count the routed tokens
     assert "capacity factor 1.25" in padded.coefficients["experts"].detail
+
+
+def test_capacity_padding_is_the_empty_slots_gemm_work():
+    """6·(c − 1)·k·W_e per token and MoE layer: the slots a capacity factor c adds past the k routed
+    copies run the expert GEMMs on padding (0 at c = 1 and dropless)."""
+    w_e = 3 * 4096 * 14336
+    assert capacity_padding_flops(Experts(8, 2, w_e, capacity_factor=1.25)) == pytest.approx(6 * 0.25 * 2 * w_e)
+    assert capacity_padding_flops(Experts(8, 2, w_e, capacity_factor=1.0)) == 0.0
+    assert capacity_padding_flops(Experts(8, 2, w_e)) == 0.0
 
 
 

@@ -357,6 +357,20 @@ def test_notes_say_when_an_objective_dominates_the_launched_run(name):
         assert not notes
 
 
+@pytest.mark.parametrize("name, snapped", [("chinchilla-70b.yaml", False), ("minimal.yaml", True)])
+def test_a_snapping_note_only_where_the_launched_batch_left_the_optimum(name, snapped):
+    """Chinchilla's min_flops pick is the smallest batch its limits allow, one sequence per replica:
+    launched as computed, no snapping note. minimal.yaml's optimum lies between whole sequences: the
+    note names the launched split."""
+    sol = solve(load_plan(REPO / "plans" / name))
+    notes = [n for n in sol.notes if n.startswith("snapped to ")]
+    assert sol.status == "optimal" and len(notes) == snapped
+    b = sol.batch
+    if snapped:
+        assert notes[0].startswith(f"snapped to {b.sequences} sequences = {b.micro_batch} × {b.grad_accum} "
+                                   f"accumulation × {b.data_parallel} replicas")
+
+
 def test_a_pinned_micro_batch_that_divides_no_replica_suggests_the_three_largest_that_do(tmp_path):
     """A searched layout with run.batch 4Mi (2,048 sequences over 1-64 replicas: powers of two per
     replica) and run.micro_batch 24: no layout launches it. The hint offers the three largest sizes
