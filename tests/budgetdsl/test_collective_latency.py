@@ -116,3 +116,15 @@ def test_an_unknown_stack_is_a_located_error(tmp_path, capsys):
     assert_refused_located(tmp_path, capsys, "model: {params: 1B, layers: 16, d_model: 2048}",
                            "hardware: {gpu: H100-SXM5-80GB, gpus: 8, stack: megatron}",
                            "'megatron' is not one of", "did you mean 'megatron-core'?")
+
+
+def test_deepspeeds_weight_all_gather_pays_a_latency_per_bucket_of_its_bf16_weights():
+    """ZeRO-1 under `deepspeed` on an infinitely fast network: what stays exposed is the bf16 weights'
+    all-gather, cut into ⌈6.74e9 / 5e8⌉ = 14 buckets (allgather_bucket_size, in elements), each paying
+    the all-gather's α once; `default` sends one collective."""
+    fast = replace(H100, network=1e18, intra_node=1e18)
+    alpha = collective_latency("all_gather", 64, 8)
+    ds = step_time(SHAPE, fast, replace(Layout(64, zero=1), stack=STACKS["deepspeed"]), 1, 64)
+    default = step_time(SHAPE, fast, Layout(64, zero=1), 1, 64)
+    assert ds.dp_comm == pytest.approx(14 * alpha, rel=1e-5)  # the bytes at 1e18 B/s: 1e-8 s
+    assert default.dp_comm == pytest.approx(alpha, rel=1e-4)
