@@ -177,3 +177,13 @@ def test_progress_between_calibration_points_is_the_integral_of_the_interpolated
     head = 101 / (1 + 8.0 / bp)  # steps 0..100 at the first point's value
     one, two = head + segment(10_000, 8.0, 72.0), segment(10_000, 72.0, 40.0)
     assert t.progress[1:] == pytest.approx((head / (one + two), one / (one + two), 1.0), rel=1e-3)
+
+
+@pytest.mark.parametrize("last_until", [1.0 - 1e-13, 0.5 + 1e-13])
+def test_stage_boundaries_closer_than_a_ramp_keep_progress_increasing_to_one(last_until):
+    """A stage boundary within STEP_WIDTH of the end, or of the boundary before it, gets no ramp of
+    its own: the trajectory's progress rises strictly from 0 to exactly 1 (a point past 1, or one
+    out of order, would misplace every B_noise read off it)."""
+    traj = NoiseTrajectory.from_stages([(0.5, 65536.0, 1e5), (last_until, 65536.0, 2e5), (1.0, 65536.0, 3e5)])
+    assert traj.progress[0] == 0.0 and traj.progress[-1] == 1.0
+    assert all(a < b for a, b in zip(traj.progress, traj.progress[1:]))
