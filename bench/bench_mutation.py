@@ -275,6 +275,10 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/objectives.py", "grown = np.empty((max(2 * self._VECTOR, 2 * (n + 1)), 3))", 0, 22,
      "2 -> 3"):
         "the growth of a scratch array's capacity (the first n rows are copied, the rest unread)",
+    ("budgetdsl/solve/search_space.py", "line2 = (k + slope, fixed + total)", 0, 20, "+ -> -"):
+        "step_bound's line 2 intercept where the reduction hides past b_c: total = reduce + gather ≥ 0, so "
+        "fixed − total is below fixed + total and the lower bound only weakens (prunes less), as the "
+        "intercept's other slip above",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
