@@ -279,6 +279,12 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "step_bound's line 2 intercept where the reduction hides past b_c: total = reduce + gather ≥ 0, so "
         "fixed − total is below fixed + total and the lower bound only weakens (prunes less), as the "
         "intercept's other slip above",
+    ("budgetdsl/solve/sweep_kernel.py",
+     "met = (floor0[wp] * (1.0 - _BOUND_MARGIN) <= w_wall) & (floor_c[wp] * (1.0 - _BOUND_MARGIN) <= w_wall)",
+     0, 56, "<= -> <"):
+        "a floor (already lowered by the bound margin) equal to the winner's wall clock to the last bit: "
+        "the slip calls that winner not met, which marks its row bad, hence unsure, and solve() answers "
+        "it, the same answer",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
