@@ -285,6 +285,16 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "a floor (already lowered by the bound margin) equal to the winner's wall clock to the last bit: "
         "the slip calls that winner not met, which marks its row bad, hence unsure, and solve() answers "
         "it, the same answer",
+    ("budgetdsl/solve/sweep_kernel.py",
+     "lone_nan = ~differ & (np.isnan(best[4]) | np.isnan(best[1]) | np.isnan(np.abs(best[2] - clipped)))",
+     0, 83, "2 -> 3"):
+        "CONFIG[2] is the pick's batch, CONFIG[3] its steps: both NaN exactly where no split was picked, so "
+        "|steps − clipped| is NaN where |batch − clipped| is",
+    ("budgetdsl/solve/placement.py",
+     "if b <= top and m_hi >= 1.0 and floor0 * (1.0 - _BOUND_MARGIN) <= threshold:", 0, 42, "- -> +"):
+        "the bound margin (1e-9, float noise) applied the other way: a size is skipped only where its wall "
+        "floor lies within 1e-9 relative of the threshold, i.e. where it could at best tie the best "
+        "split's wall clock to nine digits",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

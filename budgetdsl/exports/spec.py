@@ -549,7 +549,7 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
             warnings.append(f"optimizer.warmup_steps ({warmup}) is not below the run's {steps} steps")
 
     deadline = plan.budget.deadline
-    time_limit = None if deadline is None else max(1, math.ceil(float(deadline)))
+    time_limit = None if deadline is None else math.ceil(float(deadline))  # deadline ≥ 1 s (plan range)
     if time_limit is None:
         defaulted.append(Defaulted("budget.deadline", "no time limit", "the plan sets no deadline"))
     wall = _field(solution, "wall_clock_s")

@@ -675,7 +675,8 @@ class Hardware(_Section):
     virtual_pipeline_stages: int | Literal["auto"] = Integer(
         "Interleaved 1F1B: model chunks per GPU v (Megatron's virtual pipeline); the bubble shrinks to "
         "(p − 1)/(v·m). Default 1; auto: the solver searches powers of two up to 8 that divide every "
-        "stage's layers (its slots, with embedding_in_pipeline_split or loss_in_pipeline_split).", gt=0, le=1024, default=1, auto=True)
+        "stage's layers (its slots, with embedding_in_pipeline_split or loss_in_pipeline_split).",
+        gt=0, le=1024, default=1, auto=True)
     # a tuple (a plan is hashed: LoadedPlan.__hash__), read from a YAML list; each entry a strict integer
     stage_layers: tuple[Annotated[int, Strict()], ...] | None = Field(
         None, strict=False, description="Transformer layers per pipeline stage, first to last, pinning the split "

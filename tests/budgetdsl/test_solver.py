@@ -371,6 +371,16 @@ def test_a_snapping_note_only_where_the_launched_batch_left_the_optimum(name, sn
                                    f"accumulation × {b.data_parallel} replicas")
 
 
+@pytest.mark.parametrize("name, pinned", [("minimal.yaml", False), ("llama2-7b.yaml", True)])
+def test_only_a_pinned_batch_is_compared_with_the_objectives_pick(name, pinned):
+    """The comparison with the objective's own choice belongs to a plan that pins run.batch; a plan
+    whose batch the solver chose has nothing to compare (its JSON's `pinned` is null)."""
+    sol = solve(load_plan(REPO / "plans" / name))
+    assert (sol.pinned is not None) == pinned
+    if pinned:
+        assert sol.pinned.summary.startswith(f"the {sol.objective} choice is B = ")
+
+
 def test_a_pinned_micro_batch_that_divides_no_replica_suggests_the_three_largest_that_do(tmp_path):
     """A searched layout with run.batch 4Mi (2,048 sequences over 1-64 replicas: powers of two per
     replica) and run.micro_batch 24: no layout launches it. The hint offers the three largest sizes
