@@ -302,6 +302,18 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "their bound keys and keeps the best placement by the objective's full key, so a different order "
         "of simplicity changes the pick only between two layouts that tie on wall clock, cost and FLOPs "
         "to the last bit",
+    ("budgetdsl/solve/cache.py", "PLACEMENTS = 64  # per generation: kept many, they cost more than they save "
+     "(memory a new limit no longer reuses)", 0, 13, "64 -> 65"):
+        "a cache's capacity: SolveCache is pure (a solve with or without it answers the same bytes, "
+        "test_solve_pure), so keeping 65 placements instead of 64 changes only time",
+    ("budgetdsl/solve/placement.py",
+     "return (n_lo if n_lo > f else (n_hi if f > n_hi else f)), (n_lo if n_lo > c else (n_hi if c > n_hi else c))",
+     0, 67, "> -> >="):
+        "_neighbours' clip at the lower end: where n_lo equals c both forms return that number",
+    ("budgetdsl/solve/placement.py",
+     "return (n_lo if n_lo > f else (n_hi if f > n_hi else f)), (n_lo if n_lo > c else (n_hi if c > n_hi else c))",
+     0, 90, "> -> >="):
+        "_neighbours' clip at the upper end: where c equals n_hi both forms return that number",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

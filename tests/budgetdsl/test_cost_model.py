@@ -350,6 +350,16 @@ def test_memory_remedies_carry_their_price():
     assert remedies["hardware.zero: 2"].relative_step_time == pytest.approx(1.0, abs=0.05)
 
 
+def test_a_remedy_that_fits_one_sequence_fits():
+    """A memory remedy fits when one sequence per micro-batch does: 70B on 64 GPUs at ZeRO-0 has
+    remedies whose largest micro-batch is exactly 1, and they are offered as fitting."""
+    plan = make_plan(model={"params": 70e9, "layers": 80, "d_model": 8192, "heads": 64},
+                     hardware={"gpus": 64, "zero": 0}, budget={"deadline": None, "flops": None, "gpu_hours": None})
+    remedies = solve(plan).memory_remedies
+    assert all(m.fits == (m.micro_batch_max >= 1) for m in remedies)
+    assert any(m.micro_batch_max == 1 and m.fits for m in remedies)
+
+
 def test_the_declared_mfu_holds_at_the_reference_micro_batch_and_the_first_count_of_a_range():
     """ZeRO-3 gathers every micro-batch, so the per-token rate depends on the micro-batch: the MFU
     holds at the reference one (the largest that fits without a pipeline), many per step; a GPU

@@ -80,3 +80,20 @@ def test_a_large_pool_picks_what_choose_picks():
             assert pool.pick() is choose(objective, items, lambda c: c, 1e6)
         assert pool._array is not None  # the numpy path ran
         assert [id(c) for c in pool.front()] == [id(c) for c in pareto(items, axes)]
+
+
+def test_points_of_other_shapes_pick_the_least_key_on_their_front():
+    """choose_among on points that are not three numbers each (a NaN axis, or two axes) takes the
+    non-dominated set by `pareto` and, among several, the objective's least key: here the fastest
+    of two incomparable configurations for min_time, the cheapest for min_cost."""
+    from budgetdsl.solve.objectives import choose_among
+    from budgetdsl.solve.placement import Config
+
+    fast = Config(8, 1, 1, 8, 8, 1e6, 10, 1e7, 1e18, 100.0, 9.0, None, 0.0, ())
+    cheap = Config(8, 1, 1, 8, 8, 1e6, 10, 1e7, 1e18, 200.0, 4.0, None, 0.0, ())
+    slow = Config(8, 1, 1, 8, 8, 1e6, 10, 1e7, 1e18, 300.0, 9.5, None, 0.0, ())
+    items = [cheap, fast, slow]
+    for points in ([(200.0, 4.0), (100.0, 9.0), (300.0, 9.5)],
+                   [(200.0, 4.0, float("nan")), (100.0, 9.0, float("nan")), (300.0, 9.5, float("nan"))]):
+        assert choose_among("min_time", items, points, lambda c: c, 1e6) is fast
+        assert choose_among("min_cost", items, points, lambda c: c, 1e6) is cheap

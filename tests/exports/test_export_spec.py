@@ -78,6 +78,16 @@ def test_no_warning_below_b_crit_and_warmup_warning(tmp_path) -> None:
     assert any("warmup" in w for w in spec.warnings)
 
 
+@pytest.mark.parametrize(("at_batch", "warns"), [("1Mi", True), ("4Mi", False), ("16Mi", False)])
+def test_the_warmup_warning_only_when_linear_scaling_grows_the_lr(tmp_path, at_batch, warns) -> None:
+    """Goyal et al. 2017's gradual warmup belongs to a linear rescaling to a larger batch: at the batch
+    the lr was tuned at (B/B₀ = 1) or scaled down to a smaller one there is nothing to warm up."""
+    plan = load_plan(_plan(tmp_path, f"optimizer: {{lr: 3e-4, at_batch: {at_batch}, scaling: linear, "
+                                     "warmup_steps: 0}\n"))
+    spec = launch_spec(plan, _stub_solution(frontier={"b_crit_tokens": 1e9}))  # B = 4,194,304 tokens
+    assert any("without warmup" in w for w in spec.warnings) == warns
+
+
 def test_infeasible_exports_nothing(tmp_path) -> None:
     plan = load_plan(LLAMA)
     with pytest.raises(ExportError, match="infeasible: deadline and flops conflict"):
