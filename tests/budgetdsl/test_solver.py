@@ -406,3 +406,17 @@ def test_the_run_batch_error_lists_eight_replica_sizes_at_most(tmp_path):
     (d,) = exc.value.diagnostics
     assert "gives 45, 63, 90, 105, 126, 180, 210, 252, … per data-parallel replica" in d.message
     assert "(e.g. 10 or 9 or 8)" in d.hint
+
+
+def test_gpu_relaxations_try_the_next_64_counts_then_about_ten_percent_steps():
+    """The GPU counts a relaxation tries past the plan's (`relaxations._next_counts`): the next 64
+    launchable counts one by one (8-GPU nodes: 72, 80, …, 576 from 64), then steps of about 10 %
+    rounded to whole nodes (632, 688, …), so a far count costs a few hundred solves at most."""
+    from budgetdsl.solve.context import Context
+    from budgetdsl.solve.relaxations import _next_counts
+
+    plan = make_plan(hardware={"gpus": 64})
+    up = _next_counts(Context(plan, None, None, None, ""), 64, +1)  # type: ignore[arg-type]
+    assert up[:64] == list(range(72, 577, 8))
+    assert up[64:67] == [632, 688, 752]
+    assert _next_counts(Context(plan, None, None, None, ""), 64, -1)[:8] == [56, 48, 40, 32, 24, 16, 8, 7]  # type: ignore[arg-type]
