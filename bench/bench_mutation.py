@@ -314,6 +314,15 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      "return (n_lo if n_lo > f else (n_hi if f > n_hi else f)), (n_lo if n_lo > c else (n_hi if c > n_hi else c))",
      0, 90, "> -> >="):
         "_neighbours' clip at the upper end: where c equals n_hi both forms return that number",
+    ("budgetdsl/solve/search_space.py",
+     "threats = [i for i in order if walls[i] <= pw and not done[i] and costs[i] <= pc and flops[i] <= pf",
+     0, 85, "<= -> <"):
+        "the threat test's FLOP bound against the pick's FLOPs already raised by 1e-9: a pair whose bound "
+        "equals that to the last bit could at best tie the pick to nine digits",
+    ("budgetdsl/solve/layout_search.py", "BLOCK_AUTO = -1  # LayoutChoice.recompute_layers of the block "
+     "candidate whose N the search finds per GPU count", 0, 14, "1 -> 2"):
+        "a sentinel compared only by name (search_space: `== BLOCK_AUTO`); -2 sorts where -1 does, before "
+        "every N >= 0",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
