@@ -323,6 +323,9 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      "candidate whose N the search finds per GPU count", 0, 14, "1 -> 2"):
         "a sentinel compared only by name (search_space: `== BLOCK_AUTO`); -2 sorts where -1 does, before "
         "every N >= 0",
+    ("budgetdsl/solve/notes.py", 'side = (f"spends E/E_min = {1 + x:.3g}× the minimal tokens" if x > 1', 0, 64,
+     "> -> >="):
+        "x_warnings returns before this line for x in [1/X_DOUBTFUL, X_DOUBTFUL], so x is never 1 here",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
