@@ -76,6 +76,10 @@ _BALANCED_X = "x0, x1 = (k0 if k0 > 1 else 1) * b_min / b_crit, (k1 if k1 > 1 el
 _PAIRS_CACHE = ("@functools.lru_cache(maxsize=1 << 16)  # a pure function of four integers, asked the same few on "
                 "every solve")
 _NO_WORSE = "no_worse = (W <= wj * (1 + t)) & (Cc <= cj * (1 + t)) & (F <= fj * (1 + t))"
+_STALE_PICK = ("Pool.min_wall / min_cost only decide when _Walk._scan refreshes a stale pick; a stale pick is an "
+               "earlier pool item, whose key is no better than the fresh one's (the break comes later) and which "
+               "dominates a pair only if a pool item does (skipping it is safe): the pairs placed, and the "
+               "answer, are the same")
 EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py", "total = step.reduce + step.gather", 0, 8, "+ -> -"):
         "step_bound's ZeRO 0-2 line 2 intercept: reduce − gather ≤ reduce + gather, so the lower bound only "
@@ -326,6 +330,10 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/notes.py", 'side = (f"spends E/E_min = {1 + x:.3g}× the minimal tokens" if x > 1', 0, 64,
      "> -> >="):
         "x_warnings returns before this line for x in [1/X_DOUBTFUL, X_DOUBTFUL], so x is never 1 here",
+    ("budgetdsl/solve/objectives.py", "if point[0] < self.min_wall:", 0, 9, "0 -> 1"):
+        _STALE_PICK,
+    ("budgetdsl/solve/objectives.py", "if point[1] < self.min_cost:", 0, 9, "1 -> 2"):
+        _STALE_PICK,
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
