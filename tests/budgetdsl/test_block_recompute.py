@@ -191,3 +191,18 @@ def test_the_search_takes_the_fewest_layers_that_fit(tmp_path):
         assert n >= 1 and fits(pair, n) and not fits(pair, n - 1), (pair, n)
     sol = solve(plan)
     assert sol.feasible and sol.batch.recompute_layers is not None  # block wins here: full costs more time
+
+
+def test_a_plans_block_count_is_dropped_when_the_search_recomputes_nothing(tmp_path):
+    """`recompute: auto` with `recompute_layers: 2`: on a 1.3B model with memory to spare the search
+    launches no recomputation, so the launch carries no block count (a count belongs to `full`)."""
+    path = tmp_path / "auto.yaml"
+    path.write_text(PLAN.replace("175e9, layers: 96, d_model: 12288, heads: 96", "1.3e9, layers: 24, d_model: 2048, "
+                                 "heads: 16").replace("gpus: 1024", "gpus: 8").replace("tensor_parallel: 8", "")
+                    .replace("pipeline_parallel: 16", "").format(n=2, recompute="auto", v=1))
+    plan = load_plan(path)
+    sol = solve(plan)
+    assert sol.batch.recompute == "none" and sol.batch.recompute_layers is None
+    spec = launch_spec(plan, sol)
+    assert spec.recompute == "none" and spec.recompute_layers is None
+    assert "--recompute" not in export(spec, "megatron")
