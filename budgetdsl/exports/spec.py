@@ -485,7 +485,7 @@ def launch_spec(plan: Any, solution: Any) -> LaunchSpec:
     zero = int(hw.zero if zero is None else zero)
     recompute = str(_field(solution, "batch.recompute") or hw.recompute)
     block = _field(solution, "batch.recompute_layers")  # block recomputation: the solution's, else the plan's
-    if block is None and recompute == "full" and isinstance(hw.recompute_layers, int):
+    if block is None and isinstance(hw.recompute_layers, int):  # kept below only with full recomputation
         block = hw.recompute_layers
     dp = _field(solution, "batch.data_parallel")
     micro = _field(solution, "batch.micro_batch")
