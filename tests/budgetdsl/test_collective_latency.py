@@ -128,3 +128,14 @@ def test_deepspeeds_weight_all_gather_pays_a_latency_per_bucket_of_its_bf16_weig
     default = step_time(SHAPE, fast, Layout(64, zero=1), 1, 64)
     assert ds.dp_comm == pytest.approx(14 * alpha, rel=1e-5)  # the bytes at 1e18 B/s: 1e-8 s
     assert default.dp_comm == pytest.approx(alpha, rel=1e-4)
+
+
+def test_one_stage_reduces_every_parameter_tied_or_untied():
+    """Without a pipeline a GPU holds all N parameters, an untied LM head's own matrix included: the
+    gradient all-reduce moves the same bytes whether the embeddings are tied or not (the per-layer
+    share is N less one or two embedding matrices, the embeddings come back on the one stage)."""
+    slow = replace(H100, network=1.25e9)
+    tied = step_time(SHAPE, slow, Layout(64), 1, 64)
+    untied = step_time(replace(SHAPE, tied_embeddings=False), slow, Layout(64), 1, 64)
+    assert tied.dp_comm > 0.1
+    assert untied.dp_comm == pytest.approx(tied.dp_comm, rel=1e-9)
