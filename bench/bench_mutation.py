@@ -334,6 +334,11 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         _STALE_PICK,
     ("budgetdsl/solve/objectives.py", "if point[1] < self.min_cost:", 0, 9, "1 -> 2"):
         _STALE_PICK,
+    ("budgetdsl/solve/sweep_kernel.py",
+     "threat = ((lw <= pw[None, :] * (1 + margin)) & (lc <= pc[None, :] * (1 + margin))", 0, 32, "+ -> -"):
+        "the kernel's threat margin (1e-8) on the wall-clock bound turned the other way: a pair is missed "
+        "only where its bound lies within 1e-8 of the pick's wall clock, a pair that could at best tie it "
+        "to eight digits",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
