@@ -339,6 +339,9 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "the kernel's threat margin (1e-8) on the wall-clock bound turned the other way: a pair is missed "
         "only where its bound lies within 1e-8 of the pick's wall clock, a pair that could at best tie it "
         "to eight digits",
+    ("budgetdsl/cost/cost_model.py", "if ex.expert_tensor_parallel < gpn else 1", 0, 3, "< -> <="):
+        "the experts' in-node peers for the assumptions line: at etp equal to the GPUs per node both forms "
+        "give 1 (gpn // etp = 1)",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

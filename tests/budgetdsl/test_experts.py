@@ -14,6 +14,7 @@ from solver_plans import make_plan
 from budgetdsl.cost.cost_model import Split, build_cost_model
 from budgetdsl.cost.experts import Experts, all_to_all_seconds, capacity_padding_flops, moe_layers_per_stage
 from budgetdsl.cost.memory import BYTES_OPTIMIZER, BYTES_WEIGHTS
+from budgetdsl.cost.throughput import Layout
 from budgetdsl.hardware.gpus import PRESETS
 from budgetdsl.plan.loader import load_plan
 from budgetdsl.plan.model import mlp_params, transformer_params
@@ -291,3 +292,12 @@ def test_a_moe_plan_that_does_not_fit_is_offered_more_expert_parallelism(tmp_pat
     assert (remedies["hardware.expert_parallel: 8"].memory_per_device
             < remedies["hardware.expert_parallel: 4"].memory_per_device
             < remedies["hardware.expert_parallel: 2"].memory_per_device)
+
+
+def test_expert_tensor_parallelism_defaults_to_the_layouts_tensor_parallelism():
+    """As Megatron-Core's --expert-tensor-parallel-size defaults to --tensor-model-parallel-size, a
+    layout that names no etp shards each routed expert over its t ranks; a named one wins."""
+    moe = Experts(8, 2, 3 * 4096 * 14336)
+    assert Layout(64, tensor_parallel=4, expert_parallel=8).place_experts(moe).expert_tensor_parallel == 4
+    assert Layout(64, tensor_parallel=4, expert_parallel=8,
+                  expert_tensor_parallel=1).place_experts(moe).expert_tensor_parallel == 1
