@@ -53,6 +53,15 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
+def _without_absent(out: Any, keys: tuple[str, ...]) -> Any:
+    """A serialized model without those of `keys` that are None: fields shown only where they apply."""
+    if isinstance(out, dict):
+        for key in keys:
+            if out.get(key) is None:
+                out.pop(key, None)
+    return out
+
+
 class Coefficient(_Frozen):
     value: float
     unit: str
@@ -295,12 +304,7 @@ class LayoutOption(_Frozen):
     @model_serializer(mode="wrap")
     def _searched_only(self, handler: Any) -> Any:
         """Sequence parallelism, interleaving and block recomputation appear only where chosen."""
-        out = handler(self)
-        if isinstance(out, dict):
-            for key in ("sequence_parallel", "virtual_pipeline_stages", "recompute_layers"):
-                if out.get(key) is None:
-                    out.pop(key, None)
-        return out
+        return _without_absent(handler(self), ("sequence_parallel", "virtual_pipeline_stages", "recompute_layers"))
 
 
 class LayoutSearch(_Frozen):
@@ -344,12 +348,7 @@ class FrontPoint(_Frozen):
     @model_serializer(mode="wrap")
     def _block_only(self, handler: Any) -> Any:
         """Block recomputation's fields appear only on a point that has it."""
-        out = handler(self)
-        if isinstance(out, dict):
-            for key in ("recompute_layers", "virtual_pipeline_stages"):
-                if out.get(key) is None:
-                    out.pop(key, None)
-        return out
+        return _without_absent(handler(self), ("recompute_layers", "virtual_pipeline_stages"))
 
 
 class Solution(_Frozen):
