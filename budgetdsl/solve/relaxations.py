@@ -247,11 +247,14 @@ def _expert_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
         if m.experts % e or not launchable(cm.gpus, base.tensor_parallel, base.pipeline_parallel, hw.gpus_per_node,
                                             cp, split.expert_group(plan)):
             continue
-        alt = cost_model(ctx, cm.gpus, split)
-        out.append(MemoryRemedy(change=f"hardware.expert_parallel: {e}", memory_per_device=alt.memory_at(1),
-                                micro_batch_max=alt.micro_batch_max, fits=alt.micro_batch_max >= 1,
-                                relative_step_time=_relative_step_time(cm, alt)))
+        out.append(_remedy(f"hardware.expert_parallel: {e}", cm, cost_model(ctx, cm.gpus, split)))
     return out
+
+
+def _remedy(change: str, cm: CostModel, alt: CostModel) -> MemoryRemedy:
+    """The remedy `change` with the numbers of `alt`, its cost model: it fits when one sequence does."""
+    return MemoryRemedy(change=change, memory_per_device=alt.memory_at(1), micro_batch_max=alt.micro_batch_max,
+                        fits=alt.micro_batch_max >= 1, relative_step_time=_relative_step_time(cm, alt))
 
 
 def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
@@ -300,16 +303,13 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
                     split = replace(base, zero=z, tensor_parallel=t, pipeline_parallel=p, recompute=rc)
                     if split == base:
                         continue
-                    alt = cost_model(ctx, cm.gpus, split)
-                    remedy = MemoryRemedy(change=describe(split), memory_per_device=alt.memory_at(1),
-                                          micro_batch_max=alt.micro_batch_max, fits=alt.micro_batch_max >= 1,
-                                          relative_step_time=_relative_step_time(cm, alt))
+                    remedy = _remedy(describe(split), cm, cost_model(ctx, cm.gpus, split))
                     changed = remedy.change.count(" with ") + 1
                     if changed == 1 and (t == tps[min(1, len(tps) - 1)] or t == base.tensor_parallel) and \
                             (p == pps[min(1, len(pps) - 1)] or p == base.pipeline_parallel):
                         singles.append(remedy)  # one change: the next degree of each, every stage
                     elif remedy.fits:
-                        combos.append((changed, -alt.micro_batch_max, remedy))
+                        combos.append((changed, -remedy.micro_batch_max, remedy))
     singles += _expert_remedies(ctx, cm)
     out = singles
     if not any(r.fits for r in singles):
