@@ -158,3 +158,14 @@ def test_context_parallel_auto_is_searched_reported_and_exported(tmp_path, capsy
     answer = json.loads(capsys.readouterr().out)
     assert "context_parallel" not in answer["batch"]  # only a searched degree is in the answer
     assert answer["assumptions"]["context_parallel"]["value"] == cp
+
+
+@pytest.mark.parametrize(("flash", "seq_len", "degrees"), [(True, 8192, [1, 2, 4, 8, 16]), (True, 24, [1, 2, 4]),
+                                                           (False, 8192, [1])])
+def test_context_parallel_auto_tries_the_degrees_the_ring_can_split(flash, seq_len, degrees):
+    """`context_parallel: auto` searches powers of two up to 16 whose 2·cp chunks divide seq_len (the
+    load-balanced ring); without fused attention there is no ring attention, so only cp = 1."""
+    from budgetdsl.solve.layout_search import context_degrees
+
+    plan = make_plan(model={"seq_len": seq_len}, hardware={"context_parallel": "auto", "flash_attention": flash})
+    assert context_degrees(plan) == degrees
