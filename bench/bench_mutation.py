@@ -193,9 +193,6 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/batch_ramp.py", "lo = s_min * min(batches) + e_min", 0, 5, "* -> /"):
         "only lowers the bisection's lower bracket (the run's tokens are still above it): 80 halvings find "
         "the same fixed point to double precision",
-    ("budgetdsl/solve/search_space.py", "return self._n > 0", 0, 17, "0 -> 1"):
-        "`Pairs` truthiness is read only by search_layouts' guard against an objective the plan model "
-        "already refuses (the space's pairs are iterated, never tested for truth, elsewhere)",
     ("budgetdsl/solve/placement.py", "elif floor0 * (1.0 - _BOUND_MARGIN) > threshold:", 0, 5, "* -> /"):
         "equivalent up to float noise: the margin turns from 1e-9 below the bound to 1e-9 above it, so the size "
         "search stops early only where the next sizes' floor is within 1e-9 (relative) of the best wall clock "
@@ -342,6 +339,9 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/cost/cost_model.py", "if ex.expert_tensor_parallel < gpn else 1", 0, 3, "< -> <="):
         "the experts' in-node peers for the assumptions line: at etp equal to the GPUs per node both forms "
         "give 1 (gpn // etp = 1)",
+    ("budgetdsl/cost/cost_model.py", "if len(self._memory) < 4096:", 0, 23, "4096 -> 4097"):
+        "the capacity of CostModel.memory_at's memo of a pure function of the micro-batch: one more entry "
+        "kept changes only time",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

@@ -218,9 +218,6 @@ class Pairs(Sequence):
     def __hash__(self) -> int:
         return hash(tuple((b.layout, tuple(b.gpus)) for b in self.blocks))
 
-    def __bool__(self) -> bool:
-        return self._n > 0
-
     def __repr__(self) -> str:
         return f"Pairs({self._n} pairs in {len(self.blocks)} layouts)"
 
