@@ -346,6 +346,14 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "where the bounds switch to numpy: the same float operations in the same order as the scalar "
         "wall_bound and balanced_key (test_search_space checks the two agree), so a space of 2,048 pairs "
         "gets the same numbers either way",
+    ("budgetdsl/solve/objectives.py", "grown = np.empty((max(2 * self._VECTOR, 2 * (n + 1)), 3))", 0, 22,
+     "* -> /"):
+        "the scratch array's least capacity: 2 / _VECTOR is below 2·(n + 1), which then sizes it; the "
+        "first n rows are copied and the rest unread either way",
+    ("budgetdsl/solve/search_space.py",
+     "stale = [o for o in (*self.others, objective) if ended.get(o, -1) != now]", 0, 63, "1 -> 2"):
+        "a default no count of placed pairs equals (done.count(True) >= 0): -1 and -2 both mark an "
+        "objective not yet brought up to date",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

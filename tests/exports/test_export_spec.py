@@ -88,6 +88,15 @@ def test_the_warmup_warning_only_when_linear_scaling_grows_the_lr(tmp_path, at_b
     assert any("without warmup" in w for w in spec.warnings) == warns
 
 
+def test_a_solution_without_a_gpu_count_launches_dp_times_the_model_parallel_ranks(tmp_path) -> None:
+    """The adapter reads the solver's JSON: where it omits `gpus` the launch has dp · tp · pp · cp of
+    them (here 256 replicas × t 2 × p 2 of the plan's pinned layout = 1,024 GPUs on 128 nodes)."""
+    plan = load_plan(_plan(tmp_path, "hardware: {tensor_parallel: 2, pipeline_parallel: 2}\n"))
+    sol = _stub_solution(gpus=None)
+    spec = launch_spec(plan, sol)
+    assert spec.data_parallel == 256 and spec.nodes * spec.gpus_per_node == 1024
+
+
 def test_infeasible_exports_nothing(tmp_path) -> None:
     plan = load_plan(LLAMA)
     with pytest.raises(ExportError, match="infeasible: deadline and flops conflict"):
