@@ -231,7 +231,7 @@ def accounted_split(layers: int, stages: int, embedding: bool = False, loss: boo
     slots, so the stages' layers are the same for every v. Assumes `accounted_problem` is None."""
     if stages <= 1:
         return (layers,)
-    slots = (layers + int(embedding) + int(loss)) // stages
+    slots = accounted_slots(layers, embedding, loss) // stages
     return (slots - int(embedding),) + (slots,) * (stages - 2) + (slots - int(loss),)
 
 
