@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from budgetdsl.plan.model import Plan
+from budgetdsl.plan.model import Plan, Recompute
 
 DAY = 86400.0
 GiB = 2.0**30
@@ -36,6 +36,16 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
         else:
             out[k] = v
     return out
+
+
+# The layout keys a plan may leave to the search, each as its field holds `auto`.
+SEARCHED: dict[str, Any] = {"tensor_parallel": "auto", "pipeline_parallel": "auto", "zero": "auto",
+                            "recompute": Recompute.auto}
+
+
+def searched(plan: Plan) -> Plan:
+    """`plan` with tensor and pipeline parallelism, ZeRO and recomputation left to the search."""
+    return plan.model_copy(update={"hardware": plan.hardware.model_copy(update=SEARCHED)})
 
 
 def make_plan(**sections: Any) -> Plan:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 from hypothesis import HealthCheck, Phase, given, settings
-from solver_plans import DAY, make_plan, plans
+from solver_plans import DAY, make_plan, plans, searched
 
 from budgetdsl.plan.loader import load_plan
 from budgetdsl.plan.model import GpuRange
@@ -22,14 +22,13 @@ from budgetdsl.solve.cache import SolveCache
 from budgetdsl.solve.solver import solve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-LAYOUT = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
 
 
 def _variants() -> list:
     out = []
     for name in ("minimal.yaml", "llama2-7b.yaml"):
         plan = load_plan(REPO / "plans" / name)
-        auto = plan.model_copy(update={"hardware": plan.hardware.model_copy(update={k: "auto" for k in LAYOUT})})
+        auto = searched(plan)
         ranged = auto.model_copy(update={"hardware": auto.hardware.model_copy(
             update={"gpus": GpuRange(min=8, max=256, step=8)})})
         for p in (plan, auto, ranged):
@@ -78,7 +77,7 @@ def test_new_limits_answer_as_cold_solves(monkeypatch):
     real_replay = search_space.replay
     monkeypatch.setattr(search_space, "replay", lambda *a: replays.append(real_replay(*a)) or replays[-1])
     plan = load_plan(REPO / "plans" / "minimal.yaml")
-    auto = plan.model_copy(update={"hardware": plan.hardware.model_copy(update={k: "auto" for k in LAYOUT})})
+    auto = searched(plan)
     ranged = auto.model_copy(update={"hardware": auto.hardware.model_copy(
         update={"gpus": GpuRange(min=8, max=128, step=8)}), "objective": "min_time"})
     cache = SolveCache()
@@ -128,7 +127,7 @@ def test_limits_moved_in_small_steps_answer_as_cold_solves(monkeypatch):
     monkeypatch.setattr(context, "carried", carried)
     monkeypatch.setattr(context, "place", place)
     plan = load_plan(REPO / "plans" / "minimal.yaml")
-    auto = plan.model_copy(update={"hardware": plan.hardware.model_copy(update={k: "auto" for k in LAYOUT})})
+    auto = searched(plan)
     ranged = auto.model_copy(update={"hardware": auto.hardware.model_copy(
         update={"gpus": GpuRange(min=8, max=64, step=8)}), "objective": "min_time"})
     for base in (auto, ranged):
@@ -154,11 +153,11 @@ _CHILD = r"""
 import json, random, sys
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.loader import load_plan
-from budgetdsl.plan.model import GpuRange, Plan
+from budgetdsl.plan.model import GpuRange, Plan, Recompute
 from budgetdsl.solve.cache import SolveCache
 from budgetdsl.solve.solver import solve
 
-LAYOUT = ("tensor_parallel", "pipeline_parallel", "zero", "recompute")
+LAYOUT = {"tensor_parallel": "auto", "pipeline_parallel": "auto", "zero": "auto", "recompute": Recompute.auto}
 cases, seed = json.load(open(sys.argv[1])), int(sys.argv[2])
 
 
@@ -168,7 +167,7 @@ def build(case):
     plan = load_plan(case["path"])
     hw = {}
     if case.get("auto"):
-        hw.update({k: "auto" for k in LAYOUT})
+        hw.update(LAYOUT)
     if case.get("gpus"):
         hw["gpus"] = GpuRange(**case["gpus"])
     update = {"objective": case["objective"]} if case.get("objective") else {}

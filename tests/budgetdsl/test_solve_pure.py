@@ -10,6 +10,7 @@ import pathlib
 import shutil
 
 import pytest
+from solver_plans import searched
 
 from budgetdsl.plan.diagnostics import PlanError
 from budgetdsl.plan.loader import load_plan
@@ -75,8 +76,7 @@ def test_no_plan_solved_opens_a_file(monkeypatch):
     plans = []
     for path in sorted((REPO / "plans").glob("*.yaml")):
         plan = load_plan(path)
-        auto = {k: "auto" for k in ("tensor_parallel", "pipeline_parallel", "zero", "recompute")}
-        plans += [plan, plan.model_copy(update={"hardware": plan.hardware.model_copy(update=auto)})]
+        plans += [plan, searched(plan)]
     expected = [solve(p).model_dump_json() for p in plans]
 
     def refuse(*args, **kwargs):
