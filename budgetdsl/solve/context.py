@@ -28,6 +28,7 @@ from budgetdsl.solve.placement import Limits, Placement, carried, evaluate, plac
 from budgetdsl.theory.frontier import Frontier
 
 if TYPE_CHECKING:
+    from budgetdsl.plan.diagnostics import PlanError
     from budgetdsl.plan.model import Plan
 
 
@@ -347,8 +348,7 @@ def solve_layout(ctx: Context, pinned_batch: bool, micro_fixed: int | None,
         feasible = [o for o in options if o.feasible]
         return (pick(ctx, feasible) or closest(options)), options, feasible
     if not counts:
-        raise plan_error(ctx.plan, ("hardware", "gpus"), "no-gpu-count",
-                         "no GPU count in the range fills whole nodes and splits into t·p groups")
+        raise _no_gpu_count(ctx.plan)
     placements = [place_on(ctx, g, micro_fixed=micro_fixed) for g in counts]
     cands = candidates(ctx, counts, micro_fixed)
     return (pick(ctx, cands) or closest(placements)), placements, cands
@@ -360,6 +360,10 @@ def solve_core(ctx: Context, micro_fixed: int | None = None) -> tuple[Placement,
     counts = gpu_counts(ctx.plan)
     placements = [place_on(ctx, g, micro_fixed=micro_fixed) for g in counts]
     if not placements:
-        raise plan_error(ctx.plan, ("hardware", "gpus"), "no-gpu-count",
-                         "no GPU count in the range fills whole nodes and splits into t·p groups")
+        raise _no_gpu_count(ctx.plan)
     return (pick(ctx, candidates(ctx, counts, micro_fixed)) or closest(placements)), placements
+
+
+def _no_gpu_count(plan: Plan) -> PlanError:
+    return plan_error(plan, ("hardware", "gpus"), "no-gpu-count",
+                      "no GPU count in the range fills whole nodes and splits into t·p groups")

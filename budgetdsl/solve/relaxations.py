@@ -84,7 +84,7 @@ class _Launchable:
     def __init__(self, ctx: Context, lo: int, hi: int):
         hw = ctx.plan.hardware
         self.unit = hw.gpu_unit()  # t·p, or its multiple with context or expert parallelism
-        self.node = hw.gpus_per_node * self.unit // math.gcd(hw.gpus_per_node, self.unit)
+        self.node = math.lcm(hw.gpus_per_node, self.unit)  # the step of whole-node counts
         gpn = hw.gpus_per_node
         self.a0 = max(1, -(-lo // self.unit))  # k·unit, k in [a0, a1], within one node
         self.a1 = min(hi, gpn) // self.unit
@@ -114,8 +114,8 @@ def _next_counts(ctx: Context, start: int, direction: int) -> list[int]:
     """Launchable GPU counts beyond `start`: the next _GPU_LINEAR one by one, then growing by
     ~10 % a step up to 64× (or down to 1) — at most a few hundred counts, whatever the values."""
     hw = ctx.plan.hardware
-    unit = hw.gpu_unit()
-    node = hw.gpus_per_node * unit // math.gcd(hw.gpus_per_node, unit)
+    steps = _Launchable(ctx, 1, 0)  # no counts: the unit and the whole-node step
+    unit, node = steps.unit, steps.node
     out: list[int] = []
     g = start
     while len(out) < _GPU_LINEAR:
