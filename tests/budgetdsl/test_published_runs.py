@@ -173,3 +173,34 @@ def test_modern_rows_summary_is_what_the_bench_prints():
     errors = sorted(abs(r.error) for r in results)
     assert median == pytest.approx((errors[(len(errors) - 1) // 2] + errors[len(errors) // 2]) / 2)
     assert within == sum(e <= TABLE["tolerance_predicted"] for e in errors)
+
+
+def test_nemo_bf16_gradients_are_the_launch_scripts_and_fit_llama3_8b_cp2_unrecomputed():
+    """NeMo 24.07's H100 FP8 launch scripts pass `optim.grad_sync_dtype=bf16` (NVIDIA/NeMo-Framework-
+    Launcher examples/training/*/h100/*_fp8*.sh at fee1762), so every NeMo 24.07 row keeps bf16
+    gradients. On Llama 3 8B with CP 2 (ZeRO-1 over dp·cp = 8) the static bytes are then the closed
+    form 2·N (bf16 weights) + 2·N_layers (Transformer Engine's FP8 copy and transpose) + 2·N (bf16
+    gradients) + 12·N/8 (the sharded master weights and moments); the layout fits without
+    recomputation, as the source's config runs it (activations_checkpoint_method: null), where fp32
+    gradients (2·N = 15 GiB more) force full recomputation."""
+    from budgetdsl.cost import memory as mem
+
+    nemo = [r for r in TABLE["runs"] if r["name"].startswith("NeMo 24.07")]
+    assert len(nemo) == 5 and all(r["hardware"]["grad_dtype"] == "bf16" for r in nemo)
+    row = next(r for r in nemo if r["name"] == "NeMo 24.07 Llama 3 8B, 8 H100 FP8, CP 2")
+    res = pr.evaluate(row)
+    assert res.fits and res.solution.batch.recompute == "none" and abs(res.error) <= TABLE["tolerance_predicted"]
+    fp32 = pr.evaluate(row, grad_dtype="fp32")
+    assert fp32.solution.batch.recompute == "full" and fp32.error < -TABLE["tolerance_predicted"]
+
+    n, vocab, d = 8_030_261_248, 128256, 4096
+    layers = n - 2 * vocab * d  # untied: the input embedding and the LM head are not layer weights
+    shape = dict(params=n, seq_len=8192, layers=32, d_model=d, heads=32, vocab=vocab, tensor_parallel=1,
+                 pipeline_parallel=1, data_parallel=4, context_parallel=2, zero=1, recompute="none",
+                 flash_attention=True, sequence_parallel=False, kv_heads=8, ffn_hidden=14336, mlp="swiglu",
+                 tied_embeddings=False, fp8=True)
+    (bf16,) = mem.stage_memory(grad_dtype="bf16", **shape)
+    (full,) = mem.stage_memory(grad_dtype="fp32", **shape)
+    assert bf16.weights == pytest.approx(2 * n + 2 * layers)
+    assert bf16.grads == pytest.approx(2 * n) and full.grads == pytest.approx(4 * n)
+    assert bf16.optimizer == pytest.approx(12 * n / 8)
