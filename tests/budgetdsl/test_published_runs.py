@@ -44,7 +44,8 @@ def test_llama3_405b_runs_the_layout_the_paper_states():
     parallelism the search's (the paper does not say). The tool's memory model does not fit the
     layout (known_no_fit), and the rows say by how much: the second stage holds 15 micro-batches
     x (1 + 15/128) of 8 layers (Korthikanti et al. 2022 section 4.2.3), two dropout masks a layer
-    among them (2·s·d/t bytes) that Llama 3 does not have; without the masks it would fit."""
+    among them (2·s·d/t bytes) that Llama 3 does not have; without the masks the tool's count would
+    fit (Megatron-Core's interleaved schedule keeps more on that stage: the rows say so)."""
     from budgetdsl.cost import memory as mem
 
     rows = [r for r in TABLE["runs"] if r["name"].startswith("Llama 3 405B")]
