@@ -20,16 +20,21 @@ from collections.abc import Iterable
 # (deepspeed/runtime/pipe/engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline
 # parallelism"); FSDP under torch.distributed.pipelining keeps parameters and gradients whole until
 # a step's last micro-batch (torchtitan does not reshard after the forward), which is ZeRO-1's
-# memory; Megatron-LM's distributed optimizer shards the optimizer state only (ZeRO-1).
+# memory; Megatron-LM's distributed optimizer shards the optimizer state only (ZeRO-1). One in-house
+# stack did run ZeRO-2 under a pipeline: Meta's for Llama 3 405B (Dubey et al. 2024 section 3.3.2: FSDP
+# sharding the optimizer states and the gradients, the weights not resharded after the forward), so a
+# plan that pins it is priced as ZeRO-2 is defined, with the warning below, and the search keeps to 0–1.
 ZERO_MAX_WITH_PIPELINE = 1
 
 
 def zero_problem(zero: int, pipeline_parallel: int) -> str | None:
     """Why ZeRO stage `zero` does not run with `pipeline_parallel` stages, or None when it does."""
     if pipeline_parallel > 1 and zero > ZERO_MAX_WITH_PIPELINE:
-        return (f"ZeRO-{zero} with a {pipeline_parallel}-stage pipeline is not a layout frameworks run "
+        return (f"ZeRO-{zero} with a {pipeline_parallel}-stage pipeline is not a layout public frameworks run "
                 "(DeepSpeed's pipeline engine refuses ZeRO-2/3; FSDP under pipelining keeps weights and "
-                "gradients whole through a step, which is ZeRO-1)")
+                "gradients whole through a step, which is ZeRO-1"
+                + ("; Meta's in-house stack sharded gradients under its pipeline for Llama 3, Dubey et al. "
+                   "2024 section 3.3.2)" if zero == 2 else ")"))
     return None
 
 

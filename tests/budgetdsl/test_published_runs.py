@@ -37,34 +37,66 @@ def test_published_run(row):
     assert abs(res.error) <= tol, f"{row['name']}: {res.value:,.1f} vs {res.published:,.1f} {res.unit}"
 
 
-def test_llama3_405b_runs_the_layout_the_search_can_find():
-    """Llama 3 405B (TP 8, PP 16 pinned, the rest auto; the embedding and the loss counted as layers,
-    as Dubey et al. 2024 section 3.3.2 says): the split is Megatron-Core's accounted [7, 8 x 14, 7]
-    (128 slots on 16 stages), the search turns on sequence parallelism and interleaves 4 ways with
-    block recomputation of one layer of each two-layer chunk, which beats 8 chunks of one layer
-    fully recomputed (the cost model's own numbers); both Table 4 rows fit. The accounting,
-    interleaving and SP are each worth their share: without the accounting the search can interleave
-    only 2 ways on [8 x 15, 6] and predicts less; pinned off, less again."""
+def test_llama3_405b_runs_the_layout_the_paper_states():
+    """Llama 3 405B as Dubey et al. 2024 state it (Table 4: TP 8, PP 16; section 3.3.2: the embedding
+    and the loss counted as layers, so [7, 8 x 14, 7] in one-slot chunks, 8 a GPU; FSDP sharding the
+    gradients, ZeRO-2; no activation checkpointing): within tolerance on both rows, sequence
+    parallelism the search's (the paper does not say). The tool's memory model does not fit the
+    layout (known_no_fit), and the rows say by how much: the second stage holds 15 micro-batches
+    x (1 + 15/128) of 8 layers (Korthikanti et al. 2022 section 4.2.3), two dropout masks a layer
+    among them (2·s·d/t bytes) that Llama 3 does not have; without the masks the tool's count would
+    fit (Megatron-Core's interleaved schedule keeps more on that stage: the rows say so)."""
+    from budgetdsl.cost import memory as mem
+
     rows = [r for r in TABLE["runs"] if r["name"].startswith("Llama 3 405B")]
     assert [r["hardware"]["gpus"] for r in rows] == [8192, 16384]
+    s, d, t = 8192, 16384, 8
+    layer = mem.activation_bytes_per_layer(s, d, 128, "none", True, t, True, kv_heads=8, ffn_hidden=53248,
+                                           mlp="swiglu")
+    assert layer == pytest.approx(s * d * (10 + 4 + 4 * 1024 / d + 6 * 53248 / d) / t)
+    in_flight = 8 * 15 * (1 + 15 / (16 * 8))  # the second stage: 8 layers, 15 micro-batches, interleaved 8 ways
+    masks = 2.0 * s * d / t * in_flight
     for row in rows:
-        assert row["hardware"]["embedding_in_pipeline_split"] and row["hardware"]["loss_in_pipeline_split"]
+        hw = row["hardware"]
+        assert (hw["zero"], hw["recompute"], hw["virtual_pipeline_stages"]) == (2, "none", 8)
+        assert hw["embedding_in_pipeline_split"] and hw["loss_in_pipeline_split"] and row["known_no_fit"]
         res = pr.evaluate(row)
         b = res.solution.batch
-        assert (b.tensor_parallel, b.pipeline_parallel, b.data_parallel) == (8, 16, row["hardware"]["gpus"] // 128)
-        assert (b.sequence_parallel, b.virtual_pipeline_stages, b.recompute, b.recompute_layers) == \
-            (True, 4, "full", 1)
+        assert (b.tensor_parallel, b.pipeline_parallel, b.data_parallel) == (8, 16, hw["gpus"] // 128)
+        # v pinned (the batch reports only what the search chose: None), SP searched
+        assert (b.zero, b.sequence_parallel, b.virtual_pipeline_stages, b.recompute) == (2, True, None, "none")
         assert b.pipeline_split_slots == ["embedding", "loss"]
         assert res.solution.throughput.stage_layers == [7] + [8] * 14 + [7]
+        assert abs(res.error) <= TABLE["tolerance_predicted"] and not res.fits
+        assert "zero-with-pipeline" in {w.code for w in res.solution.warnings}
+        a = res.solution.assumptions
+        assert a["activation_bytes_per_sequence"].value == pytest.approx(layer * in_flight)
+        free = (a["memory_per_device"].value - a["reserve_bytes"].value) / (1 + a["fragmentation"].value)
+        assert res.memory > free > res.memory - masks
+
+
+def test_llama3_405b_search_without_the_papers_statements():
+    """What the search fits when ZeRO, recomputation and interleaving are left to it (the rows before
+    the paper's statements were read): ZeRO-1, block recomputation of one layer of each of 4
+    two-slot chunks, sequence parallelism; it fits in the memory model and predicts more than 15 %
+    below the published throughput. The accounting, interleaving and SP are each worth their share:
+    without the accounting the search can interleave only 2 ways on [8 x 15, 6]; pinned off, less."""
+    searched = dict(zero="auto", recompute="auto", recompute_layers="auto", virtual_pipeline_stages="auto")
+    for row in [r for r in TABLE["runs"] if r["name"].startswith("Llama 3 405B")]:
+        res = pr.evaluate(row, **searched)
+        b = res.solution.batch
+        assert (b.zero, b.sequence_parallel, b.virtual_pipeline_stages, b.recompute, b.recompute_layers) == \
+            (1, True, 4, "full", 1)
         a = res.solution.assumptions  # the counted bytes within 80 GiB less the reserve (budgetdsl.cost.reserve)
         assert res.fits and res.memory < (80 * 2**30 - a["reserve_bytes"].value) / (1 + a["fragmentation"].value)
-        unaccounted = pr.evaluate(row, embedding_in_pipeline_split=False, loss_in_pipeline_split=False)
+        assert res.error < -TABLE["tolerance_predicted"] < pr.evaluate(row).error
+        unaccounted = pr.evaluate(row, embedding_in_pipeline_split=False, loss_in_pipeline_split=False, **searched)
         ub = unaccounted.solution.batch
         assert (ub.virtual_pipeline_stages, ub.pipeline_split_slots) == (2, None)
         assert unaccounted.solution.throughput.stage_layers == [8] * 15 + [6]
         assert unaccounted.value < res.value
         plain = pr.evaluate(row, embedding_in_pipeline_split=False, loss_in_pipeline_split=False,
-                            sequence_parallel=False, virtual_pipeline_stages=1)
+                            **{**searched, "sequence_parallel": False, "virtual_pipeline_stages": 1})
         assert plain.value < unaccounted.value
 
 
@@ -73,12 +105,12 @@ def test_llama3_405b_interleaves_8_ways_where_recomputation_is_whole():
     (1, 2, 4, 8: 8 slots a stage) differ only in the bubble and the activations in flight, both
     shrinking with v: the search takes v = 8, the paper's one slot per chunk."""
     row = next(r for r in TABLE["runs"] if r["name"] == "Llama 3 405B, 8,192 H100")
-    res = pr.evaluate(row, recompute="full", recompute_layers=None)
+    res = pr.evaluate(row, zero=1, recompute="full", recompute_layers=None, virtual_pipeline_stages="auto")
     b = res.solution.batch
     assert (b.virtual_pipeline_stages, b.recompute, b.recompute_layers) == (8, "full", None)
     assert res.solution.throughput.stage_layers == [7] + [8] * 14 + [7]
     tried = {o.virtual_pipeline_stages for o in [res.solution.layout.chosen, *res.solution.layout.runners_up]}
-    assert 8 in tried and tried <= {1, 2, 4, 8}
+    assert {1, 2, 4, 8} >= tried >= {8} and len(tried) > 1
 
 
 def test_predicted_mode_is_not_the_declared_number():
@@ -173,3 +205,54 @@ def test_modern_rows_summary_is_what_the_bench_prints():
     errors = sorted(abs(r.error) for r in results)
     assert median == pytest.approx((errors[(len(errors) - 1) // 2] + errors[len(errors) // 2]) / 2)
     assert within == sum(e <= TABLE["tolerance_predicted"] for e in errors)
+
+
+def test_nemo_bf16_gradients_are_the_launch_scripts_and_fit_llama3_8b_cp2_unrecomputed():
+    """NeMo 24.07's H100 FP8 launch scripts pass `optim.grad_sync_dtype=bf16` (NVIDIA/NeMo-Framework-
+    Launcher examples/training/*/h100/*_fp8*.sh at fee1762), so every NeMo 24.07 row keeps bf16
+    gradients. On Llama 3 8B with CP 2 (ZeRO-1 over dp·cp = 8) the static bytes are then the closed
+    form 2·N (bf16 weights) + 2·N_layers (Transformer Engine's FP8 copy and transpose) + 2·N (bf16
+    gradients) + 12·N/8 (the sharded master weights and moments); the layout fits without
+    recomputation, as the source's config runs it (activations_checkpoint_method: null), where fp32
+    gradients (2·N = 15 GiB more) force full recomputation."""
+    from budgetdsl.cost import memory as mem
+
+    nemo = [r for r in TABLE["runs"] if r["name"].startswith("NeMo 24.07")]
+    assert len(nemo) == 5 and all(r["hardware"]["grad_dtype"] == "bf16" for r in nemo)
+    row = next(r for r in nemo if r["name"] == "NeMo 24.07 Llama 3 8B, 8 H100 FP8, CP 2")
+    res = pr.evaluate(row)
+    assert res.fits and res.solution.batch.recompute == "none" and abs(res.error) <= TABLE["tolerance_predicted"]
+    fp32 = pr.evaluate(row, grad_dtype="fp32")
+    assert fp32.solution.batch.recompute == "full" and fp32.error < -TABLE["tolerance_predicted"]
+
+    n, vocab, d = 8_030_261_248, 128256, 4096
+    layers = n - 2 * vocab * d  # untied: the input embedding and the LM head are not layer weights
+    shape = dict(params=n, seq_len=8192, layers=32, d_model=d, heads=32, vocab=vocab, tensor_parallel=1,
+                 pipeline_parallel=1, data_parallel=4, context_parallel=2, zero=1, recompute="none",
+                 flash_attention=True, sequence_parallel=False, kv_heads=8, ffn_hidden=14336, mlp="swiglu",
+                 tied_embeddings=False, fp8=True)
+    (bf16,) = mem.stage_memory(grad_dtype="bf16", **shape)
+    (full,) = mem.stage_memory(grad_dtype="fp32", **shape)
+    assert bf16.weights == pytest.approx(2 * n + 2 * layers)
+    assert bf16.grads == pytest.approx(2 * n) and full.grads == pytest.approx(4 * n)
+    assert bf16.optimizer == pytest.approx(12 * n / 8)
+
+
+def test_torchtitan_8b_rows_miss_even_at_the_sources_hbm_bandwidth(monkeypatch):
+    """The torchtitan Llama 3.1 8B rows' known_miss: their Grand Teton H100 has 2.4 TB/s of HBM2e and
+    a 500 W limit (the source's hardware section). The bandwidth alone, put into the preset, moves
+    them a few points (the memory-bound kernels are a small share of the step) and leaves both
+    beyond the tolerance, as the rows say (+28.6 % and +32.9 %): the rest is the clock of a part
+    whose peak no public spec gives."""
+    import dataclasses
+
+    from budgetdsl.hardware import gpus
+
+    rows = [r for r in TABLE["runs"] if r["name"].startswith("torchtitan Llama 3.1 8B")]
+    before = [pr.evaluate(r).error for r in rows]
+    monkeypatch.setitem(gpus.PRESETS, "H100-SXM5-80GB",
+                        dataclasses.replace(gpus.PRESETS["H100-SXM5-80GB"], hbm_bandwidth=2.4e12))
+    after = [pr.evaluate(r).error for r in rows]
+    assert len(rows) == 2 and all(r.get("known_miss") for r in rows)
+    assert after == pytest.approx([0.286, 0.329], abs=0.0005)
+    assert all(TABLE["tolerance_predicted"] < a < b for a, b in zip(after, before))
