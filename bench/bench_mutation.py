@@ -137,12 +137,6 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      0, 54, "<= -> <"):
         "sends a sweep of exactly budget.usd and budget.usd_per_gpu_hour to the kernel: their rule (usd needs a "
         "price) holds in every row, as a sweep value cannot unset a key, so the kernel's rows equal solve()'s",
-    ("budgetdsl/solve/placement.py", "pairs = {(m, a) for m in (n // a, -(-n // a)) if 1 <= m <= cap}", 0, 49,
-     "1 -> 2"):
-        "drops micro-batches of one: with a = ceil(n/cap), n // a is 1 only at cap 1 or n = 1 (the divisor pair "
-        "adds (1, n) back) or at cap 2 with n odd, where the pair dropped, (1, (n+1)/2), is a batch below both "
-        "neighbours of the target, met at its own n with fewer accumulations, and the wall-clock objectives "
-        "search every split of every size (_wall_search); no answer changed on 80 random plans",
     ("budgetdsl/solve/placement.py",
      "return xp.where(c > 0.0, cf.min_time_batch(fr.b_crit, cm.flops_per_token, cm.rate, xp.maximum(c, 0.0), xp),",
      0, 16, "> -> >="):
@@ -176,10 +170,6 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      "if b <= top and m_hi >= 1.0 and floor0 * (1.0 - _BOUND_MARGIN) <= threshold:", 0, 32, "* -> /"):
         "as the `elif` beside it: the margin turns from 1e-9 below the bound to 1e-9 above it, so a size is "
         "searched differently only where its floor is within 1e-9 (relative) of the best wall clock met",
-    ("budgetdsl/solve/search_space.py",
-     "r0 = round(r0, 12 - (0 if r0 == 0 or not isfinite(r0) else int(floor(log10(abs(r0))))))", 0, 15, "12 -> 13"):
-        "this branch sees r0 = 0 or a non-finite r0 (positive finite ones take the branch above; measures are "
-        "never negative), which rounding leaves as they are at any number of digits",
     ("budgetdsl/cost/memory.py", "fp8: bool = False, context_parallel: int = 1,", 0, 43, "1 -> 2"):
         "a default no product path reads: the one caller (cost_model.build_cost_model) always passes the plan's "
         "context_parallel",
@@ -213,12 +203,6 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py", "if memo is not None and memo[0] is consts:", 0, 29, "0 -> 1"):
         "the walk's bounds memo always misses (its walls list is never the constants): the bounds are "
         "recomputed, the same numbers, only slower",
-    ("budgetdsl/solve/search_space.py", "if 0.0 < x < math.inf:", 0, 3, "< -> <="):
-        "_round12 is called only on measures _vector_order checked positive and finite, so x = 0 (and the "
-        "else branch) is never reached",
-    ("budgetdsl/solve/search_space.py",
-     "r0 = round(r0, 12 - (0 if r0 == 0 or not isfinite(r0) else int(floor(log10(abs(r0))))))", 0, 32, "0 -> 1"):
-        "the branch taken for 0, infinity or NaN: each rounds to itself at any number of digits",
     ("budgetdsl/cost/throughput.py", "@functools.lru_cache(maxsize=1024)", 0, 29, "1024 -> 1025"):
         "the size of a cache of a pure function (_stage_shares): only the time changes",
     ("budgetdsl/solve/placement.py", _PAIRS_CACHE, 0, 29, "1 -> 2"):
@@ -230,34 +214,12 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/context.py", "if group is None or group[0] is not cm:", 0, 26, "0 -> 1"):
         "the placement cache's older generation always misses (a group's dict is never the cost model), so "
         "groups are rebuilt: a placement is a function of its key, so only the time changes",
-    ("budgetdsl/cost/throughput.py", "stages = stage_layers(shape.layers, p, fh / fl if fl > 0 else 0.0)", 0, 55,
-     "0 -> 1"):
-        "differs only for a layer of more than 0 and at most 1 FLOP per token ((f - 6·d·V)/L): no model's"
-        " layer does less than one FLOP per token",
     ("budgetdsl/solve/sweep_kernel.py", "if isinstance(value, int) and abs(value) > 2 ** 53:", 0, 48, "53 -> 54"):
         "every path the kernel sweeps is a float field of the plan (the loader turns an integer into a float), "
         "so the integer guard never fires",
     ("budgetdsl/exports/_text.py", "allow_unicode=True, width=4096))", 0, 26, "4096 -> 4097"):
         "equivalent in meaning: the width only moves where PyYAML folds a plain scalar longer than 4,096 "
         "characters, and a folded scalar parses to the same string",
-    ("budgetdsl/solve/search_space.py", "x0 = np.where(k0 > 1, k0, 1.0) * b_min / bc", 0, 14, "> -> >="):
-        "max(k, 1) written as a choice: at k = 1 both branches are 1 (np.maximum(k, 1.0) would leave no "
-        "comparison to mutate)",
-    ("budgetdsl/solve/search_space.py", "x1 = np.where(k1 > 1, k1, 1.0) * b_min / bc", 0, 14, "> -> >="):
-        "max(k, 1) written as a choice: at k = 1 both branches are 1 (np.maximum(k, 1.0) would leave no "
-        "comparison to mutate)",
-    ("budgetdsl/solve/search_space.py", _BALANCED_X, 0, 16, "> -> >="):
-        "max(k, 1) written as a choice: at k = 1 both branches are 1 (np.maximum(k, 1.0) would leave no "
-        "comparison to mutate)",
-    ("budgetdsl/solve/search_space.py", _BALANCED_X, 0, 56, "> -> >="):
-        "max(k, 1) written as a choice: at k = 1 both branches are 1 (np.maximum(k, 1.0) would leave no "
-        "comparison to mutate)",
-    ("budgetdsl/solve/search_space.py",
-     "return [(round(x, 12 - floor(log10(x))), c, w) for x, c, w in zip(v.tolist(), cost.tolist(), wall.tolist())]",
-     0, 18, "- -> +"):
-        "the balanced bound keys of a large space rounded to more digits than the scalar keys: the bounds "
-        "only order the walk and prune pairs whose bound exceeds the best, so answers differ only where two "
-        "pairs' balances agree to 12 significant digits and not beyond (a near-tie)",
     ("budgetdsl/solve/sweep_kernel.py", "& np.isfinite(d.steps * d.batch)", 0, 14, "* -> /"):
         "a guard against a token count that overflows: steps × batch is the run's tokens, at most "
         "MAX_TOKENS × (1 + MAX_BATCH) ≈ 1e30 under the plan's ranges, so it is finite exactly where steps "

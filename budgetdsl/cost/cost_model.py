@@ -493,7 +493,7 @@ def cost_basis(plan: Plan) -> Basis:
     if mode != DECLARED and shape is None:
         raise ShapeUnknown("predicted utilization (no hardware.mfu) needs model.layers and model.d_model "
                            "and a GPU preset; or declare hardware.mfu, a measured end-to-end MFU")
-    head_share = shape.head_flops / shape.layer_flops if shape is not None and shape.layer_flops > 0 else 0.0
+    head_share = shape.head_layers if shape is not None else 0.0
     reserve = Coef(hw.memory_reserve, "B", DECLARED, "hardware.memory_reserve") \
         if hw.memory_reserve is not None else None
     return Basis(coefs, f, peak, memory, device, str(getattr(hw, "grad_dtype", "fp32")), moe, shape, mode, head_share,
@@ -579,7 +579,7 @@ def head_layers(plan: Plan) -> float:
     if m.layers is None or m.d_model is None:
         return 0.0
     shape = Shape(m.param_count, m.layers, m.d_model, m.seq_len, flops_per_token(plan).value, vocab=m.vocab)
-    return shape.head_flops / shape.layer_flops if shape.layer_flops > 0 else 0.0
+    return shape.head_layers
 
 
 def pinned_split(plan: Plan, pipeline_parallel: int) -> tuple[int, ...] | None:

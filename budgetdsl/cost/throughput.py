@@ -139,6 +139,13 @@ class Shape:
         return (self.flops_per_token - self.head_flops) / self.layers
 
     @property
+    def head_layers(self) -> float:
+        """The LM head's work in layers' worth, 6·d·V over one layer's FLOPs per token: what the
+        balanced split weighs on the last stage (`layout.balanced_split`)."""
+        fl = self.layer_flops
+        return self.head_flops / fl if fl > 0 else 0.0
+
+    @property
     def embedding_params(self) -> float:
         return float(self.vocab * self.d_model) if self.vocab else 0.0
 
@@ -187,8 +194,7 @@ class Layout:
         in layers' worth) on the last."""
         if self.stage_split is not None and len(self.stage_split) == self.pipeline_parallel:
             return self.stage_split
-        fl, fh = shape.layer_flops, shape.head_flops
-        return balanced_split(shape.layers, self.pipeline_parallel, self.virtual_stages, fh / fl if fl > 0 else 0.0)
+        return balanced_split(shape.layers, self.pipeline_parallel, self.virtual_stages, shape.head_layers)
 
     @property
     def data_parallel(self) -> int:

@@ -164,7 +164,7 @@ def choose_among(objective: str, items: Sequence[T], points: Sequence[tuple[floa
 
     def key(i: T) -> tuple[float, ...]:
         r = rank(objective, config(i), b_crit)
-        return (round(r[0], 12 - _magnitude(r[0])),) + r[1:]
+        return (rounded(r[0]),) + r[1:]
     if all(len(p) == 3 and p[0] == p[0] and p[1] == p[1] and p[2] == p[2] for p in points):
         # The least key whose point no point dominates (ties to the first item): the items in
         # key order, each checked until one is on the front — no front of them all is built.
@@ -232,14 +232,14 @@ class Pool(Generic[T]):
             wall, cost, flops = point
             for o in self.objectives:  # rank(o, cfg, b_crit), its measure rounded as `choose` rounds it
                 if o == "min_time":
-                    key = (round(wall, 12 - _magnitude(wall)), cost, flops)
+                    key = (rounded(wall), cost, flops)
                 elif o == "min_cost":
-                    key = (round(cost, 12 - _magnitude(cost)), wall, flops)
+                    key = (rounded(cost), wall, flops)
                 elif o == "min_flops":
-                    key = (round(flops, 12 - _magnitude(flops)), wall, cost)
+                    key = (rounded(flops), wall, cost)
                 else:
                     r0 = balance(cfg.batch / self.b_crit)
-                    key = (round(r0, 12 - _magnitude(r0)), cost, wall)
+                    key = (rounded(r0), cost, wall)
                 if o is self.objective:
                     self.keys.append(key)
                 least = self.min_key[o]
@@ -359,8 +359,10 @@ class Pool(Generic[T]):
         return [item for item, off in zip(self.items, self.dominated) if not off]
 
 
-def _magnitude(v: float) -> int:
+def rounded(v: float) -> float:
+    """A measure at 12 significant digits, as every objective compares it: float noise in the last
+    digits ties (the next measure then decides) instead of deciding."""
     if 0.0 < v < _INF:  # the common case: floor(log10(v)) is already an int
-        return _floor(_log10(v))
-    return 0 if v == 0 or not _isfinite(v) else int(_floor(_log10(abs(v))))
+        return round(v, 12 - _floor(_log10(v)))
+    return round(v, 12 - (0 if v == 0 or not _isfinite(v) else int(_floor(_log10(abs(v))))))
 

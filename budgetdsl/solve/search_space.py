@@ -15,7 +15,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
@@ -50,7 +49,7 @@ from budgetdsl.solve.context import (
 from budgetdsl.solve.context import pick as choose_pick
 from budgetdsl.solve.layout_search import BLOCK_AUTO, LayoutChoice, concrete
 from budgetdsl.solve.layout_search import candidates as layout_candidates
-from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto, rank
+from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto, rank, rounded
 from budgetdsl.solve.placement import Config, Limits, Placement, evaluate
 from budgetdsl.solve.search_replay import Placed, Record, replay
 from budgetdsl.theory.frontier import Frontier, balance, e_over_emin, wall_bound
@@ -842,16 +841,11 @@ def _order_keys(obj: str, consts: _Bounds, walls: list[float], costs: list[float
     if obj == "balanced":
         return (_balanced_keys(consts, bc, s_min, price) if len(consts.per_pair) >= _VECTOR_PAIRS else
                 [balanced_key(lines, b_min, g, bc, s_min, price) for lines, b_min, g in consts.per_pair])
-    floor, log10, isfinite, inf = math.floor, math.log10, math.isfinite, math.inf
     keys: list[tuple[float, ...]] = []
     first = {"min_time": 0, "min_cost": 1, "min_flops": 2}[obj]
     for wall, cost, fl in zip(walls, costs, flops):
         r0 = wall if first == 0 else cost if first == 1 else fl  # axis_rank's first axis
-        # rank_key: the first measure rounded as objectives.choose rounds it (objectives._magnitude)
-        if 0.0 < r0 < inf:
-            r0 = round(r0, 12 - floor(log10(r0)))
-        else:
-            r0 = round(r0, 12 - (0 if r0 == 0 or not isfinite(r0) else int(floor(log10(abs(r0))))))
+        r0 = rounded(r0)  # rank_key: the first measure rounded as objectives.choose rounds it
         keys.append((r0, cost, fl) if first == 0 else (r0, wall, fl) if first == 1 else (r0, wall, cost))
     return keys
 
@@ -1140,16 +1134,8 @@ def _balanced_keys(consts: _Bounds, bc: float, s_min: float, price: float | None
         v, cost, wall = balanced_bound(((a1, c1), (a2, c2)), b_min, g, bc, s_min,
                                        lambda gpu_hours: gpu_hours * price if price else gpu_hours, np)
     if not columns:
-        floor, log10 = math.floor, math.log10
-        return [(round(x, 12 - floor(log10(x))), c, w) for x, c, w in zip(v.tolist(), cost.tolist(), wall.tolist())]
+        return [(rounded(x), c, w) for x, c, w in zip(v.tolist(), cost.tolist(), wall.tolist())]
     return v, cost, wall
-
-
-def _round12(x: float) -> float:
-    """x rounded as objectives.choose rounds a measure (12 significant digits, `_magnitude`)."""
-    if 0.0 < x < math.inf:
-        return round(x, 12 - math.floor(math.log10(x)))
-    return round(x, 12 - (0 if x == 0 or not math.isfinite(x) else int(math.floor(math.log10(abs(x))))))
 
 
 class _LazyKeys:
@@ -1165,7 +1151,7 @@ class _LazyKeys:
     def __getitem__(self, i: int) -> tuple[float, float, float]:
         key = self.built.get(i)
         if key is None:
-            key = self.built[i] = (_round12(self.measure[i]), self.second[i], self.third[i])
+            key = self.built[i] = (rounded(self.measure[i]), self.second[i], self.third[i])
         return key
 
 
@@ -1208,9 +1194,7 @@ def _threat(bounds: tuple, pw: float, pc: float, pf: float, fe: float, bc: float
 
 def rank_key(objective: str, r: tuple[float, ...]) -> tuple[float, ...]:
     """An objective's rank with the first measure rounded as `objectives.choose` rounds it."""
-    from budgetdsl.solve.objectives import _magnitude
-
-    return (round(r[0], 12 - _magnitude(r[0])),) + tuple(r[1:])
+    return (rounded(r[0]),) + tuple(r[1:])
 
 
 def bound_rank(objective: str, bound: tuple[float, float, float], dp: int, ref: CostModel,
@@ -1323,7 +1307,7 @@ def balanced_key(lines: tuple[tuple[float, float], tuple[float, float]], b_min: 
     their bounds on that interval of B (`wall_bound`)."""
     v, cost, wall = balanced_bound(lines, b_min, gpus, b_crit, s_min,
                                    lambda gpu_hours: gpu_hours * price if price else gpu_hours)
-    return (round(v, 12 - math.floor(math.log10(v))), cost, wall)  # v ≥ 4: objectives._magnitude
+    return (rounded(v), cost, wall)
 
 
 def least_balance(b_crit, b_min, xp=SCALAR):

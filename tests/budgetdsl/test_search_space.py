@@ -13,7 +13,7 @@ from budgetdsl.cost.cost_model import build_cost_model, cost_model_key
 from budgetdsl.hardware.layout import launchable
 from budgetdsl.solve import search_space as ss
 from budgetdsl.solve.cache import SolveCache
-from budgetdsl.solve.objectives import OBJECTIVES, axes, choose
+from budgetdsl.solve.objectives import OBJECTIVES, axes, choose, rounded
 from budgetdsl.theory.frontier import Frontier
 from tests.budgetdsl.solver_plans import make_plan
 
@@ -234,7 +234,7 @@ def test_a_large_space_has_the_same_bounds_in_numpy():
         lazy, order = ss._sorted_keys(*ss._balanced_keys(consts, bc, s_min, price, columns=True))
         assert order == sorted(range(len(keys)), key=keys.__getitem__)
         assert all(lazy[i] == keys[i] for i in order[:500])
-        built = [(ss._round12(w), c, f) for w, c, f in zip(walls, costs, flops)]
+        built = [(rounded(w), c, f) for w, c, f in zip(walls, costs, flops)]
         lazy, order = ss._sorted_keys(np.array(walls), np.array(costs), np.array(flops))
         assert order == sorted(range(len(built)), key=built.__getitem__)
 
