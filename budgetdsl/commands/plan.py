@@ -10,7 +10,6 @@ solved).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from budgetdsl.commands._common import extra_hint
@@ -104,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
             texts.append(text)
     if args.format == "json":
         if dumps:
+            import json  # the text and Markdown reports do not need it
+
             payload = dumps[0] if len(args.plans) == 1 else dumps
             from budgetdsl.io.terminal_text import (
                 json_text,  # C1 and bidi controls as \u escapes

@@ -9,7 +9,6 @@ A plan file comes from a pull request, so a problem must say *where* (file:line:
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -79,5 +78,7 @@ class PlanError(Exception):
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
     """A `did you mean 'x'?` hint for the closest candidate, or None when nothing is close."""
+    import difflib  # only a misspelled name reaches here
+
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else None

@@ -17,8 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+# isort: off
+import budgetdsl.io.yaml_reader_pattern  # noqa: F401 - before yaml: its reader's pattern, cheaper
 import yaml
 
+# isort: on
 from budgetdsl.io.guarded_read import NotRegularFile, OutsideRoot, read_regular
 from budgetdsl.plan.diagnostics import Diagnostic, Location, PlanError
 

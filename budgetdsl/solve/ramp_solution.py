@@ -31,12 +31,12 @@ def launchable(smallest: float, micro_batch: int, data_parallel: int,
 
 def ramp(ctx: Context, pl: Placement) -> Ramp | None:
     """The `Ramp` of `run.batch_schedule`, or None without one (or a configuration)."""
-    from budgetdsl.quantities.humanize import human
-    from budgetdsl.solve import batch_ramp as br
-
     run, cfg, cm, fr = ctx.plan.run, pl.config, pl.cm, ctx.frontier
     if run is None or run.batch_schedule is None or cfg is None:
         return None
+    from budgetdsl.quantities.humanize import human
+    from budgetdsl.solve import batch_ramp as br  # a plan without a ramp does not import it
+
     notes: list[str] = []
     assumption = br.ASSUMPTION
     if run.stage_b_noise:  # a trajectory the plan writes (budgetdsl track --replan), stage by stage

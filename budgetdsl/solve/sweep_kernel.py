@@ -1257,7 +1257,11 @@ def _exact(value):
 
 
 def _dump_without(plan, path: str) -> dict:
-    data = plan.model_dump(mode="json")
+    """The plan's fields as JSON data without `path`. Dumped with `Plan`'s serializer: a loaded
+    plan's own (`LoadedPlan`, built on first use) writes the same fields but costs a second schema."""
+    from budgetdsl.plan.model import Plan
+
+    data = Plan.__pydantic_serializer__.to_python(plan, mode="json")
     node = data
     keys = path.split(".")
     for k in keys[:-1]:

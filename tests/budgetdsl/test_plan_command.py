@@ -88,8 +88,8 @@ def test_plan_imports_only_what_it_needs():
     output. A fresh process, as a user runs it; `--format markdown` then does import the Markdown helper."""
     code = ("import sys\nfrom budgetdsl.cli import main\n"
             "rc = main(sys.argv[1:])\n"
-            "print('MODULES', sorted(m for m in sys.modules if m.startswith('budgetdsl.')),"
-            " file=sys.stderr)\nsys.exit(rc)")
+            "print('MODULES', sorted(m for m in sys.modules if m.startswith('budgetdsl.')"
+            " or m == 'importlib.metadata'), file=sys.stderr)\nsys.exit(rc)")
     unneeded = {f"budgetdsl.commands.{c}" for c in ("calibrate", "check", "completion", "diff", "export",
                                                      "schema", "sweep", "tui")}
     unneeded |= {"budgetdsl.exports", "budgetdsl.io.markdown_text", "budgetdsl.plan.edit", "budgetdsl.solve.sweep",
@@ -101,6 +101,8 @@ def test_plan_imports_only_what_it_needs():
         assert res.returncode == 0, res.stderr
         modules = set(ast.literal_eval(res.stderr.rsplit("MODULES ", 1)[1]))
         assert "budgetdsl.commands.plan" in modules and "budgetdsl.solve.solver" in modules
+        # pydantic's plugin loader, stood in for by the command line (cli._without_pydantic_plugins)
+        assert "importlib.metadata" not in modules
         loaded = modules & unneeded
         assert loaded == ({"budgetdsl.io.markdown_text"} if fmt == "markdown" else set()), loaded
     # `check` validates: no solver, no report, and no other command
@@ -111,3 +113,22 @@ def test_plan_imports_only_what_it_needs():
     unneeded = (unneeded - {"budgetdsl.commands.check"}) | {"budgetdsl.commands.plan", "budgetdsl.solve.solver",
                                                               "budgetdsl.report.text"}
     assert "budgetdsl.commands.check" in modules and not modules & unneeded, modules & unneeded
+
+
+def test_plugins_off_without_the_loader():
+    """The command line turns pydantic's plugins off and stands in for their loader (which would
+    import importlib.metadata), answering no plugins as the loader does; a user's own setting is
+    left to pydantic."""
+    code = ("import os, sys\nfrom budgetdsl.cli import main\n"
+            f"rc = main(['plan', '--format', 'json', {str(REPO / 'plans/minimal.yaml')!r}])\n"
+            "from pydantic.plugin._loader import get_plugins\n"
+            "print('PLUGINS', list(get_plugins()), os.environ.get('PYDANTIC_DISABLE_PLUGINS'),"
+            " 'importlib.metadata' in sys.modules, file=sys.stderr)\nsys.exit(rc)")
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env)
+    assert res.returncode == 0, res.stderr
+    assert "PLUGINS [] __all__ False" in res.stderr
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                         env={**env, "PYDANTIC_DISABLE_PLUGINS": "some-plugin"})
+    assert res.returncode == 0, res.stderr
+    assert "PLUGINS [] some-plugin True" in res.stderr  # pydantic's own loader: no plugin installed
