@@ -141,9 +141,9 @@ class Shape:
     @property
     def head_layers(self) -> float:
         """The LM head's work in layers' worth, 6·d·V over one layer's FLOPs per token: what the
-        balanced split weighs on the last stage (`layout.balanced_split`)."""
-        fl = self.layer_flops
-        return self.head_flops / fl if fl > 0 else 0.0
+        balanced split weighs on the last stage (`layout.balanced_split`). The plan's rules keep a
+        layer's FLOPs positive (f > 6·d·V: `plan.model.ModelShape`)."""
+        return self.head_flops / self.layer_flops
 
     @property
     def embedding_params(self) -> float:

@@ -414,3 +414,18 @@ def test_the_search_room_follows_the_data_parallel_communicator():
     assert one.free_bytes(8) == pytest.approx(many.free_bytes())
     assert many.free_bytes(1) == pytest.approx(one.free_bytes())
     assert one.free_bytes() > many.free_bytes()
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_the_memory_coefficients_say_what_each_zero_stage_shards(zero):
+    """The report explains the bytes per parameter it counts: ZeRO-1 shards the optimizer state,
+    ZeRO-2 the gradients too, ZeRO-3 the weights too — each coefficient names the dp shard exactly
+    when the stage divides it, and its bytes fall by dp there."""
+    plan = make_plan()
+    cm = build_cost_model(plan, 1024, Split(zero, 1, 1, "full", True))
+    whole = build_cost_model(plan, 1024, Split(0, 1, 1, "full", True))
+    for name, stage, label in (("optimizer_bytes", 1, "/ dp (ZeRO-1+)"), ("grads_bytes", 2, "/ dp (ZeRO-2+)"),
+                               ("weights_bytes", 3, "/ dp (ZeRO-3)")):
+        coef, was = cm.coefficients[name], whole.coefficients[name]
+        assert (label in coef.detail) == (zero >= stage), (name, coef.detail)
+        assert coef.value == pytest.approx(was.value / (1024 if zero >= stage else 1), rel=1e-12)

@@ -9,7 +9,7 @@ import pytest
 from plan_rules import assert_refused_located
 from solver_plans import make_plan
 
-from budgetdsl.cost.cost_model import Split, build_cost_model
+from budgetdsl.cost.cost_model import Split, build_cost_model, model_experts
 from budgetdsl.cost.experts import (
     BF16,
     FP8_DISPATCH,
@@ -147,3 +147,20 @@ def test_each_rank_dispatches_its_share_of_the_sequence(t, cp):
     whole = dispatch_seconds_per_sequence(4096, 4096, ex, 1, 1, "none", 8, 450e9, 50e9)
     split = dispatch_seconds_per_sequence(4096, 4096, ex, t, cp, "none", 8, 450e9, 50e9)
     assert whole > 0 and split == pytest.approx(whole / (t * cp), rel=1e-12)
+
+
+def test_the_deepep_assumption_counts_the_destination_nodes_in_whole_nodes():
+    """64 expert-parallel ranks, 8 GPUs a node: DeepEP's sends are counted over 8 nodes, and the
+    report says so in whole nodes, with the expected number a token reaches (`nodes_per_token`)."""
+    from budgetdsl.cost.experts import nodes_per_token
+
+    plan = make_plan(model={**MIXTRAL, "experts": 64, "experts_per_token": 8},
+                     hardware={"gpu": "H100-SXM5-80GB", "gpus": 64, "mfu": None, "zero": 1, "tensor_parallel": 1,
+                               "pipeline_parallel": 1, "recompute": "full", "expert_parallel": 64,
+                               "expert_dispatch": "deepep", "overlap": None, "network": None})
+    cm = build_cost_model(plan, 64, Split(1, 1, 1, "full", True, 1, 64))
+    assert cm.layout is not None
+    ex = cm.layout.place_experts(model_experts(plan))
+    detail = cm.coefficients["experts"].detail
+    assert f"{nodes_per_token(ex, 8):.3g} of 8 nodes on average" in detail, detail
+    assert "8 of the 64 ep ranks share a node" in detail

@@ -558,6 +558,24 @@ def test_a_non_finite_answer_is_a_located_error_not_json_null(monkeypatch):
     assert "frontier.x" in info.value.diagnostics[0].message
 
 
+def test_a_bug_in_building_an_answer_is_not_disguised_as_a_non_finite_number(monkeypatch):
+    """Only a non-finite number is the plan's fault: any other validation error while an answer
+    is built is a bug, raised as itself (an internal error, exit 3), never reported as a plan's
+    located `not-finite` error."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from budgetdsl.solve import solver
+
+    plan = load_plan(PLANS / "llama2-7b.yaml")
+
+    def broken(*args, **kwargs):
+        TypeAdapter(int).validate_python("not a number")
+
+    monkeypatch.setattr(solver, "_solve", broken)
+    with pytest.raises(ValidationError):
+        solver.solve(plan)
+
+
 def test_keys_units_and_references_are_quoted_short_and_inert():
     """A key, a unit or a reference is plan text too: escaped and cut short in every message."""
     text = (SEED.replace("name: llama2-7b", 'name: llama2-7b\n"k\\x1b[2J' + "K" * 80 + '": 1')

@@ -59,6 +59,9 @@ def test_no_zero_2_or_3_under_a_pipeline_is_searched_or_proposed():
     # zero pinned at 3: the pipeline searched is 1 only; both pinned: the plan's own layout stays
     pinned_zero = auto.model_copy(update={"hardware": auto.hardware.model_copy(update={"zero": 3})})
     assert {c.pipeline_parallel for c in candidates(pinned_zero)} == {1}
+    # the pipeline pinned at 12 stages, ZeRO searched: stages 0 and 1 only
+    pinned_pipeline = auto.model_copy(update={"hardware": auto.hardware.model_copy(update={"pipeline_parallel": 12})})
+    assert {c.zero for c in candidates(pinned_pipeline)} == {0, 1}
     # the memory remedies of a layout that does not fit (no sequence fits on 12 stages, ZeRO-0, no recompute)
     tight = plan.model_copy(update={"hardware": plan.hardware.model_copy(
         update={"zero": 0, "recompute": "none", "gpus": 96, "tensor_parallel": 1})})

@@ -420,3 +420,38 @@ def test_gpu_relaxations_try_the_next_64_counts_then_about_ten_percent_steps():
     assert up[:64] == list(range(72, 577, 8))
     assert up[64:67] == [632, 688, 752]
     assert _next_counts(Context(plan, None, None, None, ""), 64, -1)[:8] == [56, 48, 40, 32, 24, 16, 8, 7]  # type: ignore[arg-type]
+
+
+def test_a_gpu_relaxation_past_the_linear_counts_names_the_fewest_that_suffice():
+    """Past the next 64 counts the relaxation steps ~10 % and bisects back over the launchable
+    counts between: the count it names is feasible and the launchable count below it (one node
+    fewer) is not, so the advice is the least the plan needs — between two steps (an 8-day
+    deadline) and on a step itself (a deadline just above the wall clock a step count reaches)."""
+    from budgetdsl.solve.context import Context
+    from budgetdsl.solve.relaxations import _next_counts
+
+    def with_gpus(plan, n, **update):
+        return plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"gpus": n}), **update})
+
+    loose = make_plan(hardware={"gpus": 64}, budget={"deadline": 400 * DAY, "flops": None, "gpu_hours": None})
+    on_step = _next_counts(Context(loose, None, None, None, ""), 64, +1)[64 + 7]  # type: ignore[arg-type]
+    reached = solve(with_gpus(loose, on_step, objective="min_time")).wall_clock_s
+    for deadline in (8 * DAY, reached * (1 + 1e-9)):
+        plan = loose.model_copy(update={"budget": loose.budget.model_copy(update={"deadline": deadline})})
+        (g,) = [r for r in solve(plan).relaxations if r.name == "gpus"]
+        need = int(g.required)
+        assert need > 64 + 64 * 8  # found in the ~10 % steps, not among the next 64 counts
+        assert (solve(with_gpus(plan, need - 8)).feasible, solve(with_gpus(plan, need)).feasible) == (False, True)
+        if deadline != 8 * DAY:
+            assert need == on_step
+
+
+def test_gpu_relaxations_reach_the_gpu_cap_itself():
+    """The ~10 % steps stop at 64× the plan's count or at MAX_GPUS, both included: from 16,128
+    GPUs the last count tried is MAX_GPUS exactly."""
+    from budgetdsl.plan.model import MAX_GPUS
+    from budgetdsl.solve.context import Context
+    from budgetdsl.solve.relaxations import _next_counts
+
+    plan = make_plan(hardware={"gpus": 16128})
+    assert _next_counts(Context(plan, None, None, None, ""), 16128, +1)[-1] == MAX_GPUS  # type: ignore[arg-type]

@@ -294,6 +294,15 @@ def test_the_ep_overlap_megatron_refuses_is_refused() -> None:
     plan = _mla_plan(recompute="full")
     with pytest.raises(ExportError, match="refuses that"):
         export(launch_spec(plan, solve(plan)), "megatron")
+    # block recomputation of some layers is full recomputation there too; of none, it is not
+    for layers, refused in ((2, True), (1, True), (0, False)):
+        plan = _mla_plan(recompute="full", recompute_layers=layers)
+        spec = launch_spec(plan, solve(plan))
+        if refused:
+            with pytest.raises(ExportError, match="under full recomputation"):
+                export(spec, "megatron")
+        else:
+            assert "--overlap-moe-expert-parallel-comm" in megatron_args(export(spec, "megatron"))
 
 
 def _mla_plan(**hardware):
