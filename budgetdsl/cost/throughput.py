@@ -622,8 +622,7 @@ def _pipeline_latency(device: Device, layout: Layout, inside: bool) -> float:
 
 
 def _collectives(shape: Shape, device: Device, layout: Layout, local: float, dps: list[int],
-                 shared: dict | None = None,
-                 blocks: int = 1) -> tuple[list[float], list[float], list[float], list[float]]:
+                 shared: dict | None, blocks: int) -> tuple[list[float], list[float], list[float], list[float]]:
     """Per data-parallel degree of `dps`: (per micro-batch, gradient reduction per step, weights'
     all-gather per step, optimizer step) seconds of the slowest stage's GPU (module docstring). A
     reduce-scatter or all-gather is half an all-reduce's bytes (`dp_collective_time`), each
@@ -736,7 +735,7 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
     pp1 = 0.0 if _pipeline_hidden(layout) else _pipeline_send(
         shape, t, p, device.intra_node if inside else device.network, cp)
     (per_micro,), (reduce,), (gather,), (optimizer,) = _collectives(shape, device, layout, local, [dp * cp],
-                                                                    blocks=blocks)
+                                                                    None, blocks)
     # each share per micro-batch: b sequences' worth plus its collectives' latency
     c_mb, r_mb, tp_mb = c1 * b, r1 * b, tp1 * b + tp_alpha
     pp_micro = pp1 * b + _pipeline_latency(device, layout, inside)

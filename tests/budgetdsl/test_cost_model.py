@@ -429,3 +429,18 @@ def test_the_memory_coefficients_say_what_each_zero_stage_shards(zero):
         coef, was = cm.coefficients[name], whole.coefficients[name]
         assert (label in coef.detail) == (zero >= stage), (name, coef.detail)
         assert coef.value == pytest.approx(was.value / (1024 if zero >= stage else 1), rel=1e-12)
+
+
+def test_the_throughput_coefficients_say_which_mode_produced_them():
+    """Predicted from the layout, the achieved rate is f over the modelled seconds per token and
+    the fixed time is the bubble, the exposed reduction and the optimizer step; a declared MFU is
+    the anchor of that model, and with no shape to model it is G·P·u with nothing added — the
+    report must not say one for another."""
+    predicted = build_cost_model(make_plan(hardware={"mfu": None}), 1024, Split(1, 1, 1, "full", True)).coefficients
+    assert predicted["achieved_flops"].detail.endswith(", predicted")
+    assert predicted["fixed_time"].detail.startswith("bubble + exposed data-parallel reduction")
+    anchored = build_cost_model(make_plan(), 1024, Split(1, 1, 1, "full", True)).coefficients
+    assert anchored["achieved_flops"].detail.endswith(", anchored")
+    line = build_cost_model(make_plan(model={"layers": None, "d_model": None, "activation_bytes_per_token": 4e5}),
+                            1024, Split(1, 1, 1, "full", True)).coefficients
+    assert (line["achieved_flops"].detail, line["fixed_time"].detail) == ("G·P·u", "nothing: inside the declared MFU")
