@@ -26,6 +26,7 @@ numbers the answer rests on.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -140,6 +141,7 @@ class CostModel:
     _shown: dict = field(default_factory=dict, compare=False)  # the answer's typed coefficients, built once
     _numbers: dict = field(default_factory=dict, compare=False)  # placement's evaluations by frontier (pure; kept)
     timed: bool = field(default=True, compare=False)  # False: memory only, no `_step` (`build_cost_model`)
+    _upper: tuple = field(default=(), compare=False)  # the stages memory_at reads (`_upper_stages`), on first read
 
     @property
     def coefficients(self) -> dict[str, Coef]:
@@ -245,7 +247,7 @@ class CostModel:
             if len(self.stages) == 1:
                 counted = self.stages[0].at(micro_batch)
             else:
-                counted = max(st.at(micro_batch) for st in self.stages)
+                counted = max(st.at(micro_batch) for st in self._upper or self._upper_stages())
             value = counted * (1.0 + self.fragmentation) + self.reserve_bytes
             if len(self._memory) < 4096:
                 self._memory[micro_batch] = value
@@ -256,6 +258,20 @@ class CostModel:
         """The largest micro-batch (sequences per device) that fits every stage; 0 when not even
         one does."""
         return self._micro_max
+
+    def _upper_stages(self) -> tuple[mem.StageMemory, ...]:
+        """The stages no other stage matches or exceeds in both per-sequence and static bytes:
+        StageMemory.at(b) = static + b·per_sequence of a stage so matched never exceeds the other's
+        at any b ≥ 0 (rounded sums and products keep the order), so the heaviest at b is among these
+        (a pipeline of p stages: mostly the first and the last). By per-sequence bytes, most first, a
+        stage is kept where its static bytes exceed every one before it. Kept on first read."""
+        upper, most = [], -math.inf
+        for st in sorted(self.stages, key=lambda st: (st.per_sequence, st.static), reverse=True):
+            if st.static > most:
+                upper.append(st)
+                most = st.static
+        object.__setattr__(self, "_upper", tuple(upper))
+        return self._upper
 
 
 def step_time(cm, batch_tokens, grad_accum, xp=SCALAR):
