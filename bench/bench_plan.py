@@ -1,9 +1,10 @@
 """Benchmark `budgetdsl plan` and `budgetdsl sweep` (not a timed test): `python bench/bench_plan.py`.
 
 Prints from one run: a bare Python start and `import budgetdsl.cli`; each example plan cold, as a
-whole process; warm solves per CPU-second in one process with one `SolveCache` (a pinned layout and
-a full search, the same plan again and with a new gpu_hours limit each solve); a 100 × 100 sweep
-through the command line.
+whole process, and the mixture-of-experts example with its layout searched (issue 24: every key
+auto); warm solves per CPU-second in one process with one `SolveCache` (a pinned layout and a full
+search, the same plan again and with a new gpu_hours limit each solve); a 100 × 100 sweep through
+the command line.
 Each figure beside the load average, its CPU time and its ratio to the bare-Python start, so runs
 on a loaded machine compare. Child processes read bytecode from a cache, as an installed package.
 """
@@ -87,17 +88,27 @@ def main() -> None:
         print(f"cold      budgetdsl plan {rel}: {t * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU "
               f"({t / base:.1f}x python -c pass)")
 
-    # the mixture-of-experts example with every layout key auto (tensor, pipeline, ZeRO, recomputation;
-    # expert parallelism as the plan pins it): issue 24's bound is 0.5 s cold
+    # the mixture-of-experts example with the layout searched: tensor, pipeline, ZeRO and
+    # recomputation auto (expert parallelism as the plan pins it); then every layout key that
+    # accepts auto (expert, context and sequence parallelism, virtual stages, recomputed layers)
+    # and run.micro_batch auto: issue 24's bound is 0.5 s cold
     import yaml
 
-    doc = yaml.safe_load((REPO / "plans/mixtral-8x7b.yaml").read_text())
-    doc["hardware"].update({k: "auto" for k in LAYOUT_KEYS})
-    moe = pathlib.Path(tempfile.mkdtemp(prefix="budgetdsl-bench-")) / "mixtral-8x7b-auto.yaml"
-    moe.write_text(yaml.safe_dump(doc, sort_keys=False))
-    t, cpu = proc([sys.executable, "-m", "budgetdsl", "plan", str(moe)], runs)
-    print(f"cold      budgetdsl plan plans/mixtral-8x7b.yaml with every layout key auto: {t * 1000:.0f} ms wall, "
-          f"{cpu * 1000:.0f} ms CPU ({t / base:.1f}x python -c pass)")
+    from budgetdsl.plan.model import PARALLEL_KEYS
+
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="budgetdsl-bench-"))
+    for label, keys, name in (("tensor, pipeline, ZeRO, recompute auto", LAYOUT_KEYS, "mixtral-8x7b-auto.yaml"),
+                              ("every layout key and micro_batch auto", LAYOUT_KEYS + PARALLEL_KEYS,
+                               "mixtral-8x7b-every-auto.yaml")):
+        doc = yaml.safe_load((REPO / "plans/mixtral-8x7b.yaml").read_text())
+        doc["hardware"].update({k: "auto" for k in keys})
+        if keys != LAYOUT_KEYS:
+            doc.setdefault("run", {})["micro_batch"] = "auto"
+        moe = folder / name
+        moe.write_text(yaml.safe_dump(doc, sort_keys=False))
+        t, cpu = proc([sys.executable, "-m", "budgetdsl", "plan", str(moe)], runs)
+        print(f"cold      budgetdsl plan plans/mixtral-8x7b.yaml, {label}: {t * 1000:.0f} ms wall, "
+              f"{cpu * 1000:.0f} ms CPU ({t / base:.1f}x python -c pass)")
 
     plan = load_plan(REPO / "plans/minimal.yaml")
     first = solve(plan)

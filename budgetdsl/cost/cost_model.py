@@ -26,6 +26,7 @@ numbers the answer rests on.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -139,6 +140,8 @@ class CostModel:
     _memory: dict = field(default_factory=dict, compare=False)  # memory_at by micro-batch (pure; kept)
     _shown: dict = field(default_factory=dict, compare=False)  # the answer's typed coefficients, built once
     _numbers: dict = field(default_factory=dict, compare=False)  # placement's evaluations by frontier (pure; kept)
+    timed: bool = field(default=True, compare=False)  # False: memory only, no `_step` (`build_cost_model`)
+    _upper: tuple = field(default=(), compare=False)  # the stages memory_at reads (`_upper_stages`), on first read
 
     @property
     def coefficients(self) -> dict[str, Coef]:
@@ -153,10 +156,17 @@ class CostModel:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_heavy", mem.heaviest(list(self.stages)))
         object.__setattr__(self, "_micro_max", mem.micro_batch_max(list(self.stages), self.free_bytes()))
-        if self.shape is not None and self.device is not None and self.layout is not None and \
-                (self.mode != DECLARED or self.anchor is not None):
+        if self.timed and self.models_step:
+            assert self.shape is not None and self.device is not None and self.layout is not None  # models_step
             step = step_cost(self.shape, self.device, self.layout, self.step_overhead)
             object.__setattr__(self, "_step", step if self.anchor is None else step.scaled(self.anchor.scale))
+
+    @property
+    def models_step(self) -> bool:
+        """Whether the step is modelled in closed form (`_step`, `throughput.step_cost`): predicted,
+        or a declared MFU anchored on a shape."""
+        return self.shape is not None and self.device is not None and self.layout is not None and \
+            (self.mode != DECLARED or self.anchor is not None)
 
     # -- time ----------------------------------------------------------------------------------
     def breakdown(self, batch_tokens: float, grad_accum: int | None = None) -> Breakdown | None:
@@ -237,7 +247,7 @@ class CostModel:
             if len(self.stages) == 1:
                 counted = self.stages[0].at(micro_batch)
             else:
-                counted = max(st.at(micro_batch) for st in self.stages)
+                counted = max(st.at(micro_batch) for st in self._upper or self._upper_stages())
             value = counted * (1.0 + self.fragmentation) + self.reserve_bytes
             if len(self._memory) < 4096:
                 self._memory[micro_batch] = value
@@ -248,6 +258,20 @@ class CostModel:
         """The largest micro-batch (sequences per device) that fits every stage; 0 when not even
         one does."""
         return self._micro_max
+
+    def _upper_stages(self) -> tuple[mem.StageMemory, ...]:
+        """The stages no other stage matches or exceeds in both per-sequence and static bytes:
+        StageMemory.at(b) = static + b·per_sequence of a stage so matched never exceeds the other's
+        at any b ≥ 0 (rounded sums and products keep the order), so the heaviest at b is among these
+        (a pipeline of p stages: mostly the first and the last). By per-sequence bytes, most first, a
+        stage is kept where its static bytes exceed every one before it. Kept on first read."""
+        upper, most = [], -math.inf
+        for st in sorted(self.stages, key=lambda st: (st.per_sequence, st.static), reverse=True):
+            if st.static > most:
+                upper.append(st)
+                most = st.static
+        object.__setattr__(self, "_upper", tuple(upper))
+        return self._upper
 
 
 def step_time(cm, batch_tokens, grad_accum, xp=SCALAR):
@@ -501,11 +525,14 @@ def cost_basis(plan: Plan) -> Basis:
 
 
 def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
-                     anchor: Anchor | None | Literal["plan"] = "plan", basis: Basis | None = None) -> CostModel:
+                     anchor: Anchor | None | Literal["plan"] = "plan", basis: Basis | None = None,
+                     timed: bool = True) -> CostModel:
     """The cost model of `plan` on `gpus` GPUs (a count the plan allows), with `split` overriding
     the plan's ZeRO stage / parallel degrees / recomputation to evaluate a remedy. `anchor`: a
     declared MFU's (`declared_anchor(plan)`, computed here unless a caller that builds many cost
-    models of one plan passes it); `basis`: `cost_basis(plan)`, likewise.
+    models of one plan passes it); `basis`: `cost_basis(plan)`, likewise. `timed` False: the memory
+    only — no step in closed form (`_step` None, `rate` and `fixed_time` 0 in predicted mode), for a
+    layout search that reads only the stages and the reserve of a layout family.
 
     Raises ShapeUnknown when activations cannot be estimated (no layers/d_model, no override), or
     utilization is to be predicted without a shape."""
@@ -562,7 +589,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
                    fixed_time=fixed, memory_per_device=memory.value, stages=tuple(stages),
                    reserve_bytes=reserve.value, shape=shape, device=device, layout=layout,
                    step_overhead=overhead, _coefs=coefs, anchor=anchor, fragmentation=fragmentation,
-                   reserve_data_parallel=reserve_dp)
+                   reserve_data_parallel=reserve_dp, timed=timed)
     if cm._step is not None:  # T(B) = B·a + c at the reference micro-batch (throughput.StepCost.linear)
         per_token, fixed_time = cm._step.linear(cm._reference_micro, dp, m.seq_len)
         object.__setattr__(cm, "rate", f.value / per_token)

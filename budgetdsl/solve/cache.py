@@ -77,15 +77,19 @@ class SolveCache:
             del self.model_keys[next(iter(self.model_keys))]
         return key
 
-    def cost_model(self, key: tuple, plan: Plan, gpus: int, split: Split) -> CostModel:
-        """`build_cost_model(plan, gpus, split)`, kept under `key` (`model_key(plan)`; () keeps none)."""
+    def cost_model(self, key: tuple, plan: Plan, gpus: int, split: Split, timed: bool = True) -> CostModel:
+        """`build_cost_model(plan, gpus, split)`, kept under `key` (`model_key(plan)`; () keeps none).
+        `timed` False: its memory suffices (a kept cost model, else one built without the step, not
+        kept: the caller keeps what it reuses)."""
         if not key:
-            return build_cost_model(plan, gpus, split)
+            return build_cost_model(plan, gpus, split, timed=timed)
         full = (key, gpus, split)
         cm = self.cost_models.get(full)
         if cm is not None:
             self.cost_models.move_to_end(full)
             return cm
+        if not timed:
+            return build_cost_model(plan, gpus, split, self.anchor(key, plan), self.basis(key, plan), timed=False)
         cm = self.cost_models[full] = build_cost_model(plan, gpus, split, self.anchor(key, plan), self.basis(key, plan))
         if len(self.cost_models) > COST_MODELS:
             self.cost_models.popitem(last=False)

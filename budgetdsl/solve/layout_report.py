@@ -30,7 +30,8 @@ def layout_report(ctx: Context, results: list[LayoutResult], winner: LayoutResul
     w = winner.chosen.config
     best = [(r, r.chosen) for r in results if r.chosen.feasible and r is not winner]
     # the layouts the winner does not dominate first (their trade-off is real), then the rest
-    best.sort(key=lambda rc: (w is not None and dominates(axes(w), axes(rc[1].config)),
+    wa = axes(w) if w is not None else None
+    best.sort(key=lambda rc: (wa is not None and dominates(wa, axes(rc[1].config)),
                               rank(ctx.objective, rc[1].config, b)))
 
     def option(r: LayoutResult, pl: Placement) -> LayoutOption:

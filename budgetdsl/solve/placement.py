@@ -668,21 +668,23 @@ def _loses(cm: CostModel, fr: Frontier, kind: int, n: int, micro_fixed: int | No
     if kind == 3 or (kind == 1 and cm._step is None):  # min_cost is placed as min_time (`context.place_on`)
         return False
     per = cm.seq_len * cm.data_parallel
-    b_crit, s_min = fr.b_crit, fr.s_min
-    size = _WallSizes(cm._step, fr, float(per), configs["numbers"]) if kind == 1 else None
-    for micro, accum in _pairs_near(n, cm.micro_batch_max, micro_fixed, cm.split.pipeline_parallel > 1):
-        batch = micro * accum * per * 1.0  # tokens, as `numbers` forms it
-        if kind == 0:
-            if not balance_at(b_crit, batch) > best:
+    b_crit = fr.b_crit
+    near = _pairs_near(n, cm._micro_max, micro_fixed, cm.split.pipeline_parallel > 1)
+    # one loop per objective, each bound as the objective's own (tokens as `numbers` forms them)
+    if kind == 0:
+        return all(balance_at(b_crit, micro * accum * per * 1.0) > best for micro, accum in near)
+    if kind == 2:
+        f, e_min, keep = cm.flops_per_token, fr.e_min, 1.0 - _BOUND_MARGIN
+        for micro, accum in near:
+            batch = micro * accum * per * 1.0
+            if not f * steps(e_min, b_crit, batch) * batch * keep > best:
                 return False
-        elif kind == 2:
-            if not cm.flops_per_token * steps(fr.e_min, b_crit, batch) * batch * (1.0 - _BOUND_MARGIN) > best:
-                return False
-        else:
-            assert size is not None
-            _, u, v, beta = size(micro)
-            if not wall_floor(s_min, beta, u, v, accum) * (1.0 - _BOUND_MARGIN) > best:
-                return False
+        return True
+    size, s_min, keep = _WallSizes(cm._step, fr, float(per), configs["numbers"]), fr.s_min, 1.0 - _BOUND_MARGIN
+    for micro, accum in near:
+        _, u, v, beta = size(micro)
+        if not wall_floor(s_min, beta, u, v, accum) * keep > best:
+            return False
     return True
 
 
@@ -720,9 +722,16 @@ def carried(pl: Placement, fr: Frontier, limits: Limits, objective: str, micro_f
         n_was = prev["intervals"][5]
         if end is None or not end[2] or end[3] or n_lo is None or n_hi is None or n_was is None:
             return None
-        near = _neighbours(clipped / per, n_lo, n_hi)
-        if near != _neighbours(clipped / per, n_lo, n_was) or n_hi in near or n_hi == n_lo:
-            return None
+        n_t = clipped / per
+        if math.ceil(n_t) < n_hi and math.ceil(n_t) < n_was:
+            # both ends above the target's neighbours: they are clipped by n_lo alone, the same for
+            # both, and only n_lo itself can be n_hi among them (`_neighbours`)
+            if n_hi == n_lo:
+                return None
+        else:
+            near = _neighbours(n_t, n_lo, n_hi)
+            if near != _neighbours(n_t, n_lo, n_was) or n_hi in near or n_hi == n_lo:
+                return None
         counts = shared[7]
         entries = counts.get(micro_fixed)
         if entries is None:

@@ -450,14 +450,14 @@ def _block_layers(probe: Context, choice: LayoutChoice, own: Split, tp: int, lau
 
     def room(n: int) -> list[int]:
         if n not in rooms:
-            family = cost_model(probe, tp, replace(own, zero=0, recompute_layers=n))
+            family = cost_model(probe, tp, replace(own, zero=0, recompute_layers=n), timed=False)
             stages = binding.get(family.split)
             if stages is None:
                 stages = binding[family.split] = _binding_stages(family)
             rooms[n] = _quick_all(family, choice, dps, stages, folded)
         return rooms[n]
 
-    family = cost_model(probe, tp, replace(own, zero=0, recompute_layers=0))
+    family = cost_model(probe, tp, replace(own, zero=0, recompute_layers=0), timed=False)
     v = family.layout.virtual_stages if family.layout is not None else 1
     top = -(-max(st.layers or 0 for st in family.stages) // max(1, v)) - 1  # the largest N short of full
     out: dict[int, list[int]] = {}
@@ -484,7 +484,7 @@ def _pairs_of(plan: Plan, probe: Context, choice: LayoutChoice, launch: list[int
     cp = own.parallel(plan)[0]
     tp = t * p * cp
     # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
-    family = cost_model(probe, tp, replace(own, zero=0))
+    family = cost_model(probe, tp, replace(own, zero=0), timed=False)  # memory only: its step is not read
     dps = [g // tp for g in launch]
     stages = binding.get(family.split)
     if stages is None:
@@ -504,7 +504,7 @@ def _pairs_of(plan: Plan, probe: Context, choice: LayoutChoice, launch: list[int
     gpus = [launch[i] for i in kept]
     fl = family.layout
     columns = None
-    if family._step is not None:  # throughput.step_cost per count, what the counts share computed once
+    if family.models_step:  # throughput.step_cost per count, what the counts share computed once
         assert fl is not None and family.shape is not None and family.device is not None  # predicted
         columns = step_cost_columns(
             family.shape, family.device, Layout(gpus[0], t, p, fl.virtual_stages, choice.zero,
