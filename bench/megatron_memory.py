@@ -336,8 +336,9 @@ CONVENTIONS = [
 def layer_coefficients(rows: list[dict[str, Any]]) -> list[str]:
     """Stored activation bytes a token a layer ÷ h under selective recomputation with sequence
     parallelism (÷ t left out), for each distinct shape of `rows`: Megatron-Bridge's 18 + 4·F/h
-    beside budgetdsl's `layer_activation_whole` + `layer_activation_split` (bf16), and less the
-    linear inputs FP8 keeps at 1 byte (`FP8_SAVED_WHOLE`, `fp8_saved_split`)."""
+    beside budgetdsl's `layer_activation_whole` + `layer_activation_split` (bf16; without the
+    dropout masks where the row's model.dropout is 0), and less the linear inputs FP8 keeps at 1
+    byte (`FP8_SAVED_WHOLE`, `fp8_saved_split`)."""
     from budgetdsl.cost import memory as mem
 
     shapes: dict[tuple, list[str]] = {}
@@ -345,23 +346,24 @@ def layer_coefficients(rows: list[dict[str, Any]]) -> list[str]:
         m = row["model"]
         d, heads = int(m["d_model"]), int(m["heads"])
         kv = int(m.get("kv_heads") or heads)
-        shapes.setdefault((kv / heads, int(m.get("ffn_hidden") or 4 * d) / d, m.get("mlp", "gelu"), d, heads),
-                          []).append(row["name"])
-    out = ["| shape | rows | kv heads ÷ heads | F/h, MLP | MB 18 + 4·F/h | budgetdsl bf16 | ratio | budgetdsl FP8 "
-           "| ratio |", "|---|---|---|---|---|---|---|---|---|"]
+        shapes.setdefault((kv / heads, int(m.get("ffn_hidden") or 4 * d) / d, m.get("mlp", "gelu"),
+                           float(m.get("dropout", 0.1)) > 0, d, heads), []).append(row["name"])
+    out = ["| shape | rows | kv heads ÷ heads | F/h, MLP | dropout | MB 18 + 4·F/h | budgetdsl bf16 | ratio "
+           "| budgetdsl FP8 | ratio |", "|---|---|---|---|---|---|---|---|---|---|"]
     done = set()
-    for kv_share, ffn_share, mlp, d, heads in shapes:
-        if (kv_share, ffn_share, mlp) in done:  # the coefficients depend on the ratios only
+    for kv_share, ffn_share, mlp, dropout, d, heads in shapes:
+        ratios = (kv_share, ffn_share, mlp, dropout)
+        if ratios in done:  # the coefficients depend on the ratios and the dropout only
             continue
-        done.add((kv_share, ffn_share, mlp))
-        same = [n for k, v in shapes.items() if k[:3] == (kv_share, ffn_share, mlp) for n in v]
+        done.add(ratios)
+        same = [n for k, v in shapes.items() if k[:4] == ratios for n in v]
         kv, ffn = round(kv_share * heads), round(ffn_share * d)
         theirs = 18.0 + 4.0 * ffn_share
-        bf16 = mem.layer_activation_whole(d) + mem.layer_activation_split(d, heads, kv, ffn, mlp)
+        bf16 = mem.layer_activation_whole(d, None, dropout) + mem.layer_activation_split(d, heads, kv, ffn, mlp)
         fp8 = bf16 - mem.FP8_SAVED_WHOLE - mem.fp8_saved_split(d, ffn)
-        label = "multi-head, F = 4h" if (kv_share, ffn_share, mlp) == (1.0, 4.0, "gelu") else same[0]
-        out.append(f"| {label} | {len(same)} | {kv_share:g} | {ffn_share:.4g}, {mlp} | {theirs:.2f} | {bf16:.2f} | "
-                   f"{bf16 / theirs:.2f} | {fp8:.2f} | {fp8 / theirs:.2f} |")
+        label = "multi-head, F = 4h" if ratios == (1.0, 4.0, "gelu", True) else same[0]
+        out.append(f"| {label} | {len(same)} | {kv_share:g} | {ffn_share:.4g}, {mlp} | {'yes' if dropout else 'no'} "
+                   f"| {theirs:.2f} | {bf16:.2f} | {bf16 / theirs:.2f} | {fp8:.2f} | {fp8 / theirs:.2f} |")
     return out
 
 
@@ -436,9 +438,13 @@ WHY = [
     "  shape (the per-layer table): a SwiGLU MLP stores its gate and up outputs and their product",
     "  (6·F/h where Megatron-Bridge has 4·F/h), grouped-query attention keeps K and V h_kv wide",
     "  (4·h_kv/h where Megatron-Bridge has 4), and FP8 linear layers keep their inputs at 1 byte",
-    "  (3 + F/h less). On the Llama shapes these nearly cancel in FP8 (0.91 to 0.99 a layer).",
-    "  Megatron-Bridge's formula has no context-parallel term (the whole s on every rank), budgetdsl",
-    "  divides by cp (0.45 on the CP 2 rows). Both add the output layer's fp32 logits at p = 1.",
+    "  (3 + F/h less). Megatron-Bridge's 18 counts Korthikanti et al.'s two dropout masks a layer",
+    "  whatever the dropout; budgetdsl leaves them out where the model trains without dropout",
+    "  (`model.dropout: 0`: the Llama rows, whose NeMo and Megatron-Bridge configs set hidden and",
+    "  attention dropout 0), 2 less. On the Llama shapes FP8 and the masks bring budgetdsl to 0.84 to",
+    "  0.92 a layer. Megatron-Bridge's formula has no context-parallel term (the whole s on every",
+    "  rank), budgetdsl divides by cp (0.42 and 0.44 on the CP 2 rows). Both add the output layer's",
+    "  fp32 logits at p = 1.",
     "- **Where Megatron-Bridge gives no activations** (full or no recomputation, or tensor",
     "  parallelism without sequence parallelism) only the weights-and-optimizer columns compare. On",
     "  the Megatron-Core rows budgetdsl launched no recomputation, which with flash attention stores",

@@ -277,7 +277,7 @@ def _llama3_notes(results: list[Any], extra: list[Any]) -> list[str]:
     b = l3[0].solution.batch
     sb = searched[0].solution.batch
     split = l3[0].solution.throughput.stage_layers
-    masks = [2.0 * 8192 * 16384 / 8 * 8 * 15 * (1 + 15 / 128) for _ in l3]  # the second stage's dropout masks
+    masks = [2.0 * 8192 * 16384 / 8 * 8 * 15 * (1 + 15 / 128) for _ in l3]  # the masks dropout would add
     first = (
         "Llama 3 405B (Dubey et al. 2024, Table 4), planned with the layout the paper publishes (TP 8, "
         "CP 1, PP 16, DP 64 / 128, 16M-token batches of 8K-token sequences) and what its section 3.3.2 "
@@ -295,18 +295,18 @@ def _llama3_notes(results: list[Any], extra: list[Any]) -> list[str]:
         + " and ".join(f"{r.mfu:.1%}" for r in l3) + ", " + " and ".join(f"{r.error:+.1%}" for r in l3)
         + ") against 430 and 400 (43 % and 41 %); the bubble is " + " and ".join(share(r, "bubble") for r in l3)
         + " of the step, the tensor-parallel collectives " + " and ".join(share(r, "tp_comm") for r in l3)
-        + ". Its memory model does not fit that layout: " + " and ".join(f"{r.memory / 2**30:.1f}" for r in l3)
+        + ". Llama 3 trains without dropout (`model.dropout: 0`), so the tool counts no dropout masks, and the "
+        "layout fits: " + " and ".join(f"{r.memory / 2**30:.1f}" for r in l3)
         + " GiB of counted tensors where 80 GiB less the reserve leaves "
         + " and ".join(f"{_free(r) / 2**30:.1f}" for r in l3) + ". The heaviest stage is the second (8 layers, "
         "15 micro-batches in flight × (1 + 15/128) for the interleaving, Korthikanti et al. 2022 section "
-        "4.2.3), and " + " and ".join(f"{m / 2**30:.1f}" for m in masks) + " GiB of it are the two dropout "
-        "masks a layer that Korthikanti et al.'s count holds and Llama 3, which has no dropout, does not store "
-        "(the tool has no key for a model without dropout); without them the tool's count fits. Megatron-Core's "
-        "interleaved schedule would keep more on that stage, not less (2·(p − i − 1) + (v − 1)·p + 1 = 141 "
-        "one-layer chunks in flight, where the tool's factor, exact for the first stage, counts 134): the paper "
-        "credits its own schedule for the fit (a tunable number of contiguous micro-batches a chunk, not "
-        "published; the stages' input and output tensors deallocated), which the tool does not model. The "
-        "rows are in the test as known_no_fit. "
+        "4.2.3); with Megatron's default dropout the two masks a layer of Korthikanti et al.'s count would add "
+        + " and ".join(f"{m / 2**30:.1f}" for m in masks) + " GiB there, and the layout would not fit. "
+        "Megatron-Core's interleaved schedule would keep more on that stage, not less (2·(p − i − 1) + "
+        "(v − 1)·p + 1 = 141 one-layer chunks in flight, where the tool's factor, exact for the first stage, "
+        "counts 134): the paper credits its own schedule for the fit (a tunable number of contiguous "
+        "micro-batches a chunk, not published; the stages' input and output tensors deallocated), which the "
+        "tool does not model. "
         "Left to the search (ZeRO, recomputation and interleaving `auto`, as these rows were before the "
         f"paper's statements were read), the tool fits ZeRO-{sb.zero}, recompute "
         f"{recompute_label(sb.recompute, sb.recompute_layers, sb.virtual_pipeline_stages)} and "

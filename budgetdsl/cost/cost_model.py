@@ -512,7 +512,7 @@ def cost_basis(plan: Plan) -> Basis:
     shape = None
     if m.layers is not None and m.d_model is not None and device is not None:
         shape = Shape(m.param_count, m.layers, m.d_model, m.seq_len, f.value, m.heads, m.vocab, m.kv_heads,
-                      m.ffn_hidden, m.mlp, m.tied_embeddings, moe, m.latent_attention)
+                      m.ffn_hidden, m.mlp, m.tied_embeddings, moe, m.latent_attention, m.dropout > 0)
     mode = DECLARED if hw.mfu is not None else "predicted"
     if mode != DECLARED and shape is None:
         raise ShapeUnknown("predicted utilization (no hardware.mfu) needs model.layers and model.d_model "
@@ -569,7 +569,8 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_share, kv_heads=m.kv_heads,
         ffn_hidden=m.ffn_hidden, mlp=m.mlp, tied_embeddings=m.tied_embeddings,
         fp8=basis.fp8, context_parallel=cp, experts=layout.place_experts(moe),
-        split=layout.stage_split, mla=m.latent_attention, recompute_layers=layout.recompute_layers)
+        split=layout.stage_split, mla=m.latent_attention, recompute_layers=layout.recompute_layers,
+        dropout=m.dropout > 0)
     if stages is None:
         need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
                                                     else " and model.heads")
@@ -724,22 +725,30 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
     else:
         mla = m.latent_attention
         parted = mem.layer_activation_split(m.d_model or 1, m.heads, m.kv_heads, m.ffn_hidden, m.mlp, mla)
-        kept = f"{mem.layer_activation_whole(m.d_model or 1, mla) + parted:.4g}"
+        dropout = m.dropout > 0
+        whole = f"{mem.layer_activation_whole(1, None, dropout):g}"
+        kept = f"{mem.layer_activation_whole(m.d_model or 1, mla, dropout) + parted:.4g}"
+        scores = f"{mem.attention_score_bytes(dropout):g}·a·s/d"
         formula = {"full": "2·s·d", "selective": f"{kept}·s·d"}.get(
-            split.recompute, f"{kept}·s·d" if split.flash_attention else f"s·d·({kept} + 5·a·s/d)")
+            split.recompute, f"{kept}·s·d" if split.flash_attention else f"s·d·({kept} + {scores})")
         if mla is not None:
-            formula += (f" (the shape's: 10 + 4·(d_c' + d_c)/d + (4·W_qk + 4·W_v + {'6' if m.mlp == 'swiglu' else '4'}"
-                        "·F)/d, multi-latent attention's latents and decompressed heads, F = ffn_hidden)")
+            formula += (f" (the shape's: {whole} + 4·(d_c' + d_c)/d + (4·W_qk + 4·W_v + "
+                        f"{'6' if m.mlp == 'swiglu' else '4'}·F)/d, multi-latent attention's latents and decompressed "
+                        "heads, F = ffn_hidden)")
         elif kept != "34":
-            formula += (f" (the shape's: 10 + (4·d + 4·d_kv + {'6' if m.mlp == 'swiglu' else '4'}·F)/d, d_kv = "
+            formula += (f" (the shape's: {whole} + (4·d + 4·d_kv + {'6' if m.mlp == 'swiglu' else '4'}·F)/d, d_kv = "
                         f"kv_heads·d/heads, F = ffn_hidden)")
         why = {"full": "full recomputation", "selective": "selective recomputation"}.get(
             split.recompute, "flash attention" if split.flash_attention else "no recomputation")
         if split.recompute == "full" and split.recompute_layers is not None:
-            kept_formula = f"{kept}·s·d" if split.flash_attention else f"s·d·({kept} + 5·a·s/d)"
+            kept_formula = f"{kept}·s·d" if split.flash_attention else f"s·d·({kept} + {scores})"
             formula = f"2·s·d on the recomputed layers, {kept_formula} on the others,"
             why = "block recomputation"
-        sp = ", sequence parallel" if layout.sequence_parallel else (", no sequence parallelism: 10·s·d not ÷ t"
+        if not dropout and (split.recompute != "full" or split.recompute_layers is not None):
+            scores_kept = not split.flash_attention and split.recompute != "selective"
+            why += ", model.dropout 0: no dropout masks, 2·s·d" + (
+                "; of the scores the softmax output alone" if scores_kept else "")
+        sp = ", sequence parallel" if layout.sequence_parallel else (f", no sequence parallelism: {whole}·s·d not ÷ t"
                                                                      if t > 1 and split.recompute != "full" else "")
         moe = ("; each MoE layer + s·(M_e·(k·c + S) + 2·d·k·c − M)/t, its routed and shared experts' MLP "
                "activations and dispatched inputs instead of one MLP's (budgetdsl.cost.experts)"

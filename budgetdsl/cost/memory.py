@@ -35,7 +35,14 @@ Recomputation in Large Transformer Models", section 4.1 and Table 2):
   latents d_c' + d_c (each the RMSNorm's input and the up-projection's input, 2 + 2 bytes) join
   the part tensor parallelism keeps whole, as Megatron-Core runs the down-projections duplicated
   on every TP rank and scatters the latents only under sequence parallelism (multi_latent_attention.py);
-- flash attention or selective recomputation: the 5·a·s/d attention-score term is not kept;
+- without dropout (`model.dropout: 0`, as Llama, Mistral, Qwen and DeepSeek train) no dropout mask
+  is stored: PyTorch's dropout at p = 0 returns its input and saves nothing for the backward, so
+  the two masks (2·s·d, DROPOUT_MASKS) leave the 10, which is 8, and of the 5·a·s² attention-score
+  bytes (softmax output 2, dropout mask 1, dropout output 2) the softmax output alone stays, 2·a·s²
+  (`attention_score_bytes`): it serves both the softmax's backward and the value matmul's. Only
+  zero against nonzero matters: a mask is 1 byte a value whatever p;
+- flash attention or selective recomputation: the 5·a·s/d attention-score term (2·a·s/d without
+  dropout) is not kept;
 - full recomputation: 2·s·d per layer (÷ t with sequence parallelism), plus one layer's full set
   while it is recomputed for the backward;
 - block recomputation (full with `recompute_layers` N, Megatron-LM --recompute-method block): the
@@ -112,6 +119,9 @@ def layer_activation_split(d_model: int, heads: int | None = None, kv_heads: int
 
 
 ACTIVATION_WHOLE = 10.0  # bytes per token ÷ d that tensor parallelism without sequence parallelism keeps whole
+DROPOUT_MASKS = 2.0  # of those, the two 1-byte dropout masks (after attention, after the MLP): none at p = 0
+ATTENTION_SCORES = 5.0  # bytes per score a head: softmax output 2, dropout mask 1, dropout output 2
+ATTENTION_SCORES_NO_DROPOUT = 2.0  # at p = 0: the softmax output alone (its backward's and the value matmul's)
 FP8_SAVED_WHOLE = 2.0  # of those, saved by FP8 linear layers: the QKV and MLP inputs at 1 byte instead of 2
 
 
@@ -122,21 +132,31 @@ def fp8_saved_split(d_model: int, ffn_hidden: int | None = None) -> float:
     return 1.0 + ffn / d_model
 
 
-def layer_activation_whole(d_model: int, mla: LatentAttention | None = None) -> float:
+def layer_activation_whole(d_model: int, mla: LatentAttention | None = None, dropout: bool = True) -> float:
     """The part tensor parallelism keeps whole (without sequence parallelism), bytes per token ÷ d:
-    ACTIVATION_WHOLE, plus multi-latent attention's two latents, 4·(d_c' + d_c)/d (module docstring)."""
-    return ACTIVATION_WHOLE + (4.0 * mla.latent_width / float(d_model) if mla is not None else 0.0)
+    ACTIVATION_WHOLE, less the DROPOUT_MASKS without `dropout` (p = 0: module docstring), plus
+    multi-latent attention's two latents, 4·(d_c' + d_c)/d (module docstring)."""
+    whole = ACTIVATION_WHOLE - (0.0 if dropout else DROPOUT_MASKS)
+    return whole + (4.0 * mla.latent_width / float(d_model) if mla is not None else 0.0)
+
+
+def attention_score_bytes(dropout: bool = True) -> float:
+    """Bytes stored per attention score of a head, where the scores are kept (no flash attention,
+    no selective recomputation): the 5 of Korthikanti et al.'s 5·a·s²·b, or 2 without `dropout`
+    (module docstring). The term a layer stores is this × a·s per token."""
+    return ATTENTION_SCORES if dropout else ATTENTION_SCORES_NO_DROPOUT
 
 
 def activation_bytes_per_layer(seq_len: int, d_model: int, heads: int | None, recompute: str,
                                flash_attention: bool, tensor_parallel: int = 1,
                                sequence_parallel: bool = True, *, kv_heads: int | None = None,
                                ffn_hidden: int | None = None, mlp: str = "gelu",
-                               mla: LatentAttention | None = None, fp8: bool = False) -> float | None:
+                               mla: LatentAttention | None = None, fp8: bool = False,
+                               dropout: bool = True) -> float | None:
     """Korthikanti et al. (2022) Table 2, for the layer's shape (`layer_activation_split`): 16-bit
     activation bytes of one sequence in one layer on one GPU (with `fp8`, the linear layers'
-    inputs at 1 byte: module docstring). None when the attention-score term needs `heads` and it
-    is unknown."""
+    inputs at 1 byte; without `dropout`, p = 0, no dropout masks: module docstring). None when the
+    attention-score term needs `heads` and it is unknown."""
     s, d, t = float(seq_len), float(d_model), float(tensor_parallel)
     split = sequence_parallel or t == 1
     if recompute == "full":
@@ -144,9 +164,9 @@ def activation_bytes_per_layer(seq_len: int, d_model: int, heads: int | None, re
     keep_scores = recompute != "selective" and not flash_attention
     if keep_scores and heads is None:
         return None
-    scores = 5.0 * heads * s / d if keep_scores and heads else 0.0
+    scores = attention_score_bytes(dropout) * heads * s / d if keep_scores and heads else 0.0
     parted = layer_activation_split(d_model, heads, kv_heads, ffn_hidden, mlp, mla)
-    whole = layer_activation_whole(d_model, mla)
+    whole = layer_activation_whole(d_model, mla, dropout)
     if fp8:
         whole, parted = whole - FP8_SAVED_WHOLE, parted - fp8_saved_split(d_model, ffn_hidden)
     if split:
@@ -191,7 +211,7 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
                  fp8: bool = False, context_parallel: int = 1,
                  experts: Experts | None = None,
                  split: tuple[int, ...] | None = None, mla: LatentAttention | None = None,
-                 recompute_layers: int | None = None) -> list[StageMemory] | None:
+                 recompute_layers: int | None = None, dropout: bool = True) -> list[StageMemory] | None:
     """Memory of every pipeline stage's GPU, or None when the shape is too unknown to estimate
     activations (no layers/d_model and no `activation_bytes_per_token`). `fp8`: FP8 GEMMs, whose
     cached weight copies (FP8_WEIGHT_BYTES per layer parameter) the weights include.
@@ -203,7 +223,8 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
     stores `experts.moe_activation_extra` more activations (budgetdsl.cost.experts). `split`: the
     layers per stage the plan pins (hardware.stage_layers), else balanced with the LM head's
     `head_layers` on the last, in chunks of v layers with interleaving (`layout.balanced_split`).
-    `recompute_layers` N with full recomputation: block recomputation (`recomputed_layers`)."""
+    `recompute_layers` N with full recomputation: block recomputation (`recomputed_layers`).
+    `dropout`: the model trains with dropout (p > 0), storing its masks (`activation_bytes_per_layer`)."""
     t, p, dp = tensor_parallel, pipeline_parallel, max(1, data_parallel)
     cp = max(1, context_parallel)
     grad_bytes = GRAD_BYTES[grad_dtype]
@@ -227,14 +248,15 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
 
     per_layer = activation_bytes_per_layer(seq_len, d_model, heads, recompute, flash_attention, t,
                                            sequence_parallel, kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp,
-                                           mla=mla, fp8=fp8)
+                                           mla=mla, fp8=fp8, dropout=dropout)
     if per_layer is None:
         return None
     working = 0.0
     block = recompute == "full" and recompute_layers is not None
     if recompute == "full":  # the layer being recomputed holds its full set during its backward
         kept = activation_bytes_per_layer(seq_len, d_model, heads, "none", flash_attention, t, sequence_parallel,
-                                          kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp, mla=mla, fp8=fp8)
+                                          kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp, mla=mla, fp8=fp8,
+                                          dropout=dropout)
         if kept is None and block:  # the layers block recomputation keeps need the attention scores' heads
             return None
         working = kept or 0.0

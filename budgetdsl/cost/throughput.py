@@ -78,6 +78,7 @@ from budgetdsl.cost.experts import (
 )
 from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer
 from budgetdsl.cost.memory import (
+    attention_score_bytes,
     layer_activation_split,
     layer_activation_whole,
     layer_params,
@@ -121,6 +122,7 @@ class Shape:
     tied_embeddings: bool = True
     moe: Experts | None = None  # the mixture-of-experts layers (budgetdsl.cost.experts), its layout degrees 1
     mla: LatentAttention | None = None  # multi-latent attention's dimensions (budgetdsl.plan.model)
+    dropout: bool = True  # dropout p > 0: its masks are stored (budgetdsl.cost.memory)
 
     @property
     def attention_width(self) -> float:
@@ -356,10 +358,11 @@ def _activation_traffic_per_token(shape: Shape, layout: Layout) -> float:
     """Bytes per token one layer stores (Korthikanti et al. 2022 eq. 2/3) on one GPU, before any
     recomputation: what the memory-bound kernels stream."""
     d, s, t = float(shape.d_model), float(shape.seq_len), float(layout.tensor_parallel)
-    scores = 0.0 if layout.flash_attention or shape.heads is None else 5.0 * shape.heads * s
+    scores = (0.0 if layout.flash_attention or shape.heads is None
+              else attention_score_bytes(shape.dropout) * shape.heads * s)
     parted = layer_activation_split(shape.d_model, shape.heads, shape.kv_heads, shape.ffn_hidden, shape.mlp,
                                     shape.mla)
-    whole = layer_activation_whole(shape.d_model, shape.mla)
+    whole = layer_activation_whole(shape.d_model, shape.mla, shape.dropout)
     if layout.sequence_parallel or t == 1:
         return ((whole + parted) * d + scores) / t
     return whole * d + parted * d / t + scores / t

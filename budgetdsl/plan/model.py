@@ -319,6 +319,13 @@ class ModelShape(_Section):
     tied_embeddings: bool = Field(True, description="The LM head shares the input embedding's V×d matrix "
                                   "(GPT-2/3, Megatron's default); false for Llama-style untied heads, whose "
                                   "params count V·d twice.")
+    dropout: float = Count("Dropout probability p of the transformer layers (hidden and attention dropout) in "
+                           "[0, 1); default 0.1, Megatron-LM's --hidden-dropout and --attention-dropout. Only zero "
+                           "against nonzero changes the estimate: with dropout p > 0 each layer stores two 1-byte "
+                           "dropout masks (2·s·d) and, where the attention scores are kept, a mask and the dropout "
+                           "output beside the softmax output (5·a·s² bytes); at 0 (Llama, Mistral, Qwen, "
+                           "DeepSeek) none of these (8·s·d of the part tensor parallelism keeps whole instead of "
+                           "10, and 2·a·s² of scores).", ge=0, lt=1, default=0.1)
     experts: int | None = Integer("Routed experts E per mixture-of-experts layer (Mixtral: 8, DeepSeek-V3: 256); "
                                   "omitted: a dense model.", gt=0, le=MAX_EXPERTS, optional=True)
     experts_per_token: int | None = Integer("Routed experts k each token is sent to (top-k routing); at most "

@@ -41,25 +41,25 @@ def test_llama3_405b_runs_the_layout_the_paper_states():
     """Llama 3 405B as Dubey et al. 2024 state it (Table 4: TP 8, PP 16; section 3.3.2: the embedding
     and the loss counted as layers, so [7, 8 x 14, 7] in one-slot chunks, 8 a GPU; FSDP sharding the
     gradients, ZeRO-2; no activation checkpointing): within tolerance on both rows, sequence
-    parallelism the search's (the paper does not say). The tool's memory model does not fit the
-    layout (known_no_fit), and the rows say by how much: the second stage holds 15 micro-batches
-    x (1 + 15/128) of 8 layers (Korthikanti et al. 2022 section 4.2.3), two dropout masks a layer
-    among them (2·s·d/t bytes) that Llama 3 does not have; without the masks the tool's count would
-    fit (Megatron-Core's interleaved schedule keeps more on that stage: the rows say so)."""
+    parallelism the search's (the paper does not say). Llama 3 trains without dropout (model.dropout
+    0), so the tool counts no dropout masks, and the layout fits: the second stage holds 15
+    micro-batches x (1 + 15/128) of 8 layers (Korthikanti et al. 2022 section 4.2.3), and with the
+    two masks a layer of their count (2·s·d/t bytes, Megatron's default dropout) it would not."""
     from budgetdsl.cost import memory as mem
 
     rows = [r for r in TABLE["runs"] if r["name"].startswith("Llama 3 405B")]
     assert [r["hardware"]["gpus"] for r in rows] == [8192, 16384]
     s, d, t = 8192, 16384, 8
     layer = mem.activation_bytes_per_layer(s, d, 128, "none", True, t, True, kv_heads=8, ffn_hidden=53248,
-                                           mlp="swiglu")
-    assert layer == pytest.approx(s * d * (10 + 4 + 4 * 1024 / d + 6 * 53248 / d) / t)
+                                           mlp="swiglu", dropout=False)
+    assert layer == pytest.approx(s * d * (8 + 4 + 4 * 1024 / d + 6 * 53248 / d) / t)
     in_flight = 8 * 15 * (1 + 15 / (16 * 8))  # the second stage: 8 layers, 15 micro-batches, interleaved 8 ways
     masks = 2.0 * s * d / t * in_flight
     for row in rows:
         hw = row["hardware"]
         assert (hw["zero"], hw["recompute"], hw["virtual_pipeline_stages"]) == (2, "none", 8)
-        assert hw["embedding_in_pipeline_split"] and hw["loss_in_pipeline_split"] and row["known_no_fit"]
+        assert hw["embedding_in_pipeline_split"] and hw["loss_in_pipeline_split"] and "known_no_fit" not in row
+        assert row["model"]["dropout"] == 0
         res = pr.evaluate(row)
         b = res.solution.batch
         assert (b.tensor_parallel, b.pipeline_parallel, b.data_parallel) == (8, 16, hw["gpus"] // 128)
@@ -67,12 +67,12 @@ def test_llama3_405b_runs_the_layout_the_paper_states():
         assert (b.zero, b.sequence_parallel, b.virtual_pipeline_stages, b.recompute) == (2, True, None, "none")
         assert b.pipeline_split_slots == ["embedding", "loss"]
         assert res.solution.throughput.stage_layers == [7] + [8] * 14 + [7]
-        assert abs(res.error) <= TABLE["tolerance_predicted"] and not res.fits
+        assert abs(res.error) <= TABLE["tolerance_predicted"] and res.fits
         assert "zero-with-pipeline" in {w.code for w in res.solution.warnings}
         a = res.solution.assumptions
         assert a["activation_bytes_per_sequence"].value == pytest.approx(layer * in_flight)
         free = (a["memory_per_device"].value - a["reserve_bytes"].value) / (1 + a["fragmentation"].value)
-        assert res.memory > free > res.memory - masks
+        assert res.memory <= free < res.memory + masks
 
 
 def test_llama3_405b_search_without_the_papers_statements():
@@ -242,7 +242,7 @@ def test_torchtitan_8b_rows_miss_even_at_the_sources_hbm_bandwidth(monkeypatch):
     """The torchtitan Llama 3.1 8B rows' known_miss: their Grand Teton H100 has 2.4 TB/s of HBM2e and
     a 500 W limit (the source's hardware section). The bandwidth alone, put into the preset, moves
     them a few points (the memory-bound kernels are a small share of the step) and leaves both
-    beyond the tolerance, as the rows say (+28.6 % and +32.9 %): the rest is the clock of a part
+    beyond the tolerance, as the rows say (+29.2 % and +33.6 %): the rest is the clock of a part
     whose peak no public spec gives."""
     import dataclasses
 
@@ -254,5 +254,5 @@ def test_torchtitan_8b_rows_miss_even_at_the_sources_hbm_bandwidth(monkeypatch):
                         dataclasses.replace(gpus.PRESETS["H100-SXM5-80GB"], hbm_bandwidth=2.4e12))
     after = [pr.evaluate(r).error for r in rows]
     assert len(rows) == 2 and all(r.get("known_miss") for r in rows)
-    assert after == pytest.approx([0.286, 0.329], abs=0.0005)
+    assert after == pytest.approx([0.292, 0.336], abs=0.0005)
     assert all(TABLE["tolerance_predicted"] < a < b for a, b in zip(after, before))
