@@ -325,6 +325,10 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/sweep_kernel.py", "go = st.go & (p.micro_max >= 1)", 0, 14, ">= -> >"):
         "at a micro-batch room of 1 the wall-clock search has one micro-batch size, the placement's own: "
         "nothing for _wall_check to mark (checked on six memory-bound min_time grids, kernel = solve())",
+    ("budgetdsl/solve/objectives.py",
+     "if point[0] != point[0] or point[1] != point[1] or point[2] != point[2]:", 0, 51, "!= -> =="):
+        "the pool's NaN flag set for every finite point sends front() to pareto(), the same front by "
+        "the slower path; a NaN wall clock never reaches the pool (solution models refuse non-finite)",
     ("budgetdsl/solve/infeasibility.py", "if iv[0] > jv[1]:", 0, 3, "> -> >="):
         "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
         "measure-zero coincidence of independent limits; no plan reaches it",

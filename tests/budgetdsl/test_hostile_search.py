@@ -184,6 +184,21 @@ def test_a_sweep_past_max_rows_is_refused_before_solving(capsys, monkeypatch):
     assert rc == 2 and f"{MAX_ROWS:,}" in err and "too-large" in err
 
 
+def test_the_row_limit_is_exactly_100_000():
+    """The documented limit is inclusive: 100 × 1,000 = 100,000 combinations are counted, and one
+    more (11 × 9,091 = 100,001) is refused, naming the limit."""
+    from budgetdsl.plan.diagnostics import PlanError
+    from budgetdsl.solve.sweep import Setting, size
+
+    def grid(a: int, b: int) -> list:
+        return [Setting("budget.deadline", tuple(f"{i} d" for i in range(1, a + 1))),
+                Setting("noise.b_crit", tuple(f"{i}M" for i in range(1, b + 1)))]
+
+    assert size(grid(100, 1000)) == 100_000
+    with pytest.raises(PlanError, match="100,001 combinations; the limit is 100,000"):
+        size(grid(11, 9091))
+
+
 def test_a_path_set_twice_is_a_usage_error(capsys, monkeypatch):
     rc, out, err = cli(["sweep", str(PLANS / "minimal.yaml"), "--set", "budget.deadline=1 d,2 d",
                         "--set", "budget.deadline=30 d", "--format", "csv"], capsys, monkeypatch, scalar=True)
