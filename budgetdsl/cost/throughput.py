@@ -166,6 +166,11 @@ class Device:
     gpus_per_node: int = 8
     fp8_peak_flops: float = 0.0  # FLOP/s, dense FP8 when the plan runs FP8 GEMMs; 0: BF16 GEMMs
 
+    @property
+    def pcie(self) -> bool:
+        """The in-node link is PCIe (PCIE_LINK or slower), not NVLink: NCCL's PCIe hop latency."""
+        return self.intra_node <= PCIE_LINK
+
 
 @dataclass(frozen=True, slots=True)
 class Layout:
@@ -336,7 +341,7 @@ def group_latency(kind: str, ranks: int, stride: int, device: Device) -> float:
     """`collective_latency` of a group of `ranks` GPUs spaced `stride` apart (tensor-parallel
     groups stride 1, data-parallel ones t, Megatron's rank order)."""
     in_node = ranks_in_node(ranks, stride, device.gpus_per_node)
-    return collective_latency(kind, ranks, -(-ranks // in_node), device.intra_node <= PCIE_LINK)
+    return collective_latency(kind, ranks, -(-ranks // in_node), device.pcie)
 
 
 def dp_collective_time(nbytes: float, dp: int, t: int, device: Device, kind: str = "all_reduce",
@@ -621,7 +626,7 @@ def _pipeline_latency(device: Device, layout: Layout, inside: bool) -> float:
     over NVLink (`inside`) or the network; 0 without a pipeline or where the stack hides them."""
     if layout.pipeline_parallel <= 1 or _pipeline_hidden(layout):
         return 0.0
-    return 2.0 * collective_latency("p2p", 2, 1 if inside else 2, device.intra_node <= PCIE_LINK)
+    return 2.0 * collective_latency("p2p", 2, 1 if inside else 2, device.pcie)
 
 
 def _collectives(shape: Shape, device: Device, layout: Layout, local: float, dps: list[int],

@@ -139,3 +139,18 @@ def test_one_stage_reduces_every_parameter_tied_or_untied():
     untied = step_time(replace(SHAPE, tied_embeddings=False), slow, Layout(64), 1, 64)
     assert tied.dp_comm > 0.1
     assert untied.dp_comm == pytest.approx(tied.dp_comm, rel=1e-9)
+
+
+def test_a_link_of_64_gb_s_is_pcie_and_pays_its_hop():
+    """NCCL's PCIe hop (5.7 µs a ring step against NVLink's 3.4) applies to in-node links of
+    PCIE_LINK or slower, the H100 PCIe card's 64 GB/s itself included: a pipeline's two sends per
+    micro-batch inside a node, and an 8-way tensor-parallel all-reduce."""
+    from budgetdsl.cost.throughput import _pipeline_latency, group_latency
+
+    pcie, nvlink = replace(H100, intra_node=64e9), replace(H100, intra_node=64.5e9)
+    assert pcie.pcie and not nvlink.pcie
+    two_stages = Layout(16, pipeline_parallel=2)
+    assert _pipeline_latency(pcie, two_stages, True) == pytest.approx(2 * (8.4 + 5.7) * US)
+    assert _pipeline_latency(nvlink, two_stages, True) == pytest.approx(2 * (8.4 + 3.4) * US)
+    assert group_latency("all_reduce", 8, 1, pcie) == collective_latency("all_reduce", 8, 1, True)
+    assert group_latency("all_reduce", 8, 1, nvlink) == collective_latency("all_reduce", 8, 1, False)

@@ -326,3 +326,19 @@ def test_the_header_divides_the_gpus_by_context_parallelism_too() -> None:
     assert "data parallel = 128 GPUs / (tensor 2 x pipeline 2 x context 2) = 16" in text
     assert megatron_args(text)["--context-parallel-size"] == "2"
     assert "x context" not in export(multi_node(), "megatron")
+
+
+@pytest.mark.parametrize(("split", "refused"), [((9, 10, 11, 10), True), ((9, 11, 10, 10), True),
+                                                ((9, 10, 10, 11), False), ((11, 10, 10, 9), False)])
+def test_megatron_carries_an_uneven_split_only_at_its_ends(split, refused) -> None:
+    """Megatron-Core's uneven pipeline sets the first and the last stage's layers and shares the
+    rest evenly: a split whose middle stages differ — wherever the odd one stands — is refused;
+    one that differs only at the ends becomes the two flags."""
+    spec = replace(multi_node(), pipeline_parallel=4, data_parallel=16, stage_layers=split)
+    if refused:
+        with pytest.raises(ExportError, match="unequal middle stages"):
+            export(spec, "megatron")
+    else:
+        args = megatron_args(export(spec, "megatron"))
+        assert (args["--decoder-first-pipeline-num-layers"], args["--decoder-last-pipeline-num-layers"]) == \
+            (str(split[0]), str(split[-1]))

@@ -169,3 +169,16 @@ def test_spec_checks_its_ramp_and_its_experts() -> None:
     assert every.experts_per_token == every.experts
     with pytest.raises(ValueError, match="experts_per_token"):
         make_spec(experts=8, experts_per_token=9)
+
+
+@pytest.mark.parametrize("ep", [2, 4])
+def test_a_count_that_does_not_split_into_expert_groups_is_refused(tmp_path, ep) -> None:
+    """Routed experts are sharded over expert_parallel ranks (× expert tensor parallelism, which
+    defaults to t): 6 GPUs split into groups of 4 do not, and neither do 3 into groups of 2 —
+    the export names the rule instead of writing a launch the framework rejects."""
+    plan = load_plan(_plan(tmp_path, f"model: {{params: null, experts: 8, experts_per_token: 2}}\n"
+                                     f"hardware: {{expert_parallel: {ep}, tensor_parallel: 1}}\n"))
+    gpus = ep + ep // 2
+    sol = _stub_solution(gpus=gpus, batch={"micro_batch": 1, "grad_accum": 1, "data_parallel": gpus})
+    with pytest.raises(ExportError, match=f"= {ep} expert groups"):
+        launch_spec(plan, sol)
