@@ -444,3 +444,18 @@ def test_the_throughput_coefficients_say_which_mode_produced_them():
     line = build_cost_model(make_plan(model={"layers": None, "d_model": None, "activation_bytes_per_token": 4e5}),
                             1024, Split(1, 1, 1, "full", True)).coefficients
     assert (line["achieved_flops"].detail, line["fixed_time"].detail) == ("G·P·u", "nothing: inside the declared MFU")
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_a_pipelines_memory_is_its_heaviest_stage_wherever_it_stands(p):
+    """The device's memory is the heaviest stage's (docs/design.md section 2): with a shallow model
+    and a large vocabulary the last stage, holding the fp32 logits of its micro-batch, outweighs
+    the first with its p micro-batches in flight — the answer must be the last stage's."""
+    plan = make_plan(model={"params": None, "layers": 8, "d_model": 1024, "heads": 16, "vocab": 256000,
+                            "seq_len": 4096})
+    cm = build_cost_model(plan, 64, Split(1, 1, p, "none", True))
+    last = cm.stages[-1]
+    assert last.at(1) > max(st.at(1) for st in cm.stages[:-1])
+    for micro in (1, 2):
+        assert cm.memory_at(micro) == pytest.approx(last.at(micro) * (1 + cm.fragmentation) + cm.reserve_bytes,
+                                                    rel=1e-12)

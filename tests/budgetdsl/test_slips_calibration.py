@@ -25,6 +25,17 @@ def test_one_step_out_of_order_is_refused(where):
     assert f"(step {points[n + 1].step} follows step {points[n].step})" in str(exc.value)
 
 
+def test_a_step_recorded_twice_is_refused():
+    """Two points at one step are not a trajectory (the progress between them would be zero, and
+    a resumed run that logged a step again is not a curve to trust): strictly increasing steps."""
+    cal = load_calibration(FIXTURE)
+    points = list(cal.trajectory)
+    points[2] = points[2].model_copy(update={"step": points[1].step})
+    with pytest.raises(ValueError, match="not in increasing order") as exc:
+        NoiseTrajectory.from_calibration(cal.model_copy(update={"trajectory": points}))
+    assert f"(step {points[1].step} follows step {points[1].step})" in str(exc.value)
+
+
 def test_a_plain_mean_estimator_drops_only_the_warmup():
     """ema_beta 1 is the plain mean over all steps (no EMA window to wait out): the trajectory
     starts at the first usable point past the warmup, and ends at the last point."""
