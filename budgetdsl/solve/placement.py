@@ -355,9 +355,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, None, None, micro_max, "memory"))
     if lo > hi:
         return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, None, None, micro_max, "interval"))
-    clipped = lo if lo > target else target  # min(max(target, lo), hi), as the builtins order ties
-    if hi < clipped:
-        clipped = hi
+    clipped = _clip(target, lo, hi)
     n_t = clipped / per
     if n_lo is None:
         n_lo = least_sequences(lo, per)
@@ -652,6 +650,13 @@ def seeded(cm: CostModel, fr: Frontier, limits: Limits, prev_limits: Limits, pre
     return {"intervals": new, "brackets": [list(brackets), len(configs)], "ends": (same, n_hi == shared[5])}
 
 
+def _clip(target: float, lo: float, hi: float) -> float:
+    """The objective's target batch clipped into the feasible [lo, hi]: min(max(target, lo), hi),
+    without the builtins' calls (a placement's hot path)."""
+    clipped = lo if lo > target else target
+    return hi if hi < clipped else clipped
+
+
 def _neighbours(n_t: float, n_lo, n_hi) -> tuple:
     """The target's two integer neighbours clipped into [n_lo, n_hi], as `place` takes them."""
     f, c = math.floor(n_t), math.ceil(n_t)
@@ -708,9 +713,7 @@ def carried(pl: Placement, fr: Frontier, limits: Limits, objective: str, micro_f
     shared = evals["intervals"]
     intervals, lo, hi, per, n_lo, n_hi = shared[:6]
     target = pl.target
-    clipped = lo if lo > target else target  # as `place` clips it
-    if hi < clipped:
-        clipped = hi
+    clipped = _clip(target, lo, hi)  # as `place` clips it
     if clipped != pl.clipped:
         return None
     key = ("end", objective, micro_fixed)

@@ -3,6 +3,7 @@ dS = S_min (1 + B_noise/B) dφ; an adaptive batch x·B_noise gives S = S_min(1 +
 E = E_min(1 + x) exactly)."""
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -187,3 +188,21 @@ def test_stage_boundaries_closer_than_a_ramp_keep_progress_increasing_to_one(las
     traj = NoiseTrajectory.from_stages([(0.5, 65536.0, 1e5), (last_until, 65536.0, 2e5), (1.0, 65536.0, 3e5)])
     assert traj.progress[0] == 0.0 and traj.progress[-1] == 1.0
     assert all(a < b for a, b in zip(traj.progress, traj.progress[1:]))
+
+
+def test_the_ramp_says_whether_it_was_planned_or_written(tmp_path):
+    """A report of a ramp names its origin: `auto` where the solver planned the stages from the
+    trajectory (plans/ramp-gpt-micro-proxy.yaml), `stages` where the plan wrote them itself."""
+    from budgetdsl.plan.loader import load_plan
+    from budgetdsl.solve.solver import solve
+
+    repo = Path(__file__).resolve().parents[2]
+    planned = solve(load_plan(repo / "plans" / "ramp-gpt-micro-proxy.yaml")).ramp
+    assert planned is not None and planned.schedule == "auto"
+    path = tmp_path / "written.yaml"
+    path.write_text("name: written\nmodel: {params: 7B, layers: 32, d_model: 4096, seq_len: 2048}\n"
+                    "hardware: {gpu: H100-SXM5-80GB, gpus: 64}\n"
+                    "target: {min_tokens: 140B}\nnoise: {b_crit: 2M}\nrun:\n  batch_schedule:\n"
+                    "    - {until: 25%, batch: 1M}\n    - {until: 100%, batch: 4M}\n")
+    written = solve(load_plan(path)).ramp
+    assert written is not None and written.schedule == "stages"

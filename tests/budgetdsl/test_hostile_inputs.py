@@ -91,7 +91,8 @@ def test_kaplan_loss_denormal_is_rejected():
 
 
 def _bounds(path: str) -> tuple[float | None, float | None, bool]:
-    """(lower, upper, integer) of a quantity field, as the JSON Schema states them for editors."""
+    """(lower, upper, integer) of a quantity field, as the JSON Schema states them for editors; an
+    exclusive upper bound as the largest float below it (dropout < 1)."""
     from budgetdsl.plan.schema import field_spec
 
     *parent, key = path.split(".")
@@ -100,7 +101,10 @@ def _bounds(path: str) -> tuple[float | None, float | None, bool]:
     prop = schema["$defs"][section.__name__]["properties"][key] if parent else schema["properties"][key]
     number = next(b for b in prop.get("anyOf", [prop]) if b.get("type") in ("number", "integer"))
     lo = number.get("minimum", number.get("exclusiveMinimum"))
-    return lo, number.get("maximum"), number["type"] == "integer"
+    hi = number.get("maximum")
+    if hi is None and "exclusiveMaximum" in number:
+        hi = math.nextafter(number["exclusiveMaximum"], -math.inf)
+    return lo, hi, number["type"] == "integer"
 
 
 def test_every_quantity_field_has_an_upper_bound_in_the_schema():
