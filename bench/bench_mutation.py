@@ -329,6 +329,8 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      "if point[0] != point[0] or point[1] != point[1] or point[2] != point[2]:", 0, 51, "!= -> =="):
         "the pool's NaN flag set for every finite point sends front() to pareto(), the same front by "
         "the slower path; a NaN wall clock never reaches the pool (solution models refuse non-finite)",
+    ("budgetdsl/solve/placement.py", "clipped = lo if lo > target else target", 0, 16, "> -> >="):
+        "where lo equals the target both branches give the same number",
     ("budgetdsl/solve/infeasibility.py", "if iv[0] > jv[1]:", 0, 3, "> -> >="):
         "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
         "measure-zero coincidence of independent limits; no plan reaches it",
