@@ -331,6 +331,10 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "the slower path; a NaN wall clock never reaches the pool (solution models refuse non-finite)",
     ("budgetdsl/solve/placement.py", "clipped = lo if lo > target else target", 0, 16, "> -> >="):
         "where lo equals the target both branches give the same number",
+    ("budgetdsl/solve/sweep_kernel.py", "pushed_lo, pushed_hi = tgt < lo, tgt > hi", 0, 23, "< -> <="):
+        "a target exactly at the interval's low end places the batch on that end, where what set it (the "
+        "floor, or a limit met with no slack) binds either way; checked on a tie built on purpose "
+        "(B_crit 1Mi = the floor of 2,048-token sequences on 512 GPUs): kernel rows = solve()",
     ("budgetdsl/solve/infeasibility.py", "if iv[0] > jv[1]:", 0, 3, "> -> >="):
         "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
         "measure-zero coincidence of independent limits; no plan reaches it",
