@@ -335,6 +335,17 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "a target exactly at the interval's low end places the batch on that end, where what set it (the "
         "floor, or a limit met with no slack) binds either way; checked on a tie built on purpose "
         "(B_crit 1Mi = the floor of 2,048-token sequences on 512 GPUs): kernel rows = solve()",
+    ("budgetdsl/solve/placement.py",
+     "return all(balance_at(b_crit, micro * accum * per * 1.0) > best for micro, accum in near)", 0, 30,
+     "* -> /"):
+        "x · 1.0 and x / 1.0 are the same float (the 1.0 only makes the product a float)",
+    ("budgetdsl/cost/throughput.py", "bubble = (p - 1) / v * micro_time if p > 1 else 0.0", 0, 37, "> -> >="):
+        "at p = 1 the bubble (p − 1)/v · micro_time is 0.0 either way",
+    ("budgetdsl/solve/relaxations.py", "now = int(current if direction > 0 else lo_count)", 0, 21, "> -> >="):
+        "direction is +1 or −1, never 0",
+    ("budgetdsl/solve/search_space.py", "t = 0.5 * (v * (1.0 + 1e-11) - 2.0)  # x + 1/x ≤ 2t", 0, 16, "+ -> -"):
+        "the balanced bound's tie margin: a balance within 1e-11 of the least rounds to it at 12 digits "
+        "either way except at a near-tie in the 11th digit, where the walk's exact keys decide",
     ("budgetdsl/solve/infeasibility.py", "if iv[0] > jv[1]:", 0, 3, "> -> >="):
         "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
         "measure-zero coincidence of independent limits; no plan reaches it",

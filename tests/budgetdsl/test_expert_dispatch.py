@@ -164,3 +164,15 @@ def test_the_deepep_assumption_counts_the_destination_nodes_in_whole_nodes():
     detail = cm.coefficients["experts"].detail
     assert f"{nodes_per_token(ex, 8):.3g} of 8 nodes on average" in detail, detail
     assert "8 of the 64 ep ranks share a node" in detail
+
+
+def test_without_expert_parallelism_the_note_names_no_ep_ranks():
+    """Experts on every GPU (expert_parallel 1) dispatch nothing across GPUs: the assumption says
+    nothing about ranks sharing a node; with ep 8 it does."""
+    plan = make_plan(model=MIXTRAL, hardware={"gpu": "H100-SXM5-80GB", "gpus": 64, "mfu": None, "zero": 1,
+                                              "tensor_parallel": 1, "pipeline_parallel": 1, "recompute": "full",
+                                              "expert_parallel": 1, "overlap": None, "network": None})
+    one = build_cost_model(plan, 64, Split(1, 1, 1, "full", True, 1, 1))
+    assert "ep 1," in one.coefficients["experts"].detail
+    assert "ep ranks share a node" not in one.coefficients["experts"].detail
+    assert "8 of the 8 ep ranks share a node" in _cost_model().coefficients["experts"].detail

@@ -56,3 +56,13 @@ def test_a_sweep_of_limits_counts_its_one_space_once(searched):
     """Settings outside model and hardware leave the space as it is: one space, every row alike."""
     est = estimate(read_merged(searched), [parse_setting("budget.deadline=10 d,20 d,30 d")], full=True)
     assert est is not None and est.uniform and est.pairs == len(search_space(load_plan(searched)).pairs)
+
+
+def test_a_row_whose_plan_does_not_load_costs_a_row_only(searched):
+    """A row whose plan is refused is reported, not solved: it costs the row's own time and no
+    pairs, so a sweep of such rows beside valid ones is estimated by the valid ones' spaces."""
+    deadlines = parse_setting("budget.deadline=" + ",".join(f"{d} d" for d in range(10, 410)))
+    both = estimate(read_merged(searched), [parse_setting("hardware.gpus.max=0,2048"), deadlines], full=True)
+    valid = estimate(read_merged(searched), [parse_setting("hardware.gpus.max=2048"), deadlines], full=True)
+    assert both is not None and valid is not None and both.rows == 800 and not both.uniform
+    assert both.seconds == pytest.approx(valid.seconds + 400 * 5e-3, rel=1e-9)
