@@ -346,6 +346,8 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py", "t = 0.5 * (v * (1.0 + 1e-11) - 2.0)  # x + 1/x ≤ 2t", 0, 16, "+ -> -"):
         "the balanced bound's tie margin: a balance within 1e-11 of the least rounds to it at 12 digits "
         "either way except at a near-tie in the 11th digit, where the walk's exact keys decide",
+    ("budgetdsl/solve/notes.py", "if len(cm._shown) < _SHOWN_AT_MOST:", 0, 3, "< -> <="):
+        "a memo's capacity: one entry more kept, the same notes built",
     ("budgetdsl/solve/infeasibility.py", "if iv[0] > jv[1]:", 0, 3, "> -> >="):
         "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
         "measure-zero coincidence of independent limits; no plan reaches it",
