@@ -459,3 +459,17 @@ def test_a_pipelines_memory_is_its_heaviest_stage_wherever_it_stands(p):
     for micro in (1, 2):
         assert cm.memory_at(micro) == pytest.approx(last.at(micro) * (1 + cm.fragmentation) + cm.reserve_bytes,
                                                     rel=1e-12)
+
+
+def test_a_memory_remedy_is_priced_against_the_same_micro_batches():
+    """A remedy's price is its step time over the plan's at the same one-sequence micro-batches
+    and global batch (on a pipeline, the bubble depends on them): the layout itself costs exactly
+    1, full recomputation (one more forward) more than 1 and less than 4/3 of the step."""
+    from budgetdsl.solve.relaxations import _relative_step_time
+
+    plan = make_plan(hardware={"mfu": None})
+    base = build_cost_model(plan, 1024, Split(1, 1, 4, "none", True))
+    full = build_cost_model(plan, 1024, Split(1, 1, 4, "full", True))
+    assert _relative_step_time(base, base) == 1.0
+    ratio = _relative_step_time(base, full)
+    assert ratio is not None and 1.0 < ratio < 4 / 3

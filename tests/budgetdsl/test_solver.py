@@ -455,3 +455,14 @@ def test_gpu_relaxations_reach_the_gpu_cap_itself():
 
     plan = make_plan(hardware={"gpus": 16128})
     assert _next_counts(Context(plan, None, None, None, ""), 16128, +1)[-1] == MAX_GPUS  # type: ignore[arg-type]
+
+
+def test_a_pinned_batch_written_as_an_expression_tolerates_float_noise():
+    """`run.batch` as arithmetic (0.1 × 3 × 4096 × 10 / 3 × 100,000 tokens is 409,600,000 plus
+    float noise, 100,000.00000000003 sequences of 4,096) is 100,000 whole sequences: the check
+    tolerates noise relative to the count, and a real fraction of a sequence is still refused."""
+    from budgetdsl.plan.model import Run
+    from budgetdsl.solve.context import pinned_sequences
+
+    assert pinned_sequences(Run(batch=0.1 * 3 * 4096 * 10 / 3 * 100000), 4096) == 100_000
+    assert pinned_sequences(Run(batch=409_600_000 + 4096 * 1e-3), 4096) is None
