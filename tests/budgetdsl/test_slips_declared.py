@@ -52,3 +52,16 @@ def test_an_answer_that_overflows_is_refused_naming_the_field(objective, monkeyp
         solve(plan)
     (d,) = info.value.diagnostics
     assert d.code == "not-finite" and "the answer's frontier.x is not finite" in d.message, d.format()
+
+
+def test_a_declared_mfu_is_anchored_at_the_unsplit_layout_when_the_layout_is_searched():
+    """The declared MFU was measured on some layout; where the plan leaves tensor and pipeline
+    parallelism to the search it holds at the unsplit one (TP 1 · PP 1: `declared_anchor`), and
+    the report says where."""
+    from solver_plans import make_plan, searched
+
+    from budgetdsl.cost.cost_model import Split, build_cost_model
+
+    plan = searched(make_plan())
+    cm = build_cost_model(plan, 1024, Split(1, 1, 1, "full", True))
+    assert cm.anchor is not None and cm.anchor.where.startswith("TP 1 · PP 1 on 1,024 GPUs")
