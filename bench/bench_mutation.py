@@ -348,6 +348,9 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "either way except at a near-tie in the 11th digit, where the walk's exact keys decide",
     ("budgetdsl/solve/notes.py", "if len(cm._shown) < _SHOWN_AT_MOST:", 0, 3, "< -> <="):
         "a memo's capacity: one entry more kept, the same notes built",
+    ("budgetdsl/exports/megatron.py", "moe = (spec.layers or 0) - spec.dense_layers", 0, 22, "0 -> 1"):
+        "dense_layers needs experts and experts need model.layers (plan.model's MoE rules), so a launch "
+        "spec with dense layers always has its layers: the fallback is never taken",
     ("budgetdsl/solve/infeasibility.py", "if iv[0] > jv[1]:", 0, 3, "> -> >="):
         "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
         "measure-zero coincidence of independent limits; no plan reaches it",
