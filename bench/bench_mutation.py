@@ -351,6 +351,11 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/exports/megatron.py", "moe = (spec.layers or 0) - spec.dense_layers", 0, 22, "0 -> 1"):
         "dense_layers needs experts and experts need model.layers (plan.model's MoE rules), so a launch "
         "spec with dense layers always has its layers: the fallback is never taken",
+    ("budgetdsl/solve/sweep_kernel.py",
+     "met = (floor0[wp] * (1.0 - _BOUND_MARGIN) <= w_wall) & (floor_c[wp] * (1.0 - _BOUND_MARGIN) <= w_wall)", 0,
+     7, "<= -> <"):
+        "a floor shrunk by the bound margin equal to a winner's wall clock to the last bit: a measure-zero "
+        "coincidence, and only marks a row for the scalar path (which decides it exactly) or not",
     ("budgetdsl/solve/infeasibility.py", "if iv[0] > jv[1]:", 0, 3, "> -> >="):
         "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
         "measure-zero coincidence of independent limits; no plan reaches it",
