@@ -38,6 +38,25 @@ def test_pairs_match_the_full_cost_model():
         assert pair.step == cm._step  # the same closed form (frozen dataclasses compare by value)
 
 
+MOE = {"params": None, "layers": 8, "d_model": 1024, "heads": 16, "kv_heads": 4, "ffn_hidden": 2816,
+       "mlp": "swiglu", "tied_embeddings": False, "vocab": 32000, "seq_len": 4096, "experts": 8,
+       "experts_per_token": 2}
+
+
+@pytest.mark.parametrize("hardware", [{"expert_parallel": 8}, {"expert_parallel": 4, "context_parallel": 2},
+                                      {"context_parallel": 2}])
+def test_expert_and_context_parallel_pairs_match_the_full_cost_model(hardware):
+    """The search's micro-batch room of a pair, from its family's stages with ZeRO sharding the
+    routed experts over edp and the rest over dp·cp (`_quick_all`), is the full cost model's on
+    every pair: with experts, with context parallelism, with both."""
+    model = MOE if "expert_parallel" in hardware else {k: v for k, v in MOE.items() if not k.startswith("experts")}
+    plan = _plan({"gpu": "H100-SXM5-80GB", **hardware}, model=model)
+    space = ss.search_space(plan)
+    assert {p.layout.zero for p in space.pairs} >= {1, 2, 3}
+    for pair in space.pairs:
+        assert pair.micro_batch_max == build_cost_model(plan, pair.gpus, pair.split).micro_batch_max, pair.layout
+
+
 def test_no_pair_is_matched_by_a_simpler_layout_on_its_count():
     plan = _plan()
     space = ss.search_space(plan)
