@@ -356,6 +356,11 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      7, "<= -> <"):
         "a floor shrunk by the bound margin equal to a winner's wall clock to the last bit: a measure-zero "
         "coincidence, and only marks a row for the scalar path (which decides it exactly) or not",
+    ("budgetdsl/solve/search_space.py",
+     "if not any(k[0] >= r[0] and k[1] >= r[1] and k[2] >= r[2] and k[3] >= r[3] for k in kept):", 0, 30,
+     "1 -> 2"):
+        "a stage's gradients and optimizer state are both its local parameters times a constant (4 or 2 "
+        "and 12 bytes), so k[1] >= r[1] holds exactly when k[2] >= r[2]; k[2] >= r[1] adds nothing",
     ("budgetdsl/solve/infeasibility.py", "if iv[0] > jv[1]:", 0, 3, "> -> >="):
         "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
         "measure-zero coincidence of independent limits; no plan reaches it",
