@@ -361,6 +361,9 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      "1 -> 2"):
         "a stage's gradients and optimizer state are both its local parameters times a constant (4 or 2 "
         "and 12 bytes), so k[1] >= r[1] holds exactly when k[2] >= r[2]; k[2] >= r[1] adds nothing",
+    ("budgetdsl/solve/search_space.py", "return v, cost_of(gpus * wall / 3600.0), wall", 0, 18, "* -> /"):
+        "the balanced bound's cost (its key's second measure) made far smaller: a weaker bound, so the "
+        "walk skips fewer pairs and ends at the same pick",
     ("budgetdsl/solve/infeasibility.py", "if iv[0] > jv[1]:", 0, 3, "> -> >="):
         "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
         "measure-zero coincidence of independent limits; no plan reaches it",

@@ -95,6 +95,10 @@ BOUND_PLANS = {
     "small-model-many-gpus": dict(hardware={"overlap": None, "gpus": {"min": 8, "max": 2048, "step": 8}},
                                   model={"params": 1.3e9, "layers": 24, "d_model": 2048, "heads": 16,
                                          "seq_len": 2048}),
+    # stacks that hide the weights' all-gather under a share of the micro-batch (step_bound's kinks),
+    # on a network slow enough for the gathers and reductions to show
+    "megatron-core-slow-network": dict(hardware={"overlap": None, "stack": "megatron-core", "network": 3e9}),
+    "fsdp2-slow-network": dict(hardware={"overlap": None, "stack": "fsdp2", "network": 3e9}),
 }
 
 
