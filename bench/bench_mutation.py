@@ -364,6 +364,15 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py", "return v, cost_of(gpus * wall / 3600.0), wall", 0, 18, "* -> /"):
         "the balanced bound's cost (its key's second measure) made far smaller: a weaker bound, so the "
         "walk skips fewer pairs and ends at the same pick",
+    ("budgetdsl/cost/throughput.py", "@functools.lru_cache(maxsize=65536)", 0, 29, "65536 -> 65537"):
+        "a cache's capacity: one entry more kept, the same values",
+    ("budgetdsl/solve/objectives.py", "pts = np.empty((max(2 * self._VECTOR, 2 * len(idx)), 3))", 0, 38, "2 -> 3"):
+        "a scratch array's capacity: len(idx) rows are written and read, the rest never",
+    ("budgetdsl/solve/sweep_kernel.py",
+     "_DECIDE_SPLITS = 4 * WALL_EVALUATIONS  # splits per element `_wall_decide` lists before the bound's filter",
+     0, 17, "4 -> 5"):
+        "past this many splits an element goes to the scalar path, which decides it exactly: a higher cap "
+        "only lets the kernel list a few more itself, with the same answer",
     ("budgetdsl/solve/infeasibility.py", "if iv[0] > jv[1]:", 0, 3, "> -> >="):
         "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
         "measure-zero coincidence of independent limits; no plan reaches it",

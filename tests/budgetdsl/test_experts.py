@@ -301,3 +301,19 @@ def test_expert_tensor_parallelism_defaults_to_the_layouts_tensor_parallelism():
     assert Layout(64, tensor_parallel=4, expert_parallel=8).place_experts(moe).expert_tensor_parallel == 4
     assert Layout(64, tensor_parallel=4, expert_parallel=8,
                   expert_tensor_parallel=1).place_experts(moe).expert_tensor_parallel == 1
+
+
+@pytest.mark.parametrize(("mlp", "t"), [("swiglu", 1), ("swiglu", 4), ("gelu", 2)])
+def test_a_moe_layer_stores_its_routed_copies_instead_of_one_dense_mlp(mlp, t):
+    """Bytes per sequence a MoE layer stores beyond a dense one (`moe_activation_extra`): the MLP
+    activations of k routed copies and the shared experts at width F_e (6·F_e a token with SwiGLU,
+    4·F_e with GeLU) and the k dispatched d-wide inputs in bf16, less the dense MLP's 6·F (4·F),
+    for s tokens ÷ t; nothing under full recomputation."""
+    from budgetdsl.cost.experts import moe_activation_extra
+
+    s, d, f, f_e, k = 4096, 4096, 14336.0, 1408, 2
+    matrices, mult = (3, 6.0) if mlp == "swiglu" else (2, 4.0)
+    ex = Experts(8, k, matrices * d * f_e, shared=1)
+    expected = s * (mult * f_e * (k + 1) + 2.0 * d * k - mult * f) / t
+    assert moe_activation_extra(s, d, f, mlp, ex, t, "none") == pytest.approx(expected, rel=1e-12)
+    assert moe_activation_extra(s, d, f, mlp, ex, t, "full") == 0.0
