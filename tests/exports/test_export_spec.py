@@ -182,3 +182,21 @@ def test_a_count_that_does_not_split_into_expert_groups_is_refused(tmp_path, ep)
     sol = _stub_solution(gpus=gpus, batch={"micro_batch": 1, "grad_accum": 1, "data_parallel": gpus})
     with pytest.raises(ExportError, match=f"= {ep} expert groups"):
         launch_spec(plan, sol)
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-405b-h100-fp8-16k-gpus-ramp-batch-sweep-final", "Ünïcode/run name",
+                                  "x" * 200, "7b_run"])
+def test_a_long_or_irregular_run_name_becomes_a_full_length_rfc_1035_label(name) -> None:
+    """Kubernetes names a job's pods from the run name: it is made an RFC 1035 label (lower-case
+    letters, digits and '-', a letter first, alphanumeric last) of at most 40 characters, kept
+    distinct by a digest of the original, and as long as the budget allows (no character lost
+    to an off-by-one)."""
+    import re
+
+    from budgetdsl.exports._text import dns1035
+
+    label = dns1035(name)
+    assert re.fullmatch(r"[a-z]([a-z0-9-]*[a-z0-9])?", label) and len(label) <= 40
+    if len(name) > 40 and name.isalnum():  # nothing to replace or strip: the stem fills the budget
+        assert len(label) == 40 and label[:33] == name.lower()[:33] and label[33] == "-"
+    assert dns1035(name + "-b") != label
