@@ -373,6 +373,8 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      0, 17, "4 -> 5"):
         "past this many splits an element goes to the scalar path, which decides it exactly: a higher cap "
         "only lets the kernel list a few more itself, with the same answer",
+    ("budgetdsl/cost/experts.py", "if ranks <= 1 or nbytes <= 0:", 0, 17, "<= -> <"):
+        "an all-to-all of 0 bytes takes max(0, 0) = 0 s by the formula below too",
     ("budgetdsl/solve/infeasibility.py", "if iv[0] > jv[1]:", 0, 3, "> -> >="):
         "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
         "measure-zero coincidence of independent limits; no plan reaches it",

@@ -359,3 +359,13 @@ def test_an_infeasible_search_places_every_pair_for_the_diagnosis():
     assert not pool.items and bounded == 0 and results
     assert {r.choice for r in results} == {pr.layout for pr in ss.search_space(plan).pairs}
     assert all(not r.chosen.feasible for r in results)
+
+
+def test_a_range_from_one_gpu_searches_the_single_gpu_too():
+    """A GPU range that starts at 1 offers the single GPU (no data parallelism at all) to the
+    search like any other launchable count."""
+    plan = _plan({"gpus": {"min": 1, "max": 8, "step": 1}},
+                 model={"params": 1.3e8, "layers": 12, "d_model": 768, "heads": 12, "seq_len": 1024})
+    space = ss.search_space(plan)
+    assert 1 in {p.gpus for p in space.pairs}
+    assert {p.gpus for p in space.pairs} <= set(range(1, 9))
