@@ -163,8 +163,7 @@ def choose_among(objective: str, items: Sequence[T], points: Sequence[tuple[floa
         return None
 
     def key(i: T) -> tuple[float, ...]:
-        r = rank(objective, config(i), b_crit)
-        return (rounded(r[0]),) + r[1:]
+        return rank_key(rank(objective, config(i), b_crit))
     if all(len(p) == 3 and p[0] == p[0] and p[1] == p[1] and p[2] == p[2] for p in points):
         # The least key whose point no point dominates (ties to the first item): the items in
         # key order, each checked until one is on the front — no front of them all is built.
@@ -357,6 +356,11 @@ class Pool(Generic[T]):
         if self.nan:
             return pareto(self.items, lambda i: axes(self.config(i)))
         return [item for item, off in zip(self.items, self.dominated) if not off]
+
+
+def rank_key(r: tuple[float, ...]) -> tuple[float, ...]:
+    """A rank with its first measure `rounded`: what `choose` orders configurations by."""
+    return (rounded(r[0]),) + tuple(r[1:])
 
 
 def rounded(v: float) -> float:

@@ -49,7 +49,7 @@ from budgetdsl.solve.context import (
 from budgetdsl.solve.context import pick as choose_pick
 from budgetdsl.solve.layout_search import BLOCK_AUTO, LayoutChoice, concrete
 from budgetdsl.solve.layout_search import candidates as layout_candidates
-from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto, rank, rounded
+from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto, rank, rank_key, rounded
 from budgetdsl.solve.placement import Config, Limits, Placement, evaluate
 from budgetdsl.solve.search_replay import Placed, Record, replay
 from budgetdsl.theory.frontier import Frontier, balance, e_over_emin, wall_bound
@@ -978,7 +978,7 @@ class _Walk:
         return new
 
     def _best_key(self, obj: str, pick: Placement | None) -> tuple[float, ...] | None:
-        return None if pick is None else rank_key(obj, rank(obj, pick.config, self.bc))
+        return None if pick is None else rank_key(rank(obj, pick.config, self.bc))
 
     def walk(self, obj: str) -> None:
         """Place the pairs `obj`'s pick needs (exact): in the order of their bound, up to the first
@@ -1192,11 +1192,6 @@ def _threat(bounds: tuple, pw: float, pc: float, pf: float, fe: float, bc: float
     return wall <= pw and (gpu_hours * price if price else gpu_hours) <= pc
 
 
-def rank_key(objective: str, r: tuple[float, ...]) -> tuple[float, ...]:
-    """An objective's rank with the first measure rounded as `objectives.choose` rounds it."""
-    return (rounded(r[0]),) + tuple(r[1:])
-
-
 def bound_rank(objective: str, bound: tuple[float, float, float], dp: int, ref: CostModel,
                fr: Frontier, lines: tuple | None = None, gpus: int = 0,
                price: float | None = None) -> tuple[float, ...]:
@@ -1207,7 +1202,7 @@ def bound_rank(objective: str, bound: tuple[float, float, float], dp: int, ref: 
     if objective != "balanced":
         from budgetdsl.solve.objectives import axis_rank
 
-        return rank_key(objective, axis_rank(objective, wall, cost, flops))
+        return rank_key(axis_rank(objective, wall, cost, flops))
     assert lines is not None
     return balanced_key(lines, float(dp * ref.seq_len), gpus, fr.b_crit, fr.s_min, price)
 

@@ -1101,7 +1101,7 @@ def _merge(d: Decided, other: Decided, rows: np.ndarray) -> None:
 def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
     """objectives.choose per row over the placed candidates: (Decided, the pick's wall clock,
     cost, FLOPs and measure)."""
-    from budgetdsl.solve.search_space import rank_key
+    from budgetdsl.solve.objectives import rank_key
 
     R = len(r)
     cols = [(i, k, st["kinds"][k], st["kinds"][k]["has"]) for i, st in store.pairs.items() for k in range(len(KINDS))]
@@ -1194,7 +1194,7 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
             c = _Cfg(float(wall[row, j]), float(cost[row, j]) if price is not None else None, float(cost[row, j]),
                      float(flops[row, j]), float(batch[row, j]))
             rk = rank(objective, c, float(r.bc[row]))
-            keys.append((rank_key(objective, rk), int(j)))
+            keys.append((rank_key(rk), int(j)))
         top = min(k for k, _ in keys)
         tied = [j for k, j in keys if k == top]
         if len({(pair_of[j], micro[row, j], accum[row, j]) for j in tied}) > 1:
