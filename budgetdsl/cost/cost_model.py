@@ -512,7 +512,7 @@ def cost_basis(plan: Plan) -> Basis:
     shape = None
     if m.layers is not None and m.d_model is not None and device is not None:
         shape = Shape(m.param_count, m.layers, m.d_model, m.seq_len, f.value, m.heads, m.vocab, m.kv_heads,
-                      m.ffn_hidden, m.mlp, m.tied_embeddings, moe, m.latent_attention, m.dropout > 0)
+                      m.ffn_hidden, m.mlp, m.tied_embeddings, moe, m.latent_attention, m.dropout_masks)
     mode = DECLARED if hw.mfu is not None else "predicted"
     if mode != DECLARED and shape is None:
         raise ShapeUnknown("predicted utilization (no hardware.mfu) needs model.layers and model.d_model "
@@ -570,7 +570,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         ffn_hidden=m.ffn_hidden, mlp=m.mlp, tied_embeddings=m.tied_embeddings,
         fp8=basis.fp8, context_parallel=cp, experts=layout.place_experts(moe),
         split=layout.stage_split, mla=m.latent_attention, recompute_layers=layout.recompute_layers,
-        dropout=m.dropout > 0)
+        dropout=m.dropout_masks)
     if stages is None:
         need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
                                                     else " and model.heads")
@@ -725,7 +725,7 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
     else:
         mla = m.latent_attention
         parted = mem.layer_activation_split(m.d_model or 1, m.heads, m.kv_heads, m.ffn_hidden, m.mlp, mla)
-        dropout = m.dropout > 0
+        dropout = m.dropout_masks
         whole = f"{mem.layer_activation_whole(1, None, dropout):g}"
         kept = f"{mem.layer_activation_whole(m.d_model or 1, mla, dropout) + parted:.4g}"
         scores = f"{mem.attention_score_bytes(dropout):g}·a·s/d"

@@ -390,6 +390,12 @@ class ModelShape(_Section):
                                self.q_lora_rank)
 
     @property
+    def dropout_masks(self) -> bool:
+        """Dropout runs (p > 0), so its masks are stored (budgetdsl.cost.memory): only zero against
+        nonzero changes the estimate."""
+        return self.dropout > 0
+
+    @property
     def moe_layers(self) -> int:
         """Layers whose MLP is a mixture of experts: layers − dense_layers; 0 for a dense model."""
         return (self.layers or 0) - self.dense_layers if self.experts else 0
