@@ -274,6 +274,8 @@ def _llama3_notes(results: list[Any], extra: list[Any]) -> list[str]:
     implied = {k: v.mfu * v.value / v.published for k, v in card.items()}
     searched = [_searched(r) for r in l3]
     bare = [_searched(r, embedding_in_pipeline_split=False, loss_in_pipeline_split=False) for r in l3]
+    rest = [_searched(r, sequence_parallel="auto", context_parallel="auto") for r in l3]
+    rb = rest[0].solution.batch
     b = l3[0].solution.batch
     sb = searched[0].solution.batch
     split = l3[0].solution.throughput.stage_layers
@@ -313,8 +315,15 @@ def _llama3_notes(results: list[Any], extra: list[Any]) -> list[str]:
         f"{sb.virtual_pipeline_stages} chunks per GPU and predicts "
         + " and ".join(f"{r.value:.0f}" for r in searched) + " TFLOP/s per GPU ("
         + " and ".join(f"{r.error:+.1%}" for r in searched) + "); without the accounting (126 layers in whole "
-        "chunks, on [8 × 15, 6]) " + " and ".join(f"{r.error:+.1%}" for r in bare) + ". No constant is fitted "
-        "to these rows.")
+        "chunks, on [8 × 15, 6]) " + " and ".join(f"{r.error:+.1%}" for r in bare) + ". With only TP 8 and PP 16 "
+        "pinned and every other layout key `auto` (context parallelism too: issue 24's case), the search "
+        f"takes CP {rb.context_parallel}, ZeRO-{rb.zero}, recompute "
+        f"{recompute_label(rb.recompute, rb.recompute_layers, rb.virtual_pipeline_stages)} and "
+        f"{rb.virtual_pipeline_stages} chunks per GPU — the second context rank halves the activations "
+        "that the paper's CP 1 kept by sharding the gradients under the pipeline, and doubles the "
+        "micro-batches a pipeline runs — and predicts MFU " + " and ".join(f"{r.mfu:.1%}" for r in rest)
+        + " (" + " and ".join(f"{r.error:+.1%}" for r in rest) + " of the published TFLOP/s). No constant is "
+        "fitted to these rows.")
     second = (
         "The Llama 3.1 model card's H100 GPU-hours against the pre-training tokens at the 405B's published "
         "MFU (41 %, its 16K-GPU layout; Meta publishes none for 8B and 70B): the card's figures are \"the "
