@@ -563,14 +563,15 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
                     STACKS[str(getattr(hw, "stack", "default"))], split.recompute_layers)
     stages = mem.stage_memory(
         params=m.param_count, seq_len=m.seq_len, layers=m.layers, d_model=m.d_model, heads=m.heads, vocab=m.vocab,
-        tensor_parallel=t, pipeline_parallel=p, data_parallel=dp, zero=split.zero, recompute=split.recompute,
+        tensor_parallel=t, pipeline_parallel=p, data_parallel=dp, zero=split.zero,
+        recompute=layout.stack.checkpoint(split.recompute),
         flash_attention=split.flash_attention, sequence_parallel=layout.sequence_parallel,
         virtual_stages=layout.virtual_stages, grad_dtype=grad_dtype,
         activation_bytes_per_token=m.activation_bytes_per_token, head_layers=head_share, kv_heads=m.kv_heads,
         ffn_hidden=m.ffn_hidden, mlp=m.mlp, tied_embeddings=m.tied_embeddings,
         fp8=basis.fp8, context_parallel=cp, experts=layout.place_experts(moe),
         split=layout.stage_split, mla=m.latent_attention, recompute_layers=layout.recompute_layers,
-        dropout=m.dropout_masks)
+        dropout=m.dropout_masks, logit_bytes=layout.stack.logit_bytes)
     if stages is None:
         need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
                                                     else " and model.heads")
@@ -740,6 +741,12 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
                         f"kv_heads·d/heads, F = ffn_hidden)")
         why = {"full": "full recomputation", "selective": "selective recomputation"}.get(
             split.recompute, "flash attention" if split.flash_attention else "no recomputation")
+        if layout.stack.checkpoint(split.recompute) == "ops":
+            saved = mem.op_checkpoint_saved(m.d_model or 1, m.heads, m.kv_heads, m.ffn_hidden, m.mlp, mla)
+            formula = f"{saved:.4g}·s·d"
+            why = ("selective recomputation as torchtitan's op-level policy (stack fsdp2): the layer input, every "
+                   "second matmul's output, the attention output and its log-sum-exp, plus the rest of one layer "
+                   "while it is recomputed")
         if split.recompute == "full" and split.recompute_layers is not None:
             kept_formula = f"{kept}·s·d" if split.flash_attention else f"s·d·({kept} + {scores})"
             formula = f"2·s·d on the recomputed layers, {kept_formula} on the others,"
@@ -769,7 +776,11 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
             "share of full recomputation's extra forward (budgetdsl.cost.memory.recomputed_layers)")
     if heavy.logits_per_sequence:
         coefs["logits_bytes_per_sequence"] = Coef(heavy.logits_per_sequence, "B/sequence", DERIVED,
-                                                  "s·V fp32 logits for the loss / t (last stage)")
+                                                  "s·V fp32 logits for the loss / t (last stage)"
+                                                  if layout.stack.logit_bytes == mem.LOGIT_BYTES else
+                                                  f"s·V logits at the loss × {layout.stack.logit_bytes:g} bytes / t "
+                                                  f"(last stage; stack {layout.stack.name}: bf16 logits, their fp32 "
+                                                  "copy and log-softmax's fp32 output)")
     coefs["reserve_bytes"] = reserve
     if cm.fragmentation:
         coefs["fragmentation"] = Coef(cm.fragmentation, "1", DEFAULT, "the caching allocator's, a share of the "

@@ -50,3 +50,28 @@ def attention_width(d_model: float, heads: float | None = None, mla: LatentAtten
     if mla is not None and heads:
         return mla.qk_width(heads) + mla.v_width(heads)
     return 2.0 * float(d_model)
+
+
+def layer_matmuls(d_model: float, heads: float | None = None, kv_heads: float | None = None,
+                  ffn_hidden: float | None = None, mlp: str = "gelu",
+                  mla: LatentAttention | None = None) -> tuple[tuple[float, float], ...]:
+    """(input width, output width) of a layer's matmuls in the order its forward runs them, as the
+    reference models write them (Llama's model.py: wq, wk, wv, wo, then the MLP's w1, w3, w2;
+    DeepSeek-V3's: wq_a and wq_b or wq, wkv_a, wkv_b, wo): the query, key and value projections
+    (d_kv = kv_heads·d/heads wide), the output projection, the MLP's up (and gate) and down
+    projections. Multi-latent attention: the query down- and up-projections (or one without a query
+    latent), the joint key/value down-projection with the shared RoPE key, its up-projection to
+    H·(d_n + d_v), the output projection from H·d_v."""
+    d = float(d_model)
+    ffn = float(ffn_hidden) if ffn_hidden is not None else 4.0 * d
+    if mla is not None and heads:
+        rq, qk = mla.q_lora_rank, mla.qk_width(heads)
+        query = ((d, qk),) if rq is None else ((d, float(rq)), (float(rq), qk))
+        rkv = float(mla.kv_lora_rank)
+        attention = (*query, (d, rkv + mla.qk_rope_head_dim),
+                     (rkv, float(heads) * (mla.qk_nope_head_dim + mla.v_head_dim)), (mla.v_width(heads), d))
+    else:
+        d_kv = d * float(kv_heads) / float(heads) if kv_heads is not None and heads else d
+        attention = ((d, d), (d, d_kv), (d, d_kv), (d, d))
+    gated = ((d, ffn), (d, ffn), (ffn, d)) if mlp == "swiglu" else ((d, ffn), (ffn, d))
+    return attention + gated

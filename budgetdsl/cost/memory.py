@@ -43,6 +43,11 @@ Recomputation in Large Transformer Models", section 4.1 and Table 2):
   zero against nonzero matters: a mask is 1 byte a value whatever p;
 - flash attention or selective recomputation: the 5·a·s/d attention-score term (2·a·s/d without
   dropout) is not kept;
+- torchtitan's op-level selective checkpointing (`recompute: selective` under `stack: fsdp2`,
+  "ops": budgetdsl.cost.stacks): the layer's input (2·d), the kept matmuls' outputs (2 bytes × each
+  output width: `op_checkpoint_saved`), the attention kernel's output (2·W_v) and its fp32 log-sum-exp
+  (4·a), whatever the dropout (recomputed too); plus, like full recomputation, the one layer being
+  recomputed for its backward (the rest of its full set);
 - full recomputation: 2·s·d per layer (÷ t with sequence parallelism), plus one layer's full set
   while it is recomputed for the backward;
 - block recomputation (full with `recompute_layers` N, Megatron-LM --recompute-method block): the
@@ -64,6 +69,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from budgetdsl.cost.experts import Experts, expert_data_parallel, moe_activation_extra, moe_layers_per_stage
+from budgetdsl.cost.flops import layer_matmuls
+from budgetdsl.cost.stacks import LOGIT_BYTES, op_checkpoint_kept
 from budgetdsl.hardware.layout import balanced_split
 
 if TYPE_CHECKING:
@@ -73,7 +80,6 @@ BYTES_WEIGHTS = 2.0  # bf16
 FP8_WEIGHT_BYTES = 2.0  # FP8 copy of a layer weight and its transpose, cached for a step (module docstring)
 BYTES_OPTIMIZER = 12.0  # fp32 master weights (4) + Adam m (4) + v (4)
 GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0}
-LOGIT_BYTES = 4.0  # fp32 logits for the loss
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +138,22 @@ def fp8_saved_split(d_model: int, ffn_hidden: int | None = None) -> float:
     return 1.0 + ffn / d_model
 
 
+LSE_BYTES = 4.0  # flash attention's saved log-sum-exp: one fp32 value per head and token
+
+
+def op_checkpoint_saved(d_model: int, heads: int | None = None, kv_heads: int | None = None,
+                        ffn_hidden: int | None = None, mlp: str = "gelu",
+                        mla: LatentAttention | None = None) -> float:
+    """Bytes per token ÷ d a layer keeps under torchtitan's op-level selective checkpointing (module
+    docstring): its input, the outputs of the matmuls the policy keeps (`stacks.op_checkpoint_kept`
+    over `flops.layer_matmuls`), the attention kernel's output and log-sum-exp."""
+    d = float(d_model)
+    matmuls = layer_matmuls(d, heads, kv_heads, ffn_hidden, mlp, mla)
+    kept = sum(out for (_, out), keep in zip(matmuls, op_checkpoint_kept(matmuls)) if keep)
+    attention_out = mla.v_width(heads) if mla is not None and heads else d
+    return (BYTES_WEIGHTS * (d + kept + attention_out) + LSE_BYTES * float(heads or 0)) / d
+
+
 def layer_activation_whole(d_model: int, mla: LatentAttention | None = None, dropout: bool = True) -> float:
     """The part tensor parallelism keeps whole (without sequence parallelism), bytes per token ÷ d:
     ACTIVATION_WHOLE, less the DROPOUT_MASKS without `dropout` (p = 0: module docstring), plus
@@ -161,6 +183,9 @@ def activation_bytes_per_layer(seq_len: int, d_model: int, heads: int | None, re
     split = sequence_parallel or t == 1
     if recompute == "full":
         return 2.0 * s * d / (t if split else 1.0)  # only the layer input is stored
+    if recompute == "ops":  # the input whole without sequence parallelism, the rest ÷ t
+        saved = op_checkpoint_saved(d_model, heads, kv_heads, ffn_hidden, mlp, mla)
+        return s * d * saved / t if split else s * d * (BYTES_WEIGHTS + (saved - BYTES_WEIGHTS) / t)
     keep_scores = recompute != "selective" and not flash_attention
     if keep_scores and heads is None:
         return None
@@ -211,7 +236,8 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
                  fp8: bool = False, context_parallel: int = 1,
                  experts: Experts | None = None,
                  split: tuple[int, ...] | None = None, mla: LatentAttention | None = None,
-                 recompute_layers: int | None = None, dropout: bool = True) -> list[StageMemory] | None:
+                 recompute_layers: int | None = None, dropout: bool = True,
+                 logit_bytes: float = LOGIT_BYTES) -> list[StageMemory] | None:
     """Memory of every pipeline stage's GPU, or None when the shape is too unknown to estimate
     activations (no layers/d_model and no `activation_bytes_per_token`). `fp8`: FP8 GEMMs, whose
     cached weight copies (FP8_WEIGHT_BYTES per layer parameter) the weights include.
@@ -224,7 +250,8 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
     layers per stage the plan pins (hardware.stage_layers), else balanced with the LM head's
     `head_layers` on the last, in chunks of v layers with interleaving (`layout.balanced_split`).
     `recompute_layers` N with full recomputation: block recomputation (`recomputed_layers`).
-    `dropout`: the model trains with dropout (p > 0), storing its masks (`activation_bytes_per_layer`)."""
+    `dropout`: the model trains with dropout (p > 0), storing its masks (`activation_bytes_per_layer`).
+    `logit_bytes`: what the loss holds per logit (the stack's, `budgetdsl.cost.stacks`)."""
     t, p, dp = tensor_parallel, pipeline_parallel, max(1, data_parallel)
     cp = max(1, context_parallel)
     grad_bytes = GRAD_BYTES[grad_dtype]
@@ -253,13 +280,14 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
         return None
     working = 0.0
     block = recompute == "full" and recompute_layers is not None
-    if recompute == "full":  # the layer being recomputed holds its full set during its backward
+    if recompute in ("full", "ops"):  # the layer being recomputed holds its full set during its backward
         kept = activation_bytes_per_layer(seq_len, d_model, heads, "none", flash_attention, t, sequence_parallel,
                                           kv_heads=kv_heads, ffn_hidden=ffn_hidden, mlp=mlp, mla=mla, fp8=fp8,
                                           dropout=dropout)
         if kept is None and block:  # the layers block recomputation keeps need the attention scores' heads
             return None
-        working = kept or 0.0
+        # ops: what the layer's backward recomputes beside what it kept
+        working = max(0.0, (kept or 0.0) - per_layer) if recompute == "ops" else (kept or 0.0)
     emb = float(vocab * d_model) if vocab else 0.0
     per_param = layer_params(params, layers, emb, tied_embeddings)
     counts = split if split is not None and len(split) == p else balanced_split(layers, p, virtual_stages, head_layers)
@@ -273,7 +301,7 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
             act = (per_layer * r + working * (n - r)) * in_flight + (working if r else 0.0)
         else:
             act = per_layer * n * in_flight + working
-        logits = LOGIT_BYTES * seq_len * vocab / t if (vocab and i == p - 1) else 0.0
+        logits = logit_bytes * seq_len * vocab / t if (vocab and i == p - 1) else 0.0
         weights, grads, optimizer = static(local / t, n * per_param / t)
         if experts is not None:  # the routed experts: ÷ etp·ep, ZeRO over edp (budgetdsl.cost.experts)
             routed = experts.routed_layer_params

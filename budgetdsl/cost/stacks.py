@@ -26,6 +26,17 @@ plan that declares `hardware.overlap` still sets the data-parallel share hidden 
   gathered per block and prefetched behind the previous block's compute, also for ZeRO-1/2:
   `reshard_after_forward=False` gathers once per step, under the forward); tensor-parallel
   collectives and pipeline sends exposed (torchtitan's async TP is opt-in).
+- What `recompute: selective` recomputes is the stack's named policy (`Stack.selective`): Megatron's
+  and DeepSpeed's is Korthikanti et al.'s (the attention's core: scores, softmax, the product with V);
+  torchtitan's is its op-level selective checkpointing ("ops": torchtitan/models/llama3/
+  parallelize_llama.py at b5bcd76, `_save_list` and `_apply_ac_to_transformer_block`, the policy of
+  its Llama 3 configs' `selective_ac_option = 'op'`): a layer keeps its input, the outputs of its
+  matmuls but every second one (counted in the order the forward runs them: `op_checkpoint_kept`)
+  and the attention kernel's output, and recomputes everything else in the backward — the other
+  matmuls and every norm, rotary embedding, activation and residual add.
+- The loss: Megatron's vocabulary-parallel cross-entropy holds fp32 logits (LOGIT_BYTES);
+  torchtitan's casts the bf16 logits to fp32 for PyTorch's cross-entropy, so the last stage holds
+  TORCH_LOSS_LOGIT_BYTES a logit at the loss.
 - deepspeed: DeepSpeed ZeRO with its defaults `reduce_bucket_size` and `allgather_bucket_size` of
   5e8 elements (deepspeed/runtime/zero/config.py) and `overlap_comm`: gradients reduced under the
   backward; ZeRO-1/2's all-gather of the updated weights runs in `step()`, exposed.
@@ -38,6 +49,10 @@ from dataclasses import dataclass
 MEGATRON_BUCKET_PARAMS = 40e6  # Megatron-Core DDP: bucket_size = max(40_000_000, 1_000_000 * dp)
 MEGATRON_BUCKET_PER_DP = 1e6
 DEEPSPEED_BUCKET_ELEMENTS = 5e8  # DeepSpeed ZeRO reduce_bucket_size / allgather_bucket_size defaults
+LOGIT_BYTES = 4.0  # per logit at the loss: fp32 logits (Megatron's fused vocab-parallel cross-entropy)
+# torchtitan's loss, F.cross_entropy(pred.flatten(0, 1).float(), labels) (torchtitan/train.py at
+# b5bcd76): at the loss the bf16 logits (2), their fp32 copy (4) and log-softmax's fp32 output (4)
+TORCH_LOSS_LOGIT_BYTES = 10.0
 FORWARD_SHARE = 1.0 / 3.0  # the forward's share of a micro-batch's compute (the backward's is ⅔)
 
 
@@ -50,6 +65,13 @@ class Stack:
     pp_overlap: bool = False  # pipeline sends hidden under compute with the interleaved schedule
     gather_share: float = 0.0  # share of a micro-batch's compute hiding ZeRO-1/2's weights' all-gather
     bucket: str = "one"  # one | block | megatron | deepspeed: how the ZeRO 0–2 collectives are cut
+    selective: str = "attention"  # attention | ops: what `recompute: selective` recomputes (module docstring)
+    logit_bytes: float = LOGIT_BYTES  # bytes per logit the last stage holds at the loss
+
+    def checkpoint(self, recompute: str) -> str:
+        """The recomputation the cost model prices for the plan's `recompute`: "ops" where this stack's
+        selective checkpointing is torchtitan's op-level policy, else `recompute` itself."""
+        return "ops" if recompute == "selective" and self.selective == "ops" else recompute
 
     def collectives(self, nbytes: float, value_bytes: float, dp: int, blocks: int) -> int:
         """How many collectives carry `nbytes` (values of `value_bytes` each) over dp ranks for a
@@ -73,9 +95,17 @@ class Stack:
 STACKS: dict[str, Stack] = {s.name: s for s in (
     Stack("default"),
     Stack("megatron-core", tp_overlap=True, pp_overlap=True, gather_share=FORWARD_SHARE, bucket="megatron"),
-    Stack("fsdp2", gather_share=FORWARD_SHARE, bucket="block"),
+    Stack("fsdp2", gather_share=FORWARD_SHARE, bucket="block", selective="ops",
+          logit_bytes=TORCH_LOSS_LOGIT_BYTES),
     Stack("deepspeed", bucket="deepspeed"),
 )}
 DEFAULT_STACK = STACKS["default"]
 
-__all__ = ["Stack", "STACKS", "DEFAULT_STACK", "FORWARD_SHARE"]
+
+def op_checkpoint_kept(matmuls: tuple[tuple[float, float], ...]) -> tuple[bool, ...]:
+    """Which of a layer's matmuls (in forward order) torchtitan's op-level policy keeps: the 1st,
+    3rd, 5th … — its policy counts the layer's `aten.mm` calls and recomputes every second one."""
+    return tuple(i % 2 == 0 for i in range(len(matmuls)))
+
+
+__all__ = ["Stack", "STACKS", "DEFAULT_STACK", "FORWARD_SHARE", "LOGIT_BYTES", "op_checkpoint_kept"]

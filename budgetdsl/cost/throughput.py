@@ -26,7 +26,10 @@ tensor-parallel degree t):
   (their section 4.2: QKᵀ, softmax, dropout and the product with V; 2·s·(W_qk + W_v) for the
   head widths of multi-latent attention, `budgetdsl.cost.flops`); block (full with
   `recompute_layers` N): the full recomputation's terms for the first N layers of each chunk of a
-  stage only (`memory.recomputed_layers`), so N/L_stage of full recomputation's extra forward.
+  stage only (`memory.recomputed_layers`), so N/L_stage of full recomputation's extra forward;
+  torchtitan's op-level selective policy (`recompute: selective` under `stack: fsdp2`,
+  budgetdsl.cost.stacks): the forward of the matmuls it does not keep (their share of the layer's
+  GEMM FLOPs, `op_recomputed_share`) and, as full recomputation, the forward's memory-bound passes.
 - tensor parallelism: Megatron's two all-reduces per layer in the forward and two in the backward
   (two more with full recomputation) of b·s·d bf16 values (Shoeybi et al. 2019, section 3;
   sequence parallelism swaps each for a reduce-scatter + all-gather of the same volume), ring
@@ -76,7 +79,7 @@ from budgetdsl.cost.experts import (
     moe_layers_per_stage,
     ranks_in_node,
 )
-from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer
+from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer, layer_matmuls
 from budgetdsl.cost.memory import (
     attention_score_bytes,
     layer_activation_split,
@@ -85,7 +88,7 @@ from budgetdsl.cost.memory import (
     recomputed_layers,
     stage_params,
 )
-from budgetdsl.cost.stacks import DEFAULT_STACK, Stack
+from budgetdsl.cost.stacks import DEFAULT_STACK, Stack, op_checkpoint_kept
 from budgetdsl.hardware.layout import balanced_split, data_parallel_peers_in_node
 from budgetdsl.theory.xp import SCALAR
 
@@ -385,10 +388,22 @@ def fp8_gemm_saving(shape: Shape, device: Device) -> float:
     return gemm / (device.peak_flops * eff) - gemm / (device.fp8_peak_flops * eff)
 
 
+def op_recomputed_share(shape: Shape) -> float:
+    """The share of a layer's GEMM FLOPs that torchtitan's op-level policy recomputes: its matmuls
+    (`flops.layer_matmuls`, 2·in·out each per token) that `stacks.op_checkpoint_kept` does not keep."""
+    matmuls = layer_matmuls(shape.d_model, shape.heads, shape.kv_heads, shape.ffn_hidden, shape.mlp, shape.mla)
+    work = [i * o for i, o in matmuls]
+    return sum(w for w, keep in zip(work, op_checkpoint_kept(matmuls)) if not keep) / sum(work)
+
+
 def recompute_flops_per_token(shape: Shape, recompute: str) -> float:
-    """FLOPs per token that recomputation adds (whole model)."""
+    """FLOPs per token that recomputation adds (whole model); `recompute` is the priced policy
+    (`Stack.checkpoint`)."""
     if recompute == "full":
         return shape.layers * shape.layer_flops / 3.0  # one more forward of every layer
+    if recompute == "ops":  # the forward of the matmuls the policy does not keep
+        gemm = gemm_flops_per_layer(shape.layer_flops, shape.d_model, shape.seq_len, shape.attention_width)
+        return shape.layers * gemm / 3.0 * op_recomputed_share(shape)
     if recompute == "selective":
         # the attention-score matmuls' forward: 2·s·(W_qk + W_v), 4·s·d for multi-head attention
         return 2.0 * shape.layers * shape.attention_width * shape.seq_len
@@ -508,9 +523,10 @@ def _stage_shares(shape: Shape, device: Device,
     fl, fh = shape.layer_flops, shape.head_flops
     stages = layout.stages(shape)
     act = _activation_traffic_per_token(shape, layout)
-    rec_layer = recompute_flops_per_token(shape, layout.recompute) / shape.layers
+    policy = layout.stack.checkpoint(layout.recompute)
+    rec_layer = recompute_flops_per_token(shape, policy) / shape.layers
     tp_link = device.intra_node if t <= device.gpus_per_node else device.network
-    n_tp = 4 + (2 if layout.recompute == "full" else 0)
+    n_tp = 4 + (2 if policy == "full" else 0)
     tp_one = _ring(tokens * d * BF16, t) / tp_link if t > 1 else 0.0
     # each all-reduce's latency; with sequence parallelism a reduce-scatter and an all-gather
     tp_alpha = (2.0 * group_latency("all_gather", t, 1, device) if layout.sequence_parallel
@@ -524,13 +540,14 @@ def _stage_shares(shape: Shape, device: Device,
 
     def stage(i: int) -> tuple[float, float, float]:
         n = stages[i]
-        r = n if layout.recompute != "full" else layout.recomputed(n)  # block: r of the n layers recomputed
+        r = n if policy != "full" else layout.recomputed(n)  # block: r of the n layers recomputed
         flops = (n * fl + (fh if i == p - 1 else 0.0)) * tokens / t
         compute = flops / mm_rate + ELEMENTWISE_PASSES * act * n * tokens / device.hbm_bandwidth - n * tokens / t * fp8
         recompute = rec_layer * r * tokens / t / mm_rate
-        if layout.recompute == "full":  # the forward again: on FP8, a third of the GEMMs' saving again
-            recompute += RECOMPUTE_PASSES * act * r * tokens / device.hbm_bandwidth - r * tokens / t * fp8 / 3.0
-        elif layout.recompute == "selective" and not layout.flash_attention and shape.heads:
+        if policy in ("full", "ops"):  # the forward again: on FP8, a third of its GEMMs' saving again
+            share = 1.0 if policy == "full" else op_recomputed_share(shape)
+            recompute += RECOMPUTE_PASSES * act * r * tokens / device.hbm_bandwidth - r * tokens / t * fp8 / 3.0 * share
+        elif policy == "selective" and not layout.flash_attention and shape.heads:
             recompute += RECOMPUTE_PASSES * 5.0 * shape.heads * s / t * n * tokens / device.hbm_bandwidth
         return compute, recompute, tp_count(n) * tp_one
 
@@ -754,7 +771,7 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
                              m, SCALAR, layout.stack.gather_share)
     seq_tokens = global_batch * shape.seq_len
     model_flops = shape.flops_per_token * seq_tokens
-    recomputed = recompute_flops_per_token(shape, layout.recompute) * seq_tokens
+    recomputed = recompute_flops_per_token(shape, layout.stack.checkpoint(layout.recompute)) * seq_tokens
     if layout.recompute_layers is not None and layout.recompute == "full":  # block: the recomputed layers' share
         recomputed *= sum(layout.recomputed(n) for n in stages) / sum(stages)
     hardware_flops = model_flops + recomputed

@@ -267,7 +267,7 @@ def test_torchtitan_8b_rows_miss_even_at_the_sources_hbm_bandwidth(monkeypatch):
     """The torchtitan Llama 3.1 8B rows' known_miss: their Grand Teton H100 has 2.4 TB/s of HBM2e and
     a 500 W limit (the source's hardware section). The bandwidth alone, put into the preset, moves
     them a few points (the memory-bound kernels are a small share of the step) and leaves both
-    beyond the tolerance, as the rows say (+29.2 % and +33.6 %): the rest is the clock of a part
+    beyond the tolerance, as the rows say (+24.3 % and +28.5 %): the rest is the clock of a part
     whose peak no public spec gives."""
     import dataclasses
 
@@ -279,5 +279,5 @@ def test_torchtitan_8b_rows_miss_even_at_the_sources_hbm_bandwidth(monkeypatch):
                         dataclasses.replace(gpus.PRESETS["H100-SXM5-80GB"], hbm_bandwidth=2.4e12))
     after = [pr.evaluate(r).error for r in rows]
     assert len(rows) == 2 and all(r.get("known_miss") for r in rows)
-    assert after == pytest.approx([0.292, 0.336], abs=0.0005)
+    assert after == pytest.approx([0.243, 0.285], abs=0.0005)
     assert all(TABLE["tolerance_predicted"] < a < b for a, b in zip(after, before))
