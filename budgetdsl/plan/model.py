@@ -655,6 +655,10 @@ class Hardware(_Section):
     intra_node_network: float | None = _quantity(
         BANDWIDTH, "Per-GPU bandwidth between GPUs of one node (NVLink), used when every replica sits in "
         "one node; overrides the preset.", ge=MIN_RATE, le=MAX_BANDWIDTH, optional=True)
+    hbm_bandwidth: float | None = _quantity(
+        BANDWIDTH, "Per-GPU memory (HBM) bandwidth, which prices the memory-bound kernels (norms, activations, "
+        "the optimizer step); overrides the preset (a power-capped or non-standard part).", ge=MIN_RATE,
+        le=MAX_BANDWIDTH, optional=True)
     overlap: float | None = _quantity(
         DIMENSIONLESS, "Fraction of the data-parallel gradient reduction hidden behind the backward pass "
         "(0 = none, 1 = all); default: the framework's own (bucketed into the last micro-batch's "

@@ -6,8 +6,8 @@ number keeps the schema's form but draws in a plausible range, and its string is
 unit of the plan language (docs/plan-language.md) drawn log-uniformly in the same range. Rules the
 schema cannot state (d_model divisible by heads, kv_heads dividing heads and split by t, vocab × d_model
 < params, params given or a shape that counts it, fp8 on an FP8 part, GPUs that split into t × p
-groups and fill nodes, target's and noise's one-of, usd with its price, ordered ramp stages) are
-then made to hold. Files (extends, calibration) are left out: the plan's text is given.
+groups and fill nodes, target's and noise's one-of, usd with its price, ordered ramp stages with
+b_noise on all or none) are then made to hold. Files (extends, calibration) are left out: the plan's text is given.
 Objects are walked here (fixed_dictionaries over the schema's properties, optional keys left out at
 random) and every other node goes to `from_schema`: hypothesis-jsonschema 0.23.1's own object
 strategy calls a Hypothesis internal (`many.more`) that Hypothesis 6.170 no longer has.
@@ -62,6 +62,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "ModelShape.qk_nope_head_dim": (16, 256, "int"),
     "ModelShape.qk_rope_head_dim": (8, 128, "int"),
     "ModelShape.v_head_dim": (16, 256, "int"),
+    "ModelShape.dropout": (0, 0.5, "fraction"),
     "Hardware.gpus_per_node": (1, 16, "int"),
     "Hardware.memory_per_device": (8 * 2**30, 192 * 2**30, "bytes"),
     "Hardware.peak_flops": (1e13, 5e15, "flop/s"),
@@ -69,9 +70,11 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "Hardware.mfu": (0.05, 0.8, "fraction"),
     "Hardware.network": (1e9, 1e12, "bytes/s"),
     "Hardware.intra_node_network": (1e10, 2e12, "bytes/s"),
+    "Hardware.hbm_bandwidth": (1e11, 1e13, "bytes/s"),
     "Hardware.overlap": (0, 1, "fraction"),
     "Hardware.step_overhead": (0, 1, "s"),
     "Hardware.virtual_pipeline_stages": (1, 4, "int"),
+    "Hardware.recompute_layers": (1, 8, "int"),
     "Hardware.kernel_efficiency": (0.1, 1, "fraction"),
     "Budget.deadline": (3600, 365 * DAY, "s"),
     "Budget.flops": (1e18, 1e26, "flop"),
@@ -90,6 +93,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "Run.ramp_x": (0.1, 10, "count"),
     "Stage.until": (0.05, 1, "fraction"),
     "Stage.batch": (1e4, 1e8, "count"),
+    "Stage.b_noise": (1e4, 1e8, "count"),
     "Optimizer.lr": (1e-5, 1e-2, "count"),
     "Optimizer.at_batch": (1e4, 1e8, "count"),
     "Optimizer.warmup_steps": (0, 10000, "int"),
@@ -368,6 +372,9 @@ def make_valid(doc: dict) -> dict:
         stages = run["batch_schedule"]
         for i, stage in enumerate(stages):
             stage["until"] = f"{100 * (i + 1) / len(stages):.6g}%"
+        if not all("b_noise" in stage for stage in stages):  # on every stage or on none
+            for stage in stages:
+                stage.pop("b_noise", None)
     return doc
 
 
