@@ -296,7 +296,9 @@ def _latency_coef(hw: Any, layout: Layout, cm: CostModel) -> Coef:
                              "buckets of max(40M, 1M·dp) params under the backward, pipeline sends hidden with "
                              "interleaving",
             "fsdp2": "every data-parallel collective per block, parameter gathers prefetched under the forward; TP "
-                     "and pipeline sends exposed",
+                     "and pipeline sends exposed; eager elementwise kernels (no torch.compile)",
+            "fsdp2-compile": "every data-parallel collective per block, parameter gathers prefetched under the "
+                             "forward; TP and pipeline sends exposed; elementwise ops fused by torch.compile",
             "deepspeed": "5e8-element buckets reduced under the backward; the ZeRO-1/2 all-gather, TP and pipeline "
                          "sends exposed"}[stack.name]
     return Coef(alpha, "s", DECLARED if _declared(hw, "stack") else DEFAULT,

@@ -37,6 +37,10 @@ plan that declares `hardware.overlap` still sets the data-parallel share hidden 
 - The loss: Megatron's vocabulary-parallel cross-entropy holds fp32 logits (LOGIT_BYTES);
   torchtitan's casts the bf16 logits to fp32 for PyTorch's cross-entropy, so the last stage holds
   TORCH_LOSS_LOGIT_BYTES a logit at the loss.
+- fsdp2 runs torchtitan's default `compile = false`: every elementwise op its own eager kernel
+  (`throughput.RMS_NORM_BYTES` and beside it: the op list of torchtitan's Llama). fsdp2-compile:
+  the same with `compile = true` (torch.compile per transformer block), the elementwise ops fused
+  as the other stacks' are priced.
 - deepspeed: DeepSpeed ZeRO with its defaults `reduce_bucket_size` and `allgather_bucket_size` of
   5e8 elements (deepspeed/runtime/zero/config.py) and `overlap_comm`: gradients reduced under the
   backward; ZeRO-1/2's all-gather of the updated weights runs in `step()`, exposed.
@@ -67,6 +71,7 @@ class Stack:
     bucket: str = "one"  # one | block | megatron | deepspeed: how the ZeRO 0–2 collectives are cut
     selective: str = "attention"  # attention | ops: what `recompute: selective` recomputes (module docstring)
     logit_bytes: float = LOGIT_BYTES  # bytes per logit the last stage holds at the loss
+    eager: bool = False  # elementwise ops run as PyTorch's eager kernels, one each (no torch.compile)
 
     def checkpoint(self, recompute: str) -> str:
         """The recomputation the cost model prices for the plan's `recompute`: "ops" where this stack's
@@ -96,6 +101,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     Stack("default"),
     Stack("megatron-core", tp_overlap=True, pp_overlap=True, gather_share=FORWARD_SHARE, bucket="megatron"),
     Stack("fsdp2", gather_share=FORWARD_SHARE, bucket="block", selective="ops",
+          logit_bytes=TORCH_LOSS_LOGIT_BYTES, eager=True),
+    Stack("fsdp2-compile", gather_share=FORWARD_SHARE, bucket="block", selective="ops",
           logit_bytes=TORCH_LOSS_LOGIT_BYTES),
     Stack("deepspeed", bucket="deepspeed"),
 )}

@@ -101,6 +101,18 @@ if TYPE_CHECKING:
 # kernels' shapes, not fitted; a full recomputation adds the forward's 2 passes again.
 ELEMENTWISE_PASSES = 6.0
 RECOMPUTE_PASSES = 2.0
+# Eager PyTorch (a stack without torch.compile, `Stack.eager`): each elementwise op is its own kernel,
+# reading its inputs and writing its output, as torchtitan's Llama runs them (torchtitan/models/
+# llama/model.py at b5bcd76): RMSNorm through ATen's composite rms_norm (bf16 → fp32 copy, pow,
+# mean, the scaling, the cast back, the weight: 36 bytes an element), rotary embeddings in complex
+# fp32 (`apply_rotary_emb`: cast, complex product, cast back: 20 bytes an element of q and k),
+# `repeat_kv`'s copies of K and V under grouped-query attention, the attention output made
+# contiguous (4), the two residual adds (6 each), SiLU and the gate product (4 + 6 an element of F;
+# GeLU 4). The backward moves twice the forward's bytes (ELEMENTWISE_PASSES' 4 to 2); the forward
+# once more under recomputation.
+RMS_NORM_BYTES = 36.0
+ROPE_BYTES = 20.0
+EAGER_BACKWARD = 2.0
 BF16 = 2.0
 ADAM_BYTES = 26.0  # fp32 master weights read+write (8), m (8), v (8), bf16 weights written (2)
 
@@ -376,6 +388,27 @@ def _activation_traffic_per_token(shape: Shape, layout: Layout) -> float:
     return whole * d + parted * d / t + scores / t
 
 
+def _eager_traffic_per_token(shape: Shape, layout: Layout) -> float:
+    """Bytes per token one layer's forward moves through its eager elementwise kernels on one GPU
+    (the op list above RMS_NORM_BYTES): the norms and residual adds on the tokens a GPU holds (÷ t
+    with sequence parallelism), the rest on its heads and MLP columns (÷ t). Multi-latent attention:
+    its two latents' norms, the rotary part of queries and the shared key, no repeat."""
+    d, t = float(shape.d_model), float(layout.tensor_parallel)
+    ffn = float(shape.ffn_hidden) if shape.ffn_hidden is not None else 4.0 * d
+    mla, heads = shape.mla, shape.heads
+    if mla is not None and heads:
+        attention = ROPE_BYTES * (heads + 1) * mla.qk_rope_head_dim + RMS_NORM_BYTES * mla.latent_width \
+            + 4.0 * mla.v_width(heads)
+    else:
+        d_kv = d * shape.kv_heads / heads if shape.kv_heads is not None and heads else d
+        repeat = 2.0 * (2.0 * d_kv + 2.0 * d) if d_kv < d else 0.0
+        attention = ROPE_BYTES * (d + d_kv) + repeat + 4.0 * d
+    mlp = (10.0 if shape.mlp == "swiglu" else 4.0) * ffn
+    token_wise = 2.0 * RMS_NORM_BYTES * d + 2.0 * 6.0 * d  # two norms, two residual adds
+    split = layout.sequence_parallel or t == 1
+    return (token_wise / t if split else token_wise) + (attention + mlp) / t
+
+
 def fp8_gemm_saving(shape: Shape, device: Device) -> float:
     """Seconds per token that one layer's GEMMs save on FP8 tensor cores (`hardware.precision:
     fp8`): its linear layers' FLOPs (`flops.gemm_flops_per_layer`) at the dense FP8 peak instead of
@@ -523,6 +556,12 @@ def _stage_shares(shape: Shape, device: Device,
     fl, fh = shape.layer_flops, shape.head_flops
     stages = layout.stages(shape)
     act = _activation_traffic_per_token(shape, layout)
+    # the memory-bound kernels' bytes per token of a layer: forward + backward, and a forward again
+    if layout.stack.eager:
+        eager = _eager_traffic_per_token(shape, layout)
+        passes, again = (1.0 + EAGER_BACKWARD) * eager, eager
+    else:
+        passes, again = ELEMENTWISE_PASSES * act, RECOMPUTE_PASSES * act
     policy = layout.stack.checkpoint(layout.recompute)
     rec_layer = recompute_flops_per_token(shape, policy) / shape.layers
     tp_link = device.intra_node if t <= device.gpus_per_node else device.network
@@ -542,11 +581,11 @@ def _stage_shares(shape: Shape, device: Device,
         n = stages[i]
         r = n if policy != "full" else layout.recomputed(n)  # block: r of the n layers recomputed
         flops = (n * fl + (fh if i == p - 1 else 0.0)) * tokens / t
-        compute = flops / mm_rate + ELEMENTWISE_PASSES * act * n * tokens / device.hbm_bandwidth - n * tokens / t * fp8
+        compute = flops / mm_rate + passes * n * tokens / device.hbm_bandwidth - n * tokens / t * fp8
         recompute = rec_layer * r * tokens / t / mm_rate
         if policy in ("full", "ops"):  # the forward again: on FP8, a third of its GEMMs' saving again
             share = 1.0 if policy == "full" else op_recomputed_share(shape)
-            recompute += RECOMPUTE_PASSES * act * r * tokens / device.hbm_bandwidth - r * tokens / t * fp8 / 3.0 * share
+            recompute += again * r * tokens / device.hbm_bandwidth - r * tokens / t * fp8 / 3.0 * share
         elif policy == "selective" and not layout.flash_attention and shape.heads:
             recompute += RECOMPUTE_PASSES * 5.0 * shape.heads * s / t * n * tokens / device.hbm_bandwidth
         return compute, recompute, tp_count(n) * tp_one

@@ -742,11 +742,13 @@ class Hardware(_Section):
         False, description="The expert-parallel all-to-alls run under another micro-batch's compute (DeepSeek-V3's "
         "DualPipe, §3.2.1; Megatron-Core's --overlap-moe-expert-parallel-comm): only what outlasts the compute "
         "is exposed. Needs model.experts.")
-    stack: Literal["default", "megatron-core", "fsdp2", "deepspeed"] = Field(
+    stack: Literal["default", "megatron-core", "fsdp2", "fsdp2-compile", "deepspeed"] = Field(
         "default", description="The training framework, for what its communication overlaps "
         "(budgetdsl/cost/stacks.py): megatron-core (TP comm overlap, overlapped param gather and "
         "gradient reduce in max(40M, 1M·dp)-parameter buckets, pipeline sends hidden with interleaving), "
-        "fsdp2 (per-block collectives, parameter gathers prefetched), deepspeed (5e8-element buckets), "
+        "fsdp2 (per-block collectives, parameter gathers prefetched; torchtitan's op-level selective "
+        "recomputation and eager elementwise kernels), fsdp2-compile (the same with torch.compile), "
+        "deepspeed (5e8-element buckets), "
         "or default (one gradient collective per step, hidden behind the last backward; TP, PP and "
         "ZeRO-1/2's parameter gather exposed). Every collective pays NCCL's latency.")
 

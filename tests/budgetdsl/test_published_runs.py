@@ -263,15 +263,13 @@ def test_nemo_bf16_gradients_are_the_launch_scripts_and_fit_llama3_8b_cp2_unreco
     assert bf16.optimizer == pytest.approx(12 * n / 8)
 
 
-def test_torchtitan_8b_rows_miss_even_at_the_sources_hbm_bandwidth():
-    """The torchtitan Llama 3.1 8B rows' known_miss: their Grand Teton H100 has 2.4 TB/s of HBM2e and
-    a 500 W limit (the source's hardware section). The rows state the bandwidth
-    (`hardware.hbm_bandwidth`); against the preset's 3.35 TB/s they would predict a few points more
-    (the memory-bound kernels are a small share of the step), and both stay beyond the tolerance:
-    the rest is the clock of a part whose peak no public spec gives."""
+def test_torchtitan_h100_rows_state_their_parts_hbm_bandwidth():
+    """torchtitan's H100 rows ran on Grand Teton H100s with 2.4 TB/s of HBM2e and a 500 W limit (the
+    sources' hardware sections). The rows state the bandwidth (`hardware.hbm_bandwidth`); the
+    preset's 3.35 TB/s would predict each a few points more (the eager elementwise kernels are
+    memory-bound), and the SXM peak the preset keeps makes them come out high, not low."""
     rows = [r for r in TABLE["runs"] if r["name"].startswith("torchtitan Llama 3.1 8B")]
-    assert len(rows) == 2 and all(r.get("known_miss") and r["hardware"]["hbm_bandwidth"] == 2.4e12 for r in rows)
+    assert len(rows) == 3 and all(r["hardware"]["hbm_bandwidth"] == 2.4e12 for r in rows)
     stated = [pr.evaluate(r).error for r in rows]
     preset = [pr.evaluate(r, hbm_bandwidth=None).error for r in rows]
-    assert stated == pytest.approx([0.243, 0.285], abs=0.0005)
-    assert all(TABLE["tolerance_predicted"] < a < b < a + 0.05 for a, b in zip(stated, preset))
+    assert all(0 < a <= TABLE["tolerance_predicted"] and a < b < a + 0.08 for a, b in zip(stated, preset))
