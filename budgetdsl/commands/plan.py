@@ -103,14 +103,9 @@ def run(args: argparse.Namespace) -> int:
             texts.append(text)
     if args.format == "json":
         if dumps:
-            import json  # the text and Markdown reports do not need it
+            from budgetdsl.report.text import json_document
 
-            payload = dumps[0] if len(args.plans) == 1 else dumps
-            from budgetdsl.io.terminal_text import (
-                json_text,  # C1 and bidi controls as \u escapes
-            )
-
-            sys.stdout.write(json_text(json.dumps(payload, indent=2, ensure_ascii=False)) + "\n")
+            sys.stdout.write(json_document(dumps[0] if len(args.plans) == 1 else dumps))
     else:
         from budgetdsl.io.terminal_text import (
             inert,  # plan text in a report for a terminal

@@ -374,9 +374,19 @@ def render_markdown(sol: Solution) -> str:
     return "\n".join(out) + "\n"
 
 
+def json_document(payload: object) -> str:
+    """JSON as budgetdsl prints it: 2-space indent, UTF-8, C1 and bidi controls as \\u escapes
+    (`io.terminal_text.json_text`), a final newline."""
+    import json  # the text and Markdown reports do not need it
+
+    from budgetdsl.io.terminal_text import json_text
+
+    return json_text(json.dumps(payload, indent=2, ensure_ascii=False)) + "\n"
+
+
 def render_json(sol: Solution) -> str:
-    """The model dump: stable keys, deterministic bytes."""
-    return sol.model_dump_json(indent=2) + "\n"
+    """The model dump: stable keys, deterministic bytes, as `budgetdsl plan --format json` prints it."""
+    return json_document(sol.model_dump(mode="json"))
 
 
 RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json}

@@ -273,3 +273,20 @@ def test_torchtitan_h100_rows_state_their_parts_hbm_bandwidth():
     stated = [pr.evaluate(r).error for r in rows]
     preset = [pr.evaluate(r, hbm_bandwidth=None).error for r in rows]
     assert all(0 < a <= TABLE["tolerance_predicted"] and a < b < a + 0.08 for a, b in zip(stated, preset))
+
+
+def test_the_published_runs_page_shows_what_the_tool_predicts_now():
+    """docs/published-runs.md is generated (`python bench/published_runs.py --markdown`); every row's
+    figure, error and step breakdown on it is what the tool computes now, so the page a reader
+    trusts cannot go stale after a change to the cost model: regenerate it."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import published_runs_doc as doc
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    lines = (REPO / "docs" / "published-runs.md").read_text(encoding="utf-8").splitlines()
+    for row in TABLE["runs"]:
+        res = pr.evaluate(row)
+        table = [line for line in lines if line.startswith(f"| {res.name} | ") and line.count("|") == 10]
+        assert len(table) == 1 and f"| {doc.figures_cells(res)} |" in table[0], res.name
+        assert doc.breakdown_row(res) in lines, res.name

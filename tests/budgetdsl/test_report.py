@@ -68,6 +68,20 @@ def test_golden(fmt, suffix, monkeypatch):
     assert got == path.read_text(encoding="utf-8"), f"run with UPDATE_GOLDEN=1 to accept: {path}"
 
 
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "plans").glob("*.yaml")))
+def test_every_example_plans_json_is_its_golden(name, monkeypatch):
+    """Every example plan's `budgetdsl plan --format json`, byte for byte as committed: the answer a
+    pull request's reviewer reads changes only on purpose (UPDATE_GOLDEN=1 rewrites them, and the
+    diff of tests/budgetdsl/golden/plans shows what moved)."""
+    monkeypatch.chdir(REPO)
+    got = render(_solution(name), "json")
+    path = GOLDEN / "plans" / f"{pathlib.Path(name).stem}.json"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(got, encoding="utf-8")
+    assert got == path.read_text(encoding="utf-8"), f"run with UPDATE_GOLDEN=1 to accept: {path}"
+
+
 def test_deterministic_bytes():
     a, b = _solution("gpt3-175b.yaml"), _solution("gpt3-175b.yaml")
     for fn in (render_text, render_markdown, render_json):
