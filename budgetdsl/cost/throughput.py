@@ -565,7 +565,12 @@ def _stage_shares(shape: Shape, device: Device,
     policy = layout.stack.checkpoint(layout.recompute)
     rec_layer = recompute_flops_per_token(shape, policy) / shape.layers
     tp_link = device.intra_node if t <= device.gpus_per_node else device.network
-    n_tp = 4 + (2 if policy == "full" else 0)
+    # TP collectives a layer: 2 forward + 2 backward; recomputation runs the forward's again, all of
+    # them under full, under torchtitan's op-level policy those it does not keep: its save list keeps
+    # the reduce-scatters (`_op_sac_save_list`, llama3/infra/parallelize.py, 2025), so with sequence
+    # parallelism the two all-gathers are recomputed (one all-reduce's worth), without it both all-reduces
+    n_tp = 4 + (2 if policy == "full" or (policy == "ops" and not layout.sequence_parallel)
+                else 1 if policy == "ops" else 0)
     tp_one = _ring(tokens * d * BF16, t) / tp_link if t > 1 else 0.0
     # each all-reduce's latency; with sequence parallelism a reduce-scatter and an all-gather
     tp_alpha = (2.0 * group_latency("all_gather", t, 1, device) if layout.sequence_parallel

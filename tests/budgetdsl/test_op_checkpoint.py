@@ -143,3 +143,25 @@ def test_eager_traffic_of_a_llama_layer():
     assert th._eager_traffic_per_token(shape, one) == pytest.approx(expected)
     tp = th.Layout(gpus=64, tensor_parallel=8, sequence_parallel=True, stack=STACKS["fsdp2"])
     assert th._eager_traffic_per_token(shape, tp) == pytest.approx(expected / 8)
+
+
+def test_the_policy_recomputes_the_all_gathers_it_does_not_keep():
+    """Under tensor parallelism torchtitan's op-level policy keeps the reduce-scatters (its save list)
+    and recomputes the rest of the forward: with sequence parallelism the two all-gathers of a layer,
+    one all-reduce's worth, so 5 of the 4 + 2 that full recomputation runs; without it both
+    all-reduces, as full recomputation."""
+    from dataclasses import replace
+
+    from budgetdsl.cost.stacks import STACKS
+
+    shape = th.Shape(params=8.03e9, layers=32, d_model=4096, seq_len=8192, flops_per_token=6 * 8.03e9,
+                     heads=32, vocab=128256, kv_heads=8, ffn_hidden=14336, mlp="swiglu", tied_embeddings=False)
+    h100 = th.Device(peak_flops=989e12, hbm_bandwidth=3.35e12, kernel_efficiency=0.514, intra_node=450e9,
+                     network=50e9)
+    base = th.Layout(gpus=8, tensor_parallel=8, sequence_parallel=True, stack=STACKS["fsdp2-compile"])
+    none, ops, full = (th.step_time(shape, h100, replace(base, recompute=r), 1, 8).tp_comm
+                       for r in ("none", "selective", "full"))
+    assert (ops / none, full / none) == pytest.approx((5 / 4, 6 / 4))
+    plain = replace(base, sequence_parallel=False)
+    none, ops = (th.step_time(shape, h100, replace(plain, recompute=r), 1, 8).tp_comm for r in ("none", "selective"))
+    assert ops / none == pytest.approx(6 / 4)
