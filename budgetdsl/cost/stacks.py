@@ -33,14 +33,16 @@ plan that declares `hardware.overlap` still sets the data-parallel share hidden 
   its Llama 3 configs' `selective_ac_option = 'op'`): a layer keeps its input, the outputs of its
   matmuls but every second one (counted in the order the forward runs them: `op_checkpoint_kept`)
   and the attention kernel's output, and recomputes everything else in the backward — the other
-  matmuls and every norm, rotary embedding, activation and residual add.
+  matmuls and every norm, rotary embedding, activation and residual add. A mixture-of-experts
+  layer is priced with its dense MLP's matmul list (torchtitan's routed experts run grouped GEMMs,
+  which the policy does not keep: their recomputation is not counted).
 - The loss: Megatron's vocabulary-parallel cross-entropy holds fp32 logits (LOGIT_BYTES);
   torchtitan's casts the bf16 logits to fp32 for PyTorch's cross-entropy, so the last stage holds
   TORCH_LOSS_LOGIT_BYTES a logit at the loss.
 - fsdp2 runs torchtitan's default `compile = false`: every elementwise op its own eager kernel
   (`throughput.RMS_NORM_BYTES` and beside it: the op list of torchtitan's Llama). fsdp2-compile:
   the same with `compile = true` (torch.compile per transformer block), the elementwise ops fused
-  as the other stacks' are priced.
+  as the other stacks' are priced. (Mixture-of-experts layers: the dense MLP's elementwise ops.)
 - deepspeed: DeepSpeed ZeRO with its defaults `reduce_bucket_size` and `allgather_bucket_size` of
   5e8 elements (deepspeed/runtime/zero/config.py) and `overlap_comm`: gradients reduced under the
   backward; ZeRO-1/2's all-gather of the updated weights runs in `step()`, exposed.
