@@ -574,10 +574,13 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         fp8=basis.fp8, context_parallel=cp, experts=layout.place_experts(moe),
         split=layout.stage_split, mla=m.latent_attention, recompute_layers=layout.recompute_layers,
         dropout=m.dropout_masks, logit_bytes=layout.stack.logit_bytes)
-    if stages is None:
-        need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
-                                                    else " and model.heads")
-        raise ShapeUnknown(f"the memory model needs {need}, or model.activation_bytes_per_token")
+    if stages is None:  # name what is missing: the scores' heads only where they are kept
+        scores_kept = not split.flash_attention and (split.recompute == "none" or split.recompute_layers is not None)
+        need = [f"model.{k}" for k, v in (("layers", m.layers), ("d_model", m.d_model)) if v is None]
+        if scores_kept and m.heads is None:
+            need.append("model.heads (layers keep their attention scores: no flash attention, and not every "
+                        "layer recomputed)")
+        raise ShapeUnknown(f"the memory model needs {' and '.join(need)}, or model.activation_bytes_per_token")
 
     if mode == DECLARED:
         assert hw.mfu is not None  # DECLARED is the mode of a plan that gives hardware.mfu

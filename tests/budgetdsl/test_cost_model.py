@@ -320,6 +320,28 @@ def test_unknown_shape_is_a_located_plan_error():
     assert "model.layers and model.d_model" in d.message
 
 
+@pytest.mark.parametrize("hardware, names", [
+    ({"flash_attention": False, "recompute": "none"}, ["model.heads"]),  # the scores are kept
+    ({"flash_attention": False, "recompute": "full", "recompute_layers": 1}, ["model.heads"]),  # on the others
+    ({"flash_attention": False, "recompute": "selective"}, None),  # nothing keeps them: it solves
+    ({"flash_attention": True, "recompute": "none"}, None),
+])
+def test_unknown_shape_names_only_what_is_missing(hardware, names):
+    """Without model.heads the memory model needs it only where layers keep their attention
+    scores (no flash attention and not every layer recomputed); the error names that key alone, not
+    the layers and width the plan gives."""
+    plan = make_plan(model={"heads": None, "kv_heads": None},
+                     hardware={"tensor_parallel": 1, "pipeline_parallel": 1, "zero": 1, **hardware})
+    if names is None:
+        assert solve(plan).feasible is not None
+        return
+    with pytest.raises(PlanError) as exc:
+        solve(plan)
+    (d,) = exc.value.diagnostics
+    assert d.code == "shape-unknown" and "model.heads (" in d.message
+    assert "model.layers" not in d.message and "model.d_model" not in d.message
+
+
 def test_a_declared_memory_reserve_replaces_the_default():
     default = build_cost_model(make_plan(), 1024)
     assert default.coefficients["reserve_bytes"].origin == "default"

@@ -200,3 +200,15 @@ def test_a_long_or_irregular_run_name_becomes_a_full_length_rfc_1035_label(name)
     if len(name) > 40 and name.isalnum():  # nothing to replace or strip: the stem fills the budget
         assert len(label) == 40 and label[:33] == name.lower()[:33] and label[33] == "-"
     assert dns1035(name + "-b") != label
+
+
+@pytest.mark.parametrize("text, shown", [("a\x1b]0;x\x07b", "a\\u001b]0;x\\u0007b"),
+                                         ("line\nbreak\t", "line\\nbreak\\t"),
+                                         ("\u202eevil", "\\u202eevil"), ("plain é", "plain é")])
+def test_a_comment_shows_control_characters_as_their_escapes(text, shown) -> None:
+    """Plan text in a generated script's or manifest's comment: a control or bidi character is
+    written as its JSON escape, backslash included, so a reviewer reads what the plan holds and
+    the comment stays one line; printable text, accents included, stays as written."""
+    from budgetdsl.exports._text import comment
+
+    assert comment(text) == shown
