@@ -378,6 +378,40 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/infeasibility.py", "if iv[0] > jv[1]:", 0, 3, "> -> >="):
         "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
         "measure-zero coincidence of independent limits; no plan reaches it",
+    # seed 4 (2026-12-07, at 5f82a54)
+    ("budgetdsl/solve/objectives.py",
+     "limit = u0 if p0 >= 0 else d0  # a later point within tolerance on the first axis", 0, 14, ">= -> >"):
+        "at p0 = 0 both branches are 0 (u0 = p0·up, d0 = p0·down)",
+    ("budgetdsl/solve/batch_ramp.py", "if b <= a:", 0, 3, "<= -> <"):
+        "at b = a the trapezoids below sum one interval of zero width: 0, the early return's value",
+    ("budgetdsl/solve/objectives.py", "_VECTOR = 256  # pool size from which the comparisons run in numpy", 0, 10,
+     "256 -> 257"):
+        "the pool size from which numpy does the same comparisons: the same pool, one item later",
+    ("budgetdsl/solve/placement.py",
+     "SEED_CONFIGS = 256  # configurations handed on at most (each new upper end adds a few): past it, afresh",
+     0, 15, "256 -> 257"):
+        "a capacity: one more evaluated configuration handed on before evaluating afresh, the same values",
+    ("budgetdsl/solve/objectives.py",
+     "return round(v, 12 - (0 if v == 0 or not _isfinite(v) else int(_floor(_log10(abs(v))))))", 0, 22, "0 -> 1"):
+        "only v = 0 and non-finite v take the 0: round(0, 12) = round(0, 11) = 0, and round returns inf/nan as is",
+    ("budgetdsl/solve/ramp_solution.py",
+     "micro = max(1, min(micro_batch, int(smallest // (data_parallel * seq_len))))", 0, 36, "// -> /"):
+        "int() truncates a positive quotient as floor division does; they differ only where x / y rounds up to "
+        "an integer within an ulp, at stage sizes a whole number of sequences per replica to the last bit",
+    ("budgetdsl/solve/batch_ramp.py", "if walk(m)[0] > m:", 0, 3, "> -> >="):
+        "the bisection's side at a midpoint whose walk uses exactly m tokens (to the last bit): either side "
+        "holds the root, 80 halvings end within the same ulp",
+    ("budgetdsl/solve/sweep_kernel.py", "sane = real & (u > 0.0) & np.isfinite(m2) & sized", 0, 15, "> -> >="):
+        "u is a micro-batch's seconds per sequence, positive for every model with FLOPs: u = 0 never occurs",
+    ("budgetdsl/solve/relaxations.py",
+     "if g < unit or (direction > 0 and g > min(64 * start, MAX_GPUS)) or (out and g == out[-1]):", 0, 42,
+     "64 -> 65"):
+        "the GPU relaxation ladder's reach (64 times the plan's count): a wider search, not a different "
+        "answer below it",
+    ("budgetdsl/solve/search_space.py",
+     "if abs(sequences - round(sequences)) > 1e-9 * max(1.0, sequences):", 0, 39, "* -> /"):
+        "a float-noise tolerance on run.batch / seq_len: a batch of whole sequences written as a number "
+        "divides exactly, so both tolerances see 0",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

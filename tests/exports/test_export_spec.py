@@ -212,3 +212,15 @@ def test_a_comment_shows_control_characters_as_their_escapes(text, shown) -> Non
     from budgetdsl.exports._text import comment
 
     assert comment(text) == shown
+
+
+def test_a_plan_without_an_optimizer_launches_without_warmup() -> None:
+    """No optimizer section: the learning rate and its schedule are the training program's own, so
+    the launch asks for no warmup steps (0), and says the lr was left to the program."""
+    from budgetdsl.solve.solver import solve
+
+    plan = load_plan(Path(__file__).resolve().parents[2] / "plans" / "minimal.yaml")
+    assert plan.optimizer is None
+    spec = launch_spec(plan, solve(plan))
+    assert spec.warmup_steps == 0 and spec.lr is None
+    assert any(d.key == "optimizer.lr" for d in spec.defaulted)
