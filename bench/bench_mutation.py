@@ -412,6 +412,18 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      "if abs(sequences - round(sequences)) > 1e-9 * max(1.0, sequences):", 0, 39, "* -> /"):
         "a float-noise tolerance on run.batch / seq_len: a batch of whole sequences written as a number "
         "divides exactly, so both tolerances see 0",
+    ("budgetdsl/solve/search_space.py",
+     "return axis_bounds(step_bound(step, micro_max, b_min, linear), b_min, gpus, ref.flops_per_token * fr.e_min,",
+     0, 76, "* -> /"):
+        "a pair's FLOP lower bound f / E_min is below f · E_min: the bound only weakens, so the search prunes less "
+        "and places more pairs, with the same pick",
+    ("budgetdsl/solve/search_space.py", "line2 = (k + min(0.0, slope - share), fixed + total)", 0, 38, "+ -> -"):
+        "the step bound's second line with its intercept lowered: a weaker lower bound, the same pick",
+    ("budgetdsl/solve/placement.py",
+     "WALL_EVALUATIONS = 64  # splits `_wall_search` evaluates at most (near-ties of a degenerate plan)", 0, 19,
+     "64 -> 65"):
+        "a capacity reached only where every split nearly ties (a fixed step of 1e10 s): one more near-tie "
+        "evaluated, the picks equal at the objectives' 12 digits",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

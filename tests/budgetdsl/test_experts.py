@@ -317,3 +317,25 @@ def test_a_moe_layer_stores_its_routed_copies_instead_of_one_dense_mlp(mlp, t):
     expected = s * (mult * f_e * (k + 1) + 2.0 * d * k - mult * f) / t
     assert moe_activation_extra(s, d, f, mlp, ex, t, "none") == pytest.approx(expected, rel=1e-12)
     assert moe_activation_extra(s, d, f, mlp, ex, t, "full") == 0.0
+
+
+def test_a_pipeline_stage_holds_its_moe_layers_extra_for_every_micro_batch_in_flight():
+    """Under 1F1B stage i holds p − i micro-batches in flight (Narayanan et al. 2021, section 2.2),
+    the MoE layers' extra activations as much as the dense part: stage i of 4 stores
+    (p − i) × (n·per-layer + moe_i·extra), moe_i its MoE layers (the first `dense_layers` are dense)."""
+    from budgetdsl.cost import memory as mem
+    from budgetdsl.cost.experts import moe_activation_extra
+
+    s, d, f = 4096, 4096, 14336
+    ex = Experts(8, 2, 3 * d * 1408, dense_layers=2)
+    kw = dict(params=7e9, seq_len=s, layers=16, d_model=d, heads=32, vocab=32000, tensor_parallel=1,
+              pipeline_parallel=4, data_parallel=8, zero=1, recompute="selective", flash_attention=True,
+              sequence_parallel=False, kv_heads=8, ffn_hidden=f, mlp="swiglu", tied_embeddings=False, dropout=False)
+    stages = mem.stage_memory(experts=ex, **kw)
+    per_layer = mem.activation_bytes_per_layer(s, d, 32, "selective", True, 1, False, kv_heads=8, ffn_hidden=f,
+                                               mlp="swiglu", dropout=False)
+    extra = moe_activation_extra(s, d, float(f), "swiglu", ex, 1, "selective")
+    moe = moe_layers_per_stage([st.layers for st in stages], 2)
+    assert [st.layers for st in stages] == [4, 4, 4, 4] and moe == [2, 4, 4, 4]
+    for i, st in enumerate(stages):
+        assert st.activations_per_sequence == pytest.approx((4 - i) * (4 * per_layer + moe[i] * extra), rel=1e-12)
