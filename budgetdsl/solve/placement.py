@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from dataclasses import dataclass
 from itertools import islice
 from typing import NamedTuple
@@ -424,6 +425,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
 _BOUND_MARGIN = 1e-9  # a lower bound this close to the best is not trusted to exclude (float noise)
 WALL_SIZES = 64  # micro-batch sizes `_wall_search` weighs at most (its work is linear in them)
 WALL_EVALUATIONS = 64  # splits `_wall_search` evaluates at most (near-ties of a degenerate plan)
+_WALL_VECTOR = 8  # sizes `_WallSizes` adds at once on numpy arrays (fewer: one by one, as cheap)
 
 
 def wall_lines(step, micro, xp=SCALAR):
@@ -513,6 +515,8 @@ class _WallSizes:
 
     def __call__(self, b: int) -> tuple[float, float, float, float]:
         sizes = self.sizes
+        if b - len(sizes) >= _WALL_VECTOR and self._vector(b):
+            return sizes[b - 1]
         while len(sizes) < b:
             k = len(sizes) + 1
             u, v = wall_lines(self.step, float(k))
@@ -524,6 +528,27 @@ class _WallSizes:
             sizes.append((floor, u, v, beta))
         return sizes[b - 1]
 
+    def _vector(self, b: int) -> bool:
+        """The sizes up to b at once on numpy arrays, where numpy is already loaded (a large search:
+        the walk's bounds and pool read it; a small plan never pays its import): `wall_lines`,
+        `least_accumulation` and `wall_floor` written once against the namespace, the same float
+        operations in the same order, so the same numbers. False (nothing added) where a line is
+        not finite: `max` and numpy's `maximum` differ on NaN, so those go one by one."""
+        np = sys.modules.get("numpy")
+        if np is None:
+            return False
+        sizes, fr = self.sizes, self.fr
+        k = np.arange(len(sizes) + 1, b + 1, dtype=float)
+        with np.errstate(all="ignore"):
+            u, v = wall_lines(self.step, k, np)
+            if not (np.isfinite(u).all() and np.isfinite(v).all()):
+                return False
+            beta = fr.b_crit / (k * self.per)
+            floor = np.where(u != 0.0, wall_floor(fr.s_min, beta, u, v, least_accumulation(beta, u, v, 1.0, INF, np)),
+                             math.nan)
+        sizes.extend(zip(floor.tolist(), u.tolist(), v.tolist(), beta.tolist()))
+        return True
+
     def candidates(self, top: int, micro_fixed: int | None, by_size: bool):
         """(least floor, b): a pinned size alone; by size from 1; or every size up to `top` by
         least floor (the order kept)."""
@@ -534,9 +559,13 @@ class _WallSizes:
         self(top)
         order = self.kept.get("wall_order")
         if order is None or len(order) < top:
-            order = self.kept["wall_order"] = sorted(  # NaN floors last (never below a threshold)
-                ((f, b) for b, (f, _, _, _) in enumerate(self.sizes, 1)),
-                key=lambda fb: (fb[0] != fb[0], 0.0 if fb[0] != fb[0] else fb[0], fb[1]))
+            floors = [f for f, _, _, _ in self.sizes]
+            if any(f != f for f in floors):  # NaN floors last (never below a threshold)
+                order = sorted(zip(floors, range(1, len(floors) + 1)),
+                               key=lambda fb: (fb[0] != fb[0], 0.0 if fb[0] != fb[0] else fb[0], fb[1]))
+            else:  # (floor, b) tuples in their own order: the same, without a key per size
+                order = sorted(zip(floors, range(1, len(floors) + 1)))
+            self.kept["wall_order"] = order
         return order
 
 
