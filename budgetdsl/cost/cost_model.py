@@ -156,7 +156,7 @@ class CostModel:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_heavy", mem.heaviest(list(self.stages)))
         object.__setattr__(self, "_micro_max", mem.micro_batch_max(list(self.stages), self.free_bytes()))
-        if self.timed and self.models_step:
+        if self.timed and self._step is None and self.models_step:
             assert self.shape is not None and self.device is not None and self.layout is not None  # models_step
             step = step_cost(self.shape, self.device, self.layout, self.step_overhead)
             object.__setattr__(self, "_step", step if self.anchor is None else step.scaled(self.anchor.scale))
@@ -526,13 +526,15 @@ def cost_basis(plan: Plan) -> Basis:
 
 def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
                      anchor: Anchor | None | Literal["plan"] = "plan", basis: Basis | None = None,
-                     timed: bool = True) -> CostModel:
+                     timed: bool = True, step: StepCost | None = None) -> CostModel:
     """The cost model of `plan` on `gpus` GPUs (a count the plan allows), with `split` overriding
     the plan's ZeRO stage / parallel degrees / recomputation to evaluate a remedy. `anchor`: a
     declared MFU's (`declared_anchor(plan)`, computed here unless a caller that builds many cost
     models of one plan passes it); `basis`: `cost_basis(plan)`, likewise. `timed` False: the memory
     only — no step in closed form (`_step` None, `rate` and `fixed_time` 0 in predicted mode), for a
-    layout search that reads only the stages and the reserve of a layout family.
+    layout search that reads only the stages and the reserve of a layout family. `step`: its step in
+    closed form where the caller has it already (`throughput.step_cost` of this layout and count,
+    anchored: a layout search's `Pair.step`, from the same `step_cost_columns`), not computed again.
 
     Raises ShapeUnknown when activations cannot be estimated (no layers/d_model, no override), or
     utilization is to be predicted without a shape."""
@@ -590,7 +592,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
                    fixed_time=fixed, memory_per_device=memory.value, stages=tuple(stages),
                    reserve_bytes=reserve.value, shape=shape, device=device, layout=layout,
                    step_overhead=overhead, _coefs=coefs, anchor=anchor, fragmentation=fragmentation,
-                   reserve_data_parallel=reserve_dp, timed=timed)
+                   reserve_data_parallel=reserve_dp, timed=timed, _step=step if timed else None)
     if cm._step is not None:  # T(B) = B·a + c at the reference micro-batch (throughput.StepCost.linear)
         per_token, fixed_time = cm._step.linear(cm._reference_micro, dp, m.seq_len)
         object.__setattr__(cm, "rate", f.value / per_token)

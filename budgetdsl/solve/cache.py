@@ -27,6 +27,7 @@ from budgetdsl.cost.cost_model import (
 )
 
 if TYPE_CHECKING:
+    from budgetdsl.cost.throughput import StepCost
     from budgetdsl.plan.model import Plan
 
 COST_MODELS = 4096  # a search builds cost models only for the pairs it places
@@ -77,12 +78,14 @@ class SolveCache:
             del self.model_keys[next(iter(self.model_keys))]
         return key
 
-    def cost_model(self, key: tuple, plan: Plan, gpus: int, split: Split, timed: bool = True) -> CostModel:
+    def cost_model(self, key: tuple, plan: Plan, gpus: int, split: Split, timed: bool = True,
+                   step: StepCost | None = None) -> CostModel:
         """`build_cost_model(plan, gpus, split)`, kept under `key` (`model_key(plan)`; () keeps none).
         `timed` False: its memory suffices (a kept cost model, else one built without the step, not
-        kept: the caller keeps what it reuses)."""
+        kept: the caller keeps what it reuses). `step`: its step in closed form, where the caller has
+        it (`build_cost_model`)."""
         if not key:
-            return build_cost_model(plan, gpus, split, timed=timed)
+            return build_cost_model(plan, gpus, split, timed=timed, step=step)
         full = (key, gpus, split)
         cm = self.cost_models.get(full)
         if cm is not None:
@@ -90,7 +93,8 @@ class SolveCache:
             return cm
         if not timed:
             return build_cost_model(plan, gpus, split, self.anchor(key, plan), self.basis(key, plan), timed=False)
-        cm = self.cost_models[full] = build_cost_model(plan, gpus, split, self.anchor(key, plan), self.basis(key, plan))
+        cm = self.cost_models[full] = build_cost_model(plan, gpus, split, self.anchor(key, plan), self.basis(key, plan),
+                                                       step=step)
         if len(self.cost_models) > COST_MODELS:
             self.cost_models.popitem(last=False)
         return cm

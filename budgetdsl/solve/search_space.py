@@ -969,6 +969,7 @@ class _Walk:
             pr = pairs[j]
         cctx = self.ctx_of(pr.layout, pr.split)
         pls, cands = self.placed.setdefault(pr.layout, ([], []))
+        cost_model(cctx, pr.gpus, step=pr.step)  # the pair's step: its cost model need not compute it again
         pls.append(place_on(cctx, pr.gpus, micro_fixed=self.micro_fixed))
         new = candidates(cctx, [pr.gpus], self.micro_fixed)
         cands.extend(new)
