@@ -264,6 +264,12 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
     per_param = layer_params(params, layers, emb, tied_embeddings)
     counts = split if split is not None and len(split) == p else balanced_split(layers, p, virtual_stages, head_layers)
     moe = moe_layers_per_stage(counts, experts.dense_layers) if experts is not None else [0] * p
+    if experts is not None:  # what every stage's routed experts share (the loop's invariants, computed once)
+        routed, group, moe_layers = experts.routed_layer_params, experts.group, layers - experts.dense_layers
+        edp_divisors = zero_divisors(expert_data_parallel(t, cp, dp, experts), zero)
+        ffn = float(ffn_hidden or 4 * d_model)
+        extra_kept = moe_activation_extra(seq_len, d_model, ffn, mlp, experts, t, recompute)
+        extra_none = moe_activation_extra(seq_len, d_model, ffn, mlp, experts, t, "none") if block else 0.0
     out = []
     for i, n in enumerate(counts):
         local = stage_params(n, per_param, emb, i == 0, i == p - 1, p, tied_embeddings)
@@ -274,22 +280,18 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
         else:
             act = per_layer * n * in_flight + working
         logits = LOGIT_BYTES * seq_len * vocab / t if (vocab and i == p - 1) else 0.0
-        weights, grads, optimizer = static(local / t, n * per_param / t)
         if experts is not None:  # the routed experts: ÷ etp·ep, ZeRO over edp (budgetdsl.cost.experts)
-            routed = experts.routed_layer_params
-            dense = (local - n * routed * (layers - experts.dense_layers) / layers) / t
+            dense = (local - n * routed * moe_layers / layers) / t
             weights, grads, optimizer = static(dense, dense - (local - n * per_param) / t)
-            edp = expert_data_parallel(t, cp, dp, experts)
-            own = static(moe[i] * routed / experts.group, moe[i] * routed / experts.group, zero_divisors(edp, zero))
+            own = static(moe[i] * routed / group, moe[i] * routed / group, edp_divisors)
             weights, grads, optimizer = weights + own[0], grads + own[1], optimizer + own[2]
-            extra = moe_activation_extra(seq_len, d_model, float(ffn_hidden or 4 * d_model), mlp, experts, t,
-                                         recompute)
+            extra = extra_kept
             if block and n:  # the MoE layers recomputed in the same share as the stage's layers
-                extra = (1.0 - recomputed_layers(n, recompute, recompute_layers, virtual_stages) / n) * \
-                    moe_activation_extra(seq_len, d_model, float(ffn_hidden or 4 * d_model), mlp, experts, t, "none")
+                extra = (1.0 - recomputed_layers(n, recompute, recompute_layers, virtual_stages) / n) * extra_none
             act += moe[i] * in_flight * extra
             out.append(StageMemory(i, n, weights, grads, optimizer, act / cp, logits / cp, own))
             continue
+        weights, grads, optimizer = static(local / t, n * per_param / t)
         out.append(StageMemory(i, n, weights, grads, optimizer, act / cp, logits / cp))
     return out
 
