@@ -851,9 +851,9 @@ def _order_keys(obj: str, consts: _Bounds, walls: list[float], costs: list[float
 
 
 def _vector_order(obj: str, consts: _Bounds, walls: list[float], costs: list[float], flops: list[float],
-                  bc: float, s_min: float, price: float | None):
-    """`_Walk.order_for` from numpy columns (a large space whose ties go by index); None when a
-    measure is not positive and finite (then one by one)."""
+                  bc: float, s_min: float, price: float | None, tie=None):
+    """`_Walk.order_for` from numpy columns (a large space; ties by index, or by `tie`, each pair's
+    rank in the tie order); None when a measure is not positive and finite (then one by one)."""
     import numpy as np
 
     if obj == "balanced":
@@ -864,7 +864,7 @@ def _vector_order(obj: str, consts: _Bounds, walls: list[float], costs: list[flo
                                   "min_flops": (fl, wall, cost)}[obj]
     if not (np.isfinite(measure).all() and (measure > 0).all()):
         return None
-    return _sorted_keys(measure, second, third)
+    return _sorted_keys(measure, second, third, tie)
 
 
 def _roomless(consts: _Bounds, pairs: Pairs, least: int) -> dict[LayoutChoice, int]:
@@ -944,15 +944,35 @@ class _Walk:
     def _order(self, obj: str) -> tuple[list[tuple[float, ...]], list[int]]:
         consts, pairs = self.consts, self.pairs
         args = (consts, self.walls, self.costs, self.flops, self.bc, self.s_min, self.price)
-        if len(consts.per_pair) >= _VECTOR_PAIRS and consts.natural:
-            vector = _vector_order(obj, *args)
+        if len(consts.per_pair) >= _VECTOR_PAIRS:
+            vector = _vector_order(obj, *args, tie=None if consts.natural else self._tie())
             if vector is not None:
                 return vector
         keys = _order_keys(obj, *args)
         if consts.natural:  # a stable sort by key: ties in the pairs' order, simplest layout then fewest GPUs
             return keys, sorted(range(len(pairs)), key=keys.__getitem__)
-        simple = [pr.layout.sort_key() for pr in pairs]
-        return keys, sorted(range(len(pairs)), key=lambda i: (keys[i], simple[i], pairs[i].gpus))
+        simple, gpus = self._tie_keys()
+        return keys, sorted(range(len(pairs)), key=lambda i: (keys[i], simple[i], gpus[i]))
+
+    def _tie_keys(self) -> tuple[list[tuple], list[int]]:
+        """Each pair's layout `sort_key` and GPU count, by pair index: the walk's tie order
+        (simplicity, then GPU count), read from the blocks (one sort_key per layout)."""
+        simple: list[tuple] = []
+        gpus: list[int] = []
+        for b in self.pairs.blocks:
+            simple += [b.layout.sort_key()] * len(b.gpus)
+            gpus += b.gpus
+        return simple, gpus
+
+    def _tie(self):
+        """Each pair's rank in the tie order (`_tie_keys`; no two pairs tie there), a numpy column:
+        what `_sorted_keys` breaks ties by where the pairs' own order is not it."""
+        import numpy as np
+
+        simple, gpus = self._tie_keys()
+        rank = np.empty(len(gpus), dtype=np.int64)
+        rank[sorted(range(len(gpus)), key=lambda i: (simple[i], gpus[i]))] = np.arange(len(gpus))
+        return rank
 
     def place_pair(self, i: int) -> list[Placement]:
         """Place pair `i` (a roomless pair: its layout's largest roomless one, once) and return the
@@ -1156,15 +1176,18 @@ class _LazyKeys:
         return key
 
 
-def _sorted_keys(measure, second, third) -> tuple[_LazyKeys, list[int]]:
-    """The pairs in the order of their keys (measure rounded, second, third, then index), as
-    `sorted` orders the built tuples, from numpy columns: sorted by the raw measure first (rounding
-    keeps order), then each run of measures that may round alike (within 1e-11 of each other:
-    rounding moves a value by at most 5e-13 of it) re-sorted by the built keys."""
+def _sorted_keys(measure, second, third, tie=None) -> tuple[_LazyKeys, list[int]]:
+    """The pairs in the order of their keys (measure rounded, second, third, then index, or `tie`:
+    each pair's rank in the order that breaks ties, distinct), as `sorted` orders the built tuples,
+    from numpy columns: sorted by the raw measure first (rounding keeps order), then each run of
+    measures that may round alike (within 1e-11 of each other: rounding moves a value by at most
+    5e-13 of it) re-sorted by the built keys."""
     import numpy as np
 
     n = len(measure)
-    order = np.lexsort((np.arange(n), third, second, measure))
+    if tie is None:
+        tie = np.arange(n)
+    order = np.lexsort((tie, third, second, measure))
     m = measure[order]
     near = m[1:] <= m[:-1] * (1.0 + 1e-11)  # may round alike with the next (all measures > 0)
     keys = _LazyKeys(measure.tolist(), second.tolist(), third.tolist())
@@ -1174,7 +1197,7 @@ def _sorted_keys(measure, second, third) -> tuple[_LazyKeys, list[int]]:
         for a, b in zip(edges[0::2].tolist(), (edges[1::2] + 1).tolist()):  # runs [a, b) of `order`
             if m[a] == m[b - 1]:
                 continue  # one measure: already ordered by the tie-breaks, then the index
-            out[a:b] = sorted(out[a:b], key=lambda i: (keys[i], i))
+            out[a:b] = sorted(out[a:b], key=lambda i: (keys[i], tie[i]))
     return keys, out
 
 
