@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from budgetdsl.solve.objectives import TOLERANCE, _pareto, _pareto3, dominates
 
 
@@ -59,11 +61,15 @@ def test_a_growing_pool_picks_what_choose_picks():
             assert pool.pick() is choose(objective, items, lambda c: c, 1e6)
 
 
-def test_a_large_pool_picks_what_choose_picks():
+@pytest.mark.parametrize("front_loop", [0, 10**9])
+def test_a_large_pool_picks_what_choose_picks(monkeypatch, front_loop):
     """Past objectives.Pool._VECTOR items the comparisons run in numpy: the same flags, the same
-    pick and front as choose() and pareto(), near-ties within TOLERANCE included."""
+    pick and front as choose() and pareto(), near-ties within TOLERANCE included — the front
+    compared in numpy or, short (`Pool._FRONT_LOOP`), in Python."""
     from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto
     from budgetdsl.solve.placement import Config
+
+    monkeypatch.setattr(Pool, "_FRONT_LOOP", front_loop)
 
     rng = random.Random(11)
     for objective in OBJECTIVES:
