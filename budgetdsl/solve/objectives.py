@@ -220,7 +220,8 @@ class Pool(Generic[T]):
     "dominated" flag is kept up to date as items arrive — a new item is compared once with the
     pool, both ways — and the pick is the least key among the items never dominated (a heap, the
     dominated items dropped from its top as met). Each `add` is O(pool), with numpy once the pool
-    is large (imported only then: `budgetdsl plan` on an example plan never gets there)."""
+    is large and its front long (imported only then: a short front is compared in Python, and the
+    whole pool only where no front item dominates the new point)."""
 
     _VECTOR = 256  # pool size from which the comparisons run in numpy
     _FRONT_LOOP = 32  # a front of at most this many items is compared in Python (numpy's calls cost more)
@@ -237,6 +238,7 @@ class Pool(Generic[T]):
         self.min_key: dict[str, tuple[float, ...] | None] = {o: None for o in self.objectives}
         self._array: Any = None  # numpy (capacity, 3) of the points, once the pool is large
         self._front: Any = None  # then the unflagged items' points and indices, packed, and their count
+        self._front_ids: list[int] | None = None  # before: the unflagged items' indices, while few
         self.nan = False  # NaN has no order: then `choose` itself
         # min_key: the least key of any item, per objective: no pick ranks before it
         self.min_wall = self.min_cost = _INF  # the least wall clock and cost of any item
@@ -279,11 +281,38 @@ class Pool(Generic[T]):
         p0, p1, p2 = p
         u0, u1, u2, d0, d1, d2 = p0 * up, p1 * up, p2 * up, p0 * down, p1 * down, p2 * down
         if n >= self._VECTOR:
+            if self._array is None:
+                dominated = self._compare_front(p, n, (u0, u1, u2), (d0, d1, d2))
+                if dominated is not None:
+                    return dominated
             return self._compare_array(p, n, (u0, u1, u2), (d0, d1, d2))
         flags = self.dominated
         dominated, off = _dominance(p, (u0, u1, u2), (d0, d1, d2), self.points[:n], flags)
         for j in off:
             flags[j] = True
+        return dominated
+
+    def _compare_front(self, p, n, u, d) -> bool | None:
+        """`_compare` of a large pool whose front is short (at most _FRONT_LOOP items), without
+        numpy: p against the front (the unflagged items' indices, kept in order), and only when no
+        front item dominates p, against every item, as `_compare_array`; None (nothing done) once
+        the front is longer: numpy from then on (its arrays built from the points and flags)."""
+        flags, points = self.dominated, self.points
+        ids = self._front_ids
+        if ids is None:
+            ids = [j for j in range(n) if not flags[j]]
+        if len(ids) > self._FRONT_LOOP:
+            self._front_ids = None
+            return None
+        dominated, off = self._front_loop(p, [points[j] for j in ids], n, u, d)
+        if off:
+            for k in off:
+                flags[ids[k]] = True
+            gone = set(off)
+            ids = [j for k, j in enumerate(ids) if k not in gone]
+        if not dominated:
+            ids.append(n)
+        self._front_ids = ids
         return dominated
 
     def _compare_array(self, p, n, u, d) -> bool:
@@ -367,6 +396,7 @@ class Pool(Generic[T]):
         out.min_key = dict(self.min_key)
         out._array = None if self._array is None else self._array.copy()
         out._front = None if self._front is None else [self._front[0].copy(), self._front[1].copy(), self._front[2]]
+        out._front_ids = None if self._front_ids is None else list(self._front_ids)
         return out
 
     def pick(self, objective: str | None = None) -> T | None:
