@@ -911,6 +911,7 @@ class _Walk:
         self.least = max(1, micro_fixed or 1)
         self.roomless: dict[LayoutChoice, int | None] = dict(_roomless(consts, self.pairs, self.least))
         self.history: list[Placed] = []
+        self.tie_order: list[int] | None = None  # `_tie_order`, where the pairs' own order is not it
         # every objective's pick: the report's front shows where each objective's own plan lands
         self.pool: Pool[Placement] = Pool(objective, _config, self.bc, self.others)
 
@@ -949,10 +950,16 @@ class _Walk:
             if vector is not None:
                 return vector
         keys = _order_keys(obj, *args)
-        if consts.natural:  # a stable sort by key: ties in the pairs' order, simplest layout then fewest GPUs
-            return keys, sorted(range(len(pairs)), key=keys.__getitem__)
-        simple, gpus = self._tie_keys()
-        return keys, sorted(range(len(pairs)), key=lambda i: (keys[i], simple[i], gpus[i]))
+        # a stable sort by key of the pairs in tie order (simplest layout, then fewest GPUs): their
+        # own order where it is that (`natural`)
+        return keys, sorted(range(len(pairs)) if consts.natural else self._tie_order(), key=keys.__getitem__)
+
+    def _tie_order(self) -> list[int]:
+        """The pairs' indices in tie order (`_tie_keys`), sorted once per walk."""
+        if self.tie_order is None:
+            simple, gpus = self._tie_keys()
+            self.tie_order = sorted(range(len(gpus)), key=lambda i: (simple[i], gpus[i]))
+        return self.tie_order
 
     def _tie_keys(self) -> tuple[list[tuple], list[int]]:
         """Each pair's layout `sort_key` and GPU count, by pair index: the walk's tie order
@@ -965,13 +972,13 @@ class _Walk:
         return simple, gpus
 
     def _tie(self):
-        """Each pair's rank in the tie order (`_tie_keys`; no two pairs tie there), a numpy column:
+        """Each pair's rank in the tie order (`_tie_order`; no two pairs tie there), a numpy column:
         what `_sorted_keys` breaks ties by where the pairs' own order is not it."""
         import numpy as np
 
-        simple, gpus = self._tie_keys()
-        rank = np.empty(len(gpus), dtype=np.int64)
-        rank[sorted(range(len(gpus)), key=lambda i: (simple[i], gpus[i]))] = np.arange(len(gpus))
+        order = self._tie_order()
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
         return rank
 
     def place_pair(self, i: int) -> list[Placement]:
@@ -1112,7 +1119,7 @@ def _too_many(plan: Plan, space: SearchSpace) -> PlanError:
 
 # A space of this many pairs has its bounds computed in numpy (imported then only): the same float
 # operations in the same order as `wall_bound` and `balanced_key`, so the same numbers.
-_VECTOR_PAIRS = 2048
+_VECTOR_PAIRS = 8192
 
 
 def _columns(consts: _Bounds):
