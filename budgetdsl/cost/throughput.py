@@ -715,7 +715,7 @@ def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list
     if key is None or kept is None:
         slowest = _slowest(shape, device, layout)
         kept = (slowest, _expert_context(shape, device, layout, slowest[0], slowest[1][0] + slowest[1][1]))
-        if key is not None:
+        if shared is not None:
             shared[key] = kept
     (stages, (c1, r1, tp1), local, tp_alpha, blocks), (ep1, cp1, ep_alpha, cp_alpha) = kept
     cp = layout.context_parallel
