@@ -271,27 +271,35 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
         extra_kept = moe_activation_extra(seq_len, d_model, ffn, mlp, experts, t, recompute)
         extra_none = moe_activation_extra(seq_len, d_model, ffn, mlp, experts, t, "none") if block else 0.0
     out = []
+    statics: dict[tuple, tuple] = {}  # the stages' parameter bytes, alike on the middle stages: once each
     for i, n in enumerate(counts):
-        local = stage_params(n, per_param, emb, i == 0, i == p - 1, p, tied_embeddings)
         in_flight = (p - i) * interleave
+        r = recomputed_layers(n, recompute, recompute_layers, virtual_stages) if block else 0
         if block:  # r layers at the full-recomputation size, the rest at the no-recomputation size (`working`)
-            r = recomputed_layers(n, recompute, recompute_layers, virtual_stages)
             act = (per_layer * r + working * (n - r)) * in_flight + (working if r else 0.0)
         else:
             act = per_layer * n * in_flight + working
         logits = LOGIT_BYTES * seq_len * vocab / t if (vocab and i == p - 1) else 0.0
-        if experts is not None:  # the routed experts: ÷ etp·ep, ZeRO over edp (budgetdsl.cost.experts)
-            dense = (local - n * routed * moe_layers / layers) / t
-            weights, grads, optimizer = static(dense, dense - (local - n * per_param) / t)
-            own = static(moe[i] * routed / group, moe[i] * routed / group, edp_divisors)
-            weights, grads, optimizer = weights + own[0], grads + own[1], optimizer + own[2]
+        key = (n, i == 0, i == p - 1, moe[i])
+        held = statics.get(key)
+        if held is None:
+            local = stage_params(n, per_param, emb, i == 0, i == p - 1, p, tied_embeddings)
+            if experts is not None:  # the routed experts: ÷ etp·ep, ZeRO over edp (budgetdsl.cost.experts)
+                dense = (local - n * routed * moe_layers / layers) / t
+                weights, grads, optimizer = static(dense, dense - (local - n * per_param) / t)
+                own = static(moe[i] * routed / group, moe[i] * routed / group, edp_divisors)
+                held = (weights + own[0], grads + own[1], optimizer + own[2], own)
+            else:
+                held = (*static(local / t, n * per_param / t), None)
+            statics[key] = held
+        weights, grads, optimizer, own = held
+        if experts is not None:
             extra = extra_kept
             if block and n:  # the MoE layers recomputed in the same share as the stage's layers
-                extra = (1.0 - recomputed_layers(n, recompute, recompute_layers, virtual_stages) / n) * extra_none
+                extra = (1.0 - r / n) * extra_none
             act += moe[i] * in_flight * extra
             out.append(StageMemory(i, n, weights, grads, optimizer, act / cp, logits / cp, own))
             continue
-        weights, grads, optimizer = static(local / t, n * per_param / t)
         out.append(StageMemory(i, n, weights, grads, optimizer, act / cp, logits / cp))
     return out
 
