@@ -453,7 +453,7 @@ def _block_layers(probe: Context, choice: LayoutChoice, own: Split, tp: int, lau
             family = cost_model(probe, tp, replace(own, zero=0, recompute_layers=n), timed=False)
             stages = binding.get(family.split)
             if stages is None:
-                stages = binding[family.split] = _binding_stages(family)
+                stages = binding[family.split] = _binding_stages(family, folded is not None)
             rooms[n] = _quick_all(family, choice, dps, stages, folded)
         return rooms[n]
 
@@ -486,11 +486,11 @@ def _pairs_of(plan: Plan, probe: Context, choice: LayoutChoice, launch: list[int
     # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
     family = cost_model(probe, tp, replace(own, zero=0), timed=False)  # memory only: its step is not read
     dps = [g // tp for g in launch]
-    stages = binding.get(family.split)
-    if stages is None:
-        stages = binding[family.split] = _binding_stages(family)
     # ZeRO divides the routed experts over edp copies and the rest over dp·cp (memory.stage_memory)
     folded = (cp, t, own.expert_group(plan)) if plan.model.experts or cp > 1 else None
+    stages = binding.get(family.split)
+    if stages is None:
+        stages = binding[family.split] = _binding_stages(family, folded is not None)
     room = micro_max[choice] = _quick_all(family, choice, dps, stages, folded)
     simpler = [micro_max[s] for s in choice.simpler() if s in micro_max]
     simpler = [r for r in simpler if len(r) == len(room)]  # same t and p: the same launch list
@@ -518,14 +518,30 @@ def _pairs_of(plan: Plan, probe: Context, choice: LayoutChoice, launch: list[int
     return [_Block(choice, own, gpus, [room[i] for i in kept], [dps[i] for i in kept], columns)]
 
 
-def _binding_stages(family: CostModel) -> list[tuple[float, float, float, float]]:
+def _binding_stages(family: CostModel, folded: bool = False) -> list[tuple]:
     """(weights, grads, optimizer, per sequence) of the family's pipeline stages that can bind the
     micro-batch room: a stage that another matches or exceeds in all four has at least its room on
     every dp and ZeRO stage (the same divisions of each), so it never sets the least (p stages:
-    up to 65,536). Sorted by per-sequence bytes, largest first, so a stage's dominators come before it."""
+    up to 65,536). Sorted by per-sequence bytes, largest first, so a stage's dominators come before it.
+    `folded` (`_quick_all`: routed experts or context parallelism): (weights, grads, optimizer, per
+    sequence, and the routed experts' weights, grads and optimizer), a stage dropped where another
+    matches or exceeds it in the seven numbers `_quick_all` divides and adds (the rest of each static
+    and the experts' share of it, and the per-sequence bytes): rounded differences, quotients and
+    sums keep the order, so it has at least the other's room too."""
+    if folded:
+        rows7 = sorted({((w - ew, ew, gr - eg, eg, o - eo, eo, ps), (w, gr, o, ps, ew, eg, eo))
+                        for w, gr, o, ps, (ew, eg, eo) in ((st.weights, st.grads, st.optimizer, st.per_sequence,
+                                                            st.experts) for st in family.stages)}, reverse=True)
+        keys: list[tuple] = []
+        out: list[tuple] = []
+        for key, row in rows7:
+            if not any(all(a >= b for a, b in zip(k, key)) for k in keys):
+                keys.append(key)
+                out.append(row)
+        return out
     rows = sorted({(st.weights, st.grads, st.optimizer, st.per_sequence) for st in family.stages},
                   key=lambda r: (r[3], r[0], r[1], r[2]), reverse=True)
-    kept: list[tuple[float, float, float, float]] = []
+    kept: list[tuple] = []
     for r in rows:
         if not any(k[0] >= r[0] and k[1] >= r[1] and k[2] >= r[2] and k[3] >= r[3] for k in kept):
             kept.append(r)
@@ -533,7 +549,7 @@ def _binding_stages(family: CostModel) -> list[tuple[float, float, float, float]
 
 
 def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
-               stages: list[tuple[float, float, float, float]] | None = None,
+               stages: list[tuple] | None = None,
                folded: tuple[int, int, int] | None = None) -> list[int]:
     """The largest micro-batch of `choice` at each data-parallel degree of `dps` (ascending), from
     its family's cost model (same t, p and recomputation on dp = 1 without ZeRO): ZeRO only divides
@@ -545,17 +561,16 @@ def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
     and rounded sums, differences, quotients and floor keep the order), so where it is equal at
     both ends of a run of degrees it is equal on the whole run: the degrees are split in halves
     until each run's ends agree, and each distinct room costs a few evaluations, not one per count.
-    `stages`: the family's `_binding_stages` (the least over them is the least over all stages).
-    `folded` (cp, t, etp·ep) with context parallelism or routed experts: ZeRO shards the stages'
-    routed experts (`StageMemory.experts`) over edp = t·cp·dp/(etp·ep) and the rest over dp·cp."""
+    `stages`: the family's `_binding_stages` (the least over them is the least over all stages),
+    with the routed experts' shares where `folded`. `folded` (cp, t, etp·ep) with context
+    parallelism or routed experts: ZeRO shards the stages' routed experts (`StageMemory.experts`)
+    over edp = t·cp·dp/(etp·ep) and the rest over dp·cp."""
     z = choice.zero
     # the bytes the counted tensors may take (cost_model.CostModel.free_bytes): the same on every
     # count of more than one replica; on one, without the data-parallel communicator's buffers
     free_one, free_many = family.free_bytes(1), family.free_bytes(2)
     if stages is None:
-        stages = _binding_stages(family)
-    rows = [(st.weights, st.grads, st.optimizer, st.per_sequence, *st.experts) for st in family.stages] \
-        if folded is not None else []
+        stages = _binding_stages(family, folded is not None)
 
     def at(dp: int) -> int:
         free = free_one if dp == 1 else free_many
@@ -564,7 +579,7 @@ def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
             d3, d2, d1 = zero_divisors(dp * cp, z)
             e3, e2, e1 = zero_divisors(max(1, t * cp * dp // group), z)
             return micro_batch_room(free, [((w - ew) / d3 + ew / e3 + (gr - eg) / d2 + eg / e2 + (o - eo) / d1
-                                            + eo / e1, ps) for w, gr, o, ps, ew, eg, eo in rows])
+                                            + eo / e1, ps) for w, gr, o, ps, ew, eg, eo in stages])
         d3, d2, d1 = zero_divisors(dp, z)
         return micro_batch_room(free, [(w / d3 + gr / d2 + o / d1, ps) for w, gr, o, ps in stages])
 
