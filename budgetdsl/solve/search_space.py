@@ -15,8 +15,9 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
+import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, cast
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
@@ -407,7 +408,9 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
     # layouts simpler than one have its t and p, so the same list)
     micro_max: dict[LayoutChoice, list[int]] = {}
     shared: dict = {}  # the data-parallel collectives by (bytes, t, device), for every layout
-    binding: dict[Split, list] = {}  # each family's stages that can bind the micro-batch room
+    # each family's stages that can bind the micro-batch room; by a layout's fields but its ZeRO
+    # stage, its family's split (`_pairs_of`)
+    binding: dict = {}
     top = max(counts, default=0)  # no count launches a t·p above it
     blocks: list[_Block] = []
     for choice in layouts:
@@ -431,7 +434,7 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
             continue
         considered += len(launch)
         before = len(blocks)
-        blocks.extend(_pairs_of(plan, probe, choice, launch, micro_max, binding, shared))
+        blocks.extend(_pairs_of(plan, probe, choice, launch, micro_max, binding, shared, own))
         pruned += len(launch) - (len(blocks[-1].gpus) if len(blocks) > before else 0)
     return SearchSpace(Pairs(blocks), considered, pruned, layouts, counts)
 
@@ -475,16 +478,27 @@ def _block_layers(probe: Context, choice: LayoutChoice, own: Split, tp: int, lau
     return sorted(out.items())
 
 
+_BUT_ZERO = operator.attrgetter(*(f.name for f in fields(Split) if f.name != "zero"))  # a Split's other fields
+
+
 def _pairs_of(plan: Plan, probe: Context, choice: LayoutChoice, launch: list[int],
-              micro_max: dict[LayoutChoice, list[int]], binding: dict, shared: dict) -> list[_Block]:
+              micro_max: dict[LayoutChoice, list[int]], binding: dict, shared: dict,
+              own: Split | None = None) -> list[_Block]:
     """The block of `choice`'s pairs on the counts of `launch` that no simpler layout prunes (none
-    where it prunes them all); records the choice's room on every count in `micro_max`."""
+    where it prunes them all); records the choice's room on every count in `micro_max`. `own`:
+    `choice.split` where the caller has it."""
     t, p = choice.tensor_parallel, choice.pipeline_parallel
-    own = choice.split(plan.hardware.flash_attention)
+    if own is None:
+        own = choice.split(plan.hardware.flash_attention)
     cp = own.parallel(plan)[0]
     tp = t * p * cp
-    # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
-    family = cost_model(probe, tp, replace(own, zero=0), timed=False)  # memory only: its step is not read
+    # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages, one split for the ZeRO
+    # stages of a layout (kept in `binding` by the layout's other fields)
+    other = _BUT_ZERO(own)
+    unsharded = binding.get(other)
+    if unsharded is None:
+        unsharded = binding[other] = replace(own, zero=0)
+    family = cost_model(probe, tp, unsharded, timed=False)  # memory only: its step is not read
     dps = [g // tp for g in launch]
     # ZeRO divides the routed experts over edp copies and the rest over dp·cp (memory.stage_memory)
     folded = (cp, t, own.expert_group(plan)) if plan.model.experts or cp > 1 else None
