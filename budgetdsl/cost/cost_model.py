@@ -247,7 +247,7 @@ class CostModel:
             if len(self.stages) == 1:
                 counted = self.stages[0].at(micro_batch)
             else:
-                counted = max(st.at(micro_batch) for st in self._upper or self._upper_stages())
+                counted = max([static + micro_batch * per for static, per in self._upper or self._upper_stages()])
             value = counted * (1.0 + self.fragmentation) + self.reserve_bytes
             if len(self._memory) < 4096:
                 self._memory[micro_batch] = value
@@ -259,16 +259,17 @@ class CostModel:
         one does."""
         return self._micro_max
 
-    def _upper_stages(self) -> tuple[mem.StageMemory, ...]:
-        """The stages no other stage matches or exceeds in both per-sequence and static bytes:
+    def _upper_stages(self) -> tuple[tuple[float, float], ...]:
+        """(static, per-sequence bytes) of the stages no other stage matches or exceeds in both:
         StageMemory.at(b) = static + b·per_sequence of a stage so matched never exceeds the other's
         at any b ≥ 0 (rounded sums and products keep the order), so the heaviest at b is among these
         (a pipeline of p stages: mostly the first and the last). By per-sequence bytes, most first, a
-        stage is kept where its static bytes exceed every one before it. Kept on first read."""
+        stage is kept where its static bytes exceed every one before it. Kept on first read, as the
+        two numbers `at` adds (the same floats)."""
         upper, most = [], -math.inf
         for st in sorted(self.stages, key=lambda st: (st.per_sequence, st.static), reverse=True):
             if st.static > most:
-                upper.append(st)
+                upper.append((st.static, st.per_sequence))
                 most = st.static
         object.__setattr__(self, "_upper", tuple(upper))
         return self._upper
