@@ -34,7 +34,7 @@ from budgetdsl.cost import memory as mem
 from budgetdsl.cost.experts import Experts, expert_data_parallel, nodes_per_token
 from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer, training_flops_per_token
 from budgetdsl.cost.memory import activation_bytes_per_layer  # noqa: F401 - re-exported
-from budgetdsl.cost.reserve import default_reserve
+from budgetdsl.cost.reserve import Reserve, default_reserve
 from budgetdsl.cost.stacks import STACKS
 from budgetdsl.cost.throughput import (
     Breakdown,
@@ -551,12 +551,11 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         basis.f, basis.peak, basis.memory, basis.device, basis.grad_dtype, basis.moe, basis.shape, basis.mode,
         basis.head_share, basis.reserve, basis.overhead)
     # Megatron-Core requires sequence parallelism for expert with tensor parallelism (validate_args)
-    if reserve is None:  # what the process keeps beside the counted tensors on this layout
-        own = default_reserve(t, p, cp, ep, dp)
-        reserve = Coef(own.fixed, "B", DEFAULT, own.detail)
-        fragmentation, reserve_dp = own.fragmentation, own.data_parallel
+    described: Coef | Reserve = reserve if reserve is not None else default_reserve(t, p, cp, ep, dp)
+    if isinstance(described, Reserve):  # what the process keeps beside the counted tensors on this layout
+        fixed_reserve, fragmentation, reserve_dp = described.fixed, described.fragmentation, described.data_parallel
     else:
-        fragmentation, reserve_dp = 0.0, 0.0
+        fixed_reserve, fragmentation, reserve_dp = described.value, 0.0, 0.0
     sp, v = split.schedule(plan)
     sequence_parallel = sp or bool(m.experts and ep > 1 and t > 1)
     layout = Layout(gpus, t, p, v, split.zero, split.recompute,
@@ -591,7 +590,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
     cm = CostModel(gpus=gpus, split=split, data_parallel=dp, seq_len=m.seq_len, params=m.param_count,
                    flops_per_token=f.value, peak_flops=peak.value, mode=mode, mfu=hw.mfu, rate=rate,
                    fixed_time=fixed, memory_per_device=memory.value, stages=tuple(stages),
-                   reserve_bytes=reserve.value, shape=shape, device=device, layout=layout,
+                   reserve_bytes=fixed_reserve, shape=shape, device=device, layout=layout,
                    step_overhead=overhead, _coefs=coefs, anchor=anchor, fragmentation=fragmentation,
                    reserve_data_parallel=reserve_dp, timed=timed, _step=step if timed else None)
     if cm._step is not None:  # T(B) = B·a + c at the reference micro-batch (throughput.StepCost.linear)
@@ -599,7 +598,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         object.__setattr__(cm, "rate", f.value / per_token)
         object.__setattr__(cm, "fixed_time", fixed_time)
     object.__setattr__(cm, "_describe", functools.partial(
-        _describe, plan, gpus, split, mode, peak, memory, overhead, layout, grad_dtype, reserve))
+        _describe, plan, gpus, split, mode, peak, memory, overhead, layout, grad_dtype, described))
     return cm
 
 
@@ -659,7 +658,7 @@ def model_experts(plan: Plan) -> Experts | None:
 
 
 def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory: Coef, overhead: float,
-              layout: Layout, grad_dtype: str, reserve: Coef, cm: CostModel) -> None:
+              layout: Layout, grad_dtype: str, reserve: Coef | Reserve, cm: CostModel) -> None:
     """The derived coefficients of `cm` and how each was obtained (for the report)."""
     m, hw, coefs, stages = plan.model, plan.hardware, cm._coefs, cm.stages
     t, p = split.tensor_parallel, split.pipeline_parallel
@@ -773,7 +772,8 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
     if heavy.logits_per_sequence:
         coefs["logits_bytes_per_sequence"] = Coef(heavy.logits_per_sequence, "B/sequence", DERIVED,
                                                   "s·V fp32 logits for the loss / t (last stage)")
-    coefs["reserve_bytes"] = reserve
+    # hardware.memory_reserve, else the layout's default, worded here (`Reserve.detail`)
+    coefs["reserve_bytes"] = reserve if isinstance(reserve, Coef) else Coef(reserve.fixed, "B", DEFAULT, reserve.detail)
     if cm.fragmentation:
         coefs["fragmentation"] = Coef(cm.fragmentation, "1", DEFAULT, "the caching allocator's, a share of the "
                                       "counted bytes: the low end of GMLake's measurements (Guo et al. 2024; "
