@@ -527,7 +527,7 @@ def cost_basis(plan: Plan) -> Basis:
 
 def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
                      anchor: Anchor | None | Literal["plan"] = "plan", basis: Basis | None = None,
-                     timed: bool = True, step: StepCost | None = None) -> CostModel:
+                     timed: bool = True, step: StepCost | None = None, splits: dict | None = None) -> CostModel:
     """The cost model of `plan` on `gpus` GPUs (a count the plan allows), with `split` overriding
     the plan's ZeRO stage / parallel degrees / recomputation to evaluate a remedy. `anchor`: a
     declared MFU's (`declared_anchor(plan)`, computed here unless a caller that builds many cost
@@ -536,6 +536,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
     layout search that reads only the stages and the reserve of a layout family. `step`: its step in
     closed form where the caller has it already (`throughput.step_cost` of this layout and count,
     anchored: a layout search's `Pair.step`, from the same `step_cost_columns`), not computed again.
+    `splits`: where a caller that builds many keeps the stages' balanced splits (`mem.stage_memory`).
 
     Raises ShapeUnknown when activations cannot be estimated (no layers/d_model, no override), or
     utilization is to be predicted without a shape."""
@@ -572,7 +573,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         ffn_hidden=m.ffn_hidden, mlp=m.mlp, tied_embeddings=m.tied_embeddings,
         fp8=basis.fp8, context_parallel=cp, experts=layout.place_experts(moe),
         split=layout.stage_split, mla=m.latent_attention, recompute_layers=layout.recompute_layers,
-        dropout=m.dropout_masks)
+        dropout=m.dropout_masks, splits=splits)
     if stages is None:
         need = "model.layers and model.d_model" + ("" if split.flash_attention or split.recompute != "none"
                                                     else " and model.heads")

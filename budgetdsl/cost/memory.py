@@ -211,7 +211,8 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
                  fp8: bool = False, context_parallel: int = 1,
                  experts: Experts | None = None,
                  split: tuple[int, ...] | None = None, mla: LatentAttention | None = None,
-                 recompute_layers: int | None = None, dropout: bool = True) -> list[StageMemory] | None:
+                 recompute_layers: int | None = None, dropout: bool = True,
+                 splits: dict | None = None) -> list[StageMemory] | None:
     """Memory of every pipeline stage's GPU, or None when the shape is too unknown to estimate
     activations (no layers/d_model and no `activation_bytes_per_token`). `fp8`: FP8 GEMMs, whose
     cached weight copies (FP8_WEIGHT_BYTES per layer parameter) the weights include.
@@ -224,7 +225,9 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
     layers per stage the plan pins (hardware.stage_layers), else balanced with the LM head's
     `head_layers` on the last, in chunks of v layers with interleaving (`layout.balanced_split`).
     `recompute_layers` N with full recomputation: block recomputation (`recomputed_layers`).
-    `dropout`: the model trains with dropout (p > 0), storing its masks (`activation_bytes_per_layer`)."""
+    `dropout`: the model trains with dropout (p > 0), storing its masks (`activation_bytes_per_layer`).
+    `splits`: a dict the caller keeps the balanced splits in, by their arguments (a layout search
+    builds thousands of cost models on a few pipeline depths)."""
     t, p, dp = tensor_parallel, pipeline_parallel, max(1, data_parallel)
     cp = max(1, context_parallel)
     grad_bytes = GRAD_BYTES[grad_dtype]
@@ -262,7 +265,14 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
         working = kept or 0.0
     emb = float(vocab * d_model) if vocab else 0.0
     per_param = layer_params(params, layers, emb, tied_embeddings)
-    counts = split if split is not None and len(split) == p else balanced_split(layers, p, virtual_stages, head_layers)
+    counts: tuple[int, ...] | None = split if split is not None and len(split) == p else None
+    if counts is None:
+        at = (layers, p, virtual_stages, head_layers)
+        counts = splits.get(at) if splits is not None else None
+        if counts is None:
+            counts = balanced_split(layers, p, virtual_stages, head_layers)
+            if splits is not None:
+                splits[at] = counts
     moe = moe_layers_per_stage(counts, experts.dense_layers) if experts is not None else [0] * p
     if experts is not None:  # what every stage's routed experts share (the loop's invariants, computed once)
         routed, group, moe_layers = experts.routed_layer_params, experts.group, layers - experts.dense_layers

@@ -44,13 +44,14 @@ class SolveCache:
     """The tables `solve` fills and reads (see the module docstring); `forget_limits` empties what
     depends on the limits (placements, picks, the replay's records), as a search afresh meets it."""
 
-    __slots__ = ("cost_models", "anchors", "bases", "model_keys", "spaces", "space_by_ident", "walks", "records",
-                 "placements", "picks", "seeds")
+    __slots__ = ("cost_models", "anchors", "bases", "splits", "model_keys", "spaces", "space_by_ident", "walks",
+                 "records", "placements", "picks", "seeds")
 
     def __init__(self) -> None:
         self.cost_models: OrderedDict[tuple, CostModel] = OrderedDict()  # (model key, gpus, split), LRU
         self.anchors: dict[tuple, Anchor | None] = {}  # model key -> a declared MFU's anchor
         self.bases: dict[tuple, Basis] = {}  # model key -> what its cost models share (`cost_basis`)
+        self.splits: dict[tuple, dict] = {}  # model key -> the stages' balanced splits (`memory.stage_memory`)
         self.model_keys: dict[tuple[int, int], tuple[Any, Any, tuple]] = {}  # (id model, id hardware)
         self.spaces: OrderedDict[tuple, tuple] = OrderedDict()  # (model key, counts, layouts), LRU
         self.space_by_ident: dict[tuple[int, int], tuple] = {}  # (id model, id hardware) -> entry
@@ -91,10 +92,16 @@ class SolveCache:
         if cm is not None:
             self.cost_models.move_to_end(full)
             return cm
+        splits = self.splits.get(key)
+        if splits is None:
+            if len(self.splits) >= IDENTS:
+                del self.splits[next(iter(self.splits))]
+            splits = self.splits[key] = {}
         if not timed:
-            return build_cost_model(plan, gpus, split, self.anchor(key, plan), self.basis(key, plan), timed=False)
+            return build_cost_model(plan, gpus, split, self.anchor(key, plan), self.basis(key, plan), timed=False,
+                                    splits=splits)
         cm = self.cost_models[full] = build_cost_model(plan, gpus, split, self.anchor(key, plan), self.basis(key, plan),
-                                                       step=step)
+                                                       step=step, splits=splits)
         if len(self.cost_models) > COST_MODELS:
             self.cost_models.popitem(last=False)
         return cm
