@@ -588,13 +588,21 @@ class _WallSizes:
             return ((self(b)[0], b) for b in range(1, top + 1))
         keep = (1.0 - 1e-9) * (1.0 - _BOUND_MARGIN)
         bounds = self.bounds(top)
-        wanted = [b for b in range(1, top + 1) if not bounds[b - 1] * keep > threshold]
-        self.fill(wanted)
-        sizes = self.sizes
-        floors = [(sizes[b][0], b) for b in wanted]
-        if any(f != f for f, _ in floors):  # NaN floors last (never below a threshold)
-            return sorted(floors, key=lambda fb: (fb[0] != fb[0], 0.0 if fb[0] != fb[0] else fb[0], fb[1]))
-        return sorted(floors)
+        filled = self.kept.get("wall_filled")  # (top, threshold) whose sizes under it are all kept
+        if filled is None or top > filled[0] or threshold > filled[1]:
+            self.fill([b for b in range(1, top + 1) if not bounds[b - 1] * keep > threshold])
+            self.kept["wall_filled"] = (top, threshold)
+        # every kept size by floor (kept until a size is added: new limits on the same cost model
+        # read it again), those up to `top` under the threshold taken from it
+        sizes, kept = self.sizes, self.kept.get("wall_order")
+        if kept is None or kept[0] != len(sizes):
+            floors = [(line[0], b) for b, line in sizes.items()]
+            if any(f != f for f, _ in floors):  # NaN floors last (never below a threshold)
+                floors.sort(key=lambda fb: (fb[0] != fb[0], 0.0 if fb[0] != fb[0] else fb[0], fb[1]))
+            else:
+                floors.sort()
+            kept = self.kept["wall_order"] = (len(sizes), floors)
+        return ((f, b) for f, b in kept[1] if b <= top and not bounds[b - 1] * keep > threshold)
 
 
 def _accumulations(cm: CostModel, fr: Frontier, limits: Limits, micro_max: int, configs: dict, better,
