@@ -34,7 +34,7 @@ from budgetdsl.cost import memory as mem
 from budgetdsl.cost.experts import Experts, expert_data_parallel, nodes_per_token
 from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer, training_flops_per_token
 from budgetdsl.cost.memory import activation_bytes_per_layer  # noqa: F401 - re-exported
-from budgetdsl.cost.reserve import default_reserve
+from budgetdsl.cost.reserve import Reserve, default_reserve
 from budgetdsl.cost.stacks import STACKS
 from budgetdsl.cost.throughput import (
     Breakdown,
@@ -156,7 +156,7 @@ class CostModel:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_heavy", mem.heaviest(list(self.stages)))
         object.__setattr__(self, "_micro_max", mem.micro_batch_max(list(self.stages), self.free_bytes()))
-        if self.timed and self.models_step:
+        if self.timed and self._step is None and self.models_step:
             assert self.shape is not None and self.device is not None and self.layout is not None  # models_step
             step = step_cost(self.shape, self.device, self.layout, self.step_overhead)
             object.__setattr__(self, "_step", step if self.anchor is None else step.scaled(self.anchor.scale))
@@ -247,7 +247,7 @@ class CostModel:
             if len(self.stages) == 1:
                 counted = self.stages[0].at(micro_batch)
             else:
-                counted = max(st.at(micro_batch) for st in self._upper or self._upper_stages())
+                counted = max([static + micro_batch * per for static, per in self._upper or self._upper_stages()])
             value = counted * (1.0 + self.fragmentation) + self.reserve_bytes
             if len(self._memory) < 4096:
                 self._memory[micro_batch] = value
@@ -259,16 +259,17 @@ class CostModel:
         one does."""
         return self._micro_max
 
-    def _upper_stages(self) -> tuple[mem.StageMemory, ...]:
-        """The stages no other stage matches or exceeds in both per-sequence and static bytes:
+    def _upper_stages(self) -> tuple[tuple[float, float], ...]:
+        """(static, per-sequence bytes) of the stages no other stage matches or exceeds in both:
         StageMemory.at(b) = static + b·per_sequence of a stage so matched never exceeds the other's
         at any b ≥ 0 (rounded sums and products keep the order), so the heaviest at b is among these
         (a pipeline of p stages: mostly the first and the last). By per-sequence bytes, most first, a
-        stage is kept where its static bytes exceed every one before it. Kept on first read."""
+        stage is kept where its static bytes exceed every one before it. Kept on first read, as the
+        two numbers `at` adds (the same floats)."""
         upper, most = [], -math.inf
         for st in sorted(self.stages, key=lambda st: (st.per_sequence, st.static), reverse=True):
             if st.static > most:
-                upper.append(st)
+                upper.append((st.static, st.per_sequence))
                 most = st.static
         object.__setattr__(self, "_upper", tuple(upper))
         return self._upper
@@ -528,13 +529,16 @@ def cost_basis(plan: Plan) -> Basis:
 
 def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
                      anchor: Anchor | None | Literal["plan"] = "plan", basis: Basis | None = None,
-                     timed: bool = True) -> CostModel:
+                     timed: bool = True, step: StepCost | None = None, splits: dict | None = None) -> CostModel:
     """The cost model of `plan` on `gpus` GPUs (a count the plan allows), with `split` overriding
     the plan's ZeRO stage / parallel degrees / recomputation to evaluate a remedy. `anchor`: a
     declared MFU's (`declared_anchor(plan)`, computed here unless a caller that builds many cost
     models of one plan passes it); `basis`: `cost_basis(plan)`, likewise. `timed` False: the memory
     only — no step in closed form (`_step` None, `rate` and `fixed_time` 0 in predicted mode), for a
-    layout search that reads only the stages and the reserve of a layout family.
+    layout search that reads only the stages and the reserve of a layout family. `step`: its step in
+    closed form where the caller has it already (`throughput.step_cost` of this layout and count,
+    anchored: a layout search's `Pair.step`, from the same `step_cost_columns`), not computed again.
+    `splits`: where a caller that builds many keeps the stages' balanced splits (`mem.stage_memory`).
 
     Raises ShapeUnknown when activations cannot be estimated (no layers/d_model, no override), or
     utilization is to be predicted without a shape."""
@@ -550,12 +554,11 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         basis.f, basis.peak, basis.memory, basis.device, basis.grad_dtype, basis.moe, basis.shape, basis.mode,
         basis.head_share, basis.reserve, basis.overhead)
     # Megatron-Core requires sequence parallelism for expert with tensor parallelism (validate_args)
-    if reserve is None:  # what the process keeps beside the counted tensors on this layout
-        own = default_reserve(t, p, cp, ep, dp)
-        reserve = Coef(own.fixed, "B", DEFAULT, own.detail)
-        fragmentation, reserve_dp = own.fragmentation, own.data_parallel
+    described: Coef | Reserve = reserve if reserve is not None else default_reserve(t, p, cp, ep, dp)
+    if isinstance(described, Reserve):  # what the process keeps beside the counted tensors on this layout
+        fixed_reserve, fragmentation, reserve_dp = described.fixed, described.fragmentation, described.data_parallel
     else:
-        fragmentation, reserve_dp = 0.0, 0.0
+        fixed_reserve, fragmentation, reserve_dp = described.value, 0.0, 0.0
     sp, v = split.schedule(plan)
     sequence_parallel = sp or bool(m.experts and ep > 1 and t > 1)
     layout = Layout(gpus, t, p, v, split.zero, split.recompute,
@@ -573,7 +576,7 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
         ffn_hidden=m.ffn_hidden, mlp=m.mlp, tied_embeddings=m.tied_embeddings,
         fp8=basis.fp8, context_parallel=cp, experts=layout.place_experts(moe),
         split=layout.stage_split, mla=m.latent_attention, recompute_layers=layout.recompute_layers,
-        dropout=m.dropout_masks, logit_bytes=layout.stack.logit_bytes)
+        dropout=m.dropout_masks, logit_bytes=layout.stack.logit_bytes, splits=splits)
     if stages is None:  # name what is missing: the scores' heads only where they are kept
         scores_kept = not split.flash_attention and (split.recompute == "none" or split.recompute_layers is not None)
         need = [f"model.{k}" for k, v in (("layers", m.layers), ("d_model", m.d_model)) if v is None]
@@ -594,15 +597,15 @@ def build_cost_model(plan: Plan, gpus: int, split: Split | None = None,
     cm = CostModel(gpus=gpus, split=split, data_parallel=dp, seq_len=m.seq_len, params=m.param_count,
                    flops_per_token=f.value, peak_flops=peak.value, mode=mode, mfu=hw.mfu, rate=rate,
                    fixed_time=fixed, memory_per_device=memory.value, stages=tuple(stages),
-                   reserve_bytes=reserve.value, shape=shape, device=device, layout=layout,
+                   reserve_bytes=fixed_reserve, shape=shape, device=device, layout=layout,
                    step_overhead=overhead, _coefs=coefs, anchor=anchor, fragmentation=fragmentation,
-                   reserve_data_parallel=reserve_dp, timed=timed)
+                   reserve_data_parallel=reserve_dp, timed=timed, _step=step if timed else None)
     if cm._step is not None:  # T(B) = B·a + c at the reference micro-batch (throughput.StepCost.linear)
         per_token, fixed_time = cm._step.linear(cm._reference_micro, dp, m.seq_len)
         object.__setattr__(cm, "rate", f.value / per_token)
         object.__setattr__(cm, "fixed_time", fixed_time)
     object.__setattr__(cm, "_describe", functools.partial(
-        _describe, plan, gpus, split, mode, peak, memory, overhead, layout, grad_dtype, reserve))
+        _describe, plan, gpus, split, mode, peak, memory, overhead, layout, grad_dtype, described))
     return cm
 
 
@@ -662,7 +665,7 @@ def model_experts(plan: Plan) -> Experts | None:
 
 
 def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory: Coef, overhead: float,
-              layout: Layout, grad_dtype: str, reserve: Coef, cm: CostModel) -> None:
+              layout: Layout, grad_dtype: str, reserve: Coef | Reserve, cm: CostModel) -> None:
     """The derived coefficients of `cm` and how each was obtained (for the report)."""
     m, hw, coefs, stages = plan.model, plan.hardware, cm._coefs, cm.stages
     t, p = split.tensor_parallel, split.pipeline_parallel
@@ -786,7 +789,8 @@ def _describe(plan: Plan, gpus: int, split: Split, mode: str, peak: Coef, memory
                                                   f"s·V logits at the loss × {layout.stack.logit_bytes:g} bytes / t "
                                                   f"(last stage; stack {layout.stack.name}: bf16 logits, their fp32 "
                                                   "copy and log-softmax's fp32 output)")
-    coefs["reserve_bytes"] = reserve
+    # hardware.memory_reserve, else the layout's default, worded here (`Reserve.detail`)
+    coefs["reserve_bytes"] = reserve if isinstance(reserve, Coef) else Coef(reserve.fixed, "B", DEFAULT, reserve.detail)
     if cm.fragmentation:
         coefs["fragmentation"] = Coef(cm.fragmentation, "1", DEFAULT, "the caching allocator's, a share of the "
                                       "counted bytes: the low end of GMLake's measurements (Guo et al. 2024; "

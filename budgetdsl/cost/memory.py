@@ -237,7 +237,7 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
                  experts: Experts | None = None,
                  split: tuple[int, ...] | None = None, mla: LatentAttention | None = None,
                  recompute_layers: int | None = None, dropout: bool = True,
-                 logit_bytes: float = LOGIT_BYTES) -> list[StageMemory] | None:
+                 logit_bytes: float = LOGIT_BYTES, splits: dict | None = None) -> list[StageMemory] | None:
     """Memory of every pipeline stage's GPU, or None when the shape is too unknown to estimate
     activations (no layers/d_model and no `activation_bytes_per_token`). `fp8`: FP8 GEMMs, whose
     cached weight copies (FP8_WEIGHT_BYTES per layer parameter) the weights include.
@@ -251,7 +251,9 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
     `head_layers` on the last, in chunks of v layers with interleaving (`layout.balanced_split`).
     `recompute_layers` N with full recomputation: block recomputation (`recomputed_layers`).
     `dropout`: the model trains with dropout (p > 0), storing its masks (`activation_bytes_per_layer`).
-    `logit_bytes`: what the loss holds per logit (the stack's, `budgetdsl.cost.stacks`)."""
+    `logit_bytes`: what the loss holds per logit (the stack's, `budgetdsl.cost.stacks`).
+    `splits`: a dict the caller keeps the balanced splits in, by their arguments (a layout search
+    builds thousands of cost models on a few pipeline depths)."""
     t, p, dp = tensor_parallel, pipeline_parallel, max(1, data_parallel)
     cp = max(1, context_parallel)
     grad_bytes = GRAD_BYTES[grad_dtype]
@@ -290,31 +292,48 @@ def stage_memory(*, params: float, seq_len: int, layers: int | None, d_model: in
         working = max(0.0, (kept or 0.0) - per_layer) if recompute == "ops" else (kept or 0.0)
     emb = float(vocab * d_model) if vocab else 0.0
     per_param = layer_params(params, layers, emb, tied_embeddings)
-    counts = split if split is not None and len(split) == p else balanced_split(layers, p, virtual_stages, head_layers)
+    counts: tuple[int, ...] | None = split if split is not None and len(split) == p else None
+    if counts is None:
+        at = (layers, p, virtual_stages, head_layers)
+        counts = splits.get(at) if splits is not None else None
+        if counts is None:
+            counts = balanced_split(layers, p, virtual_stages, head_layers)
+            if splits is not None:
+                splits[at] = counts
     moe = moe_layers_per_stage(counts, experts.dense_layers) if experts is not None else [0] * p
+    if experts is not None:  # what every stage's routed experts share (the loop's invariants, computed once)
+        routed, group, moe_layers = experts.routed_layer_params, experts.group, layers - experts.dense_layers
+        edp_divisors = zero_divisors(expert_data_parallel(t, cp, dp, experts), zero)
+        ffn = float(ffn_hidden or 4 * d_model)
+        extra_kept = moe_activation_extra(seq_len, d_model, ffn, mlp, experts, t, recompute)
+        extra_none = moe_activation_extra(seq_len, d_model, ffn, mlp, experts, t, "none") if block else 0.0
     out = []
+    statics: dict[tuple, tuple] = {}  # the stages' parameter bytes, alike on the middle stages: once each
     for i, n in enumerate(counts):
-        local = stage_params(n, per_param, emb, i == 0, i == p - 1, p, tied_embeddings)
         in_flight = (p - i) * interleave
+        r = recomputed_layers(n, recompute, recompute_layers, virtual_stages) if block else 0
         if block:  # r layers at the full-recomputation size, the rest at the no-recomputation size (`working`)
-            r = recomputed_layers(n, recompute, recompute_layers, virtual_stages)
             act = (per_layer * r + working * (n - r)) * in_flight + (working if r else 0.0)
         else:
             act = per_layer * n * in_flight + working
         logits = logit_bytes * seq_len * vocab / t if (vocab and i == p - 1) else 0.0
-        weights, grads, optimizer = static(local / t, n * per_param / t)
-        if experts is not None:  # the routed experts: ÷ etp·ep, ZeRO over edp (budgetdsl.cost.experts)
-            routed = experts.routed_layer_params
-            dense = (local - n * routed * (layers - experts.dense_layers) / layers) / t
-            weights, grads, optimizer = static(dense, dense - (local - n * per_param) / t)
-            edp = expert_data_parallel(t, cp, dp, experts)
-            own = static(moe[i] * routed / experts.group, moe[i] * routed / experts.group, zero_divisors(edp, zero))
-            weights, grads, optimizer = weights + own[0], grads + own[1], optimizer + own[2]
-            extra = moe_activation_extra(seq_len, d_model, float(ffn_hidden or 4 * d_model), mlp, experts, t,
-                                         recompute)
+        key = (n, i == 0, i == p - 1, moe[i])
+        held = statics.get(key)
+        if held is None:
+            local = stage_params(n, per_param, emb, i == 0, i == p - 1, p, tied_embeddings)
+            if experts is not None:  # the routed experts: ÷ etp·ep, ZeRO over edp (budgetdsl.cost.experts)
+                dense = (local - n * routed * moe_layers / layers) / t
+                weights, grads, optimizer = static(dense, dense - (local - n * per_param) / t)
+                own = static(moe[i] * routed / group, moe[i] * routed / group, edp_divisors)
+                held = (weights + own[0], grads + own[1], optimizer + own[2], own)
+            else:
+                held = (*static(local / t, n * per_param / t), None)
+            statics[key] = held
+        weights, grads, optimizer, own = held
+        if experts is not None:
+            extra = extra_kept
             if block and n:  # the MoE layers recomputed in the same share as the stage's layers
-                extra = (1.0 - recomputed_layers(n, recompute, recompute_layers, virtual_stages) / n) * \
-                    moe_activation_extra(seq_len, d_model, float(ffn_hidden or 4 * d_model), mlp, experts, t, "none")
+                extra = (1.0 - r / n) * extra_none
             act += moe[i] * in_flight * extra
             out.append(StageMemory(i, n, weights, grads, optimizer, act / cp, logits / cp, own))
             continue

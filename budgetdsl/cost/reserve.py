@@ -65,12 +65,26 @@ P2P_PEER = NCCL_P2P_CHANNELS_PER_PEER * NCCL_BUFFSIZE
 class Reserve(NamedTuple):
     """The default reserve of one layout: `fixed` bytes (context, workspaces, NCCL buffers) plus
     `fragmentation` × the counted bytes; `data_parallel` the data-parallel communicator's buffers,
-    in `fixed` where dp·cp > 1, which a search over replica counts adds or removes."""
+    in `fixed` where dp·cp > 1, which a search over replica counts adds or removes; `comms` the
+    communicators (`communicators`), which `detail` words (written when read: a layout search
+    builds thousands of cost models and reports one)."""
 
     fixed: float
     fragmentation: float
     data_parallel: float
-    detail: str
+    comms: list[tuple[str, float]]
+
+    @property
+    def detail(self) -> str:
+        gib = 2.0**30
+        nccl = sum(b for _, b in self.comms)
+        listed = ", ".join(f"{n} {b / gib:.2f}" for n, b in self.comms) or "none"
+        return (f"CUDA context {CUDA_CONTEXT / gib:.2f} GiB (PyTorch PR #86509) + cuBLAS/cuBLASLt workspaces "
+                f"{CUBLAS_HANDLES * CUBLAS_WORKSPACE / gib:.2f} GiB + NCCL buffers {nccl / gib:.2f} GiB ({listed}; "
+                f"collective {NCCL_CHANNELS} channels × {NCCL_RING_CONNECTIONS} ring connections × Simple + LL128 + "
+                f"LL, point to point {NCCL_P2P_CHANNELS_PER_PEER} channels × 4 MiB per peer: NCCL_BUFFSIZE); plus "
+                f"{self.fragmentation:.0%} of the counted bytes for the caching allocator's fragmentation "
+                "(budgetdsl.cost.reserve)")
 
 
 def communicators(t: int, p: int, cp: int, ep: int, dp: int) -> list[tuple[str, float]]:
@@ -96,14 +110,5 @@ def default_reserve(t: int, p: int, cp: int, ep: int, dp: int) -> Reserve:
     """The reserve of a rank of the layout t·p·cp·dp (experts over ep) where the plan declares no
     `hardware.memory_reserve` (module docstring)."""
     comms = communicators(t, p, cp, ep, dp)
-    nccl = sum(b for _, b in comms)
-    fixed = CUDA_CONTEXT + CUBLAS_HANDLES * CUBLAS_WORKSPACE + nccl
-    gib = 2.0**30
-    listed = ", ".join(f"{n} {b / gib:.2f}" for n, b in comms) or "none"
-    detail = (f"CUDA context {CUDA_CONTEXT / gib:.2f} GiB (PyTorch PR #86509) + cuBLAS/cuBLASLt workspaces "
-              f"{CUBLAS_HANDLES * CUBLAS_WORKSPACE / gib:.2f} GiB + NCCL buffers {nccl / gib:.2f} GiB ({listed}; "
-              f"collective {NCCL_CHANNELS} channels × {NCCL_RING_CONNECTIONS} ring connections × Simple + LL128 + LL, "
-              f"point to point {NCCL_P2P_CHANNELS_PER_PEER} channels × 4 MiB per peer: NCCL_BUFFSIZE); plus "
-              f"{FRAGMENTATION:.0%} of the counted bytes for the caching allocator's fragmentation "
-              "(budgetdsl.cost.reserve)")
-    return Reserve(fixed, FRAGMENTATION, COLLECTIVE, detail)
+    fixed = CUDA_CONTEXT + CUBLAS_HANDLES * CUBLAS_WORKSPACE + sum(b for _, b in comms)
+    return Reserve(fixed, FRAGMENTATION, COLLECTIVE, comms)

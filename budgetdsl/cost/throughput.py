@@ -763,11 +763,23 @@ def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list
     reduce, gather, overlap, fixed, latency, gather_share), `window`, `zero3`, `overlap` and
     `gather_share` one value for every count.
     What does not depend on the count is computed once: the stage shares, the slowest stage's
-    parameters, the two pipeline links (within a node or not); `shared`: see `_collectives`."""
+    parameters, the two pipeline links (within a node or not); `shared`: see `_collectives`; it
+    also keeps what does not depend on the ZeRO stage either (`_slowest`, `_expert_context`: they
+    read the shape, the device and the layout's fields named in the key, nothing else)."""
     t, p = layout.tensor_parallel, layout.pipeline_parallel
-    stages, (c1, r1, tp1), local, tp_alpha, blocks = _slowest(shape, device, layout)
+    key = None
+    if shared is not None:  # what the ZeRO stages (and GPU counts) of one layout share, once
+        key = ("shares", shape, device, t, p, layout.virtual_stages, layout.recompute, layout.flash_attention,
+               layout.sequence_parallel, layout.stage_split, layout.stack, layout.recompute_layers,
+               layout.context_parallel, layout.expert_parallel, layout.expert_tensor_parallel)
+        kept = shared.get(key)
+    if key is None or kept is None:
+        slowest = _slowest(shape, device, layout)
+        kept = (slowest, _expert_context(shape, device, layout, slowest[0], slowest[1][0] + slowest[1][1]))
+        if shared is not None:
+            shared[key] = kept
+    (stages, (c1, r1, tp1), local, tp_alpha, blocks), (ep1, cp1, ep_alpha, cp_alpha) = kept
     cp = layout.context_parallel
-    ep1, cp1, ep_alpha, cp_alpha = _expert_context(shape, device, layout, stages, c1 + r1)
     v = max(1, layout.virtual_stages)
     hide_pp = _pipeline_hidden(layout)
     # the two pipeline links: t·dp < GPUs per node (NVLink) or not (the NIC)

@@ -27,6 +27,7 @@ from budgetdsl.cost.cost_model import (
 )
 
 if TYPE_CHECKING:
+    from budgetdsl.cost.throughput import StepCost
     from budgetdsl.plan.model import Plan
 
 COST_MODELS = 4096  # a search builds cost models only for the pairs it places
@@ -43,13 +44,14 @@ class SolveCache:
     """The tables `solve` fills and reads (see the module docstring); `forget_limits` empties what
     depends on the limits (placements, picks, the replay's records), as a search afresh meets it."""
 
-    __slots__ = ("cost_models", "anchors", "bases", "model_keys", "spaces", "space_by_ident", "walks", "records",
-                 "placements", "picks", "seeds")
+    __slots__ = ("cost_models", "anchors", "bases", "splits", "model_keys", "spaces", "space_by_ident", "walks",
+                 "records", "placements", "picks", "seeds")
 
     def __init__(self) -> None:
         self.cost_models: OrderedDict[tuple, CostModel] = OrderedDict()  # (model key, gpus, split), LRU
         self.anchors: dict[tuple, Anchor | None] = {}  # model key -> a declared MFU's anchor
         self.bases: dict[tuple, Basis] = {}  # model key -> what its cost models share (`cost_basis`)
+        self.splits: dict[tuple, dict] = {}  # model key -> the stages' balanced splits (`memory.stage_memory`)
         self.model_keys: dict[tuple[int, int], tuple[Any, Any, tuple]] = {}  # (id model, id hardware)
         self.spaces: OrderedDict[tuple, tuple] = OrderedDict()  # (model key, counts, layouts), LRU
         self.space_by_ident: dict[tuple[int, int], tuple] = {}  # (id model, id hardware) -> entry
@@ -77,20 +79,29 @@ class SolveCache:
             del self.model_keys[next(iter(self.model_keys))]
         return key
 
-    def cost_model(self, key: tuple, plan: Plan, gpus: int, split: Split, timed: bool = True) -> CostModel:
+    def cost_model(self, key: tuple, plan: Plan, gpus: int, split: Split, timed: bool = True,
+                   step: StepCost | None = None) -> CostModel:
         """`build_cost_model(plan, gpus, split)`, kept under `key` (`model_key(plan)`; () keeps none).
         `timed` False: its memory suffices (a kept cost model, else one built without the step, not
-        kept: the caller keeps what it reuses)."""
+        kept: the caller keeps what it reuses). `step`: its step in closed form, where the caller has
+        it (`build_cost_model`)."""
         if not key:
-            return build_cost_model(plan, gpus, split, timed=timed)
+            return build_cost_model(plan, gpus, split, timed=timed, step=step)
         full = (key, gpus, split)
         cm = self.cost_models.get(full)
         if cm is not None:
             self.cost_models.move_to_end(full)
             return cm
+        splits = self.splits.get(key)
+        if splits is None:
+            if len(self.splits) >= IDENTS:
+                del self.splits[next(iter(self.splits))]
+            splits = self.splits[key] = {}
         if not timed:
-            return build_cost_model(plan, gpus, split, self.anchor(key, plan), self.basis(key, plan), timed=False)
-        cm = self.cost_models[full] = build_cost_model(plan, gpus, split, self.anchor(key, plan), self.basis(key, plan))
+            return build_cost_model(plan, gpus, split, self.anchor(key, plan), self.basis(key, plan), timed=False,
+                                    splits=splits)
+        cm = self.cost_models[full] = build_cost_model(plan, gpus, split, self.anchor(key, plan), self.basis(key, plan),
+                                                       step=step, splits=splits)
         if len(self.cost_models) > COST_MODELS:
             self.cost_models.popitem(last=False)
         return cm

@@ -28,6 +28,7 @@ from budgetdsl.solve.placement import Limits, Placement, carried, evaluate, plac
 from budgetdsl.theory.frontier import Frontier
 
 if TYPE_CHECKING:
+    from budgetdsl.cost.throughput import StepCost
     from budgetdsl.plan.diagnostics import PlanError
     from budgetdsl.plan.model import Plan
 
@@ -52,21 +53,23 @@ def plan_limits(plan: Plan) -> Limits:
     return Limits(b.deadline, b.flops, b.gpu_hours, b.usd, b.usd_per_gpu_hour)
 
 
-def cost_model(ctx: Context, gpus: int, split: Split | None = None, timed: bool = True) -> CostModel:
+def cost_model(ctx: Context, gpus: int, split: Split | None = None, timed: bool = True,
+               step: StepCost | None = None) -> CostModel:
     """The cost model of the context's layout (or `split`) on `gpus`, kept across solves in the
     context's cache (`SolveCache.cost_model`); a missing shape is a located error. `timed` False:
-    one whose memory suffices (`build_cost_model`), kept in the context's memo only."""
+    one whose memory suffices (`build_cost_model`), kept in the context's memo only. `step`: its
+    step in closed form where the caller has it (a layout search's `Pair.step`), not computed again."""
     if split is None:  # the context's layout: keyed by the count alone (no Split hashed)
         cm = ctx.memo.get(("cm", gpus))
         if cm is None:
-            cm = ctx.memo[("cm", gpus)] = cost_model(ctx, gpus, ctx.split or plan_split(ctx.plan))
+            cm = ctx.memo[("cm", gpus)] = cost_model(ctx, gpus, ctx.split or plan_split(ctx.plan), step=step)
         return cm
     key = ("cm", gpus, split) if timed else ("memory", gpus, split)
     cm = ctx.memo.get(key)
     if cm is not None:
         return cm
     try:
-        cm = ctx.memo[key] = ctx.cache.cost_model(ctx.key, ctx.plan, gpus, split, timed)
+        cm = ctx.memo[key] = ctx.cache.cost_model(ctx.key, ctx.plan, gpus, split, timed, step)
         return cm
     except ShapeUnknown as exc:
         raise plan_error(ctx.plan, ("model",), "shape-unknown", str(exc),

@@ -180,6 +180,25 @@ def choose_among(objective: str, items: Sequence[T], points: Sequence[tuple[floa
     return min(front, key=key)
 
 
+def _dominance(p, u, d, points, flags: list[bool] | None = None) -> tuple[bool, list[int]]:
+    """(whether a point of `points` dominates p, the positions of the points p dominates — of
+    those not flagged, with `flags`): `Pool`'s two-way comparison on floats, u and d = p·(1 ± tol)."""
+    up, down = 1.0 + TOLERANCE, 1.0 - TOLERANCE
+    p0, p1, p2 = p
+    u0, u1, u2 = u
+    d0, d1, d2 = d
+    dominated, off = False, []
+    for j, (q0, q1, q2) in enumerate(points):
+        # q dominates p: q > p·(1 + tol) on no axis, q < p·(1 − tol) on one (NaN: never)
+        if not dominated and not (q0 > u0 or q1 > u1 or q2 > u2) and (q0 < d0 or q1 < d1 or q2 < d2):
+            dominated = True
+        # p dominates q, compared as `dominates(p, q)`: against q·(1 ± tol)
+        if (flags is None or not flags[j]) and not (p0 > q0 * up or p1 > q1 * up or p2 > q2 * up) and \
+                (p0 < q0 * down or p1 < q1 * down or p2 < q2 * down):
+            off.append(j)
+    return dominated, off
+
+
 def _dominated(p: tuple[float, ...], points: Sequence[tuple[float, ...]]) -> bool:
     """Whether a point of `points` dominates p (three axes, `dominates` term by term)."""
     up, down = 1.0 + TOLERANCE, 1.0 - TOLERANCE
@@ -201,9 +220,11 @@ class Pool(Generic[T]):
     "dominated" flag is kept up to date as items arrive — a new item is compared once with the
     pool, both ways — and the pick is the least key among the items never dominated (a heap, the
     dominated items dropped from its top as met). Each `add` is O(pool), with numpy once the pool
-    is large (imported only then: `budgetdsl plan` on an example plan never gets there)."""
+    is large and its front long (imported only then: a short front is compared in Python, and the
+    whole pool only where no front item dominates the new point)."""
 
     _VECTOR = 256  # pool size from which the comparisons run in numpy
+    _FRONT_LOOP = 32  # a front of at most this many items is compared in Python (numpy's calls cost more)
 
     def __init__(self, objective: str, config: Callable[[T], Any], b_crit: float, others: Sequence[str] = ()):
         self.objective, self.config, self.b_crit = objective, config, b_crit
@@ -217,6 +238,7 @@ class Pool(Generic[T]):
         self.min_key: dict[str, tuple[float, ...] | None] = {o: None for o in self.objectives}
         self._array: Any = None  # numpy (capacity, 3) of the points, once the pool is large
         self._front: Any = None  # then the unflagged items' points and indices, packed, and their count
+        self._front_ids: list[int] | None = None  # before: the unflagged items' indices, while few
         self.nan = False  # NaN has no order: then `choose` itself
         # min_key: the least key of any item, per objective: no pick ranks before it
         self.min_wall = self.min_cost = _INF  # the least wall clock and cost of any item
@@ -259,15 +281,38 @@ class Pool(Generic[T]):
         p0, p1, p2 = p
         u0, u1, u2, d0, d1, d2 = p0 * up, p1 * up, p2 * up, p0 * down, p1 * down, p2 * down
         if n >= self._VECTOR:
+            if self._array is None:
+                dominated = self._compare_front(p, n, (u0, u1, u2), (d0, d1, d2))
+                if dominated is not None:
+                    return dominated
             return self._compare_array(p, n, (u0, u1, u2), (d0, d1, d2))
-        dominated, flags = False, self.dominated
-        for j in range(n):
-            q0, q1, q2 = self.points[j]
-            if not dominated and not (q0 > u0 or q1 > u1 or q2 > u2) and (q0 < d0 or q1 < d1 or q2 < d2):
-                dominated = True
-            if not flags[j] and not (p0 > q0 * up or p1 > q1 * up or p2 > q2 * up) and \
-                    (p0 < q0 * down or p1 < q1 * down or p2 < q2 * down):
-                flags[j] = True
+        flags = self.dominated
+        dominated, off = _dominance(p, (u0, u1, u2), (d0, d1, d2), self.points[:n], flags)
+        for j in off:
+            flags[j] = True
+        return dominated
+
+    def _compare_front(self, p, n, u, d) -> bool | None:
+        """`_compare` of a large pool whose front is short (at most _FRONT_LOOP items), without
+        numpy: p against the front (the unflagged items' indices, kept in order), and only when no
+        front item dominates p, against every item, as `_compare_array`; None (nothing done) once
+        the front is longer: numpy from then on (its arrays built from the points and flags)."""
+        flags, points = self.dominated, self.points
+        ids = self._front_ids
+        if ids is None:
+            ids = [j for j in range(n) if not flags[j]]
+        if len(ids) > self._FRONT_LOOP:
+            self._front_ids = None
+            return None
+        dominated, off = self._front_loop(p, [points[j] for j in ids], n, u, d)
+        if off:
+            for k in off:
+                flags[ids[k]] = True
+            gone = set(off)
+            ids = [j for k, j in enumerate(ids) if k not in gone]
+        if not dominated:
+            ids.append(n)
+        self._front_ids = ids
         return dominated
 
     def _compare_array(self, p, n, u, d) -> bool:
@@ -287,21 +332,15 @@ class Pool(Generic[T]):
             pts[:len(idx)], ids[:len(idx)] = a[idx], idx
             self._front = [pts, ids, len(idx)]
         pts, ids, f = self._front
-        up, down = 1.0 + TOLERANCE, 1.0 - TOLERANCE
-        with np.errstate(invalid="ignore"):
-            q = pts[:f]
-            # q dominates p: q > p·(1 + tol) on no axis, q < p·(1 − tol) on one (NaN: never)
-            by = ~((q[:, 0] > u[0]) | (q[:, 1] > u[1]) | (q[:, 2] > u[2])) & \
-                ((q[:, 0] < d[0]) | (q[:, 1] < d[1]) | (q[:, 2] < d[2]))
-            # p dominates q, compared as `dominates(p, q)`: against q·(1 ± tol)
-            over = ~((p[0] > q[:, 0] * up) | (p[1] > q[:, 1] * up) | (p[2] > q[:, 2] * up)) & \
-                ((p[0] < q[:, 0] * down) | (p[1] < q[:, 1] * down) | (p[2] < q[:, 2] * down))
-            dominated = bool(by.any())
-            if not dominated:  # an item off the front may still dominate p (TOLERANCE is not transitive)
-                q = a[:n]
-                dominated = bool((~((q[:, 0] > u[0]) | (q[:, 1] > u[1]) | (q[:, 2] > u[2]))
-                                  & ((q[:, 0] < d[0]) | (q[:, 1] < d[1]) | (q[:, 2] < d[2]))).any())
-        if over.any():
+        if f <= self._FRONT_LOOP:  # a short front (the common case): the same tests on floats, in Python
+            dominated, off = self._front_loop(p, pts[:f].tolist(), n, u, d)
+            over = None
+            if off:
+                over = np.zeros(f, dtype=bool)
+                over[off] = True
+        else:
+            dominated, over = self._front_array(np, p, n, u, d, pts[:f], a)
+        if over is not None and over.any():
             flags = self.dominated
             for j in ids[:f][over].tolist():
                 flags[j] = True
@@ -319,6 +358,33 @@ class Pool(Generic[T]):
         self._front = [pts, ids, f]
         return dominated
 
+    @staticmethod
+    def _front_array(np, p, n, u, d, q, a):
+        """(whether an item dominates p, the front items p dominates): `q` the front's points, `a`
+        every item's, numpy."""
+        up, down = 1.0 + TOLERANCE, 1.0 - TOLERANCE
+        with np.errstate(invalid="ignore"):
+            # q dominates p: q > p·(1 + tol) on no axis, q < p·(1 − tol) on one (NaN: never)
+            by = ~((q[:, 0] > u[0]) | (q[:, 1] > u[1]) | (q[:, 2] > u[2])) & \
+                ((q[:, 0] < d[0]) | (q[:, 1] < d[1]) | (q[:, 2] < d[2]))
+            # p dominates q, compared as `dominates(p, q)`: against q·(1 ± tol)
+            over = ~((p[0] > q[:, 0] * up) | (p[1] > q[:, 1] * up) | (p[2] > q[:, 2] * up)) & \
+                ((p[0] < q[:, 0] * down) | (p[1] < q[:, 1] * down) | (p[2] < q[:, 2] * down))
+            dominated = bool(by.any())
+            if not dominated:  # an item off the front may still dominate p (TOLERANCE is not transitive)
+                q = a[:n]
+                dominated = bool((~((q[:, 0] > u[0]) | (q[:, 1] > u[1]) | (q[:, 2] > u[2]))
+                                  & ((q[:, 0] < d[0]) | (q[:, 1] < d[1]) | (q[:, 2] < d[2]))).any())
+        return dominated, over
+
+    def _front_loop(self, p, front: list, n: int, u, d) -> tuple[bool, list[int]]:
+        """`_front_array` on floats (the front's points as lists, `_dominance`): the same
+        comparisons; the positions in `front` of the items p dominates."""
+        dominated, off = _dominance(p, u, d, front)
+        if not dominated:  # an item off the front may still dominate p (TOLERANCE is not transitive)
+            dominated = _dominated(p, self.points[:n])
+        return dominated, off
+
     def remapped(self, new: Callable[[T], T]) -> Pool[T]:
         """This pool with each item replaced by `new(item)`, an item of the same configuration (the
         points, keys and flags are the configurations'; nothing is compared again)."""
@@ -330,6 +396,7 @@ class Pool(Generic[T]):
         out.min_key = dict(self.min_key)
         out._array = None if self._array is None else self._array.copy()
         out._front = None if self._front is None else [self._front[0].copy(), self._front[1].copy(), self._front[2]]
+        out._front_ids = None if self._front_ids is None else list(self._front_ids)
         return out
 
     def pick(self, objective: str | None = None) -> T | None:

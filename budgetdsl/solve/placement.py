@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from dataclasses import dataclass
 from itertools import islice
 from typing import NamedTuple
@@ -424,6 +425,7 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
 _BOUND_MARGIN = 1e-9  # a lower bound this close to the best is not trusted to exclude (float noise)
 WALL_SIZES = 64  # micro-batch sizes `_wall_search` weighs at most (its work is linear in them)
 WALL_EVALUATIONS = 64  # splits `_wall_search` evaluates at most (near-ties of a degenerate plan)
+_WALL_VECTOR = 8  # sizes `_WallSizes` adds at once on numpy arrays (fewer: one by one, as cheap)
 
 
 def wall_lines(step, micro, xp=SCALAR):
@@ -481,7 +483,7 @@ def _wall_search(cm: CostModel, fr: Frontier, limits: Limits, micro_max: int, mi
     top = min(micro_max, WALL_SIZES) if best is None else min(micro_max, WALL_SIZES, int(micro_limit(
         s_min, beta1, step.per_sequence, step.fixed, state[2])))
     by_size = best is None and micro_fixed is None  # nothing met yet: by size, else by least floor
-    for floor0, b in size.candidates(top, micro_fixed, by_size):
+    for floor0, b in size.candidates(top, micro_fixed, by_size, state[2]):
         threshold = state[2]
         if by_size:
             if threshold < INF:  # past the limit of the least wall met, nothing
@@ -499,8 +501,8 @@ def _wall_search(cm: CostModel, fr: Frontier, limits: Limits, micro_max: int, mi
 
 
 class _WallSizes:
-    """Each micro-batch size's least `wall_floor` over m ≥ 1 and its (u, v, β), from b = 1 up as
-    asked, kept with the cost model's evaluations on this frontier (new limits ask again)."""
+    """Each micro-batch size's least `wall_floor` over m ≥ 1 and its (u, v, β), computed as asked
+    and kept with the cost model's evaluations on this frontier (new limits ask again), by size."""
 
     __slots__ = ("step", "fr", "per", "kept", "sizes")
 
@@ -508,36 +510,99 @@ class _WallSizes:
         self.step, self.fr, self.per, self.kept = step, fr, per, kept
         sizes = kept.get("wall_sizes")
         if sizes is None:
-            sizes = kept["wall_sizes"] = []
+            sizes = kept["wall_sizes"] = {}
         self.sizes = sizes
 
     def __call__(self, b: int) -> tuple[float, float, float, float]:
-        sizes = self.sizes
-        while len(sizes) < b:
-            k = len(sizes) + 1
-            u, v = wall_lines(self.step, float(k))
-            beta = self.fr.b_crit / (k * self.per)
-            # T with no slope in m (a fixed time that swamps the compute): no least accumulation,
-            # a NaN floor that is never below a threshold (numpy's NaN in the sweep kernel)
-            floor = wall_floor(self.fr.s_min, beta, u, v, least_accumulation(beta, u, v, 1.0, INF)) \
-                if u != 0.0 else math.nan
-            sizes.append((floor, u, v, beta))
-        return sizes[b - 1]
+        line = self.sizes.get(b)
+        if line is None:
+            line = self.sizes[b] = self._line(b)
+        return line
 
-    def candidates(self, top: int, micro_fixed: int | None, by_size: bool):
-        """(least floor, b): a pinned size alone; by size from 1; or every size up to `top` by
-        least floor (the order kept)."""
+    def _line(self, k: int) -> tuple[float, float, float, float]:
+        u, v = wall_lines(self.step, float(k))
+        beta = self.fr.b_crit / (k * self.per)
+        # T with no slope in m (a fixed time that swamps the compute): no least accumulation,
+        # a NaN floor that is never below a threshold (numpy's NaN in the sweep kernel)
+        floor = wall_floor(self.fr.s_min, beta, u, v, least_accumulation(beta, u, v, 1.0, INF)) \
+            if u != 0.0 else math.nan
+        return floor, u, v, beta
+
+    def fill(self, wanted: list[int]) -> None:
+        """The sizes of `wanted` not yet kept: on numpy arrays where numpy is already loaded and
+        they are many (`_vector`), else one by one."""
+        sizes = self.sizes
+        missing = [b for b in wanted if b not in sizes]
+        if len(missing) < _WALL_VECTOR or not self._vector(missing):
+            for b in missing:
+                sizes[b] = self._line(b)
+
+    def _vector(self, missing: list[int]) -> bool:
+        """The sizes of `missing` at once on numpy arrays, where numpy is already loaded (a large
+        search: the walk's bounds and pool read it; a small plan never pays its import):
+        `wall_lines`, `least_accumulation` and `wall_floor` written once against the namespace, the
+        same float operations in the same order, so the same numbers. False (nothing added) where a
+        line is not finite: `max` and numpy's `maximum` differ on NaN, so those go one by one."""
+        np = sys.modules.get("numpy")
+        if np is None:
+            return False
+        fr = self.fr
+        k = np.array(missing, dtype=float)
+        with np.errstate(all="ignore"):
+            u, v = wall_lines(self.step, k, np)
+            if not (np.isfinite(u).all() and np.isfinite(v).all()):
+                return False
+            beta = fr.b_crit / (k * self.per)
+            floor = np.where(u != 0.0, wall_floor(fr.s_min, beta, u, v, least_accumulation(beta, u, v, 1.0, INF, np)),
+                             math.nan)
+        self.sizes.update(zip(missing, zip(floor.tolist(), u.tolist(), v.tolist(), beta.tolist())))
+        return True
+
+    def bounds(self, top: int) -> list[float]:
+        """A lower bound of each size's least floor, sizes 1 to `top` (kept): T(b, m) ≥ m·(b·K +
+        latency) + bubble_k·b + fixed (`throughput.step_seconds`: the exposed data-parallel time and
+        ZeRO-2's further reductions are ≥ 0), so m·u + v, which is T(b, m) (`wall_lines`), is at
+        least that line in m, and its `wall_floor` over m ≥ 1 at least the line's (each least at
+        `least_accumulation`); 0 (no bound) where the line has no slope."""
+        out = self.kept.get("wall_bounds")
+        if out is None:
+            out = self.kept["wall_bounds"] = []
+        step, fr = self.step, self.fr
+        while len(out) < top:
+            b = len(out) + 1
+            slope, line = b * step.per_sequence + step.latency, step.bubble_k * b + step.fixed
+            beta = fr.b_crit / (b * self.per)
+            out.append(wall_floor(fr.s_min, beta, slope, line, least_accumulation(beta, slope, line, 1.0, INF))
+                       if slope > 0.0 else 0.0)
+        return out
+
+    def candidates(self, top: int, micro_fixed: int | None, by_size: bool, threshold: float = INF):
+        """(least floor, b): a pinned size alone; by size from 1; or by least floor, the sizes up to
+        `top` whose floor's lower bound (`bounds`, with a margin for rounding) leaves them under
+        `threshold`: `_wall_search` breaks off at the first size whose floor is over its threshold,
+        which only falls, so the sizes it meets before that are the same as in the order of every
+        size; the floors of the others are not computed."""
         if micro_fixed is not None:
             return [(self(micro_fixed)[0], micro_fixed)] if micro_fixed <= top else []
         if by_size:
             return ((self(b)[0], b) for b in range(1, top + 1))
-        self(top)
-        order = self.kept.get("wall_order")
-        if order is None or len(order) < top:
-            order = self.kept["wall_order"] = sorted(  # NaN floors last (never below a threshold)
-                ((f, b) for b, (f, _, _, _) in enumerate(self.sizes, 1)),
-                key=lambda fb: (fb[0] != fb[0], 0.0 if fb[0] != fb[0] else fb[0], fb[1]))
-        return order
+        keep = (1.0 - 1e-9) * (1.0 - _BOUND_MARGIN)
+        bounds = self.bounds(top)
+        filled = self.kept.get("wall_filled")  # (top, threshold) whose sizes under it are all kept
+        if filled is None or top > filled[0] or threshold > filled[1]:
+            self.fill([b for b in range(1, top + 1) if not bounds[b - 1] * keep > threshold])
+            self.kept["wall_filled"] = (top, threshold)
+        # every kept size by floor (kept until a size is added: new limits on the same cost model
+        # read it again), those up to `top` under the threshold taken from it
+        sizes, kept = self.sizes, self.kept.get("wall_order")
+        if kept is None or kept[0] != len(sizes):
+            floors = [(line[0], b) for b, line in sizes.items()]
+            if any(f != f for f, _ in floors):  # NaN floors last (never below a threshold)
+                floors.sort(key=lambda fb: (fb[0] != fb[0], 0.0 if fb[0] != fb[0] else fb[0], fb[1]))
+            else:
+                floors.sort()
+            kept = self.kept["wall_order"] = (len(sizes), floors)
+        return ((f, b) for f, b in kept[1] if b <= top and not bounds[b - 1] * keep > threshold)
 
 
 def _accumulations(cm: CostModel, fr: Frontier, limits: Limits, micro_max: int, configs: dict, better,

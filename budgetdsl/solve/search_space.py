@@ -15,8 +15,9 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
+import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, cast
 
 from budgetdsl.cost.cost_model import DECLARED, CostModel, Split
@@ -407,7 +408,9 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
     # layouts simpler than one have its t and p, so the same list)
     micro_max: dict[LayoutChoice, list[int]] = {}
     shared: dict = {}  # the data-parallel collectives by (bytes, t, device), for every layout
-    binding: dict[Split, list] = {}  # each family's stages that can bind the micro-batch room
+    # each family's stages that can bind the micro-batch room; by a layout's fields but its ZeRO
+    # stage, its family's split (`_pairs_of`)
+    binding: dict = {}
     top = max(counts, default=0)  # no count launches a t·p above it
     blocks: list[_Block] = []
     for choice in layouts:
@@ -431,7 +434,7 @@ def _build(plan: Plan, key: tuple, layouts: tuple[LayoutChoice, ...], counts: tu
             continue
         considered += len(launch)
         before = len(blocks)
-        blocks.extend(_pairs_of(plan, probe, choice, launch, micro_max, binding, shared))
+        blocks.extend(_pairs_of(plan, probe, choice, launch, micro_max, binding, shared, own))
         pruned += len(launch) - (len(blocks[-1].gpus) if len(blocks) > before else 0)
     return SearchSpace(Pairs(blocks), considered, pruned, layouts, counts)
 
@@ -453,7 +456,7 @@ def _block_layers(probe: Context, choice: LayoutChoice, own: Split, tp: int, lau
             family = cost_model(probe, tp, replace(own, zero=0, recompute_layers=n), timed=False)
             stages = binding.get(family.split)
             if stages is None:
-                stages = binding[family.split] = _binding_stages(family)
+                stages = binding[family.split] = _binding_stages(family, folded is not None)
             rooms[n] = _quick_all(family, choice, dps, stages, folded)
         return rooms[n]
 
@@ -475,22 +478,33 @@ def _block_layers(probe: Context, choice: LayoutChoice, own: Split, tp: int, lau
     return sorted(out.items())
 
 
+_BUT_ZERO = operator.attrgetter(*(f.name for f in fields(Split) if f.name != "zero"))  # a Split's other fields
+
+
 def _pairs_of(plan: Plan, probe: Context, choice: LayoutChoice, launch: list[int],
-              micro_max: dict[LayoutChoice, list[int]], binding: dict, shared: dict) -> list[_Block]:
+              micro_max: dict[LayoutChoice, list[int]], binding: dict, shared: dict,
+              own: Split | None = None) -> list[_Block]:
     """The block of `choice`'s pairs on the counts of `launch` that no simpler layout prunes (none
-    where it prunes them all); records the choice's room on every count in `micro_max`."""
+    where it prunes them all); records the choice's room on every count in `micro_max`. `own`:
+    `choice.split` where the caller has it."""
     t, p = choice.tensor_parallel, choice.pipeline_parallel
-    own = choice.split(plan.hardware.flash_attention)
+    if own is None:
+        own = choice.split(plan.hardware.flash_attention)
     cp = own.parallel(plan)[0]
     tp = t * p * cp
-    # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages
-    family = cost_model(probe, tp, replace(own, zero=0), timed=False)  # memory only: its step is not read
+    # (t, p, recomputation) on dp = 1 without ZeRO: the unsharded stages, one split for the ZeRO
+    # stages of a layout (kept in `binding` by the layout's other fields)
+    other = _BUT_ZERO(own)
+    unsharded = binding.get(other)
+    if unsharded is None:
+        unsharded = binding[other] = replace(own, zero=0)
+    family = cost_model(probe, tp, unsharded, timed=False)  # memory only: its step is not read
     dps = [g // tp for g in launch]
-    stages = binding.get(family.split)
-    if stages is None:
-        stages = binding[family.split] = _binding_stages(family)
     # ZeRO divides the routed experts over edp copies and the rest over dp·cp (memory.stage_memory)
     folded = (cp, t, own.expert_group(plan)) if plan.model.experts or cp > 1 else None
+    stages = binding.get(family.split)
+    if stages is None:
+        stages = binding[family.split] = _binding_stages(family, folded is not None)
     room = micro_max[choice] = _quick_all(family, choice, dps, stages, folded)
     simpler = [micro_max[s] for s in choice.simpler() if s in micro_max]
     simpler = [r for r in simpler if len(r) == len(room)]  # same t and p: the same launch list
@@ -518,14 +532,30 @@ def _pairs_of(plan: Plan, probe: Context, choice: LayoutChoice, launch: list[int
     return [_Block(choice, own, gpus, [room[i] for i in kept], [dps[i] for i in kept], columns)]
 
 
-def _binding_stages(family: CostModel) -> list[tuple[float, float, float, float]]:
+def _binding_stages(family: CostModel, folded: bool = False) -> list[tuple]:
     """(weights, grads, optimizer, per sequence) of the family's pipeline stages that can bind the
     micro-batch room: a stage that another matches or exceeds in all four has at least its room on
     every dp and ZeRO stage (the same divisions of each), so it never sets the least (p stages:
-    up to 65,536). Sorted by per-sequence bytes, largest first, so a stage's dominators come before it."""
+    up to 65,536). Sorted by per-sequence bytes, largest first, so a stage's dominators come before it.
+    `folded` (`_quick_all`: routed experts or context parallelism): (weights, grads, optimizer, per
+    sequence, and the routed experts' weights, grads and optimizer), a stage dropped where another
+    matches or exceeds it in the seven numbers `_quick_all` divides and adds (the rest of each static
+    and the experts' share of it, and the per-sequence bytes): rounded differences, quotients and
+    sums keep the order, so it has at least the other's room too."""
+    if folded:
+        rows7 = sorted({((w - ew, ew, gr - eg, eg, o - eo, eo, ps), (w, gr, o, ps, ew, eg, eo))
+                        for w, gr, o, ps, (ew, eg, eo) in ((st.weights, st.grads, st.optimizer, st.per_sequence,
+                                                            st.experts) for st in family.stages)}, reverse=True)
+        keys: list[tuple] = []
+        out: list[tuple] = []
+        for key, row in rows7:
+            if not any(all(a >= b for a, b in zip(k, key)) for k in keys):
+                keys.append(key)
+                out.append(row)
+        return out
     rows = sorted({(st.weights, st.grads, st.optimizer, st.per_sequence) for st in family.stages},
                   key=lambda r: (r[3], r[0], r[1], r[2]), reverse=True)
-    kept: list[tuple[float, float, float, float]] = []
+    kept: list[tuple] = []
     for r in rows:
         if not any(k[0] >= r[0] and k[1] >= r[1] and k[2] >= r[2] and k[3] >= r[3] for k in kept):
             kept.append(r)
@@ -533,7 +563,7 @@ def _binding_stages(family: CostModel) -> list[tuple[float, float, float, float]
 
 
 def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
-               stages: list[tuple[float, float, float, float]] | None = None,
+               stages: list[tuple] | None = None,
                folded: tuple[int, int, int] | None = None) -> list[int]:
     """The largest micro-batch of `choice` at each data-parallel degree of `dps` (ascending), from
     its family's cost model (same t, p and recomputation on dp = 1 without ZeRO): ZeRO only divides
@@ -545,17 +575,16 @@ def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
     and rounded sums, differences, quotients and floor keep the order), so where it is equal at
     both ends of a run of degrees it is equal on the whole run: the degrees are split in halves
     until each run's ends agree, and each distinct room costs a few evaluations, not one per count.
-    `stages`: the family's `_binding_stages` (the least over them is the least over all stages).
-    `folded` (cp, t, etp·ep) with context parallelism or routed experts: ZeRO shards the stages'
-    routed experts (`StageMemory.experts`) over edp = t·cp·dp/(etp·ep) and the rest over dp·cp."""
+    `stages`: the family's `_binding_stages` (the least over them is the least over all stages),
+    with the routed experts' shares where `folded`. `folded` (cp, t, etp·ep) with context
+    parallelism or routed experts: ZeRO shards the stages' routed experts (`StageMemory.experts`)
+    over edp = t·cp·dp/(etp·ep) and the rest over dp·cp."""
     z = choice.zero
     # the bytes the counted tensors may take (cost_model.CostModel.free_bytes): the same on every
     # count of more than one replica; on one, without the data-parallel communicator's buffers
     free_one, free_many = family.free_bytes(1), family.free_bytes(2)
     if stages is None:
-        stages = _binding_stages(family)
-    rows = [(st.weights, st.grads, st.optimizer, st.per_sequence, *st.experts) for st in family.stages] \
-        if folded is not None else []
+        stages = _binding_stages(family, folded is not None)
 
     def at(dp: int) -> int:
         free = free_one if dp == 1 else free_many
@@ -564,7 +593,7 @@ def _quick_all(family: CostModel, choice: LayoutChoice, dps: list[int],
             d3, d2, d1 = zero_divisors(dp * cp, z)
             e3, e2, e1 = zero_divisors(max(1, t * cp * dp // group), z)
             return micro_batch_room(free, [((w - ew) / d3 + ew / e3 + (gr - eg) / d2 + eg / e2 + (o - eo) / d1
-                                            + eo / e1, ps) for w, gr, o, ps, ew, eg, eo in rows])
+                                            + eo / e1, ps) for w, gr, o, ps, ew, eg, eo in stages])
         d3, d2, d1 = zero_divisors(dp, z)
         return micro_batch_room(free, [(w / d3 + gr / d2 + o / d1, ps) for w, gr, o, ps in stages])
 
@@ -851,9 +880,9 @@ def _order_keys(obj: str, consts: _Bounds, walls: list[float], costs: list[float
 
 
 def _vector_order(obj: str, consts: _Bounds, walls: list[float], costs: list[float], flops: list[float],
-                  bc: float, s_min: float, price: float | None):
-    """`_Walk.order_for` from numpy columns (a large space whose ties go by index); None when a
-    measure is not positive and finite (then one by one)."""
+                  bc: float, s_min: float, price: float | None, tie=None):
+    """`_Walk.order_for` from numpy columns (a large space; ties by index, or by `tie`, each pair's
+    rank in the tie order); None when a measure is not positive and finite (then one by one)."""
     import numpy as np
 
     if obj == "balanced":
@@ -864,7 +893,7 @@ def _vector_order(obj: str, consts: _Bounds, walls: list[float], costs: list[flo
                                   "min_flops": (fl, wall, cost)}[obj]
     if not (np.isfinite(measure).all() and (measure > 0).all()):
         return None
-    return _sorted_keys(measure, second, third)
+    return _sorted_keys(measure, second, third, tie)
 
 
 def _roomless(consts: _Bounds, pairs: Pairs, least: int) -> dict[LayoutChoice, int]:
@@ -911,6 +940,7 @@ class _Walk:
         self.least = max(1, micro_fixed or 1)
         self.roomless: dict[LayoutChoice, int | None] = dict(_roomless(consts, self.pairs, self.least))
         self.history: list[Placed] = []
+        self.tie_order: list[int] | None = None  # `_tie_order`, where the pairs' own order is not it
         # every objective's pick: the report's front shows where each objective's own plan lands
         self.pool: Pool[Placement] = Pool(objective, _config, self.bc, self.others)
 
@@ -944,15 +974,41 @@ class _Walk:
     def _order(self, obj: str) -> tuple[list[tuple[float, ...]], list[int]]:
         consts, pairs = self.consts, self.pairs
         args = (consts, self.walls, self.costs, self.flops, self.bc, self.s_min, self.price)
-        if len(consts.per_pair) >= _VECTOR_PAIRS and consts.natural:
-            vector = _vector_order(obj, *args)
+        if len(consts.per_pair) >= _VECTOR_PAIRS:
+            vector = _vector_order(obj, *args, tie=None if consts.natural else self._tie())
             if vector is not None:
                 return vector
         keys = _order_keys(obj, *args)
-        if consts.natural:  # a stable sort by key: ties in the pairs' order, simplest layout then fewest GPUs
-            return keys, sorted(range(len(pairs)), key=keys.__getitem__)
-        simple = [pr.layout.sort_key() for pr in pairs]
-        return keys, sorted(range(len(pairs)), key=lambda i: (keys[i], simple[i], pairs[i].gpus))
+        # a stable sort by key of the pairs in tie order (simplest layout, then fewest GPUs): their
+        # own order where it is that (`natural`)
+        return keys, sorted(range(len(pairs)) if consts.natural else self._tie_order(), key=keys.__getitem__)
+
+    def _tie_order(self) -> list[int]:
+        """The pairs' indices in tie order (`_tie_keys`), sorted once per walk."""
+        if self.tie_order is None:
+            simple, gpus = self._tie_keys()
+            self.tie_order = sorted(range(len(gpus)), key=lambda i: (simple[i], gpus[i]))
+        return self.tie_order
+
+    def _tie_keys(self) -> tuple[list[tuple], list[int]]:
+        """Each pair's layout `sort_key` and GPU count, by pair index: the walk's tie order
+        (simplicity, then GPU count), read from the blocks (one sort_key per layout)."""
+        simple: list[tuple] = []
+        gpus: list[int] = []
+        for b in self.pairs.blocks:
+            simple += [b.layout.sort_key()] * len(b.gpus)
+            gpus += b.gpus
+        return simple, gpus
+
+    def _tie(self):
+        """Each pair's rank in the tie order (`_tie_order`; no two pairs tie there), a numpy column:
+        what `_sorted_keys` breaks ties by where the pairs' own order is not it."""
+        import numpy as np
+
+        order = self._tie_order()
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        return rank
 
     def place_pair(self, i: int) -> list[Placement]:
         """Place pair `i` (a roomless pair: its layout's largest roomless one, once) and return the
@@ -969,6 +1025,7 @@ class _Walk:
             pr = pairs[j]
         cctx = self.ctx_of(pr.layout, pr.split)
         pls, cands = self.placed.setdefault(pr.layout, ([], []))
+        cost_model(cctx, pr.gpus, step=pr.step)  # the pair's step: its cost model need not compute it again
         pls.append(place_on(cctx, pr.gpus, micro_fixed=self.micro_fixed))
         new = candidates(cctx, [pr.gpus], self.micro_fixed)
         cands.extend(new)
@@ -1091,7 +1148,7 @@ def _too_many(plan: Plan, space: SearchSpace) -> PlanError:
 
 # A space of this many pairs has its bounds computed in numpy (imported then only): the same float
 # operations in the same order as `wall_bound` and `balanced_key`, so the same numbers.
-_VECTOR_PAIRS = 2048
+_VECTOR_PAIRS = 8192
 
 
 def _columns(consts: _Bounds):
@@ -1155,15 +1212,18 @@ class _LazyKeys:
         return key
 
 
-def _sorted_keys(measure, second, third) -> tuple[_LazyKeys, list[int]]:
-    """The pairs in the order of their keys (measure rounded, second, third, then index), as
-    `sorted` orders the built tuples, from numpy columns: sorted by the raw measure first (rounding
-    keeps order), then each run of measures that may round alike (within 1e-11 of each other:
-    rounding moves a value by at most 5e-13 of it) re-sorted by the built keys."""
+def _sorted_keys(measure, second, third, tie=None) -> tuple[_LazyKeys, list[int]]:
+    """The pairs in the order of their keys (measure rounded, second, third, then index, or `tie`:
+    each pair's rank in the order that breaks ties, distinct), as `sorted` orders the built tuples,
+    from numpy columns: sorted by the raw measure first (rounding keeps order), then each run of
+    measures that may round alike (within 1e-11 of each other: rounding moves a value by at most
+    5e-13 of it) re-sorted by the built keys."""
     import numpy as np
 
     n = len(measure)
-    order = np.lexsort((np.arange(n), third, second, measure))
+    if tie is None:
+        tie = np.arange(n)
+    order = np.lexsort((tie, third, second, measure))
     m = measure[order]
     near = m[1:] <= m[:-1] * (1.0 + 1e-11)  # may round alike with the next (all measures > 0)
     keys = _LazyKeys(measure.tolist(), second.tolist(), third.tolist())
@@ -1173,7 +1233,7 @@ def _sorted_keys(measure, second, third) -> tuple[_LazyKeys, list[int]]:
         for a, b in zip(edges[0::2].tolist(), (edges[1::2] + 1).tolist()):  # runs [a, b) of `order`
             if m[a] == m[b - 1]:
                 continue  # one measure: already ordered by the tie-breaks, then the index
-            out[a:b] = sorted(out[a:b], key=lambda i: (keys[i], i))
+            out[a:b] = sorted(out[a:b], key=lambda i: (keys[i], tie[i]))
     return keys, out
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from budgetdsl.solve.objectives import TOLERANCE, _pareto, _pareto3, dominates
 
 
@@ -59,11 +61,15 @@ def test_a_growing_pool_picks_what_choose_picks():
             assert pool.pick() is choose(objective, items, lambda c: c, 1e6)
 
 
-def test_a_large_pool_picks_what_choose_picks():
+@pytest.mark.parametrize("front_loop", [0, 10**9])
+def test_a_large_pool_picks_what_choose_picks(monkeypatch, front_loop):
     """Past objectives.Pool._VECTOR items the comparisons run in numpy: the same flags, the same
-    pick and front as choose() and pareto(), near-ties within TOLERANCE included."""
+    pick and front as choose() and pareto(), near-ties within TOLERANCE included — the front
+    compared in numpy or, short (`Pool._FRONT_LOOP`), in Python (then without numpy's arrays)."""
     from budgetdsl.solve.objectives import OBJECTIVES, Pool, axes, choose, pareto
     from budgetdsl.solve.placement import Config
+
+    monkeypatch.setattr(Pool, "_FRONT_LOOP", front_loop)
 
     rng = random.Random(11)
     for objective in OBJECTIVES:
@@ -78,7 +84,10 @@ def test_a_large_pool_picks_what_choose_picks():
             pool.add(new)
             items.extend(new)
             assert pool.pick() is choose(objective, items, lambda c: c, 1e6)
-        assert pool._array is not None  # the numpy path ran
+        if front_loop:  # the front compared in Python, numpy never needed
+            assert pool._array is None and pool._front_ids is not None
+        else:
+            assert pool._array is not None  # the numpy path ran
         assert [id(c) for c in pool.front()] == [id(c) for c in pareto(items, axes)]
 
 

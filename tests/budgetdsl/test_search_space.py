@@ -260,6 +260,12 @@ def test_a_large_space_has_the_same_bounds_in_numpy():
         built = [(rounded(w), c, f) for w, c, f in zip(walls, costs, flops)]
         lazy, order = ss._sorted_keys(np.array(walls), np.array(costs), np.array(flops))
         assert order == sorted(range(len(built)), key=built.__getitem__)
+        # ties broken by a rank of their own (a space whose pairs are not in the tie order)
+        tie = np.random.default_rng(0).permutation(len(built))
+        lazy, order = ss._sorted_keys(np.array(walls), np.array(costs), np.array(flops), tie)
+        assert order == sorted(range(len(built)), key=lambda i: (built[i], tie[i]))
+        lazy, order = ss._sorted_keys(*ss._balanced_keys(consts, bc, s_min, price, columns=True), tie)
+        assert order == sorted(range(len(keys)), key=lambda i: (keys[i], tie[i]))
 
 
 # -- a pinned batch --------------------------------------------------------------------------------
