@@ -196,10 +196,12 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/objectives.py", "if n >= self._VECTOR:", 0, 3, ">= -> >"):
         "a pool of exactly _VECTOR items compares in Python instead of numpy: the same comparisons "
         "(test_slips_pareto checks both against the definition), only the speed changes",
-    ("budgetdsl/solve/search_space.py", "if len(consts.per_pair) >= _VECTOR_PAIRS and consts.natural:", 0, 3,
-     ">= -> >"):
+    ("budgetdsl/solve/search_space.py", "if len(consts.per_pair) >= _VECTOR_PAIRS:", 1, 3, ">= -> >"):
         "a space of exactly _VECTOR_PAIRS pairs is ordered by the Python keys instead of numpy's: the same "
         "float operations in the same order and the same tie order (_sorted_keys), only the speed changes",
+    ("budgetdsl/solve/search_space.py", "if len(consts.per_pair) >= _VECTOR_PAIRS:", 0, 3, ">= -> >"):
+        "a space of exactly _VECTOR_PAIRS pairs has its bounds from the scalar wall_bound and balanced_key "
+        "instead of numpy's: the same float operations in the same order (test_search_space checks the two agree)",
     ("budgetdsl/solve/search_space.py", "if memo is not None and memo[0] is consts:", 0, 29, "0 -> 1"):
         "the walk's bounds memo always misses (its walls list is never the constants): the bounds are "
         "recomputed, the same numbers, only slower",
@@ -304,10 +306,10 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/cost/cost_model.py", "if len(self._memory) < 4096:", 0, 23, "4096 -> 4097"):
         "the capacity of CostModel.memory_at's memo of a pure function of the micro-batch: one more entry "
         "kept changes only time",
-    ("budgetdsl/solve/search_space.py", "_VECTOR_PAIRS = 2048", 0, 16, "2048 -> 2049"):
-        "where the bounds switch to numpy: the same float operations in the same order as the scalar "
-        "wall_bound and balanced_key (test_search_space checks the two agree), so a space of 2,048 pairs "
-        "gets the same numbers either way",
+    ("budgetdsl/solve/search_space.py", "_VECTOR_PAIRS = 8192", 0, 16, "8192 -> 8193"):
+        "where the bounds and the walk's order switch to numpy: the same float operations in the same order "
+        "as the scalar wall_bound and balanced_key (test_search_space checks the two agree), so a space of "
+        "8,192 pairs gets the same numbers either way",
     ("budgetdsl/solve/objectives.py", "grown = np.empty((max(2 * self._VECTOR, 2 * (n + 1)), 3))", 0, 22,
      "* -> /"):
         "the scratch array's least capacity: 2 / _VECTOR is below 2·(n + 1), which then sizes it; the "
