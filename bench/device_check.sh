@@ -5,7 +5,9 @@
 #   2. the in-training recorder's overhead on the GPU (bench/bench_gns_overhead.py, paired steps);
 #   3. with more than one GPU: `budgetdsl calibrate` under torchrun (NCCL, the replicas as small
 #      batches) and the recorder under DDP with NCCL (tests/calibrate/gns_loops.py, linear
-#      regression: the closed form B_simple = 33 must lie in its interval).
+#      regression: the closed form B_simple = 33 must lie in its interval);
+#   4. the GEMM-shape sweep (bench/gemm_sweep.py): the share of peak of every layer GEMM of three
+#      model shapes at tensor parallelism 1-8, for a saturation curve per GPU generation.
 # Fails fast, with exit status 2 and one line saying why, on a machine without CUDA.
 #
 #   bench/device_check.sh [OUT_DIR]        # default OUT_DIR: device-check
@@ -108,5 +110,9 @@ else
     echo "skipped: $NGPU GPU" | tee "$OUT/ddp-skipped.txt"
 fi
 
+# -- 4. GEMM shapes: the share of peak at the layers' own shapes (issue 24 item 6) -------------------
+step "4. bench/gemm_sweep.py (274 GEMMs: Llama 3 8B/70B, GPT-3 175B layers at t 1-8, 2k-32k tokens)"
+"$PYTHON" bench/gemm_sweep.py --device cuda --out "$OUT/gemm-sweep.csv" | tee "$OUT/gemm-sweep.txt"
+
 echo
-echo "device_check: done; figures in $OUT/*.txt"
+echo "device_check: done; figures in $OUT/*.txt, GEMM shapes in $OUT/gemm-sweep.csv"
