@@ -381,6 +381,11 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "two limits' interval ends equal to the last bit (or a limit's own interval a single point) is a "
         "measure-zero coincidence of independent limits; no plan reaches it",
     # seed 4 (2026-12-07, at 5f82a54)
+    ("budgetdsl/solve/infeasibility.py",
+     "pushed_lo = pl.clipped is not None and pl.target < pl.lo and not pinned", 0, 39, "< -> <="):
+        "the scalar twin of the kernel's pushed_lo entry: a target exactly at the interval's low end places the "
+        "batch on that end, where what set it binds either way; checked on the same built tie (B_crit 1Mi = the "
+        "floor of 2,048-token sequences on 512 GPUs, deadlines 0.5-30 days): `plan --format json` byte-identical",
     ("budgetdsl/solve/objectives.py",
      "limit = u0 if p0 >= 0 else d0  # a later point within tolerance on the first axis", 0, 14, ">= -> >"):
         "at p0 = 0 both branches are 0 (u0 = p0·up, d0 = p0·down)",
