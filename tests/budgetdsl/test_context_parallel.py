@@ -181,3 +181,32 @@ def test_context_parallel_auto_tries_the_degrees_the_ring_can_split(flash, seq_l
 
     plan = make_plan(model={"seq_len": seq_len}, hardware={"context_parallel": "auto", "flash_attention": flash})
     assert context_degrees(plan) == degrees
+
+
+@pytest.mark.parametrize("t, cp, inside", [(4, 2, True), (2, 4, True), (2, 2, True), (8, 2, False), (4, 4, False)])
+def test_the_ring_runs_on_nvlink_while_its_ranks_fill_at_most_one_node(t, cp, inside):
+    """The t·cp ranks of a sequence sit in one node while t·cp ≤ GPUs per node (8 fill it exactly):
+    the ring passes K and V over NVLink there, over the network past it."""
+    s, d, d_kv = 32768, 8192, 1024.0
+    nvlink, nic = 450e9, 50e9
+    exposed = ring_exposed_seconds(s, d, d_kv, t, cp, 8, nvlink, nic, 1e30)  # no compute to hide under
+    nbytes = ring_bytes_per_sequence(s, d_kv, t, cp)
+    assert exposed == pytest.approx(nbytes / (nvlink if inside else nic))
+
+
+def test_the_ring_is_priced_on_the_stage_with_the_most_layers():
+    """Each layer of a stage passes its ring; the step waits for the stage with the most layers: 5
+    layers on 2 stages (the last lighter by the LM head: here none, so [2, 3]) expose 3 layers'
+    ring a micro-batch, as many as 3 layers on one stage."""
+    from budgetdsl.cost.throughput import Device, Layout, Shape, step_time
+
+    def shape(layers):
+        n = layers * 12 * 4096**2
+        return Shape(n, layers, 4096, 32768, 6 * n + 12 * layers * 4096 * 32768, 32, None)
+
+    slow = Device(peak_flops=989e12, hbm_bandwidth=3.35e12, kernel_efficiency=0.5, intra_node=1e9, network=1e9,
+                  gpus_per_node=8)
+    split = step_time(shape(5), slow, Layout(4, pipeline_parallel=2, context_parallel=2), 1, 1)
+    assert sorted(split.stage_layers) == [2, 3]
+    whole = step_time(shape(3), slow, Layout(2, context_parallel=2), 1, 1)
+    assert split.cp_comm > 0 and split.cp_comm == pytest.approx(whole.cp_comm, rel=1e-9)
