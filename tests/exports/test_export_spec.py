@@ -224,3 +224,11 @@ def test_a_plan_without_an_optimizer_launches_without_warmup() -> None:
     spec = launch_spec(plan, solve(plan))
     assert spec.warmup_steps == 0 and spec.lr is None
     assert any(d.key == "optimizer.lr" for d in spec.defaulted)
+
+
+def test_a_run_without_a_ramp_trains_its_batch_times_its_steps() -> None:
+    """Megatron's --train-samples for a run at one batch: the global batch in sequences (micro ×
+    accumulation × data-parallel) times the steps, 2 × 3 × 2 × 5 = 60 for the hand-built spec."""
+    spec = make_spec()
+    assert not spec.batch_stages
+    assert spec.global_batch_sequences == 12 and spec.total_sequences == 60
