@@ -416,8 +416,8 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         # (`_wall_search`), as T is not linear in B across accumulation boundaries.
         flops = intervals.get("flops")
         n_max = INF if flops is None else most_sequences(flops[1], per)
-        best, best_key = _wall_search(cm, fr, limits, micro_max, micro_fixed, n_max, configs,
-                                      lambda found, b, k: _better(found, kind, bc, clipped, b, k), best, best_key)
+        best = _wall_search(cm, fr, limits, micro_max, micro_fixed, n_max, configs,
+                            lambda found, b, k: _better(found, kind, bc, clipped, b, k), best, best_key)
     return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, best, micro_max,
                                       None if best is not None else "integer"))
 
@@ -461,7 +461,8 @@ def micro_limit(s_min, beta1, per_sequence, fixed, threshold, xp=SCALAR):
 def _wall_search(cm: CostModel, fr: Frontier, limits: Limits, micro_max: int, micro_fixed: int | None,
                  n_max: float, configs: dict, better, best, best_key):
     """The wall-clock objectives' best split over every micro-batch size and accumulation count
-    with at most `n_max` sequences per replica (the FLOP budget), from `best`: micro-batch sizes up
+    with at most `n_max` sequences per replica (the FLOP budget), from `best` (its `best_key` the
+    comparisons start from; the placement keeps the configuration only): micro-batch sizes up
     to `micro_limit` (and WALL_SIZES), and a split only where its `wall_floor` is below the best
     wall clock met, so the answer is exact wherever the bound leaves at most WALL_SIZES sizes and
     WALL_EVALUATIONS splits (a plan whose splits all nearly tie — a fixed step of 1e10 s — stops
@@ -472,7 +473,7 @@ def _wall_search(cm: CostModel, fr: Frontier, limits: Limits, micro_max: int, mi
     stands for it (nothing slower meets that limit either)."""
     s_min, step = fr.s_min, cm._step
     if micro_max < 1 or step is None:
-        return best, best_key
+        return best
     per = float(cm.seq_len * cm.data_parallel)
     size = _WallSizes(step, fr, per, configs["numbers"])
     # the best, its key, the threshold, the evaluations left
@@ -497,7 +498,7 @@ def _wall_search(cm: CostModel, fr: Frontier, limits: Limits, micro_max: int, mi
             break
         if b <= top and m_hi >= 1.0 and floor0 * (1.0 - _BOUND_MARGIN) <= threshold:
             _accumulations(cm, fr, limits, micro_max, configs, better, size(b), b, m_hi, state)
-    return state[0], state[1]
+    return state[0]
 
 
 class _WallSizes:
