@@ -528,10 +528,13 @@ def _sweep_peak(n: int, fmt: str) -> int:
 
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_a_sweep_streams_its_rows_in_flat_memory(fmt):
-    """A sweep held every row (~33 KB each: 40,000 points took 3.2 GB for JSON)."""
+    """A sweep held every row (~33 KB each: 40,000 points took 3.2 GB for JSON). The 120 more rows
+    would hold ~4 MB more; the sweep's own bounded caches (SolveCache: placements, picks, splits)
+    fill toward their capacities over the first few hundred rows, ~0.45 MB here (40 rows 0.50 MB,
+    160 rows 0.95 MB, 640 rows 1.15 MB peak), which the allowance leaves room for."""
     _sweep_peak(10, fmt)  # imports and caches warm
     small, large = _sweep_peak(40, fmt), _sweep_peak(160, fmt)
-    assert large < small * 1.5 + 200_000, (small, large)
+    assert large < small * 1.5 + 600_000, (small, large)
 
 
 def test_streamed_json_is_the_json_of_the_list():
