@@ -563,6 +563,8 @@ def _stage_shares(shape: Shape, device: Device,
     else:
         passes, again = ELEMENTWISE_PASSES * act, RECOMPUTE_PASSES * act
     policy = layout.stack.checkpoint(layout.recompute)
+    # the share of the forward's GEMMs a recomputed layer runs again (the FP8 saving it repeats)
+    rec_share = {"full": 1.0, "ops": op_recomputed_share(shape) if policy == "ops" else 0.0}.get(policy, 0.0)
     rec_layer = recompute_flops_per_token(shape, policy) / shape.layers
     tp_link = device.intra_node if t <= device.gpus_per_node else device.network
     # TP collectives a layer: 2 forward + 2 backward; recomputation runs the forward's again, all of
@@ -589,8 +591,7 @@ def _stage_shares(shape: Shape, device: Device,
         compute = flops / mm_rate + passes * n * tokens / device.hbm_bandwidth - n * tokens / t * fp8
         recompute = rec_layer * r * tokens / t / mm_rate
         if policy in ("full", "ops"):  # the forward again: on FP8, a third of its GEMMs' saving again
-            share = 1.0 if policy == "full" else op_recomputed_share(shape)
-            recompute += again * r * tokens / device.hbm_bandwidth - r * tokens / t * fp8 / 3.0 * share
+            recompute += again * r * tokens / device.hbm_bandwidth - r * tokens / t * fp8 / 3.0 * rec_share
         elif policy == "selective" and not layout.flash_attention and shape.heads:
             recompute += RECOMPUTE_PASSES * 5.0 * shape.heads * s / t * n * tokens / device.hbm_bandwidth
         return compute, recompute, tp_count(n) * tp_one
