@@ -11,8 +11,9 @@ gradient (M×N)·(N×K) and weight gradient (K×M)·(M×N). Timed with CUDA even
 the CPU path exists so the script can be tested anywhere). Efficiency is against the preset's
 dense bf16 peak (`hardware.gpus`, found from the device name, or `--peak`).
 
-Prepared for the device machine (bench/device_check.sh step 4); its CSV is what a saturation
-curve per GPU generation would be fitted to.
+Prepared for the device machine (bench/device_check.sh step 4): its CSV puts the measured share of
+peak beside the one the preset's GEMM-shape curve predicts (`hardware.gemm_curves`, fitted to
+OpenXLA's tables), at the shapes training runs, M up to 32k tokens where the tables stop at 16k.
 """
 
 from __future__ import annotations
@@ -49,16 +50,15 @@ class Gemm:
 
 
 def layer_gemms(model: str, shape: dict, t: int, tokens: int) -> list[Gemm]:
-    """The training step's GEMMs of one layer of `shape` on one GPU at tensor parallelism t."""
-    from budgetdsl.cost.flops import layer_matmuls
+    """The training step's GEMMs of one layer of `shape` on one GPU at tensor parallelism t, each
+    projection its own GEMM as torchtitan runs them (`gemm_shape.sharded_matmuls`, unfused)."""
+    from budgetdsl.cost.gemm_shape import sharded_matmuls
 
-    matmuls = layer_matmuls(shape["d_model"], shape["heads"], shape["kv_heads"], shape["ffn_hidden"],
-                            shape["mlp"])
-    attention = len(matmuls) - (3 if shape["mlp"] == "swiglu" else 2)
-    row_parallel = {attention - 1, len(matmuls) - 1}  # the output and down projections
+    matmuls = sharded_matmuls(shape["d_model"], shape["heads"], shape["kv_heads"], shape["ffn_hidden"],
+                              shape["mlp"], t, fused=False)
     out = []
     for i, (k_in, n_out) in enumerate(matmuls):
-        k, n = (int(k_in) // t, int(n_out)) if i in row_parallel else (int(k_in), int(n_out) // t)
+        k, n = int(k_in), int(n_out)
         out += [Gemm(model, t, i, "fwd", tokens, n, k), Gemm(model, t, i, "dgrad", tokens, k, n),
                 Gemm(model, t, i, "wgrad", k, n, tokens)]
     return out
@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gemm_sweep: unknown preset {args.gpu!r}", file=sys.stderr)
         return 2
     peak = args.peak or (preset.peak_flops if preset is not None else None)
+    curve = preset.gemm if preset is not None else None  # the fitted share of peak beside the measured one
     print(f"efficiency against {'--peak' if args.peak else preset.name if preset else 'nothing (no preset)'}")
     quick, quick_tps, quick_tokens = QUICK
     models = {quick: MODELS[quick]} if args.quick else MODELS
@@ -130,12 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.out, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["device", "model", "tensor_parallel", "matmul", "kind", "m", "n", "k", "seconds", "tflops",
-                    "efficiency"])
+                    "efficiency", "curve"])
         for g in gemms:
             s = time_gemm(torch, g, device, dtype, args.repeats)
             flops = 2.0 * g.m * g.n * g.k
             w.writerow([name, g.model, g.tensor_parallel, g.matmul, g.kind, g.m, g.n, g.k, f"{s:.6g}",
-                        f"{flops / s / 1e12:.4g}", f"{flops / s / peak:.4g}" if peak else ""])
+                        f"{flops / s / 1e12:.4g}", f"{flops / s / peak:.4g}" if peak else "",
+                        f"{curve.relative(g.m, g.n, g.k) / curve.c_inf:.4g}" if curve else ""])
     print(f"{len(gemms)} GEMMs on {name} ({dtype}) -> {args.out}")
     return 0
 

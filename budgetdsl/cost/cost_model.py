@@ -451,12 +451,17 @@ def _device(plan: Plan, coefs: dict[str, Coef]) -> Device | None:
         net = _hardware_number(plan, "network", "network", "B/s")
     except ShapeUnknown:
         return None
+    preset = find_preset(hw.gpu or "")
+    curve = preset.gemm if preset is not None else None
+    if curve is not None:  # the efficiency holds for large GEMMs; each GEMM reaches its shape's share of it
+        eff = Coef(eff.value, eff.unit, eff.origin, f"{eff.detail}; for large GEMMs, each GEMM at its shape's share "
+                   f"of it (budgetdsl.cost.gemm_shape: {curve.source})")
     coefs.update(kernel_efficiency=eff, hbm_bandwidth=hbm, intra_node_network=intra, network=net)
     fp8 = _fp8_peak(plan)
     if fp8 is not None:
         coefs["fp8_peak_flops"] = fp8
     return Device(coefs["peak_flops"].value, hbm.value, eff.value, intra.value, net.value, int(hw.gpus_per_node),
-                  fp8.value if fp8 is not None else 0.0)
+                  fp8.value if fp8 is not None else 0.0, curve)
 
 
 def _fp8_peak(plan: Plan) -> Coef | None:

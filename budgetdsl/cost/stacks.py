@@ -43,6 +43,11 @@ plan that declares `hardware.overlap` still sets the data-parallel share hidden 
   (`throughput.RMS_NORM_BYTES` and beside it: the op list of torchtitan's Llama). fsdp2-compile:
   the same with `compile = true` (torch.compile per transformer block), the elementwise ops fused
   as the other stacks' are priced. (Mixture-of-experts layers: the dense MLP's elementwise ops.)
+- GEMM shapes (`budgetdsl.cost.gemm_shape`): Megatron-Core runs a layer's query, key and value
+  projections as one GEMM (`linear_qkv`) and a gated MLP's gate and up projections as one
+  (`linear_fc1`, 2·ffn wide), as do Megatron-LM and Megatron-DeepSpeed; torchtitan's Llama runs
+  wq, wk, wv, w1 and w3 as separate `nn.Linear`s (torchtitan/models/llama3/model.py), so under
+  tensor parallelism its key and value GEMMs are d_kv/t wide.
 - deepspeed: DeepSpeed ZeRO with its defaults `reduce_bucket_size` and `allgather_bucket_size` of
   5e8 elements (deepspeed/runtime/zero/config.py) and `overlap_comm`: gradients reduced under the
   backward; ZeRO-1/2's all-gather of the updated weights runs in `step()`, exposed.
@@ -74,6 +79,7 @@ class Stack:
     selective: str = "attention"  # attention | ops: what `recompute: selective` recomputes (module docstring)
     logit_bytes: float = LOGIT_BYTES  # bytes per logit the last stage holds at the loss
     eager: bool = False  # elementwise ops run as PyTorch's eager kernels, one each (no torch.compile)
+    fused: bool = True  # Q, K, V one GEMM and the gated MLP's gate and up one (cost.gemm_shape); torchtitan: apart
 
     def checkpoint(self, recompute: str) -> str:
         """The recomputation the cost model prices for the plan's `recompute`: "ops" where this stack's
@@ -103,9 +109,9 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     Stack("default"),
     Stack("megatron-core", tp_overlap=True, pp_overlap=True, gather_share=FORWARD_SHARE, bucket="megatron"),
     Stack("fsdp2", gather_share=FORWARD_SHARE, bucket="block", selective="ops",
-          logit_bytes=TORCH_LOSS_LOGIT_BYTES, eager=True),
+          logit_bytes=TORCH_LOSS_LOGIT_BYTES, eager=True, fused=False),
     Stack("fsdp2-compile", gather_share=FORWARD_SHARE, bucket="block", selective="ops",
-          logit_bytes=TORCH_LOSS_LOGIT_BYTES),
+          logit_bytes=TORCH_LOSS_LOGIT_BYTES, fused=False),
     Stack("deepspeed", bucket="deepspeed"),
 )}
 DEFAULT_STACK = STACKS["default"]

@@ -80,6 +80,7 @@ from budgetdsl.cost.experts import (
     ranks_in_node,
 )
 from budgetdsl.cost.flops import attention_width, gemm_flops_per_layer, layer_matmuls
+from budgetdsl.cost.gemm_shape import GemmTime, gemm_time, sharded_matmuls
 from budgetdsl.cost.memory import (
     attention_score_bytes,
     layer_activation_split,
@@ -89,6 +90,7 @@ from budgetdsl.cost.memory import (
     stage_params,
 )
 from budgetdsl.cost.stacks import DEFAULT_STACK, Stack, op_checkpoint_kept
+from budgetdsl.hardware.gemm_curves import GemmCurve
 from budgetdsl.hardware.layout import balanced_split, data_parallel_peers_in_node
 from budgetdsl.theory.xp import SCALAR
 
@@ -180,6 +182,7 @@ class Device:
     network: float  # bytes/s per GPU across nodes (its NIC)
     gpus_per_node: int = 8
     fp8_peak_flops: float = 0.0  # FLOP/s, dense FP8 when the plan runs FP8 GEMMs; 0: BF16 GEMMs
+    gemm: GemmCurve | None = None  # the part's GEMM-shape curve (hardware.gemm_curves); None: every shape alike
 
     @property
     def pcie(self) -> bool:
@@ -579,7 +582,16 @@ def _stage_shares(shape: Shape, device: Device,
                 else group_latency("all_reduce", t, 1, device))
     if layout.stack.tp_overlap and t > 1:  # pipelined in t chunks with the GEMMs: one chunk exposed (cost.stacks)
         tp_one, tp_alpha = tp_one / t, tp_alpha / t
-    fp8 = fp8_gemm_saving(shape, device)
+    # the layer's GEMMs and the LM head as one GPU runs them (cost.gemm_shape): their time against
+    # the preset's large-GEMM rate, per token
+    gemm = gemm_flops_per_layer(fl, d, s, shape.attention_width)
+    layer = gemm_time(device.gemm, sharded_matmuls(d, shape.heads, shape.kv_heads, shape.ffn_hidden, shape.mlp, t,
+                                                   layout.stack.fused, shape.mla)) if gemm > 0 else GemmTime()
+    head = gemm_time(device.gemm, ((d, shape.vocab / t),)) if shape.vocab else GemmTime()
+    fl += gemm * (layer.per_row - 1.0)
+    fh *= head.per_row
+    rec_layer += gemm / 3.0 * rec_share * (layer.forward_per_row - 1.0)  # the forward's GEMMs again
+    fp8 = fp8_gemm_saving(shape, device) * layer.per_row
 
     def tp_count(n: int) -> int:  # TP collectives per micro-batch: two more per fully recomputed layer
         return n * n_tp if layout.recompute_layers is None else n * 4 + 2 * layout.recomputed(n)
@@ -591,7 +603,8 @@ def _stage_shares(shape: Shape, device: Device,
         compute = flops / mm_rate + passes * n * tokens / device.hbm_bandwidth - n * tokens / t * fp8
         recompute = rec_layer * r * tokens / t / mm_rate
         if policy in ("full", "ops"):  # the forward again: on FP8, a third of its GEMMs' saving again
-            recompute += again * r * tokens / device.hbm_bandwidth - r * tokens / t * fp8 / 3.0 * rec_share
+            recompute += again * r * tokens / device.hbm_bandwidth - r * tokens / t * fp8 / layer.per_row \
+                * layer.forward_per_row / 3.0 * rec_share
         elif policy == "selective" and not layout.flash_attention and shape.heads:
             recompute += RECOMPUTE_PASSES * 5.0 * shape.heads * s / t * n * tokens / device.hbm_bandwidth
         return compute, recompute, tp_count(n) * tp_one

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from budgetdsl.hardware.gemm_curves import BLACKWELL_GEMM, HOPPER_GEMM, GemmCurve
+
 GiB = 2.0**30
 GB = 1e9
 Gbps = 1e9 / 8  # bytes/s
@@ -31,6 +33,7 @@ class GpuPreset:
     kernel_efficiency: float = 0.0  # fraction of peak_flops reached by the step's matmuls (fitted)
     efficiency_source: str = ""
     fp8_peak_flops: float = 0.0  # FLOP/s, dense FP8 tensor cores (Hopper, Blackwell); 0: no FP8 GEMMs
+    gemm: GemmCurve | None = None  # the generation's GEMM-shape curve (gemm_curves); None: no shape factor
 
 
 # Fitted once: the value that makes the throughput model's predicted per-GPU TFLOP/s of the ten rows
@@ -45,9 +48,13 @@ A100_SOURCE = "fitted to Narayanan et al. 2021 Table 1 (10 runs, 32–3,072 A100
 # The same fit over MosaicML's llm-foundry H100 80GB BF16 benchmarks (scripts/train/benchmarking/
 # README.md: 17 runs of MPT 1B–70B on 8–64 H100 with FSDP and flash attention, 2k and 4k tokens):
 # H100s reach a smaller share of their peak than A100s (the spread of those rows is ±25 %).
-H100_EFFICIENCY = 0.514
+H100_EFFICIENCY = 0.525
 H100_SOURCE = "fitted to MosaicML llm-foundry H100 BF16 benchmarks (17 runs, 8–64 H100; geometric mean)"
 HOPPER = "the H100 SXM's fit (the same compute die; not measured separately)"
+# No B200 training run is fitted: the H100's fit times the ratio of the two chips' large-GEMM limits
+# in OpenXLA's measured tables (gemm_curves: B200 reaches 0.78 of its peak where H100 reaches 0.91).
+B200_EFFICIENCY = H100_EFFICIENCY * HOPPER_GEMM.c_inf / BLACKWELL_GEMM.c_inf
+B200_SOURCE = "the H100 SXM's fit × the B200/H100 ratio of large-GEMM limits (OpenXLA's GEMM tables)"
 UNFITTED = "A100's value (no public measurement of this part fitted yet)"
 
 PRESETS: dict[str, GpuPreset] = {
@@ -65,24 +72,24 @@ PRESETS: dict[str, GpuPreset] = {
         # sparse), NVLink 4 900 GB/s; PCIe BF16 756 dense, FP8 1513 dense (3026 sparse), PCIe Gen5
         # 128 GB/s; DGX H100: 8x 400 Gb/s ConnectX-7.
         GpuPreset("H100-SXM5-80GB", 989e12, 80 * GiB, 400 * Gbps, "NVIDIA H100 datasheet", 450 * GB,
-                  3350 * GB, H100_EFFICIENCY, H100_SOURCE, 1979e12),
+                  3350 * GB, H100_EFFICIENCY, H100_SOURCE, 1979e12, gemm=HOPPER_GEMM),
         GpuPreset("H100-PCIE-80GB", 756e12, 80 * GiB, 400 * Gbps, "NVIDIA H100 datasheet", 64 * GB,
-                  2000 * GB, H100_EFFICIENCY, HOPPER, 1513e12),
+                  2000 * GB, H100_EFFICIENCY, HOPPER, 1513e12, gemm=HOPPER_GEMM),
         # NVIDIA H800 datasheet (the H100 SXM's compute die for the Chinese market): SXM BF16 989
         # TFLOPS dense (1979 sparse), FP8 1979 dense (3958 sparse), 80 GB HBM3 at 3.35 TB/s, NVLink
         # 400 GB/s (bidirectional: 200 GB/s each way, less than half the H100's); 400 Gb/s InfiniBand
         # per GPU, as DeepSeek-V3's H800 cluster (DeepSeek-AI 2024, section 3.1: "IB (50 GB/s)").
         GpuPreset("H800-SXM5-80GB", 989e12, 80 * GiB, 400 * Gbps, "NVIDIA H800 datasheet", 200 * GB,
-                  3350 * GB, H100_EFFICIENCY, HOPPER, 1979e12),
+                  3350 * GB, H100_EFFICIENCY, HOPPER, 1979e12, gemm=HOPPER_GEMM),
         # NVIDIA H200 datasheet: SXM BF16 989 TFLOPS dense, FP8 1979 dense (3958 sparse), 141 GB
         # HBM3e at 4.8 TB/s, NVLink 900 GB/s.
         GpuPreset("H200-SXM-141GB", 989e12, 141 * GB, 400 * Gbps, "NVIDIA H200 datasheet", 450 * GB,
-                  4800 * GB, H100_EFFICIENCY, HOPPER, 1979e12),
+                  4800 * GB, H100_EFFICIENCY, HOPPER, 1979e12, gemm=HOPPER_GEMM),
         # NVIDIA DGX B200 datasheet: 8 GPUs, 1,440 GB HBM3e, 72 PFLOPS FP8 training (sparse) ->
         # FP8 4.5 PFLOPS and BF16 2.25 PFLOPS dense per GPU; HGX B200: 8 TB/s HBM3e per GPU;
         # NVLink 5 1.8 TB/s; 8x 400 Gb/s ConnectX-7.
         GpuPreset("B200-SXM-180GB", 2.25e15, 180 * GB, 400 * Gbps, "NVIDIA DGX B200 datasheet", 900 * GB,
-                  8000 * GB, A100_EFFICIENCY, UNFITTED, 4.5e15),
+                  8000 * GB, B200_EFFICIENCY, B200_SOURCE, 4.5e15, BLACKWELL_GEMM),
         # AMD Instinct MI300X datasheet: BF16 1307.4 TFLOPS dense, 192 GB HBM3, Infinity Fabric
         # 896 GB/s aggregate peak.
         GpuPreset("MI300X", 1307.4e12, 192 * GB, 400 * Gbps, "AMD Instinct MI300X datasheet", 448 * GB,

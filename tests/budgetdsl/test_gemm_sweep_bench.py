@@ -44,4 +44,12 @@ def test_a_cpu_smoke_run_writes_the_csv(tmp_path):
         assert float(r["seconds"]) > 0 and float(r["tflops"]) == pytest.approx(flops / float(r["seconds"]) / 1e12,
                                                                                 rel=1e-3)
         assert float(r["efficiency"]) == pytest.approx(float(r["tflops"]) * 1e12 / 1e12, rel=1e-3)
+        assert r["curve"] == ""  # --peak names no part, so no curve
+    # with a preset: the curve's share of peak beside the measured one, for the fit's check on a GPU
+    assert gs.main(["--device", "cpu", "--quick", "--repeats", "1", "--gpu", "H100-SXM5-80GB", "--out", str(out)]) == 0
+    from budgetdsl.hardware.gemm_curves import HOPPER_GEMM
+
+    for r in csv.DictReader(out.open()):
+        m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+        assert float(r["curve"]) == pytest.approx(HOPPER_GEMM.relative(m, n, k) / HOPPER_GEMM.c_inf, rel=1e-3)
     assert gs.main(["--device", "cpu", "--quick", "--gpu", "no-such-gpu", "--out", str(out)]) == 2

@@ -11,6 +11,7 @@ from plan_rules import assert_refused_located, write
 from solver_plans import make_plan
 
 from budgetdsl.cost.cost_model import Split, build_cost_model
+from budgetdsl.cost.gemm_shape import gemm_time, sharded_matmuls
 from budgetdsl.cost.memory import FP8_WEIGHT_BYTES, activation_bytes_per_layer, stage_memory
 from budgetdsl.hardware.gpus import GB, PRESETS
 from budgetdsl.plan.loader import load_plan
@@ -149,9 +150,10 @@ def _fp8_pair(**hw):
 
 
 def test_fp8_runs_the_layers_gemms_at_the_fp8_peak_and_nothing_else():
-    """The compute share drops by exactly the layers' GEMM FLOPs (6 per layer parameter: f less
-    the LM head and the attention scores) priced at the FP8 instead of the BF16 dense peak; MFU
-    stays against the BF16 peak."""
+    """The compute share drops by exactly the layers' GEMM time (6 FLOPs per layer parameter: f
+    less the LM head and the attention scores, each GEMM at its shape's share of the large-GEMM
+    rate, budgetdsl.cost.gemm_shape) priced at the FP8 instead of the BF16 dense peak; MFU stays
+    against the BF16 peak."""
     bf16, fp8 = _fp8_pair()
     h100 = PRESETS["H100-SXM5-80GB"]
     batch = 64 * 4096.0 * 8
@@ -160,7 +162,9 @@ def test_fp8_runs_the_layers_gemms_at_the_fp8_peak_and_nothing_else():
     gemm = m.layer_flops - 12.0 * m.d_model * m.seq_len
     tokens = batch / 32  # per data-parallel replica of t = 2: 32 replicas
     eff = h100.kernel_efficiency
-    saved = m.layers * gemm * tokens / 2 * (1 / (h100.peak_flops * eff) - 1 / (h100.fp8_peak_flops * eff))
+    shapes = gemm_time(h100.gemm, sharded_matmuls(4096, 32, 8, 14336, "swiglu", 2, True))
+    per_flop = 1 / (h100.peak_flops * eff) - 1 / (h100.fp8_peak_flops * eff)
+    saved = m.layers * gemm * tokens / 2 * shapes.per_row * per_flop
     assert a.compute - b.compute == pytest.approx(saved, rel=1e-9)
     assert (a.recompute, a.tp_comm, a.optimizer) == pytest.approx((b.recompute, b.tp_comm, b.optimizer), rel=1e-12)
     assert b.mfu > a.mfu and b.peak_flops == h100.peak_flops
