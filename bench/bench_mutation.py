@@ -80,6 +80,9 @@ _STALE_PICK = ("Pool.min_wall / min_cost only decide when _Walk._scan refreshes 
                "earlier pool item, whose key is no better than the fresh one's (the break comes later) and which "
                "dominates a pair only if a pool item does (skipping it is safe): the pairs placed, and the "
                "answer, are the same")
+_DIRECTION = ("_gpu_relaxation, _next_counts and _step_count read a direction only as `direction > 0` (which "
+              "ladder, × or ÷ 1.1, which end the bisection keeps, ≥ or ≤): 2 and 1 are both above 0, −2 and −1 "
+              "both not, so every count tried and every message is the same")
 EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py", "total = step.reduce + step.gather", 0, 8, "+ -> -"):
         "step_bound's ZeRO 0-2 line 2 intercept: reduce − gather ≤ reduce + gather, so the lower bound only "
@@ -431,6 +434,13 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      "64 -> 65"):
         "a capacity reached only where every split nearly ties (a fixed step of 1e10 s): one more near-tie "
         "evaluated, the picks equal at the objectives' 12 digits",
+    # seed 5's relaxation ladders (2026-12-07): the GPU search reads a direction only as `direction > 0`
+    ("budgetdsl/solve/relaxations.py", "for direction, start in ((1, hi_count), (-1, lo_count)):", 0, 26, "1 -> 2"):
+        _DIRECTION,
+    ("budgetdsl/solve/relaxations.py", "for direction, start in ((1, hi_count), (-1, lo_count)):", 0, 42, "1 -> 2"):
+        _DIRECTION,
+    ("budgetdsl/solve/relaxations.py", "top = _next_counts(ctx, hi_count, 1)", 0, 34, "1 -> 2"): _DIRECTION,
+    ("budgetdsl/solve/relaxations.py", "bottom = _next_counts(ctx, lo_count, -1)", 0, 38, "1 -> 2"): _DIRECTION,
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
