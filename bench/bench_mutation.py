@@ -441,6 +441,17 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         _DIRECTION,
     ("budgetdsl/solve/relaxations.py", "top = _next_counts(ctx, hi_count, 1)", 0, 34, "1 -> 2"): _DIRECTION,
     ("budgetdsl/solve/relaxations.py", "bottom = _next_counts(ctx, lo_count, -1)", 0, 38, "1 -> 2"): _DIRECTION,
+    # seed 6 (2026-12-07, at 1864391)
+    ("budgetdsl/solve/layout_search.py",
+     "return list(interleavings((accounted_slots(m.layers, *hw.split_slots()) // pipeline_parallel,),", 0, 27,
+     "// -> /"):
+        "virtual_degrees reaches this line only with p > 1 dividing the accounted slots (candidates keeps the depths "
+        "accounted_problem accepts; a pinned depth that does not divide is refused at load), where slots / p is "
+        "the same whole number as a float, and interleavings only tests n % v == 0 and returns its own powers of 2",
+    ("budgetdsl/solve/search_space.py", "free_one, free_many = family.free_bytes(1), family.free_bytes(2)", 0, 62,
+     "2 -> 3"):
+        "CostModel.free_bytes reads its data_parallel only as data_parallel · cp > 1 (the data-parallel "
+        "communicator's buffers): 2 and 3 replicas give the same bytes",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
