@@ -90,6 +90,22 @@ def test_pinned_run_is_evaluated_and_compared():
     assert u.tokens.low == u.tokens.high == sol.tokens and u.all_hold
 
 
+def test_a_pinned_batch_where_one_sequence_fits_accumulates_micro_batches_of_one():
+    """A pinned batch of 8 sequences of 8,192 tokens per replica on 64 GPUs without tensor or
+    pipeline parallelism, where one sequence fits in memory and two do not (micro_batch_max 1):
+    the run is 8 micro-batches of one sequence, within memory, not 4 of two."""
+    from budgetdsl.cost.cost_model import build_cost_model
+
+    plan = make_plan(model={"seq_len": 8192}, run={"batch": 64 * 8192 * 8},
+                     hardware={"gpus": 64, "tensor_parallel": 1, "pipeline_parallel": 1, "recompute": "none"},
+                     budget={"deadline": None, "flops": None, "gpu_hours": None})
+    assert build_cost_model(plan, 64).micro_batch_max == 1
+    sol = solve(plan)
+    assert sol.status == "pinned"
+    assert (sol.batch.micro_batch, sol.batch.grad_accum) == (1, 8)
+    assert sol.constraint("memory").satisfied
+
+
 def test_pinned_run_that_breaks_a_limit_is_infeasible_with_its_relaxation():
     plan = make_plan(run={"batch": 1024 * 4096 * 4, "micro_batch": 2},
                      budget={"flops": 1e23, "deadline": None, "gpu_hours": None})
