@@ -452,6 +452,48 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      "2 -> 3"):
         "CostModel.free_bytes reads its data_parallel only as data_parallel · cp > 1 (the data-parallel "
         "communicator's buffers): 2 and 3 replicas give the same bytes",
+    ("budgetdsl/cost/throughput.py",
+     "expert_parallel: int = 1  # ep, and etp (0: t), of the routed experts (budgetdsl.cost.experts)", 0, 23,
+     "1 -> 2"):
+        "a default no product path reads: cost_model.build_cost_model and search_space pass the layout's ep, and "
+        "the one Layout built without it (throughput's per-layout shares) reads stages, recomputation, t and the "
+        "stack, never the experts",
+    ("budgetdsl/solve/placement.py", "if filled is None or top > filled[0] or threshold > filled[1]:", 0, 40,
+     "> -> >="):
+        "a refill at a threshold equal to the filled one: every size it wants was kept by the earlier fill (the "
+        "same bounds, a threshold no higher, a top no larger), and fill adds only missing sizes, each a function "
+        "of its size: the same sizes, only the work differs",
+    ("budgetdsl/solve/sweep_kernel.py", "ivs={name: (v[2 + 2 * j], v[3 + 2 * j], f[1 + 2 * j], f[2 + 2 * j])", 0,
+     56, "+ -> -"):
+        "a limit's nonempty flag for j >= 1 read from flag 0, `put`'s done (True on every row put, False where "
+        "nothing was, as nonempty): it is read only for the chosen pair of a feasible row (every present limit's "
+        "interval nonempty there, so both True), and for an absent limit the binding bit is masked by "
+        "~isnan(limit) (usd without a price is refused at load); j = 0 (flops) reads the same flag",
+    ("budgetdsl/cost/cost_model.py",
+     "assert preset is not None and preset.fp8_peak_flops > 0  # Hardware._preset", 0, 7, "and -> or"):
+        "an assertion of what Hardware._preset validates (precision fp8 needs a preset with an FP8 peak, else "
+        "the plan is refused): both operands hold wherever this line runs, so both forms pass",
+    ("budgetdsl/solve/placement.py", "if math.ceil(n_t) < n_hi and math.ceil(n_t) < n_was:", 0, 29, "< -> <="):
+        "`carried` at ceil(n_t) = n_was < n_hi: the `else` branch's _neighbours clip c to c under both upper "
+        "ends, so `near` agrees, n_hi (above every neighbour) is not in it, and both branches return None "
+        "exactly where n_hi == n_lo",
+    ("budgetdsl/solve/sweep_kernel.py",
+     "inside = wall_floor(s_min[pair], beta[pair], u[pair], v[pair], m) * (1.0 - _BOUND_MARGIN) <= threshold[pair]",
+     0, 9, "* -> /"):
+        "as its scalar twin in placement.py (listed above): the bound margin turns from 1e-9 below the floor to "
+        "1e-9 above it, so a split is left out only where its floor is within 2e-9 (relative) of the best wall "
+        "clock met, a split that could at best tie it to eight digits",
+    ("budgetdsl/solve/sweep_kernel.py",
+     'if sum(p.startswith("target.") for p in paths) > 1 or {"budget.usd", "budget.usd_per_gpu_hour"} <= set(paths):',
+     0, 3, "or -> and"):
+        "sends two kinds of sweep to the kernel: budget.usd with its price (listed above: the kernel's rows equal "
+        "solve()'s) and two target paths, whose rule relates only which keys are present (a sweep value cannot "
+        "unset one), so a combination is valid exactly where each value is; checked: a 4 × 4 tokens × at_batch "
+        "grid and a min_tokens × tokens one on minimal.yaml, kernel rows = solve()",
+    ("budgetdsl/solve/search_space.py", "line1, line2 = (k + d / mm, const), (k, const + d)", 0, 40, "+ -> -"):
+        "step_bound's ZeRO-3 line 2 under a declared overlap: d = dp_per_micro · (1 − overlap) ≥ 0, so const − d "
+        "≤ const + d and the lower bound only weakens (prunes less): the walk ends at the same pick, as the "
+        "other line-2 intercepts above",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
