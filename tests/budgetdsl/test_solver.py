@@ -465,6 +465,7 @@ def test_a_gpu_relaxation_past_the_linear_counts_names_the_fewest_that_suffice()
 @pytest.mark.parametrize("hardware", [
     {"gpus": 64, "tensor_parallel": 1, "pipeline_parallel": 1},
     {"gpus": 64, "tensor_parallel": 8, "pipeline_parallel": 1},
+    {"gpus": 64, "tensor_parallel": 2, "pipeline_parallel": 1},  # unit 2: 2, 4, 6, 8 inside a node
     {"gpus": 48, "tensor_parallel": 4, "pipeline_parallel": 3},  # unit 12: whole nodes are multiples of 24
     {"gpus": 72, "tensor_parallel": 2, "pipeline_parallel": 3, "gpus_per_node": 4},  # unit 6 above a node
 ])
@@ -480,7 +481,7 @@ def test_the_gpu_relaxations_counts_are_every_launchable_count_in_order(hardware
     plan = make_plan(hardware=hardware)
     hw = plan.hardware
     ctx = Context(plan, None, None, None, "")  # type: ignore[arg-type]
-    for lo, hi in ((1, 1), (1, 200), (2, 7), (5, 13), (7, 96), (24, 24), (25, 47), (100, 1000), (9, 3)):
+    for lo, hi in ((1, 1), (1, 200), (2, 7), (3, 20), (5, 13), (7, 96), (24, 24), (25, 47), (100, 1000), (9, 3)):
         counts = _Launchable(ctx, lo, hi)
         brute = [g for g in range(lo, hi + 1)
                  if launchable(g, hw.tensor_parallel, hw.pipeline_parallel, hw.gpus_per_node)]
