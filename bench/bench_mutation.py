@@ -494,6 +494,12 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
         "step_bound's ZeRO-3 line 2 under a declared overlap: d = dp_per_micro · (1 − overlap) ≥ 0, so const − d "
         "≤ const + d and the lower bound only weakens (prunes less): the walk ends at the same pick, as the "
         "other line-2 intercepts above",
+    ("budgetdsl/solve/placement.py", "while len(out) < top:", 0, 6, "< -> <="):
+        "_WallSizes.bounds computes the bound of one size more than asked: each entry is a function of its size "
+        "alone, and its one reader (`candidates`) indexes bounds[b − 1] for b ≤ top only: the work differs",
+    ("budgetdsl/solve/search_space.py", "line1 = line2 = (k, const + exposed(1.0))", 0, 20, "+ -> -"):
+        "step_bound's ZeRO 0-2 lines under a declared overlap: exposed_dp returns max(0, ...) ≥ 0, so the "
+        "intercept const − exposed only weakens the lower bound (prunes less): the same pick, as line 2's above",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
