@@ -80,6 +80,9 @@ _STALE_PICK = ("Pool.min_wall / min_cost only decide when _Walk._scan refreshes 
                "earlier pool item, whose key is no better than the fresh one's (the break comes later) and which "
                "dominates a pair only if a pool item does (skipping it is safe): the pairs placed, and the "
                "answer, are the same")
+_DIRECTION = ("_gpu_relaxation, _next_counts and _step_count read a direction only as `direction > 0` (which "
+              "ladder, × or ÷ 1.1, which end the bisection keeps, ≥ or ≤): 2 and 1 are both above 0, −2 and −1 "
+              "both not, so every count tried and every message is the same")
 EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
     ("budgetdsl/solve/search_space.py", "total = step.reduce + step.gather", 0, 8, "+ -> -"):
         "step_bound's ZeRO 0-2 line 2 intercept: reduce − gather ≤ reduce + gather, so the lower bound only "
@@ -431,6 +434,72 @@ EQUIVALENT: dict[tuple[str, str, int, int, str], str] = {
      "64 -> 65"):
         "a capacity reached only where every split nearly ties (a fixed step of 1e10 s): one more near-tie "
         "evaluated, the picks equal at the objectives' 12 digits",
+    # seed 5's relaxation ladders (2026-12-07): the GPU search reads a direction only as `direction > 0`
+    ("budgetdsl/solve/relaxations.py", "for direction, start in ((1, hi_count), (-1, lo_count)):", 0, 26, "1 -> 2"):
+        _DIRECTION,
+    ("budgetdsl/solve/relaxations.py", "for direction, start in ((1, hi_count), (-1, lo_count)):", 0, 42, "1 -> 2"):
+        _DIRECTION,
+    ("budgetdsl/solve/relaxations.py", "top = _next_counts(ctx, hi_count, 1)", 0, 34, "1 -> 2"): _DIRECTION,
+    ("budgetdsl/solve/relaxations.py", "bottom = _next_counts(ctx, lo_count, -1)", 0, 38, "1 -> 2"): _DIRECTION,
+    # seed 6 (2026-12-07, at 1864391)
+    ("budgetdsl/solve/layout_search.py",
+     "return list(interleavings((accounted_slots(m.layers, *hw.split_slots()) // pipeline_parallel,),", 0, 27,
+     "// -> /"):
+        "virtual_degrees reaches this line only with p > 1 dividing the accounted slots (candidates keeps the depths "
+        "accounted_problem accepts; a pinned depth that does not divide is refused at load), where slots / p is "
+        "the same whole number as a float, and interleavings only tests n % v == 0 and returns its own powers of 2",
+    ("budgetdsl/solve/search_space.py", "free_one, free_many = family.free_bytes(1), family.free_bytes(2)", 0, 62,
+     "2 -> 3"):
+        "CostModel.free_bytes reads its data_parallel only as data_parallel · cp > 1 (the data-parallel "
+        "communicator's buffers): 2 and 3 replicas give the same bytes",
+    ("budgetdsl/cost/throughput.py",
+     "expert_parallel: int = 1  # ep, and etp (0: t), of the routed experts (budgetdsl.cost.experts)", 0, 23,
+     "1 -> 2"):
+        "a default no product path reads: cost_model.build_cost_model and search_space pass the layout's ep, and "
+        "the one Layout built without it (throughput's per-layout shares) reads stages, recomputation, t and the "
+        "stack, never the experts",
+    ("budgetdsl/solve/placement.py", "if filled is None or top > filled[0] or threshold > filled[1]:", 0, 40,
+     "> -> >="):
+        "a refill at a threshold equal to the filled one: every size it wants was kept by the earlier fill (the "
+        "same bounds, a threshold no higher, a top no larger), and fill adds only missing sizes, each a function "
+        "of its size: the same sizes, only the work differs",
+    ("budgetdsl/solve/sweep_kernel.py", "ivs={name: (v[2 + 2 * j], v[3 + 2 * j], f[1 + 2 * j], f[2 + 2 * j])", 0,
+     56, "+ -> -"):
+        "a limit's nonempty flag for j >= 1 read from flag 0, `put`'s done (True on every row put, False where "
+        "nothing was, as nonempty): it is read only for the chosen pair of a feasible row (every present limit's "
+        "interval nonempty there, so both True), and for an absent limit the binding bit is masked by "
+        "~isnan(limit) (usd without a price is refused at load); j = 0 (flops) reads the same flag",
+    ("budgetdsl/cost/cost_model.py",
+     "assert preset is not None and preset.fp8_peak_flops > 0  # Hardware._preset", 0, 7, "and -> or"):
+        "an assertion of what Hardware._preset validates (precision fp8 needs a preset with an FP8 peak, else "
+        "the plan is refused): both operands hold wherever this line runs, so both forms pass",
+    ("budgetdsl/solve/placement.py", "if math.ceil(n_t) < n_hi and math.ceil(n_t) < n_was:", 0, 29, "< -> <="):
+        "`carried` at ceil(n_t) = n_was < n_hi: the `else` branch's _neighbours clip c to c under both upper "
+        "ends, so `near` agrees, n_hi (above every neighbour) is not in it, and both branches return None "
+        "exactly where n_hi == n_lo",
+    ("budgetdsl/solve/sweep_kernel.py",
+     "inside = wall_floor(s_min[pair], beta[pair], u[pair], v[pair], m) * (1.0 - _BOUND_MARGIN) <= threshold[pair]",
+     0, 9, "* -> /"):
+        "as its scalar twin in placement.py (listed above): the bound margin turns from 1e-9 below the floor to "
+        "1e-9 above it, so a split is left out only where its floor is within 2e-9 (relative) of the best wall "
+        "clock met, a split that could at best tie it to eight digits",
+    ("budgetdsl/solve/sweep_kernel.py",
+     'if sum(p.startswith("target.") for p in paths) > 1 or {"budget.usd", "budget.usd_per_gpu_hour"} <= set(paths):',
+     0, 3, "or -> and"):
+        "sends two kinds of sweep to the kernel: budget.usd with its price (listed above: the kernel's rows equal "
+        "solve()'s) and two target paths, whose rule relates only which keys are present (a sweep value cannot "
+        "unset one), so a combination is valid exactly where each value is; checked: a 4 × 4 tokens × at_batch "
+        "grid and a min_tokens × tokens one on minimal.yaml, kernel rows = solve()",
+    ("budgetdsl/solve/search_space.py", "line1, line2 = (k + d / mm, const), (k, const + d)", 0, 40, "+ -> -"):
+        "step_bound's ZeRO-3 line 2 under a declared overlap: d = dp_per_micro · (1 − overlap) ≥ 0, so const − d "
+        "≤ const + d and the lower bound only weakens (prunes less): the walk ends at the same pick, as the "
+        "other line-2 intercepts above",
+    ("budgetdsl/solve/placement.py", "while len(out) < top:", 0, 6, "< -> <="):
+        "_WallSizes.bounds computes the bound of one size more than asked: each entry is a function of its size "
+        "alone, and its one reader (`candidates`) indexes bounds[b − 1] for b ≤ top only: the work differs",
+    ("budgetdsl/solve/search_space.py", "line1 = line2 = (k, const + exposed(1.0))", 0, 20, "+ -> -"):
+        "step_bound's ZeRO 0-2 lines under a declared overlap: exposed_dp returns max(0, ...) ≥ 0, so the "
+        "intercept const − exposed only weakens the lower bound (prunes less): the same pick, as line 2's above",
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

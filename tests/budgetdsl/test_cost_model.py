@@ -425,6 +425,28 @@ def test_the_default_reserve_counts_the_layouts_communicators():
     assert "TP 8" in r.detail and "PP 16" in r.detail and "NCCL_BUFFSIZE" in r.detail
 
 
+def test_the_micro_batch_room_is_the_most_sequences_every_stage_fits():
+    """memory.micro_batch_room against counting: the largest k with static + k·per_sequence ≤ free
+    on every stage, whatever the bytes a sequence takes (a declared activation_bytes_per_token of
+    1 B at 4-token sequences under t = 8 is half a byte a sequence); a stage that stores nothing per
+    sequence sets no limit, and one whose static bytes fill the device leaves no room."""
+    from budgetdsl.cost.memory import micro_batch_room
+
+    def brute(free, stages):
+        if any(static >= free for static, _ in stages):
+            return 0
+        k = 0
+        while all(static + (k + 1) * per <= free for static, per in stages) and k < 10_000:
+            k += 1
+        return k
+
+    cases = [(100.0, [(40.0, 7.0)]), (100.0, [(40.0, 0.5)]), (100.0, [(40.0, 0.5), (10.0, 1.0)]),
+             (100.0, [(99.5, 0.25), (0.0, 0.0)]), (100.0, [(40.0, 6.0), (70.0, 3.0)]), (100.0, [(100.0, 1.0)]),
+             (100.0, [(60.0, 10.0)])]
+    for free, stages in cases:
+        assert micro_batch_room(free, stages) == brute(free, stages), (free, stages)
+
+
 def test_the_search_room_follows_the_data_parallel_communicator():
     """The layout search reads each count's micro-batch room from one cost model on one replica
     (search_space._quick_all): the data-parallel communicator's buffers are there from 2 replicas on,

@@ -339,3 +339,28 @@ def test_a_pipeline_stage_holds_its_moe_layers_extra_for_every_micro_batch_in_fl
     assert [st.layers for st in stages] == [4, 4, 4, 4] and moe == [2, 4, 4, 4]
     for i, st in enumerate(stages):
         assert st.activations_per_sequence == pytest.approx((4 - i) * (4 * per_layer + moe[i] * extra), rel=1e-12)
+
+
+def test_fp8_caches_a_copy_of_each_moe_stages_layer_weights_and_not_its_embedding():
+    """FP8 GEMMs cache an FP8 copy of each layer weight and its transpose (FP8_WEIGHT_BYTES a
+    parameter) and none of the embedding or the LM head, which stay BF16. Mixtral 8x7B on t = 2,
+    p = 2, ep = 2 (ZeRO-1, so no weight is sharded over data parallelism): each stage holds 16
+    layers, whose attention and router split over t and whose 8 routed experts split over etp·ep = 2,
+    plus the input embedding (first stage) or the untied head (last); fp8 adds, per GPU,
+    FP8_WEIGHT_BYTES × 16 × ((layer − routed) / t + routed / 2) bytes and no more."""
+    from budgetdsl.cost import memory as mem
+
+    d, f, vocab = 4096, 14336, 32000
+    params = transformer_params(**MIXTRAL)
+    routed = 8 * 3 * d * f  # E·W_e of one MoE layer (SwiGLU: three d × F matrices an expert)
+    layer = (params - 2 * vocab * d) / 32
+    ex = Experts(8, 2, 3 * d * f, expert_parallel=2)
+    kw = dict(params=params, seq_len=4096, layers=32, d_model=d, heads=32, vocab=vocab, tensor_parallel=2,
+              pipeline_parallel=2, data_parallel=8, zero=1, recompute="selective", flash_attention=True,
+              sequence_parallel=True, kv_heads=8, ffn_hidden=f, mlp="swiglu", tied_embeddings=False, experts=ex)
+    bf16, fp8 = mem.stage_memory(**kw), mem.stage_memory(fp8=True, **kw)
+    assert [st.layers for st in fp8] == [16, 16]
+    copies = mem.FP8_WEIGHT_BYTES * 16 * ((layer - routed) / 2 + routed / 2)
+    for a, b in zip(bf16, fp8):
+        assert b.weights - a.weights == pytest.approx(copies, rel=1e-12)
+        assert (b.grads, b.optimizer) == (a.grads, a.optimizer)

@@ -196,3 +196,14 @@ def test_reports_name_the_accounted_split(tmp_path):
     assert '"pipeline_split_slots"' in sol.model_dump_json()
     bare = solve(_load(tmp_path, e="false", loss="false"))
     assert "pipeline_split_slots" not in bare.model_dump_json() and "split counts" not in render_text(bare)
+
+
+def test_the_stages_coefficient_counts_the_slots_of_a_chunk(tmp_path):
+    """The assumption the report shows for the pipeline (`pipeline_stages`) names the slots a chunk
+    holds: 6 layers + the embedding and the loss = 8 slots over p·v chunks, 2 a stage on 4 stages
+    without interleaving, 1 a chunk with 2 chunks a stage (Llama 3 405B's 128 slots on 16 stages of
+    8 chunks: one slot a chunk, Dubey et al. 2024 section 3.3.2)."""
+    for v, per in ((1, "2 slots"), (2, "1 slot")):
+        detail = build_cost_model(_load(tmp_path, v=v), 4).coefficients["pipeline_stages"].detail
+        assert detail == ("layers per stage 1, 2, 2, 1 (the embedding and the loss counted as layers, "
+                          f"Megatron-Core's accounted split: {per} per chunk)"), detail

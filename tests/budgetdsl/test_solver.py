@@ -90,6 +90,22 @@ def test_pinned_run_is_evaluated_and_compared():
     assert u.tokens.low == u.tokens.high == sol.tokens and u.all_hold
 
 
+def test_a_pinned_batch_where_one_sequence_fits_accumulates_micro_batches_of_one():
+    """A pinned batch of 8 sequences of 8,192 tokens per replica on 64 GPUs without tensor or
+    pipeline parallelism, where one sequence fits in memory and two do not (micro_batch_max 1):
+    the run is 8 micro-batches of one sequence, within memory, not 4 of two."""
+    from budgetdsl.cost.cost_model import build_cost_model
+
+    plan = make_plan(model={"seq_len": 8192}, run={"batch": 64 * 8192 * 8},
+                     hardware={"gpus": 64, "tensor_parallel": 1, "pipeline_parallel": 1, "recompute": "none"},
+                     budget={"deadline": None, "flops": None, "gpu_hours": None})
+    assert build_cost_model(plan, 64).micro_batch_max == 1
+    sol = solve(plan)
+    assert sol.status == "pinned"
+    assert (sol.batch.micro_batch, sol.batch.grad_accum) == (1, 8)
+    assert sol.constraint("memory").satisfied
+
+
 def test_pinned_run_that_breaks_a_limit_is_infeasible_with_its_relaxation():
     plan = make_plan(run={"batch": 1024 * 4096 * 4, "micro_batch": 2},
                      budget={"flops": 1e23, "deadline": None, "gpu_hours": None})
@@ -444,6 +460,55 @@ def test_a_gpu_relaxation_past_the_linear_counts_names_the_fewest_that_suffice()
         assert (solve(with_gpus(plan, need - 8)).feasible, solve(with_gpus(plan, need)).feasible) == (False, True)
         if deadline != 8 * DAY:
             assert need == on_step
+
+
+@pytest.mark.parametrize("hardware", [
+    {"gpus": 64, "tensor_parallel": 1, "pipeline_parallel": 1},
+    {"gpus": 64, "tensor_parallel": 8, "pipeline_parallel": 1},
+    {"gpus": 64, "tensor_parallel": 2, "pipeline_parallel": 1},  # unit 2: 2, 4, 6, 8 inside a node
+    {"gpus": 48, "tensor_parallel": 4, "pipeline_parallel": 3},  # unit 12: whole nodes are multiples of 24
+    {"gpus": 72, "tensor_parallel": 2, "pipeline_parallel": 3, "gpus_per_node": 4},  # unit 6 above a node
+])
+def test_the_gpu_relaxations_counts_are_every_launchable_count_in_order(hardware):
+    """The bisection's and the ladders' counts (`relaxations._Launchable`, in closed form) are
+    exactly the counts in [lo, hi] the layout launches on, sorted, with nothing past either end: the
+    same list as asking `hardware.layout.launchable` of every count, for ranges that start at 1,
+    inside a node and beyond it. Iterating the sequence ends at its length (IndexError past it)."""
+    from budgetdsl.hardware.layout import launchable
+    from budgetdsl.solve.context import Context
+    from budgetdsl.solve.relaxations import _Launchable
+
+    plan = make_plan(hardware=hardware)
+    hw = plan.hardware
+    ctx = Context(plan, None, None, None, "")  # type: ignore[arg-type]
+    for lo, hi in ((1, 1), (1, 200), (2, 7), (3, 20), (5, 13), (7, 96), (24, 24), (25, 47), (100, 1000), (9, 3)):
+        counts = _Launchable(ctx, lo, hi)
+        brute = [g for g in range(lo, hi + 1)
+                 if launchable(g, hw.tensor_parallel, hw.pipeline_parallel, hw.gpus_per_node)]
+        assert list(counts) == brute and len(counts) == len(brute), (lo, hi)
+        with pytest.raises(IndexError):
+            counts[len(brute)]
+
+
+def test_a_gpu_relaxation_down_reaches_the_fewest_gpus_the_layout_launches():
+    """A FLOP budget that only one replica's batch meets: E = E_min(1 + B/B_crit), so one sequence
+    of 4,096 tokens per step (tensor 8 on 8 GPUs, one replica) spends f·E_min(1 + 4096/B_crit) and
+    two (16 GPUs, the plan's) f·E_min(1 + 8192/B_crit). With a budget between the two, the advice is
+    the layout's own unit, 8 GPUs, the last count the downward search must try (it stopped one
+    before it when the within-node counts started at 2·unit)."""
+    def at(gpus, flops=None, objective="min_flops"):
+        return make_plan(hardware={"gpus": gpus, "tensor_parallel": 8}, objective=objective,
+                         budget={"deadline": None, "gpu_hours": None, "flops": flops})
+
+    one, two = solve(at(8)), solve(at(16))
+    assert (one.batch.tokens, two.batch.tokens) == (4096, 8192)
+    # (to whole steps: the token counts round up to a multiple of the batch)
+    assert two.flops / one.flops == pytest.approx((1 + 8192 / 3e6) / (1 + 4096 / 3e6), rel=1e-8)
+    sol = solve(at(16, (one.flops + two.flops) / 2, "balanced"))
+    assert sol.status == "infeasible"
+    (g,) = [r for r in sol.relaxations if r.name == "gpus"]
+    assert (g.required, g.message) == (8.0, "GPUs ≤ 8 (now 16)")
+    assert solve(at(8, (one.flops + two.flops) / 2, "balanced")).feasible
 
 
 def test_gpu_relaxations_reach_the_gpu_cap_itself():

@@ -121,6 +121,24 @@ def test_megatron_writes_the_first_and_last_stages_and_refuses_unequal_middles(t
         export(spec, "deepspeed")
 
 
+def test_a_two_stage_pipeline_launches_its_uneven_split(tmp_path):
+    """Two stages are the first and the last: a pinned [46, 50] of 96 layers launches with
+    --decoder-first/last-pipeline-num-layers 46 and 50 (megatron-core's TransformerConfig accepts
+    them), not as Megatron's even 48 and 48 the costed split is not."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "exports"))
+    from export_validators import check_megatron_invariants, megatron_args, megatron_source
+
+    path = tmp_path / "split.yaml"
+    path.write_text(PLAN.format(split=[46, 50], v=1).replace("pipeline_parallel: 16", "pipeline_parallel: 2"))
+    plan = load_plan(path)
+    spec = launch_spec(plan, solve(plan))
+    assert spec.stage_layers == (46, 50)
+    text = export(spec, "megatron")
+    args = megatron_args(text)
+    assert (args["--decoder-first-pipeline-num-layers"], args["--decoder-last-pipeline-num-layers"]) == ("46", "50")
+    check_megatron_invariants(args, megatron_source(text)[1], spec.gpus)
+
+
 def test_megatron_core_itself_refuses_what_the_export_refuses():
     """The negative control of the refusal: megatron-core's TransformerConfig, given the first and
     last stages of a split with unequal middles, cannot place the rest evenly either."""

@@ -129,8 +129,11 @@ def test_the_real_solver(tmp_path) -> None:
 
 
 def test_spec_checks_its_arithmetic() -> None:
-    with pytest.raises(ValueError, match="parallel"):
+    # the product of the degrees it names, context parallelism only where there is some
+    with pytest.raises(ValueError, match=r"^tensor 1 × pipeline 1 × data 3 parallel ≠ 2 GPUs$"):
         replace(make_spec(), data_parallel=3)
+    with pytest.raises(ValueError, match=r"^tensor 1 × pipeline 1 × context 2 × data 2 parallel ≠ 2 GPUs$"):
+        replace(make_spec(), context_parallel=2)
     with pytest.raises(ValueError, match="positive integer"):
         replace(make_spec(), micro_batch=0)
 
