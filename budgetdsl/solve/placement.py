@@ -139,66 +139,24 @@ def quadratic_roots(a2, a1, a0, xp=SCALAR):
 def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tuple[float, float] | None]:
     """Each present limit's own interval of B (tokens); None when it holds at no batch."""
     out: dict[str, tuple[float, float] | None] = {"min_batch": (float(cm.data_parallel * cm.seq_len), INF)}
-    pipeline = cm.split.pipeline_parallel > 1
     for name in ("flops", *TIME_LIMITS):
         bound = limits.flops if name == "flops" else limits.wall_limit(name, cm.gpus)
         if bound is not None:
-            lo, hi, ok = limit_interval(name, cm, fr, bound, SCALAR, cm.micro_batch_max, pipeline)
+            lo, hi, ok = limit_interval(name, cm, fr, bound)
             out[name] = (lo, hi) if ok else None
     return out
 
 
-def limit_interval(name: str, cm, fr, bound, xp=SCALAR, micro_max=None, pipeline=False) -> tuple:
+def limit_interval(name: str, cm, fr, bound, xp=SCALAR) -> tuple:
     """(low, high, nonempty) of the batches B (tokens) that meet one limit: the FLOP budget `bound`
     (f·E(B) ≤ F, linear in B), or a time-type limit as a bound on the wall clock (`wall_limit`;
     W(B) ≤ bound, quadratic in B), from the closed forms. One plan, or a sweep's arrays (`cm` and
-    `fr` with array fields, `xp` numpy). With a pipeline (`pipeline`: the pairs that have one;
-    `micro_max` their micro-batch room) the reference line T(B) = f·B/rate + c, one sequence a
-    micro-batch, is no bound of a larger micro-batch's step (less latency a token, more bubble): the
-    interval is the hull of each micro-batch's own (`_pipeline_lines`), so no split that meets the
-    limit is outside it."""
+    `fr` with array fields, `xp` numpy)."""
     if name == "flops":
         hi = cf.flops_upper_bound(fr.b_crit, fr.e_min, cm.flops_per_token, bound)
         return 0.0, hi, hi > 0.0
-    lo, hi, ok = _time_roots(cm.rate, cm.fixed_time, cm, fr, bound, xp)
-    if micro_max is None or cm._step is None or not xp.any(pipeline):
-        return lo, hi, ok
-    for rate, fixed, grid, live in _pipeline_lines(cm, micro_max, pipeline, xp):
-        l2, h2, k2 = _time_roots(rate, fixed, cm, fr, bound, xp)
-        if xp is not SCALAR or grid > 0:  # B = m·b·dp·s, m ≥ 1: the interval's ends on that grid
-            step = xp.maximum(grid, 1e-300)
-            l2 = xp.where(grid > 0, xp.maximum(xp.ceil(l2 / step), 1.0) * step, l2)
-            h2 = xp.where((grid > 0) & (h2 < INF), xp.floor(xp.minimum(h2, 1e300) / step) * step, h2)
-        k2 = k2 & live & (l2 <= h2)
-        lo = xp.where(k2 & ok, xp.minimum(lo, l2), xp.where(k2, l2, lo))
-        hi = xp.where(k2 & ok, xp.maximum(hi, h2), xp.where(k2, h2, hi))
-        ok = ok | k2
-    return lo, hi, ok
-
-
-def _time_roots(rate, fixed, cm, fr, bound, xp):
-    a2, a1, a0 = cf.time_quadratic(fr.b_crit, fr.e_min, cm.flops_per_token, rate, fixed, bound)
+    a2, a1, a0 = cf.time_quadratic(fr.b_crit, fr.e_min, cm.flops_per_token, cm.rate, cm.fixed_time, bound)
     return quadratic_roots(a2, a1, a0, xp)
-
-
-HULL_SIZES = 16  # a pipeline's micro-batch sizes with a line of their own; above, one line below the rest
-
-
-def _pipeline_lines(cm, micro_max, pipeline, xp):
-    """(rate, fixed, b·dp·s, live) of the lines T(B) = f·B/rate + fixed of a pipeline's
-    micro-batches 2 to HULL_SIZES (`wall_lines`: T(b, m) = m·u + v at B = m·b·dp·s), then one below
-    every larger size that fits (the largest's line less the bubble the smallest of them saves: a
-    smaller micro-batch pays more latency a token and hides no more of the data-parallel
-    collectives; 0 for its grid); `live` where the pair has a pipeline and the size fits."""
-    step, dp, s, f = cm._step, cm.data_parallel, cm.seq_len, cm.flops_per_token
-    top = int(micro_max) if xp is SCALAR else int(xp.max(xp.where(pipeline, micro_max, 1)))
-    for b in range(2, min(top, HULL_SIZES) + 1):
-        u, v = wall_lines(step, float(b), xp)
-        yield f * b * dp * s / u, v, b * dp * s, pipeline & (micro_max >= b)
-    if top > HULL_SIZES:
-        hi = xp.maximum(micro_max, HULL_SIZES + 1.0)
-        u, v = wall_lines(step, hi, xp)
-        yield f * hi * dp * s / u, v - step.bubble_k * (hi - HULL_SIZES - 1.0), 0.0, pipeline & (micro_max > HULL_SIZES)
 
 
 def objective_target(objective: str, cm, fr, xp=SCALAR):

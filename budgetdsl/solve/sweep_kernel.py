@@ -83,7 +83,7 @@ TARGET = ("tokens", "at_batch", "min_tokens")
 SUPPORTED = {*(f"budget.{k}" for k in BUDGET), *(f"target.{k}" for k in TARGET), "noise.b_crit",
              "noise.uncertainty", "objective"}
 CHUNK = 16384  # rows placed together (memory: a few arrays of CHUNK × candidates floats)
-WALK = 256  # steps of `place`'s outward walk done here each way (its _FALLBACK_SCAN); more: the scalar path
+WALK = 24  # steps of `place`'s outward walk done here; a row that needs more: the scalar path
 EXACT = float(2 ** 52)  # integers (sequences, steps) beyond this leave the exact range of a float
 KINDS = ("balanced", "min_time", "min_flops")  # placements per pair (min_cost places as min_time)
 _KIND_OF = {"balanced": 0, "min_time": 1, "min_cost": 1, "min_flops": 2}
@@ -361,8 +361,7 @@ def _intervals(p: Block, r: Rows):
         given = {"deadline": ~np.isnan(r.deadline), "gpu_hours": ~np.isnan(r.gpu_hours),
                  "usd": ~np.isnan(r.usd) & ~np.isnan(r.price)}
         for name in TIME_LIMITS:
-            ilo, ihi, iok = limit_interval(name, p, r, wall_limit(name, getattr(r, name), r.price, p.gpus), np,
-                                           p.micro_max, p.pipeline)
+            ilo, ihi, iok = limit_interval(name, p, r, wall_limit(name, getattr(r, name), r.price, p.gpus), np)
             iok &= given[name]
             ivs[name] = (ilo, ihi, given[name], iok)
             empty |= given[name] & ~iok
