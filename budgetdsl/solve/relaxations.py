@@ -32,6 +32,17 @@ def _feasible_with(ctx: Context, limits: Limits, objective: str, gpus: list[int]
     return best
 
 
+def needs(name: str, required: float, current: float) -> str:
+    """"name ≥ required (now current)"; where the two round to the same figure, the gap as a share
+    of the current value too, so the line never reads as asking for what the plan already has."""
+    want, now = fmt(name, required), fmt(name, current)
+    if want == now and current:
+        from budgetdsl.quantities.humanize import significant
+
+        return f"{name} ≥ {want} (now {now}: {significant(100.0 * (required / current - 1.0), 2)} % more)"
+    return f"{name} ≥ {want} (now {now})"
+
+
 def relaxations(ctx: Context, pl: Placement, pinned: bool) -> list[Relaxation]:
     """For each limit, the smallest value that makes the plan feasible with the others unchanged:
     the plan is re-solved without that limit under the objective that minimizes its measure, and
@@ -51,7 +62,7 @@ def relaxations(ctx: Context, pl: Placement, pinned: bool) -> list[Relaxation]:
             if name in cfg.violated:
                 need = cfg.value_of(name)
                 out.append(Relaxation(name=name, current=current, required=need, unit=unit,
-                                      message=f"{name} ≥ {fmt(name, need)} (now {fmt(name, current)})"))
+                                      message=needs(name, need, current)))
             continue
         if memory_bound:
             out.append(Relaxation(name=name, current=current, unit=unit,
@@ -65,7 +76,7 @@ def relaxations(ctx: Context, pl: Placement, pinned: bool) -> list[Relaxation]:
             continue
         required = best.config.value_of(name)  # type: ignore[union-attr]
         out.append(Relaxation(name=name, current=current, required=required, unit=unit,
-                              message=f"{name} ≥ {fmt(name, required)} (now {fmt(name, current)})"))
+                              message=needs(name, required, current)))
     if not pinned:
         out.append(_gpu_relaxation(ctx, pl))
     return out

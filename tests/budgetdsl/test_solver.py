@@ -531,3 +531,14 @@ def test_a_pinned_batch_written_as_an_expression_tolerates_float_noise():
 
     assert pinned_sequences(Run(batch=0.1 * 3 * 4096 * 10 / 3 * 100000), 4096) == 100_000
     assert pinned_sequences(Run(batch=409_600_000 + 4096 * 1e-3), 4096) is None
+
+
+def test_a_relaxation_never_asks_for_the_figure_the_plan_already_has():
+    """A limit a hair short (0.07 % for a FLOP budget, 1 s of a day) used to read "flops ≥ 3.9e22
+    FLOP (now 3.9e22 FLOP)": where the two round alike the line gives the gap as a share."""
+    from budgetdsl.solve.relaxations import needs
+
+    line = needs("flops", 3.9027e22, 3.9e22)
+    assert line == "flops ≥ 3.9e22 FLOP (now 3.9e22 FLOP: 0.069 % more)"
+    assert needs("deadline", 86401.0, 86400.0).endswith("(now 24 h: 0.0012 % more)")
+    assert needs("flops", 4.5e22, 3.9e22) == "flops ≥ 4.5e22 FLOP (now 3.9e22 FLOP)"  # apart: as before
