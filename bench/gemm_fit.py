@@ -60,12 +60,12 @@ def errors(rows: list[tuple[int, int, int, float]], peak: float, coef: tuple[flo
     return out
 
 
-def fits() -> dict[str, tuple[float, float, float, float]]:
-    """Each table chip's fitted constants (what gemm_shape holds)."""
+def fits(table: dict | None = None) -> dict[str, tuple[float, float, float, float]]:
+    """Each table chip's fitted constants (what gemm_curves holds); `table`: `read_table()`'s."""
     sys.path.insert(0, str(REPO))
     from budgetdsl.hardware.gpus import PRESETS
 
-    table = read_table()
+    table = read_table() if table is None else table
     return {chip: fit(table[chip], PRESETS[preset].peak_flops) for chip, (_, preset) in CHIPS.items()}
 
 
@@ -74,7 +74,7 @@ def main() -> int:
     from budgetdsl.hardware.gpus import PRESETS
 
     table = read_table()
-    for chip, coef in fits().items():
+    for chip, coef in fits(table).items():
         name, preset = CHIPS[chip]
         peak = PRESETS[preset].peak_flops
         every, train = errors(table[chip], peak, coef), errors(table[chip], peak, coef, training=True)

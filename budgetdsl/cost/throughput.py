@@ -591,7 +591,8 @@ def _stage_shares(shape: Shape, device: Device,
     fl += gemm * (layer.per_row - 1.0)
     fh *= head.per_row
     rec_layer += gemm / 3.0 * rec_share * (layer.forward_per_row - 1.0)  # the forward's GEMMs again
-    fp8 = fp8_gemm_saving(shape, device) * layer.per_row
+    saving = fp8_gemm_saving(shape, device)  # per token at the large-GEMM rate; each pass at its own factor
+    fp8 = saving * layer.per_row
 
     def tp_count(n: int) -> int:  # TP collectives per micro-batch: two more per fully recomputed layer
         return n * n_tp if layout.recompute_layers is None else n * 4 + 2 * layout.recomputed(n)
@@ -603,8 +604,8 @@ def _stage_shares(shape: Shape, device: Device,
         compute = flops / mm_rate + passes * n * tokens / device.hbm_bandwidth - n * tokens / t * fp8
         recompute = rec_layer * r * tokens / t / mm_rate
         if policy in ("full", "ops"):  # the forward again: on FP8, a third of its GEMMs' saving again
-            recompute += again * r * tokens / device.hbm_bandwidth - r * tokens / t * fp8 / layer.per_row \
-                * layer.forward_per_row / 3.0 * rec_share
+            recompute += again * r * tokens / device.hbm_bandwidth \
+                - r * tokens / t * saving * layer.forward_per_row / 3.0 * rec_share
         elif policy == "selective" and not layout.flash_attention and shape.heads:
             recompute += RECOMPUTE_PASSES * 5.0 * shape.heads * s / t * n * tokens / device.hbm_bandwidth
         return compute, recompute, tp_count(n) * tp_one
