@@ -142,8 +142,7 @@ def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tu
     for name in ("flops", *TIME_LIMITS):
         bound = limits.flops if name == "flops" else limits.wall_limit(name, cm.gpus)
         if bound is not None:
-            lo, hi, ok = limit_interval(name, cm, fr, bound)
-            out[name] = (lo, hi) if ok else None
+            out[name] = limit_intervals_one(name, cm, fr, bound)
     return out
 
 
@@ -155,7 +154,92 @@ def limit_interval(name: str, cm, fr, bound, xp=SCALAR) -> tuple:
     if name == "flops":
         hi = cf.flops_upper_bound(fr.b_crit, fr.e_min, cm.flops_per_token, bound)
         return 0.0, hi, hi > 0.0
-    a2, a1, a0 = cf.time_quadratic(fr.b_crit, fr.e_min, cm.flops_per_token, cm.rate, cm.fixed_time, bound)
+    return _time_roots(cm.rate, cm.fixed_time, cm, fr, bound, xp)
+
+
+HULL_SIZES = 16  # a pipeline's micro-batch sizes with a line of their own; above, one line below the rest
+
+
+def size_intervals(cm, fr, bound, micro_max, xp=SCALAR):
+    """With a pipeline, the reference line T(B) = f·B/rate + c (one sequence a micro-batch) bounds
+    no larger micro-batch's step (less latency a token, more bubble): each size's own interval of
+    the batches meeting W(B) ≤ `bound`, as (b, low, high, nonempty), cut to the batches it launches
+    (B = m·b·dp·s, m ≥ 1). Sizes 2 to HULL_SIZES exactly (`wall_lines`: T(b, m) = m·u + v), then
+    b = 0: one line below every larger size that fits (the largest's line less the bubble the
+    smallest of them saves), on no grid. One plan, or a sweep's arrays (`micro_max` an array)."""
+    step, dp, s, f = cm._step, cm.data_parallel, cm.seq_len, cm.flops_per_token
+    top = int(micro_max) if xp is SCALAR else int(xp.max(micro_max))
+    for b in range(2, min(top, HULL_SIZES) + 1):
+        u, v = wall_lines(step, float(b), xp)
+        grid = b * dp * s
+        lo, hi, ok = _time_roots(f * grid / u, v, cm, fr, bound, xp)
+        ok = ok & (micro_max >= b) & (lo < INF)
+        lo = xp.maximum(xp.ceil(xp.where(ok, lo, 0.0) / grid), 1.0) * grid
+        hi = xp.where(hi < INF, xp.floor(xp.minimum(xp.where(ok, hi, 0.0), 1e300) / grid) * grid, hi)
+        yield b, lo, hi, ok & (lo <= hi)
+    if top > HULL_SIZES:
+        big = xp.maximum(micro_max, HULL_SIZES + 1.0)
+        u, v = wall_lines(step, big, xp)
+        lo, hi, ok = _time_roots(f * big * dp * s / u, v - step.bubble_k * (big - HULL_SIZES - 1.0), cm, fr, bound, xp)
+        yield 0, lo, hi, ok & (micro_max > HULL_SIZES) & (lo < INF)
+
+
+def size_pieces(cm, fr, bound, micro_max, lo, hi, xp=SCALAR):
+    """`size_intervals` intersected with [lo, hi] (the other limits): (their hull's low, high and
+    nonempty, the pieces as (b, low, high, nonempty)) — what a pipeline's sizes add to the reference
+    line's interval. One plan (floats; only the nonempty pieces), or a sweep's arrays."""
+    h_lo, h_hi, h_ok = INF + lo * 0.0, -INF + lo * 0.0, lo < -INF
+    pieces = []
+    for b, p_lo, p_hi, ok in size_intervals(cm, fr, bound, micro_max, xp):
+        p_lo, p_hi = xp.maximum(p_lo, lo), xp.minimum(p_hi, hi)
+        ok = ok & (p_lo <= p_hi)
+        h_lo = xp.where(ok, xp.minimum(h_lo, p_lo), h_lo)
+        h_hi = xp.where(ok, xp.maximum(h_hi, p_hi), h_hi)
+        h_ok = h_ok | ok
+        if xp is not SCALAR or ok:
+            pieces.append((b, p_lo, p_hi, ok))
+    return h_lo, h_hi, h_ok, tuple(pieces)
+
+
+def piece_sizes(b: int, micro_max) -> tuple:
+    """The micro-batch sizes `place` weighs for a piece of `size_intervals`: b itself, or for the
+    line below the larger sizes (b = 0) the least and the largest of them (`micro_max`: an integer,
+    or a sweep's array)."""
+    return (b,) if b else (HULL_SIZES + 1, micro_max)
+
+
+def piece_accumulations(p_lo, p_hi, clipped, grid, xp=SCALAR) -> tuple:
+    """(floor, ceiling, least, most) accumulation counts of a piece [p_lo, p_hi] of batches on the
+    grid B = m·grid: the two nearest the clipped target, and the piece's own m range (a candidate
+    outside it is no candidate). Floats, or a sweep's arrays."""
+    m_lo = xp.maximum(1.0, xp.ceil(p_lo / grid * (1.0 - 1e-12)))
+    m_hi = xp.where(p_hi < INF, xp.floor(xp.minimum(p_hi, 1e300) / grid * (1.0 + 1e-12)), INF)
+    m_t = xp.minimum(xp.maximum(clipped / grid, m_lo), m_hi)
+    return xp.floor(m_t), xp.ceil(m_t), m_lo, m_hi
+
+
+def clip_pieces(target, pieces, xp=SCALAR):
+    """The target clipped into the union of `pieces` ((low, high, nonempty) each): itself inside
+    one, else the nearest end, the lower of two as near. Floats, or a sweep's arrays."""
+    best, gap = target, INF + target * 0.0
+    for p_lo, p_hi, ok in pieces:
+        at = xp.minimum(xp.maximum(target, p_lo), p_hi)
+        d = xp.abs(at - target)
+        take = ok & ((d < gap) | ((d == gap) & (at < best)))
+        best, gap = xp.where(take, at, best), xp.where(take, d, gap)
+    return best
+
+
+def sizes_matter(target, r_lo, r_hi, r_ok, h_lo, h_hi, h_ok, xp=SCALAR):
+    """Whether a pipeline's sizes (`size_pieces`' hull h) reach batches nearer the objective's
+    target than the reference interval r (after the other limits; r_ok: nonempty) does: there
+    `place` weighs them (the sweep kernel leaves such elements to it). Floats, or a sweep's arrays
+    with `xp` numpy."""
+    return h_ok & (xp.logical_not(r_ok) | ((target < r_lo) & (h_lo < r_lo)) | ((target > r_hi) & (h_hi > r_hi)))
+
+
+def _time_roots(rate, fixed, cm, fr, bound, xp):
+    a2, a1, a0 = cf.time_quadratic(fr.b_crit, fr.e_min, cm.flops_per_token, rate, fixed, bound)
     return quadratic_roots(a2, a1, a0, xp)
 
 
@@ -350,18 +434,20 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
     shared = evals.get("intervals")
     if shared is None:
         shared = evals["intervals"] = _shared(cm, fr, limits)
-    intervals, lo, hi, per, n_lo, n_hi, configs, counts = shared
+    intervals, lo, hi, per, n_lo, n_hi, configs, counts, sized = shared
     target = objective_target(objective, cm, fr)
     if no_room(micro_max, micro_fixed):
         return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, None, None, micro_max, "memory"))
+    pieces = None if sized is None or lo <= target <= hi else _sized(cm, fr, limits, sized, target, intervals, lo, hi)
+    if pieces is not None:  # the target is nearer batches only larger micro-batches reach
+        pieces, intervals, lo, hi, n_lo, n_hi = pieces
+        evals[("pieces", objective, micro_fixed)] = True  # not `carried` on
     if lo > hi:
         return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, None, None, micro_max, "interval"))
-    clipped = _clip(target, lo, hi)
+    clipped = _clip(target, lo, hi) if pieces is None else clip_pieces(target, [p[1:] for p in pieces])
     n_t = clipped / per
-    if n_lo is None:
-        n_lo = least_sequences(lo, per)
-    if n_hi is None:
-        n_hi = open_end(n_lo, n_t)
+    n_lo = least_sequences(lo, per) if n_lo is None else n_lo
+    n_hi = open_end(n_lo, n_t) if n_hi is None else n_hi
     if n_lo > n_hi:
         return _new_placement(Placement, (cm, fr, intervals, lo, hi, target, clipped, None, micro_max, "integer"))
     entries = counts.get(micro_fixed)
@@ -400,6 +486,13 @@ def place(cm: CostModel, fr: Frontier, limits: Limits, objective: str,
         best, best_key = _better(entry[1], kind, bc, clipped, best, best_key)
         end[3] = best is not end[0]  # the upper end's configuration won
         order += (n_hi,)
+    if not hit and pieces is not None:
+        # The target lies where only a pipeline's larger micro-batch sizes meet the time limits:
+        # each size's accumulations nearest it.
+        met = [cfg for b, m in _piece_splits(pieces, clipped, per, micro_max, micro_fixed)
+               if not (cfg := _config_at(cm, fr, limits, b, m, micro_max, configs)).violated]
+        hit = bool(met)
+        best, best_key = _better(met, kind, bc, clipped, best, best_key)
     if not hit:
         # Integer steps pushed the target's neighbours over a limit: walk outward from the target
         # to the nearest launchable batch, so the answer stays next to the objective's choice.
@@ -634,21 +727,66 @@ def _shared(cm: CostModel, fr: Frontier, limits: Limits, configs: dict | None = 
             counts: dict | None = None) -> tuple:
     """What every objective of one cost model, frontier and limits shares in `place`: the limits'
     intervals, their intersection [lo, hi], tokens per sequence per replica, the interval's integer
-    ends (sequences per replica), the configurations by (micro, accum) and the feasible ones of
-    each count (`configs` and `counts`: those handed on by `seeded`)."""
+    ends (sequences per replica), the configurations by (micro, accum), the feasible ones of each
+    count (`configs` and `counts`: those handed on by `seeded`), and with a pipeline and a time
+    limit what its micro-batch sizes need (`_sized`; else None)."""
     intervals = limit_intervals(cm, fr, limits)
-    lo, hi = 0.0, INF
-    for iv in intervals.values():
-        if iv is None:
-            lo, hi = INF, 0.0
-            break
-        lo, hi = max(lo, iv[0]), min(hi, iv[1])
+    lo, hi = _intersection(intervals, ())
+    sized = None
+    if cm._step is not None and cm.split.pipeline_parallel > 1:
+        bounds = [b for b in (limits.wall_limit(n, cm.gpus) for n in TIME_LIMITS) if b is not None]
+        if bounds:
+            b_lo, b_hi = _intersection(intervals, TIME_LIMITS)
+            if b_lo <= b_hi:
+                sized = [min(bounds), b_lo, b_hi, None]  # the least wall bound, the other limits', the pieces
     per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
     n_lo = least_sequences(lo, per) if lo <= hi and lo < INF else None
     n_hi = most_sequences(hi, per) if n_lo is not None and hi < INF else None
     if configs is None:
         configs = {"numbers": _numbers_kept(cm, fr)}  # by (micro, accum); the numbers before the limits
-    return (intervals, lo, hi, per, n_lo, n_hi, configs, {} if counts is None else counts)
+    return (intervals, lo, hi, per, n_lo, n_hi, configs, {} if counts is None else counts, sized)
+
+
+def _sized(cm: CostModel, fr: Frontier, limits: Limits, sized: list, target: float, intervals: dict,
+           lo: float, hi: float):
+    """A pipeline's micro-batch sizes where they reach batches nearer `target` than the reference
+    interval [lo, hi] (`sizes_matter`): (the pieces, (b, low, high, True) each with the reference as
+    b = 1, the intervals with each time limit's widened likewise, the pieces' hull's low and high
+    and its integer ends); else None."""
+    if sized[3] is None:
+        sized[3] = size_pieces(cm, fr, sized[0], cm.micro_batch_max, sized[1], sized[2])
+    h_lo, h_hi, h_ok, found = sized[3]
+    if not sizes_matter(target, lo, hi, lo <= hi, h_lo, h_hi, h_ok):
+        return None
+    pieces = (((1, lo, hi, True),) if lo <= hi else ()) + found
+    widened = dict(intervals)
+    for name in TIME_LIMITS:  # each time limit's own interval: the hull with its sizes' likewise
+        bound = limits.wall_limit(name, cm.gpus)
+        if bound is not None:
+            iv = widened[name]
+            w_lo, w_hi, w_ok, _ = size_pieces(cm, fr, bound, cm.micro_batch_max, 0.0, INF)
+            widened[name] = iv if not w_ok else (w_lo, w_hi) if iv is None else (min(iv[0], w_lo), max(iv[1], w_hi))
+    lo, hi = min(p[1] for p in pieces), max(p[2] for p in pieces)
+    per = float(cm.seq_len * cm.data_parallel)
+    return pieces, widened, lo, hi, least_sequences(lo, per), (most_sequences(hi, per) if hi < INF else None)
+
+
+def limit_intervals_one(name: str, cm: CostModel, fr: Frontier, bound: float) -> tuple[float, float] | None:
+    """One limit's interval of B as `limit_intervals` gives it (None: empty)."""
+    lo, hi, ok = limit_interval(name, cm, fr, bound)
+    return (lo, hi) if ok else None
+
+
+def _intersection(intervals: dict, leave: tuple) -> tuple[float, float]:
+    """[lo, hi] of the intervals not named in `leave`; (inf, 0) where one of them is empty."""
+    lo, hi = 0.0, INF
+    for name, iv in intervals.items():
+        if name in leave:
+            continue
+        if iv is None:
+            return INF, 0.0
+        lo, hi = max(lo, iv[0]), min(hi, iv[1])
+    return lo, hi
 
 
 # New limits on a cost model and frontier already placed (a sweep's rows, the TUI's edits, the
@@ -723,6 +861,21 @@ def _clip(target: float, lo: float, hi: float) -> float:
     return hi if hi < clipped else clipped
 
 
+def _piece_splits(pieces: tuple, clipped: float, per: float, micro_max: int, micro_fixed: int | None):
+    """(micro, accum) of each piece's sizes (`piece_sizes`; the reference, b = 1, has the count's
+    own splits) at the two accumulation counts nearest the clipped target inside the piece."""
+    for b0, p_lo, p_hi, _ in pieces:
+        if b0 == 1:
+            continue
+        for b in piece_sizes(b0, micro_max):
+            if b > micro_max or (micro_fixed is not None and b != micro_fixed):
+                continue
+            mf, mc, m_lo, m_hi = piece_accumulations(p_lo, p_hi, clipped, b * per)
+            for m in (mf,) if mf == mc else (mf, mc):
+                if m_lo <= m <= m_hi:
+                    yield b, int(m)
+
+
 def _neighbours(n_t: float, n_lo, n_hi) -> tuple:
     """The target's two integer neighbours clipped into [n_lo, n_hi], as `place` takes them."""
     f, c = math.floor(n_t), math.ceil(n_t)
@@ -779,6 +932,8 @@ def carried(pl: Placement, fr: Frontier, limits: Limits, objective: str, micro_f
     shared = evals["intervals"]
     intervals, lo, hi, per, n_lo, n_hi = shared[:6]
     target = pl.target
+    if (shared[8] is not None and not lo <= target <= hi) or prev.get(("pieces", objective, micro_fixed)):
+        return None  # a pipeline's micro-batch sizes may widen the interval (`_sized`): placed afresh
     clipped = _clip(target, lo, hi)  # as `place` clips it
     if clipped != pl.clipped:
         return None

@@ -32,6 +32,7 @@ from budgetdsl.solve.placement import (
     TIME_LIMITS,
     WALL_EVALUATIONS,
     WALL_SIZES,
+    clip_pieces,
     least_accumulation,
     least_sequences,
     limit_interval,
@@ -41,8 +42,12 @@ from budgetdsl.solve.placement import (
     numbers,
     objective_target,
     open_end,
+    piece_accumulations,
+    piece_sizes,
     place_key,
     quadratic_roots,
+    size_pieces,
+    sizes_matter,
     split_candidates,
     violations,
     walk_out,
@@ -340,6 +345,7 @@ class Placed(Config):
     has: np.ndarray  # a feasible configuration was found
     unsure: np.ndarray  # the kernel cannot decide this row exactly
     target: np.ndarray
+    sized: np.ndarray  # placed in an interval a pipeline's micro-batch sizes widened (placement._sized)
 
 
 def _intervals(p: Block, r: Rows):
@@ -360,14 +366,27 @@ def _intervals(p: Block, r: Rows):
         hi = np.where(fok, np.minimum(hi, fhi), hi)
         given = {"deadline": ~np.isnan(r.deadline), "gpu_hours": ~np.isnan(r.gpu_hours),
                  "usd": ~np.isnan(r.usd) & ~np.isnan(r.price)}
+        # the other limits' interval, and the least wall bound of the time limits given
+        b_lo, b_hi, b_ok, bound = lo, hi, ~empty, np.full(R, np.nan)
         for name in TIME_LIMITS:
-            ilo, ihi, iok = limit_interval(name, p, r, wall_limit(name, getattr(r, name), r.price, p.gpus), np)
+            wall = wall_limit(name, getattr(r, name), r.price, p.gpus)
+            ilo, ihi, iok = limit_interval(name, p, r, wall, np)
             iok &= given[name]
             ivs[name] = (ilo, ihi, given[name], iok)
             empty |= given[name] & ~iok
             lo = np.where(iok, np.maximum(lo, ilo), lo)
             hi = np.where(iok, np.minimum(hi, ihi), hi)
-    return lo, hi, empty, ivs
+            bound = np.where(given[name], np.fmin(bound, wall), bound)
+        sized = None  # a pipeline's micro-batch sizes (placement._sized), where it has a time limit
+        has = p.pipeline & ~np.isnan(bound) & b_ok & (b_lo <= b_hi)
+        if p._step is not None and has.any():  # on those elements only (a few of the block)
+            idx = np.flatnonzero(has)
+            h_lo, h_hi, h_ok, pieces = size_pieces(_take(p, idx), _subset(r, idx), bound[idx], p.micro_max[idx],
+                                                   b_lo[idx], b_hi[idx], np)
+            sized = (_scatter(h_lo, idx, R, np.nan), _scatter(h_hi, idx, R, np.nan), _scatter(h_ok, idx, R, False),
+                     tuple((b, _scatter(lo_, idx, R, np.nan), _scatter(hi_, idx, R, np.nan),
+                            _scatter(ok, idx, R, False)) for b, lo_, hi_, ok in pieces))
+    return lo, hi, empty, ivs, sized
 
 
 def _better(key_new, key_old):
@@ -395,16 +414,28 @@ class _Start:
     nc: np.ndarray
     go: np.ndarray
     unsure: np.ndarray
+    sized: np.ndarray  # where a pipeline's micro-batch sizes widen the interval (placement._sized)
+    pieces: tuple  # their pieces, (b, low, high, nonempty) each
 
 
-def _start(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed) -> _Start:
-    """placement.place up to its candidates (placement.objective_target, the interval's integer ends)."""
+def _start(p: Block, r: Rows, kind: str, lo, hi, empty, sized, micro_fixed) -> _Start:
+    """placement.place up to its candidates (placement.objective_target, the interval — widened by
+    a pipeline's micro-batch sizes where they reach nearer the target, `sized` — its integer ends)."""
     R = len(r)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         target = objective_target(kind, p, r, np) + np.zeros(R)  # a new array, also where a float
         unsure = np.zeros(R, bool)
-        go = ~empty & (lo <= hi) & ~no_room(p.micro_max, micro_fixed)
+        r_ok = ~empty & (lo <= hi)
         clipped = np.minimum(np.maximum(target, lo), hi)
+        use, pieces = np.zeros(R, bool), ()
+        if sized is not None:
+            h_lo, h_hi, h_ok, pieces = sized
+            use = sizes_matter(target, lo, hi, r_ok, h_lo, h_hi, h_ok, np)
+            if use.any():
+                clipped = np.where(use, clip_pieces(target, [(lo, hi, r_ok), *(q[1:] for q in pieces)], np), clipped)
+                lo = np.where(use, np.where(r_ok, np.minimum(lo, h_lo), h_lo), lo)
+                hi = np.where(use, np.where(r_ok, np.maximum(hi, h_hi), h_hi), hi)
+        go = (r_ok | use) & ~no_room(p.micro_max, micro_fixed)
         n_t = clipped / p.per
         n_lo = least_sequences(lo, p.per, np)
         finite = hi < INF
@@ -414,14 +445,15 @@ def _start(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed) -> _Start:
         go &= ~unsure
         nf = np.minimum(np.maximum(np.floor(n_t), n_lo), n_hi)
         nc = np.minimum(np.maximum(np.ceil(n_t), n_lo), n_hi)
-    return _Start(target, clipped, n_t, n_lo, n_hi, nf, nc, go, unsure)
+    return _Start(target, clipped, n_t, n_lo, n_hi, nf, nc, go, unsure, use & go, pieces)
 
 
-def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, cache) -> Placed:
+def _place(p: Block, r: Rows, kind: str, lo, hi, empty, sized, micro_fixed, divisors, cache) -> Placed:
     """placement.place for one objective, elementwise: the target's neighbours and the interval's
-    ends, every split of each at once (`_least`), then the outward walk (`_walk`)."""
+    ends, every split of each at once (`_least`), a pipeline's micro-batch sizes where they widen
+    the interval (`_sizes`), then the outward walk (`_walk`)."""
     R = len(r)
-    st = _start(p, r, kind, lo, hi, empty, micro_fixed)
+    st = _start(p, r, kind, lo, hi, empty, sized, micro_fixed)
     fill = np.ones(R)
 
     def evaluated(n, active):
@@ -439,15 +471,76 @@ def _place(p: Block, r: Rows, kind: str, lo, hi, empty, micro_fixed, divisors, c
     slots = [(nf, go, True), (nc, go & (nc != nf), True), (st.n_lo, go, False), (st.n_hi, go, False)]
     evs = [(evaluated(n, act), n, act, nb) for n, act, nb in slots]
     best, has, hit = _least(kind, r, st, evs)
+    weigh = _Weigh(r, kind, st, best, has)
+    sizes = st.sized & ~hit
+    if sizes.any():
+        hit = hit | _sizes(p, r, st, weigh, sizes, micro_fixed)
     walk = go & ~hit
     if walk.any():
-        best = _walk(p, r, kind, st, best, has, walk, micro_fixed, divisors)
+        _walk(p, r, st, weigh, walk, micro_fixed, divisors)
+    best = weigh.best
     has = ~np.isnan(best[0]) & go
     if kind == "min_time" and p._step is not None:
         _wall_check(p, r, st, best, has, micro_fixed)
-    return Placed(**dict(zip(CONFIG, best)), has=has, unsure=st.unsure, target=st.target)
+    return Placed(**dict(zip(CONFIG, best)), has=has, unsure=st.unsure, target=st.target, sized=st.sized)
 
 
+class _Weigh:
+    """The best configuration so far of every element, and its `place_key`: splits evaluated
+    weigh against it as place's `_better` weighs them (a different split with an equal key: the
+    scalar order decides, unsure)."""
+
+    def __init__(self, r: Rows, kind: str, st: _Start, best: list, has) -> None:
+        self.r, self.kind, self.st, self.best = r, _KIND_OF[kind], st, best
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.key = tuple(np.where(has, k, np.inf) for k in place_key(
+                self.kind, r.bc, st.clipped, best[2], best[4], best[7], None, best[1], np))
+
+    def __call__(self, ev: Evals, active) -> np.ndarray:
+        """`ev` where `active`: the elements where it is feasible."""
+        best, unsure = self.best, self.st.unsure
+        okk = ev.ok & active
+        np.logical_or(unsure, active & ev.big, out=unsure)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            key = place_key(self.kind, self.r.bc, self.st.clipped, ev.batch, ev.wall, ev.flops, None, ev.accum, np)
+        less, equal = _better(key, self.key)
+        had = ~np.isnan(best[0])
+        take = okk & (~had | less)
+        np.logical_or(unsure, okk & had & equal & ((ev.micro != best[0]) | (ev.accum != best[1])), out=unsure)
+        self.best = [np.where(take, getattr(ev, f), b) for f, b in zip(CONFIG, best)]
+        self.key = tuple(np.where(take, k, b) for k, b in zip(key, self.key))
+        return okk
+
+
+def _sizes(p: Block, r: Rows, st: _Start, weigh: _Weigh, active, micro_fixed) -> np.ndarray:
+    """placement.place's weighing of a pipeline's micro-batch sizes (`_piece_splits`): each
+    piece's sizes at the two accumulation counts nearest the clipped target; where one is feasible.
+    Evaluated on the active elements only (a few of the block), weighed on all."""
+    R = len(r)
+    idx = np.flatnonzero(active)
+    q, rq, clipped = _take(p, idx), _subset(r, idx), st.clipped[idx]
+    found = np.zeros(R, bool)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for b0, p_lo, p_hi, ok in st.pieces:
+            for size in piece_sizes(b0, q.micro_max):
+                b = size + np.zeros(len(idx))
+                there = ok[idx] & (b <= q.micro_max) & (True if micro_fixed is None else b == micro_fixed)
+                mf, mc, m_lo, m_hi = piece_accumulations(p_lo[idx], p_hi[idx], clipped, b * q.per, np)
+                for m in (mf, mc):
+                    live = there & (m >= m_lo) & (m <= m_hi)
+                    if live.any():
+                        ev = _evaluate(q, rq, np.where(live, b, 1.0), np.where(live, m, 1.0), live)
+                        full = Evals(**{f: _scatter(getattr(ev, f), idx, R, np.nan) for f in CONFIG},
+                                     ok=_scatter(ev.ok, idx, R, False), big=_scatter(ev.big, idx, R, False))
+                        found |= weigh(full, _scatter(live, idx, R, False))
+    return found
+
+
+def _scatter(values: np.ndarray, idx: np.ndarray, R: int, fill) -> np.ndarray:
+    """`values` of the elements `idx` in an array of R, `fill` elsewhere."""
+    out = np.full(R, fill, dtype=values.dtype)
+    out[idx] = values
+    return out
 
 
 def _take(p: Block, idx: np.ndarray) -> Block:
@@ -798,41 +891,23 @@ def _least(kind: str, r: Rows, st: _Start, evs: list) -> tuple[list, np.ndarray,
     return best, has, hit
 
 
-def _walk(p: Block, r: Rows, kind: str, st: _Start, best: list, has, walk, micro_fixed, divisors) -> list:
+def _walk(p: Block, r: Rows, st: _Start, weigh: _Weigh, walk, micro_fixed, divisors) -> None:
     """placement.walk_out where neither neighbour of the target was launchable, up to WALK steps
     each way; a row that needs more is unsure (the scalar path). Each count's splits weigh against
-    the best so far by `place_key`, as place's `_better` weighs them."""
-    R = len(r)
-    unsure, clipped = st.unsure, st.clipped
-    fill = np.ones(R)
-    kind_ = _KIND_OF[kind]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        best_key = tuple(np.where(has, k, np.inf)
-                         for k in place_key(kind_, r.bc, clipped, best[2], best[4], best[7], None, best[1], np))
+    the best so far (`weigh`)."""
+    fill = np.ones(len(r))
 
     def consider(n, active):
         """One more n: its splits against the best so far; where one launches n exactly."""
-        nonlocal best, best_key
         n = np.where(active, n, fill)
-        exact = np.zeros(R, bool)
+        exact = np.zeros(len(r), bool)
         for m_, a_, e_ in _splits(p, n, micro_fixed, divisors):
             ev = _evaluate(p, r, m_, a_, e_)
-            okk = ev.ok & active
-            np.logical_or(unsure, active & ev.big, out=unsure)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                key = place_key(kind_, r.bc, clipped, ev.batch, ev.wall, ev.flops, None, ev.accum, np)
-            less, equal = _better(key, best_key)
-            had = ~np.isnan(best[0])
-            take = okk & (~had | less)
-            np.logical_or(unsure, okk & had & equal & ((ev.micro != best[0]) | (ev.accum != best[1])), out=unsure)
-            best = [np.where(take, getattr(ev, f), b) for f, b in zip(CONFIG, best)]
-            best_key = tuple(np.where(take, k, b) for k, b in zip(key, best_key))
-            exact |= okk & (ev.micro * ev.accum == n)
+            exact |= weigh(ev, active) & (ev.micro * ev.accum == n)
         return exact
 
     n0 = np.minimum(np.maximum(np.rint(st.n_t), st.n_lo), st.n_hi)
-    unsure |= walk_out(walk, n0, st.n_lo, st.n_hi, (st.nf, st.nc, st.n_lo, st.n_hi), consider, 2 * WALK + 1, np)
-    return best
+    st.unsure |= walk_out(walk, n0, st.n_lo, st.n_hi, (st.nf, st.nc, st.n_lo, st.n_hi), consider, 2 * WALK + 1, np)
 
 
 # -- choosing per row ----------------------------------------------------------------------------
@@ -919,7 +994,8 @@ class _Store:
         names = list(ivs)
         values = np.stack([lo, hi, *(x for n in names for x in ivs[n][:2]), *(pl.target for pl in placed),
                            *(getattr(pl, f) for pl in placed for f in CONFIG)])
-        flags = np.stack([np.ones(len(pi), bool), *(x for n in names for x in ivs[n][2:]), *has])
+        flags = np.stack([np.ones(len(pi), bool), *(x for n in names for x in ivs[n][2:]), *has,
+                          *(pl.sized for pl in placed)])
         cuts = (np.flatnonzero(np.diff(pi)) + 1).tolist()
         for a, b in zip([0, *cuts], [*cuts, len(pi)]):
             i = int(pi[a])
@@ -938,7 +1014,8 @@ class _Store:
                     ivs={name: (v[2 + 2 * j], v[3 + 2 * j], f[1 + 2 * j], f[2 + 2 * j])
                          for j, name in enumerate(names)},
                     targets=[v[2 + 2 * n + q] for q in range(k)],
-                    kinds=[dict(has=f[1 + 2 * n + q], **{c: v[2 + 2 * n + k + q * len(CONFIG) + x]
+                    kinds=[dict(has=f[1 + 2 * n + q], sized=f[1 + 2 * n + k + q],
+                                **{c: v[2 + 2 * n + k + q * len(CONFIG) + x]
                                                           for x, c in enumerate(CONFIG)}) for q in range(k)])
 
     def view(self, rows: np.ndarray) -> _Store:
@@ -1043,14 +1120,14 @@ def decide(pairs: list[Pair], r: Rows, micro_fixed: int | None, divisors: _Divis
         if len(pi):
             blk = block(pairs, pi)
             sub = _subset(r, ri)
-            lo, hi, empty, ivs = _intervals(blk, sub)
+            lo, hi, empty, ivs, sized = _intervals(blk, sub)
             cache: dict = {}
-            placed = [_place(blk, sub, kind, lo, hi, empty, micro_fixed, divisors, cache) for kind in KINDS]
+            placed = [_place(blk, sub, kind, lo, hi, empty, sized, micro_fixed, divisors, cache) for kind in KINDS]
             store.put(pi, ri, lo, hi, ivs, placed)
             done[pi, ri] = True
             # the evaluations (tens of MB) are not needed past the store: freed before choosing, the
             # peak of memory, and the page faults of touching it, are a third less
-            del blk, sub, lo, hi, empty, ivs, cache, placed
+            del blk, sub, lo, hi, empty, ivs, sized, cache, placed
         if d is None:
             d = _choose(pairs, r, store, searched)
         else:  # only the rows that were given more pairs can change their pick
@@ -1210,7 +1287,7 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
         return a[np.arange(R), pick]
     chosen = pair_of[pick]
     kind = np.array([_KIND_OF[o] for o in OBJECTIVES])[r.objective]
-    lo, hi, target = np.full(R, np.nan), np.full(R, np.nan), np.full(R, np.nan)
+    lo, hi, target, sized = np.full(R, np.nan), np.full(R, np.nan), np.full(R, np.nan), np.zeros(R, bool)
     ivs = {n: (np.full(R, np.nan), np.full(R, np.nan), np.zeros(R, bool))
            for n in ("flops", "deadline", "gpu_hours", "usd")}
     for i in sorted(set(chosen.tolist())):  # the chosen pair's interval and the objective's own target on it
@@ -1220,8 +1297,13 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
         for k in range(len(KINDS)):
             mk = m & (kind == k)
             target[mk] = st["targets"][k][mk]
+            # the objective's own interval widened by a pipeline's sizes: its bindings by solve()
+            sized[mk] = st["kinds"][k]["sized"][mk]
         for n, (ilo, ihi, iok) in ivs.items():
             ilo[m], ihi[m], iok[m] = st["ivs"][n][0][m], st["ivs"][n][1][m], st["ivs"][n][3][m]
+    sized &= ok
+    ok &= ~sized
+    unsure |= sized
     return Decided(at(micro), at(accum), at(batch), at(stack("steps")), at(wall), at(stack("gh")), at(cost),
                    at(flops), ok=ok, any=feasible, unsure=unsure, pair=chosen, kind=kind_of[pick],
                    measure=at(measure), lo=lo, hi=hi, target=target, ivs=ivs)
@@ -1406,7 +1488,7 @@ def _conflict_counts(pairs: list[Pair], r: Rows, micro_fixed: int | None) -> np.
     P, R = len(pairs), len(r)
     pi = np.repeat(np.arange(P), R)
     blk = block(pairs, pi)
-    lo, hi, _, ivs = _intervals(blk, _subset(r, np.tile(np.arange(R), P)))
+    lo, hi, _, ivs, _ = _intervals(blk, _subset(r, np.tile(np.arange(R), P)))
     # the intervals: min_batch (dp·s, INF) always, then each present limit's
     spans = [(blk.per, np.full(P * R, INF), np.ones(P * R, bool), np.ones(P * R, bool))]
     spans += [ivs[n] for n in ("flops", "deadline", "gpu_hours", "usd")]
