@@ -1275,7 +1275,10 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
         top = min(k for k, _ in keys)
         tied = [j for k, j in keys if k == top]
         if len({(pair_of[j], micro[row, j], accum[row, j]) for j in tied}) > 1:
-            j = order_of(tied, row, objective, price)
+            # twins (the same wall clock, cost and FLOPs from two splits) are ordered by the search's
+            # pool (`objectives.choose` over its candidates), not by the bound: solve() decides them
+            same = len({(wall[row, j], cost[row, j], flops[row, j]) for j in tied}) < len(tied)
+            j = None if same else order_of(tied, row, objective, price)
             if j is None:
                 ok[row] = False
                 continue
@@ -1488,7 +1491,10 @@ def _conflict_counts(pairs: list[Pair], r: Rows, micro_fixed: int | None) -> np.
     P, R = len(pairs), len(r)
     pi = np.repeat(np.arange(P), R)
     blk = block(pairs, pi)
-    lo, hi, _, ivs, _ = _intervals(blk, _subset(r, np.tile(np.arange(R), P)))
+    rows = _subset(r, np.tile(np.arange(R), P))
+    lo, hi, empty, ivs, sized = _intervals(blk, rows)
+    if sized is not None:
+        lo, hi, ivs = _widened(blk, rows, lo, hi, empty, ivs, sized)
     # the intervals: min_batch (dp·s, INF) always, then each present limit's
     spans = [(blk.per, np.full(P * R, INF), np.ones(P * R, bool), np.ones(P * R, bool))]
     spans += [ivs[n] for n in ("flops", "deadline", "gpu_hours", "usd")]
@@ -1497,6 +1503,37 @@ def _conflict_counts(pairs: list[Pair], r: Rows, micro_fixed: int | None) -> np.
     count = np.sum(named, axis=0)
     memory = no_room(blk.micro_max, micro_fixed)
     return np.where(memory, 1, count).reshape(P, R)
+
+
+def _widened(p: Block, r: Rows, lo, hi, empty, ivs: dict, sized: tuple) -> tuple:
+    """(lo, hi, ivs) as the rows' own objectives' placements hold them (placement._sized): where a
+    pipeline's micro-batch sizes reach nearer the target, the hull of their pieces, and each time
+    limit's interval widened by its own sizes' hull."""
+    h_lo, h_hi, h_ok, _ = sized
+    kind = np.array([_KIND_OF[o] for o in OBJECTIVES])[r.objective]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        target = np.select([kind == k for k in range(len(KINDS))],
+                           [objective_target(k, p, r, np) + np.zeros(len(r)) for k in KINDS])
+        r_ok = ~empty & (lo <= hi)
+        use = sizes_matter(target, lo, hi, r_ok, h_lo, h_hi, h_ok, np)
+        if not use.any():
+            return lo, hi, ivs
+        lo = np.where(use, np.where(r_ok, np.minimum(lo, h_lo), h_lo), lo)
+        hi = np.where(use, np.where(r_ok, np.maximum(hi, h_hi), h_hi), hi)
+        idx = np.flatnonzero(use)
+        q, rq = _take(p, idx), _subset(r, idx)
+        ivs = dict(ivs)
+        for name in TIME_LIMITS:
+            ilo, ihi, present, iok = (x.copy() for x in ivs[name])
+            wall = wall_limit(name, getattr(rq, name), rq.price, q.gpus)
+            w_lo, w_hi, w_ok, _ = size_pieces(q, rq, wall, q.micro_max, np.zeros(len(idx)), INF, np)
+            w_ok = w_ok & present[idx]
+            was = iok[idx]
+            ilo[idx] = np.where(w_ok, np.where(was, np.minimum(ilo[idx], w_lo), w_lo), ilo[idx])
+            ihi[idx] = np.where(w_ok, np.where(was, np.maximum(ihi[idx], w_hi), w_hi), ihi[idx])
+            iok[idx] = was | w_ok
+            ivs[name] = (ilo, ihi, present, iok)
+    return lo, hi, ivs
 
 
 def _diagnosed(base, pairs: list[Pair], r: Rows, micro_fixed: int | None, searched: bool) -> list:
