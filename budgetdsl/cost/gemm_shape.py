@@ -1,8 +1,8 @@
 """A layer's matmuls as one GPU runs them, and how much longer they take than at the large-GEMM
 rate a preset's kernel efficiency stands for (issue 24, item 6): the shapes of a tensor-parallel
 shard (Megatron's column and row split, fused or not as the stack runs them) through the chip's
-GEMM-shape curve (`budgetdsl.hardware.gemm_curves`). The throughput model multiplies a layer's
-GEMM time by the slowdown; the attention scores and values (flash attention's own kernel) keep the
+GEMM-shape curve (`budgetdsl.hardware.gemm_curves`): the throughput model adds their time per
+token and per micro-batch; the attention scores and values (flash attention's own kernel) keep the
 preset's efficiency.
 """
 
@@ -44,34 +44,34 @@ def sharded_matmuls(d_model: float, heads: float | None, kv_heads: float | None,
 
 @dataclass(frozen=True, slots=True)
 class GemmTime:
-    """A set of matmuls' time per token against the large-GEMM rate (how many times longer than
-    their FLOPs at it): all three GEMMs of each (`per_row`), the forward alone (`forward_per_row`,
-    what recomputation runs again)."""
+    """A set of matmuls' time against the large-GEMM rate, split as the step's closed form is
+    (`throughput.StepCost`): `per_row` multiplies their FLOPs (linear in the rows, so in the
+    micro-batch); `fixed` is FLOPs' worth each micro-batch adds whatever its rows (the waves a
+    short M leaves part empty, the launch, the weight gradient's tiles over K = rows). The
+    `forward_` pair: the same of the forward alone (what recomputation runs again)."""
 
     per_row: float = 1.0
+    fixed: float = 0.0
     forward_per_row: float = 1.0
+    forward_fixed: float = 0.0
 
 
 def gemm_time(curve: GemmCurve | None, matmuls: tuple[tuple[float, float], ...]) -> GemmTime:
-    """`GemmTime` of `matmuls` (one GPU's (input, output) widths, `sharded_matmuls`). Each runs as
-    its forward (rows × out, over in), its input gradient (rows × in, over out) and its weight
-    gradient (in × out, over the rows), equal FLOPs each. With the curve's 1/η = c∞ + c_k/K +
-    c_a/(M·N) + c_t/(M·N·K), 2·M·N·K FLOPs take, in FLOPs at the large-GEMM rate, 2·M·N·K +
-    2·M·N·c_k/c∞ + 2·K·c_a/c∞ + 2·c_t/c∞: per row, the c_k term where K is a weight's width and the
-    c_a term of the weight gradient (whose M·N is the weight) — what is counted. The rest is a
-    fixed time per micro-batch (the waves a short M leaves part empty, the launch, the weight
-    gradient's epilogue over K = rows), not counted: for a micro-batch of 8,192 rows it is 9 % of
-    the counted time on a TP-8 shard of Llama 3 8B, 2 % unsharded, less with more rows.
-    (A per-micro-batch time would join the collectives' latency; the pipelines' time-limit
-    intervals, taken at one micro-batch's line, are not a bound with it: docs/cost-model.md.)
-    No curve: the FLOPs alone."""
+    """`GemmTime` of `matmuls` (one GPU's (input, output) widths, `sharded_matmuls`) over a
+    micro-batch's rows. Each runs as its forward (rows × out, over in), its input gradient (rows ×
+    in, over out) and its weight gradient (in × out, over the rows), equal FLOPs each; with the
+    curve's 1/η = c∞ + c_k/K + c_a/(M·N) + c_t/(M·N·K) the time of 2·M·N·K FLOPs is, in FLOPs at
+    the large-GEMM rate, 2·M·N·K + 2·M·N·c_k/c∞ + 2·K·c_a/c∞ + 2·c_t/c∞: the first two grow with
+    the rows wherever the rows are M, the others do not. No curve: the FLOPs alone."""
     if curve is None or not matmuls:
         return GemmTime()
-    c_k, c_a = curve.c_k / curve.c_inf, curve.c_area / curve.c_inf
-    work = forward = backward = 0.0
+    c_k, c_a, c_t = curve.c_k / curve.c_inf, curve.c_area / curve.c_inf, curve.c_launch / curve.c_inf
+    work = forward = backward = fixed_f = fixed_b = 0.0
     for i, o in matmuls:
         i, o = max(i, 1.0), max(o, 1.0)
         work += i * o  # FLOPs per row of each of the three: 2·i·o
         forward += i * o + o * c_k
         backward += i * o + i * c_k + i * o + c_a
-    return GemmTime((forward + backward) / (3.0 * work), forward / work)
+        fixed_f += 2.0 * (i * c_a + c_t)
+        fixed_b += 2.0 * (o * c_a + c_t) + 2.0 * (i * o * c_k + c_t)
+    return GemmTime((forward + backward) / (3.0 * work), fixed_f + fixed_b, forward / work, fixed_f)

@@ -469,7 +469,7 @@ class StepCost:
     gather: float  # ZeRO 1-2: the weights' all-gather per step
     overlap: float | None
     fixed: float  # optimizer + overhead (+ the bubble's share of `latency`)
-    latency: float = 0.0  # seconds per micro-batch whatever its size: the α of its TP/PP/CP/EP collectives
+    latency: float = 0.0  # seconds per micro-batch whatever its size: its collectives' α, its GEMMs' fixed time
     gather_share: float = 0.0  # ZeRO-1/2: share of a micro-batch's compute hiding the weights' all-gather (stack)
 
     def linear(self, micro_batch: float, dp: int, seq_len: int) -> tuple[float, float]:
@@ -546,10 +546,11 @@ def linear_step_seconds(flops_per_token, batch_tokens, rate, fixed):
 
 
 @functools.lru_cache(maxsize=1024)
-def _stage_shares(shape: Shape, device: Device,
-                  layout: Layout) -> tuple[tuple[int, ...], int, tuple[float, float, float], float]:
+def _stage_shares(shape: Shape, device: Device, layout: Layout
+                  ) -> tuple[tuple[int, ...], int, tuple[float, float, float], float, tuple[float, float]]:
     """(layers per stage, the slowest stage, its compute, recompute and TP shares of one sequence
-    per micro-batch, its TP latency per micro-batch): independent of the GPU count and ZeRO stage,
+    per micro-batch, its TP latency per micro-batch, its GEMMs' compute and recompute seconds per
+    micro-batch whatever its size): independent of the GPU count and ZeRO stage,
     so a layout search computes them once per (t, p, recomputation) — `layout` arrives with
     gpus = t·p and zero = 0."""
     t, p = layout.tensor_parallel, layout.pipeline_parallel
@@ -583,7 +584,7 @@ def _stage_shares(shape: Shape, device: Device,
     if layout.stack.tp_overlap and t > 1:  # pipelined in t chunks with the GEMMs: one chunk exposed (cost.stacks)
         tp_one, tp_alpha = tp_one / t, tp_alpha / t
     # the layer's GEMMs and the LM head as one GPU runs them (cost.gemm_shape): their time against
-    # the preset's large-GEMM rate, per token
+    # the preset's large-GEMM rate, per token (linear in the micro-batch) and fixed per micro-batch
     gemm = gemm_flops_per_layer(fl, d, s, shape.attention_width)
     layer = gemm_time(device.gemm, sharded_matmuls(d, shape.heads, shape.kv_heads, shape.ffn_hidden, shape.mlp, t,
                                                    layout.stack.fused, shape.mla)) if gemm > 0 else GemmTime()
@@ -593,9 +594,16 @@ def _stage_shares(shape: Shape, device: Device,
     rec_layer += gemm / 3.0 * rec_share * (layer.forward_per_row - 1.0)  # the forward's GEMMs again
     saving = fp8_gemm_saving(shape, device)  # per token at the large-GEMM rate; each pass at its own factor
     fp8 = saving * layer.per_row
+    gemm_rate = (device.fp8_peak_flops if device.fp8_peak_flops > 0 else device.peak_flops) * device.kernel_efficiency
 
     def tp_count(n: int) -> int:  # TP collectives per micro-batch: two more per fully recomputed layer
         return n * n_tp if layout.recompute_layers is None else n * 4 + 2 * layout.recomputed(n)
+
+    def fixed(i: int) -> tuple[float, float]:  # the GEMMs' seconds per micro-batch whatever its size
+        n = stages[i]
+        r = n if policy != "full" else layout.recomputed(n)
+        return (n * layer.fixed / gemm_rate + (head.fixed / mm_rate if i == p - 1 else 0.0),
+                r * rec_share * layer.forward_fixed / gemm_rate)
 
     def stage(i: int) -> tuple[float, float, float]:
         n = stages[i]
@@ -612,16 +620,17 @@ def _stage_shares(shape: Shape, device: Device,
 
     per_stage = [stage(i) for i in range(p)]
     slow = max(range(p), key=lambda i: sum(per_stage[i]) + (i == p - 1) * 1e-18)
-    return stages, slow, per_stage[slow], tp_count(stages[slow]) * tp_alpha
+    return stages, slow, per_stage[slow], tp_count(stages[slow]) * tp_alpha, fixed(slow)
 
 
-def _slowest(shape: Shape, device: Device,
-             layout: Layout) -> tuple[tuple[int, ...], tuple[float, float, float], float, float, int]:
+def _slowest(shape: Shape, device: Device, layout: Layout
+             ) -> tuple[tuple[int, ...], tuple[float, float, float], float, float, int, tuple[float, float]]:
     """(layers per stage, the slowest stage's compute, recompute and TP shares of one sequence, its
-    GPU's parameters, its TP latency per micro-batch, its layers): what every GPU count of a (t, p,
-    recomputation) layout shares."""
+    GPU's parameters, its TP latency per micro-batch, its layers, its GEMMs' compute and recompute
+    seconds per micro-batch whatever its size): what every GPU count of a (t, p, recomputation)
+    layout shares."""
     t, p = layout.tensor_parallel, layout.pipeline_parallel
-    stages, slow, shares, tp_alpha = _stage_shares(shape, device, Layout(
+    stages, slow, shares, tp_alpha, gemm_fixed = _stage_shares(shape, device, Layout(
         t * p, t, p, layout.virtual_stages, 0, layout.recompute, layout.flash_attention, layout.sequence_parallel,
         stage_split=layout.stage_split, stack=layout.stack, recompute_layers=layout.recompute_layers))
     local = stage_params(stages[slow], shape.layer_params, shape.embedding_params, slow == 0, slow == p - 1, p,
@@ -634,7 +643,7 @@ def _slowest(shape: Shape, device: Device,
         routed = ex.routed_layer_params
         moe = moe_layers_per_stage(stages, ex.dense_layers)[slow]
         local += moe * routed / ex.group - stages[slow] * routed * (shape.layers - ex.dense_layers) / shape.layers / t
-    return stages, shares, local, tp_alpha, stages[slow]
+    return stages, shares, local, tp_alpha, stages[slow], gemm_fixed
 
 
 def _matmul_rate(shape: Shape, device: Device, t: int) -> float:
@@ -793,7 +802,7 @@ def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list
         kept = (slowest, _expert_context(shape, device, layout, slowest[0], slowest[1][0] + slowest[1][1]))
         if shared is not None:
             shared[key] = kept
-    (stages, (c1, r1, tp1), local, tp_alpha, blocks), (ep1, cp1, ep_alpha, cp_alpha) = kept
+    (stages, (c1, r1, tp1), local, tp_alpha, blocks, (c_fixed, r_fixed)), (ep1, cp1, ep_alpha, cp_alpha) = kept
     cp = layout.context_parallel
     v = max(1, layout.virtual_stages)
     hide_pp = _pipeline_hidden(layout)
@@ -801,7 +810,7 @@ def step_cost_columns(shape: Shape, device: Device, layout: Layout, counts: list
     kb = []
     for inside_node, pp_link in ((True, device.intra_node), (False, device.network)):
         k = c1 + r1 + tp1 + ep1 + cp1 + (0.0 if hide_pp else _pipeline_send(shape, t, p, pp_link, cp))
-        lat = tp_alpha + ep_alpha + cp_alpha + _pipeline_latency(device, layout, inside_node)
+        lat = c_fixed + r_fixed + tp_alpha + ep_alpha + cp_alpha + _pipeline_latency(device, layout, inside_node)
         kb.append((k, (p - 1) / v * k if p > 1 else 0.0, lat, (p - 1) / v * lat if p > 1 else 0.0))
     (k_in, b_in, l_in, lb_in), (k_out, b_out, l_out, lb_out) = kb
     dps = [gpus // (t * p * cp) for gpus in counts]
@@ -824,7 +833,7 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
     dp = layout.data_parallel
     b = micro_batch
     m = global_batch / (dp * micro_batch)
-    stages, (c1, r1, tp1), local, tp_alpha, blocks = _slowest(shape, device, layout)
+    stages, (c1, r1, tp1), local, tp_alpha, blocks, (c_fixed, r_fixed) = _slowest(shape, device, layout)
     cp = layout.context_parallel
     ep1, cp1, ep_alpha, cp_alpha = _expert_context(shape, device, layout, stages, c1 + r1)
     inside = t * dp * cp < device.gpus_per_node
@@ -833,12 +842,14 @@ def step_time(shape: Shape, device: Device, layout: Layout, micro_batch: float, 
     (per_micro,), (reduce,), (gather,), (optimizer,) = _collectives(shape, device, layout, local, [dp * cp],
                                                                     None, blocks)
     # each share per micro-batch: b sequences' worth plus its collectives' latency
-    c_mb, r_mb, tp_mb = c1 * b, r1 * b, tp1 * b + tp_alpha
+    c_mb, r_mb, tp_mb = c1 * b + c_fixed, r1 * b + r_fixed, tp1 * b + tp_alpha
     pp_micro = pp1 * b + _pipeline_latency(device, layout, inside)
     ep_mb, cp_mb = ep1 * b + ep_alpha, cp1 * b + cp_alpha
     micro_time = c_mb + r_mb + tp_mb + ep_mb + cp_mb + pp_micro
     bubble = (p - 1) / v * micro_time if p > 1 else 0.0
-    once, zero2 = exposed_dp(layout.zero >= 3, per_micro, reduce, gather, layout.overlap, 1.0, c_mb + r_mb + tp1 * b,
+    # the window hiding the collectives: the micro-batch's per-sequence compute (StepCost.window; the
+    # GEMMs' fixed time per micro-batch is not counted as hiding them)
+    once, zero2 = exposed_dp(layout.zero >= 3, per_micro, reduce, gather, layout.overlap, 1.0, (c1 + r1 + tp1) * b,
                              m, SCALAR, layout.stack.gather_share)
     seq_tokens = global_batch * shape.seq_len
     model_flops = shape.flops_per_token * seq_tokens

@@ -48,7 +48,7 @@ A100_SOURCE = "fitted to Narayanan et al. 2021 Table 1 (10 runs, 32–3,072 A100
 # The same fit over MosaicML's llm-foundry H100 80GB BF16 benchmarks (scripts/train/benchmarking/
 # README.md: 17 runs of MPT 1B–70B on 8–64 H100 with FSDP and flash attention, 2k and 4k tokens):
 # H100s reach a smaller share of their peak than A100s (the spread of those rows is ±25 %).
-H100_EFFICIENCY = 0.525
+H100_EFFICIENCY = 0.531
 H100_SOURCE = "fitted to MosaicML llm-foundry H100 BF16 benchmarks (17 runs, 8–64 H100; geometric mean)"
 HOPPER = "the H100 SXM's fit (the same compute die; not measured separately)"
 # No B200 training run is fitted: the H100's fit times the ratio of the two chips' large-GEMM limits

@@ -11,6 +11,8 @@ from solver_plans import make_plan
 
 from budgetdsl.cost.context_parallel import ring_bytes_per_sequence, ring_exposed_seconds
 from budgetdsl.cost.cost_model import Split, build_cost_model
+from budgetdsl.cost.gemm_shape import gemm_time, sharded_matmuls
+from budgetdsl.hardware.gpus import PRESETS
 from budgetdsl.plan.loader import load_plan
 
 LLAMA3_70B = {"params": None, "layers": 80, "d_model": 8192, "heads": 64, "kv_heads": 8, "ffn_hidden": 28672,
@@ -41,11 +43,17 @@ def test_each_gpu_holds_one_cpth_of_a_sequences_activations_and_logits(cp):
 
 def test_the_same_global_batch_is_the_same_work_per_gpu():
     """cp = 2 halves the replicas and each GPU's share of a sequence: compute and tensor-parallel
-    traffic per step are unchanged for the same global batch at one sequence per micro-batch; the
-    collectives' latency is not shared: twice the micro-batches pay it twice."""
+    traffic per step are unchanged for the same global batch at one sequence per micro-batch; what a
+    micro-batch pays whatever its size is not shared: twice the micro-batches pay it twice (the
+    collectives' latency, and the GEMMs' fixed time: the same GEMMs with half the rows each,
+    budgetdsl.cost.gemm_shape)."""
     batch = 256 * 8192.0
     one, two = _cm(1).breakdown(batch, 256 // 32), _cm(2).breakdown(batch, 256 // 16)
-    assert two.compute == pytest.approx(one.compute, rel=1e-12)
+    h100 = PRESETS["H100-SXM5-80GB"]
+    layer = gemm_time(h100.gemm, sharded_matmuls(LLAMA3_70B["d_model"], 64, 8, 28672, "swiglu", 8, True))
+    gemm_fixed = 21 * layer.fixed / (h100.peak_flops * h100.kernel_efficiency)  # the slowest stage's 21 layers
+    assert gemm_fixed > 0
+    assert two.compute - (two.micro_batches - one.micro_batches) * gemm_fixed == pytest.approx(one.compute, rel=1e-12)
     # the slowest stage's layers, 4 tensor-parallel collectives each (sequence parallel: a reduce-scatter
     # and an all-gather of 8.4 + 7·3.4 µs each) per micro-batch; cp = 2 runs twice the micro-batches
     assert max(one.stage_layers) == max(two.stage_layers) == 21

@@ -70,18 +70,17 @@ def _direct_seconds(curve, matmuls, rows, rate):
 
 
 @pytest.mark.parametrize("t,fused", [(1, True), (8, False), (4, True)])
-def test_the_per_token_factor_is_the_curve_at_many_rows_and_what_it_leaves_out_is_small(t, fused):
-    """`gemm_time.per_row` is the curve's own time per row of every GEMM as the micro-batch grows
-    (what it counts is exact); at one 8,192-token sequence the per-micro-batch part it leaves out
-    is under 10 % of the time even on a TP-8 shard, and shrinks as 1/rows."""
+def test_per_row_and_fixed_parts_add_up_to_the_curve_at_every_micro_batch(t, fused):
+    """The closed form T(b) = b·K + fixed (linear in the micro-batch) holds exactly: the per-row
+    factor and the fixed part reproduce the curve's own time of every GEMM at 1, 3 and 12
+    sequences."""
     mats = sharded_matmuls(4096, 32, 8, 14336, "swiglu", t, fused)
     g = gemm_time(HOPPER_GEMM, mats)
-    rate = 500e12
+    rate, s = 500e12, 8192
     flops_per_row = 6.0 * sum(i * o for i, o in mats)
-    for rows, within in ((8192, 0.10), (8 * 8192, 0.0125), (1e12, 1e-9)):
-        counted = rows * flops_per_row * g.per_row / rate
-        direct = _direct_seconds(HOPPER_GEMM, mats, rows, rate)
-        assert counted <= direct <= counted * (1 + within)
+    for b in (1, 3, 12):
+        closed = (b * s * flops_per_row * g.per_row + g.fixed) / rate
+        assert closed == pytest.approx(_direct_seconds(HOPPER_GEMM, mats, b * s, rate), rel=1e-12)
 
 
 def test_megatron_sharding_conserves_the_flops_and_fuses_as_the_stack_runs():
