@@ -167,21 +167,57 @@ def size_intervals(cm, fr, bound, micro_max, xp=SCALAR):
     (B = m·b·dp·s, m ≥ 1). Sizes 2 to HULL_SIZES exactly (`wall_lines`: T(b, m) = m·u + v), then
     b = 0: one line below every larger size that fits (the largest's line less the bubble the
     smallest of them saves), on no grid. One plan, or a sweep's arrays (`micro_max` an array)."""
-    step, dp, s, f = cm._step, cm.data_parallel, cm.seq_len, cm.flops_per_token
+    dp, s, f = cm.data_parallel, cm.seq_len, cm.flops_per_token
+    lines = size_lines(cm._step, int(micro_max)) if xp is SCALAR else _size_lines(cm._step, micro_max, xp)
+    for b, u, v in lines:
+        if b:
+            grid = b * dp * s
+            lo, hi, ok = _time_roots(f * grid / u, v, cm, fr, bound, xp)
+            ok = ok & (micro_max >= b) & (lo < INF)
+            lo = xp.maximum(xp.ceil(xp.where(ok, lo, 0.0) / grid), 1.0) * grid
+            hi = xp.where(hi < INF, xp.floor(xp.minimum(xp.where(ok, hi, 0.0), 1e300) / grid) * grid, hi)
+            yield b, lo, hi, ok & (lo <= hi)
+        else:
+            big = xp.maximum(micro_max, HULL_SIZES + 1.0)
+            lo, hi, ok = _time_roots(f * big * dp * s / u, v, cm, fr, bound, xp)
+            yield 0, lo, hi, ok & (micro_max > HULL_SIZES) & (lo < INF)
+
+
+@functools.lru_cache(maxsize=4096)  # a pure function of a layout's step and its room, asked again for every limit
+def size_lines(step, micro_max: int) -> tuple:
+    """`_size_lines` of one layout, floats."""
+    return tuple(_size_lines(step, micro_max, SCALAR))
+
+
+def _size_lines(step, micro_max, xp):
+    """(b, u, v) of `size_intervals`' lines: T = m·u + v of sizes 2 to HULL_SIZES, then (0, u, v)
+    of the line below every larger size (v less the bubble the smallest of them saves)."""
     top = int(micro_max) if xp is SCALAR else int(xp.max(micro_max))
     for b in range(2, min(top, HULL_SIZES) + 1):
-        u, v = wall_lines(step, float(b), xp)
-        grid = b * dp * s
-        lo, hi, ok = _time_roots(f * grid / u, v, cm, fr, bound, xp)
-        ok = ok & (micro_max >= b) & (lo < INF)
-        lo = xp.maximum(xp.ceil(xp.where(ok, lo, 0.0) / grid), 1.0) * grid
-        hi = xp.where(hi < INF, xp.floor(xp.minimum(xp.where(ok, hi, 0.0), 1e300) / grid) * grid, hi)
-        yield b, lo, hi, ok & (lo <= hi)
+        yield (b, *wall_lines(step, float(b), xp))
     if top > HULL_SIZES:
         big = xp.maximum(micro_max, HULL_SIZES + 1.0)
         u, v = wall_lines(step, big, xp)
-        lo, hi, ok = _time_roots(f * big * dp * s / u, v - step.bubble_k * (big - HULL_SIZES - 1.0), cm, fr, bound, xp)
-        yield 0, lo, hi, ok & (micro_max > HULL_SIZES) & (lo < INF)
+        yield 0, u, v - step.bubble_k * (big - HULL_SIZES - 1.0)
+
+
+def _may_reach(cm: CostModel, sized: list, a: float, c: float) -> bool:
+    """Whether some micro-batch size's line (`size_lines`) lies below the reference line T(B) =
+    f·B/rate + c somewhere in [a, c] — what its interval needs to reach batches there that the
+    reference's does not (W = S(B)·T(B), one S for both). Their difference is linear in B: its
+    ends decide (an open end: its slope). A necessary test of a few float operations a size, so
+    `_sized` computes the sizes' intervals only where one could widen toward the target."""
+    per, ref = float(cm.data_parallel * cm.seq_len), cm.flops_per_token / cm.rate
+    tol = _REACH_MARGIN * (cm.fixed_time + ref * a)
+    for b, u, v in size_lines(cm._step, int(cm.micro_batch_max)):
+        slope = u / ((b or max(cm.micro_batch_max, HULL_SIZES + 1.0)) * per) - ref
+        gap = v - cm.fixed_time
+        if gap + slope * a < tol or (slope < 0.0 if c == INF else gap + slope * c < tol):
+            return True
+    return False
+
+
+_REACH_MARGIN = 1e-9  # `_may_reach` rules a size out only this clearly (its line and the reference's: float noise)
 
 
 def size_pieces(cm, fr, bound, micro_max, lo, hi, xp=SCALAR):
@@ -737,7 +773,7 @@ def _shared(cm: CostModel, fr: Frontier, limits: Limits, configs: dict | None = 
         bounds = [b for b in (limits.wall_limit(n, cm.gpus) for n in TIME_LIMITS) if b is not None]
         if bounds:
             b_lo, b_hi = _intersection(intervals, TIME_LIMITS)
-            if b_lo <= b_hi:
+            if b_lo <= b_hi and (lo != b_lo or hi != b_hi):  # where the time limits cut the others' interval
                 sized = [min(bounds), b_lo, b_hi, None]  # the least wall bound, the other limits', the pieces
     per = float(cm.seq_len * cm.data_parallel)  # tokens per sequence-per-replica
     n_lo = least_sequences(lo, per) if lo <= hi and lo < INF else None
@@ -753,6 +789,8 @@ def _sized(cm: CostModel, fr: Frontier, limits: Limits, sized: list, target: flo
     interval [lo, hi] (`sizes_matter`): (the pieces, (b, low, high, True) each with the reference as
     b = 1, the intervals with each time limit's widened likewise, the pieces' hull's low and high
     and its integer ends); else None."""
+    if lo <= hi and not _may_reach(cm, sized, *((sized[1], lo) if target < lo else (hi, sized[2]))):
+        return None
     if sized[3] is None:
         sized[3] = size_pieces(cm, fr, sized[0], cm.micro_batch_max, sized[1], sized[2])
     h_lo, h_hi, h_ok, found = sized[3]
@@ -932,8 +970,11 @@ def carried(pl: Placement, fr: Frontier, limits: Limits, objective: str, micro_f
     shared = evals["intervals"]
     intervals, lo, hi, per, n_lo, n_hi = shared[:6]
     target = pl.target
-    if (shared[8] is not None and not lo <= target <= hi) or prev.get(("pieces", objective, micro_fixed)):
-        return None  # a pipeline's micro-batch sizes may widen the interval (`_sized`): placed afresh
+    sized = shared[8]
+    if prev.get(("pieces", objective, micro_fixed)) or (
+            sized is not None and not lo <= target <= hi
+            and _sized(pl.cm, fr, limits, sized, target, intervals, lo, hi) is not None):
+        return None  # a pipeline's micro-batch sizes widen the interval (`_sized`): placed afresh
     clipped = _clip(target, lo, hi)  # as `place` clips it
     if clipped != pl.clipped:
         return None

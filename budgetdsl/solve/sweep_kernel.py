@@ -378,7 +378,7 @@ def _intervals(p: Block, r: Rows):
             hi = np.where(iok, np.minimum(hi, ihi), hi)
             bound = np.where(given[name], np.fmin(bound, wall), bound)
         sized = None  # a pipeline's micro-batch sizes (placement._sized), where it has a time limit
-        has = p.pipeline & ~np.isnan(bound) & b_ok & (b_lo <= b_hi)
+        has = p.pipeline & ~np.isnan(bound) & b_ok & (b_lo <= b_hi) & (empty | (lo != b_lo) | (hi != b_hi))
         if p._step is not None and has.any():  # on those elements only (a few of the block)
             idx = np.flatnonzero(has)
             h_lo, h_hi, h_ok, pieces = size_pieces(_take(p, idx), _subset(r, idx), bound[idx], p.micro_max[idx],
@@ -1278,11 +1278,11 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
             # twins (the same wall clock, cost and FLOPs from two splits) are ordered by the search's
             # pool (`objectives.choose` over its candidates), not by the bound: solve() decides them
             same = len({(wall[row, j], cost[row, j], flops[row, j]) for j in tied}) < len(tied)
-            j = None if same else order_of(tied, row, objective, price)
-            if j is None:
+            met = None if same else order_of(tied, row, objective, price)  # the column solve() meets first
+            if met is None:
                 ok[row] = False
                 continue
-            pick[row] = j
+            pick[row] = met
         else:
             pick[row] = tied[0]
 

@@ -12,7 +12,7 @@ import pytest
 
 from budgetdsl.cost.cost_model import Split, build_cost_model
 from budgetdsl.plan.loader import load_plan
-from budgetdsl.solve.placement import HULL_SIZES, Limits, evaluate, limit_intervals, size_intervals
+from budgetdsl.solve.placement import HULL_SIZES, Limits, evaluate, limit_intervals, place, size_intervals
 from budgetdsl.solve.solver import solve
 from budgetdsl.theory.frontier import Frontier
 
@@ -136,3 +136,39 @@ def test_the_kernel_places_as_place_where_the_sizes_widen(t, p, zero, network, g
                 assert got.has[i] and (got.micro[i], got.accum[i]) == split, (kind, fr.b_crit, d)
         assert got.unsure.sum() <= R // 10
     assert widened >= R // 10
+
+
+@pytest.mark.parametrize("t,p,zero,network,gpu", [
+    (8, 2, 0, 5e10, "H100-SXM5-80GB"), (8, 4, 0, 5e10, "A100-SXM4-80GB"), (2, 4, 0, 1.25e9, "H100-SXM5-80GB")])
+def test_the_cheap_reach_test_never_rules_out_a_size_that_widens(t, p, zero, network, gpu, monkeypatch):
+    """`placement._may_reach` (a few float operations a size) skips the sizes' intervals only where
+    none could widen toward the target: with it, every placement equals the placement without it,
+    over deadlines and GPU-hour limits around the splits' own wall clocks and every objective."""
+    from budgetdsl.solve import placement
+
+    plan = _plan(tensor_parallel=t, pipeline_parallel=p, zero=zero, network=network, gpu=gpu)
+    cm = build_cost_model(plan, 64, Split(zero, t, p, "none", True))
+    cases = []
+    for fr in (Frontier(b_crit=b, e_min=1.2e10) for b in (3e5, 1e6, 3e6)):
+        walls = [evaluate(cm, fr, Limits(), b, m, cm.micro_batch_max).wall for b in (1, 2, 4) for m in (2, 8, 32)]
+        for w in walls:
+            for f in (0.98, 1.0 + 1e-9, 1.01):
+                cases += [(fr, Limits(deadline=w * f)), (fr, Limits(gpu_hours=w * f * 64 / 3600, flops=3e20))]
+        cases += [(fr, Limits(gpu_hours=1e6)), (fr, Limits(deadline=1e9, flops=3e20))]  # loose: the bench's warm solves
+    verdicts = []
+    real = placement._may_reach
+
+    def counted(*a):
+        verdicts.append(real(*a))
+        return verdicts[-1]
+    for fr, limits in cases:
+        for objective in ("balanced", "min_time", "min_flops"):
+            with monkeypatch.context() as m:
+                m.setattr(placement, "_may_reach", counted)
+                with_test = place(cm, fr, limits, objective)
+            with monkeypatch.context() as m:
+                m.setattr(placement, "_may_reach", lambda *a: True)
+                without = place(cm, fr, limits, objective)
+            assert (with_test.config, with_test.lo, with_test.hi) == (without.config, without.lo, without.hi), (
+                objective, limits)
+    assert False in verdicts  # it does rule sizes out (the loose limits)
