@@ -268,6 +268,14 @@ def _remedy(change: str, cm: CostModel, alt: CostModel) -> MemoryRemedy:
                         fits=alt.micro_batch_max >= 1, relative_step_time=_relative_step_time(cm, alt))
 
 
+def _doublings(start: int, cap: int) -> list[int]:
+    """start, 2·start, 4·start, … up to cap (start itself always)."""
+    out = [start]
+    while out[-1] * 2 <= cap:
+        out.append(out[-1] * 2)
+    return out
+
+
 def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
     """Layouts that let one or more sequences fit, each with its numbers: every single change of
     ZeRO stage, recomputation, tensor or pipeline degree, then the smallest combinations that fit
@@ -282,10 +290,11 @@ def memory_remedies(ctx: Context, cm: CostModel) -> list[MemoryRemedy]:
         split = Split(0, t, p, "none", True, *base.parallel(plan))
         return launchable(cm.gpus, t, p, hw.gpus_per_node, split.parallel(plan)[0], split.expert_group(plan))
 
-    tps = [t for t in (base.tensor_parallel * 2**k for k in range(6))
-           if t <= max(hw.gpus_per_node, base.tensor_parallel) and m.splits_over(t)
-           and fits(t, base.pipeline_parallel)]
-    pps = [p for p in (base.pipeline_parallel * 2**k for k in range(6))  # uneven stages are fine
+    # the doublings of each degree up to what could launch: TP within a node, PP within the GPUs
+    # (and the layers); `fits` keeps those the count launches
+    tps = [t for t in _doublings(base.tensor_parallel, max(hw.gpus_per_node, base.tensor_parallel))
+           if m.splits_over(t) and fits(t, base.pipeline_parallel)]
+    pps = [p for p in _doublings(base.pipeline_parallel, cm.gpus // base.tensor_parallel)  # uneven stages are fine
            if (m.layers is None or p * (1 if hw.virtual_pipeline_stages == "auto" else hw.virtual_pipeline_stages)
                <= m.layers)
            and fits(base.tensor_parallel, p)]

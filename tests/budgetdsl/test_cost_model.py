@@ -382,6 +382,21 @@ def test_a_remedy_that_fits_one_sequence_fits():
     assert any(m.micro_batch_max == 1 and m.fits for m in remedies)
 
 
+def test_memory_remedies_reach_every_degree_a_node_holds():
+    """A remedy's tensor-parallel degree goes up to the node, whatever it holds (not a fixed five
+    doublings of the plan's): a 2M-token sequence on nodes of 128 GPUs fits only at TP 64 or more,
+    and both are offered, fitting."""
+    plan = make_plan(model={"params": None, "vocab": 128000, "layers": 32, "d_model": 16384, "heads": 128,
+                            "seq_len": 2097152},
+                     hardware={"gpus": 4096, "gpus_per_node": 128, "zero": 3, "recompute": "full",
+                               "tensor_parallel": 1, "pipeline_parallel": 1, "sequence_parallel": True},
+                     budget={"deadline": None, "flops": None, "gpu_hours": None})
+    sol = solve(plan)
+    assert not sol.feasible
+    fitting = {m.change: m.micro_batch_max for m in sol.memory_remedies if m.fits}
+    assert fitting == {"hardware.tensor_parallel: 64": 1, "hardware.tensor_parallel: 128": 2}
+
+
 def test_the_declared_mfu_holds_at_the_reference_micro_batch_and_the_first_count_of_a_range():
     """ZeRO-3 gathers every micro-batch, so the per-token rate depends on the micro-batch: the MFU
     holds at the reference one (the largest that fits without a pipeline), many per step; a GPU
