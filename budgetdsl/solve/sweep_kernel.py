@@ -1305,8 +1305,18 @@ def _choose(pairs: list[Pair], r: Rows, store: _Store, searched: bool):
         for n, (ilo, ihi, iok) in ivs.items():
             ilo[m], ihi[m], iok[m] = st["ivs"][n][0][m], st["ivs"][n][1][m], st["ivs"][n][3][m]
     sized &= ok
-    ok &= ~sized
-    unsure |= sized
+    if sized.any():  # the interval those rows' own placements hold (placement._sized), for their bindings
+        rows = np.flatnonzero(sized)
+        q, rq = block(pairs, chosen[rows]), _subset(r, rows)
+        w_lo, w_hi, w_empty, w_ivs, w_sized = _intervals(q, rq)
+        if w_sized is None:  # not what the placements said: solve() decides
+            ok &= ~sized
+            unsure |= sized
+        else:
+            w_lo, w_hi, w_ivs = _widened(q, rq, w_lo, w_hi, w_empty, w_ivs, w_sized)
+            lo[rows], hi[rows] = w_lo, w_hi
+            for n, (ilo, ihi, iok) in ivs.items():
+                ilo[rows], ihi[rows], iok[rows] = w_ivs[n][0], w_ivs[n][1], w_ivs[n][3]
     return Decided(at(micro), at(accum), at(batch), at(stack("steps")), at(wall), at(stack("gh")), at(cost),
                    at(flops), ok=ok, any=feasible, unsure=unsure, pair=chosen, kind=kind_of[pick],
                    measure=at(measure), lo=lo, hi=hi, target=target, ivs=ivs)

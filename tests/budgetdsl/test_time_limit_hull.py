@@ -71,7 +71,7 @@ def test_every_split_that_meets_a_deadline_is_in_a_piece(t, p, zero, network):
 def test_a_sweep_of_deadlines_near_the_answer_equals_solve(tmp_path, monkeypatch):
     """Deadlines from 3 % under to 9 % over a pipelined plan's own wall clock, every objective: the
     sweep kernel weighs the micro-batch sizes' pieces as `place` does (every row equals solve()),
-    and decides most rows itself."""
+    and decides nearly every row itself, its binding limits from the widened interval too."""
     from budgetdsl.plan.loader import load_merged, read_merged
     from budgetdsl.solve.sweep import Setting, sweep
     from tests.budgetdsl.test_sweep_kernel import differences
@@ -91,7 +91,7 @@ def test_a_sweep_of_deadlines_near_the_answer_equals_solve(tmp_path, monkeypatch
     assert differences(kernel, scalar, settings) == []
     feasible = [k for k, s in zip(kernel, scalar) if s.summary is not None and s.summary.feasible]
     assert len(feasible) >= len(kernel) // 2
-    assert sum(k.solution is None for k in kernel) >= 0.6 * len(kernel)
+    assert sum(k.solution is None for k in kernel) >= 0.95 * len(kernel)  # the sizes' rows too (widened bindings)
 
 
 @pytest.mark.parametrize("t,p,zero,network,gpu", [
