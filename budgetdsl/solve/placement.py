@@ -142,7 +142,8 @@ def limit_intervals(cm: CostModel, fr: Frontier, limits: Limits) -> dict[str, tu
     for name in ("flops", *TIME_LIMITS):
         bound = limits.flops if name == "flops" else limits.wall_limit(name, cm.gpus)
         if bound is not None:
-            out[name] = limit_intervals_one(name, cm, fr, bound)
+            lo, hi, ok = limit_interval(name, cm, fr, bound)
+            out[name] = (lo, hi) if ok else None
     return out
 
 
@@ -201,7 +202,7 @@ def _size_lines(step, micro_max, xp):
         yield 0, u, v - step.bubble_k * (big - HULL_SIZES - 1.0)
 
 
-def _may_reach(cm: CostModel, sized: list, a: float, c: float) -> bool:
+def _may_reach(cm: CostModel, a: float, c: float) -> bool:
     """Whether some micro-batch size's line (`size_lines`) lies below the reference line T(B) =
     f·B/rate + c somewhere in [a, c] — what its interval needs to reach batches there that the
     reference's does not (W = S(B)·T(B), one S for both). Their difference is linear in B: its
@@ -264,6 +265,14 @@ def clip_pieces(target, pieces, xp=SCALAR):
         take = ok & ((d < gap) | ((d == gap) & (at < best)))
         best, gap = xp.where(take, at, best), xp.where(take, d, gap)
     return best
+
+
+def hull(a_lo, a_hi, a_ok, b_lo, b_hi, b_ok, xp=SCALAR) -> tuple:
+    """(low, high, nonempty) of the hull of two intervals, either possibly empty: how a pipeline's
+    sizes widen an interval of B (`_sized`; the sweep kernel's `_start` and `_widened`). Floats, or
+    a sweep's arrays."""
+    return (xp.where(a_ok, xp.where(b_ok, xp.minimum(a_lo, b_lo), a_lo), b_lo),
+            xp.where(a_ok, xp.where(b_ok, xp.maximum(a_hi, b_hi), a_hi), b_hi), a_ok | b_ok)
 
 
 def sizes_matter(target, r_lo, r_hi, r_ok, h_lo, h_hi, h_ok, xp=SCALAR):
@@ -789,7 +798,7 @@ def _sized(cm: CostModel, fr: Frontier, limits: Limits, sized: list, target: flo
     interval [lo, hi] (`sizes_matter`): (the pieces, (b, low, high, True) each with the reference as
     b = 1, the intervals with each time limit's widened likewise, the pieces' hull's low and high
     and its integer ends); else None."""
-    if lo <= hi and not _may_reach(cm, sized, *((sized[1], lo) if target < lo else (hi, sized[2]))):
+    if lo <= hi and not _may_reach(cm, *((sized[1], lo) if target < lo else (hi, sized[2]))):
         return None
     if sized[3] is None:
         sized[3] = size_pieces(cm, fr, sized[0], cm.micro_batch_max, sized[1], sized[2])
@@ -803,16 +812,12 @@ def _sized(cm: CostModel, fr: Frontier, limits: Limits, sized: list, target: flo
         if bound is not None:
             iv = widened[name]
             w_lo, w_hi, w_ok, _ = size_pieces(cm, fr, bound, cm.micro_batch_max, 0.0, INF)
-            widened[name] = iv if not w_ok else (w_lo, w_hi) if iv is None else (min(iv[0], w_lo), max(iv[1], w_hi))
-    lo, hi = min(p[1] for p in pieces), max(p[2] for p in pieces)
+            a_lo, a_hi = iv if iv is not None else (0.0, 0.0)
+            i_lo, i_hi, i_ok = hull(a_lo, a_hi, iv is not None, w_lo, w_hi, w_ok)
+            widened[name] = (i_lo, i_hi) if i_ok else None
+    lo, hi, _ = hull(lo, hi, lo <= hi, h_lo, h_hi, h_ok)
     per = float(cm.seq_len * cm.data_parallel)
     return pieces, widened, lo, hi, least_sequences(lo, per), (most_sequences(hi, per) if hi < INF else None)
-
-
-def limit_intervals_one(name: str, cm: CostModel, fr: Frontier, bound: float) -> tuple[float, float] | None:
-    """One limit's interval of B as `limit_intervals` gives it (None: empty)."""
-    lo, hi, ok = limit_interval(name, cm, fr, bound)
-    return (lo, hi) if ok else None
 
 
 def _intersection(intervals: dict, leave: tuple) -> tuple[float, float]:

@@ -33,6 +33,7 @@ from budgetdsl.solve.placement import (
     WALL_EVALUATIONS,
     WALL_SIZES,
     clip_pieces,
+    hull,
     least_accumulation,
     least_sequences,
     limit_interval,
@@ -433,8 +434,8 @@ def _start(p: Block, r: Rows, kind: str, lo, hi, empty, sized, micro_fixed) -> _
             use = sizes_matter(target, lo, hi, r_ok, h_lo, h_hi, h_ok, np)
             if use.any():
                 clipped = np.where(use, clip_pieces(target, [(lo, hi, r_ok), *(q[1:] for q in pieces)], np), clipped)
-                lo = np.where(use, np.where(r_ok, np.minimum(lo, h_lo), h_lo), lo)
-                hi = np.where(use, np.where(r_ok, np.maximum(hi, h_hi), h_hi), hi)
+                w_lo, w_hi, _ = hull(lo, hi, r_ok, h_lo, h_hi, h_ok, np)
+                lo, hi = np.where(use, w_lo, lo), np.where(use, w_hi, hi)
         go = (r_ok | use) & ~no_room(p.micro_max, micro_fixed)
         n_t = clipped / p.per
         n_lo = least_sequences(lo, p.per, np)
@@ -1528,8 +1529,8 @@ def _widened(p: Block, r: Rows, lo, hi, empty, ivs: dict, sized: tuple) -> tuple
         use = sizes_matter(target, lo, hi, r_ok, h_lo, h_hi, h_ok, np)
         if not use.any():
             return lo, hi, ivs
-        lo = np.where(use, np.where(r_ok, np.minimum(lo, h_lo), h_lo), lo)
-        hi = np.where(use, np.where(r_ok, np.maximum(hi, h_hi), h_hi), hi)
+        w_lo, w_hi, _ = hull(lo, hi, r_ok, h_lo, h_hi, h_ok, np)
+        lo, hi = np.where(use, w_lo, lo), np.where(use, w_hi, hi)
         idx = np.flatnonzero(use)
         q, rq = _take(p, idx), _subset(r, idx)
         ivs = dict(ivs)
@@ -1537,11 +1538,7 @@ def _widened(p: Block, r: Rows, lo, hi, empty, ivs: dict, sized: tuple) -> tuple
             ilo, ihi, present, iok = (x.copy() for x in ivs[name])
             wall = wall_limit(name, getattr(rq, name), rq.price, q.gpus)
             w_lo, w_hi, w_ok, _ = size_pieces(q, rq, wall, q.micro_max, np.zeros(len(idx)), INF, np)
-            w_ok = w_ok & present[idx]
-            was = iok[idx]
-            ilo[idx] = np.where(w_ok, np.where(was, np.minimum(ilo[idx], w_lo), w_lo), ilo[idx])
-            ihi[idx] = np.where(w_ok, np.where(was, np.maximum(ihi[idx], w_hi), w_hi), ihi[idx])
-            iok[idx] = was | w_ok
+            ilo[idx], ihi[idx], iok[idx] = hull(ilo[idx], ihi[idx], iok[idx], w_lo, w_hi, w_ok & present[idx], np)
             ivs[name] = (ilo, ihi, present, iok)
     return lo, hi, ivs
 
